@@ -1,0 +1,60 @@
+/* cli.h -- shared pieces of the `vae` command-line tool (uses the public API only). */
+#ifndef VAE_CLI_H
+#define VAE_CLI_H
+
+#include "vae.h"
+
+/* Exit codes (documented in README.md and `vae --help`). */
+enum {
+    CLI_OK = 0,
+    CLI_EFAIL = 1,        /* other failure */
+    CLI_EUSAGE = 2,       /* bad command line */
+    CLI_EIO = 3,          /* a file could not be read or written */
+    CLI_EINPUT = 4,       /* an input file is invalid: format, missing/unexpected keys, shape, NaN */
+    CLI_EUNSUPPORTED = 5, /* valid but unsupported (model, dtype, device) */
+    CLI_ERESOURCE = 6,    /* out of memory, device error */
+    CLI_EINTERRUPTED = 130
+};
+
+int cli_exit_code(int vae_rc);
+/* Records a CLI-side failure (PNG, media, arguments) for cli_report; returns code. */
+int cli_set_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "vae: <what>: <detail>" to stderr and returns the exit code for rc. */
+int cli_report(int rc, const char *what);
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+extern int cli_quiet, cli_verbose;
+
+/* "file.safetensors:key" -> path (malloc'd) and key (NULL when absent). A colon followed by a
+ * path separator is not a key separator. */
+void cli_split_key(const char *arg, char **path, char **key);
+int cli_has_ext(const char *path, const char *ext);
+
+/* Loads an input tensor (any tensor file; PNG for images) as float32. For PNG: [1,3,H,W] mapped
+ * to [lo,hi]. */
+int cli_load_input(const char *arg, float lo, float hi, vae_tensor *out);
+
+/* PNG I/O (8-bit RGB). */
+int cli_png_read(const char *path, float lo, float hi, vae_tensor *out);
+/* Writes frame 0 of a [1,3,H,W] or [1,3,T,H,W] tensor, mapping [lo,hi] -> [0,255] with clamping. */
+int cli_png_write(const char *path, const vae_tensor *img, int frame, float lo, float hi);
+
+typedef struct cli_opt {
+    const char *name; /* "--device" */
+    const char *alt;  /* "-d" or NULL */
+    int takes_value;
+    const char **value; /* where the value (or "1" for flags) goes */
+} cli_opt;
+/* Parses argv[1..] of a command; positional arguments go to pos (up to max_pos). Returns 0 or a
+ * usage error exit code. */
+int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, const char **pos,
+              int max_pos, int *n_pos);
+
+int cmd_info(int argc, char **argv);
+int cmd_run(int argc, char **argv, int encode);
+int cmd_synth(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_roundtrip(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+#endif

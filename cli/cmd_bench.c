@@ -1,0 +1,142 @@
+/* cmd_bench.c -- `vae bench`: times encode/decode of a released configuration with synthetic
+ * weights (warm-up, then the median of several runs), reports TFLOP/s and peak device memory. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+static const char help[] =
+    "usage: vae bench ARCH [--op decode|encode] [--frames N] [--size HxW] [--dtype bf16|fp16|fp32]\n"
+    "                 [--device cuda|cpu] [--runs N] [--warmup N] [--config JSON] [--threads N]\n"
+    "\n"
+    "ARCH: wan2.1, wan2.2, seedvr2, with synthetic weights of the released configuration (or\n"
+    "--config). N video frames of HxW pixels (decode: the matching latent). Prints the median wall\n"
+    "time of --runs runs after --warmup, the achieved TFLOP/s from the model's FLOP count and the\n"
+    "peak backend memory, then one line 'BENCH {json}' for scripts.\n"
+    "\n"
+    "example:\n"
+    "  vae bench wan2.1 --op decode --frames 81 --size 480x832 --dtype bf16 --device cuda\n";
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int discard(const float *f, int first, int n, int c, int h, int w, void *user) {
+    (void)f, (void)first, (void)c, (void)h, (void)w;
+    *(int *)user += n;
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *op = "decode", *frames_s = "81", *size = "480x832", *dtype = "bf16",
+               *device = NULL, *runs_s = "5", *warm_s = "1", *config = NULL, *threads = NULL,
+               *hflag = NULL, *pos[1];
+    const cli_opt opts[] = {{"--op", NULL, 1, &op},         {"--frames", NULL, 1, &frames_s},
+                            {"--size", NULL, 1, &size},     {"--dtype", NULL, 1, &dtype},
+                            {"--device", NULL, 1, &device}, {"--runs", NULL, 1, &runs_s},
+                            {"--warmup", NULL, 1, &warm_s}, {"--config", NULL, 1, &config},
+                            {"--threads", NULL, 1, &threads}, {"--help", "-h", 0, &hflag},
+                            {NULL, NULL, 0, NULL}};
+    int npos, rc = cli_parse("bench", argc, argv, opts, pos, 1, &npos);
+    if (rc) return rc;
+    if (hflag) {
+        fputs(help, stdout);
+        return CLI_OK;
+    }
+    if (npos != 1) return cli_usage_error("bench", "expected ARCH (wan2.1, wan2.2, seedvr2)");
+    int encode = strcmp(op, "encode") == 0;
+    if (!encode && strcmp(op, "decode") != 0) return cli_usage_error("bench", "--op decode|encode");
+    int frames = atoi(frames_s), runs = atoi(runs_s), warm = atoi(warm_s), H = 0, W = 0;
+    if (sscanf(size, "%dx%d", &H, &W) != 2 || H <= 0 || W <= 0 || frames <= 0 || runs <= 0 ||
+        warm < 0)
+        return cli_usage_error("bench", "bad --size/--frames/--runs/--warmup");
+    vae_session_options so;
+    vae_session_options_default(&so);
+    if (!device) device = vae_device_available(VAE_DEVICE_CUDA) ? "cuda" : "cpu";
+    so.device = strcmp(device, "cuda") == 0 ? VAE_DEVICE_CUDA : VAE_DEVICE_CPU;
+    so.dtype = strcmp(dtype, "fp32") == 0 ? VAE_DTYPE_F32
+               : strcmp(dtype, "fp16") == 0 ? VAE_DTYPE_F16 : VAE_DTYPE_BF16;
+    if (threads) so.threads = atoi(threads);
+
+    vae_model *m = NULL;
+    vae_session *s = NULL;
+    vae_tensor in = {0};
+    double *times = NULL;
+    if ((rc = vae_model_synth(&m, pos[0], config))) return cli_report(rc, pos[0]);
+    vae_model_info info;
+    vae_model_get_info(m, &info);
+    int f = info.spatial_factor;
+    if (H % f || W % f) {
+        rc = cli_usage_error("bench", "--size must be a multiple of %d for %s", f, info.arch);
+        goto done;
+    }
+    in.ndim = 5;
+    in.dtype = VAE_DTYPE_F32;
+    int64_t shape[5] = {1, encode ? 3 : info.latent_channels,
+                        encode ? frames : 1 + (frames - 1) / info.temporal_factor,
+                        encode ? H : H / f, encode ? W : W / f};
+    memcpy(in.shape, shape, sizeof shape);
+    size_t n = (size_t)(shape[1] * shape[2] * shape[3] * shape[4]);
+    in.data = malloc(n * sizeof(float));
+    times = calloc((size_t)runs, sizeof *times);
+    if (!in.data || !times) {
+        rc = cli_report(VAE_ENOMEM, "bench");
+        goto done;
+    }
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < n; i++) { /* uniform in [-1,1) */
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ((float *)in.data)[i] = (float)((x >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+    }
+    double flops = 0;
+    if ((rc = vae_model_flops(m, encode, in.shape, 5, &flops))) {
+        rc = cli_report(rc, "bench");
+        goto done;
+    }
+    if ((rc = vae_session_create(&s, m, &so))) {
+        rc = cli_report(rc, device);
+        goto done;
+    }
+    int out_frames = 0;
+    for (int i = 0; i < warm + runs; i++) {
+        out_frames = 0;
+        double t0 = now();
+        rc = encode ? vae_encode(s, &in, discard, &out_frames) : vae_decode(s, &in, discard, &out_frames);
+        double dt = now() - t0;
+        if (rc) {
+            rc = cli_report(rc, "bench");
+            goto done;
+        }
+        if (i >= warm) times[i - warm] = dt;
+        if (!cli_quiet) fprintf(stderr, "vae bench: run %d: %.3f s\n", i + 1, dt);
+    }
+    qsort(times, (size_t)runs, sizeof *times, cmp_double);
+    double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
+    double peak = (double)vae_session_peak_bytes(s);
+    printf("%s %s %dx%dx%d (%s, %s): median %.3f s (min %.3f, %d runs), %.1f TFLOP/s "
+           "(%.1f TFLOP), peak memory %.2f GiB, %d frames out\n",
+           info.arch, op, frames, H, W, device, dtype, med, times[0], runs, flops / med / 1e12,
+           flops / 1e12, peak / (1 << 30), out_frames);
+    printf("BENCH {\"arch\":\"%s\",\"op\":\"%s\",\"frames\":%d,\"height\":%d,\"width\":%d,"
+           "\"device\":\"%s\",\"dtype\":\"%s\",\"median_s\":%.4f,\"min_s\":%.4f,\"runs\":%d,"
+           "\"tflop\":%.2f,\"tflops\":%.2f,\"peak_bytes\":%.0f}\n",
+           info.arch, op, frames, H, W, device, dtype, med, times[0], runs, flops / 1e12,
+           flops / med / 1e12, peak);
+    rc = CLI_OK;
+done:
+    free(in.data);
+    free(times);
+    vae_session_free(s);
+    vae_model_free(m);
+    return rc;
+}

@@ -1,0 +1,64 @@
+/* cmd_info.c -- `vae info FILE`: what a checkpoint (or tensor file) holds. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char help[] =
+    "usage: vae info FILE [--prefix P] [--arch A]\n"
+    "\n"
+    "Prints the detected architecture, its configuration (upstream argument names), parameter\n"
+    "count, file dtypes and latent normalisation. For a file that is not a VAE checkpoint (e.g. a\n"
+    "latent), prints its single tensor's shape.\n"
+    "\n"
+    "example:\n"
+    "  vae info wan_2.1_vae.safetensors\n";
+
+int cmd_info(int argc, char **argv) {
+    const char *prefix = NULL, *arch = NULL, *hflag = NULL, *pos[1];
+    const cli_opt opts[] = {{"--prefix", NULL, 1, &prefix},
+                            {"--arch", NULL, 1, &arch},
+                            {"--help", "-h", 0, &hflag},
+                            {NULL, NULL, 0, NULL}};
+    int npos, rc = cli_parse("info", argc, argv, opts, pos, 1, &npos);
+    if (rc) return rc;
+    if (hflag) {
+        fputs(help, stdout);
+        return CLI_OK;
+    }
+    if (npos != 1) return cli_usage_error("info", "expected one FILE");
+    vae_model_options mo;
+    vae_model_options_default(&mo);
+    mo.prefix = prefix;
+    mo.arch = arch;
+    vae_model *m;
+    rc = vae_model_open(&m, pos[0], &mo);
+    if (rc == VAE_EUNSUPPORTED && !arch) {
+        /* not a checkpoint: maybe a single tensor (latent, video) */
+        vae_tensor t;
+        if (vae_tensor_load(pos[0], NULL, &t) == VAE_OK) {
+            printf("file:    %s\ntensor:  [", pos[0]);
+            for (int i = 0; i < t.ndim; i++) printf("%s%lld", i ? "," : "", (long long)t.shape[i]);
+            printf("] (read as float32)\n");
+            vae_tensor_free(&t);
+            return CLI_OK;
+        }
+    }
+    if (rc) return cli_report(rc, pos[0]);
+    vae_model_info in;
+    vae_model_get_info(m, &in);
+    printf("file:          %s\n", pos[0]);
+    printf("architecture:  %s\n", in.arch);
+    printf("config:        %s\n", in.config_json);
+    printf("parts:         %s%s%s\n", in.can_encode ? "encoder" : "",
+           in.can_encode && in.can_decode ? " + " : "", in.can_decode ? "decoder" : "");
+    printf("parameters:    %lld in %d tensors\n", (long long)in.param_count, in.tensor_count);
+    printf("file dtypes:   %s\n", in.file_dtypes);
+    printf("latent:        %d channels, %dx spatial, %dx temporal\n", in.latent_channels,
+           in.spatial_factor, in.temporal_factor);
+    printf("pixels:        [%g, %g]%s\n", in.image_min, in.image_max,
+           in.is_video ? " (video)" : " (per image/frame)");
+    printf("normalisation: %s\n", in.normalisation);
+    vae_model_free(m);
+    return CLI_OK;
+}

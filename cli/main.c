@@ -1,0 +1,112 @@
+/* main.c -- the `vae` command: dispatch, logging to stderr, exit codes. */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cli_quiet, cli_verbose;
+
+static void log_to_stderr(int level, const char *msg, void *user) {
+    (void)user;
+    static const char *const names[] = {"debug", "info", "warning", "error"};
+    fprintf(stderr, "vae: %s: %s\n", names[level < 0 ? 0 : level > 3 ? 3 : level], msg);
+}
+
+int cli_exit_code(int rc) {
+    switch (rc) {
+    case VAE_OK: return CLI_OK;
+    case VAE_EINVAL: return CLI_EUSAGE;
+    case VAE_EIO: return CLI_EIO;
+    case VAE_EFORMAT:
+    case VAE_EKEY:
+    case VAE_ESHAPE:
+    case VAE_EDTYPE:
+    case VAE_ENAN: return CLI_EINPUT;
+    case VAE_EUNSUPPORTED: return CLI_EUNSUPPORTED;
+    case VAE_ENOMEM:
+    case VAE_EDEVICE: return CLI_ERESOURCE;
+    case VAE_EINTERRUPTED: return CLI_EINTERRUPTED;
+    default: return CLI_EFAIL;
+    }
+}
+
+static char cli_error[1024];
+
+int cli_set_error(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cli_error, sizeof cli_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int cli_report(int rc, const char *what) {
+    if (rc == VAE_OK) return CLI_OK;
+    const char *detail = cli_error[0] ? cli_error : vae_last_error();
+    fprintf(stderr, "vae: %s: %s%s%s\n", what, vae_strerror(rc), *detail ? ": " : "", detail);
+    return cli_exit_code(rc);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "vae %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(see 'vae %s --help')\n", cmd);
+    return CLI_EUSAGE;
+}
+
+static const char usage[] =
+    "vae " VAE_VERSION_STRING " -- video/image VAE encoder and decoder\n"
+    "\n"
+    "usage: vae COMMAND [options]   (vae COMMAND --help for each)\n"
+    "\n"
+    "commands:\n"
+    "  info FILE                 architecture, configuration, parameters, dtypes of a checkpoint\n"
+    "  decode -m MODEL -i IN -o OUT   latent -> video/image\n"
+    "  encode -m MODEL -i IN -o OUT   video/image -> latent (diffusion space, posterior mean)\n"
+    "  synth ARCH -o OUT [--config JSON]   synthetic-weight checkpoint (fixtures rule)\n"
+    "  compare A[:KEY] B[:KEY] [--tol X]   relative error between two tensors\n"
+    "  roundtrip -e ENC -d DEC -i IMAGE [-o OUT.png]   encode+decode, prints PSNR\n"
+    "  bench ARCH [--op decode|encode] [--frames N] [--size HxW] [--dtype bf16] [--device cuda]\n"
+    "\n"
+    "global options: -q (quiet), -v (log engine decisions), --version, --help\n"
+    "\n"
+    "exit codes: 0 ok, 1 failure, 2 usage, 3 file I/O, 4 invalid input (format, keys, shape,\n"
+    "NaN), 5 unsupported, 6 out of memory / device error, 130 interrupted\n";
+
+int main(int argc, char **argv) {
+    /* Global flags may come anywhere; strip them first. */
+    int n = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0) cli_quiet = 1;
+        else if (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0) cli_verbose = 1;
+        else argv[n++] = argv[i];
+    }
+    argc = n;
+    vae_set_log_callback(log_to_stderr, NULL,
+                         cli_verbose ? VAE_LOG_DEBUG : cli_quiet ? VAE_LOG_ERROR : VAE_LOG_WARN);
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_EUSAGE : CLI_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("vae %s\n", vae_version_string());
+        return CLI_OK;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);
+    if (strcmp(cmd, "decode") == 0) return cmd_run(argc - 1, argv + 1, 0);
+    if (strcmp(cmd, "encode") == 0) return cmd_run(argc - 1, argv + 1, 1);
+    if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 1, argv + 1);
+    if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 1, argv + 1);
+    if (strcmp(cmd, "roundtrip") == 0) return cmd_roundtrip(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
+    fprintf(stderr, "vae: unknown command '%s'\n\n%s", cmd, usage);
+    return CLI_EUSAGE;
+}

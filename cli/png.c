@@ -1,0 +1,73 @@
+/* png.c -- 8-bit RGB PNG read/write through libpng. */
+#include <math.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cli_png_read(const char *path, float lo, float hi, vae_tensor *out) {
+    memset(out, 0, sizeof *out);
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_file(&img, path)) {
+        return cli_set_error(VAE_EFORMAT, "%s: not a readable PNG: %s", path, img.message);
+    }
+    img.format = PNG_FORMAT_RGB;
+    size_t n = (size_t)img.width * img.height;
+    unsigned char *buf = malloc(n * 3);
+    float *data = malloc(n * 3 * sizeof(float));
+    if (!buf || !data || !png_image_finish_read(&img, NULL, buf, 0, NULL)) {
+        int rc = cli_set_error(buf && data ? VAE_EFORMAT : VAE_ENOMEM, "%s: cannot decode PNG: %s",
+                               path, buf && data ? img.message : "out of memory");
+        png_image_free(&img);
+        free(buf);
+        free(data);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++)
+        for (int c = 0; c < 3; c++) data[c * n + i] = lo + (hi - lo) * (float)buf[i * 3 + c] / 255.0f;
+    free(buf);
+    out->ndim = 4;
+    out->shape[0] = 1;
+    out->shape[1] = 3;
+    out->shape[2] = img.height;
+    out->shape[3] = img.width;
+    out->dtype = VAE_DTYPE_F32;
+    out->data = data;
+    return VAE_OK;
+}
+
+int cli_png_write(const char *path, const vae_tensor *t, int frame, float lo, float hi) {
+    int h = (int)t->shape[t->ndim - 2], w = (int)t->shape[t->ndim - 1];
+    int frames = t->ndim == 5 ? (int)t->shape[2] : 1;
+    size_t n = (size_t)h * w;
+    unsigned char *buf = malloc(n * 3);
+    if (!buf) return cli_set_error(VAE_ENOMEM, "%s: out of memory", path);
+    const float *d = t->data;
+    for (int c = 0; c < 3; c++)
+        for (size_t i = 0; i < n; i++) {
+            float v = (d[((size_t)c * frames + frame) * n + i] - lo) / (hi - lo);
+            v = v < 0 ? 0 : v > 1 ? 1 : v;
+            buf[i * 3 + c] = (unsigned char)lrintf(v * 255.0f);
+        }
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    img.width = (png_uint_32)w;
+    img.height = (png_uint_32)h;
+    img.format = PNG_FORMAT_RGB;
+    /* write to a temporary name and rename, so that no partial file is left behind */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.png", path);
+    int ok = png_image_write_to_file(&img, tmp, 0, buf, 0, NULL);
+    free(buf);
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return cli_set_error(VAE_EIO, "%s: cannot write PNG: %s", path,
+                             ok ? "rename failed" : img.message);
+    }
+    return VAE_OK;
+}

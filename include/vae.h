@@ -1,0 +1,178 @@
+/*
+ * vae.h -- public C API of vae.c, a video/image VAE inference engine.
+ *
+ * Handles are opaque and come in create/free pairs (free accepts NULL). Every call that can fail
+ * returns an int: VAE_OK (0) or a negative VAE_E* code; vae_strerror() names the code and
+ * vae_last_error() gives the detail of the last failure on the calling thread (which file, tensor
+ * or argument, and what was expected). The library never prints and never exits: it logs through
+ * the callback installed with vae_set_log_callback().
+ *
+ * User tensors are in PyTorch order: videos [1,3,T,H,W] in [-1,1] (2-D models: images [1,3,H,W],
+ * range per model), latents [1,C,T,h,w] in diffusion space.
+ */
+#ifndef VAE_H
+#define VAE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VAE_VERSION_MAJOR 0
+#define VAE_VERSION_MINOR 1
+#define VAE_VERSION_PATCH 0
+#define VAE_VERSION_NUMBER (VAE_VERSION_MAJOR * 10000 + VAE_VERSION_MINOR * 100 + VAE_VERSION_PATCH)
+#define VAE_VERSION_STRING "0.1.0"
+
+unsigned vae_version_number(void);
+const char *vae_version_string(void);
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+enum {
+    VAE_OK = 0,
+    VAE_EINVAL = -1,       /* bad argument or option */
+    VAE_EIO = -2,          /* file could not be read or written */
+    VAE_EFORMAT = -3,      /* file is not valid for its format (truncated, corrupt) */
+    VAE_ENOMEM = -4,       /* allocation failed (host or device) */
+    VAE_EUNSUPPORTED = -5, /* valid input that this build cannot handle */
+    VAE_ESHAPE = -6,       /* tensor has the wrong shape or channel count */
+    VAE_EKEY = -7,         /* missing or unexpected tensor name */
+    VAE_EDTYPE = -8,       /* tensor has a dtype that is not accepted here */
+    VAE_ENAN = -9,         /* NaN or Inf in an input */
+    VAE_EDEVICE = -10,     /* device (GPU) error */
+    VAE_EINTERRUPTED = -11 /* stopped by the user (callback returned non-zero) */
+};
+const char *vae_strerror(int code);
+/* Detail message of the last failure of a vae_* call on this thread ("" if none). */
+const char *vae_last_error(void);
+
+/* ---- logging --------------------------------------------------------------------------------- */
+enum { VAE_LOG_DEBUG = 0, VAE_LOG_INFO = 1, VAE_LOG_WARN = 2, VAE_LOG_ERROR = 3 };
+typedef void (*vae_log_fn)(int level, const char *message, void *user);
+/* Installs the process-wide log sink; messages below min_level are dropped. NULL silences. */
+void vae_set_log_callback(vae_log_fn fn, void *user, int min_level);
+
+/* ---- tensors --------------------------------------------------------------------------------- */
+typedef enum {
+    VAE_DTYPE_F32 = 0,
+    VAE_DTYPE_F16 = 1,
+    VAE_DTYPE_BF16 = 2,
+} vae_dtype;
+const char *vae_dtype_name(vae_dtype dtype);
+
+/* A dense row-major host tensor borrowed by the library (never freed by it). */
+typedef struct vae_tensor {
+    int ndim;
+    int64_t shape[8];
+    vae_dtype dtype;
+    void *data;
+} vae_tensor;
+
+/* ---- devices --------------------------------------------------------------------------------- */
+typedef enum { VAE_DEVICE_CPU = 0, VAE_DEVICE_CUDA = 1 } vae_device;
+/* 1 when this build has the backend and it can run here (e.g. a CUDA GPU is present). */
+int vae_device_available(vae_device device);
+
+/* ---- models ---------------------------------------------------------------------------------- */
+typedef struct vae_model vae_model;
+
+typedef struct vae_model_options {
+    /* Key prefix to strip (e.g. "first_stage_model."); NULL = detect. */
+    const char *prefix;
+    /* Architecture to assume ("wan2.1", "wan2.2", "seedvr2", "taesd"); NULL = detect. */
+    const char *arch;
+} vae_model_options;
+void vae_model_options_default(vae_model_options *opts);
+
+/* Opens a checkpoint (.safetensors, .pth, .gguf), detects architecture and configuration from
+ * tensor names and shapes, and checks that every tensor is present with the right shape. */
+int vae_model_open(vae_model **model, const char *path, const vae_model_options *opts);
+void vae_model_free(vae_model *model);
+
+typedef struct vae_model_info {
+    const char *arch;          /* "wan2.1", "wan2.2", "seedvr2", "taesd" */
+    const char *config_json;   /* the detected configuration, upstream argument names */
+    int can_encode, can_decode;
+    int image_channels;        /* 3 */
+    int latent_channels;       /* 16, 48, 32, ... */
+    int spatial_factor;        /* 8 or 16 */
+    int temporal_factor;       /* 4, or 1 for image models */
+    int is_video;              /* 0 for per-image models (TAESD) */
+    float image_min, image_max;/* pixel range of the video side: -1..1, or 0..1 for TAESD */
+    int64_t param_count;
+    int tensor_count;
+    const char *file_dtypes;   /* e.g. "F32" or "BF16,F32" */
+    const char *normalisation; /* human-readable description of the latent normalisation */
+} vae_model_info;
+/* Fills info; the strings stay valid until vae_model_free. */
+int vae_model_get_info(const vae_model *model, vae_model_info *info);
+
+/* The latent normalisation: diffusion = (raw - mean[c]) / std[c] for c < n (returned count, up
+ * to max). Models with raw latents (TAESD) return mean 0, std 1. */
+int vae_model_latent_norm(const vae_model *model, float *mean, float *std, int max);
+
+/* Output shape for an input shape. op: 0 = decode (latent -> video), 1 = encode. */
+int vae_model_output_shape(const vae_model *model, int encode, const int64_t *in_shape, int in_ndim,
+                           int64_t *out_shape, int *out_ndim);
+
+/* A model with synthetic weights (the fixtures' rule) built in memory, for benchmarks and tests:
+ * arch "wan2.1", "wan2.2" or "seedvr2"; config_json as for vae_synth_checkpoint (NULL = released). */
+int vae_model_synth(vae_model **model, const char *arch, const char *config_json);
+
+/* Floating-point operations (2 per multiply-add) of encoding/decoding an input of this shape. */
+int vae_model_flops(const vae_model *model, int encode, const int64_t *in_shape, int in_ndim,
+                    double *flops);
+
+/* ---- sessions -------------------------------------------------------------------------------- */
+typedef struct vae_session vae_session;
+
+typedef struct vae_session_options {
+    vae_device device;  /* VAE_DEVICE_CPU (default) or VAE_DEVICE_CUDA */
+    vae_dtype dtype;    /* compute dtype; the CPU backend supports F32 only */
+    int threads;        /* CPU threads, 0 = all cores */
+    int device_index;   /* which GPU */
+} vae_session_options;
+void vae_session_options_default(vae_session_options *opts);
+
+int vae_session_create(vae_session **session, const vae_model *model,
+                       const vae_session_options *opts);
+void vae_session_free(vae_session *session);
+
+/* Called once per chunk of output frames, in order. frames: float32 [C][n][H][W] for frames
+ * first_frame .. first_frame+n-1 of the output (channel-major, like the PyTorch layout with T
+ * restricted to the chunk). Return non-zero to stop (the call then returns VAE_EINTERRUPTED). */
+typedef int (*vae_frames_fn)(const float *frames, int first_frame, int n, int channels, int height,
+                             int width, void *user);
+
+/* Decodes a latent [1,C,T,h,w] (diffusion space; image models also accept [1,C,h,w]). */
+int vae_decode(vae_session *session, const vae_tensor *latent, vae_frames_fn on_frames, void *user);
+/* Encodes a video [1,3,T,H,W] (image models also accept [1,3,H,W]) to the posterior mean in
+ * diffusion space. */
+int vae_encode(vae_session *session, const vae_tensor *video, vae_frames_fn on_frames, void *user);
+
+/* Convenience: runs the whole op and returns a newly allocated float32 tensor (free with
+ * vae_tensor_free). The output keeps the input's rank (4-D in, 4-D out). */
+int vae_decode_tensor(vae_session *session, const vae_tensor *latent, vae_tensor *out);
+int vae_encode_tensor(vae_session *session, const vae_tensor *video, vae_tensor *out);
+void vae_tensor_free(vae_tensor *t);
+
+/* Peak bytes of backend memory held by the session since creation. */
+int64_t vae_session_peak_bytes(const vae_session *session);
+
+/* ---- files ----------------------------------------------------------------------------------- */
+/* Reads one tensor from .safetensors/.pth/.gguf/.npy as float32. name NULL = the file must hold
+ * exactly one tensor. Free with vae_tensor_free. */
+int vae_tensor_load(const char *path, const char *name, vae_tensor *out);
+/* Writes named float32 tensors to a .safetensors file (temporary name, then rename). */
+int vae_tensor_save(const char *path, const char *const *names, const vae_tensor *tensors, int n);
+
+/* Writes a checkpoint of arch ("wan2.1", "wan2.2", "seedvr2") with the synthetic-weight rule of the
+ * fixtures. config_json: upstream constructor arguments; keys left out take released values. */
+int vae_synth_checkpoint(const char *arch, const char *config_json, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VAE_H */

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The test suite: installs what is missing, builds (release, then ASan+UBSan), runs ctest.
+# GPU tests print "skipped: no GPU" where there is none.
+set -eu
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+bash scripts/build.sh build
+(cd build && ctest --output-on-failure --timeout 1500)
+# Sanitizers: everything but the large-model fixtures (those run above; ASan makes them slow).
+bash scripts/build.sh build-asan -DVAE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVAE_CUDA=OFF
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 1500 \
+    -E 'fixture_(wan21_full|wan22_full|seedvr2_full|wan21_small)|gpu_')

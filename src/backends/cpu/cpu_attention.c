@@ -1,0 +1,96 @@
+/* cpu_attention.c -- single-head attention within each frame: y = softmax(q k^T * scale) v.
+ *
+ * qkv holds, per token, [q(c) k(c) v(c)]; the q, k and v matrices are therefore strided views
+ * (row stride 3c) and go to sgemm without copies. Queries are processed in blocks of `bq` rows so
+ * that only a bq x N block of scores is ever materialised (in the scratch buffer):
+ *   S = scale * Qb K^T          (sgemm, B transposed)
+ *   S = exp(S - rowmax), l = rowsum   (float32, max-subtracted; sum in double)
+ *   Yb = S V, then Yb /= l      (sgemm)
+ */
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+/* exp(x) for the softmax's x <= 0, in a form the compiler vectorises (libm's expf is a call per
+ * value, 4-5x slower here): x = k ln2 + r with |r| <= ln2/2, exp(x) = 2^k * p(r), p the degree-6
+ * Taylor polynomial (relative error < 3e-7). x is first clamped to -87 (exp(-87) ~ 1.6e-38, still
+ * a normal float); the clamp compares the bit patterns as unsigned integers because a float
+ * comparison may trap (-ftrapping-math) and then keeps the loop from being vectorised. Non-positive
+ * floats order by magnitude as unsigned bits; +0 (bits 0) is left alone. */
+static inline float exp_neg(float x) {
+    const uint32_t minus87 = 0xC2AE0000u; /* bits of -87.0f */
+    uint32_t ux;
+    memcpy(&ux, &x, sizeof ux);
+    ux = ux > minus87 ? minus87 : ux;
+    memcpy(&x, &ux, sizeof x);
+    const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    float kf = (x * 1.44269504f + shifter) - shifter;
+    float r = (x - kf * 0.693145752f) - kf * 1.42860677e-6f; /* ln2 split in two parts */
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
+                                                                          r * (1.0f / 720))))));
+    int32_t bits = ((int32_t)kf + 127) * (1 << 23); /* 2^k, k in [-126, 0] */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* row[j] = exp(row[j] - max(row)); returns 1 / sum(row) (sum in double). */
+static float softmax_row(float *row, int n) {
+    float mx = row[0];
+    for (int j = 1; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+#pragma omp simd
+    for (int j = 0; j < n; j++) row[j] = exp_neg(row[j] - mx);
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; j++) sum += row[j];
+    return (float)(1.0 / sum);
+}
+
+enum { ATT_BLOCK = 256 }; /* query rows per block (fewer when N is huge: scratch_limit) */
+
+int cpu_attention(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y, int t,
+                  int h, int w) {
+    cpu_backend *cb = cpu_be(be);
+    const int c = op->c_out, nt = cb->threads;
+    if (op->kind != VAE_OP_ATTENTION)
+        return vae_fail(VAE_EINVAL, "%s: op kind %d is not attention", op->name, (int)op->kind);
+    if (c < 1 || op->c_in != 3 * c)
+        return vae_fail(VAE_ESHAPE, "%s: attention wants c_in = 3 * c_out, has %d and %d",
+                        op->name, op->c_in, op->c_out);
+    if (t < 0 || h < 0 || w < 0 || (int64_t)h * w > INT32_MAX / 2)
+        return vae_fail(VAE_ESHAPE, "%s: attention input %dx%dx%d", op->name, t, h, w);
+    const int n = h * w;
+    if (t == 0 || n == 0) return VAE_OK;
+    if (!qkv || !y) return vae_fail(VAE_EINVAL, "%s: attention without input or output", op->name);
+
+    int64_t bq64 = (int64_t)(cb->scratch_limit / ((size_t)n * sizeof(float)));
+    if (bq64 > ATT_BLOCK) bq64 = ATT_BLOCK;
+    if (bq64 < 16) bq64 = 16; /* very long sequences: the block still needs some height */
+    if (bq64 > n) bq64 = n;
+    const int bq = (int)bq64;
+    /* scores [bq][n], then the row sums [bq] */
+    float *s = cpu_scratch(cb, ((size_t)bq * n + (size_t)bq) * sizeof(float), op->name);
+    if (!s) return VAE_ENOMEM;
+    float *rowsum = s + (size_t)bq * n;
+    const int ld = 3 * c;
+
+    for (int f = 0; f < t; f++) {
+        const float *q = (const float *)qkv + (size_t)f * n * ld, *k = q + c, *v = q + 2 * c;
+        float *yf = (float *)y + (size_t)f * n * c;
+        for (int i0 = 0; i0 < n; i0 += bq) {
+            int m = n - i0 < bq ? n - i0 : bq;
+            int rc = cpu_sgemm(nt, 1, m, n, c, op->scale, q + (size_t)i0 * ld, ld, k, ld, 0.0f, s,
+                               n);
+            if (rc) return rc;
+#pragma omp parallel for num_threads(nt) schedule(static)
+            for (int i = 0; i < m; i++) rowsum[i] = softmax_row(s + (size_t)i * n, n);
+            float *yb = yf + (size_t)i0 * c;
+            rc = cpu_sgemm(nt, 0, m, c, n, 1.0f, s, n, v, ld, 0.0f, yb, c);
+            if (rc) return rc;
+#pragma omp parallel for num_threads(nt) schedule(static)
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < c; j++) yb[(size_t)i * c + j] *= rowsum[i];
+        }
+    }
+    return VAE_OK;
+}

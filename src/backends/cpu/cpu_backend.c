@@ -1,0 +1,179 @@
+/* cpu_backend.c -- the CPU backend: creation, buffers, per-op preparation. */
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+#if defined(VAE_HAVE_BLAS) && VAE_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+/* ---- aligned allocation ---------------------------------------------------------------------
+ * Layout: [padding][raw pointer][size] | user block (64-byte aligned). */
+enum { CPU_ALIGN = 64, CPU_HEADER = 2 * sizeof(size_t) };
+
+void *cpu_aligned_alloc(size_t bytes) {
+    if (bytes > SIZE_MAX - CPU_ALIGN - CPU_HEADER) return NULL;
+    unsigned char *raw = vae_malloc(bytes + CPU_ALIGN + CPU_HEADER);
+    if (!raw) return NULL;
+    uintptr_t u = ((uintptr_t)raw + CPU_HEADER + CPU_ALIGN - 1) & ~(uintptr_t)(CPU_ALIGN - 1);
+    unsigned char *p = (unsigned char *)u;
+    size_t hdr[2] = {(size_t)(p - raw), bytes};
+    memcpy(p - CPU_HEADER, hdr, sizeof hdr);
+    return p;
+}
+
+static void cpu_aligned_header(const void *p, size_t hdr[2]) {
+    memcpy(hdr, (const unsigned char *)p - CPU_HEADER, 2 * sizeof(size_t));
+}
+
+size_t cpu_aligned_size(const void *p) {
+    size_t hdr[2];
+    if (!p) return 0;
+    cpu_aligned_header(p, hdr);
+    return hdr[1];
+}
+
+void cpu_aligned_free(void *p) {
+    size_t hdr[2];
+    if (!p) return;
+    cpu_aligned_header(p, hdr);
+    vae_free((unsigned char *)p - hdr[0]);
+}
+
+float *cpu_scratch(cpu_backend *cb, size_t bytes, const char *who) {
+    if (bytes <= cb->scratch_bytes) return cb->scratch;
+    cpu_aligned_free(cb->scratch);
+    cb->scratch = NULL;
+    cb->scratch_bytes = 0;
+    float *s = cpu_aligned_alloc(bytes);
+    if (!s) {
+        vae_fail(VAE_ENOMEM, "%s: cannot allocate %zu bytes of CPU scratch", who, bytes);
+        return NULL;
+    }
+    cb->scratch = s;
+    cb->scratch_bytes = bytes;
+    return s;
+}
+
+/* ---- activations ---------------------------------------------------------------------------- */
+int cpu_act_valid(vae_act act) {
+    return act == VAE_ACT_NONE || act == VAE_ACT_SILU || act == VAE_ACT_RELU ||
+           act == VAE_ACT_TANH_SCALE;
+}
+
+void cpu_act_row(vae_act act, float s, float *x, int64_t n) {
+    switch (act) {
+    case VAE_ACT_NONE: break;
+    case VAE_ACT_SILU:
+        for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+        break;
+    case VAE_ACT_RELU:
+        for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+    case VAE_ACT_TANH_SCALE: {
+        float inv = 1.0f / s;
+        for (int64_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * s;
+        break;
+    }
+    }
+}
+
+/* ---- vtbl: buffers -------------------------------------------------------------------------- */
+static void cpu_destroy(vae_backend *be) {
+    if (!be) return;
+    cpu_backend *cb = cpu_be(be);
+    cpu_aligned_free(cb->scratch);
+    vae_free(cb);
+}
+
+static void *cpu_alloc(vae_backend *be, size_t bytes) {
+    void *p = cpu_aligned_alloc(bytes);
+    if (!p) return NULL;
+    be->bytes_in_use += (int64_t)bytes;
+    if (be->bytes_in_use > be->bytes_peak) be->bytes_peak = be->bytes_in_use;
+    return p;
+}
+
+static void cpu_release(vae_backend *be, void *p) {
+    if (!p) return;
+    be->bytes_in_use -= (int64_t)cpu_aligned_size(p);
+    cpu_aligned_free(p);
+}
+
+static int cpu_upload(vae_backend *be, void *dst, const float *src, size_t n) {
+    if (n && dst != src) memmove(dst, src, n * sizeof(float));
+    return VAE_OK;
+}
+
+static int cpu_download(vae_backend *be, float *dst, const void *src, size_t n) {
+    if (n && dst != src) memmove(dst, src, n * sizeof(float));
+    return VAE_OK;
+}
+
+static int cpu_copy(vae_backend *be, void *dst, const void *src, size_t bytes) {
+    if (bytes && dst != src) memmove(dst, src, bytes);
+    return VAE_OK;
+}
+
+static int cpu_zero(vae_backend *be, void *dst, size_t bytes) {
+    if (bytes) memset(dst, 0, bytes);
+    return VAE_OK;
+}
+
+static int cpu_sync(vae_backend *be) { return VAE_OK; }
+
+/* ---- vtbl: per-op state --------------------------------------------------------------------- */
+static int cpu_prepare(vae_backend *be, const vae_op *op, void **state) {
+    *state = NULL;
+    if (op->kind == VAE_OP_CONV) return cpu_conv_prepare(be, op, state);
+    return VAE_OK;
+}
+
+static void cpu_unprepare(vae_backend *be, const vae_op *op, void *state) {
+    if (state && op->kind == VAE_OP_CONV) cpu_conv_unprepare(be, op, state);
+}
+
+static const vae_backend_vtbl cpu_vtbl = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .prepare = cpu_prepare,
+    .unprepare = cpu_unprepare,
+    .conv = cpu_conv,
+    .norm = cpu_norm,
+    .eltwise = cpu_eltwise,
+    .resample = cpu_resample,
+    .attention = cpu_attention,
+};
+
+int vae_cpu_backend_create(vae_backend **out, vae_dtype dtype, int threads) {
+    if (!out) return vae_fail(VAE_EINVAL, "cpu backend: NULL output pointer");
+    *out = NULL;
+    if (dtype != VAE_DTYPE_F32)
+        return vae_fail(VAE_EUNSUPPORTED, "cpu backend: activation dtype %d is not supported (float32 only)",
+                        (int)dtype);
+    if (threads < 0) return vae_fail(VAE_EINVAL, "cpu backend: threads = %d < 0", threads);
+    cpu_backend *cb = vae_calloc(1, sizeof *cb);
+    if (!cb) return vae_fail(VAE_ENOMEM, "cpu backend: out of memory");
+    cb->base.v = &cpu_vtbl;
+    cb->base.dtype = VAE_DTYPE_F32;
+    cb->base.elem_size = sizeof(float);
+    cb->threads = threads > 0 ? threads : omp_get_max_threads();
+    if (cb->threads < 1) cb->threads = 1;
+    cb->scratch_limit = CPU_SCRATCH_LIMIT;
+#if defined(VAE_HAVE_BLAS) && VAE_HAVE_BLAS && defined(OPENBLAS_VERSION)
+    /* cpu_sgemm splits GEMMs over OpenMP threads itself; OpenBLAS's own pthread pool next to
+     * OpenMP's oversubscribes the cores (both spin-wait). This setting is process-wide. */
+    openblas_set_num_threads(1);
+#endif
+    *out = &cb->base;
+    return VAE_OK;
+}

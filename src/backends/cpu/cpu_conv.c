@@ -1,0 +1,183 @@
+/* cpu_conv.c -- CONV as GEMM: y[p][co] = sum_k col[p][k] * wp[k][co] + bias[co] (+ residual).
+ *
+ * prepare() re-lays the PyTorch weight [c_out][c_in][kt][kh][kw] into wp[k][c_out] with
+ * k = ((dt*kh + dh)*kw + dw)*c_in + ci, so that one row of the im2col matrix, the receptive field
+ * of an output pixel, is kt*kh*kw runs of c_in contiguous channels (channels-last input).
+ *
+ * Per output frame j (input frames j*st .. j*st+kt-1):
+ *  - pointwise spatial kernels (kh = kw = 1, stride 1, no padding) need no im2col: the input
+ *    frame [h*w][c_in] already is the matrix, one GEMM per temporal tap, accumulated;
+ *  - otherwise output pixels are processed in blocks of P rows: im2col into scratch [P][K]
+ *    (bounded by the backend's scratch_limit, 16 MB), then one GEMM into y.
+ * Bias and residual are written into y first and the GEMMs accumulate on top (beta = 1).
+ */
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+typedef struct conv_state {
+    float *wp; /* [K][c_out] */
+    int k;     /* K = kt*kh*kw*c_in */
+} conv_state;
+
+static int conv_check_params(const vae_op *op) {
+    if (op->c_in < 1 || op->c_out < 1 || op->kt < 1 || op->kh < 1 || op->kw < 1 || op->st < 1 ||
+        op->sh < 1 || op->sw < 1 || op->pad_h[0] < 0 || op->pad_h[1] < 0 || op->pad_w[0] < 0 ||
+        op->pad_w[1] < 0)
+        return vae_fail(VAE_EINVAL,
+                        "%s: bad conv parameters (c %d->%d, kernel %dx%dx%d, stride %dx%dx%d, "
+                        "pad h %d,%d w %d,%d)",
+                        op->name, op->c_in, op->c_out, op->kt, op->kh, op->kw, op->st, op->sh,
+                        op->sw, op->pad_h[0], op->pad_h[1], op->pad_w[0], op->pad_w[1]);
+    if (!op->w) return vae_fail(VAE_EINVAL, "%s: conv has no weight", op->name);
+    if ((int64_t)op->kt * op->kh * op->kw * op->c_in > INT32_MAX / 2)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: conv kernel too large", op->name);
+    return VAE_OK;
+}
+
+int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
+    *state = NULL;
+    int rc = conv_check_params(op);
+    if (rc) return rc;
+    int ci_n = op->c_in, co_n = op->c_out, taps = op->kt * op->kh * op->kw;
+    conv_state *s = vae_calloc(1, sizeof *s);
+    if (!s) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+    s->k = taps * ci_n;
+    s->wp = cpu_aligned_alloc((size_t)s->k * co_n * sizeof(float));
+    if (!s->wp) {
+        vae_free(s);
+        return vae_fail(VAE_ENOMEM, "%s: cannot allocate %zu bytes of packed weights", op->name,
+                        (size_t)s->k * co_n * sizeof(float));
+    }
+    /* PyTorch w[co][ci][tap] (tap = (dt*kh + dh)*kw + dw) -> wp[tap*c_in + ci][co] */
+    for (int co = 0; co < co_n; co++)
+        for (int ci = 0; ci < ci_n; ci++)
+            for (int tap = 0; tap < taps; tap++)
+                s->wp[((size_t)tap * ci_n + ci) * co_n + co] =
+                    op->w[((size_t)co * ci_n + ci) * taps + tap];
+    *state = s;
+    return VAE_OK;
+}
+
+void cpu_conv_unprepare(vae_backend *be, const vae_op *op, void *state) {
+    conv_state *s = state;
+    if (!s) return;
+    cpu_aligned_free(s->wp);
+    vae_free(s);
+}
+
+/* One im2col row: the receptive field of output pixel (oh, ow) of output frame whose first input
+ * frame is frames[0], as kt*kh*kw runs of c_in values (zeros outside the frame). */
+static void im2col_row(const vae_op *op, const float *const *frames, int h, int w, int oh, int ow,
+                       float *dst) {
+    int c = op->c_in, kw = op->kw;
+    int iw0 = ow * op->sw - op->pad_w[0];
+    int row_inside = iw0 >= 0 && iw0 + kw <= w;
+    size_t run = (size_t)kw * c;
+    for (int dt = 0; dt < op->kt; dt++) {
+        const float *fr = frames[dt];
+        for (int dh = 0; dh < op->kh; dh++, dst += run) {
+            int ih = oh * op->sh - op->pad_h[0] + dh;
+            if (ih < 0 || ih >= h) {
+                memset(dst, 0, run * sizeof *dst);
+                continue;
+            }
+            const float *src = fr + ((size_t)ih * w) * c;
+            if (row_inside) { /* the kw taps are kw consecutive pixels */
+                memcpy(dst, src + (size_t)iw0 * c, run * sizeof *dst);
+                continue;
+            }
+            for (int dw = 0; dw < kw; dw++) {
+                int iw = iw0 + dw;
+                if (iw < 0 || iw >= w)
+                    memset(dst + (size_t)dw * c, 0, (size_t)c * sizeof *dst);
+                else
+                    memcpy(dst + (size_t)dw * c, src + (size_t)iw * c, (size_t)c * sizeof *dst);
+            }
+        }
+    }
+}
+
+int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
+             int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out) {
+    cpu_backend *cb = cpu_be(be);
+    const conv_state *s = state;
+    if (op->kind != VAE_OP_CONV) return vae_fail(VAE_EINVAL, "%s: not a conv op", op->name);
+    int rc = conv_check_params(op);
+    if (rc) return rc;
+    if (!s) return vae_fail(VAE_EINVAL, "%s: conv was not prepared", op->name);
+    if (!frames || !y || h < 1 || w < 1 || n_in < op->kt)
+        return vae_fail(VAE_ESHAPE, "%s: conv input of %d frames of %dx%d (kernel kt = %d)",
+                        op->name, n_in, h, w, op->kt);
+    int exp_t = (n_in - op->kt) / op->st + 1;
+    int exp_h = (h + op->pad_h[0] + op->pad_h[1] - op->kh) / op->sh + 1;
+    int exp_w = (w + op->pad_w[0] + op->pad_w[1] - op->kw) / op->sw + 1;
+    if (h + op->pad_h[0] + op->pad_h[1] < op->kh || w + op->pad_w[0] + op->pad_w[1] < op->kw ||
+        t_out != exp_t || h_out != exp_h || w_out != exp_w)
+        return vae_fail(VAE_ESHAPE,
+                        "%s: conv of %d frames %dx%d gives %dx%dx%d, not the %dx%dx%d asked for",
+                        op->name, n_in, h, w, exp_t, exp_h, exp_w, t_out, h_out, w_out);
+    for (int i = 0; i < n_in; i++)
+        if (!frames[i]) return vae_fail(VAE_EINVAL, "%s: input frame %d is NULL", op->name, i);
+
+    const int c_in = op->c_in, c_out = op->c_out, K = s->k, nt = cb->threads;
+    const int64_t hw_out = (int64_t)h_out * w_out;
+    if (hw_out > INT32_MAX / 2)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: frame of %dx%d is too large", op->name, h_out, w_out);
+    float *yf = y;
+    const float *res = residual;
+
+    /* y = bias + residual; the GEMMs then accumulate (beta = 1) */
+    float beta = 0.0f;
+    if (op->b || res) {
+        const float *bias = op->b;
+        int64_t rows = (int64_t)t_out * hw_out;
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            float *yr = yf + r * c_out;
+            const float *rr = res ? res + r * c_out : NULL;
+            for (int co = 0; co < c_out; co++)
+                yr[co] = (bias ? bias[co] : 0.0f) + (rr ? rr[co] : 0.0f);
+        }
+        beta = 1.0f;
+    }
+
+    int pointwise = op->kh == 1 && op->kw == 1 && op->sh == 1 && op->sw == 1 && op->pad_h[0] == 0 &&
+                    op->pad_h[1] == 0 && op->pad_w[0] == 0 && op->pad_w[1] == 0;
+    if (pointwise) {
+        for (int j = 0; j < t_out; j++) {
+            float *yj = yf + (size_t)j * hw_out * c_out;
+            for (int dt = 0; dt < op->kt; dt++) {
+                const float *x = frames[j * op->st + dt];
+                rc = cpu_sgemm(nt, 0, (int)hw_out, c_out, c_in, 1.0f, x, c_in,
+                               s->wp + (size_t)dt * c_in * c_out, c_out, dt ? 1.0f : beta, yj,
+                               c_out);
+                if (rc) return rc;
+            }
+        }
+        return VAE_OK;
+    }
+
+    /* im2col in blocks of output pixels */
+    int64_t block = (int64_t)(cb->scratch_limit / ((size_t)K * sizeof(float)));
+    if (block < 1) block = 1;
+    if (block > hw_out) block = hw_out;
+    float *col = cpu_scratch(cb, (size_t)block * K * sizeof(float), op->name);
+    if (!col) return VAE_ENOMEM;
+    for (int j = 0; j < t_out; j++) {
+        const float *const *fj = (const float *const *)frames + (size_t)j * op->st;
+        float *yj = yf + (size_t)j * hw_out * c_out;
+        for (int64_t p0 = 0; p0 < hw_out; p0 += block) {
+            int64_t np = hw_out - p0 < block ? hw_out - p0 : block;
+#pragma omp parallel for num_threads(nt) schedule(static)
+            for (int64_t i = 0; i < np; i++) {
+                int64_t p = p0 + i;
+                im2col_row(op, fj, h, w, (int)(p / w_out), (int)(p % w_out), col + i * K);
+            }
+            rc = cpu_sgemm(nt, 0, (int)np, c_out, K, 1.0f, col, K, s->wp, c_out, beta,
+                           yj + p0 * c_out, c_out);
+            if (rc) return rc;
+        }
+    }
+    return VAE_OK;
+}

@@ -1,0 +1,331 @@
+/* cuda_backend.c -- the CUDA backend: creation, buffers, host <-> device, per-op preparation. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_internal.h"
+#include "core/dtype.h"
+
+enum { CU_SCRATCH_LIMIT_MB = 256 }; /* default blocking target, VAE_CUDA_SCRATCH_MB */
+
+/* ---- errors --------------------------------------------------------------------------------- */
+int cu_check(cudaError_t e, const char *who, const char *what) {
+    if (e == cudaSuccess) return VAE_OK;
+    cudaGetLastError(); /* clear a non-sticky error */
+    return vae_fail(e == cudaErrorMemoryAllocation ? VAE_ENOMEM : VAE_EDEVICE, "%s: %s: CUDA %s (%s)",
+                    who, what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+int cu_blas_check(cublasStatus_t st, const char *who, const char *what) {
+    if (st == CUBLAS_STATUS_SUCCESS) return VAE_OK;
+    return vae_fail(st == CUBLAS_STATUS_ALLOC_FAILED ? VAE_ENOMEM : VAE_EDEVICE,
+                    "%s: %s: cuBLAS %s (%s)", who, what, cublasGetStatusName(st),
+                    cublasGetStatusString(st));
+}
+
+int cu_enter(cuda_backend *cb, const char *who) {
+    int cur = -1;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur == cb->device) return VAE_OK;
+    return cu_check(cudaSetDevice(cb->device), who, "cudaSetDevice");
+}
+
+cudaDataType_t cu_blas_type(vae_dtype dt) {
+    switch (dt) {
+    case VAE_DTYPE_BF16: return CUDA_R_16BF;
+    case VAE_DTYPE_F16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+    }
+}
+
+/* ---- scratch --------------------------------------------------------------------------------- */
+void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who) {
+    if (bytes <= cb->scratch_bytes) return cb->scratch;
+    /* grow by at least 1/4 so that slowly growing requests do not reallocate every time */
+    size_t want = bytes + bytes / 4;
+    want = (want + 0xFFFFF) & ~(size_t)0xFFFFF;
+    if (cb->scratch) {
+        cudaStreamSynchronize(cb->stream); /* pending work may still read it */
+        cudaFree(cb->scratch);
+        cb->base.bytes_in_use -= (int64_t)cb->scratch_bytes;
+        cb->scratch = NULL;
+        cb->scratch_bytes = 0;
+    }
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, want);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cu_pool_trim(&cb->pool);
+        want = bytes;
+        e = cudaMalloc(&p, want);
+    }
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        vae_fail(VAE_ENOMEM, "%s: cannot allocate %zu bytes of device scratch (%s)", who, bytes,
+                 cudaGetErrorString(e));
+        return NULL;
+    }
+    cb->scratch = p;
+    cb->scratch_bytes = want;
+    cb->base.bytes_in_use += (int64_t)want;
+    if (cb->base.bytes_in_use > cb->base.bytes_peak) cb->base.bytes_peak = cb->base.bytes_in_use;
+    return p;
+}
+
+/* ---- parameters (weights) ------------------------------------------------------------------- */
+int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, void **out,
+                    const char *who) {
+    *out = NULL;
+    if (!src || n == 0) return VAE_OK;
+    vae_dtype dt = as_f32 ? VAE_DTYPE_F32 : cb->base.dtype;
+    size_t es = dt == VAE_DTYPE_F32 ? 4 : 2, bytes = n * es;
+    const void *host = src;
+    uint16_t *tmp = NULL;
+    if (dt != VAE_DTYPE_F32) {
+        tmp = vae_malloc(bytes);
+        if (!tmp) return vae_fail(VAE_ENOMEM, "%s: out of host memory converting weights", who);
+        for (size_t i = 0; i < n; i++)
+            tmp[i] = dt == VAE_DTYPE_BF16 ? vae_f32_to_bf16(src[i]) : vae_f32_to_f16(src[i]);
+        host = tmp;
+    }
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaSuccess) {
+        e = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) {
+            cudaFree(p);
+            p = NULL;
+        }
+    }
+    vae_free(tmp);
+    if (e != cudaSuccess) return cu_check(e, who, "uploading weights");
+    cb->weight_bytes += (int64_t)bytes;
+    *out = p;
+    return VAE_OK;
+}
+
+void cu_free_param(cuda_backend *cb, void *p, size_t bytes) {
+    if (!p) return;
+    cudaFree(p);
+    cb->weight_bytes -= (int64_t)bytes;
+}
+
+/* ---- vtbl: buffers --------------------------------------------------------------------------- */
+static void cuda_destroy(vae_backend *be) {
+    if (!be) return;
+    cuda_backend *cb = cu_be(be);
+    cudaSetDevice(cb->device);
+    if (cb->stream) cudaStreamSynchronize(cb->stream);
+    cu_dnn_destroy(cb);
+    if (cb->cublas) cublasDestroy(cb->cublas);
+    cu_pool_destroy(&cb->pool);
+    if (cb->scratch) cudaFree(cb->scratch);
+    if (cb->ws) cudaFree(cb->ws);
+    if (cb->stream) cudaStreamDestroy(cb->stream);
+    vae_free(cb);
+}
+
+static void *cuda_alloc(vae_backend *be, size_t bytes) {
+    cuda_backend *cb = cu_be(be);
+    if (cu_enter(cb, "cuda alloc")) return NULL;
+    size_t got = 0;
+    cudaError_t e;
+    void *p = cu_pool_alloc(&cb->pool, bytes, &got, &e);
+    if (!p) {
+        vae_fail(VAE_ENOMEM, "cuda: cannot allocate %zu bytes of device memory (%s; %lld in use)",
+                 bytes, cudaGetErrorString(e), (long long)be->bytes_in_use);
+        return NULL;
+    }
+    be->bytes_in_use += (int64_t)got;
+    if (be->bytes_in_use > be->bytes_peak) be->bytes_peak = be->bytes_in_use;
+    return p;
+}
+
+static void cuda_release(vae_backend *be, void *p) {
+    if (!p) return;
+    cuda_backend *cb = cu_be(be);
+    cu_enter(cb, "cuda release");
+    be->bytes_in_use -= (int64_t)cu_pool_free(&cb->pool, p);
+}
+
+static int cuda_upload(vae_backend *be, void *dst, const float *src, size_t n) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda upload");
+    if (rc || n == 0) return rc;
+    if (!dst || !src) return vae_fail(VAE_EINVAL, "cuda upload: NULL buffer");
+    if (be->dtype == VAE_DTYPE_F32)
+        return cu_check(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice,
+                                        cb->stream),
+                        "cuda upload", "cudaMemcpyAsync");
+    float *stage = cu_scratch(cb, n * sizeof(float), "cuda upload");
+    if (!stage) return VAE_ENOMEM;
+    rc = cu_check(cudaMemcpyAsync(stage, src, n * sizeof(float), cudaMemcpyHostToDevice, cb->stream),
+                  "cuda upload", "cudaMemcpyAsync");
+    if (rc) return rc;
+    return cu_check(cuk_from_f32(cb->stream, be->dtype, dst, stage, n), "cuda upload", "convert");
+}
+
+static int cuda_download(vae_backend *be, float *dst, const void *src, size_t n) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda download");
+    if (rc || n == 0) return rc;
+    if (!dst || !src) return vae_fail(VAE_EINVAL, "cuda download: NULL buffer");
+    const void *from = src;
+    if (be->dtype != VAE_DTYPE_F32) {
+        float *stage = cu_scratch(cb, n * sizeof(float), "cuda download");
+        if (!stage) return VAE_ENOMEM;
+        rc = cu_check(cuk_to_f32(cb->stream, be->dtype, stage, src, n), "cuda download", "convert");
+        if (rc) return rc;
+        from = stage;
+    }
+    rc = cu_check(cudaMemcpyAsync(dst, from, n * sizeof(float), cudaMemcpyDeviceToHost, cb->stream),
+                  "cuda download", "cudaMemcpyAsync");
+    if (rc) return rc;
+    return cu_check(cudaStreamSynchronize(cb->stream), "cuda download", "synchronize");
+}
+
+static int cuda_copy(vae_backend *be, void *dst, const void *src, size_t bytes) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda copy");
+    if (rc || bytes == 0 || dst == src) return rc;
+    return cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cb->stream),
+                    "cuda copy", "cudaMemcpyAsync");
+}
+
+static int cuda_zero(vae_backend *be, void *dst, size_t bytes) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda zero");
+    if (rc || bytes == 0) return rc;
+    return cu_check(cudaMemsetAsync(dst, 0, bytes, cb->stream), "cuda zero", "cudaMemsetAsync");
+}
+
+static int cuda_sync(vae_backend *be) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda sync");
+    if (rc) return rc;
+    return cu_check(cudaStreamSynchronize(cb->stream), "cuda sync", "cudaStreamSynchronize");
+}
+
+/* ---- vtbl: per-op state ---------------------------------------------------------------------- */
+static int cuda_prepare(vae_backend *be, const vae_op *op, void **state) {
+    *state = NULL;
+    int rc = cu_enter(cu_be(be), op->name);
+    if (rc) return rc;
+    if (op->kind == VAE_OP_CONV) return cuda_conv_prepare(be, op, state);
+    return cuda_ops_prepare(be, op, state);
+}
+
+static void cuda_unprepare(vae_backend *be, const vae_op *op, void *state) {
+    if (!state) return;
+    cu_enter(cu_be(be), op->name);
+    if (op->kind == VAE_OP_CONV) cuda_conv_unprepare(be, op, state);
+    else cuda_ops_unprepare(be, op, state);
+}
+
+static const vae_backend_vtbl cuda_vtbl = {
+    .name = "cuda",
+    .destroy = cuda_destroy,
+    .alloc = cuda_alloc,
+    .release = cuda_release,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .copy = cuda_copy,
+    .zero = cuda_zero,
+    .sync = cuda_sync,
+    .prepare = cuda_prepare,
+    .unprepare = cuda_unprepare,
+    .conv = cuda_conv,
+    .norm = cuda_norm,
+    .eltwise = cuda_eltwise,
+    .resample = cuda_resample,
+    .attention = cuda_attention,
+};
+
+/* ---- creation -------------------------------------------------------------------------------- */
+int vae_cuda_available(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    if (n < 1) return 0;
+    int cur = 0;
+    if (cudaGetDevice(&cur) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return cuk_probe(); /* this binary has kernels for the device */
+}
+
+int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index) {
+    if (!out) return vae_fail(VAE_EINVAL, "cuda backend: NULL output pointer");
+    *out = NULL;
+    if (dtype != VAE_DTYPE_F32 && dtype != VAE_DTYPE_BF16 && dtype != VAE_DTYPE_F16)
+        return vae_fail(VAE_EUNSUPPORTED, "cuda backend: activation dtype %d is not supported",
+                        (int)dtype);
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return vae_fail(VAE_EDEVICE, "cuda backend: no usable CUDA driver or device (%s)",
+                        cudaGetErrorString(e));
+    }
+    if (device_index < 0 || device_index >= n)
+        return vae_fail(VAE_EDEVICE, "cuda backend: device %d does not exist (%d device%s)",
+                        device_index, n, n == 1 ? "" : "s");
+    int rc = cu_check(cudaSetDevice(device_index), "cuda backend", "cudaSetDevice");
+    if (rc) return rc;
+    if (!cuk_probe())
+        return vae_fail(VAE_EDEVICE, "cuda backend: this build has no kernels for device %d "
+                                     "(rebuild with its CUDA architecture)",
+                        device_index);
+    struct cudaDeviceProp prop;
+    if ((rc = cu_check(cudaGetDeviceProperties(&prop, device_index), "cuda backend",
+                       "cudaGetDeviceProperties")))
+        return rc;
+    if (dtype == VAE_DTYPE_BF16 && prop.major < 8)
+        return vae_fail(VAE_EUNSUPPORTED, "cuda backend: %s (sm_%d%d) has no bfloat16 support",
+                        prop.name, prop.major, prop.minor);
+
+    cuda_backend *cb = vae_calloc(1, sizeof *cb);
+    if (!cb) return vae_fail(VAE_ENOMEM, "cuda backend: out of memory");
+    cb->base.v = &cuda_vtbl;
+    cb->base.dtype = dtype;
+    cb->base.elem_size = dtype == VAE_DTYPE_F32 ? 4 : 2;
+    cb->device = device_index;
+    cb->sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+    snprintf(cb->device_name, sizeof cb->device_name, "%s", prop.name);
+    cb->scratch_limit = (size_t)CU_SCRATCH_LIMIT_MB << 20;
+    const char *s = getenv("VAE_CUDA_SCRATCH_MB");
+    if (s && atol(s) > 0) cb->scratch_limit = (size_t)atol(s) << 20;
+    s = getenv("VAE_CUDA_CONV");
+    if (s && strcmp(s, "gemm") == 0) cb->conv_mode = CU_CONV_GEMM;
+    else if (s && strcmp(s, "cudnn") == 0) cb->conv_mode = CU_CONV_CUDNN;
+
+    if ((rc = cu_check(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking),
+                       "cuda backend", "cudaStreamCreate")))
+        goto fail;
+    cb->pool.stream = cb->stream;
+    cublasStatus_t st = cublasCreate(&cb->cublas);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        cb->cublas = NULL;
+        rc = cu_blas_check(st, "cuda backend", "cublasCreate");
+        goto fail;
+    }
+    if ((rc = cu_blas_check(cublasSetStream(cb->cublas, cb->stream), "cuda backend",
+                            "cublasSetStream")))
+        goto fail;
+    /* no TF32; no reduced-precision split-K reductions */
+    if ((rc = cu_blas_check(cublasSetMathMode(cb->cublas,
+                                              (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                             CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+                            "cuda backend", "cublasSetMathMode")))
+        goto fail;
+    VAE_INFO("cuda backend: device %d %s (sm_%d%d, %d SMs, %.1f GiB), %s activations", device_index,
+             prop.name, prop.major, prop.minor, cb->sm_count,
+             (double)prop.totalGlobalMem / (1024.0 * 1024 * 1024), vae_dtype_name(dtype));
+    *out = &cb->base;
+    return VAE_OK;
+fail:
+    cuda_destroy(&cb->base);
+    return rc;
+}

@@ -1,0 +1,111 @@
+/* cuda_eltwise.cu -- dtype conversion (upload/download), ACT / ADD / SCALE_SHIFT, conv bias init,
+ * and the probe kernel that tells whether this binary can run on the device. */
+#include "backends/cuda/cuda_common.cuh"
+
+static __global__ void probe_kernel(int *x) {
+    if (x) *x = 1;
+}
+
+extern "C" int cuk_probe(void) {
+    cudaFuncAttributes a;
+    if (cudaFuncGetAttributes(&a, probe_kernel) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- conversions ---- */
+template <typename T> static __global__ void from_f32_kernel(T *dst, const float *src, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        cu_st(dst, i, src[i]);
+}
+
+template <typename T> static __global__ void to_f32_kernel(float *dst, const T *src, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = cu_ld(src, i);
+}
+
+template <typename T>
+static void launch_from_f32(cudaStream_t s, void *dst, const float *src, int64_t n) {
+    from_f32_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>((T *)dst, src, n);
+}
+template <typename T>
+static void launch_to_f32(cudaStream_t s, float *dst, const void *src, int64_t n) {
+    to_f32_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>(dst, (const T *)src, n);
+}
+
+extern "C" cudaError_t cuk_from_f32(cudaStream_t s, int dtype, void *dst, const float *src,
+                                    size_t n) {
+    if (n == 0) return cudaSuccess;
+    CU_DISPATCH(dtype, launch_from_f32, s, dst, src, (int64_t)n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuk_to_f32(cudaStream_t s, int dtype, float *dst, const void *src,
+                                  size_t n) {
+    if (n == 0) return cudaSuccess;
+    CU_DISPATCH(dtype, launch_to_f32, s, dst, src, (int64_t)n);
+    return cudaGetLastError();
+}
+
+/* ---- elementwise ---- */
+template <typename T>
+static __global__ void eltwise_kernel(int kind, int act, float as, const T *a, const T *b,
+                                      const float *w, const float *sh, T *y, int64_t n, int c) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float v = cu_ld(a, i);
+        if (kind == 1) {
+            v += cu_ld(b, i);
+        } else if (kind == 2) {
+            int ch = (int)(i % c);
+            v = v * (w ? w[ch] : 1.0f) + (sh ? sh[ch] : 0.0f);
+        }
+        cu_st(y, i, cu_act(act, as, v));
+    }
+}
+
+template <typename T>
+static void launch_eltwise(cudaStream_t s, int kind, int act, float as, const void *a,
+                           const void *b, const float *w, const float *sh, void *y, int64_t n,
+                           int c) {
+    eltwise_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>(kind, act, as, (const T *)a, (const T *)b,
+                                                     w, sh, (T *)y, n, c);
+}
+
+extern "C" cudaError_t cuk_eltwise(cudaStream_t s, int dtype, int kind, int act, float act_scale,
+                                   const void *a, const void *b, const float *w, const float *sh,
+                                   void *y, int64_t n_vox, int c) {
+    int64_t n = n_vox * c;
+    if (n == 0) return cudaSuccess;
+    CU_DISPATCH(dtype, launch_eltwise, s, kind, act, act_scale, a, b, w, sh, y, n, c);
+    return cudaGetLastError();
+}
+
+/* ---- conv output init: y = bias + residual ---- */
+template <typename T>
+static __global__ void bias_init_kernel(T *y, const float *bias, const T *res, int64_t n, int c) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float v = bias ? bias[i % c] : 0.0f;
+        if (res) v += cu_ld(res, i);
+        cu_st(y, i, v);
+    }
+}
+
+template <typename T>
+static void launch_bias_init(cudaStream_t s, void *y, const float *bias, const void *res,
+                             int64_t n, int c) {
+    bias_init_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>((T *)y, bias, (const T *)res, n, c);
+}
+
+extern "C" cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias,
+                                     const void *res, int64_t rows, int c) {
+    int64_t n = rows * c;
+    if (n == 0) return cudaSuccess;
+    CU_DISPATCH(dtype, launch_bias_init, s, y, bias, res, n, c);
+    return cudaGetLastError();
+}

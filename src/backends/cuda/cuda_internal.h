@@ -1,0 +1,202 @@
+/* cuda_internal.h -- the CUDA backend, shared between its files (internal).
+ *
+ * Activations are channels-last [t][h][w][c] in the backend's dtype (float32, bfloat16 or
+ * float16) in device memory; every op runs on one CUDA stream owned by the backend, so buffers
+ * released by the executor can be handed out again at once (stream order keeps them safe).
+ * Arithmetic is float32 throughout (norm statistics, softmax, GEMM/conv accumulation); float32
+ * activations never use TF32.
+ *
+ * Files:
+ *   cuda_backend.c      creation, buffers (caching allocator), upload/download, vtbl, prepare
+ *   cuda_alloc.c        the caching allocator (free lists by size class)
+ *   cuda_ops.c          norm / eltwise / resample / attention entry points (checks, launches)
+ *   cuda_conv.c         conv: weights layout, path choice (cuDNN, GEMM), blocking, bias/residual
+ *   cudnn_conv.c        everything that talks to cuDNN (handle, plans per shape, workspace)
+ *   cuda_*.cu           kernels, with C-callable launchers returning cudaError_t
+ *
+ * The .cu launchers take `int dtype` (a vae_dtype) and raw pointers; they never report errors
+ * themselves: the C callers turn a cudaError_t into vae_fail(..) with the op's name.
+ */
+#ifndef VAE_CUDA_INTERNAL_H
+#define VAE_CUDA_INTERNAL_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Frame pointer lists go to kernels by value (no host-to-device copy): at most this many. */
+enum { CUK_MAX_FRAMES = 32 };
+typedef struct cuk_frames {
+    const void *p[CUK_MAX_FRAMES];
+} cuk_frames;
+
+/* ---- launchers (cuda_*.cu) ------------------------------------------------------------------ */
+/* 1 when kernels of this binary can run on the current device. */
+int cuk_probe(void);
+
+/* dst (dtype) <- src float32, and back. */
+cudaError_t cuk_from_f32(cudaStream_t s, int dtype, void *dst, const float *src, size_t n);
+cudaError_t cuk_to_f32(cudaStream_t s, int dtype, float *dst, const void *src, size_t n);
+
+/* kind 0: y = act(a); 1: y = act(a + b); 2: y = act(a * w[c] + sh[c]) (w, sh float32 or NULL) */
+cudaError_t cuk_eltwise(cudaStream_t s, int dtype, int kind, int act, float act_scale,
+                        const void *a, const void *b, const float *w, const float *sh, void *y,
+                        int64_t n_vox, int c);
+/* y[r][c] = bias[c] (or 0) + res[r][c] (or 0), rows r < rows */
+cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias, const void *res,
+                          int64_t rows, int c);
+
+/* RMS over channels per voxel: y = x / max(|x|, 1e-12) * sqrt(c) * g + b, then act */
+cudaError_t cuk_rms_norm(cudaStream_t s, int dtype, const void *x, void *y, int64_t n_vox, int c,
+                         const float *g, const float *b, int act, float act_scale);
+/* GroupNorm per frame. work: 2*t*c doubles + 2*t*groups floats of device scratch. */
+size_t cuk_group_norm_work(int t, int c, int groups);
+cudaError_t cuk_group_norm(cudaStream_t s, int dtype, const void *x, void *y, int t, int64_t hw,
+                           int c, int groups, float eps, const float *g, const float *b, int act,
+                           float act_scale, void *work, int sm_count);
+
+/* nearest upsample by fs in h and w; x: n frames [h][w][c] contiguous */
+cudaError_t cuk_upsample(cudaStream_t s, size_t elem, const void *x, void *y, int n, int h, int w,
+                         int c, int fs);
+/* SHUFFLE_UP: tab[((ti*fs+hi)*fs+wi)*co + o] = source channel (device ints) */
+cudaError_t cuk_shuffle_up(cudaStream_t s, size_t elem, const void *x, void *y, int n_in, int h,
+                           int w, int ci, int co, int ft, int fs, const int *tab);
+/* SHUFFLE_DOWN of t_out windows of ft frames (frames: t_out*ft pointers); tab[f] for the
+ * f = o*group + g slots: (ti, hi, wi, c) packed as 4 ints */
+cudaError_t cuk_shuffle_down(cudaStream_t s, int dtype, const cuk_frames *frames, int t_out, int h,
+                             int w, int ci, int co, int ft, int fs, int group, const int *tab,
+                             void *y);
+
+/* Conv input gather: dst[j][yy][xx][dt*c + ci] (j < tb, yy < h+pt+pb, xx < w+pl+pr, dt < kt)
+ * = frame[j*st + dt][yy-pt][xx-pl][ci], zero outside the frame. */
+cudaError_t cuk_conv_gather(cudaStream_t s, size_t elem, const cuk_frames *frames, int tb, int st,
+                            int kt, int h, int w, int c, int pt, int pb, int pl, int pr, void *dst);
+/* im2col: col[i][((dh*kw + dw)*kt + dt)*c + ci] for output pixels p = p0 + i (i < np) of the
+ * flattened [t][ho][wo] output, whose frame j = p / (ho*wo) reads frames[(j - j_base)*st + dt]. */
+cudaError_t cuk_im2col(cudaStream_t s, size_t elem, const cuk_frames *frames, int j_base, int st,
+                       int kt, int h, int w, int c, int kh, int kw, int sh, int sw, int pt, int pl,
+                       int ho, int wo, int64_t p0, int64_t np, void *col);
+
+/* Row softmax of float scores s[rows][n] into p (dtype; p may equal s for float32). */
+cudaError_t cuk_softmax_rows(cudaStream_t s, int dtype, const float *sc, void *p, int64_t rows,
+                             int n);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ---- the C side (not seen by nvcc) ---------------------------------------------------------- */
+#ifndef __CUDACC__
+#include <cublas_v2.h>
+
+#include "core/backend.h"
+#include "core/core.h"
+
+/* ---- caching allocator (cuda_alloc.c) ---- */
+typedef struct cu_bin {
+    size_t size;
+    void **v;
+    int n, cap;
+} cu_bin;
+
+typedef struct cu_slot {
+    void *p;
+    size_t size;
+} cu_slot;
+
+typedef struct cu_pool {
+    cu_bin *bins;
+    int n_bins, cap_bins;
+    cu_slot *map; /* live blocks: open addressing on the pointer */
+    size_t map_cap, map_used, map_live;
+    size_t cached_bytes;   /* in free lists */
+    size_t reserved_bytes; /* cudaMalloc'd through the pool (live + cached) */
+    cudaStream_t stream;   /* synchronised before cached blocks are really freed */
+} cu_pool;
+
+size_t cu_pool_round(size_t bytes);
+/* NULL on failure (*err says why). */
+void *cu_pool_alloc(cu_pool *pool, size_t bytes, size_t *got, cudaError_t *err);
+/* Returns the block's size, 0 if p is not a live block of this pool. */
+size_t cu_pool_free(cu_pool *pool, void *p);
+/* cudaFree's every cached (free) block. */
+void cu_pool_trim(cu_pool *pool);
+void cu_pool_destroy(cu_pool *pool);
+
+/* ---- the backend ---- */
+enum { CU_CONV_AUTO = 0, CU_CONV_GEMM = 1, CU_CONV_CUDNN = 2 };
+
+typedef struct cuda_backend {
+    vae_backend base;
+    int device;
+    int sm_count;
+    char device_name[128];
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    cu_pool pool;
+    /* one reusable scratch area (gathers, im2col, attention scores, upload staging) and the
+     * cuDNN workspace; both grow, never shrink; both are counted in bytes_in_use */
+    void *scratch;
+    size_t scratch_bytes;
+    void *ws;
+    size_t ws_bytes;
+    size_t scratch_limit; /* blocking target for gathers / score blocks (bytes) */
+    int conv_mode;        /* CU_CONV_*: VAE_CUDA_CONV=auto|gemm|cudnn */
+    void *dnn;            /* cudnn state (cudnn_conv.c), created on first use */
+    int dnn_failed;       /* cuDNN could not be initialised: GEMM path only */
+    int64_t weight_bytes; /* prepared weights (not in bytes_in_use) */
+    int64_t n_conv_cudnn, n_conv_gemm; /* conv blocks run by each path (diagnostics) */
+} cuda_backend;
+
+static inline cuda_backend *cu_be(vae_backend *be) { return (cuda_backend *)be; }
+
+/* Makes the backend's device current for this thread; VAE_OK or VAE_EDEVICE. */
+int cu_enter(cuda_backend *cb, const char *who);
+/* cudaError_t -> VAE_OK / VAE_ENOMEM / VAE_EDEVICE with "who: what: CUDA message". */
+int cu_check(cudaError_t e, const char *who, const char *what);
+int cu_blas_check(cublasStatus_t st, const char *who, const char *what);
+/* Device scratch of at least `bytes` bytes; NULL + vae_fail on failure. */
+void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who);
+/* Device buffer from host float32 data converted to the backend dtype (conv weights), or a
+ * float32 copy (norm parameters) when as_f32; *out = NULL for src == NULL. */
+int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, void **out,
+                    const char *who);
+void cu_free_param(cuda_backend *cb, void *p, size_t bytes);
+cudaDataType_t cu_blas_type(vae_dtype dt);
+
+/* ---- ops ---- */
+int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state);
+void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state);
+int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
+              int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
+int cuda_ops_prepare(vae_backend *be, const vae_op *op, void **state);
+void cuda_ops_unprepare(vae_backend *be, const vae_op *op, void *state);
+int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t, int h,
+              int w);
+int cuda_eltwise(vae_backend *be, const vae_op *op, void *state, const void *a, const void *b2,
+                 void *y, int64_t n_vox);
+int cuda_resample(vae_backend *be, const vae_op *op, const void *const *frames, int n_in, int h,
+                  int w, void *y, int t_out);
+int cuda_attention(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y, int t,
+                   int h, int w);
+
+/* ---- cuDNN (cudnn_conv.c) ---- */
+/* One 2-D NHWC convolution y[n][ho][wo][k] = beta*y + conv(x[n][hx][wx][c], w[k][kh][kw][c])
+ * with symmetric zero padding (ph, pw) and stride (sh, sw). VAE_EUNSUPPORTED when cuDNN has no
+ * algorithm for it (the caller falls back to the GEMM path), other codes on real errors. */
+typedef struct cu_dnn_conv {
+    int n, c, hx, wx, k, kh, kw, ph, pw, sh, sw, ho, wo;
+} cu_dnn_conv;
+int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const void *w,
+                    float beta, void *y, const char *who);
+void cu_dnn_destroy(cuda_backend *cb);
+/* "cuDNN 9.x.y" or "cuDNN unavailable" */
+const char *cu_dnn_describe(cuda_backend *cb, char *buf, size_t len);
+
+#endif /* __CUDACC__ */
+
+#endif

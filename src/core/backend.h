@@ -1,0 +1,69 @@
+/* backend.h -- what a backend provides: buffers and one function per op family (internal).
+ *
+ * No model logic lives in a backend, and the executor never looks inside a buffer. Activations are
+ * channels-last [t][h][w][c] in the backend's activation dtype (elem_size bytes per value).
+ * Temporal ops receive their input as an array of frame pointers (cache frames followed by the
+ * chunk's frames; each frame is [h][w][c] contiguous) so that no concatenation copy is needed.
+ */
+#ifndef VAE_BACKEND_H
+#define VAE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "program.h"
+#include "vae.h"
+
+typedef struct vae_backend vae_backend;
+
+typedef struct vae_backend_vtbl {
+    const char *name;
+    void (*destroy)(vae_backend *be);
+    /* buffers: NULL on failure (the executor reports VAE_ENOMEM) */
+    void *(*alloc)(vae_backend *be, size_t bytes);
+    void (*release)(vae_backend *be, void *p);
+    int (*upload)(vae_backend *be, void *dst, const float *src, size_t n);   /* host f32 -> act */
+    int (*download)(vae_backend *be, float *dst, const void *src, size_t n); /* act -> host f32 */
+    int (*copy)(vae_backend *be, void *dst, const void *src, size_t bytes);
+    int (*zero)(vae_backend *be, void *dst, size_t bytes);
+    int (*sync)(vae_backend *be);
+
+    /* Per-op weights in the backend's layout, made once per session. *state may stay NULL. */
+    int (*prepare)(vae_backend *be, const vae_op *op, void **state);
+    void (*unprepare)(vae_backend *be, const vae_op *op, void *state);
+
+    /* CONV. frames: n_in input frames [h][w][c_in] (already including temporal padding/cache);
+     * y: [t_out][h_out][w_out][c_out] with t_out = (n_in - kt) / st + 1 >= 1.
+     * residual: NULL or y-shaped, added after bias. */
+    int (*conv)(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
+                int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
+    /* RMS_NORM, GROUP_NORM (with fused op->act); x, y: [t][h][w][c] (y may equal x) */
+    int (*norm)(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t,
+                int h, int w);
+    /* ACT (a), ADD (a + b2), SCALE_SHIFT (a): n_vox voxels of op->c_in channels (y may equal a) */
+    int (*eltwise)(vae_backend *be, const vae_op *op, void *state, const void *a, const void *b2,
+                   void *y, int64_t n_vox);
+    /* UPSAMPLE and SHUFFLE_UP (n_in frames, frames contiguous in x) and SHUFFLE_DOWN (frames list
+     * of n_in = ft * t_out frames). h, w: input size. */
+    int (*resample)(vae_backend *be, const vae_op *op, const void *const *frames, int n_in, int h,
+                    int w, void *y, int t_out);
+    /* ATTENTION per frame: qkv [t][h][w][3c] -> y [t][h][w][c] */
+    int (*attention)(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y,
+                     int t, int h, int w);
+} vae_backend_vtbl;
+
+struct vae_backend {
+    const vae_backend_vtbl *v;
+    vae_dtype dtype;  /* activation dtype */
+    size_t elem_size; /* bytes per activation value */
+    int64_t bytes_in_use, bytes_peak;
+};
+
+/* Backend constructors (NULL-safe failure with vae_fail). */
+int vae_cpu_backend_create(vae_backend **out, vae_dtype dtype, int threads);
+#ifdef VAE_HAVE_CUDA
+int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index);
+int vae_cuda_available(void);
+#endif
+
+#endif

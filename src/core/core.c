@@ -1,0 +1,153 @@
+/* core.c -- errors, logging, allocation and small utilities. */
+#define _POSIX_C_SOURCE 200809L
+#include "core.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static _Thread_local char last_error[1024];
+
+const char *vae_strerror(int code) {
+    switch (code) {
+    case VAE_OK: return "success";
+    case VAE_EINVAL: return "invalid argument";
+    case VAE_EIO: return "I/O error";
+    case VAE_EFORMAT: return "invalid or corrupt file";
+    case VAE_ENOMEM: return "out of memory";
+    case VAE_EUNSUPPORTED: return "unsupported";
+    case VAE_ESHAPE: return "wrong tensor shape";
+    case VAE_EKEY: return "missing or unexpected tensor";
+    case VAE_EDTYPE: return "unsupported tensor dtype";
+    case VAE_ENAN: return "NaN or Inf in input";
+    case VAE_EDEVICE: return "device error";
+    case VAE_EINTERRUPTED: return "interrupted";
+    default: return "unknown error";
+    }
+}
+
+const char *vae_last_error(void) { return last_error; }
+void vae_error_clear(void) { last_error[0] = 0; }
+
+int vae_fail(int code, const char *fmt, ...) {
+    /* The innermost failure has the most precise message; callers up the stack keep it. */
+    if (last_error[0] == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(last_error, sizeof last_error, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+unsigned vae_version_number(void) { return VAE_VERSION_NUMBER; }
+const char *vae_version_string(void) { return VAE_VERSION_STRING; }
+
+/* ---- logging ---- */
+static vae_log_fn log_fn;
+static void *log_user;
+static int log_min = VAE_LOG_WARN;
+
+void vae_set_log_callback(vae_log_fn fn, void *user, int min_level) {
+    log_fn = fn;
+    log_user = user;
+    log_min = min_level;
+}
+
+void vae_log(int level, const char *fmt, ...) {
+    if (!log_fn || level < log_min) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log_fn(level, msg, log_user);
+}
+
+/* ---- allocation ---- */
+static long alloc_countdown;
+
+void vae_alloc_fail_after(long n) { alloc_countdown = n; }
+
+static int alloc_should_fail(void) {
+    if (alloc_countdown <= 0) return 0;
+    return --alloc_countdown == 0;
+}
+
+void *vae_malloc(size_t bytes) { return alloc_should_fail() ? NULL : malloc(bytes ? bytes : 1); }
+void *vae_calloc(size_t n, size_t size) {
+    return alloc_should_fail() ? NULL : calloc(n ? n : 1, size ? size : 1);
+}
+void *vae_realloc(void *p, size_t bytes) {
+    return alloc_should_fail() ? NULL : realloc(p, bytes ? bytes : 1);
+}
+void vae_free(void *p) { free(p); }
+
+char *vae_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = vae_malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+int64_t vae_shape_numel(const int64_t *shape, int ndim) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+const char *vae_shape_str(const int64_t *shape, int ndim, char *buf, size_t len) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, len - o, "[");
+    for (int i = 0; i < ndim && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%lld", i ? "," : "", (long long)shape[i]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+    return buf;
+}
+
+void vae_strbuf_printf(vae_strbuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t cap = (b->cap ? b->cap * 2 : 256);
+        while (cap < b->len + (size_t)n + 1) cap *= 2;
+        char *s = realloc(b->s, cap);
+        if (!s) return;
+        b->s = s;
+        b->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void vae_strbuf_free(vae_strbuf *b) {
+    free(b->s);
+    b->s = NULL;
+    b->len = b->cap = 0;
+}
+
+int vae_write_atomic(const char *path, vae_write_fn fn, void *user) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return vae_fail(VAE_EINVAL, "%s: output path too long", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return vae_fail(VAE_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+    int rc = fn(f, user);
+    if (fflush(f) != 0 && rc == VAE_OK)
+        rc = vae_fail(VAE_EIO, "%s: write failed: %s", path, strerror(errno));
+    if (ferror(f) && rc == VAE_OK) rc = vae_fail(VAE_EIO, "%s: write failed", path);
+    if (fclose(f) != 0 && rc == VAE_OK)
+        rc = vae_fail(VAE_EIO, "%s: close failed: %s", path, strerror(errno));
+    if (rc == VAE_OK && rename(tmp, path) != 0)
+        rc = vae_fail(VAE_EIO, "%s: cannot rename from %s: %s", path, tmp, strerror(errno));
+    if (rc != VAE_OK) remove(tmp);
+    return rc;
+}

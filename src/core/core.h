@@ -1,0 +1,54 @@
+/* core.h -- errors, logging and small utilities shared by every layer (internal). */
+#ifndef VAE_CORE_H
+#define VAE_CORE_H
+
+#include "vae.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define VAE_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define VAE_PRINTF(a, b)
+#endif
+
+/* Records the detail message of a failure for vae_last_error() and returns code, so that call
+ * sites read `return vae_fail(VAE_EFORMAT, "%s: header truncated", path);`. Also logs at ERROR
+ * level only when the public entry point gives up (see vae_log). */
+int vae_fail(int code, const char *fmt, ...) VAE_PRINTF(2, 3);
+/* Clears the thread's last error (public entry points call it first). */
+void vae_error_clear(void);
+
+void vae_log(int level, const char *fmt, ...) VAE_PRINTF(2, 3);
+#define VAE_DEBUG(...) vae_log(VAE_LOG_DEBUG, __VA_ARGS__)
+#define VAE_INFO(...) vae_log(VAE_LOG_INFO, __VA_ARGS__)
+#define VAE_WARN(...) vae_log(VAE_LOG_WARN, __VA_ARGS__)
+
+/* Allocation through one place so that failures can be injected in tests. */
+void *vae_malloc(size_t bytes);
+void *vae_calloc(size_t n, size_t size);
+void *vae_realloc(void *p, size_t bytes);
+void vae_free(void *p);
+char *vae_strdup(const char *s);
+/* Test hook: the n-th allocation from now fails (0 = off). */
+void vae_alloc_fail_after(long n);
+
+int64_t vae_shape_numel(const int64_t *shape, int ndim);
+/* "[1,16,3,4,6]" into buf. */
+const char *vae_shape_str(const int64_t *shape, int ndim, char *buf, size_t len);
+
+/* Growing string buffer for JSON/config text. */
+typedef struct vae_strbuf {
+    char *s;
+    size_t len, cap;
+} vae_strbuf;
+void vae_strbuf_printf(vae_strbuf *b, const char *fmt, ...) VAE_PRINTF(2, 3);
+void vae_strbuf_free(vae_strbuf *b);
+
+/* Writes a file atomically: data goes to PATH.tmp.PID, renamed to PATH on success, removed on
+ * failure. write_fn streams the content. */
+typedef int (*vae_write_fn)(void *file /* FILE* */, void *user);
+int vae_write_atomic(const char *path, vae_write_fn fn, void *user);
+
+#endif

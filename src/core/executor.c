@@ -1,0 +1,387 @@
+/* executor.c -- streams chunks of frames through a program.
+ *
+ * Per chunk, ops run in program order. Each value lives from the op that makes it to its last
+ * consumer, so peak memory is that of one chunk's live activations plus the caches. Windowed ops
+ * (temporal convs, temporal shuffle-down) keep the frames that a later window still needs: at
+ * most kt-1 frames each, which is what makes memory independent of the video's length.
+ */
+#include "executor.h"
+
+#include <string.h>
+
+#include "core.h"
+
+typedef struct window {
+    void **cache;     /* kt-1 frame buffers [h][w][c] */
+    int n;            /* frames pending in cache */
+    int started;      /* front padding applied */
+    void *zero_frame; /* one zero frame, for zero front padding */
+    size_t frame_bytes;
+    int h, w, c;
+} window;
+
+typedef struct op_state {
+    void *prep;
+    window win;
+    int64_t frames_seen; /* input frames of the stream seen (TIME_HEAD / TIME_DROP) */
+} op_state;
+
+typedef struct value {
+    void *buf;
+    int t, h, w, c;
+    int refs;
+} value;
+
+struct vae_exec {
+    const vae_program *p;
+    vae_backend *be; /* NULL = dry */
+    op_state *st;
+    value *val;
+    int *uses; /* static number of consumers of each value */
+    const void **frames; /* scratch frame-pointer list */
+    int frames_cap;
+    double macs;
+};
+
+static size_t vox_bytes(const vae_exec *e, int64_t n) { return (size_t)n * e->be->elem_size; }
+
+int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be) {
+    vae_exec *e = vae_calloc(1, sizeof *e);
+    if (!e) return vae_fail(VAE_ENOMEM, "out of memory creating an executor");
+    e->p = p;
+    e->be = be;
+    e->st = vae_calloc((size_t)p->n_ops + 1, sizeof *e->st);
+    e->val = vae_calloc((size_t)p->n_values, sizeof *e->val);
+    e->uses = vae_calloc((size_t)p->n_values, sizeof *e->uses);
+    if (!e->st || !e->val || !e->uses) {
+        vae_exec_free(e);
+        return vae_fail(VAE_ENOMEM, "out of memory creating an executor");
+    }
+    for (int i = 0; i < p->n_ops; i++)
+        for (int k = 0; k < 2; k++)
+            if (p->ops[i].in[k] >= 0) e->uses[p->ops[i].in[k]]++;
+    if (be) {
+        for (int i = 0; i < p->n_ops; i++) {
+            int rc = be->v->prepare(be, &p->ops[i], &e->st[i].prep);
+            if (rc) {
+                vae_exec_free(e);
+                return vae_fail(rc, "preparing weights of %s failed", p->ops[i].name);
+            }
+        }
+    }
+    *out = e;
+    return VAE_OK;
+}
+
+static void window_release(vae_exec *e, window *w, int kt) {
+    if (e->be) {
+        if (w->cache)
+            for (int i = 0; i < kt - 1; i++)
+                if (w->cache[i]) e->be->v->release(e->be, w->cache[i]);
+        if (w->zero_frame) e->be->v->release(e->be, w->zero_frame);
+    }
+    vae_free(w->cache);
+    memset(w, 0, sizeof *w);
+}
+
+static void values_release(vae_exec *e) {
+    for (int i = 0; i < e->p->n_values; i++) {
+        if (e->val[i].buf && e->be && i != e->p->input) e->be->v->release(e->be, e->val[i].buf);
+        memset(&e->val[i], 0, sizeof e->val[i]);
+    }
+}
+
+void vae_exec_reset(vae_exec *e) {
+    values_release(e);
+    for (int i = 0; i < e->p->n_ops; i++) {
+        window_release(e, &e->st[i].win, e->p->ops[i].kt);
+        e->st[i].frames_seen = 0;
+    }
+    e->macs = 0;
+}
+
+void vae_exec_free(vae_exec *e) {
+    if (!e) return;
+    if (e->st && e->val) vae_exec_reset(e);
+    if (e->st && e->be)
+        for (int i = 0; i < e->p->n_ops; i++)
+            if (e->st[i].prep) e->be->v->unprepare(e->be, &e->p->ops[i], e->st[i].prep);
+    vae_free(e->st);
+    vae_free(e->val);
+    vae_free(e->uses);
+    vae_free(e->frames);
+    vae_free(e);
+}
+
+double vae_exec_macs(const vae_exec *e) { return e->macs; }
+
+static int frames_reserve(vae_exec *e, int n) {
+    if (n <= e->frames_cap) return VAE_OK;
+    const void **f = vae_realloc(e->frames, (size_t)n * sizeof *f);
+    if (!f) return vae_fail(VAE_ENOMEM, "out of memory");
+    e->frames = f;
+    e->frames_cap = n;
+    return VAE_OK;
+}
+
+static int alloc_value(vae_exec *e, value *v) {
+    v->buf = NULL;
+    if (!e->be || v->t == 0) return VAE_OK;
+    size_t bytes = vox_bytes(e, (int64_t)v->t * v->h * v->w * v->c);
+    v->buf = e->be->v->alloc(e->be, bytes);
+    if (!v->buf)
+        return vae_fail(VAE_ENOMEM, "out of %s memory allocating %zu bytes", e->be->v->name, bytes);
+    return VAE_OK;
+}
+
+/* Builds e->frames = window cache ++ front padding (first time) ++ the chunk's frames, and returns
+ * the count. For a dry executor only the count matters. */
+static int window_gather(vae_exec *e, const vae_op *op, window *w, const value *x, int *count) {
+    int pad = 0;
+    if (!w->started && x->t > 0) pad = op->tpad;
+    int total = w->n + pad + x->t;
+    int rc = frames_reserve(e, total + 1);
+    if (rc) return rc;
+    if (e->be && (x->t > 0 || w->n > 0)) {
+        size_t fb = vox_bytes(e, (int64_t)x->h * x->w * x->c);
+        if (!w->cache && op->kt > 1) {
+            w->cache = vae_calloc((size_t)op->kt - 1, sizeof *w->cache);
+            if (!w->cache) return vae_fail(VAE_ENOMEM, "out of memory");
+        }
+        if (x->t > 0) {
+            w->frame_bytes = fb;
+            w->h = x->h, w->w = x->w, w->c = x->c;
+        }
+        int k = 0;
+        for (int i = 0; i < w->n; i++) e->frames[k++] = w->cache[i];
+        if (pad > 0 && op->tpad_mode == VAE_TPAD_ZERO && !w->zero_frame) {
+            w->zero_frame = e->be->v->alloc(e->be, fb);
+            if (!w->zero_frame) return vae_fail(VAE_ENOMEM, "out of device memory");
+            rc = e->be->v->zero(e->be, w->zero_frame, fb);
+            if (rc) return rc;
+        }
+        for (int i = 0; i < pad; i++)
+            e->frames[k++] = op->tpad_mode == VAE_TPAD_ZERO ? w->zero_frame : x->buf;
+        for (int i = 0; i < x->t; i++) e->frames[k++] = (const char *)x->buf + (size_t)i * fb;
+    }
+    if (x->t > 0) {
+        w->started = 1;
+        if (!e->be) w->h = x->h, w->w = x->w, w->c = x->c;
+    }
+    *count = total;
+    return VAE_OK;
+}
+
+/* Keeps frames [used, total) of e->frames as the new cache (at most kt-1 frames). Destination
+ * slot j <= source slot when the source is itself a cache slot, so copying forward is safe. */
+static int window_keep(vae_exec *e, const vae_op *op, window *w, int total, int used) {
+    int keep = total - used;
+    if (keep > op->kt - 1) keep = op->kt - 1, used = total - keep;
+    if (e->be) {
+        for (int j = 0; j < keep; j++) {
+            const void *src = e->frames[used + j];
+            if (!w->cache[j]) {
+                w->cache[j] = e->be->v->alloc(e->be, w->frame_bytes);
+                if (!w->cache[j]) return vae_fail(VAE_ENOMEM, "out of device memory for a cache");
+            }
+            if (src != w->cache[j]) {
+                int rc = e->be->v->copy(e->be, w->cache[j], src, w->frame_bytes);
+                if (rc) return rc;
+            }
+        }
+    }
+    w->n = keep;
+    return VAE_OK;
+}
+
+static int run_windowed(vae_exec *e, const vae_op *op, op_state *s, const value *x, value *y) {
+    int total = 0, rc = window_gather(e, op, &s->win, x, &total);
+    if (rc) return rc;
+    int t_out = total >= op->kt ? (total - op->kt) / op->st + 1 : 0;
+    const window *w = &s->win;
+    int h = w->h, wd = w->w;
+    y->c = op->c_out;
+    if (op->kind == VAE_OP_CONV) {
+        y->h = (h + op->pad_h[0] + op->pad_h[1] - op->kh) / op->sh + 1;
+        y->w = (wd + op->pad_w[0] + op->pad_w[1] - op->kw) / op->sw + 1;
+    } else {
+        y->h = h / op->fs;
+        y->w = wd / op->fs;
+    }
+    y->t = t_out;
+    if (t_out > 0) {
+        if ((rc = alloc_value(e, y))) return rc;
+        if (e->be) {
+            const value *res = op->in[1] >= 0 ? &e->val[op->in[1]] : NULL;
+            if (op->kind == VAE_OP_CONV)
+                rc = e->be->v->conv(e->be, op, s->prep, e->frames, total, h, wd,
+                                    res ? res->buf : NULL, y->buf, t_out, y->h, y->w);
+            else
+                rc = e->be->v->resample(e->be, op, e->frames, t_out * op->ft, h, wd, y->buf, t_out);
+            if (rc) return rc;
+        }
+    }
+    return window_keep(e, op, &s->win, total, t_out * op->st);
+}
+
+static int copy_frames(vae_exec *e, void *dst, const value *x, int from, int n) {
+    if (!e->be || n == 0) return VAE_OK;
+    size_t fb = vox_bytes(e, (int64_t)x->h * x->w * x->c);
+    return e->be->v->copy(e->be, dst, (const char *)x->buf + (size_t)from * fb, (size_t)n * fb);
+}
+
+static int check_same(const vae_op *op, const value *a, const value *b, const char *what) {
+    if (a->t == b->t && a->h == b->h && a->w == b->w && a->c == b->c) return VAE_OK;
+    return vae_fail(VAE_ESHAPE,
+                    "%s %s: inputs differ in shape ([%d,%d,%d,%d] vs [%d,%d,%d,%d]); the input "
+                    "size is not one this model can process",
+                    what, op->name, a->t, a->h, a->w, a->c, b->t, b->h, b->w, b->c);
+}
+
+static int run_op(vae_exec *e, int i) {
+    const vae_op *op = &e->p->ops[i];
+    op_state *s = &e->st[i];
+    const value *x = &e->val[op->in[0]];
+    const value *x2 = op->in[1] >= 0 ? &e->val[op->in[1]] : NULL;
+    value *y = &e->val[op->out];
+    vae_backend *be = e->be;
+    int rc = VAE_OK;
+    *y = (value){NULL, x->t, x->h, x->w, op->c_out, 0};
+
+    if (x->t > 0 && x->c != op->c_in)
+        return vae_fail(VAE_ESHAPE, "op %s: input has %d channels, expected %d", op->name, x->c,
+                        op->c_in);
+    switch (op->kind) {
+    case VAE_OP_CONV:
+        if (vae_op_is_windowed(op)) {
+            rc = run_windowed(e, op, s, x, y);
+        } else {
+            y->h = (x->h + op->pad_h[0] + op->pad_h[1] - op->kh) / op->sh + 1;
+            y->w = (x->w + op->pad_w[0] + op->pad_w[1] - op->kw) / op->sw + 1;
+            if (x->t > 0 && (rc = alloc_value(e, y)) == VAE_OK && be) {
+                if ((rc = frames_reserve(e, x->t))) return rc;
+                size_t fb = vox_bytes(e, (int64_t)x->h * x->w * x->c);
+                for (int f = 0; f < x->t; f++) e->frames[f] = (const char *)x->buf + (size_t)f * fb;
+                rc = be->v->conv(be, op, s->prep, e->frames, x->t, x->h, x->w,
+                                 x2 ? x2->buf : NULL, y->buf, y->t, y->h, y->w);
+            }
+        }
+        if (rc == VAE_OK && y->t > 0 && (y->h <= 0 || y->w <= 0))
+            return vae_fail(VAE_ESHAPE, "op %s: input %dx%d is too small", op->name, x->h, x->w);
+        if (rc == VAE_OK && x2 && y->t > 0) rc = check_same(op, y, x2, "residual of");
+        e->macs += (double)y->t * y->h * y->w * y->c * op->c_in * op->kt * op->kh * op->kw;
+        break;
+    case VAE_OP_RMS_NORM:
+    case VAE_OP_GROUP_NORM:
+        if (x->t > 0 && (rc = alloc_value(e, y)) == VAE_OK && be)
+            rc = be->v->norm(be, op, s->prep, x->buf, y->buf, x->t, x->h, x->w);
+        break;
+    case VAE_OP_ACT:
+    case VAE_OP_SCALE_SHIFT:
+    case VAE_OP_ADD:
+        if (x2 && (rc = check_same(op, x, x2, "add"))) return rc;
+        if (x->t > 0 && (rc = alloc_value(e, y)) == VAE_OK && be)
+            rc = be->v->eltwise(be, op, s->prep, x->buf, x2 ? x2->buf : NULL, y->buf,
+                                (int64_t)x->t * x->h * x->w);
+        break;
+    case VAE_OP_UPSAMPLE:
+    case VAE_OP_SHUFFLE_UP:
+        y->t = x->t * op->ft;
+        y->h = x->h * op->fs;
+        y->w = x->w * op->fs;
+        if (x->t > 0 && (rc = alloc_value(e, y)) == VAE_OK && be) {
+            if ((rc = frames_reserve(e, x->t))) return rc;
+            size_t fb = vox_bytes(e, (int64_t)x->h * x->w * x->c);
+            for (int f = 0; f < x->t; f++) e->frames[f] = (const char *)x->buf + (size_t)f * fb;
+            rc = be->v->resample(be, op, e->frames, x->t, x->h, x->w, y->buf, y->t);
+        }
+        break;
+    case VAE_OP_SHUFFLE_DOWN:
+        if (x->t > 0 && (x->h % op->fs || x->w % op->fs))
+            return vae_fail(VAE_ESHAPE, "op %s: size %dx%d is not a multiple of %d", op->name,
+                            x->h, x->w, op->fs);
+        if (vae_op_is_windowed(op)) {
+            rc = run_windowed(e, op, s, x, y);
+        } else {
+            y->h = x->h / op->fs;
+            y->w = x->w / op->fs;
+            if (x->t > 0 && (rc = alloc_value(e, y)) == VAE_OK && be) {
+                if ((rc = frames_reserve(e, x->t))) return rc;
+                size_t fb = vox_bytes(e, (int64_t)x->h * x->w * x->c);
+                for (int f = 0; f < x->t; f++) e->frames[f] = (const char *)x->buf + (size_t)f * fb;
+                rc = be->v->resample(be, op, e->frames, x->t, x->h, x->w, y->buf, y->t);
+            }
+        }
+        break;
+    case VAE_OP_TIME_HEAD:
+    case VAE_OP_TIME_DROP: {
+        int64_t before = s->frames_seen;
+        s->frames_seen += x->t;
+        int in_head = (int)(before >= op->n ? 0 : (op->n - before < x->t ? op->n - before : x->t));
+        int from = op->kind == VAE_OP_TIME_HEAD ? 0 : in_head;
+        y->t = op->kind == VAE_OP_TIME_HEAD ? in_head : x->t - in_head;
+        if (y->t > 0 && (rc = alloc_value(e, y)) == VAE_OK) rc = copy_frames(e, y->buf, x, from, y->t);
+        break;
+    }
+    case VAE_OP_CONCAT_T:
+        if (x->t > 0 && x2->t > 0 && (x->h != x2->h || x->w != x2->w || x->c != x2->c))
+            return check_same(op, x, x2, "concat");
+        if (x->t == 0) y->h = x2->h, y->w = x2->w;
+        y->t = x->t + x2->t;
+        if (y->t > 0 && (rc = alloc_value(e, y)) == VAE_OK) {
+            rc = copy_frames(e, y->buf, x, 0, x->t);
+            if (rc == VAE_OK && be && x2->t > 0)
+                rc = copy_frames(e, (char *)y->buf + vox_bytes(e, (int64_t)x->t * x->h * x->w * x->c),
+                                 x2, 0, x2->t);
+        }
+        break;
+    case VAE_OP_ATTENTION:
+        if (x->t > 0 && (rc = alloc_value(e, y)) == VAE_OK && be)
+            rc = be->v->attention(be, op, s->prep, x->buf, y->buf, x->t, x->h, x->w);
+        e->macs += 2.0 * x->t * (double)x->h * x->w * x->h * x->w * op->c_out;
+        break;
+    default: return vae_fail(VAE_EINVAL, "internal: unknown op kind %d", (int)op->kind);
+    }
+    if (rc) return rc;
+    y->refs = e->uses[op->out];
+    if (y->refs == 0 && op->out != e->p->output && y->buf && be) { /* dead value */
+        be->v->release(be, y->buf);
+        y->buf = NULL;
+    }
+    /* Inputs whose last consumer this was are released now: peak memory stays one layer wide. */
+    for (int k = 0; k < 2; k++) {
+        int v = op->in[k];
+        if (v < 0 || (k == 1 && v == op->in[0])) continue;
+        value *iv = &e->val[v];
+        int dec = (k == 0 && op->in[1] == v) ? 2 : 1;
+        iv->refs -= dec;
+        if (iv->refs <= 0 && v != e->p->input && v != e->p->output) {
+            if (iv->buf && be) be->v->release(be, iv->buf);
+            iv->buf = NULL;
+        }
+    }
+    return VAE_OK;
+}
+
+int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
+    const vae_program *p = e->p;
+    /* the previous chunk's output is released now that the caller is done with it */
+    value *o = &e->val[p->output];
+    if (o->buf && e->be && p->output != p->input) e->be->v->release(e->be, o->buf);
+    o->buf = NULL;
+    if (in->c != p->in_channels)
+        return vae_fail(VAE_ESHAPE, "input has %d channels, the model expects %d", in->c,
+                        p->in_channels);
+    e->val[p->input] = (value){in->data, in->t, in->h, in->w, in->c, e->uses[p->input]};
+    for (int i = 0; i < p->n_ops; i++) {
+        int rc = run_op(e, i);
+        if (rc) {
+            values_release(e);
+            return rc;
+        }
+    }
+    o = &e->val[p->output];
+    *out = (vae_chunk){o->buf, o->t, o->h, o->w, o->c};
+    e->val[p->input].buf = NULL;
+    return VAE_OK;
+}

@@ -1,0 +1,110 @@
+/* program.h -- a model as data: a list of ops over numbered activation values (internal).
+ *
+ * A model file (one per architecture in src/models) reads a checkpoint and builds one program per direction (encode,
+ * decode). The executor (executor.c) runs a program on any backend, streaming the video through
+ * it chunk by chunk. Activations are channels-last chunks: [t][h][w][c], contiguous, where t is
+ * the number of frames of this chunk (it may be 0: e.g. a stride-2 conv that has not yet seen a
+ * whole window emits nothing).
+ *
+ * Time is causal and streamed. An op with temporal extent (conv with kt > 1 or st > 1, temporal
+ * shuffle-down) sees its input as one endless sequence: the executor keeps the frames that a
+ * later window still needs (its cache) and passes the op the list `cache ++ chunk`. At the start
+ * of the stream the sequence is front-padded with `tpad` frames (zeros, or copies of the first
+ * frame). Output frame j of the whole stream reads input frames [j*st, j*st + kt) of the padded
+ * sequence. Hence the result does not depend on how the input is cut into chunks, except where
+ * an op's rule names the first chunk (TIME_HEAD/TIME_DROP count frames of the stream, not chunk).
+ */
+#ifndef VAE_PROGRAM_H
+#define VAE_PROGRAM_H
+
+#include <stdint.h>
+
+typedef enum {
+    VAE_OP_INPUT = 0,
+    /* conv: y = conv(x) + bias [+ in[1]] ; in[1] (optional) is a residual of y's shape, added
+     * after the bias. Weight w: [c_out][c_in][kt][kh][kw] float32 (PyTorch layout), bias b: [c_out]
+     * or NULL. Spatial zero padding pad_h = {top, bottom}, pad_w = {left, right}. */
+    VAE_OP_CONV,
+    /* y = x / max(||x||_2 over c, 1e-12) * sqrt(c) * w[c]  (Wan RMS_norm, per voxel), then act */
+    VAE_OP_RMS_NORM,
+    /* GroupNorm per frame: stats over (c/groups channels x h x w) of each frame; y = norm*w + b;
+     * then act. eps in op->eps. */
+    VAE_OP_GROUP_NORM,
+    /* y = act(x) */
+    VAE_OP_ACT,
+    /* y = act(in[0] + in[1]) */
+    VAE_OP_ADD,
+    /* y[c] = x[c] * w[c] + b[c] (latent normalisation) */
+    VAE_OP_SCALE_SHIFT,
+    /* nearest-neighbour upsampling by fs in h and w */
+    VAE_OP_UPSAMPLE,
+    /* depth to time/space: y[t*ft+ti][h*fs+hi][w*fs+wi][o] = x[t][h][w][ch] with
+     * ch = (o*cs_o + ti*cs_t + hi*cs_h + wi*cs_w) / group   (integer division) */
+    VAE_OP_SHUFFLE_UP,
+    /* space/time to depth, then average groups: let f = c*cs_o + ti*cs_t + hi*cs_h + wi*cs_w
+     * enumerate the c_in*ft*fs*fs sub-positions of each (ft,fs,fs) block; y[o] = mean of the
+     * `group` values with f in [o*group, (o+1)*group). Temporal windows of ft frames with stride
+     * ft, front-padded with tpad zero frames at stream start. */
+    VAE_OP_SHUFFLE_DOWN,
+    /* keeps only the first n frames of the stream (drops everything after) */
+    VAE_OP_TIME_HEAD,
+    /* drops the first n frames of the stream */
+    VAE_OP_TIME_DROP,
+    /* y = frames of in[0] followed by frames of in[1] (same h, w, c) */
+    VAE_OP_CONCAT_T,
+    /* single-head attention within each frame over its h*w tokens. in[0] = qkv with 3*c channels
+     * (q = [0,c), k = [c,2c), v = [2c,3c)); y = softmax(q k^T * scale) v, c channels. */
+    VAE_OP_ATTENTION,
+    VAE_OP_COUNT
+} vae_op_kind;
+
+typedef enum { VAE_ACT_NONE = 0, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE } vae_act;
+typedef enum { VAE_TPAD_ZERO = 0, VAE_TPAD_REPLICATE } vae_tpad_mode;
+
+typedef struct vae_op {
+    vae_op_kind kind;
+    int in[2]; /* value ids, -1 = none */
+    int out;   /* value id */
+    int c_in, c_out;
+    /* conv / windows */
+    int kt, kh, kw, st, sh, sw;
+    int pad_h[2], pad_w[2];
+    int tpad;                /* frames of front padding at stream start */
+    vae_tpad_mode tpad_mode; /* zeros or copies of the first frame */
+    /* norms, activations, attention */
+    vae_act act;
+    float act_scale; /* TANH_SCALE: y = tanh(x / s) * s */
+    float eps;
+    int groups;
+    float scale; /* attention: softmax scale */
+    /* weights: host float32, owned by the model */
+    const float *w, *b;
+    /* shuffles */
+    int ft, fs;
+    int cs_o, cs_t, cs_h, cs_w, group;
+    /* TIME_HEAD / TIME_DROP */
+    int n;
+    char name[96]; /* checkpoint name of the layer, for logs and errors */
+} vae_op;
+
+typedef struct vae_program {
+    vae_op *ops;
+    int n_ops, cap_ops;
+    int n_values;
+    int input, output;          /* value ids */
+    int in_channels, out_channels;
+    int first_chunk, chunk;     /* input frames in the first chunk and in each later one */
+} vae_program;
+
+void vae_program_init(vae_program *p, int in_channels);
+void vae_program_free(vae_program *p);
+/* Appends op (copied) with a fresh output value; returns that value id, or -1 on OOM. */
+int vae_program_add(vae_program *p, const vae_op *op);
+/* Op templates with the fields that every op needs set (in = {x,-1}, out assigned on add). */
+vae_op vae_op_make(vae_op_kind kind, int x, int c_in, int c_out);
+/* Does op see the stream through a temporal window (cache ++ chunk)? */
+int vae_op_is_windowed(const vae_op *op);
+/* MAC count of one output voxel (for FLOP estimates); 0 for cheap ops. */
+double vae_op_macs_per_output(const vae_op *op);
+
+#endif

@@ -1,0 +1,704 @@
+/* test_cpu_ops.c -- the CPU backend's ops against naive double-precision references.
+ *
+ * Every op kind runs on fresh random inputs (seeded PRNG) for several shapes and parameters and is
+ * compared with a direct implementation of program.h's definition written here in double:
+ * relative error ||y - ref|| / ||ref|| <= 1e-5 and no NaN. Also: frame lists at non-contiguous
+ * addresses, in-place ops, alloc accounting, error paths, and one timing line (3x3x3 conv).
+ * Prints "N passed, M failed"; exits non-zero on any failure.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+#include "core/backend.h"
+#include "core/core.h"
+#include "core/program.h"
+
+static int n_pass, n_fail;
+static const double TOL = 1e-5;
+
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            n_pass++;                                                                              \
+        } else {                                                                                   \
+            n_fail++;                                                                              \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng_next(void) { /* splitmix64 */
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float frand(void) { return (float)((rng_next() >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0); }
+
+static float *rand_buf(size_t n, float scale, float offset) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = frand() * scale + offset;
+    return p;
+}
+
+static void fill_nan(float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = NAN;
+}
+
+/* relative L2 error of y against ref; returns INFINITY if y has a NaN/Inf */
+static double rel_err(const float *y, const double *ref, size_t n) {
+    double e = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(y[i])) return INFINITY;
+        double d = (double)y[i] - ref[i];
+        e += d * d;
+        r += ref[i] * ref[i];
+    }
+    if (r == 0) return sqrt(e);
+    return sqrt(e / r);
+}
+
+static double act_ref(vae_act act, double s, double x) {
+    switch (act) {
+    case VAE_ACT_SILU: return x / (1.0 + exp(-x));
+    case VAE_ACT_RELU: return x > 0 ? x : 0;
+    case VAE_ACT_TANH_SCALE: return tanh(x / s) * s;
+    default: return x;
+    }
+}
+static const char *act_name(vae_act a) {
+    static const char *names[] = {"none", "silu", "relu", "tanh_scale"};
+    return names[a];
+}
+
+static vae_backend *new_backend(int threads) {
+    vae_backend *be = NULL;
+    int rc = vae_cpu_backend_create(&be, VAE_DTYPE_F32, threads);
+    if (rc != VAE_OK || !be) {
+        printf("cannot create CPU backend: %s\n", vae_last_error());
+        exit(2);
+    }
+    return be;
+}
+
+/* ---- CONV ----------------------------------------------------------------------------------- */
+typedef struct conv_case {
+    const char *name;
+    int c_in, c_out, kt, kh, kw, st, sh, sw, pt, pb, pl, pr;
+    int n_in, h, w;
+    int bias, residual; /* residual: 0 off, 1 separate buffer, 2 residual == y */
+    int scattered;      /* frames at separate, non-contiguous addresses */
+    int threads;
+    size_t scratch_limit; /* 0 = default */
+} conv_case;
+
+static void conv_ref(const conv_case *cc, const float *wt, const float *b, const float *const *fr,
+                     const float *res, double *ref, int t_out, int ho, int wo) {
+    for (int j = 0; j < t_out; j++)
+        for (int oh = 0; oh < ho; oh++)
+            for (int ow = 0; ow < wo; ow++)
+                for (int co = 0; co < cc->c_out; co++) {
+                    double s = b ? b[co] : 0.0;
+                    for (int ci = 0; ci < cc->c_in; ci++)
+                        for (int dt = 0; dt < cc->kt; dt++)
+                            for (int dh = 0; dh < cc->kh; dh++)
+                                for (int dw = 0; dw < cc->kw; dw++) {
+                                    int ih = oh * cc->sh - cc->pt + dh, iw = ow * cc->sw - cc->pl + dw;
+                                    if (ih < 0 || ih >= cc->h || iw < 0 || iw >= cc->w) continue;
+                                    double wv = wt[(((size_t)co * cc->c_in + ci) * cc->kt + dt) * cc->kh * cc->kw + dh * cc->kw + dw];
+                                    s += wv * fr[j * cc->st + dt][((size_t)ih * cc->w + iw) * cc->c_in + ci];
+                                }
+                    size_t o = (((size_t)j * ho + oh) * wo + ow) * cc->c_out + co;
+                    if (res) s += res[o];
+                    ref[o] = s;
+                }
+}
+
+static void test_conv(const conv_case *cc) {
+    vae_backend *be = new_backend(cc->threads);
+    if (cc->scratch_limit) cpu_be(be)->scratch_limit = cc->scratch_limit;
+    int K = cc->c_in * cc->kt * cc->kh * cc->kw;
+    int t_out = (cc->n_in - cc->kt) / cc->st + 1;
+    int ho = (cc->h + cc->pt + cc->pb - cc->kh) / cc->sh + 1;
+    int wo = (cc->w + cc->pl + cc->pr - cc->kw) / cc->sw + 1;
+    size_t fsz = (size_t)cc->h * cc->w * cc->c_in, ysz = (size_t)t_out * ho * wo * cc->c_out;
+
+    float *wt = rand_buf((size_t)cc->c_out * K, 1.0f / sqrtf((float)K), 0.0f);
+    float *b = cc->bias ? rand_buf(cc->c_out, 0.5f, 0.0f) : NULL;
+    const float **fr = malloc(cc->n_in * sizeof *fr);
+    float *block = NULL, **own = calloc(cc->n_in, sizeof *own);
+    if (cc->scattered) { /* separate allocations, in reverse order, with gaps */
+        for (int i = cc->n_in - 1; i >= 0; i--) {
+            own[i] = rand_buf(fsz + 17, 1.0f, 0.0f);
+            fr[i] = own[i] + 3;
+        }
+    } else {
+        block = rand_buf(fsz * cc->n_in, 1.0f, 0.0f);
+        for (int i = 0; i < cc->n_in; i++) fr[i] = block + i * fsz;
+    }
+    float *y = be->v->alloc(be, ysz * sizeof(float));
+    float *res = NULL;
+    double *ref = malloc(ysz * sizeof *ref);
+    if (cc->residual == 1) res = rand_buf(ysz, 1.0f, 0.0f);
+    if (cc->residual == 2) {
+        res = rand_buf(ysz, 1.0f, 0.0f);
+    }
+
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, cc->c_in, cc->c_out);
+    op.kt = cc->kt, op.kh = cc->kh, op.kw = cc->kw, op.st = cc->st, op.sh = cc->sh, op.sw = cc->sw;
+    op.pad_h[0] = cc->pt, op.pad_h[1] = cc->pb, op.pad_w[0] = cc->pl, op.pad_w[1] = cc->pr;
+    op.w = wt, op.b = b;
+    snprintf(op.name, sizeof op.name, "test.conv.%s", cc->name);
+    conv_ref(cc, wt, b, fr, res, ref, t_out, ho, wo);
+
+    void *state = NULL;
+    int rc = be->v->prepare(be, &op, &state);
+    EXPECT(rc == VAE_OK, "conv %s: prepare rc %d (%s)", cc->name, rc, vae_last_error());
+    const float *resid = res;
+    if (cc->residual == 2) { /* residual aliasing the output */
+        memcpy(y, res, ysz * sizeof(float));
+        resid = y;
+    } else {
+        fill_nan(y, ysz); /* the output's old contents must not matter */
+    }
+    for (int rep = 0; rep < 2 && rc == VAE_OK; rep++) { /* twice: scratch reuse */
+        if (rep == 1 && cc->residual == 2) memcpy(y, res, ysz * sizeof(float));
+        rc = be->v->conv(be, &op, state, (const void *const *)fr, cc->n_in, cc->h, cc->w, resid, y,
+                         t_out, ho, wo);
+        EXPECT(rc == VAE_OK, "conv %s: rc %d (%s)", cc->name, rc, vae_last_error());
+        double e = rel_err(y, ref, ysz);
+        EXPECT(e <= TOL, "conv %s (rep %d): rel err %.3g", cc->name, rep, e);
+    }
+    be->v->unprepare(be, &op, state);
+    be->v->release(be, y);
+    EXPECT(be->bytes_in_use == 0, "conv %s: %lld bytes still in use", cc->name,
+           (long long)be->bytes_in_use);
+    be->v->destroy(be);
+    for (int i = 0; i < cc->n_in; i++) free(own[i]);
+    free(own);
+    free(block);
+    free(fr);
+    free(wt);
+    free(b);
+    free(res);
+    free(ref);
+}
+
+/* ---- norms ---------------------------------------------------------------------------------- */
+static void test_norm(vae_op_kind kind, int c, int groups, vae_act act, int t, int h, int w,
+                      float offset, int has_w, int has_b, int in_place) {
+    vae_backend *be = new_backend(0);
+    size_t n = (size_t)t * h * w * c;
+    float *x = rand_buf(n, 1.5f, offset);
+    float *g = has_w ? rand_buf(c, 1.0f, 1.0f) : NULL;
+    float *b = has_b ? rand_buf(c, 0.5f, 0.0f) : NULL;
+    double *ref = malloc(n * sizeof *ref);
+    vae_op op = vae_op_make(kind, 0, c, c);
+    op.act = act, op.act_scale = 3.0f, op.eps = 1e-6f, op.groups = groups, op.w = g, op.b = b;
+    snprintf(op.name, sizeof op.name, "test.norm");
+
+    if (kind == VAE_OP_RMS_NORM) {
+        for (size_t v = 0; v < n / c; v++) {
+            double ss = 0;
+            for (int i = 0; i < c; i++) ss += (double)x[v * c + i] * x[v * c + i];
+            double nrm = fmax(sqrt(ss), 1e-12);
+            for (int i = 0; i < c; i++) {
+                double r = x[v * c + i] / nrm * sqrt((double)c) * (g ? g[i] : 1.0) + (b ? b[i] : 0.0);
+                ref[v * c + i] = act_ref(act, 3.0, r);
+            }
+        }
+    } else {
+        int cg = c / groups;
+        size_t hw = (size_t)h * w;
+        for (int f = 0; f < t; f++)
+            for (int gi = 0; gi < groups; gi++) {
+                double s = 0, s2 = 0, cnt = (double)cg * hw;
+                for (size_t p = 0; p < hw; p++)
+                    for (int i = gi * cg; i < (gi + 1) * cg; i++) s += x[(f * hw + p) * c + i];
+                double mean = s / cnt;
+                for (size_t p = 0; p < hw; p++)
+                    for (int i = gi * cg; i < (gi + 1) * cg; i++) {
+                        double d = x[(f * hw + p) * c + i] - mean;
+                        s2 += d * d;
+                    }
+                double rstd = 1.0 / sqrt(s2 / cnt + 1e-6);
+                for (size_t p = 0; p < hw; p++)
+                    for (int i = gi * cg; i < (gi + 1) * cg; i++) {
+                        size_t o = (f * hw + p) * c + i;
+                        double r = (x[o] - mean) * rstd * (g ? g[i] : 1.0) + (b ? b[i] : 0.0);
+                        ref[o] = act_ref(act, 3.0, r);
+                    }
+            }
+    }
+    float *y = in_place ? x : malloc(n * sizeof *y);
+    if (!in_place) fill_nan(y, n);
+    int rc = be->v->norm(be, &op, NULL, x, y, t, h, w);
+    EXPECT(rc == VAE_OK, "norm rc %d (%s)", rc, vae_last_error());
+    double e = rel_err(y, ref, n);
+    EXPECT(e <= TOL, "%s c=%d groups=%d act=%s t=%d %dx%d offset=%g%s: rel err %.3g",
+           kind == VAE_OP_RMS_NORM ? "rms_norm" : "group_norm", c, groups, act_name(act), t, h, w,
+           offset, in_place ? " in-place" : "", e);
+    if (!in_place) free(y);
+    free(x);
+    free(g);
+    free(b);
+    free(ref);
+    be->v->destroy(be);
+}
+
+/* ---- eltwise -------------------------------------------------------------------------------- */
+static void test_eltwise(vae_op_kind kind, vae_act act, int c, int64_t n_vox, int in_place) {
+    vae_backend *be = new_backend(0);
+    size_t n = (size_t)n_vox * c;
+    float *a = rand_buf(n, 4.0f, 0.0f), *b2 = rand_buf(n, 4.0f, 0.0f);
+    float *sc = rand_buf(c, 2.0f, 0.0f), *sh = rand_buf(c, 1.0f, 0.0f);
+    double *ref = malloc(n * sizeof *ref);
+    vae_op op = vae_op_make(kind, 0, c, c);
+    op.act = act, op.act_scale = 2.5f;
+    if (kind == VAE_OP_SCALE_SHIFT) op.w = sc, op.b = sh;
+    snprintf(op.name, sizeof op.name, "test.eltwise");
+    for (size_t i = 0; i < n; i++) {
+        double v = a[i];
+        if (kind == VAE_OP_ADD) v += b2[i];
+        if (kind == VAE_OP_SCALE_SHIFT) v = v * sc[i % c] + sh[i % c];
+        ref[i] = act_ref(act, 2.5, v);
+    }
+    float *y = in_place ? a : malloc(n * sizeof *y);
+    if (!in_place) fill_nan(y, n);
+    int rc = be->v->eltwise(be, &op, NULL, a, b2, y, n_vox);
+    EXPECT(rc == VAE_OK, "eltwise rc %d (%s)", rc, vae_last_error());
+    double e = rel_err(y, ref, n);
+    EXPECT(e <= TOL, "eltwise kind %d act %s c=%d n=%lld%s: rel err %.3g", (int)kind, act_name(act),
+           c, (long long)n_vox, in_place ? " in-place" : "", e);
+    if (!in_place) free(y);
+    free(a);
+    free(b2);
+    free(sc);
+    free(sh);
+    free(ref);
+    be->v->destroy(be);
+}
+
+/* ---- resample ------------------------------------------------------------------------------- */
+static void test_upsample(int c, int fs, int n_in, int h, int w) {
+    vae_backend *be = new_backend(0);
+    size_t nx = (size_t)n_in * h * w * c, ny = nx * fs * fs;
+    float *x = rand_buf(nx, 1.0f, 0.0f), *y = malloc(ny * sizeof *y);
+    double *ref = malloc(ny * sizeof *ref);
+    fill_nan(y, ny);
+    int ho = h * fs, wo = w * fs;
+    for (int t = 0; t < n_in; t++)
+        for (int oh = 0; oh < ho; oh++)
+            for (int ow = 0; ow < wo; ow++)
+                for (int i = 0; i < c; i++)
+                    ref[(((size_t)t * ho + oh) * wo + ow) * c + i] =
+                        x[(((size_t)t * h + oh / fs) * w + ow / fs) * c + i];
+    vae_op op = vae_op_make(VAE_OP_UPSAMPLE, 0, c, c);
+    op.fs = fs;
+    snprintf(op.name, sizeof op.name, "test.upsample");
+    const void *frames[1] = {x};
+    int rc = be->v->resample(be, &op, frames, n_in, h, w, y, n_in);
+    EXPECT(rc == VAE_OK, "upsample rc %d (%s)", rc, vae_last_error());
+    double e = rel_err(y, ref, ny);
+    EXPECT(e <= TOL, "upsample c=%d fs=%d %dx%dx%d: rel err %.3g", c, fs, n_in, h, w, e);
+    free(x);
+    free(y);
+    free(ref);
+    be->v->destroy(be);
+}
+
+typedef struct shuf_case {
+    const char *name;
+    int c_in, c_out, ft, fs, cs_o, cs_t, cs_h, cs_w, group;
+    int n_in, h, w; /* SHUFFLE_DOWN: n_in = ft * t_out */
+} shuf_case;
+
+static void test_shuffle_up(const shuf_case *sc) {
+    vae_backend *be = new_backend(0);
+    int t_out = sc->n_in * sc->ft, ho = sc->h * sc->fs, wo = sc->w * sc->fs;
+    size_t nx = (size_t)sc->n_in * sc->h * sc->w * sc->c_in, ny = (size_t)t_out * ho * wo * sc->c_out;
+    float *x = rand_buf(nx, 1.0f, 0.0f), *y = malloc(ny * sizeof *y);
+    double *ref = malloc(ny * sizeof *ref);
+    fill_nan(y, ny);
+    for (int tt = 0; tt < t_out; tt++)
+        for (int oh = 0; oh < ho; oh++)
+            for (int ow = 0; ow < wo; ow++)
+                for (int o = 0; o < sc->c_out; o++) {
+                    int t = tt / sc->ft, ti = tt % sc->ft, hh = oh / sc->fs, hi = oh % sc->fs;
+                    int ww = ow / sc->fs, wi = ow % sc->fs;
+                    int ch = (o * sc->cs_o + ti * sc->cs_t + hi * sc->cs_h + wi * sc->cs_w) / sc->group;
+                    ref[(((size_t)tt * ho + oh) * wo + ow) * sc->c_out + o] =
+                        x[(((size_t)t * sc->h + hh) * sc->w + ww) * sc->c_in + ch];
+                }
+    vae_op op = vae_op_make(VAE_OP_SHUFFLE_UP, 0, sc->c_in, sc->c_out);
+    op.ft = sc->ft, op.fs = sc->fs, op.cs_o = sc->cs_o, op.cs_t = sc->cs_t, op.cs_h = sc->cs_h;
+    op.cs_w = sc->cs_w, op.group = sc->group;
+    snprintf(op.name, sizeof op.name, "test.shuffle_up.%s", sc->name);
+    const void *frames[1] = {x};
+    int rc = be->v->resample(be, &op, frames, sc->n_in, sc->h, sc->w, y, t_out);
+    EXPECT(rc == VAE_OK, "shuffle_up %s rc %d (%s)", sc->name, rc, vae_last_error());
+    double e = rel_err(y, ref, ny);
+    EXPECT(e <= TOL, "shuffle_up %s: rel err %.3g", sc->name, e);
+    free(x);
+    free(y);
+    free(ref);
+    be->v->destroy(be);
+}
+
+static void test_shuffle_down(const shuf_case *sc) {
+    vae_backend *be = new_backend(0);
+    int t_out = sc->n_in / sc->ft, ho = sc->h / sc->fs, wo = sc->w / sc->fs;
+    size_t fsz = (size_t)sc->h * sc->w * sc->c_in, ny = (size_t)t_out * ho * wo * sc->c_out;
+    float **own = malloc(sc->n_in * sizeof *own);
+    const void **frames = malloc(sc->n_in * sizeof *frames);
+    for (int i = sc->n_in - 1; i >= 0; i--) { /* scattered frames */
+        own[i] = rand_buf(fsz + 5, 1.0f, 0.0f);
+        frames[i] = own[i] + 5;
+    }
+    float *y = malloc(ny * sizeof *y);
+    double *ref = calloc(ny, sizeof *ref);
+    fill_nan(y, ny);
+    for (int t = 0; t < t_out; t++)
+        for (int oh = 0; oh < ho; oh++)
+            for (int ow = 0; ow < wo; ow++)
+                for (int c = 0; c < sc->c_in; c++)
+                    for (int ti = 0; ti < sc->ft; ti++)
+                        for (int hi = 0; hi < sc->fs; hi++)
+                            for (int wi = 0; wi < sc->fs; wi++) {
+                                int f = c * sc->cs_o + ti * sc->cs_t + hi * sc->cs_h + wi * sc->cs_w;
+                                const float *fr = frames[t * sc->ft + ti];
+                                double v = fr[((size_t)(oh * sc->fs + hi) * sc->w + ow * sc->fs + wi) * sc->c_in + c];
+                                ref[(((size_t)t * ho + oh) * wo + ow) * sc->c_out + f / sc->group] += v / sc->group;
+                            }
+    vae_op op = vae_op_make(VAE_OP_SHUFFLE_DOWN, 0, sc->c_in, sc->c_out);
+    op.ft = sc->ft, op.fs = sc->fs, op.cs_o = sc->cs_o, op.cs_t = sc->cs_t, op.cs_h = sc->cs_h;
+    op.cs_w = sc->cs_w, op.group = sc->group;
+    snprintf(op.name, sizeof op.name, "test.shuffle_down.%s", sc->name);
+    int rc = be->v->resample(be, &op, frames, sc->n_in, sc->h, sc->w, y, t_out);
+    EXPECT(rc == VAE_OK, "shuffle_down %s rc %d (%s)", sc->name, rc, vae_last_error());
+    double e = rel_err(y, ref, ny);
+    EXPECT(e <= TOL, "shuffle_down %s: rel err %.3g", sc->name, e);
+    for (int i = 0; i < sc->n_in; i++) free(own[i]);
+    free(own);
+    free(frames);
+    free(y);
+    free(ref);
+    be->v->destroy(be);
+}
+
+/* ---- attention ------------------------------------------------------------------------------ */
+static void test_attention(int c, int t, int h, int w, float qk_scale, size_t scratch_limit) {
+    vae_backend *be = new_backend(0);
+    if (scratch_limit) cpu_be(be)->scratch_limit = scratch_limit;
+    int n = h * w;
+    size_t nx = (size_t)t * n * 3 * c, ny = (size_t)t * n * c;
+    float *qkv = rand_buf(nx, qk_scale, 0.0f), *y = malloc(ny * sizeof *y);
+    double *ref = malloc(ny * sizeof *ref), *p = malloc(n * sizeof *p);
+    fill_nan(y, ny);
+    double scale = 1.0 / sqrt((double)c);
+    for (int f = 0; f < t; f++) {
+        const float *base = qkv + (size_t)f * n * 3 * c;
+        for (int i = 0; i < n; i++) {
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j < n; j++) {
+                double s = 0;
+                for (int k = 0; k < c; k++) s += (double)base[(size_t)i * 3 * c + k] * base[(size_t)j * 3 * c + c + k];
+                p[j] = s * scale;
+                mx = fmax(mx, p[j]);
+            }
+            for (int j = 0; j < n; j++) sum += (p[j] = exp(p[j] - mx));
+            for (int k = 0; k < c; k++) {
+                double acc = 0;
+                for (int j = 0; j < n; j++) acc += p[j] * base[(size_t)j * 3 * c + 2 * c + k];
+                ref[((size_t)f * n + i) * c + k] = acc / sum;
+            }
+        }
+    }
+    vae_op op = vae_op_make(VAE_OP_ATTENTION, 0, 3 * c, c);
+    op.scale = (float)scale;
+    snprintf(op.name, sizeof op.name, "test.attention");
+    int rc = be->v->attention(be, &op, NULL, qkv, y, t, h, w);
+    EXPECT(rc == VAE_OK, "attention rc %d (%s)", rc, vae_last_error());
+    double e = rel_err(y, ref, ny);
+    EXPECT(e <= TOL, "attention c=%d t=%d %dx%d (N=%d) limit=%zu: rel err %.3g", c, t, h, w, n,
+           scratch_limit, e);
+    free(qkv);
+    free(y);
+    free(ref);
+    free(p);
+    be->v->destroy(be);
+}
+
+/* ---- buffers, errors ------------------------------------------------------------------------ */
+static void test_buffers(void) {
+    vae_backend *be = new_backend(0);
+    EXPECT(be->dtype == VAE_DTYPE_F32 && be->elem_size == 4, "backend dtype/elem_size");
+    EXPECT(be->bytes_in_use == 0 && be->bytes_peak == 0, "fresh backend accounting");
+    void *a = be->v->alloc(be, 1000), *b = be->v->alloc(be, 500);
+    EXPECT(a && b, "alloc");
+    EXPECT(((uintptr_t)a & 63) == 0 && ((uintptr_t)b & 63) == 0, "alloc 64-byte aligned");
+    EXPECT(be->bytes_in_use == 1500 && be->bytes_peak == 1500, "in use %lld peak %lld (1500 1500)",
+           (long long)be->bytes_in_use, (long long)be->bytes_peak);
+    be->v->release(be, a);
+    EXPECT(be->bytes_in_use == 500 && be->bytes_peak == 1500, "after release: %lld %lld",
+           (long long)be->bytes_in_use, (long long)be->bytes_peak);
+    void *c = be->v->alloc(be, 200);
+    EXPECT(be->bytes_in_use == 700 && be->bytes_peak == 1500, "after realloc: %lld %lld",
+           (long long)be->bytes_in_use, (long long)be->bytes_peak);
+    void *d = be->v->alloc(be, 2000);
+    EXPECT(be->bytes_in_use == 2700 && be->bytes_peak == 2700, "new peak: %lld %lld",
+           (long long)be->bytes_in_use, (long long)be->bytes_peak);
+    /* upload / download / copy / zero */
+    float src[64], dst[64];
+    for (int i = 0; i < 64; i++) src[i] = (float)i - 7.5f;
+    EXPECT(be->v->upload(be, d, src, 64) == VAE_OK, "upload");
+    EXPECT(be->v->copy(be, (float *)d + 64, d, 64 * sizeof(float)) == VAE_OK, "copy");
+    EXPECT(be->v->download(be, dst, (float *)d + 64, 64) == VAE_OK && !memcmp(src, dst, sizeof src),
+           "upload/copy/download round trip");
+    EXPECT(be->v->zero(be, d, 64 * sizeof(float)) == VAE_OK, "zero");
+    be->v->download(be, dst, d, 64);
+    int zero = 1;
+    for (int i = 0; i < 64; i++) zero &= dst[i] == 0.0f;
+    EXPECT(zero, "zero fills zeros");
+    EXPECT(be->v->sync(be) == VAE_OK, "sync");
+    be->v->release(be, NULL);
+    be->v->release(be, b);
+    be->v->release(be, c);
+    be->v->release(be, d);
+    EXPECT(be->bytes_in_use == 0 && be->bytes_peak == 2700, "all released: %lld %lld",
+           (long long)be->bytes_in_use, (long long)be->bytes_peak);
+    /* injected allocation failure */
+    vae_alloc_fail_after(1);
+    void *e = be->v->alloc(be, 100);
+    vae_alloc_fail_after(0);
+    EXPECT(e == NULL && be->bytes_in_use == 0, "failed alloc returns NULL, accounting unchanged");
+    be->v->destroy(be);
+}
+
+static void test_errors(void) {
+    vae_backend *be = NULL;
+    vae_error_clear();
+    int rc = vae_cpu_backend_create(&be, VAE_DTYPE_F16, 0);
+    EXPECT(rc == VAE_EUNSUPPORTED && be == NULL, "F16 backend: rc %d", rc);
+    rc = vae_cpu_backend_create(&be, VAE_DTYPE_BF16, 2);
+    EXPECT(rc == VAE_EUNSUPPORTED && be == NULL, "BF16 backend: rc %d", rc);
+    be = new_backend(2);
+
+    /* conv with a wrong output shape */
+    float wt[2 * 3 * 9], x[5 * 5 * 3], y[5 * 5 * 2];
+    for (size_t i = 0; i < sizeof wt / sizeof *wt; i++) wt[i] = 0.1f;
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = 1.0f;
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, 3, 2);
+    op.kh = op.kw = 3, op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = 1, op.w = wt;
+    snprintf(op.name, sizeof op.name, "decoder.conv_bad");
+    void *st = NULL;
+    rc = be->v->prepare(be, &op, &st);
+    EXPECT(rc == VAE_OK && st, "prepare small conv");
+    const void *fr[1] = {x};
+    vae_error_clear();
+    rc = be->v->conv(be, &op, st, fr, 1, 5, 5, NULL, y, 1, 4, 5);
+    EXPECT(rc == VAE_ESHAPE, "conv wrong h_out: rc %d", rc);
+    EXPECT(strstr(vae_last_error(), "decoder.conv_bad") != NULL, "error names the op: '%s'",
+           vae_last_error());
+    vae_error_clear();
+    rc = be->v->conv(be, &op, st, fr, 1, 5, 5, NULL, y, 2, 5, 5);
+    EXPECT(rc == VAE_ESHAPE, "conv wrong t_out: rc %d", rc);
+    /* a conv needing scratch, with the allocation failing */
+    vae_alloc_fail_after(1);
+    vae_error_clear();
+    rc = be->v->conv(be, &op, st, fr, 1, 5, 5, NULL, y, 1, 5, 5);
+    vae_alloc_fail_after(0);
+    EXPECT(rc == VAE_ENOMEM, "conv scratch OOM: rc %d", rc);
+    rc = be->v->conv(be, &op, st, fr, 1, 5, 5, NULL, y, 1, 5, 5);
+    EXPECT(rc == VAE_OK, "conv works after OOM: rc %d", rc);
+    be->v->unprepare(be, &op, st);
+    /* prepare OOM */
+    vae_alloc_fail_after(1);
+    st = NULL;
+    rc = be->v->prepare(be, &op, &st);
+    vae_alloc_fail_after(0);
+    EXPECT(rc == VAE_ENOMEM && st == NULL, "prepare OOM: rc %d", rc);
+    /* unprepared conv */
+    rc = be->v->conv(be, &op, NULL, fr, 1, 5, 5, NULL, y, 1, 5, 5);
+    EXPECT(rc == VAE_EINVAL, "unprepared conv: rc %d", rc);
+
+    /* group norm with groups not dividing c */
+    vae_op gn = vae_op_make(VAE_OP_GROUP_NORM, 0, 6, 6);
+    gn.groups = 4, gn.eps = 1e-6f;
+    snprintf(gn.name, sizeof gn.name, "encoder.norm_bad");
+    vae_error_clear();
+    rc = be->v->norm(be, &gn, NULL, x, x, 1, 2, 2);
+    EXPECT(rc == VAE_EINVAL && strstr(vae_last_error(), "encoder.norm_bad"), "bad groups: rc %d",
+           rc);
+    /* shuffle-down strides that do not enumerate the sub-positions */
+    vae_op sd = vae_op_make(VAE_OP_SHUFFLE_DOWN, 0, 3, 12);
+    sd.fs = 2, sd.cs_o = 4, sd.cs_h = 2, sd.cs_w = 2, sd.group = 1;
+    snprintf(sd.name, sizeof sd.name, "shuffle_bad");
+    rc = be->v->resample(be, &sd, fr, 1, 4, 4, y, 1);
+    EXPECT(rc == VAE_EINVAL, "bad shuffle strides: rc %d", rc);
+    /* attention with c_in != 3 c_out */
+    vae_op at = vae_op_make(VAE_OP_ATTENTION, 0, 4, 4);
+    rc = be->v->attention(be, &at, NULL, x, y, 1, 2, 2);
+    EXPECT(rc == VAE_ESHAPE, "attention bad channels: rc %d", rc);
+    /* wrong op kind for a family */
+    vae_op ad = vae_op_make(VAE_OP_ADD, 0, 3, 3);
+    rc = be->v->norm(be, &ad, NULL, x, x, 1, 2, 2);
+    EXPECT(rc == VAE_EINVAL, "norm called with ADD: rc %d", rc);
+    be->v->destroy(be);
+}
+
+/* ---- timing --------------------------------------------------------------------------------- */
+static void bench_conv(void) {
+    const int ci = 96, co = 96, n_in = 3, h = 64, w = 104;
+    vae_backend *be = new_backend(0);
+    size_t fsz = (size_t)h * w * ci, ysz = (size_t)h * w * co;
+    float *wt = rand_buf((size_t)co * ci * 27, 0.05f, 0.0f), *b = rand_buf(co, 0.1f, 0.0f);
+    float *x = rand_buf(fsz * n_in, 1.0f, 0.0f), *y = malloc(ysz * sizeof *y);
+    const void *fr[3] = {x, x + fsz, x + 2 * fsz};
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, ci, co);
+    op.kt = op.kh = op.kw = 3, op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = 1;
+    op.w = wt, op.b = b;
+    snprintf(op.name, sizeof op.name, "bench.conv");
+    void *st = NULL;
+    be->v->prepare(be, &op, &st);
+    be->v->conv(be, &op, st, fr, n_in, h, w, NULL, y, 1, h, w); /* warm-up */
+    double dt = INFINITY; /* best of 5: the machine may be shared */
+    for (int r = 0; r < 5; r++) {
+        double t0 = omp_get_wtime();
+        be->v->conv(be, &op, st, fr, n_in, h, w, NULL, y, 1, h, w);
+        t0 = omp_get_wtime() - t0;
+        dt = t0 < dt ? t0 : dt;
+    }
+    double flop = 2.0 * h * w * co * ci * 27;
+    /* spot-check a few outputs */
+    double e2 = 0, r2 = 0;
+    for (int s = 0; s < 64; s++) {
+        int oh = (int)(rng_next() % h), ow = (int)(rng_next() % w), o = (int)(rng_next() % co);
+        double ref = b[o];
+        for (int dt3 = 0; dt3 < 3; dt3++)
+            for (int dh = 0; dh < 3; dh++)
+                for (int dw = 0; dw < 3; dw++) {
+                    int ih = oh - 1 + dh, iw = ow - 1 + dw;
+                    if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                    for (int c = 0; c < ci; c++)
+                        ref += (double)wt[(((size_t)o * ci + c) * 3 + dt3) * 9 + dh * 3 + dw] *
+                               x[dt3 * fsz + ((size_t)ih * w + iw) * ci + c];
+                }
+        double d = y[((size_t)oh * w + ow) * co + o] - ref;
+        e2 += d * d;
+        r2 += ref * ref;
+    }
+    EXPECT(sqrt(e2 / r2) <= TOL, "bench conv spot check: rel err %.3g", sqrt(e2 / r2));
+    printf("timing: conv 3x3x3 %d->%d on [%d][%d][%d]: %.2f ms, %.1f GFLOP/s (best of 5, %d threads, %s)\n",
+           ci, co, n_in, h, w, dt * 1e3, flop / dt * 1e-9, cpu_be(be)->threads,
+#if defined(VAE_HAVE_BLAS) && VAE_HAVE_BLAS
+           "BLAS"
+#else
+           "built-in GEMM"
+#endif
+    );
+    be->v->unprepare(be, &op, st);
+    be->v->destroy(be);
+    free(wt);
+    free(b);
+    free(x);
+    free(y);
+}
+
+int main(void) {
+    test_buffers();
+    test_errors();
+
+    /* name, c_in, c_out, kt kh kw, st sh sw, pad t b l r, n_in h w, bias, residual, scattered,
+     * threads, scratch_limit */
+    static const conv_case convs[] = {
+        {"1x1x1", 16, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 5, 7, 1, 0, 0, 0, 0},
+        {"1x1x1_nobias_res", 13, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 4, 3, 0, 1, 0, 0, 0},
+        {"3x3x3_t2", 5, 11, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 6, 9, 1, 1, 0, 0, 0},
+        {"3x3x3_scattered", 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 9, 8, 0, 1, 1, 0, 0},
+        {"3x3x3_res_alias", 12, 12, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 5, 7, 1, 2, 1, 0, 0},
+        {"3x3x3_c3", 3, 20, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 11, 13, 1, 0, 0, 0, 0},
+        {"3x1x1_t2", 12, 24, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 4, 5, 6, 1, 0, 1, 0, 0},
+        {"3x1x1_res", 9, 9, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 3, 5, 0, 1, 0, 0, 0},
+        {"3x3_s2_pad01", 6, 10, 1, 3, 3, 1, 2, 2, 0, 1, 0, 1, 1, 9, 10, 1, 0, 0, 0, 0},
+        {"3x3_s2_pad01_even", 8, 8, 1, 3, 3, 1, 2, 2, 0, 1, 0, 1, 2, 8, 12, 1, 1, 0, 0, 0},
+        {"3x1x1_st2", 8, 8, 3, 1, 1, 2, 1, 1, 0, 0, 0, 0, 5, 4, 5, 1, 1, 1, 0, 0},
+        {"3x1x1_st2_n6", 7, 5, 3, 1, 1, 2, 1, 1, 0, 0, 0, 0, 6, 3, 4, 1, 0, 0, 0, 0},
+        {"3x3_pad1_2d", 17, 9, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 7, 6, 1, 0, 0, 0, 0},
+        {"3x3x3_tiny_frame", 4, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 2, 1, 1, 0, 0, 0, 0},
+        {"1x1_s2", 4, 6, 1, 1, 1, 1, 2, 2, 0, 0, 0, 0, 1, 7, 7, 1, 0, 0, 0, 0},
+        {"5x3_asym", 5, 7, 2, 5, 3, 1, 1, 2, 2, 1, 0, 2, 3, 9, 11, 1, 1, 1, 0, 0},
+        {"3x3x3_blocks", 16, 12, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 9, 11, 1, 1, 0, 0, 20000},
+        {"3x3x3_1thread", 10, 12, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 6, 7, 1, 1, 1, 1, 0},
+        {"1x1x1_wide", 96, 200, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 17, 19, 1, 1, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) test_conv(&convs[i]);
+
+    static const vae_act acts[] = {VAE_ACT_NONE, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE};
+    for (int a = 0; a < 4; a++) {
+        test_norm(VAE_OP_RMS_NORM, 13, 1, acts[a], 2, 3, 5, 0.0f, 1, 0, 0);
+        test_norm(VAE_OP_RMS_NORM, 96, 1, acts[a], 1, 7, 9, 0.5f, 1, 0, a == 1);
+        test_norm(VAE_OP_GROUP_NORM, 32, 32, acts[a], 2, 5, 7, 0.0f, 1, 1, 0);
+        test_norm(VAE_OP_GROUP_NORM, 64, 8, acts[a], 3, 9, 11, 2.0f, 1, 1, a == 2);
+    }
+    test_norm(VAE_OP_RMS_NORM, 8, 1, VAE_ACT_NONE, 1, 4, 4, 0.0f, 0, 0, 0); /* no gamma */
+    test_norm(VAE_OP_GROUP_NORM, 20, 1, VAE_ACT_SILU, 2, 6, 5, 0.0f, 1, 1, 0);
+    test_norm(VAE_OP_GROUP_NORM, 12, 4, VAE_ACT_NONE, 1, 13, 3, 0.0f, 1, 1, 0);
+    test_norm(VAE_OP_GROUP_NORM, 96, 32, VAE_ACT_SILU, 2, 16, 17, 0.0f, 1, 1, 0);
+    test_norm(VAE_OP_GROUP_NORM, 64, 32, VAE_ACT_NONE, 1, 10, 10, 50.0f, 1, 1, 0); /* big mean */
+    test_norm(VAE_OP_GROUP_NORM, 12, 4, VAE_ACT_NONE, 1, 5, 5, 0.0f, 0, 0, 0);  /* no affine */
+
+    for (int a = 0; a < 4; a++) {
+        test_eltwise(VAE_OP_ACT, acts[a], 7, 1001, 0);
+        test_eltwise(VAE_OP_ADD, acts[a], 13, 777, a == 1);
+        test_eltwise(VAE_OP_SCALE_SHIFT, acts[a], 16, 300, a == 3);
+    }
+    test_eltwise(VAE_OP_ACT, VAE_ACT_SILU, 5, 3000, 1);
+    test_eltwise(VAE_OP_ADD, VAE_ACT_NONE, 96, 1234, 0);
+
+    test_upsample(5, 2, 2, 3, 7);
+    test_upsample(16, 2, 1, 8, 5);
+    test_upsample(3, 3, 3, 2, 2);
+
+    static const shuf_case ups[] = {
+        /* unpatchify, channel = o*fs*fs + hi*fs + wi */
+        {"unpatch_c_major", 12, 3, 1, 2, 4, 0, 2, 1, 1, 2, 3, 5},
+        /* unpatchify, channel = (hi*fs + wi)*c_out + o */
+        {"unpatch_pos_major", 12, 3, 1, 2, 1, 0, 6, 3, 1, 1, 4, 3},
+        /* DupUp3D-like: ft 2, fs 2, repeats (group 4) */
+        {"dup_up_3d", 8, 4, 2, 2, 8, 4, 2, 1, 4, 2, 3, 3},
+        /* time only: frames from channel halves (Wan time_conv style) */
+        {"time_only", 10, 5, 2, 1, 1, 5, 0, 0, 1, 3, 2, 3},
+    };
+    for (size_t i = 0; i < sizeof ups / sizeof *ups; i++) test_shuffle_up(&ups[i]);
+    static const shuf_case downs[] = {
+        /* AvgDown3D-like: c 4, ft 2, fs 2 -> 32 sub-positions, 8 channels of 4 averaged */
+        {"avg_down_3d", 4, 8, 2, 2, 8, 4, 2, 1, 4, 4, 6, 8},
+        /* patchify, no averaging, position-major output channels, odd size (cropped) */
+        {"patchify", 3, 12, 1, 2, 1, 0, 6, 3, 1, 2, 7, 9},
+        /* ft 2 spatial 1, averaging the two frames of each window */
+        {"time_avg", 6, 6, 2, 1, 2, 1, 0, 0, 2, 6, 3, 4},
+        /* fs 2, group 2, c not a multiple of 8 */
+        {"avg_down_2d", 5, 10, 1, 2, 4, 0, 2, 1, 2, 3, 5, 4},
+    };
+    for (size_t i = 0; i < sizeof downs / sizeof *downs; i++) test_shuffle_down(&downs[i]);
+
+    test_attention(8, 1, 5, 7, 1.0f, 0);
+    test_attention(20, 2, 17, 19, 2.0f, 0);    /* N = 323: one full block + a partial one */
+    test_attention(13, 1, 16, 16, 2.0f, 0);    /* N = 256: exactly one block */
+    test_attention(16, 2, 9, 13, 3.0f, 4096);  /* small scratch: blocks of 16 rows */
+    test_attention(64, 1, 24, 24, 1.0f, 0);    /* N = 576 */
+
+    bench_conv();
+
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}

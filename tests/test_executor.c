@@ -1,0 +1,222 @@
+/* test_executor.c -- the streaming rules of the executor on the CPU backend.
+ *
+ * A causal op must give the same result however the stream is cut into chunks, and the same as a
+ * direct computation over the whole front-padded sequence. Memory must not grow with the number
+ * of frames. Prints "N passed, M failed".
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/backend.h"
+#include "core/core.h"
+#include "core/executor.h"
+#include "core/program.h"
+
+static int passed, failed;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (cond) passed++;                                                                        \
+        else {                                                                                     \
+            failed++;                                                                              \
+            printf("FAIL line %d: ", __LINE__);                                                    \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+enum { H = 5, W = 4, C = 3 };
+
+/* Runs program p over T frames [T][H][W][C], cutting the stream as `cuts` (chunk sizes, the last
+ * one repeated). Returns the output frames concatenated, and their count. */
+static float *run_stream(vae_backend *be, const vae_program *p, const float *x, int T,
+                         const int *cuts, int ncuts, int *t_out, int *oh, int *ow, int *oc,
+                         int64_t *peak) {
+    vae_exec *e;
+    if (vae_exec_create(&e, p, be)) return NULL;
+    size_t fv = (size_t)H * W * C, cap = 0;
+    float *out = NULL;
+    *t_out = 0;
+    void *dev = be->v->alloc(be, (size_t)T * fv * sizeof(float));
+    for (int pos = 0, k = 0; pos < T; k++) {
+        int n = cuts[k < ncuts ? k : ncuts - 1];
+        if (pos + n > T) n = T - pos;
+        be->v->upload(be, dev, x + pos * fv, n * fv);
+        vae_chunk in = {dev, n, H, W, C}, o;
+        if (vae_exec_step(e, &in, &o)) {
+            printf("step failed: %s\n", vae_last_error());
+            break;
+        }
+        pos += n;
+        if (o.t == 0) continue;
+        size_t ov = (size_t)o.h * o.w * o.c;
+        if ((*t_out + o.t) * ov > cap) {
+            cap = (*t_out + o.t) * ov * 2;
+            out = realloc(out, cap * sizeof(float));
+        }
+        be->v->download(be, out + *t_out * ov, o.data, o.t * ov);
+        *t_out += o.t;
+        *oh = o.h, *ow = o.w, *oc = o.c;
+    }
+    be->v->release(be, dev);
+    vae_exec_free(e);
+    *peak = be->bytes_peak;
+    return out;
+}
+
+static double max_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+/* Direct reference: conv over time only (1x1 spatial kernel) of the front-padded sequence. */
+static void ref_tconv(const float *x, int T, const float *w, int kt, int st, int tpad, int replicate,
+                      float *y, int *t_out) {
+    int total = T + tpad;
+    *t_out = total >= kt ? (total - kt) / st + 1 : 0;
+    size_t fv = (size_t)H * W;
+    for (int j = 0; j < *t_out; j++)
+        for (size_t p = 0; p < fv; p++)
+            for (int o = 0; o < C; o++) {
+                double acc = 0;
+                for (int dt = 0; dt < kt; dt++) {
+                    int f = j * st + dt - tpad; /* index into x; < 0 is padding */
+                    if (f < 0 && !replicate) continue;
+                    if (f < 0) f = 0;
+                    for (int i = 0; i < C; i++) acc += (double)w[(o * C + i) * kt + dt] * x[(f * fv + p) * C + i];
+                }
+                y[(j * fv + p) * C + o] = (float)acc;
+            }
+}
+
+static void test_temporal_conv(vae_backend *be, int kt, int st, int tpad, int replicate) {
+    enum { T = 13 };
+    float x[T * H * W * C], w[C * C * 3];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = frand();
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) w[i] = frand();
+    vae_program p;
+    vae_program_init(&p, C);
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, C, C);
+    op.kt = kt, op.st = st, op.tpad = tpad, op.tpad_mode = replicate ? VAE_TPAD_REPLICATE : VAE_TPAD_ZERO;
+    op.w = w;
+    snprintf(op.name, sizeof op.name, "tconv");
+    vae_program_add(&p, &op);
+    float ref[T * H * W * C];
+    int t_ref;
+    ref_tconv(x, T, w, kt, st, tpad, replicate, ref, &t_ref);
+    const int cut_sets[][3] = {{T, T, T}, {1, 1, 1}, {1, 4, 4}, {2, 3, 5}};
+    for (int s = 0; s < 4; s++) {
+        int t_out, oh, ow, oc;
+        int64_t peak;
+        float *y = run_stream(be, &p, x, T, cut_sets[s], 3, &t_out, &oh, &ow, &oc, &peak);
+        CHECK(y && t_out == t_ref, "kt %d st %d tpad %d rep %d cuts %d: %d frames, expected %d", kt,
+              st, tpad, replicate, s, t_out, t_ref);
+        if (y && t_out == t_ref)
+            CHECK(max_diff(y, ref, (size_t)t_ref * H * W * C) < 1e-5,
+                  "kt %d st %d cuts %d: values differ by %g", kt, st, s,
+                  max_diff(y, ref, (size_t)t_ref * H * W * C));
+        free(y);
+    }
+    vae_program_free(&p);
+}
+
+/* Wan's upsample3d time rule: frame 0 passes, frames >= 1 go through a causal conv and double. */
+static void test_time_split(vae_backend *be) {
+    enum { T = 6 };
+    float x[T * H * W * C];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = frand();
+    vae_program p;
+    vae_program_init(&p, C);
+    vae_op head = vae_op_make(VAE_OP_TIME_HEAD, 0, C, C), drop = vae_op_make(VAE_OP_TIME_DROP, 0, C, C);
+    head.n = drop.n = 1;
+    int a = vae_program_add(&p, &head), b = vae_program_add(&p, &drop);
+    vae_op cat = vae_op_make(VAE_OP_CONCAT_T, a, C, C);
+    cat.in[1] = b;
+    vae_program_add(&p, &cat);
+    const int cuts[][2] = {{1, 1}, {T, T}, {1, 2}};
+    for (int s = 0; s < 3; s++) {
+        int t_out, oh, ow, oc;
+        int64_t peak;
+        float *y = run_stream(be, &p, x, T, cuts[s], 2, &t_out, &oh, &ow, &oc, &peak);
+        CHECK(y && t_out == T && max_diff(y, x, (size_t)T * H * W * C) == 0,
+              "head ++ drop is the identity (cuts %d)", s);
+        free(y);
+    }
+    vae_program_free(&p);
+}
+
+/* Memory for a stream of 40 frames equals that for 8: caches, not the video, are kept. */
+static void test_bounded_memory(vae_backend *be) {
+    enum { T = 40 };
+    static float x[T * H * W * C];
+    float w[C * C * 3];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = frand();
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) w[i] = frand();
+    vae_program p;
+    vae_program_init(&p, C);
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, C, C);
+    op.kt = 3, op.tpad = 2, op.w = w;
+    vae_program_add(&p, &op);
+    int t_out, oh, ow, oc, cut = 1;
+    int64_t peak8, peak40;
+    be->bytes_peak = be->bytes_in_use;
+    free(run_stream(be, &p, x, 8, &cut, 1, &t_out, &oh, &ow, &oc, &peak8));
+    be->bytes_peak = be->bytes_in_use;
+    free(run_stream(be, &p, x, T, &cut, 1, &t_out, &oh, &ow, &oc, &peak40));
+    /* the input staging buffer of run_stream is T frames; subtract it */
+    int64_t fb = (int64_t)H * W * C * sizeof(float);
+    CHECK(peak40 - 40 * fb == peak8 - 8 * fb, "peak memory grows with frames: %lld vs %lld",
+          (long long)(peak40 - 40 * fb), (long long)(peak8 - 8 * fb));
+    vae_program_free(&p);
+}
+
+/* A dry executor reports the same shapes as a real one. */
+static void test_dry(vae_backend *be) {
+    float w[C * C * 3] = {0};
+    vae_program p;
+    vae_program_init(&p, C);
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, C, C);
+    op.kt = 3, op.st = 2, op.w = w;
+    vae_program_add(&p, &op);
+    vae_exec *e;
+    vae_exec_create(&e, &p, NULL);
+    int total = 0;
+    for (int k = 0; k < 4; k++) {
+        vae_chunk in = {NULL, k == 0 ? 1 : 4, H, W, C}, o;
+        vae_exec_step(e, &in, &o);
+        total += o.t;
+    }
+    CHECK(total == (13 - 3) / 2 + 1, "dry run gives %d frames", total);
+    vae_exec_free(e);
+    vae_program_free(&p);
+    (void)be;
+}
+
+int main(void) {
+    vae_backend *be;
+    if (vae_cpu_backend_create(&be, VAE_DTYPE_F32, 0)) {
+        printf("cannot create the CPU backend: %s\n", vae_last_error());
+        return 1;
+    }
+    test_temporal_conv(be, 3, 1, 2, 0); /* Wan CausalConv3d */
+    test_temporal_conv(be, 3, 1, 2, 1); /* SeedVR2 replicate padding */
+    test_temporal_conv(be, 3, 2, 0, 0); /* Wan downsample3d time_conv */
+    test_temporal_conv(be, 3, 2, 2, 1); /* SeedVR2 temporal downsample */
+    test_temporal_conv(be, 2, 2, 1, 0); /* AvgDown3D-like windows */
+    test_time_split(be);
+    test_bounded_memory(be);
+    test_dry(be);
+    be->v->destroy(be);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

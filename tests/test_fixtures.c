@@ -1,0 +1,232 @@
+/* test_fixtures.c -- every case of a reference fixture, through the public API.
+ *
+ * usage: test_fixtures SHARED_DIR FIXTURE [--device cpu|cuda] [--dtype fp32|bf16|fp16] [--tol X]
+ *
+ * Weights come from the shipped checkpoint ("file"), the taef2 .pth files, or a checkpoint written
+ * by vae_synth_checkpoint() from the fixture's `config` (then checked against its `checksums`).
+ * Each case's output must be within the relative error tolerance of the float64 reference, with no
+ * NaN. Prints one line per check and "N passed, M failed".
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vae.h"
+
+static int passed, failed;
+
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s ", ok ? "PASS" : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+    if (ok) passed++;
+    else failed++;
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double rel_error(const vae_tensor *a, const vae_tensor *b, int64_t *nonfinite) {
+    int64_t n = 1;
+    for (int i = 0; i < a->ndim; i++) n *= a->shape[i];
+    const float *x = a->data, *y = b->data;
+    double num = 0, den = 0;
+    *nonfinite = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) {
+            (*nonfinite)++;
+            continue;
+        }
+        double d = (double)x[i] - y[i];
+        num += d * d;
+        den += (double)y[i] * y[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+static int same_shape(const vae_tensor *a, const cJSON *shape) {
+    if (a->ndim != cJSON_GetArraySize(shape)) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != (int64_t)cJSON_GetArrayItem(shape, i)->valuedouble) return 0;
+    return 1;
+}
+
+/* The synthesiser against the fixture's checksums: every key, shape, sum and first values. */
+static void check_checksums(const char *ckpt, const cJSON *sums) {
+    int n = 0, bad = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, sums) {
+        vae_tensor t;
+        n++;
+        if (vae_tensor_load(ckpt, it->string, &t) != VAE_OK) {
+            if (bad++ < 5) printf("  missing %s: %s\n", it->string, vae_last_error());
+            continue;
+        }
+        const cJSON *shape = cJSON_GetObjectItem(it, "shape"), *first = cJSON_GetObjectItem(it, "first");
+        double ref = cJSON_GetObjectItem(it, "sum")->valuedouble, sum = 0, mag = 0;
+        int64_t numel = 1;
+        for (int i = 0; i < t.ndim; i++) numel *= t.shape[i];
+        for (int64_t i = 0; i < numel; i++) {
+            sum += ((float *)t.data)[i];
+            mag += fabs(((float *)t.data)[i]);
+        }
+        int ok = same_shape(&t, shape) && fabs(sum - ref) <= 1e-6 * mag + 1e-9;
+        for (int i = 0; ok && i < cJSON_GetArraySize(first) && i < numel; i++) {
+            double v = cJSON_GetArrayItem(first, i)->valuedouble;
+            ok = fabs(((float *)t.data)[i] - v) <= 1e-7 * (1 + fabs(v));
+        }
+        if (!ok && bad++ < 5) printf("  mismatch %s (sum %.9g vs %.9g)\n", it->string, sum, ref);
+        vae_tensor_free(&t);
+    }
+    check(bad == 0, "synth checksums: %d tensors, %d wrong", n, bad);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s SHARED_DIR FIXTURE [--device D] [--dtype T] [--tol X]\n", argv[0]);
+        return 2;
+    }
+    const char *shared = argv[1], *name = argv[2], *device = "cpu", *dtype = "fp32";
+    double tol = -1;
+    for (int i = 3; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--device") == 0) device = argv[i + 1];
+        else if (strcmp(argv[i], "--dtype") == 0) dtype = argv[i + 1];
+        else if (strcmp(argv[i], "--tol") == 0) tol = atof(argv[i + 1]);
+    }
+    vae_session_options so;
+    vae_session_options_default(&so);
+    if (strcmp(device, "cuda") == 0) {
+        if (!vae_device_available(VAE_DEVICE_CUDA)) {
+            printf("skipped: no GPU\n0 passed, 0 failed, 1 skipped\n");
+            return 0;
+        }
+        so.device = VAE_DEVICE_CUDA;
+    }
+    so.dtype = strcmp(dtype, "bf16") == 0 ? VAE_DTYPE_BF16
+               : strcmp(dtype, "fp16") == 0 ? VAE_DTYPE_F16 : VAE_DTYPE_F32;
+    if (tol < 0) tol = so.dtype == VAE_DTYPE_F32 ? 1e-4 : 2e-2;
+
+    char path[4096], io[4096], ckpt[4096], ckpt2[4096] = "";
+    snprintf(path, sizeof path, "%s/fixtures/%s.json", shared, name);
+    snprintf(io, sizeof io, "%s/fixtures/%s.io.safetensors", shared, name);
+    char *text = read_text(path);
+    cJSON *js = text ? cJSON_Parse(text) : NULL;
+    if (!js) {
+        fprintf(stderr, "cannot read fixture %s\n", path);
+        return 1;
+    }
+    const cJSON *weights = cJSON_GetObjectItem(js, "weights");
+    const char *arch = cJSON_GetObjectItem(js, "arch")->valuestring;
+    int synthetic = cJSON_IsString(weights) && strcmp(weights->valuestring, "synthetic") == 0;
+    if (strcmp(arch, "taesd") == 0) {
+        snprintf(ckpt, sizeof ckpt, "%s/models/taef2_encoder.pth", shared);
+        snprintf(ckpt2, sizeof ckpt2, "%s/models/taef2_decoder.pth", shared);
+    } else if (synthetic) {
+        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(ckpt, sizeof ckpt, "%s/vae_test_%s_%ld.safetensors", tmp, name, (long)getpid());
+        char *cfg = cJSON_PrintUnformatted(cJSON_GetObjectItem(js, "config"));
+        double t0 = now();
+        int rc = vae_synth_checkpoint(arch, cfg, ckpt);
+        free(cfg);
+        check(rc == VAE_OK, "synth %s (%.1f s) %s", arch, now() - t0, rc ? vae_last_error() : "");
+        if (rc) return 1;
+        check_checksums(ckpt, cJSON_GetObjectItem(js, "checksums"));
+    } else {
+        snprintf(ckpt, sizeof ckpt, "%s/fixtures/%s.safetensors", shared, name);
+        snprintf(ckpt2, sizeof ckpt2, "%s/fixtures/%s.diffusers.safetensors", shared, name);
+        if (access(ckpt2, R_OK) != 0) ckpt2[0] = 0;
+    }
+
+    /* For taesd, ckpt is the encoder and ckpt2 the decoder; for Wan files, ckpt2 is the same
+     * weights under another key scheme and runs every case again. */
+    int is_taesd = strcmp(arch, "taesd") == 0;
+    for (int pass = 0; pass < (ckpt2[0] && !is_taesd ? 2 : 1); pass++) {
+        vae_model *enc = NULL, *dec = NULL;
+        vae_session *se = NULL, *sd = NULL;
+        const char *file = pass ? ckpt2 : ckpt;
+        int rc = vae_model_open(&enc, file, NULL);
+        check(rc == VAE_OK, "open %s %s", file, rc ? vae_last_error() : "");
+        if (rc) break;
+        if (is_taesd) {
+            rc = vae_model_open(&dec, ckpt2, NULL);
+            check(rc == VAE_OK, "open %s %s", ckpt2, rc ? vae_last_error() : "");
+            if (rc) break;
+        } else {
+            dec = enc;
+        }
+        if ((rc = vae_session_create(&se, enc, &so)) == VAE_OK && dec != enc)
+            rc = vae_session_create(&sd, dec, &so);
+        if (!sd) sd = se;
+        check(rc == VAE_OK, "session %s/%s %s", device, dtype, rc ? vae_last_error() : "");
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(js, "cases")) {
+            if (rc) break;
+            const char *cname = cJSON_GetObjectItem(c, "name")->valuestring;
+            int encode = strcmp(cJSON_GetObjectItem(c, "op")->valuestring, "encode") == 0;
+            vae_tensor in, ref, out;
+            if (vae_tensor_load(io, cJSON_GetObjectItem(c, "input")->valuestring, &in) ||
+                vae_tensor_load(io, cJSON_GetObjectItem(c, "expect")->valuestring, &ref)) {
+                check(0, "%s: cannot load case tensors: %s", cname, vae_last_error());
+                continue;
+            }
+            double t0 = now();
+            int r = encode ? vae_encode_tensor(se, &in, &out) : vae_decode_tensor(sd, &in, &out);
+            double dt = now() - t0;
+            if (r) {
+                check(0, "%s %s: %s", name, cname, vae_last_error());
+            } else if (!same_shape(&out, cJSON_GetObjectItem(c, "out_shape"))) {
+                check(0, "%s %s: output shape [%lld,%lld,...] differs from the reference", name,
+                      cname, (long long)out.shape[0], (long long)out.shape[1]);
+            } else {
+                int64_t nonfinite;
+                double err = rel_error(&out, &ref, &nonfinite);
+                check(err <= tol && nonfinite == 0,
+                      "%s%s %s (%s): rel_err %.2e (tol %.0e) nonfinite %lld  %.2f s", name,
+                      pass ? " [diffusers names]" : "", cname, encode ? "encode" : "decode", err,
+                      tol, (long long)nonfinite, dt);
+            }
+            vae_tensor_free(&in);
+            vae_tensor_free(&ref);
+            vae_tensor_free(&out);
+        }
+        if (sd != se) vae_session_free(sd);
+        vae_session_free(se);
+        if (dec != enc) vae_model_free(dec);
+        vae_model_free(enc);
+    }
+    if (synthetic) remove(ckpt);
+    cJSON_Delete(js);
+    free(text);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,36 @@
+# Test suite (ctest). Labels: "unit" (fast), "fixture" (models vs the float64 references),
+# "cli" (the command-line tool on good and bad input), "gpu" (skip with a visible line without one).
+set(VAE_SHARED_DIR "${CMAKE_SOURCE_DIR}/../shared" CACHE PATH "the shared data folder (fixtures, models, media)")
+
+function(vae_unit_test name)
+  if(EXISTS ${CMAKE_SOURCE_DIR}/tests/${name}.c)
+    add_executable(${name} tests/${name}.c ${ARGN})
+    target_include_directories(${name} PRIVATE include src ${CJSON_INCLUDE})
+    target_compile_definitions(${name} PRIVATE VAE_SHARED_DIR="${VAE_SHARED_DIR}")
+    target_link_libraries(${name} PRIVATE vae ${CJSON_LIB} OpenMP::OpenMP_C m)
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES LABELS unit)
+  endif()
+endfunction()
+
+vae_unit_test(test_formats)
+vae_unit_test(test_cpu_ops)
+vae_unit_test(test_executor)
+
+add_executable(test_fixtures tests/test_fixtures.c)
+target_include_directories(test_fixtures PRIVATE include ${CJSON_INCLUDE})
+target_link_libraries(test_fixtures PRIVATE vae ${CJSON_LIB} m)
+foreach(fx wan21_tiny wan21_small wan22_tiny seedvr2_tiny taef2_real wan21_full seedvr2_full wan22_full)
+  add_test(NAME fixture_${fx} COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx})
+  set_tests_properties(fixture_${fx} PROPERTIES LABELS fixture)
+endforeach()
+foreach(fx wan21_tiny wan22_tiny seedvr2_tiny taef2_real)
+  add_test(NAME gpu_fixture_${fx}_fp32 COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda)
+  add_test(NAME gpu_fixture_${fx}_bf16 COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype bf16)
+  set_tests_properties(gpu_fixture_${fx}_fp32 gpu_fixture_${fx}_bf16 PROPERTIES LABELS gpu)
+endforeach()
+
+if(EXISTS ${CMAKE_SOURCE_DIR}/tests/test_cli.sh)
+  add_test(NAME cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_cli.sh $<TARGET_FILE:vae_cli> ${VAE_SHARED_DIR})
+  set_tests_properties(cli PROPERTIES LABELS cli)
+endif()
