@@ -56,5 +56,22 @@ int cmd_synth(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_roundtrip(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_roundtrip_video(int argc, char **argv); /* cmd_videotrip.c */
+int cmd_sysinfo(int argc, char **argv);         /* cmd_sysinfo.c: `vae --info` */
+
+/* `vae info` on a file that is not a checkpoint: a latent/tensor file (names, dtypes, shapes) or a
+ * video/image (container, codec, size, fps, frames, pixel format, colour). Returns an exit code,
+ * or -1 when it cannot tell what the file is (nothing printed). cmd_sysinfo.c */
+int cli_info_file(const char *path);
+
+/* Shared option parsing (cmd_run.c); each returns 0 or prints a usage error and returns 2. */
+int cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, long hi, int *out);
+int cli_parse_fps(const char *cmd, const char *s, int *num, int *den);
+int cli_parse_size(const char *cmd, const char *s, int *w, int *h);
+int cli_parse_fit(const char *cmd, const char *s, int *fit); /* error, crop, pad, resize = 0..3 */
+/* 1 when arg (optionally FILE:KEY) names a tensor file by its extension. */
+int cli_is_tensor_file(const char *arg);
+/* float32 tensor -> .npy, atomically. */
+int cli_write_npy(const char *path, const vae_tensor *t);
 
 #endif

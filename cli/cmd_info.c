@@ -33,16 +33,13 @@ int cmd_info(int argc, char **argv) {
     mo.arch = arch;
     vae_model *m;
     rc = vae_model_open(&m, pos[0], &mo);
-    if (rc == VAE_EUNSUPPORTED && !arch) {
-        /* not a checkpoint: maybe a single tensor (latent, video) */
-        vae_tensor t;
-        if (vae_tensor_load(pos[0], NULL, &t) == VAE_OK) {
-            printf("file:    %s\ntensor:  [", pos[0]);
-            for (int i = 0; i < t.ndim; i++) printf("%s%lld", i ? "," : "", (long long)t.shape[i]);
-            printf("] (read as float32)\n");
-            vae_tensor_free(&t);
-            return CLI_OK;
-        }
+    if (rc != VAE_OK && rc != VAE_ENOMEM && rc != VAE_EINVAL && !arch && !prefix) {
+        /* not a checkpoint: a latent/tensor file, a video or an image? (cmd_sysinfo.c) */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", vae_last_error());
+        int r = cli_info_file(pos[0]);
+        if (r >= 0) return r;
+        cli_set_error(rc, "%s", why);
     }
     if (rc) return cli_report(rc, pos[0]);
     vae_model_info in;

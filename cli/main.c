@@ -72,9 +72,16 @@ static const char usage[] =
     "  synth ARCH -o OUT [--config JSON]   synthetic-weight checkpoint (fixtures rule)\n"
     "  compare A[:KEY] B[:KEY] [--tol X]   relative error between two tensors\n"
     "  roundtrip -e ENC -d DEC -i IMAGE [-o OUT.png]   encode+decode, prints PSNR\n"
+    "  roundtrip-video -e ENC -d DEC -i VIDEO [--frames N --size WxH] [-o OUT.mp4]\n"
+    "                            encode+decode frames of a video, prints PSNR\n"
+    "  sysinfo                   same as --info\n"
     "  bench ARCH [--op decode|encode] [--frames N] [--size HxW] [--dtype bf16] [--device cuda]\n"
     "\n"
-    "global options: -q (quiet), -v (log engine decisions), --version, --help\n"
+    "global options: -q (quiet), -v (log engine decisions), --version, --help,\n"
+    "                --info (version, CPU threads, devices, media support)\n"
+    "\n"
+    "media: decode writes .mp4/.mov (H.264, H.265), .mkv (FFV1, H.264, H.265) or PNG sequences\n"
+    "(out/%05d.png); encode reads videos, images, frame patterns and folders (FFmpeg builds).\n"
     "\n"
     "exit codes: 0 ok, 1 failure, 2 usage, 3 file I/O, 4 invalid input (format, keys, shape,\n"
     "NaN), 5 unsupported, 6 out of memory / device error, 130 interrupted\n";
@@ -95,6 +102,8 @@ int main(int argc, char **argv) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? CLI_EUSAGE : CLI_OK;
     }
+    if (strcmp(argv[1], "--info") == 0 || strcmp(argv[1], "sysinfo") == 0)
+        return cmd_sysinfo(argc - 1, argv + 1);
     if (strcmp(argv[1], "--version") == 0) {
         printf("vae %s\n", vae_version_string());
         return CLI_OK;
@@ -106,6 +115,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 1, argv + 1);
     if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 1, argv + 1);
     if (strcmp(cmd, "roundtrip") == 0) return cmd_roundtrip(argc - 1, argv + 1);
+    if (strcmp(cmd, "roundtrip-video") == 0) return cmd_roundtrip_video(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
     fprintf(stderr, "vae: unknown command '%s'\n\n%s", cmd, usage);
     return CLI_EUSAGE;

@@ -41,16 +41,20 @@ static uint64_t rng_next(void) { /* splitmix64 */
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
-static float frand(void) { return (float)((rng_next() >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0); }
+static float frand(void) {
+    return (float)((rng_next() >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
+}
 
 static float *rand_buf(size_t n, float scale, float offset) {
     float *p = malloc((n ? n : 1) * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = frand() * scale + offset;
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand() * scale + offset;
     return p;
 }
 
 static void fill_nan(float *p, size_t n) {
-    for (size_t i = 0; i < n; i++) p[i] = NAN;
+    for (size_t i = 0; i < n; i++)
+        p[i] = NAN;
 }
 
 /* relative L2 error of y against ref; returns INFINITY if y has a NaN/Inf */
@@ -111,10 +115,14 @@ static void conv_ref(const conv_case *cc, const float *wt, const float *b, const
                         for (int dt = 0; dt < cc->kt; dt++)
                             for (int dh = 0; dh < cc->kh; dh++)
                                 for (int dw = 0; dw < cc->kw; dw++) {
-                                    int ih = oh * cc->sh - cc->pt + dh, iw = ow * cc->sw - cc->pl + dw;
+                                    int ih = oh * cc->sh - cc->pt + dh,
+                                        iw = ow * cc->sw - cc->pl + dw;
                                     if (ih < 0 || ih >= cc->h || iw < 0 || iw >= cc->w) continue;
-                                    double wv = wt[(((size_t)co * cc->c_in + ci) * cc->kt + dt) * cc->kh * cc->kw + dh * cc->kw + dw];
-                                    s += wv * fr[j * cc->st + dt][((size_t)ih * cc->w + iw) * cc->c_in + ci];
+                                    double wv = wt[(((size_t)co * cc->c_in + ci) * cc->kt + dt) *
+                                                       cc->kh * cc->kw +
+                                                   dh * cc->kw + dw];
+                                    s += wv * fr[j * cc->st + dt]
+                                                [((size_t)ih * cc->w + iw) * cc->c_in + ci];
                                 }
                     size_t o = (((size_t)j * ho + oh) * wo + ow) * cc->c_out + co;
                     if (res) s += res[o];
@@ -142,7 +150,8 @@ static void test_conv(const conv_case *cc) {
         }
     } else {
         block = rand_buf(fsz * cc->n_in, 1.0f, 0.0f);
-        for (int i = 0; i < cc->n_in; i++) fr[i] = block + i * fsz;
+        for (int i = 0; i < cc->n_in; i++)
+            fr[i] = block + i * fsz;
     }
     float *y = be->v->alloc(be, ysz * sizeof(float));
     float *res = NULL;
@@ -182,7 +191,8 @@ static void test_conv(const conv_case *cc) {
     EXPECT(be->bytes_in_use == 0, "conv %s: %lld bytes still in use", cc->name,
            (long long)be->bytes_in_use);
     be->v->destroy(be);
-    for (int i = 0; i < cc->n_in; i++) free(own[i]);
+    for (int i = 0; i < cc->n_in; i++)
+        free(own[i]);
     free(own);
     free(block);
     free(fr);
@@ -208,10 +218,12 @@ static void test_norm(vae_op_kind kind, int c, int groups, vae_act act, int t, i
     if (kind == VAE_OP_RMS_NORM) {
         for (size_t v = 0; v < n / c; v++) {
             double ss = 0;
-            for (int i = 0; i < c; i++) ss += (double)x[v * c + i] * x[v * c + i];
+            for (int i = 0; i < c; i++)
+                ss += (double)x[v * c + i] * x[v * c + i];
             double nrm = fmax(sqrt(ss), 1e-12);
             for (int i = 0; i < c; i++) {
-                double r = x[v * c + i] / nrm * sqrt((double)c) * (g ? g[i] : 1.0) + (b ? b[i] : 0.0);
+                double r =
+                    x[v * c + i] / nrm * sqrt((double)c) * (g ? g[i] : 1.0) + (b ? b[i] : 0.0);
                 ref[v * c + i] = act_ref(act, 3.0, r);
             }
         }
@@ -222,7 +234,8 @@ static void test_norm(vae_op_kind kind, int c, int groups, vae_act act, int t, i
             for (int gi = 0; gi < groups; gi++) {
                 double s = 0, s2 = 0, cnt = (double)cg * hw;
                 for (size_t p = 0; p < hw; p++)
-                    for (int i = gi * cg; i < (gi + 1) * cg; i++) s += x[(f * hw + p) * c + i];
+                    for (int i = gi * cg; i < (gi + 1) * cg; i++)
+                        s += x[(f * hw + p) * c + i];
                 double mean = s / cnt;
                 for (size_t p = 0; p < hw; p++)
                     for (int i = gi * cg; i < (gi + 1) * cg; i++) {
@@ -324,7 +337,8 @@ typedef struct shuf_case {
 static void test_shuffle_up(const shuf_case *sc) {
     vae_backend *be = new_backend(0);
     int t_out = sc->n_in * sc->ft, ho = sc->h * sc->fs, wo = sc->w * sc->fs;
-    size_t nx = (size_t)sc->n_in * sc->h * sc->w * sc->c_in, ny = (size_t)t_out * ho * wo * sc->c_out;
+    size_t nx = (size_t)sc->n_in * sc->h * sc->w * sc->c_in,
+           ny = (size_t)t_out * ho * wo * sc->c_out;
     float *x = rand_buf(nx, 1.0f, 0.0f), *y = malloc(ny * sizeof *y);
     double *ref = malloc(ny * sizeof *ref);
     fill_nan(y, ny);
@@ -334,7 +348,8 @@ static void test_shuffle_up(const shuf_case *sc) {
                 for (int o = 0; o < sc->c_out; o++) {
                     int t = tt / sc->ft, ti = tt % sc->ft, hh = oh / sc->fs, hi = oh % sc->fs;
                     int ww = ow / sc->fs, wi = ow % sc->fs;
-                    int ch = (o * sc->cs_o + ti * sc->cs_t + hi * sc->cs_h + wi * sc->cs_w) / sc->group;
+                    int ch =
+                        (o * sc->cs_o + ti * sc->cs_t + hi * sc->cs_h + wi * sc->cs_w) / sc->group;
                     ref[(((size_t)tt * ho + oh) * wo + ow) * sc->c_out + o] =
                         x[(((size_t)t * sc->h + hh) * sc->w + ww) * sc->c_in + ch];
                 }
@@ -373,10 +388,15 @@ static void test_shuffle_down(const shuf_case *sc) {
                     for (int ti = 0; ti < sc->ft; ti++)
                         for (int hi = 0; hi < sc->fs; hi++)
                             for (int wi = 0; wi < sc->fs; wi++) {
-                                int f = c * sc->cs_o + ti * sc->cs_t + hi * sc->cs_h + wi * sc->cs_w;
+                                int f =
+                                    c * sc->cs_o + ti * sc->cs_t + hi * sc->cs_h + wi * sc->cs_w;
                                 const float *fr = frames[t * sc->ft + ti];
-                                double v = fr[((size_t)(oh * sc->fs + hi) * sc->w + ow * sc->fs + wi) * sc->c_in + c];
-                                ref[(((size_t)t * ho + oh) * wo + ow) * sc->c_out + f / sc->group] += v / sc->group;
+                                double v =
+                                    fr[((size_t)(oh * sc->fs + hi) * sc->w + ow * sc->fs + wi) *
+                                           sc->c_in +
+                                       c];
+                                ref[(((size_t)t * ho + oh) * wo + ow) * sc->c_out +
+                                    f / sc->group] += v / sc->group;
                             }
     vae_op op = vae_op_make(VAE_OP_SHUFFLE_DOWN, 0, sc->c_in, sc->c_out);
     op.ft = sc->ft, op.fs = sc->fs, op.cs_o = sc->cs_o, op.cs_t = sc->cs_t, op.cs_h = sc->cs_h;
@@ -386,7 +406,8 @@ static void test_shuffle_down(const shuf_case *sc) {
     EXPECT(rc == VAE_OK, "shuffle_down %s rc %d (%s)", sc->name, rc, vae_last_error());
     double e = rel_err(y, ref, ny);
     EXPECT(e <= TOL, "shuffle_down %s: rel err %.3g", sc->name, e);
-    for (int i = 0; i < sc->n_in; i++) free(own[i]);
+    for (int i = 0; i < sc->n_in; i++)
+        free(own[i]);
     free(own);
     free(frames);
     free(y);
@@ -410,14 +431,17 @@ static void test_attention(int c, int t, int h, int w, float qk_scale, size_t sc
             double mx = -INFINITY, sum = 0;
             for (int j = 0; j < n; j++) {
                 double s = 0;
-                for (int k = 0; k < c; k++) s += (double)base[(size_t)i * 3 * c + k] * base[(size_t)j * 3 * c + c + k];
+                for (int k = 0; k < c; k++)
+                    s += (double)base[(size_t)i * 3 * c + k] * base[(size_t)j * 3 * c + c + k];
                 p[j] = s * scale;
                 mx = fmax(mx, p[j]);
             }
-            for (int j = 0; j < n; j++) sum += (p[j] = exp(p[j] - mx));
+            for (int j = 0; j < n; j++)
+                sum += (p[j] = exp(p[j] - mx));
             for (int k = 0; k < c; k++) {
                 double acc = 0;
-                for (int j = 0; j < n; j++) acc += p[j] * base[(size_t)j * 3 * c + 2 * c + k];
+                for (int j = 0; j < n; j++)
+                    acc += p[j] * base[(size_t)j * 3 * c + 2 * c + k];
                 ref[((size_t)f * n + i) * c + k] = acc / sum;
             }
         }
@@ -458,7 +482,8 @@ static void test_buffers(void) {
            (long long)be->bytes_in_use, (long long)be->bytes_peak);
     /* upload / download / copy / zero */
     float src[64], dst[64];
-    for (int i = 0; i < 64; i++) src[i] = (float)i - 7.5f;
+    for (int i = 0; i < 64; i++)
+        src[i] = (float)i - 7.5f;
     EXPECT(be->v->upload(be, d, src, 64) == VAE_OK, "upload");
     EXPECT(be->v->copy(be, (float *)d + 64, d, 64 * sizeof(float)) == VAE_OK, "copy");
     EXPECT(be->v->download(be, dst, (float *)d + 64, 64) == VAE_OK && !memcmp(src, dst, sizeof src),
@@ -466,7 +491,8 @@ static void test_buffers(void) {
     EXPECT(be->v->zero(be, d, 64 * sizeof(float)) == VAE_OK, "zero");
     be->v->download(be, dst, d, 64);
     int zero = 1;
-    for (int i = 0; i < 64; i++) zero &= dst[i] == 0.0f;
+    for (int i = 0; i < 64; i++)
+        zero &= dst[i] == 0.0f;
     EXPECT(zero, "zero fills zeros");
     EXPECT(be->v->sync(be) == VAE_OK, "sync");
     be->v->release(be, NULL);
@@ -494,8 +520,10 @@ static void test_errors(void) {
 
     /* conv with a wrong output shape */
     float wt[2 * 3 * 9], x[5 * 5 * 3], y[5 * 5 * 2];
-    for (size_t i = 0; i < sizeof wt / sizeof *wt; i++) wt[i] = 0.1f;
-    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = 1.0f;
+    for (size_t i = 0; i < sizeof wt / sizeof *wt; i++)
+        wt[i] = 0.1f;
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+        x[i] = 1.0f;
     vae_op op = vae_op_make(VAE_OP_CONV, 0, 3, 2);
     op.kh = op.kw = 3, op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = 1, op.w = wt;
     snprintf(op.name, sizeof op.name, "decoder.conv_bad");
@@ -548,6 +576,11 @@ static void test_errors(void) {
     vae_op at = vae_op_make(VAE_OP_ATTENTION, 0, 4, 4);
     rc = be->v->attention(be, &at, NULL, x, y, 1, 2, 2);
     EXPECT(rc == VAE_ESHAPE, "attention bad channels: rc %d", rc);
+    /* tanh activation without a scale */
+    vae_op th = vae_op_make(VAE_OP_ACT, 0, 3, 3);
+    th.act = VAE_ACT_TANH_SCALE, th.act_scale = 0.0f;
+    rc = be->v->eltwise(be, &th, NULL, x, NULL, y, 2);
+    EXPECT(rc == VAE_EINVAL, "tanh scale 0: rc %d", rc);
     /* wrong op kind for a family */
     vae_op ad = vae_op_make(VAE_OP_ADD, 0, 3, 3);
     rc = be->v->norm(be, &ad, NULL, x, x, 1, 2, 2);
@@ -597,7 +630,8 @@ static void bench_conv(void) {
         r2 += ref * ref;
     }
     EXPECT(sqrt(e2 / r2) <= TOL, "bench conv spot check: rel err %.3g", sqrt(e2 / r2));
-    printf("timing: conv 3x3x3 %d->%d on [%d][%d][%d]: %.2f ms, %.1f GFLOP/s (best of 5, %d threads, %s)\n",
+    printf("timing: conv 3x3x3 %d->%d on [%d][%d][%d]: %.2f ms, %.1f GFLOP/s (best of 5, %d "
+           "threads, %s)\n",
            ci, co, n_in, h, w, dt * 1e3, flop / dt * 1e-9, cpu_be(be)->threads,
 #if defined(VAE_HAVE_BLAS) && VAE_HAVE_BLAS
            "BLAS"
@@ -640,7 +674,8 @@ int main(void) {
         {"3x3x3_1thread", 10, 12, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 6, 7, 1, 1, 1, 1, 0},
         {"1x1x1_wide", 96, 200, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 17, 19, 1, 1, 0, 0, 0},
     };
-    for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) test_conv(&convs[i]);
+    for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)
+        test_conv(&convs[i]);
 
     static const vae_act acts[] = {VAE_ACT_NONE, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE};
     for (int a = 0; a < 4; a++) {
@@ -654,7 +689,7 @@ int main(void) {
     test_norm(VAE_OP_GROUP_NORM, 12, 4, VAE_ACT_NONE, 1, 13, 3, 0.0f, 1, 1, 0);
     test_norm(VAE_OP_GROUP_NORM, 96, 32, VAE_ACT_SILU, 2, 16, 17, 0.0f, 1, 1, 0);
     test_norm(VAE_OP_GROUP_NORM, 64, 32, VAE_ACT_NONE, 1, 10, 10, 50.0f, 1, 1, 0); /* big mean */
-    test_norm(VAE_OP_GROUP_NORM, 12, 4, VAE_ACT_NONE, 1, 5, 5, 0.0f, 0, 0, 0);  /* no affine */
+    test_norm(VAE_OP_GROUP_NORM, 12, 4, VAE_ACT_NONE, 1, 5, 5, 0.0f, 0, 0, 0);     /* no affine */
 
     for (int a = 0; a < 4; a++) {
         test_eltwise(VAE_OP_ACT, acts[a], 7, 1001, 0);
@@ -678,7 +713,8 @@ int main(void) {
         /* time only: frames from channel halves (Wan time_conv style) */
         {"time_only", 10, 5, 2, 1, 1, 5, 0, 0, 1, 3, 2, 3},
     };
-    for (size_t i = 0; i < sizeof ups / sizeof *ups; i++) test_shuffle_up(&ups[i]);
+    for (size_t i = 0; i < sizeof ups / sizeof *ups; i++)
+        test_shuffle_up(&ups[i]);
     static const shuf_case downs[] = {
         /* AvgDown3D-like: c 4, ft 2, fs 2 -> 32 sub-positions, 8 channels of 4 averaged */
         {"avg_down_3d", 4, 8, 2, 2, 8, 4, 2, 1, 4, 4, 6, 8},
@@ -689,13 +725,14 @@ int main(void) {
         /* fs 2, group 2, c not a multiple of 8 */
         {"avg_down_2d", 5, 10, 1, 2, 4, 0, 2, 1, 2, 3, 5, 4},
     };
-    for (size_t i = 0; i < sizeof downs / sizeof *downs; i++) test_shuffle_down(&downs[i]);
+    for (size_t i = 0; i < sizeof downs / sizeof *downs; i++)
+        test_shuffle_down(&downs[i]);
 
     test_attention(8, 1, 5, 7, 1.0f, 0);
-    test_attention(20, 2, 17, 19, 2.0f, 0);    /* N = 323: one full block + a partial one */
-    test_attention(13, 1, 16, 16, 2.0f, 0);    /* N = 256: exactly one block */
-    test_attention(16, 2, 9, 13, 3.0f, 4096);  /* small scratch: blocks of 16 rows */
-    test_attention(64, 1, 24, 24, 1.0f, 0);    /* N = 576 */
+    test_attention(20, 2, 17, 19, 2.0f, 0);   /* N = 323: one full block + a partial one */
+    test_attention(13, 1, 16, 16, 2.0f, 0);   /* N = 256: exactly one block */
+    test_attention(16, 2, 9, 13, 3.0f, 4096); /* small scratch: blocks of 16 rows */
+    test_attention(64, 1, 24, 24, 1.0f, 0);   /* N = 576 */
 
     bench_conv();
 

@@ -478,6 +478,12 @@ static int run_pickle(pk_vm *vm, pk_obj **result) {
             break;
         default:
             vm->p--;
+            /* A byte that no pickle protocol defines means a damaged file; a real opcode that
+             * state dicts never use is merely unsupported. */
+            if (!strchr("().012BCFGIJKLMNPQRSTUVXabcdeghijlopqrstu}]\x80\x81\x82\x83\x84\x85\x86"
+                        "\x87\x88\x89\x8a\x8b\x8c\x8d\x8e\x8f\x90\x91\x92\x93\x94\x95"
+                        "\x96\x97\x98", op) || op == 0)
+                return pk_fail(vm, VAE_EFORMAT, "pickle byte 0x%02x is not an opcode (corrupt file)", op);
             return pk_fail(vm, VAE_EUNSUPPORTED, "pickle opcode 0x%02x ('%c') is not supported", op, op >= 32 && op < 127 ? op : '?');
         }
     }

@@ -136,6 +136,10 @@ void vae_media_writer_abort(vae_media_writer *w);
 const char *vae_media_writer_temp_path(const vae_media_writer *w);
 int vae_media_writer_frames(const vae_media_writer *w);
 
+/* 1 when this FFmpeg has the encoder behind codec ("h264" = libx264, "h265" = libx265, "ffv1",
+ * "png"). */
+int vae_media_encoder_available(const char *codec);
+
 /* Whole tensor [1,3,T,H,W] or [1,3,H,W] -> file. */
 int vae_media_write_video(const char *path, const vae_tensor *video,
                           const vae_media_write_options *opts);

@@ -61,12 +61,15 @@ void vae_media_set_log_callback(vae_log_fn fn, void *user, int min_level) {
  * (warnings and worse; everything at -v) at DEBUG level. */
 static void av_hook(void *avcl, int level, const char *fmt, va_list vl) {
     if (level > AV_LOG_VERBOSE) return;
-    char line[512];
-    int prefix = 1;
+    char msg[448], line[512];
+    int prefix = 0;
     va_list copy;
     va_copy(copy, vl);
-    av_log_format_line2(avcl, level, fmt, copy, line, sizeof line, &prefix);
+    av_log_format_line2(NULL, level, fmt, copy, msg, sizeof msg, &prefix);
     va_end(copy);
+    const AVClass *cls = avcl ? *(const AVClass *const *)avcl : NULL;
+    const char *who = cls && cls->item_name ? cls->item_name(avcl) : NULL;
+    snprintf(line, sizeof line, "%s%s%s", who ? who : "", who ? ": " : "", msg);
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
     if (!n) return;

@@ -509,9 +509,9 @@ static void fill_info_from_stream(vm_src *s, vae_media_info *info) {
              p->color_trc != AVCOL_TRC_UNSPECIFIED ? av_color_transfer_name(p->color_trc)
                                                    : "unspecified");
     const AVCodecDescriptor *cd = avcodec_descriptor_get(p->codec_id);
-    int image_codec = cd && (cd->props & AV_CODEC_PROP_INTRA_ONLY) &&
-                      (strstr(s->fmt->iformat->name, "_pipe") ||
-                       strcmp(s->fmt->iformat->name, "image2") == 0);
+    (void)cd;
+    int image_codec = strstr(s->fmt->iformat->name, "_pipe") != NULL ||
+                      strcmp(s->fmt->iformat->name, "image2") == 0;
     AVRational fr = st->avg_frame_rate.num > 0 ? st->avg_frame_rate : st->r_frame_rate;
     info->fps_num = 0, info->fps_den = 1;
     if (!image_codec && !s->is_sequence && fr.num > 0 && fr.den > 0)

@@ -3,8 +3,9 @@
  * Encoder: conv1 3->dim; per level num_res_blocks ResidualBlocks then a Resample (downsample2d or
  * downsample3d, none after the last level); middle (RB, attention, RB); head to 2*z_dim; then the
  * top-level conv1 (mu rows) and the normalisation to diffusion space.
- * Decoder: normalisation to VAE space, top-level conv2, conv1 z_dim->dim*mult[-1], middle, per level
- * num_res_blocks+1 ResidualBlocks then upsample3d/upsample2d (Conv2d halves the width), head to 3.
+ * Decoder: normalisation to VAE space, top-level conv2, conv1 z_dim->dim*mult[-1], middle, per
+ * level num_res_blocks+1 ResidualBlocks then upsample3d/upsample2d (Conv2d halves the width), head
+ * to 3.
  */
 #include <stdio.h>
 
@@ -17,7 +18,8 @@ static int build_encoder(vae_builder *b, const vae_config *cfg, vae_program *p) 
     p->chunk = 4;
     int dims[VAE_MAX_LEVELS + 1];
     dims[0] = w->dim;
-    for (int i = 0; i < n; i++) dims[i + 1] = w->dim * w->dim_mult[i];
+    for (int i = 0; i < n; i++)
+        dims[i + 1] = w->dim * w->dim_mult[i];
 
     int x = wan_conv3(b, p, p->input, "encoder.conv1", 3, dims[0], -1);
     char pre[128];
@@ -48,7 +50,8 @@ static int build_decoder(vae_builder *b, const vae_config *cfg, vae_program *p) 
     p->chunk = 1;
     int dims[VAE_MAX_LEVELS + 1];
     dims[0] = w->dec_dim * w->dim_mult[n - 1];
-    for (int i = 0; i < n; i++) dims[i + 1] = w->dec_dim * w->dim_mult[n - 1 - i];
+    for (int i = 0; i < n; i++)
+        dims[i + 1] = w->dec_dim * w->dim_mult[n - 1 - i];
 
     int x = wan_decode_head(b, p, p->input, cfg);
     x = wan_conv3(b, p, x, "decoder.conv1", z, dims[0], -1);
@@ -81,14 +84,20 @@ static int wan21_build(vae_builder *b, const vae_config *cfg, vae_program *enc, 
     if (enc) vae_program_init(enc, 3);
     if (dec) vae_program_init(dec, w->z_dim);
     /* upstream state_dict order: encoder, conv1, conv2, decoder */
-    if (w->has_encoder && enc) build_encoder(b, cfg, enc);
-    else wan_stray_top_conv(b, "conv1", 2 * w->z_dim);
-    if (w->has_decoder && dec) build_decoder(b, cfg, dec);
-    else wan_stray_top_conv(b, "conv2", w->z_dim);
+    if (w->has_encoder && enc)
+        build_encoder(b, cfg, enc);
+    else
+        wan_stray_top_conv(b, "conv1", 2 * w->z_dim);
+    if (w->has_decoder && dec)
+        build_decoder(b, cfg, dec);
+    else
+        wan_stray_top_conv(b, "conv2", w->z_dim);
     return vb_status(b);
 }
 
-static int wan21_detect(const vae_store *s, const char *prefix) { return wan_scheme(s, prefix, 0) != 0; }
+static int wan21_detect(const vae_store *s, const char *prefix) {
+    return wan_scheme(s, prefix, 0) != 0;
+}
 
 static int wan21_from_store(vae_config *cfg, const vae_store *s, const char *prefix,
                             vae_name_map_fn *map) {
@@ -103,7 +112,9 @@ static int wan21_from_json(vae_config *cfg, const struct cJSON *json) {
     return rc;
 }
 
-static void wan21_describe(const vae_config *cfg, vae_strbuf *json) { wan_describe(cfg, json, 0); }
+static void wan21_describe(const vae_config *cfg, vae_strbuf *json) {
+    wan_describe(cfg, json, 0);
+}
 
 const vae_arch vae_arch_wan21 = {
     .name = "wan2.1",

@@ -1,13 +1,13 @@
 /* wan22.c -- the Wan2.2 VAE (Wan-Video wan/modules/vae2_2.py; Wan2.2 TI2V-5B), 16x16x4, z_dim 48.
  *
  * Encoder: patchify (2x2 -> 12 channels), conv1 12->dim, per level a Down_ResidualBlock
- * (num_res_blocks ResidualBlocks then downsample2d/3d, plus the parameter-free AvgDown3D shortcut of
- * the block input), middle, head to 2*z_dim, top-level conv1 (mu rows), normalisation.
- * Decoder: normalisation, conv2, conv1 z_dim->dec_dim*mult[-1], middle, per level an
- * Up_ResidualBlock (num_res_blocks+1 ResidualBlocks then upsample3d/2d with Conv2d dim->dim, plus
- * the DupUp3D shortcut; the last level has neither), head to 12, unpatchify.
- * Neither direction clamps or scales anything beyond the latent normalisation (the reference's
- * clamp to [-1, 1] is in its wrapper and left to the caller).
+ * (num_res_blocks ResidualBlocks then downsample2d/3d, plus the parameter-free AvgDown3D shortcut
+ * of the block input), middle, head to 2*z_dim, top-level conv1 (mu rows), normalisation. Decoder:
+ * normalisation, conv2, conv1 z_dim->dec_dim*mult[-1], middle, per level an Up_ResidualBlock
+ * (num_res_blocks+1 ResidualBlocks then upsample3d/2d with Conv2d dim->dim, plus the DupUp3D
+ * shortcut; the last level has neither), head to 12, unpatchify. Neither direction clamps or scales
+ * anything beyond the latent normalisation (the reference's clamp to [-1, 1] is in its wrapper and
+ * left to the caller).
  */
 #include <stdio.h>
 
@@ -20,7 +20,8 @@ static int build_encoder(vae_builder *b, const vae_config *cfg, vae_program *p) 
     p->chunk = 4;
     int dims[VAE_MAX_LEVELS + 1];
     dims[0] = w->dim;
-    for (int i = 0; i < n; i++) dims[i + 1] = w->dim * w->dim_mult[i];
+    for (int i = 0; i < n; i++)
+        dims[i + 1] = w->dim * w->dim_mult[i];
 
     int x = wan_patchify(p, p->input);
     x = wan_conv3(b, p, x, "encoder.conv1", 12, dims[0], -1);
@@ -57,7 +58,8 @@ static int build_decoder(vae_builder *b, const vae_config *cfg, vae_program *p) 
     p->chunk = 1;
     int dims[VAE_MAX_LEVELS + 1];
     dims[0] = w->dec_dim * w->dim_mult[n - 1];
-    for (int i = 0; i < n; i++) dims[i + 1] = w->dec_dim * w->dim_mult[n - 1 - i];
+    for (int i = 0; i < n; i++)
+        dims[i + 1] = w->dec_dim * w->dim_mult[n - 1 - i];
 
     int x = wan_decode_head(b, p, p->input, cfg);
     x = wan_conv3(b, p, x, "decoder.conv1", z, dims[0], -1);
@@ -91,14 +93,20 @@ static int wan22_build(vae_builder *b, const vae_config *cfg, vae_program *enc, 
     if (enc) vae_program_init(enc, 3);
     if (dec) vae_program_init(dec, w->z_dim);
     /* upstream state_dict order: encoder, conv1, conv2, decoder */
-    if (w->has_encoder && enc) build_encoder(b, cfg, enc);
-    else wan_stray_top_conv(b, "conv1", 2 * w->z_dim);
-    if (w->has_decoder && dec) build_decoder(b, cfg, dec);
-    else wan_stray_top_conv(b, "conv2", w->z_dim);
+    if (w->has_encoder && enc)
+        build_encoder(b, cfg, enc);
+    else
+        wan_stray_top_conv(b, "conv1", 2 * w->z_dim);
+    if (w->has_decoder && dec)
+        build_decoder(b, cfg, dec);
+    else
+        wan_stray_top_conv(b, "conv2", w->z_dim);
     return vb_status(b);
 }
 
-static int wan22_detect(const vae_store *s, const char *prefix) { return wan_scheme(s, prefix, 1) != 0; }
+static int wan22_detect(const vae_store *s, const char *prefix) {
+    return wan_scheme(s, prefix, 1) != 0;
+}
 
 static int wan22_from_store(vae_config *cfg, const vae_store *s, const char *prefix,
                             vae_name_map_fn *map) {
@@ -113,7 +121,9 @@ static int wan22_from_json(vae_config *cfg, const struct cJSON *json) {
     return rc;
 }
 
-static void wan22_describe(const vae_config *cfg, vae_strbuf *json) { wan_describe(cfg, json, 1); }
+static void wan22_describe(const vae_config *cfg, vae_strbuf *json) {
+    wan_describe(cfg, json, 1);
+}
 
 const vae_arch vae_arch_wan22 = {
     .name = "wan2.2",

@@ -10,9 +10,9 @@
  *   2 zero frames in front ('Rep' -> no cache -> zero padding; then the cache [0, x1] ...). So:
  *   TIME_HEAD(1) ++ SHUFFLE_UP(conv_t(TIME_DROP(1))), then nearest x2 and the Conv2d.
  * - Resample downsample3d: on the first chunk the (spatially downsampled) frame is returned as is
- *   (y0 = x0) and cached; later time_conv (k=3, stride 2, no padding) runs over cache[-1:] ++ chunk,
- *   i.e. over the whole sequence x0, x1, ... without padding: yj = conv(x[2j-2], x[2j-1], x[2j]).
- *   So: TIME_HEAD(1) ++ conv(kt 3, st 2, tpad 0).
+ *   (y0 = x0) and cached; later time_conv (k=3, stride 2, no padding) runs over cache[-1:] ++
+ * chunk, i.e. over the whole sequence x0, x1, ... without padding: yj = conv(x[2j-2], x[2j-1],
+ * x[2j]). So: TIME_HEAD(1) ++ conv(kt 3, st 2, tpad 0).
  * - Wan2.2 AvgDown3D zero-pads each chunk in front to a multiple of ft: with chunks of 1, 4, 4, ...
  *   frames (1, 2, 2, ... at the second temporal level) this is one zero frame at stream start and
  *   windows of ft = 2 frames afterwards (SHUFFLE_DOWN, tpad 1).
@@ -33,7 +33,8 @@
 
 /* ---- weights ------------------------------------------------------------------------------- */
 
-/* `<pre>.weight` (5-D [co][ci][kt][kh][kw], or 4-D [co][ci][kh][kw] for Conv2d) and `<pre>.bias`. */
+/* `<pre>.weight` (5-D [co][ci][kt][kh][kw], or 4-D [co][ci][kh][kw] for Conv2d) and `<pre>.bias`.
+ */
 static void conv_weights(vae_builder *b, const char *pre, int c_in, int c_out, int kt, int kh,
                          int kw, int dims2d, const float **w, const float **bias) {
     if (dims2d)
@@ -144,15 +145,15 @@ int wan_head(vae_builder *b, vae_program *p, int x, const char *pre, int c_in, i
 int wan_avg_down(vae_builder *b, vae_program *p, const wan_shortcut *s) {
     int factor = s->ft * s->fs * s->fs;
     if (s->c_out <= 0 || (s->c_in * factor) % s->c_out) {
-        vb_error(b, VAE_EUNSUPPORTED, "AvgDown3D: %d channels x %d do not average into %d",
-                 s->c_in, factor, s->c_out);
+        vb_error(b, VAE_EUNSUPPORTED, "AvgDown3D: %d channels x %d do not average into %d", s->c_in,
+                 factor, s->c_out);
         return -1;
     }
     int group = s->c_in * factor / s->c_out;
     if (factor == 1 && group == 1) return s->src; /* identity */
     /* f = c*ft*fs*fs + ti*fs*fs + hi*fs + wi; y[o] = mean over f in [o*group, (o+1)*group) */
-    return vb_shuffle_down(p, s->src, s->c_in, s->c_out, s->ft, s->fs, factor, s->fs * s->fs,
-                           s->fs, 1, group, s->ft - 1);
+    return vb_shuffle_down(p, s->src, s->c_in, s->c_out, s->ft, s->fs, factor, s->fs * s->fs, s->fs,
+                           1, group, s->ft - 1);
 }
 
 int wan_dup_up(vae_builder *b, vae_program *p, const wan_shortcut *s) {
@@ -165,16 +166,20 @@ int wan_dup_up(vae_builder *b, vae_program *p, const wan_shortcut *s) {
     int repeats = s->c_out * factor / s->c_in;
     /* repeat_interleave: channel j of the expanded tensor is input channel j / repeats, with
      * j = o*ft*fs*fs + ti*fs*fs + hi*fs + wi */
-    int y = vb_shuffle_up(p, s->src, s->c_in, s->c_out, s->ft, s->fs, factor, s->fs * s->fs,
-                          s->fs, 1, repeats);
+    int y = vb_shuffle_up(p, s->src, s->c_in, s->c_out, s->ft, s->fs, factor, s->fs * s->fs, s->fs,
+                          1, repeats);
     if (s->ft > 1) y = vb_time_drop(p, y, s->c_out, s->ft - 1);
     return y;
 }
 
 /* "b c f (h q) (w r) -> b (c r q) f h w": channel c*4 + r*2 + q, q = row, r = column offset */
-int wan_patchify(vae_program *p, int x) { return vb_shuffle_down(p, x, 3, 12, 1, 2, 4, 0, 1, 2, 1, 0); }
+int wan_patchify(vae_program *p, int x) {
+    return vb_shuffle_down(p, x, 3, 12, 1, 2, 4, 0, 1, 2, 1, 0);
+}
 
-int wan_unpatchify(vae_program *p, int x) { return vb_shuffle_up(p, x, 12, 3, 1, 2, 4, 0, 1, 2, 1); }
+int wan_unpatchify(vae_program *p, int x) {
+    return vb_shuffle_up(p, x, 12, 3, 1, 2, 4, 0, 1, 2, 1);
+}
 
 /* ---- resampling ---------------------------------------------------------------------------- */
 
@@ -296,9 +301,8 @@ void wan_stray_top_conv(vae_builder *b, const char *name, int c) {
 static const float wan21_mean[16] = {-0.7571, -0.7089, -0.9113, 0.1075,  -0.1745, 0.9653,
                                      -0.1517, 1.5508,  0.4134,  -0.0715, 0.5517,  -0.3632,
                                      -0.1922, -0.9497, 0.2503,  -0.2921};
-static const float wan21_std[16] = {2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708,
-                                    2.6052, 2.0743, 3.2687, 2.1526, 2.8652, 1.5579,
-                                    1.6382, 1.1253, 2.8251, 1.9160};
+static const float wan21_std[16] = {2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+                                    3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160};
 static const float wan22_mean[48] = {
     -0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174,  0.1838,  0.1557,  -0.1382, 0.0542,
     0.2813,  0.0891,  0.1570,  -0.0098, 0.0375,  -0.1825, -0.2246, -0.1207, -0.0698, 0.5109,
@@ -306,11 +310,10 @@ static const float wan22_mean[48] = {
     -0.2799, -0.1230, -0.0313, -0.1649, 0.0117,  0.0723,  -0.2839, -0.2083, -0.0520, 0.3748,
     0.0152,  0.1957,  0.1433,  -0.2944, 0.3573,  -0.0548, -0.1681, -0.0667};
 static const float wan22_std[48] = {
-    0.4765, 1.0364, 0.4514, 1.1677, 0.5313, 0.4990, 0.4818, 0.5013, 0.8158, 1.0344,
-    0.5894, 1.0901, 0.6885, 0.6165, 0.8454, 0.4978, 0.5759, 0.3523, 0.7135, 0.6804,
-    0.5833, 1.4146, 0.8986, 0.5659, 0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999,
-    0.6866, 0.4093, 0.5709, 0.6065, 0.6415, 0.4944, 0.5726, 1.2042, 0.5458, 1.6887,
-    0.3971, 1.0600, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744};
+    0.4765, 1.0364, 0.4514, 1.1677, 0.5313, 0.4990, 0.4818, 0.5013, 0.8158, 1.0344, 0.5894, 1.0901,
+    0.6885, 0.6165, 0.8454, 0.4978, 0.5759, 0.3523, 0.7135, 0.6804, 0.5833, 1.4146, 0.8986, 0.5659,
+    0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999, 0.6866, 0.4093, 0.5709, 0.6065, 0.6415, 0.4944,
+    0.5726, 1.2042, 0.5458, 1.6887, 0.3971, 1.0600, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744};
 
 void wan_set_latent_norm(vae_config *cfg, int is22) {
     int z = cfg->u.wan.z_dim;
@@ -323,25 +326,34 @@ void wan_set_latent_norm(vae_config *cfg, int is22) {
         cfg->latent_std[i] = std ? std[i] : 1.0f;
     }
     if (mean)
-        cfg->norm_desc = is22 ? "diffusion = (mu - mean[c]) / std[c], Wan2.2 statistics (48 channels)"
-                              : "diffusion = (mu - mean[c]) / std[c], Wan2.1 statistics (16 channels)";
+        cfg->norm_desc =
+            is22 ? "diffusion = (mu - mean[c]) / std[c], Wan2.2 statistics (48 channels)"
+                 : "diffusion = (mu - mean[c]) / std[c], Wan2.1 statistics (16 channels)";
     else
         cfg->norm_desc = "none (no released statistics for this z_dim: mean 0, std 1)";
 }
 
 /* ---- diffusers names ----------------------------------------------------------------------- */
 
-static int starts(const char *s, const char *pfx) { return strncmp(s, pfx, strlen(pfx)) == 0; }
+static int starts(const char *s, const char *pfx) {
+    return strncmp(s, pfx, strlen(pfx)) == 0;
+}
 
 /* ResidualBlock internals: residual.0.gamma -> norm1.gamma, residual.2 -> conv1, residual.3.gamma
  * -> norm2.gamma, residual.6 -> conv2, shortcut -> conv_shortcut; anything else unchanged. */
 static void rb_rest(const char *rest, char *out, size_t len) {
-    if (strcmp(rest, "residual.0.gamma") == 0) snprintf(out, len, "norm1.gamma");
-    else if (strcmp(rest, "residual.3.gamma") == 0) snprintf(out, len, "norm2.gamma");
-    else if (starts(rest, "residual.2.")) snprintf(out, len, "conv1.%s", rest + 11);
-    else if (starts(rest, "residual.6.")) snprintf(out, len, "conv2.%s", rest + 11);
-    else if (starts(rest, "shortcut.")) snprintf(out, len, "conv_shortcut.%s", rest + 9);
-    else snprintf(out, len, "%s", rest);
+    if (strcmp(rest, "residual.0.gamma") == 0)
+        snprintf(out, len, "norm1.gamma");
+    else if (strcmp(rest, "residual.3.gamma") == 0)
+        snprintf(out, len, "norm2.gamma");
+    else if (starts(rest, "residual.2."))
+        snprintf(out, len, "conv1.%s", rest + 11);
+    else if (starts(rest, "residual.6."))
+        snprintf(out, len, "conv2.%s", rest + 11);
+    else if (starts(rest, "shortcut."))
+        snprintf(out, len, "conv_shortcut.%s", rest + 9);
+    else
+        snprintf(out, len, "%s", rest);
 }
 
 /* Parses "<int>.<rest>" at s; returns rest or NULL. */
@@ -364,17 +376,22 @@ static const char *map_diffusers(const char *u, char *buf, size_t len, int is22,
     if (starts(u, "conv1.")) return snprintf(buf, len, "quant_conv.%s", u + 6), buf;
     if (starts(u, "conv2.")) return snprintf(buf, len, "post_quant_conv.%s", u + 6), buf;
     const char *side;
-    if (starts(u, "encoder.")) side = "encoder";
-    else if (starts(u, "decoder.")) side = "decoder";
-    else return u;
+    if (starts(u, "encoder."))
+        side = "encoder";
+    else if (starts(u, "decoder."))
+        side = "decoder";
+    else
+        return u;
     const char *s = u + 8;
     if (starts(s, "conv1.")) return snprintf(buf, len, "%s.conv_in.%s", side, s + 6), buf;
     if (strcmp(s, "head.0.gamma") == 0) return snprintf(buf, len, "%s.norm_out.gamma", side), buf;
     if (starts(s, "head.2.")) return snprintf(buf, len, "%s.conv_out.%s", side, s + 7), buf;
-    if (starts(s, "middle.1.")) return snprintf(buf, len, "%s.mid_block.attentions.0.%s", side, s + 9), buf;
+    if (starts(s, "middle.1."))
+        return snprintf(buf, len, "%s.mid_block.attentions.0.%s", side, s + 9), buf;
     if (starts(s, "middle.0.") || starts(s, "middle.2.")) {
         rb_rest(s + 9, rest, sizeof rest);
-        return snprintf(buf, len, "%s.mid_block.resnets.%d.%s", side, s[7] == '0' ? 0 : 1, rest), buf;
+        return snprintf(buf, len, "%s.mid_block.resnets.%d.%s", side, s[7] == '0' ? 0 : 1, rest),
+               buf;
     }
     if (side[0] == 'e' && starts(s, "downsamples.") && (r = parse_idx(s + 12, &i))) {
         if (!is22) {
@@ -395,7 +412,8 @@ static const char *map_diffusers(const char *u, char *buf, size_t len, int is22,
             int per = nrb + 2, level = i / per, k = i % per;
             if (k <= nrb) {
                 rb_rest(r, rest, sizeof rest);
-                return snprintf(buf, len, "decoder.up_blocks.%d.resnets.%d.%s", level, k, rest), buf;
+                return snprintf(buf, len, "decoder.up_blocks.%d.resnets.%d.%s", level, k, rest),
+                       buf;
             }
             return snprintf(buf, len, "decoder.up_blocks.%d.upsamplers.0.%s", level, r), buf;
         }
@@ -411,12 +429,12 @@ static const char *map_diffusers(const char *u, char *buf, size_t len, int is22,
     return u;
 }
 
-#define WAN_MAPS(N)                                                                               \
-    static const char *map21_##N(const char *u, char *buf, size_t len) {                          \
-        return map_diffusers(u, buf, len, 0, N);                                                  \
-    }                                                                                             \
-    static const char *map22_##N(const char *u, char *buf, size_t len) {                          \
-        return map_diffusers(u, buf, len, 1, N);                                                  \
+#define WAN_MAPS(N)                                                                                \
+    static const char *map21_##N(const char *u, char *buf, size_t len) {                           \
+        return map_diffusers(u, buf, len, 0, N);                                                   \
+    }                                                                                              \
+    static const char *map22_##N(const char *u, char *buf, size_t len) {                           \
+        return map_diffusers(u, buf, len, 1, N);                                                   \
     }
 WAN_MAPS(1)
 WAN_MAPS(2)
@@ -521,8 +539,13 @@ typedef struct side_info {
 
 /* Names of the residual block j of level i and of its resample, for each side and version. */
 static void rb_name(char *o, size_t n, int is22, int dec, int nrb, int i, int j) {
-    if (is22) snprintf(o, n, dec ? "decoder.upsamples.%d.upsamples.%d" : "encoder.downsamples.%d.downsamples.%d", i, j);
-    else snprintf(o, n, dec ? "decoder.upsamples.%d" : "encoder.downsamples.%d", i * (nrb + 1) + j);
+    if (is22)
+        snprintf(o, n,
+                 dec ? "decoder.upsamples.%d.upsamples.%d"
+                     : "encoder.downsamples.%d.downsamples.%d",
+                 i, j);
+    else
+        snprintf(o, n, dec ? "decoder.upsamples.%d" : "encoder.downsamples.%d", i * (nrb + 1) + j);
 }
 
 static int scan_side(const wan_keys *k, int is22, int dec, side_info *si, const char *path) {
@@ -535,33 +558,42 @@ static int scan_side(const wan_keys *k, int is22, int dec, side_info *si, const 
     int per = 0;
     char n[256];
     for (;;) {
-        if (is22) rb_name(n, sizeof n, 1, dec, 0, 0, per);
-        else snprintf(n, sizeof n, "%s.%s.%d", side, dec ? "upsamples" : "downsamples", per);
+        if (is22)
+            rb_name(n, sizeof n, 1, dec, 0, 0, per);
+        else
+            snprintf(n, sizeof n, "%s.%s.%d", side, dec ? "upsamples" : "downsamples", per);
         if (!wk(k, "%s.residual.0.gamma", n)) break;
         if (++per > 64) break;
     }
     if (per < 1 + dec || per > 64)
-        return vae_fail(VAE_EFORMAT, "%s: %s: cannot find the residual blocks of level 0", path, side);
+        return vae_fail(VAE_EFORMAT, "%s: %s: cannot find the residual blocks of level 0", path,
+                        side);
     si->nrb = per;
     for (int i = 0;; i++) {
         if (i >= VAE_MAX_LEVELS)
-            return vae_fail(VAE_EUNSUPPORTED, "%s: %s has more than %d levels", path, side, VAE_MAX_LEVELS);
+            return vae_fail(VAE_EUNSUPPORTED, "%s: %s has more than %d levels", path, side,
+                            VAE_MAX_LEVELS);
         /* v2.1 flat index of the level start: i * (per + 1) */
         char r0[256], rs[256];
         if (is22) {
             rb_name(r0, sizeof r0, 1, dec, 0, i, 0);
             rb_name(rs, sizeof rs, 1, dec, 0, i, per);
         } else {
-            snprintf(r0, sizeof r0, "%s.%s.%d", side, dec ? "upsamples" : "downsamples", i * (per + 1));
-            snprintf(rs, sizeof rs, "%s.%s.%d", side, dec ? "upsamples" : "downsamples", i * (per + 1) + per);
+            snprintf(r0, sizeof r0, "%s.%s.%d", side, dec ? "upsamples" : "downsamples",
+                     i * (per + 1));
+            snprintf(rs, sizeof rs, "%s.%s.%d", side, dec ? "upsamples" : "downsamples",
+                     i * (per + 1) + per);
         }
         const vae_store_tensor *w = wk(k, "%s.residual.2.weight", r0);
         if (!w) {
-            if (i == 0) return vae_fail(VAE_EFORMAT, "%s: %s: missing %s.residual.2.weight", path, side, r0);
+            if (i == 0)
+                return vae_fail(VAE_EFORMAT, "%s: %s: missing %s.residual.2.weight", path, side,
+                                r0);
             break;
         }
         si->width[i] = dim_at(w, 0);
-        if (si->width[i] < 0) return vae_fail(VAE_EFORMAT, "%s: %s.residual.2.weight has a bad shape", path, r0);
+        if (si->width[i] < 0)
+            return vae_fail(VAE_EFORMAT, "%s: %s.residual.2.weight has a bad shape", path, r0);
         si->n_levels = i + 1;
         si->has_resample[i] = wk(k, "%s.resample.1.weight", rs) != NULL;
         si->temporal[i] = wk(k, "%s.time_conv.weight", rs) != NULL;
@@ -571,8 +603,8 @@ static int scan_side(const wan_keys *k, int is22, int dec, side_info *si, const 
         if (!si->has_resample[i])
             return vae_fail(VAE_EFORMAT, "%s: %s level %d has no resample", path, side, i);
     if (si->has_resample[si->n_levels - 1]) /* the last level never resamples */
-        return vae_fail(VAE_EFORMAT, "%s: %s: cannot find the last level after level %d", path, side,
-                        si->n_levels - 1);
+        return vae_fail(VAE_EFORMAT, "%s: %s: cannot find the last level after level %d", path,
+                        side, si->n_levels - 1);
     si->first = dim_at(c1, 0);
     if (dec) {
         si->zc = dim_at(c1, 1);
@@ -614,8 +646,9 @@ int wan_config_from_store(vae_config *cfg, const vae_store *s, const char *prefi
         }
         k.map = wan_diffusers_map(is22, nrb);
         if (!k.map)
-            return vae_fail(VAE_EUNSUPPORTED, "%s: diffusers %s VAE with %d residual blocks per level",
-                            path, arch, nrb);
+            return vae_fail(VAE_EUNSUPPORTED,
+                            "%s: diffusers %s VAE with %d residual blocks per level", path, arch,
+                            nrb);
     }
     side_info e, d;
     int rc = scan_side(&k, is22, 0, &e, path);
@@ -629,41 +662,57 @@ int wan_config_from_store(vae_config *cfg, const vae_store *s, const char *prefi
     w->has_decoder = d.present;
     int io = is22 ? 12 : 3;
     if (e.present) {
-        if (e.io != io) return vae_fail(VAE_EFORMAT, "%s: encoder.conv1 takes %d channels, %s expects %d", path, e.io, arch, io);
-        if (e.zc % 2) return vae_fail(VAE_EFORMAT, "%s: encoder head has an odd channel count %d", path, e.zc);
+        if (e.io != io)
+            return vae_fail(VAE_EFORMAT, "%s: encoder.conv1 takes %d channels, %s expects %d", path,
+                            e.io, arch, io);
+        if (e.zc % 2)
+            return vae_fail(VAE_EFORMAT, "%s: encoder head has an odd channel count %d", path,
+                            e.zc);
         w->dim = e.first;
         w->z_dim = e.zc / 2;
         w->n_levels = e.n_levels;
         w->num_res_blocks = e.nrb;
         for (int i = 0; i < e.n_levels; i++) {
             if (e.width[i] % w->dim)
-                return vae_fail(VAE_EUNSUPPORTED, "%s: encoder level %d width %d is not a multiple of dim %d", path, i, e.width[i], w->dim);
+                return vae_fail(VAE_EUNSUPPORTED,
+                                "%s: encoder level %d width %d is not a multiple of dim %d", path,
+                                i, e.width[i], w->dim);
             w->dim_mult[i] = e.width[i] / w->dim;
             if (i + 1 < e.n_levels) w->temperal_downsample[i] = e.temporal[i];
         }
     }
     if (d.present) {
         int n = d.n_levels;
-        if (d.io != io) return vae_fail(VAE_EFORMAT, "%s: decoder head gives %d channels, %s expects %d", path, d.io, arch, io);
+        if (d.io != io)
+            return vae_fail(VAE_EFORMAT, "%s: decoder head gives %d channels, %s expects %d", path,
+                            d.io, arch, io);
         if (e.present) {
             int ok = n == w->n_levels && d.nrb == w->num_res_blocks + 1 && d.zc == w->z_dim;
-            for (int i = 0; ok && i + 1 < n; i++) ok = d.temporal[i] == w->temperal_downsample[n - 2 - i];
-            if (!ok) return vae_fail(VAE_EFORMAT, "%s: encoder and decoder configurations disagree", path);
+            for (int i = 0; ok && i + 1 < n; i++)
+                ok = d.temporal[i] == w->temperal_downsample[n - 2 - i];
+            if (!ok)
+                return vae_fail(VAE_EFORMAT, "%s: encoder and decoder configurations disagree",
+                                path);
             int D = is22 ? d.width[n - 1] / (w->dim_mult[0] ? w->dim_mult[0] : 1) : w->dim;
-            for (int i = 0; ok && i < n; i++) ok = d.width[i] == D * w->dim_mult[n - 1 - i];
+            for (int i = 0; ok && i < n; i++)
+                ok = d.width[i] == D * w->dim_mult[n - 1 - i];
             if (!ok || d.first != D * w->dim_mult[n - 1])
-                return vae_fail(VAE_EFORMAT, "%s: decoder widths do not match the encoder's dim_mult", path);
+                return vae_fail(VAE_EFORMAT,
+                                "%s: decoder widths do not match the encoder's dim_mult", path);
             w->dec_dim = D;
         } else {
             int D = d.first;
-            for (int i = 0; i < n; i++) D = gcd(D, d.width[i]);
+            for (int i = 0; i < n; i++)
+                D = gcd(D, d.width[i]);
             w->dec_dim = D;
             w->dim = is22 ? 0 : D;
             w->z_dim = d.zc;
             w->n_levels = n;
             w->num_res_blocks = d.nrb - 1;
-            for (int i = 0; i < n; i++) w->dim_mult[n - 1 - i] = d.width[i] / D;
-            for (int i = 0; i + 1 < n; i++) w->temperal_downsample[n - 2 - i] = d.temporal[i];
+            for (int i = 0; i < n; i++)
+                w->dim_mult[n - 1 - i] = d.width[i] / D;
+            for (int i = 0; i + 1 < n; i++)
+                w->temperal_downsample[n - 2 - i] = d.temporal[i];
         }
     } else {
         w->dec_dim = is22 ? 0 : w->dim;
@@ -674,7 +723,9 @@ int wan_config_from_store(vae_config *cfg, const vae_store *s, const char *prefi
         return vae_fail(VAE_EUNSUPPORTED, "%s: Wan2.1 VAE with %d levels", path, w->n_levels);
     if (scheme == WAN_SCHEME_DIFFUSERS) {
         vae_name_map_fn m = wan_diffusers_map(is22, w->num_res_blocks);
-        if (!m) return vae_fail(VAE_EUNSUPPORTED, "%s: %d residual blocks per level", path, w->num_res_blocks);
+        if (!m)
+            return vae_fail(VAE_EUNSUPPORTED, "%s: %d residual blocks per level", path,
+                            w->num_res_blocks);
         *map = m;
     } else {
         *map = NULL;
@@ -709,7 +760,8 @@ int wan_config_from_json(vae_config *cfg, const struct cJSON *json, int is22) {
     w->z_dim = is22 ? 48 : 16;
     w->n_levels = 4;
     static const int mult[4] = {1, 2, 4, 4};
-    for (int i = 0; i < 4; i++) w->dim_mult[i] = mult[i];
+    for (int i = 0; i < 4; i++)
+        w->dim_mult[i] = mult[i];
     w->num_res_blocks = 2;
     w->temperal_downsample[0] = 0;
     w->temperal_downsample[1] = 1;
@@ -720,11 +772,21 @@ int wan_config_from_json(vae_config *cfg, const struct cJSON *json, int is22) {
     if (j) {
         if (!cJSON_IsObject(j)) return vae_fail(VAE_EINVAL, "config: expected a JSON object");
         for (const cJSON *it = j->child; it; it = it->next) {
-            static const char *known[] = {"dim", "dec_dim", "z_dim", "dim_mult", "num_res_blocks",
-                                          "attn_scales", "temperal_downsample", "dropout", NULL};
+            static const char *known[] = {"dim",
+                                          "dec_dim",
+                                          "z_dim",
+                                          "dim_mult",
+                                          "num_res_blocks",
+                                          "attn_scales",
+                                          "temperal_downsample",
+                                          "dropout",
+                                          NULL};
             int ok = 0;
-            for (int i = 0; known[i]; i++) ok |= it->string && strcmp(it->string, known[i]) == 0;
-            if (!ok) return vae_fail(VAE_EINVAL, "config: unknown key '%s' for %s", it->string ? it->string : "?", is22 ? "wan2.2" : "wan2.1");
+            for (int i = 0; known[i]; i++)
+                ok |= it->string && strcmp(it->string, known[i]) == 0;
+            if (!ok)
+                return vae_fail(VAE_EINVAL, "config: unknown key '%s' for %s",
+                                it->string ? it->string : "?", is22 ? "wan2.2" : "wan2.1");
         }
         int rc;
         if ((rc = json_int(j, "dim", &w->dim, 1, 65536))) return rc;
@@ -738,12 +800,15 @@ int wan_config_from_json(vae_config *cfg, const struct cJSON *json, int is22) {
         if (dm) {
             int n = cJSON_IsArray(dm) ? cJSON_GetArraySize(dm) : -1;
             if (n < 1 || n > VAE_MAX_LEVELS)
-                return vae_fail(VAE_EINVAL, "config: 'dim_mult' must be an array of 1..%d integers", VAE_MAX_LEVELS);
+                return vae_fail(VAE_EINVAL, "config: 'dim_mult' must be an array of 1..%d integers",
+                                VAE_MAX_LEVELS);
             w->n_levels = n;
             for (int i = 0; i < n; i++) {
                 const cJSON *v = cJSON_GetArrayItem(dm, i);
-                if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 || v->valuedouble > 64)
-                    return vae_fail(VAE_EINVAL, "config: 'dim_mult' entries must be integers in [1, 64]");
+                if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+                    v->valuedouble < 1 || v->valuedouble > 64)
+                    return vae_fail(VAE_EINVAL,
+                                    "config: 'dim_mult' entries must be integers in [1, 64]");
                 w->dim_mult[i] = (int)v->valuedouble;
             }
         }
@@ -751,21 +816,34 @@ int wan_config_from_json(vae_config *cfg, const struct cJSON *json, int is22) {
         if (td) {
             int n = cJSON_IsArray(td) ? cJSON_GetArraySize(td) : -1;
             if (n != w->n_levels - 1)
-                return vae_fail(VAE_EINVAL, "config: 'temperal_downsample' must have %d entries (len(dim_mult) - 1)", w->n_levels - 1);
+                return vae_fail(
+                    VAE_EINVAL,
+                    "config: 'temperal_downsample' must have %d entries (len(dim_mult) - 1)",
+                    w->n_levels - 1);
             for (int i = 0; i < n; i++) {
                 const cJSON *v = cJSON_GetArrayItem(td, i);
-                if (cJSON_IsBool(v)) w->temperal_downsample[i] = cJSON_IsTrue(v);
-                else if (cJSON_IsNumber(v)) w->temperal_downsample[i] = v->valuedouble != 0;
-                else return vae_fail(VAE_EINVAL, "config: 'temperal_downsample' entries must be booleans");
+                if (cJSON_IsBool(v))
+                    w->temperal_downsample[i] = cJSON_IsTrue(v);
+                else if (cJSON_IsNumber(v))
+                    w->temperal_downsample[i] = v->valuedouble != 0;
+                else
+                    return vae_fail(VAE_EINVAL,
+                                    "config: 'temperal_downsample' entries must be booleans");
             }
         } else if (w->n_levels != 4) {
-            return vae_fail(VAE_EINVAL, "config: 'temperal_downsample' is required when dim_mult has %d entries", w->n_levels);
+            return vae_fail(
+                VAE_EINVAL,
+                "config: 'temperal_downsample' is required when dim_mult has %d entries",
+                w->n_levels);
         }
         const cJSON *as = cJSON_GetObjectItemCaseSensitive(j, "attn_scales");
         if (as && !cJSON_IsNull(as)) {
-            if (!cJSON_IsArray(as)) return vae_fail(VAE_EINVAL, "config: 'attn_scales' must be an array");
+            if (!cJSON_IsArray(as))
+                return vae_fail(VAE_EINVAL, "config: 'attn_scales' must be an array");
             if (cJSON_GetArraySize(as) > 0)
-                return vae_fail(VAE_EUNSUPPORTED, "config: attention at non-middle scales (attn_scales) is not supported");
+                return vae_fail(
+                    VAE_EUNSUPPORTED,
+                    "config: attention at non-middle scales (attn_scales) is not supported");
         }
     }
     if (w->n_levels < 2) return vae_fail(VAE_EUNSUPPORTED, "config: at least 2 levels are needed");
@@ -786,10 +864,13 @@ void wan_describe(const vae_config *cfg, vae_strbuf *json, int is22) {
     if (w->has_encoder || !is22) vae_strbuf_printf(json, "\"dim\": %d, ", w->dim);
     if (is22 && w->has_decoder) vae_strbuf_printf(json, "\"dec_dim\": %d, ", w->dec_dim);
     vae_strbuf_printf(json, "\"z_dim\": %d, \"dim_mult\": [", w->z_dim);
-    for (int i = 0; i < w->n_levels; i++) vae_strbuf_printf(json, "%s%d", i ? ", " : "", w->dim_mult[i]);
-    vae_strbuf_printf(json, "], \"num_res_blocks\": %d, \"attn_scales\": [], \"temperal_downsample\": [",
+    for (int i = 0; i < w->n_levels; i++)
+        vae_strbuf_printf(json, "%s%d", i ? ", " : "", w->dim_mult[i]);
+    vae_strbuf_printf(json,
+                      "], \"num_res_blocks\": %d, \"attn_scales\": [], \"temperal_downsample\": [",
                       w->num_res_blocks);
     for (int i = 0; i + 1 < w->n_levels; i++)
-        vae_strbuf_printf(json, "%s%s", i ? ", " : "", w->temperal_downsample[i] ? "true" : "false");
+        vae_strbuf_printf(json, "%s%s", i ? ", " : "",
+                          w->temperal_downsample[i] ? "true" : "false");
     vae_strbuf_printf(json, "], \"dropout\": 0.0}");
 }

@@ -25,8 +25,7 @@ int wan_conv3(vae_builder *b, vae_program *p, int x, const char *name, int c_in,
 /* CausalConv3d 1x1x1 (5-D weight). */
 int wan_conv1(vae_builder *b, vae_program *p, int x, const char *name, int c_in, int c_out);
 /* ResidualBlock(c_in, c_out): residual.{0,2,3,6} (+ shortcut when c_in != c_out). */
-int wan_residual_block(vae_builder *b, vae_program *p, int x, const char *pre, int c_in,
-                       int c_out);
+int wan_residual_block(vae_builder *b, vae_program *p, int x, const char *pre, int c_in, int c_out);
 /* AttentionBlock(c): norm.gamma [c,1,1], to_qkv / proj Conv2d 1x1. */
 int wan_attention_block(vae_builder *b, vae_program *p, int x, const char *pre, int c);
 /* Middle: ResidualBlock, AttentionBlock, ResidualBlock at width c (pre = "decoder.middle"). */

@@ -26,8 +26,13 @@ static inline float exp_neg(float x) {
     const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     float kf = (x * 1.44269504f + shifter) - shifter;
     float r = (x - kf * 0.693145752f) - kf * 1.42860677e-6f; /* ln2 split in two parts */
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
-                                                                          r * (1.0f / 720))))));
+    float p = 1.0f / 720; /* Horner: 1 + r + r^2/2 + ... + r^6/720 */
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
     int32_t bits = ((int32_t)kf + 127) * (1 << 23); /* 2^k, k in [-126, 0] */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
@@ -37,12 +42,15 @@ static inline float exp_neg(float x) {
 /* row[j] = exp(row[j] - max(row)); returns 1 / sum(row) (sum in double). */
 static float softmax_row(float *row, int n) {
     float mx = row[0];
-    for (int j = 1; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+    for (int j = 1; j < n; j++)
+        mx = row[j] > mx ? row[j] : mx;
 #pragma omp simd
-    for (int j = 0; j < n; j++) row[j] = exp_neg(row[j] - mx);
+    for (int j = 0; j < n; j++)
+        row[j] = exp_neg(row[j] - mx);
     double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; j++) sum += row[j];
+    for (int j = 0; j < n; j++)
+        sum += row[j];
     return (float)(1.0 / sum);
 }
 
@@ -55,8 +63,8 @@ int cpu_attention(vae_backend *be, const vae_op *op, void *state, const void *qk
     if (op->kind != VAE_OP_ATTENTION)
         return vae_fail(VAE_EINVAL, "%s: op kind %d is not attention", op->name, (int)op->kind);
     if (c < 1 || op->c_in != 3 * c)
-        return vae_fail(VAE_ESHAPE, "%s: attention wants c_in = 3 * c_out, has %d and %d",
-                        op->name, op->c_in, op->c_out);
+        return vae_fail(VAE_ESHAPE, "%s: attention wants c_in = 3 * c_out, has %d and %d", op->name,
+                        op->c_in, op->c_out);
     if (t < 0 || h < 0 || w < 0 || (int64_t)h * w > INT32_MAX / 2)
         return vae_fail(VAE_ESHAPE, "%s: attention input %dx%dx%d", op->name, t, h, w);
     const int n = h * w;
@@ -79,17 +87,19 @@ int cpu_attention(vae_backend *be, const vae_op *op, void *state, const void *qk
         float *yf = (float *)y + (size_t)f * n * c;
         for (int i0 = 0; i0 < n; i0 += bq) {
             int m = n - i0 < bq ? n - i0 : bq;
-            int rc = cpu_sgemm(nt, 1, m, n, c, op->scale, q + (size_t)i0 * ld, ld, k, ld, 0.0f, s,
-                               n);
+            int rc =
+                cpu_sgemm(nt, 1, m, n, c, op->scale, q + (size_t)i0 * ld, ld, k, ld, 0.0f, s, n);
             if (rc) return rc;
 #pragma omp parallel for num_threads(nt) schedule(static)
-            for (int i = 0; i < m; i++) rowsum[i] = softmax_row(s + (size_t)i * n, n);
+            for (int i = 0; i < m; i++)
+                rowsum[i] = softmax_row(s + (size_t)i * n, n);
             float *yb = yf + (size_t)i0 * c;
             rc = cpu_sgemm(nt, 0, m, c, n, 1.0f, s, n, v, ld, 0.0f, yb, c);
             if (rc) return rc;
 #pragma omp parallel for num_threads(nt) schedule(static)
             for (int i = 0; i < m; i++)
-                for (int j = 0; j < c; j++) yb[(size_t)i * c + j] *= rowsum[i];
+                for (int j = 0; j < c; j++)
+                    yb[(size_t)i * c + j] *= rowsum[i];
         }
     }
     return VAE_OK;

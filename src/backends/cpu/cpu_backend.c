@@ -58,23 +58,34 @@ float *cpu_scratch(cpu_backend *cb, size_t bytes, const char *who) {
 }
 
 /* ---- activations ---------------------------------------------------------------------------- */
-int cpu_act_valid(vae_act act) {
-    return act == VAE_ACT_NONE || act == VAE_ACT_SILU || act == VAE_ACT_RELU ||
-           act == VAE_ACT_TANH_SCALE;
+int cpu_check_act(const vae_op *op) {
+    switch (op->act) {
+    case VAE_ACT_NONE:
+    case VAE_ACT_SILU:
+    case VAE_ACT_RELU: return VAE_OK;
+    case VAE_ACT_TANH_SCALE:
+        if (op->act_scale > 0.0f && isfinite(op->act_scale)) return VAE_OK;
+        return vae_fail(VAE_EINVAL, "%s: tanh activation scale %g is not positive", op->name,
+                        (double)op->act_scale);
+    }
+    return vae_fail(VAE_EINVAL, "%s: unknown activation %d", op->name, (int)op->act);
 }
 
 void cpu_act_row(vae_act act, float s, float *x, int64_t n) {
     switch (act) {
     case VAE_ACT_NONE: break;
     case VAE_ACT_SILU:
-        for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+        for (int64_t i = 0; i < n; i++)
+            x[i] = x[i] / (1.0f + expf(-x[i]));
         break;
     case VAE_ACT_RELU:
-        for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        for (int64_t i = 0; i < n; i++)
+            x[i] = x[i] > 0.0f ? x[i] : 0.0f;
         break;
     case VAE_ACT_TANH_SCALE: {
         float inv = 1.0f / s;
-        for (int64_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * s;
+        for (int64_t i = 0; i < n; i++)
+            x[i] = tanhf(x[i] * inv) * s;
         break;
     }
     }
@@ -122,7 +133,9 @@ static int cpu_zero(vae_backend *be, void *dst, size_t bytes) {
     return VAE_OK;
 }
 
-static int cpu_sync(vae_backend *be) { return VAE_OK; }
+static int cpu_sync(vae_backend *be) {
+    return VAE_OK;
+}
 
 /* ---- vtbl: per-op state --------------------------------------------------------------------- */
 static int cpu_prepare(vae_backend *be, const vae_op *op, void **state) {
@@ -158,7 +171,8 @@ int vae_cpu_backend_create(vae_backend **out, vae_dtype dtype, int threads) {
     if (!out) return vae_fail(VAE_EINVAL, "cpu backend: NULL output pointer");
     *out = NULL;
     if (dtype != VAE_DTYPE_F32)
-        return vae_fail(VAE_EUNSUPPORTED, "cpu backend: activation dtype %d is not supported (float32 only)",
+        return vae_fail(VAE_EUNSUPPORTED,
+                        "cpu backend: activation dtype %d is not supported (float32 only)",
                         (int)dtype);
     if (threads < 0) return vae_fail(VAE_EINVAL, "cpu backend: threads = %d < 0", threads);
     cpu_backend *cb = vae_calloc(1, sizeof *cb);

@@ -123,7 +123,8 @@ int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *
     const int c_in = op->c_in, c_out = op->c_out, K = s->k, nt = cb->threads;
     const int64_t hw_out = (int64_t)h_out * w_out;
     if (hw_out > INT32_MAX / 2)
-        return vae_fail(VAE_EUNSUPPORTED, "%s: frame of %dx%d is too large", op->name, h_out, w_out);
+        return vae_fail(VAE_EUNSUPPORTED, "%s: frame of %dx%d is too large", op->name, h_out,
+                        w_out);
     float *yf = y;
     const float *res = residual;
 

@@ -13,8 +13,8 @@ int cpu_eltwise(vae_backend *be, const vae_op *op, void *state, const void *a, c
     if (c < 1 || n_vox < 0)
         return vae_fail(VAE_ESHAPE, "%s: elementwise op on %lld voxels of %d channels", op->name,
                         (long long)n_vox, c);
-    if (!cpu_act_valid(op->act))
-        return vae_fail(VAE_EINVAL, "%s: unknown activation %d", op->name, (int)op->act);
+    int rc = cpu_check_act(op);
+    if (rc) return rc;
     if (n_vox == 0) return VAE_OK;
     if (!a || !y || (op->kind == VAE_OP_ADD && !b2))
         return vae_fail(VAE_EINVAL, "%s: missing elementwise operand", op->name);
@@ -29,7 +29,8 @@ int cpu_eltwise(vae_backend *be, const vae_op *op, void *state, const void *a, c
         for (int64_t v = 0; v < n_vox; v++) {
             const float *xv = x + v * c;
             float *yv = out + v * c;
-            for (int i = 0; i < c; i++) yv[i] = xv[i] * (sc ? sc[i] : 1.0f) + (sh ? sh[i] : 0.0f);
+            for (int i = 0; i < c; i++)
+                yv[i] = xv[i] * (sc ? sc[i] : 1.0f) + (sh ? sh[i] : 0.0f);
             cpu_act_row(act, as, yv, c);
         }
         return VAE_OK;
@@ -43,9 +44,11 @@ int cpu_eltwise(vae_backend *be, const vae_op *op, void *state, const void *a, c
         float *yc = out + i0;
         if (add) {
             const float *p = x + i0, *q = x2 + i0;
-            for (int64_t i = 0; i < len; i++) yc[i] = p[i] + q[i];
+            for (int64_t i = 0; i < len; i++)
+                yc[i] = p[i] + q[i];
         } else if (yc != x + i0) {
-            for (int64_t i = 0; i < len; i++) yc[i] = x[i0 + i];
+            for (int64_t i = 0; i < len; i++)
+                yc[i] = x[i0 + i];
         }
         cpu_act_row(act, as, yc, len);
     }

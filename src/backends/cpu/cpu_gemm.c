@@ -32,14 +32,15 @@ int cpu_sgemm(int threads, int trans_b, int m, int n, int k, float alpha, const 
         return VAE_OK;
     }
     const enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
-    /* slices of at least 32 rows/columns, and only for GEMMs worth it */
+    /* Slices of at least 64 rows/columns, only for GEMMs worth it; up to 4 per thread, handed
+     * out dynamically, so that a core shared with another process delays one slice, not half. */
     int split_rows = m >= n, len = split_rows ? m : n;
-    int parts = threads < len / 32 ? threads : len / 32;
-    if ((double)m * n * k < 1e6 || parts < 2) {
+    int parts = 4 * threads < len / 64 ? 4 * threads : len / 64;
+    if (threads < 2 || (double)m * n * k < 1e6 || parts < 2) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return VAE_OK;
     }
-#pragma omp parallel for num_threads(parts) schedule(static, 1)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int part = 0; part < parts; part++) {
         /* slice boundaries rounded to multiples of 16 */
         int lo = (int)((int64_t)len * part / parts) & ~15;
@@ -65,10 +66,10 @@ enum { MR = 4, NR = 8 }; /* 8 xmm accumulators (SSE2 baseline) */
 #define MR_IS_6 0
 #endif
 enum {
-    KC = 256,        /* depth of one packed block: an A micro-panel (MR x KC) stays in L1 */
-    MC = 16 * MR,    /* rows of a packed A block (L2) */
-    NB = 16 * NR,    /* columns of one parallel tile */
-    NC = 16 * NB     /* columns of one packed B block (L2/L3) */
+    KC = 256,     /* depth of one packed block: an A micro-panel (MR x KC) stays in L1 */
+    MC = 16 * MR, /* rows of a packed A block (L2) */
+    NB = 16 * NR, /* columns of one parallel tile */
+    NC = 16 * NB  /* columns of one packed B block (L2/L3) */
 };
 
 /* Packs rows [0, mc) x depth [0, kc) of A (already offset) into MR-row panels. */
@@ -76,8 +77,10 @@ static void pack_a(int mc, int kc, const float *a, int lda, float *ap) {
     for (int i0 = 0; i0 < mc; i0 += MR) {
         int mr = mc - i0 < MR ? mc - i0 : MR;
         for (int p = 0; p < kc; p++) {
-            for (int i = 0; i < mr; i++) ap[i] = a[(size_t)(i0 + i) * lda + p];
-            for (int i = mr; i < MR; i++) ap[i] = 0.0f;
+            for (int i = 0; i < mr; i++)
+                ap[i] = a[(size_t)(i0 + i) * lda + p];
+            for (int i = mr; i < MR; i++)
+                ap[i] = 0.0f;
             ap += MR;
         }
     }
@@ -87,10 +90,13 @@ static void pack_a(int mc, int kc, const float *a, int lda, float *ap) {
 static void pack_b_panel(int trans_b, int nr, int kc, const float *b, int ldb, float *bp) {
     for (int p = 0; p < kc; p++) {
         if (trans_b)
-            for (int j = 0; j < nr; j++) bp[j] = b[(size_t)j * ldb + p];
+            for (int j = 0; j < nr; j++)
+                bp[j] = b[(size_t)j * ldb + p];
         else
-            for (int j = 0; j < nr; j++) bp[j] = b[(size_t)p * ldb + j];
-        for (int j = nr; j < NR; j++) bp[j] = 0.0f;
+            for (int j = 0; j < nr; j++)
+                bp[j] = b[(size_t)p * ldb + j];
+        for (int j = nr; j < NR; j++)
+            bp[j] = 0.0f;
         bp += NR;
     }
 }
@@ -150,7 +156,8 @@ static void micro_kernel(int kc, const float *restrict ap, const float *restrict
     ROW_SAVE(5);
 #endif
     for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) c[(size_t)i * ldc + j] += alpha * tile[i][j];
+        for (int j = 0; j < nr; j++)
+            c[(size_t)i * ldc + j] += alpha * tile[i][j];
 }
 #else
 static void micro_kernel(int kc, const float *restrict ap, const float *restrict bp, float alpha,
@@ -159,12 +166,14 @@ static void micro_kernel(int kc, const float *restrict ap, const float *restrict
     memset(acc, 0, sizeof acc);
     for (int p = 0; p < kc; p++) {
         for (int i = 0; i < MR; i++)
-            for (int j = 0; j < NR; j++) acc[i][j] += ap[i] * bp[j];
+            for (int j = 0; j < NR; j++)
+                acc[i][j] += ap[i] * bp[j];
         ap += MR;
         bp += NR;
     }
     for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) c[(size_t)i * ldc + j] += alpha * acc[i][j];
+        for (int j = 0; j < nr; j++)
+            c[(size_t)i * ldc + j] += alpha * acc[i][j];
 }
 #endif
 
@@ -179,7 +188,8 @@ int cpu_sgemm(int threads, int trans_b, int m, int n, int k, float alpha, const 
             if (beta == 0.0f)
                 memset(ci, 0, (size_t)n * sizeof *ci);
             else
-                for (int j = 0; j < n; j++) ci[j] *= beta;
+                for (int j = 0; j < n; j++)
+                    ci[j] *= beta;
         }
     }
     if (k <= 0 || alpha == 0.0f) return VAE_OK;
@@ -212,7 +222,7 @@ int cpu_sgemm(int threads, int trans_b, int m, int n, int k, float alpha, const 
                 }
                 float *ap = apack + (size_t)omp_get_thread_num() * MC * kc_max;
                 int packed_tile = -1;
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(2) schedule(dynamic, 1)
                 for (int it = 0; it < m_tiles; it++) {
                     for (int jt = 0; jt < n_tiles; jt++) {
                         int i0 = it * MC, mc = m - i0 < MC ? m - i0 : MC;

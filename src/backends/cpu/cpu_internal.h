@@ -25,7 +25,9 @@ typedef struct cpu_backend {
 
 enum { CPU_SCRATCH_LIMIT = 16 << 20 }; /* default scratch_limit (bytes) */
 
-static inline cpu_backend *cpu_be(vae_backend *be) { return (cpu_backend *)be; }
+static inline cpu_backend *cpu_be(vae_backend *be) {
+    return (cpu_backend *)be;
+}
 
 /* 64-byte aligned blocks through vae_malloc (so that failure injection reaches them). */
 void *cpu_aligned_alloc(size_t bytes);
@@ -53,8 +55,8 @@ static inline float cpu_act1(vae_act act, float s, float x) {
 }
 /* Applies act to n contiguous values in place (serial; callers parallelise). */
 void cpu_act_row(vae_act act, float s, float *x, int64_t n);
-/* Is act one the CPU backend knows? */
-int cpu_act_valid(vae_act act);
+/* VAE_OK if op->act is known (and TANH_SCALE has a positive scale), else vae_fail(VAE_EINVAL). */
+int cpu_check_act(const vae_op *op);
 
 /* Op families (vtbl entries). */
 int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state);

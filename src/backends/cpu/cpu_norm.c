@@ -18,7 +18,8 @@ static int rms_norm(cpu_backend *cb, const vae_op *op, const float *x, float *y,
         const float *xv = x + v * c;
         float *yv = y + v * c;
         double ss = 0.0;
-        for (int i = 0; i < c; i++) ss += (double)xv[i] * xv[i];
+        for (int i = 0; i < c; i++)
+            ss += (double)xv[i] * xv[i];
         double nrm = sqrt(ss);
         float scale = (float)(sqrt_c / (nrm > 1e-12 ? nrm : 1e-12));
         for (int i = 0; i < c; i++) {
@@ -57,11 +58,13 @@ static int group_norm(cpu_backend *cb, const vae_op *op, const float *x, float *
 #pragma omp parallel for num_threads(nt) schedule(static) reduction(+ : sum[:c])
         for (int64_t p = 0; p < hw; p++) {
             const float *xp = xf + p * c;
-            for (int i = 0; i < c; i++) sum[i] += xp[i];
+            for (int i = 0; i < c; i++)
+                sum[i] += xp[i];
         }
         for (int gi = 0; gi < groups; gi++) {
             double s = 0.0;
-            for (int i = gi * cg; i < (gi + 1) * cg; i++) s += sum[i];
+            for (int i = gi * cg; i < (gi + 1) * cg; i++)
+                s += sum[i];
             for (int i = gi * cg; i < (gi + 1) * cg; i++) {
                 mean_d[i] = s / count;
                 mean_c[i] = (float)mean_d[i];
@@ -80,7 +83,8 @@ static int group_norm(cpu_backend *cb, const vae_op *op, const float *x, float *
         }
         for (int gi = 0; gi < groups; gi++) {
             double s = 0.0;
-            for (int i = gi * cg; i < (gi + 1) * cg; i++) s += sq[i];
+            for (int i = gi * cg; i < (gi + 1) * cg; i++)
+                s += sq[i];
             double rstd = 1.0 / sqrt(s / count + (double)op->eps);
             for (int i = gi * cg; i < (gi + 1) * cg; i++) {
                 scale_c[i] = (float)(rstd * (g ? g[i] : 1.0f));
@@ -93,7 +97,8 @@ static int group_norm(cpu_backend *cb, const vae_op *op, const float *x, float *
         for (int64_t p = 0; p < hw; p++) {
             const float *xp = xf + p * c;
             float *yp = yf + p * c;
-            for (int i = 0; i < c; i++) yp[i] = (xp[i] - mean_c[i]) * scale_c[i] + shift_c[i];
+            for (int i = 0; i < c; i++)
+                yp[i] = (xp[i] - mean_c[i]) * scale_c[i] + shift_c[i];
             cpu_act_row(op->act, op->act_scale, yp, c);
         }
     }
@@ -110,8 +115,8 @@ int cpu_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void
     if (op->c_in < 1 || (op->c_out != op->c_in && op->c_out != 0))
         return vae_fail(VAE_EINVAL, "%s: norm over %d channels cannot give %d", op->name, op->c_in,
                         op->c_out);
-    if (!cpu_act_valid(op->act))
-        return vae_fail(VAE_EINVAL, "%s: unknown activation %d", op->name, (int)op->act);
+    int rc = cpu_check_act(op);
+    if (rc) return rc;
     if (t < 0 || h < 0 || w < 0 || (!x && t * (int64_t)h * w > 0))
         return vae_fail(VAE_ESHAPE, "%s: norm input %dx%dx%d", op->name, t, h, w);
     int64_t hw = (int64_t)h * w;

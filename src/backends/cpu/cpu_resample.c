@@ -14,8 +14,9 @@ static int upsample(cpu_backend *cb, const vae_op *op, const float *x, int n_in,
                     float *y, int t_out) {
     const int fs = op->fs, c = op->c_in;
     if (fs < 1 || (op->c_out != c && op->c_out != 0) || t_out != n_in)
-        return vae_fail(VAE_ESHAPE, "%s: upsample x%d of %d frames (%d->%d ch) cannot give %d frames",
-                        op->name, fs, n_in, c, op->c_out, t_out);
+        return vae_fail(VAE_ESHAPE,
+                        "%s: upsample x%d of %d frames (%d->%d ch) cannot give %d frames", op->name,
+                        fs, n_in, c, op->c_out, t_out);
     const int ho = h * fs, wo = w * fs;
     const int64_t rows = (int64_t)n_in * ho;
 #pragma omp parallel for num_threads(cb->threads) schedule(static)
@@ -24,7 +25,8 @@ static int upsample(cpu_backend *cb, const vae_op *op, const float *x, int n_in,
         int oh = (int)(r % ho);
         const float *src = x + (t * h + oh / fs) * (int64_t)w * c;
         float *dst = y + r * wo * c;
-        for (int ow = 0; ow < wo; ow++) memcpy(dst + (size_t)ow * c, src + (size_t)(ow / fs) * c, (size_t)c * sizeof *dst);
+        for (int ow = 0; ow < wo; ow++)
+            memcpy(dst + (size_t)ow * c, src + (size_t)(ow / fs) * c, (size_t)c * sizeof *dst);
     }
     return VAE_OK;
 }
@@ -68,7 +70,8 @@ static int shuffle_up(cpu_backend *cb, const vae_op *op, const float *x, int n_i
         for (int ow = 0; ow < wo; ow++) {
             const float *src = xrow + (size_t)(ow / fs) * ci;
             const int *tab = src_ch + ((ti * fs + hi) * fs + ow % fs) * co;
-            for (int o = 0; o < co; o++) dst[o] = src[tab[o]];
+            for (int o = 0; o < co; o++)
+                dst[o] = src[tab[o]];
             dst += co;
         }
     }
@@ -92,7 +95,8 @@ static int shuffle_down(cpu_backend *cb, const vae_op *op, const float *const *f
     int *src_t = vae_malloc((size_t)total * 2 * sizeof *src_t);
     if (!src_t) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
     int *src_off = src_t + total;
-    for (int64_t f = 0; f < total; f++) src_t[f] = -1;
+    for (int64_t f = 0; f < total; f++)
+        src_t[f] = -1;
     for (int c = 0; c < ci; c++)
         for (int ti = 0; ti < ft; ti++)
             for (int hi = 0; hi < fs; hi++)

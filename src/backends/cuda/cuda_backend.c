@@ -1,5 +1,6 @@
 /* cuda_backend.c -- the CUDA backend: creation, buffers, host <-> device, per-op preparation. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,6 +117,7 @@ static void cuda_destroy(vae_backend *be) {
     cudaSetDevice(cb->device);
     if (cb->stream) cudaStreamSynchronize(cb->stream);
     cu_dnn_destroy(cb);
+    cuda_ops_destroy(cb);
     if (cb->cublas) cublasDestroy(cb->cublas);
     cu_pool_destroy(&cb->pool);
     if (cb->scratch) cudaFree(cb->scratch);
@@ -239,6 +241,19 @@ static const vae_backend_vtbl cuda_vtbl = {
     .resample = cuda_resample,
     .attention = cuda_attention,
 };
+
+const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
+    cuda_backend *cb = cu_be(be);
+    char dnn[64];
+    snprintf(buf, len,
+             "%s, %s, %s; conv blocks: %lld cuDNN, %lld GEMM; weights %.1f MiB, peak %.1f MiB, "
+             "pool %.1f MiB",
+             cb->device_name, vae_dtype_name(be->dtype), cu_dnn_describe(cb, dnn, sizeof dnn),
+             (long long)cb->n_conv_cudnn, (long long)cb->n_conv_gemm,
+             (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
+             (double)cb->pool.reserved_bytes / 1048576.0);
+    return buf;
+}
 
 /* ---- creation -------------------------------------------------------------------------------- */
 int vae_cuda_available(void) {

@@ -128,13 +128,19 @@ void cu_pool_trim(cu_pool *pool);
 void cu_pool_destroy(cu_pool *pool);
 
 /* ---- the backend ---- */
+typedef struct cu_table {
+    int key[10]; /* kind, c_in, c_out, ft, fs, cs_o, cs_t, cs_h, cs_w, group */
+    int *dev;
+    size_t bytes;
+} cu_table;
+
 enum { CU_CONV_AUTO = 0, CU_CONV_GEMM = 1, CU_CONV_CUDNN = 2 };
 
 typedef struct cuda_backend {
     vae_backend base;
     int device;
     int sm_count;
-    char device_name[128];
+    char device_name[256];
     cudaStream_t stream;
     cublasHandle_t cublas;
     cu_pool pool;
@@ -148,7 +154,9 @@ typedef struct cuda_backend {
     int conv_mode;        /* CU_CONV_*: VAE_CUDA_CONV=auto|gemm|cudnn */
     void *dnn;            /* cudnn state (cudnn_conv.c), created on first use */
     int dnn_failed;       /* cuDNN could not be initialised: GEMM path only */
-    int64_t weight_bytes; /* prepared weights (not in bytes_in_use) */
+    struct cu_table *tables; /* shuffle index tables, keyed by the op's shuffle parameters */
+    int n_tables, cap_tables;
+    int64_t weight_bytes; /* prepared weights and tables (not in bytes_in_use) */
     int64_t n_conv_cudnn, n_conv_gemm; /* conv blocks run by each path (diagnostics) */
 } cuda_backend;
 
@@ -168,12 +176,16 @@ int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, vo
 void cu_free_param(cuda_backend *cb, void *p, size_t bytes);
 cudaDataType_t cu_blas_type(vae_dtype dt);
 
+/* One line about the backend: device, cuDNN, conv blocks per path, memory (tests, logs). */
+const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len);
+
 /* ---- ops ---- */
 int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state);
 void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state);
 int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
               int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
 int cuda_ops_prepare(vae_backend *be, const vae_op *op, void **state);
+void cuda_ops_destroy(cuda_backend *cb); /* frees the shuffle tables */
 void cuda_ops_unprepare(vae_backend *be, const vae_op *op, void *state);
 int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t, int h,
               int w);

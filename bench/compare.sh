@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Same-run comparison against the PyTorch reference on a GPU machine: for each workload, times
+# the upstream implementation (bench/pytorch_ref.py) and then `vae bench`, and prints both with
+# the ratio. Needs diffusers importable (see bench/README.md).
+#
+# usage: bench/compare.sh VAE_BINARY [WORKLOAD...]   (workload = arch:op:frames:HxW)
+set -u
+VAE=$1
+shift
+DIR=$(cd "$(dirname "$0")" && pwd)
+W=("$@")
+[ ${#W[@]} -eq 0 ] && W=(wan2.1:decode:81:480x832 wan2.1:decode:81:720x1280 wan2.1:encode:81:480x832
+                         wan2.2:decode:121:704x1280 seedvr2:decode:81:720x1248)
+printf "%-8s %-6s %-14s %12s %12s %8s %14s %14s\n" arch op workload "pytorch_s" "vae_s" ratio "torch_peakGiB" "vae_peakGiB"
+for w in "${W[@]}"; do
+    IFS=: read -r arch op frames size <<<"$w"
+    ref=$(python3 "$DIR/pytorch_ref.py" "$arch" --op "$op" --frames "$frames" --size "$size" 2>/dev/null | sed -n 's/^REF //p')
+    ours=$("$VAE" bench "$arch" --op "$op" --frames "$frames" --size "$size" --dtype bf16 --device cuda -q 2>/dev/null | sed -n 's/^BENCH //p')
+    python3 - "$arch" "$op" "$frames x $size" "${ref:-{\}}" "${ours:-{\}}" <<'PY'
+import json, sys
+arch, op, wl, ref, ours = sys.argv[1:6]
+r, o = json.loads(ref or "{}"), json.loads(ours or "{}")
+rs, os_ = r.get("median_s"), o.get("median_s")
+g = lambda d: "%.2f" % (d["peak_bytes"] / 2**30) if "peak_bytes" in d else "-"
+print("%-8s %-6s %-14s %12s %12s %8s %14s %14s" % (arch, op, wl.replace(" ", ""),
+      "%.3f" % rs if rs else "n/a", "%.3f" % os_ if os_ else "fail",
+      "%.2fx" % (rs / os_) if rs and os_ else "-", g(r), g(o)))
+PY
+done

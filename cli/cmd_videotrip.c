@@ -1,0 +1,319 @@
+/* cmd_videotrip.c -- `vae roundtrip-video`: frames of a video -> latents -> frames, with PSNR. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "progress.h"
+#ifdef VAE_HAVE_MEDIA
+#include "media.h"
+#endif
+
+static const char help[] =
+    "usage: vae roundtrip-video -e ENCODER -d DECODER -i VIDEO [options]\n"
+    "\n"
+    "Reads frames of VIDEO (a video file, an image, a frame pattern or a folder), encodes them,\n"
+    "decodes the latents and prints the PSNR of the decoded clip against the frames that went in,\n"
+    "over all pixels and frames:\n"
+    "  float:  values mapped to [0,1], the decoded ones clamped (the input frames are the 8-bit\n"
+    "          (or 16-bit) codes of the source after scaling/fitting);\n"
+    "  8-bit:  both rounded to 8-bit codes first, as in an 8-bit video or PNG;\n"
+    "and the worst frame's (float) PSNR. ENCODER and DECODER may be the same checkpoint. Image\n"
+    "models (TAESD family) work frame by frame.\n"
+    "\n"
+    "options:\n"
+    "  -e, --encoder FILE      checkpoint with an encoder\n"
+    "  -d, --decoder FILE      checkpoint with a decoder\n"
+    "  -i, --input VIDEO       video, image, pattern (frames/%05d.png) or folder\n"
+    "  --start N, --frames N   frame range to read (default: all frames)\n"
+    "  --size WxH              scale the frames first (0 for one side keeps the aspect ratio)\n"
+    "  --fit error|crop|pad|resize   make size / frame count valid (see 'vae encode --help')\n"
+    "  -o, --output OUT        also write the decoded frames (.mp4, .mov, .mkv, frames/%05d.png)\n"
+    "  --fps R                 output frame rate (default: the source's, else 24)\n"
+    "  --codec C, --crf N, --preset P, --bit-depth 8|10   as for 'vae decode'\n"
+    "  --device cpu|cuda, --dtype fp32|bf16|fp16, --threads N\n"
+    "\n"
+    "example (the README demo, taef2 on Big Buck Bunny):\n"
+    "  vae roundtrip-video -e taef2_encoder.pth -d taef2_decoder.pth \\\n"
+    "      -i bigbuckbunny_720p.mp4 --frames 9 --size 320x184 -o bbb_taef2.mp4\n";
+
+#ifdef VAE_HAVE_MEDIA
+typedef struct trip {
+    /* encode: collect the latent */
+    vae_tensor *lat;
+    int lat_t;
+    /* decode: compare with the input and write */
+    const vae_tensor *ref;
+    float lo, hi;
+    int ref_t;
+    double se, se8, worst;
+    int64_t count;
+    int frames_cmp, mismatch;
+    vae_media_writer *writer;
+    int writer_rc;
+    cli_progress *prog;
+    int tf, in_frames, encode;
+} trip;
+
+static int on_latent(const float *frames, int first, int n, int c, int h, int w, void *user) {
+    trip *k = user;
+    if (cli_interrupted()) return 1;
+    vae_tensor *o = k->lat;
+    if (!o->data) {
+        o->ndim = 5;
+        int64_t sh[5] = {1, c, k->lat_t, h, w};
+        memcpy(o->shape, sh, sizeof sh);
+        o->dtype = VAE_DTYPE_F32;
+        o->data = calloc((size_t)c * k->lat_t * h * w, sizeof(float));
+        if (!o->data) return 1;
+    }
+    int64_t plane = (int64_t)h * w;
+    for (int ch = 0; ch < c; ch++)
+        memcpy((float *)o->data + ((int64_t)ch * k->lat_t + first) * plane,
+               frames + (int64_t)ch * n * plane, (size_t)(n * plane) * sizeof(float));
+    int done = k->tf > 1 ? 1 + (first + n - 1) * k->tf : first + n;
+    cli_progress_update(k->prog, done > k->in_frames ? k->in_frames : done);
+    return 0;
+}
+
+static int on_decoded(const float *frames, int first, int n, int c, int h, int w, void *user) {
+    trip *k = user;
+    if (cli_interrupted()) return 1;
+    const int64_t plane = (int64_t)h * w;
+    const int rh = (int)k->ref->shape[3], rw = (int)k->ref->shape[4];
+    const float lo = k->lo, inv = 1.0f / (k->hi - k->lo);
+    if (rh != h || rw != w || c != 3) {
+        k->mismatch = 1;
+    } else {
+        for (int f = 0; f < n; f++) {
+            int t = first + f;
+            if (t >= k->ref_t) break;
+            double fse = 0;
+            for (int ch = 0; ch < 3; ch++) {
+                const float *a = (const float *)k->ref->data + ((int64_t)ch * k->ref_t + t) * plane;
+                const float *b = frames + ((int64_t)ch * n + f) * plane;
+                for (int64_t i = 0; i < plane; i++) {
+                    double x = (a[i] - lo) * inv, y = (b[i] - lo) * inv;
+                    y = y < 0 ? 0 : y > 1 ? 1 : y;
+                    if (!(y == y)) y = 0;
+                    double d = x - y, d8 = (double)(lrint(x * 255) - lrint(y * 255)) / 255.0;
+                    fse += d * d;
+                    k->se8 += d8 * d8;
+                }
+            }
+            k->se += fse;
+            k->count += 3 * plane;
+            double p = fse > 0 ? 10.0 * log10(3.0 * (double)plane / fse) : INFINITY;
+            if (k->frames_cmp == 0 || p < k->worst) k->worst = p;
+            k->frames_cmp++;
+            if (cli_verbose) fprintf(stderr, "vae: frame %d: PSNR %.2f dB\n", t, p);
+        }
+    }
+    if (k->writer && (k->writer_rc = vae_media_writer_add(k->writer, frames, n))) return 1;
+    cli_progress_update(k->prog, first + n);
+    return 0;
+}
+
+static int read_progress(int done, int total, void *user) {
+    cli_progress_update(user, done);
+    return cli_interrupted();
+}
+#endif
+
+int cmd_roundtrip_video(int argc, char **argv) {
+    const char *enc = NULL, *dec = NULL, *input = NULL, *output = NULL, *device = "cpu",
+               *dtype = "fp32", *threads = NULL, *hflag = NULL, *start_s = NULL, *frames_s = NULL,
+               *size_s = NULL, *fit_s = NULL, *fps_s = NULL, *codec = NULL, *crf_s = NULL,
+               *preset = NULL, *depth_s = NULL, *pos[1];
+    const cli_opt opts[] = {{"--encoder", "-e", 1, &enc},     {"--decoder", "-d", 1, &dec},
+                            {"--input", "-i", 1, &input},     {"--output", "-o", 1, &output},
+                            {"--device", NULL, 1, &device},   {"--dtype", NULL, 1, &dtype},
+                            {"--threads", NULL, 1, &threads}, {"--start", NULL, 1, &start_s},
+                            {"--frames", NULL, 1, &frames_s}, {"--size", NULL, 1, &size_s},
+                            {"--fit", NULL, 1, &fit_s},       {"--fps", NULL, 1, &fps_s},
+                            {"--codec", NULL, 1, &codec},     {"--crf", NULL, 1, &crf_s},
+                            {"--preset", NULL, 1, &preset},   {"--bit-depth", NULL, 1, &depth_s},
+                            {"--help", "-h", 0, &hflag},      {NULL, NULL, 0, NULL}};
+    const char *cmd = "roundtrip-video";
+    int npos, rc = cli_parse(cmd, argc, argv, opts, pos, 0, &npos);
+    if (rc) return rc;
+    if (hflag) {
+        fputs(help, stdout);
+        return CLI_OK;
+    }
+    if (!enc || !dec || !input) return cli_usage_error(cmd, "needs -e ENCODER, -d DECODER and -i VIDEO");
+    vae_session_options so;
+    vae_session_options_default(&so);
+    if (strcmp(device, "cpu") == 0) so.device = VAE_DEVICE_CPU;
+    else if (strcmp(device, "cuda") == 0) so.device = VAE_DEVICE_CUDA;
+    else return cli_usage_error(cmd, "--device must be cpu or cuda, not '%s'", device);
+    if (strcmp(dtype, "fp32") == 0) so.dtype = VAE_DTYPE_F32;
+    else if (strcmp(dtype, "bf16") == 0) so.dtype = VAE_DTYPE_BF16;
+    else if (strcmp(dtype, "fp16") == 0) so.dtype = VAE_DTYPE_F16;
+    else return cli_usage_error(cmd, "--dtype must be fp32, bf16 or fp16, not '%s'", dtype);
+    int start = 0, nframes = 0, size_w = 0, size_h = 0, fit = 0, fps_num = 0, fps_den = 1, crf = -1,
+        depth = 8;
+    if (threads && (rc = cli_parse_int(cmd, "--threads", threads, 0, 1024, &so.threads))) return rc;
+    if (start_s && (rc = cli_parse_int(cmd, "--start", start_s, 0, 1 << 30, &start))) return rc;
+    if (frames_s && (rc = cli_parse_int(cmd, "--frames", frames_s, 1, 1 << 30, &nframes))) return rc;
+    if (size_s && (rc = cli_parse_size(cmd, size_s, &size_w, &size_h))) return rc;
+    if (fit_s && (rc = cli_parse_fit(cmd, fit_s, &fit))) return rc;
+    if (fps_s && (rc = cli_parse_fps(cmd, fps_s, &fps_num, &fps_den))) return rc;
+    if (crf_s && (rc = cli_parse_int(cmd, "--crf", crf_s, 0, 51, &crf))) return rc;
+    if (depth_s && (rc = cli_parse_int(cmd, "--bit-depth", depth_s, 8, 10, &depth))) return rc;
+    if (depth != 8 && depth != 10) return cli_usage_error(cmd, "--bit-depth must be 8 or 10");
+#ifndef VAE_HAVE_MEDIA
+    (void)output;
+    return cli_report(cli_set_error(VAE_EUNSUPPORTED, "this vae was built without FFmpeg"), cmd);
+#else
+    if (output && !vae_media_is_output_path(output))
+        return cli_usage_error(cmd, "output '%s': expected .mp4, .mov, .mkv or frames/%%05d.png",
+                               output);
+    vae_model *me = NULL, *md = NULL;
+    vae_session *se = NULL, *sd = NULL;
+    vae_tensor vid = {0}, lat = {0};
+    vae_model_info ie, id;
+    vae_media_info mi;
+    cli_progress prog;
+    trip k;
+    memset(&k, 0, sizeof k);
+    memset(&prog, 0, sizeof prog);
+    const char *stage = enc;
+    if ((rc = vae_model_open(&me, enc, NULL))) goto done;
+    stage = dec;
+    if ((rc = vae_model_open(&md, dec, NULL))) goto done;
+    vae_model_get_info(me, &ie);
+    vae_model_get_info(md, &id);
+    cli_catch_interrupts();
+
+    vae_media_read_options ro;
+    vae_media_read_options_default(&ro);
+    ro.start = start;
+    ro.frames = nframes;
+    ro.lo = ie.image_min;
+    ro.hi = ie.image_max;
+    ro.width = size_w;
+    ro.height = size_h;
+    ro.spatial_multiple = ie.spatial_factor;
+    ro.temporal_factor = ie.is_video ? ie.temporal_factor : 1;
+    ro.fit = (vae_media_fit)fit;
+    ro.progress = read_progress;
+    ro.user = &prog;
+    stage = "read";
+    cli_progress_begin(&prog, "read", "frames", nframes > 0 ? nframes : -1);
+    rc = vae_media_read_video(input, &ro, &vid, &mi);
+    cli_progress_end(&prog, 0);
+    if (rc) {
+        cli_set_error(rc, "%s", vae_media_last_error());
+        goto done;
+    }
+    int T = (int)vid.shape[2], H = (int)vid.shape[3], W = (int)vid.shape[4];
+    if (!cli_quiet)
+        fprintf(stderr, "vae: read %s: %d frame%s of %dx%d (%s%s%s)\n", input, T, T == 1 ? "" : "s",
+                W, H, mi.color_used, mi.geometry[0] ? ", " : "", mi.geometry);
+
+    /* encode */
+    int64_t lshape[8];
+    int lnd;
+    stage = "encode";
+    if ((rc = vae_model_output_shape(me, 1, vid.shape, vid.ndim, lshape, &lnd))) goto done;
+    if ((rc = vae_session_create(&se, me, &so))) goto done;
+    k.lat = &lat;
+    k.lat_t = (int)lshape[2];
+    k.prog = &prog;
+    k.tf = ie.is_video ? ie.temporal_factor : 1;
+    k.in_frames = T;
+    cli_progress_begin(&prog, "encode", "frames", k.tf > 1 ? 1 + (k.lat_t - 1) * k.tf : T);
+    rc = vae_encode(se, &vid, on_latent, &k);
+    if (rc == VAE_EINTERRUPTED && !cli_interrupted()) rc = cli_set_error(VAE_ENOMEM, "out of memory");
+    cli_progress_end(&prog, rc == VAE_OK);
+    if (rc) goto done;
+    vae_session_free(se);
+    se = NULL;
+
+    /* decode, compare, write */
+    int64_t oshape[8];
+    int ond;
+    stage = "decode";
+    if ((rc = vae_model_output_shape(md, 0, lat.shape, lat.ndim, oshape, &ond))) goto done;
+    if ((rc = vae_session_create(&sd, md, &so))) goto done;
+    k.ref = &vid;
+    k.ref_t = T;
+    k.lo = id.image_min;
+    k.hi = id.image_max;
+    if (id.image_min != ie.image_min || id.image_max != ie.image_max) {
+        rc = cli_set_error(VAE_EINVAL, "encoder pixels are [%g,%g] but decoder pixels [%g,%g]",
+                           ie.image_min, ie.image_max, id.image_min, id.image_max);
+        goto done;
+    }
+    if (output) {
+        vae_media_write_options wo;
+        vae_media_write_options_default(&wo);
+        wo.codec = codec;
+        wo.crf = crf;
+        wo.preset = preset;
+        wo.bit_depth = depth;
+        wo.lo = id.image_min;
+        wo.hi = id.image_max;
+        if (fps_num) wo.fps_num = fps_num, wo.fps_den = fps_den;
+        else if (mi.fps_num > 0) wo.fps_num = mi.fps_num, wo.fps_den = mi.fps_den;
+        stage = output;
+        if ((rc = vae_media_writer_open(&k.writer, output, (int)oshape[ond - 1], (int)oshape[ond - 2],
+                                        &wo))) {
+            cli_set_error(rc, "%s", vae_media_last_error());
+            goto done;
+        }
+        cli_interrupt_unlink(vae_media_writer_temp_path(k.writer));
+        stage = "decode";
+    }
+    cli_progress_begin(&prog, "decode", "frames", ond == 5 ? (int)oshape[2] : 1);
+    rc = vae_decode(sd, &lat, on_decoded, &k);
+    if (rc == VAE_OK && cli_interrupted()) rc = VAE_EINTERRUPTED;
+    cli_progress_end(&prog, rc == VAE_OK);
+    if (rc && k.writer_rc) {
+        stage = output;
+        rc = cli_set_error(k.writer_rc, "%s", vae_media_last_error());
+        goto done;
+    }
+    if (rc) {
+        if (rc == VAE_EINTERRUPTED && cli_interrupted())
+            cli_set_error(rc, "stopped by a signal; no output written");
+        goto done;
+    }
+    if (k.mismatch || k.frames_cmp == 0) {
+        rc = cli_set_error(VAE_ESHAPE, "decoded frames are %lldx%lld, the input %dx%d: no PSNR",
+                           (long long)oshape[ond - 1], (long long)oshape[ond - 2], W, H);
+        goto done;
+    }
+    double psnr = k.se > 0 ? 10.0 * log10((double)k.count / k.se) : INFINITY;
+    double psnr8 = k.se8 > 0 ? 10.0 * log10((double)k.count / k.se8) : INFINITY;
+    printf("roundtrip-video %s: %d frames %dx%d -> latent [", input, T, W, H);
+    for (int i = 0; i < lat.ndim; i++) printf("%s%lld", i ? "," : "", (long long)lat.shape[i]);
+    printf("] -> %d frames: PSNR %.2f dB (float, [0,1], decoded clamped), %.2f dB (8-bit), worst "
+           "frame %.2f dB\n",
+           ond == 5 ? (int)oshape[2] : 1, psnr, psnr8, k.worst);
+    if (k.frames_cmp != T)
+        printf("note: %d decoded frames compared with %d input frames\n", k.frames_cmp, T);
+    fflush(stdout);
+    if (output) {
+        cli_interrupt_unlink(NULL);
+        vae_media_writer *w = k.writer;
+        k.writer = NULL;
+        stage = output;
+        if ((rc = vae_media_writer_finish(w))) cli_set_error(rc, "%s", vae_media_last_error());
+    }
+done:
+    if (rc) rc = cli_report(rc, stage);
+    cli_interrupt_unlink(NULL);
+    vae_media_writer_abort(k.writer);
+    vae_media_tensor_free(&vid);
+    free(lat.data);
+    vae_session_free(se);
+    vae_session_free(sd);
+    vae_model_free(me);
+    vae_model_free(md);
+    return rc;
+#endif
+}

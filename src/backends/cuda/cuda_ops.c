@@ -1,0 +1,360 @@
+/* cuda_ops.c -- NORM, ELTWISE, RESAMPLE and ATTENTION on the GPU: argument checks (the same as
+ * the CPU reference's), per-op parameters prepared once, kernel launches.
+ *
+ * Attention is blocked over queries so that at most scratch_limit bytes of scores exist:
+ *   S = scale * Q_b K^T   (cuBLAS, float32 output, float32 accumulation; batched over frames)
+ *   P = softmax(S)        (float32 row softmax, written in the activation dtype)
+ *   Y_b = P V             (cuBLAS)
+ * Q, K and V are strided views of the qkv buffer (row stride 3c); nothing is copied.
+ */
+#include <string.h>
+
+#include "backends/cuda/cuda_internal.h"
+
+typedef struct ops_state {
+    float *w, *b; /* float32 per-channel parameters (norm gamma/beta, scale/shift) */
+    size_t w_bytes, b_bytes;
+} ops_state;
+
+static int act_valid(vae_act a) {
+    return a == VAE_ACT_NONE || a == VAE_ACT_SILU || a == VAE_ACT_RELU || a == VAE_ACT_TANH_SCALE;
+}
+
+/* ---- shuffle tables ---- */
+static int shuffle_up_table(const vae_op *op, int **out, size_t *n_out) {
+    const int ft = op->ft, fs = op->fs, ci = op->c_in, co = op->c_out, group = op->group;
+    if (ft < 1 || fs < 1 || group < 1 || ci < 1 || co < 1)
+        return vae_fail(VAE_EINVAL, "%s: shuffle-up (ft %d, fs %d, group %d, %d->%d ch)",
+                        op->name, ft, fs, group, ci, co);
+    size_t n = (size_t)ft * fs * fs * co;
+    int *tab = vae_malloc(n * sizeof *tab);
+    if (!tab) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+    for (int ti = 0; ti < ft; ti++)
+        for (int hi = 0; hi < fs; hi++)
+            for (int wi = 0; wi < fs; wi++)
+                for (int o = 0; o < co; o++) {
+                    int64_t f = (int64_t)o * op->cs_o + (int64_t)ti * op->cs_t +
+                                (int64_t)hi * op->cs_h + (int64_t)wi * op->cs_w;
+                    int64_t ch = f / group;
+                    if (f < 0 || ch >= ci) {
+                        vae_free(tab);
+                        return vae_fail(VAE_EINVAL,
+                                        "%s: shuffle-up strides (%d,%d,%d,%d)/%d read channel "
+                                        "%lld of %d",
+                                        op->name, op->cs_o, op->cs_t, op->cs_h, op->cs_w, group,
+                                        (long long)ch, ci);
+                    }
+                    tab[((ti * fs + hi) * fs + wi) * co + o] = (int)ch;
+                }
+    *out = tab;
+    *n_out = n;
+    return VAE_OK;
+}
+
+/* slot f = o*group + g of the output depth -> (ti, hi, wi, c), 4 ints each */
+static int shuffle_down_table(const vae_op *op, int **out, size_t *n_out) {
+    const int ft = op->ft, fs = op->fs, ci = op->c_in, co = op->c_out, group = op->group;
+    const int64_t total = (int64_t)ci * ft * fs * fs;
+    if (ft < 1 || fs < 1 || group < 1 || ci < 1 || co < 1 || total != (int64_t)co * group ||
+        ft > CUK_MAX_FRAMES)
+        return vae_fail(VAE_EINVAL, "%s: shuffle-down (ft %d, fs %d, group %d, %d->%d ch)",
+                        op->name, ft, fs, group, ci, co);
+    int *tab = vae_malloc((size_t)total * 4 * sizeof *tab);
+    if (!tab) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+    for (int64_t f = 0; f < total; f++) tab[f * 4] = -1;
+    for (int c = 0; c < ci; c++)
+        for (int ti = 0; ti < ft; ti++)
+            for (int hi = 0; hi < fs; hi++)
+                for (int wi = 0; wi < fs; wi++) {
+                    int64_t f = (int64_t)c * op->cs_o + (int64_t)ti * op->cs_t +
+                                (int64_t)hi * op->cs_h + (int64_t)wi * op->cs_w;
+                    if (f < 0 || f >= total || tab[f * 4] >= 0) {
+                        vae_free(tab);
+                        return vae_fail(VAE_EINVAL,
+                                        "%s: shuffle-down strides (%d,%d,%d,%d) do not enumerate "
+                                        "the %lld sub-positions",
+                                        op->name, op->cs_o, op->cs_t, op->cs_h, op->cs_w,
+                                        (long long)total);
+                    }
+                    tab[f * 4 + 0] = ti;
+                    tab[f * 4 + 1] = hi;
+                    tab[f * 4 + 2] = wi;
+                    tab[f * 4 + 3] = c;
+                }
+    *out = tab;
+    *n_out = (size_t)total * 4;
+    return VAE_OK;
+}
+
+/* The device table of a shuffle op, made (checked, uploaded) on first use and shared by every
+ * op with the same shuffle parameters. (resample() receives no per-op state.) */
+static int shuffle_table(cuda_backend *cb, const vae_op *op, const int **out) {
+    int key[10] = {(int)op->kind, op->c_in, op->c_out, op->ft, op->fs,
+                   op->cs_o, op->cs_t, op->cs_h, op->cs_w, op->group};
+    for (int i = 0; i < cb->n_tables; i++)
+        if (memcmp(cb->tables[i].key, key, sizeof key) == 0) {
+            *out = cb->tables[i].dev;
+            return VAE_OK;
+        }
+    if (cb->n_tables == cb->cap_tables) {
+        int cap = cb->cap_tables ? cb->cap_tables * 2 : 8;
+        cu_table *t = vae_realloc(cb->tables, (size_t)cap * sizeof *t);
+        if (!t) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+        cb->tables = t;
+        cb->cap_tables = cap;
+    }
+    int *tab = NULL;
+    size_t n = 0;
+    int rc = op->kind == VAE_OP_SHUFFLE_UP ? shuffle_up_table(op, &tab, &n)
+                                           : shuffle_down_table(op, &tab, &n);
+    if (rc) return rc;
+    int *dev = NULL;
+    cudaError_t e = cudaMalloc((void **)&dev, n * sizeof(int));
+    if (e == cudaSuccess) e = cudaMemcpy(dev, tab, n * sizeof(int), cudaMemcpyHostToDevice);
+    vae_free(tab);
+    if (e != cudaSuccess) {
+        if (dev) cudaFree(dev);
+        return cu_check(e, op->name, "uploading the shuffle table");
+    }
+    cu_table *t = &cb->tables[cb->n_tables++];
+    memcpy(t->key, key, sizeof key);
+    t->dev = dev;
+    t->bytes = n * sizeof(int);
+    cb->weight_bytes += (int64_t)t->bytes;
+    *out = dev;
+    return VAE_OK;
+}
+
+void cuda_ops_destroy(cuda_backend *cb) {
+    for (int i = 0; i < cb->n_tables; i++) cudaFree(cb->tables[i].dev);
+    vae_free(cb->tables);
+    cb->tables = NULL;
+    cb->n_tables = cb->cap_tables = 0;
+}
+
+/* ---- prepare ---- */
+int cuda_ops_prepare(vae_backend *be, const vae_op *op, void **state) {
+    cuda_backend *cb = cu_be(be);
+    *state = NULL;
+    if (op->kind == VAE_OP_SHUFFLE_UP || op->kind == VAE_OP_SHUFFLE_DOWN) {
+        const int *tab; /* made now: errors surface at session start, no upload mid-stream */
+        return shuffle_table(cb, op, &tab);
+    }
+    int params = op->kind == VAE_OP_RMS_NORM || op->kind == VAE_OP_GROUP_NORM ||
+                 op->kind == VAE_OP_SCALE_SHIFT;
+    if (!params || op->c_in < 1 || (!op->w && !op->b)) return VAE_OK;
+    ops_state *s = vae_calloc(1, sizeof *s);
+    if (!s) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+    int rc = cu_upload_param(cb, op->w, (size_t)op->c_in, 1, (void **)&s->w, op->name);
+    if (s->w) s->w_bytes = (size_t)op->c_in * sizeof(float);
+    if (rc == VAE_OK) rc = cu_upload_param(cb, op->b, (size_t)op->c_in, 1, (void **)&s->b, op->name);
+    if (s->b) s->b_bytes = (size_t)op->c_in * sizeof(float);
+    if (rc) {
+        cuda_ops_unprepare(be, op, s);
+        return rc;
+    }
+    *state = s;
+    return VAE_OK;
+}
+
+void cuda_ops_unprepare(vae_backend *be, const vae_op *op, void *state) {
+    ops_state *s = state;
+    if (!s) return;
+    cuda_backend *cb = cu_be(be);
+    cudaStreamSynchronize(cb->stream);
+    cu_free_param(cb, s->w, s->w_bytes);
+    cu_free_param(cb, s->b, s->b_bytes);
+    vae_free(s);
+}
+
+static int need_params(const vae_op *op, const ops_state *s) {
+    if ((op->w || op->b) && !s) return vae_fail(VAE_EINVAL, "%s: op was not prepared", op->name);
+    return VAE_OK;
+}
+
+/* ---- norm ---- */
+int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t, int h,
+              int w) {
+    cuda_backend *cb = cu_be(be);
+    const ops_state *s = state;
+    if (op->kind != VAE_OP_RMS_NORM && op->kind != VAE_OP_GROUP_NORM)
+        return vae_fail(VAE_EINVAL, "%s: op kind %d is not a norm", op->name, (int)op->kind);
+    if (op->c_in < 1 || (op->c_out != op->c_in && op->c_out != 0))
+        return vae_fail(VAE_EINVAL, "%s: norm over %d channels cannot give %d", op->name, op->c_in,
+                        op->c_out);
+    if (!act_valid(op->act))
+        return vae_fail(VAE_EINVAL, "%s: unknown activation %d", op->name, (int)op->act);
+    if (t < 0 || h < 0 || w < 0 || ((!x || !y) && t * (int64_t)h * w > 0))
+        return vae_fail(VAE_ESHAPE, "%s: norm input %dx%dx%d", op->name, t, h, w);
+    int64_t hw = (int64_t)h * w;
+    if (t == 0 || hw == 0) return VAE_OK;
+    int rc = need_params(op, s);
+    if (rc || (rc = cu_enter(cb, op->name))) return rc;
+    const float *g = s ? s->w : NULL, *b = s ? s->b : NULL;
+    if (op->kind == VAE_OP_RMS_NORM)
+        return cu_check(cuk_rms_norm(cb->stream, be->dtype, x, y, t * hw, op->c_in, g, b,
+                                     (int)op->act, op->act_scale),
+                        op->name, "rms norm");
+    if (op->groups < 1 || op->c_in % op->groups)
+        return vae_fail(VAE_EINVAL, "%s: %d channels cannot form %d groups", op->name, op->c_in,
+                        op->groups);
+    if ((size_t)op->c_in * sizeof(float) > 48 * 1024)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: group norm over %d channels", op->name, op->c_in);
+    void *work = cu_scratch(cb, cuk_group_norm_work(t, op->c_in, op->groups), op->name);
+    if (!work) return VAE_ENOMEM;
+    return cu_check(cuk_group_norm(cb->stream, be->dtype, x, y, t, hw, op->c_in, op->groups,
+                                   op->eps, g, b, (int)op->act, op->act_scale, work, cb->sm_count),
+                    op->name, "group norm");
+}
+
+/* ---- eltwise ---- */
+int cuda_eltwise(vae_backend *be, const vae_op *op, void *state, const void *a, const void *b2,
+                 void *y, int64_t n_vox) {
+    cuda_backend *cb = cu_be(be);
+    const ops_state *s = state;
+    const int c = op->c_in;
+    if (op->kind != VAE_OP_ACT && op->kind != VAE_OP_ADD && op->kind != VAE_OP_SCALE_SHIFT)
+        return vae_fail(VAE_EINVAL, "%s: op kind %d is not elementwise", op->name, (int)op->kind);
+    if (c < 1 || n_vox < 0)
+        return vae_fail(VAE_ESHAPE, "%s: elementwise op on %lld voxels of %d channels", op->name,
+                        (long long)n_vox, c);
+    if (!act_valid(op->act))
+        return vae_fail(VAE_EINVAL, "%s: unknown activation %d", op->name, (int)op->act);
+    if (n_vox == 0) return VAE_OK;
+    if (!a || !y || (op->kind == VAE_OP_ADD && !b2))
+        return vae_fail(VAE_EINVAL, "%s: missing elementwise operand", op->name);
+    int kind = op->kind == VAE_OP_ACT ? 0 : op->kind == VAE_OP_ADD ? 1 : 2;
+    int rc = kind == 2 ? need_params(op, s) : VAE_OK;
+    if (rc || (rc = cu_enter(cb, op->name))) return rc;
+    return cu_check(cuk_eltwise(cb->stream, be->dtype, kind, (int)op->act, op->act_scale, a, b2,
+                                kind == 2 && s ? s->w : NULL, kind == 2 && s ? s->b : NULL, y,
+                                n_vox, c),
+                    op->name, "elementwise");
+}
+
+/* ---- resample ---- (SHUFFLE_DOWN crops h, w to multiples of fs, like the CPU reference) */
+int cuda_resample(vae_backend *be, const vae_op *op, const void *const *frames, int n_in, int h,
+                  int w, void *y, int t_out) {
+    cuda_backend *cb = cu_be(be);
+    if (n_in < 0 || h < 0 || w < 0 || t_out < 0)
+        return vae_fail(VAE_ESHAPE, "%s: resample of %d frames %dx%d", op->name, n_in, h, w);
+    if (n_in > 0 && (!frames || !frames[0] || !y))
+        return vae_fail(VAE_EINVAL, "%s: resample without input or output", op->name);
+    if (n_in == 0 && t_out == 0) return VAE_OK;
+    int rc = cu_enter(cb, op->name);
+    if (rc) return rc;
+    const size_t es = be->elem_size;
+    const int ft = op->ft, fs = op->fs, ci = op->c_in, co = op->c_out, group = op->group;
+    const int *tab = NULL;
+    switch (op->kind) {
+    case VAE_OP_UPSAMPLE:
+        if (fs < 1 || (co != ci && co != 0) || t_out != n_in)
+            return vae_fail(VAE_ESHAPE,
+                            "%s: upsample x%d of %d frames (%d->%d ch) cannot give %d frames",
+                            op->name, fs, n_in, ci, co, t_out);
+        return cu_check(cuk_upsample(cb->stream, es, frames[0], y, n_in, h, w, ci, fs), op->name,
+                        "upsample");
+    case VAE_OP_SHUFFLE_UP:
+        if (ft < 1 || fs < 1 || group < 1 || ci < 1 || co < 1 || t_out != n_in * ft)
+            return vae_fail(VAE_ESHAPE,
+                            "%s: shuffle-up (ft %d, fs %d, group %d, %d->%d ch) of %d frames "
+                            "cannot give %d frames",
+                            op->name, ft, fs, group, ci, co, n_in, t_out);
+        if ((rc = shuffle_table(cb, op, &tab))) return rc;
+        return cu_check(cuk_shuffle_up(cb->stream, es, frames[0], y, n_in, h, w, ci, co, ft, fs, tab),
+                        op->name, "shuffle up");
+    case VAE_OP_SHUFFLE_DOWN: {
+        if (ft < 1 || fs < 1 || group < 1 || ci < 1 || co < 1 || n_in != ft * t_out ||
+            (int64_t)ci * ft * fs * fs != (int64_t)co * group)
+            return vae_fail(VAE_ESHAPE,
+                            "%s: shuffle-down (ft %d, fs %d, group %d, %d->%d ch) of %d frames "
+                            "cannot give %d frames",
+                            op->name, ft, fs, group, ci, co, n_in, t_out);
+        for (int i = 0; i < n_in; i++)
+            if (!frames[i]) return vae_fail(VAE_EINVAL, "%s: input frame %d is NULL", op->name, i);
+        if ((rc = shuffle_table(cb, op, &tab))) return rc;
+        const int tb_max = CUK_MAX_FRAMES / ft;
+        const size_t yfb = (size_t)(h / fs) * (w / fs) * co * es;
+        for (int j0 = 0; j0 < t_out; j0 += tb_max) {
+            int tb = t_out - j0 < tb_max ? t_out - j0 : tb_max;
+            cuk_frames f;
+            memset(&f, 0, sizeof f);
+            for (int i = 0; i < tb * ft; i++) f.p[i] = frames[(size_t)j0 * ft + i];
+            rc = cu_check(cuk_shuffle_down(cb->stream, be->dtype, &f, tb, h, w, ci, co, ft, fs,
+                                           group, tab, (char *)y + (size_t)j0 * yfb),
+                          op->name, "shuffle down");
+            if (rc) return rc;
+        }
+        return VAE_OK;
+    }
+    default:
+        return vae_fail(VAE_EINVAL, "%s: op kind %d is not a resample", op->name, (int)op->kind);
+    }
+}
+
+/* ---- attention ---- */
+int cuda_attention(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y, int t,
+                   int h, int w) {
+    cuda_backend *cb = cu_be(be);
+    const int c = op->c_out;
+    if (op->kind != VAE_OP_ATTENTION)
+        return vae_fail(VAE_EINVAL, "%s: op kind %d is not attention", op->name, (int)op->kind);
+    if (c < 1 || op->c_in != 3 * c)
+        return vae_fail(VAE_ESHAPE, "%s: attention wants c_in = 3 * c_out, has %d and %d",
+                        op->name, op->c_in, op->c_out);
+    if (t < 0 || h < 0 || w < 0 || (int64_t)h * w > INT32_MAX / 2)
+        return vae_fail(VAE_ESHAPE, "%s: attention input %dx%dx%d", op->name, t, h, w);
+    const int n = h * w;
+    if (t == 0 || n == 0) return VAE_OK;
+    if (!qkv || !y) return vae_fail(VAE_EINVAL, "%s: attention without input or output", op->name);
+    int rc = cu_enter(cb, op->name);
+    if (rc) return rc;
+
+    const vae_dtype dt = be->dtype;
+    const size_t es = be->elem_size;
+    const int f32 = dt == VAE_DTYPE_F32;
+    const cudaDataType_t ty = cu_blas_type(dt);
+    /* bytes per score row: float32 scores, plus the dtype probabilities unless in place */
+    const size_t row_bytes = (size_t)n * (sizeof(float) + (f32 ? 0 : es));
+    int64_t bq = (int64_t)(cb->scratch_limit / row_bytes);
+    if (bq < 16) bq = 16;
+    if (bq > n) bq = n;
+    int64_t tb = bq == n ? (int64_t)(cb->scratch_limit / (row_bytes * (size_t)bq)) : 1;
+    if (tb < 1) tb = 1;
+    if (tb > t) tb = t;
+    const size_t s_bytes = (size_t)tb * bq * n * sizeof(float);
+    char *scratch = cu_scratch(cb, s_bytes + (f32 ? 0 : (size_t)tb * bq * n * es), op->name);
+    if (!scratch) return VAE_ENOMEM;
+    float *sc = (float *)scratch;
+    void *pr = f32 ? (void *)scratch : (void *)(scratch + s_bytes);
+    const int ld = 3 * c;
+    const long long fstride = (long long)n * ld, ystride = (long long)n * c;
+    const float zero = 0.0f, one = 1.0f, scale = op->scale;
+
+    for (int f0 = 0; f0 < t; f0 += (int)tb) {
+        int nb = t - f0 < tb ? t - f0 : (int)tb;
+        const char *q = (const char *)qkv + (size_t)f0 * fstride * es;
+        const char *k = q + (size_t)c * es, *v = q + (size_t)2 * c * es;
+        char *yf = (char *)y + (size_t)f0 * ystride * es;
+        for (int i0 = 0; i0 < n; i0 += (int)bq) {
+            int m = n - i0 < bq ? n - i0 : (int)bq;
+            const long long sstride = (long long)m * n;
+            /* S[b][i][j] = scale * sum_d Q[i0+i][d] K[j][d]   (column-major: S^T = K Q^T) */
+            cublasStatus_t st = cublasGemmStridedBatchedEx(
+                cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, c, &scale, k, ty, ld, fstride,
+                q + (size_t)i0 * ld * es, ty, ld, fstride, &zero, sc, CUDA_R_32F, n, sstride, nb,
+                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            if ((rc = cu_blas_check(st, op->name, "scores GEMM"))) return rc;
+            rc = cu_check(cuk_softmax_rows(cb->stream, dt, sc, pr, (int64_t)nb * m, n), op->name,
+                          "softmax");
+            if (rc) return rc;
+            /* Y[i0+i][d] = sum_j P[i][j] V[j][d]   (column-major: Y^T = V^T P^T) */
+            st = cublasGemmStridedBatchedEx(cb->cublas, CUBLAS_OP_N, CUBLAS_OP_N, c, m, n, &one, v,
+                                            ty, ld, fstride, pr, ty, n, sstride, &zero,
+                                            yf + (size_t)i0 * c * es, ty, c, ystride, nb,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            if ((rc = cu_blas_check(st, op->name, "values GEMM"))) return rc;
+        }
+    }
+    return VAE_OK;
+}

@@ -1,0 +1,244 @@
+/* cuda_resample.cu -- UPSAMPLE (nearest), SHUFFLE_UP, SHUFFLE_DOWN (program.h formulas), and the
+ * conv input gathers (temporal concatenation with explicit zero padding, im2col).
+ *
+ * Pure data movement is done in "units" of 16, 8, 4 or 2 bytes: the widest that divides a
+ * pixel's channel run (c * elem) and the alignment of every pointer involved, so that these
+ * kernels are dtype-agnostic and move channels-last rows with vector loads.
+ */
+#include "backends/cuda/cuda_common.cuh"
+
+/* widest unit size (bytes) dividing run and the alignment of the pointers */
+static size_t unit_for(size_t run, const void *const *ptrs, int n) {
+    size_t u = 16;
+    while (u > 2 && run % u) u >>= 1;
+    for (int i = 0; i < n && u > 2; i++)
+        while (u > 2 && ((uintptr_t)ptrs[i] % u)) u >>= 1;
+    return u;
+}
+
+#define CU_UNIT_DISPATCH(u, F, ...)                                                                \
+    do {                                                                                           \
+        switch (u) {                                                                               \
+        case 16: F<uint4>(__VA_ARGS__); break;                                                     \
+        case 8: F<uint2>(__VA_ARGS__); break;                                                      \
+        case 4: F<unsigned int>(__VA_ARGS__); break;                                               \
+        default: F<unsigned short>(__VA_ARGS__); break;                                            \
+        }                                                                                          \
+    } while (0)
+
+/* ---- nearest upsample ---- */
+template <typename U>
+static __global__ void upsample_kernel(const U *x, U *y, int h, int w, int cu, int fs, int64_t n) {
+    const int ho = h * fs, wo = w * fs;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int k = (int)(i % cu);
+        int64_t pix = i / cu;
+        int ow = (int)(pix % wo);
+        int64_t r = pix / wo;
+        int oh = (int)(r % ho);
+        int64_t t = r / ho;
+        y[i] = x[((t * h + oh / fs) * w + ow / fs) * cu + k];
+    }
+}
+
+template <typename U>
+static void launch_upsample(cudaStream_t s, const void *x, void *y, int n, int h, int w, size_t run,
+                            int fs) {
+    int cu = (int)(run / sizeof(U));
+    int64_t total = (int64_t)n * h * fs * w * fs * cu;
+    upsample_kernel<U><<<cu_grid(total, 256), 256, 0, s>>>((const U *)x, (U *)y, h, w, cu, fs,
+                                                          total);
+}
+
+extern "C" cudaError_t cuk_upsample(cudaStream_t s, size_t elem, const void *x, void *y, int n,
+                                    int h, int w, int c, int fs) {
+    if ((int64_t)n * h * w * c == 0) return cudaSuccess;
+    size_t run = (size_t)c * elem;
+    const void *ptrs[2] = {x, y};
+    size_t u = unit_for(run, ptrs, 2);
+    CU_UNIT_DISPATCH(u, launch_upsample, s, x, y, n, h, w, run, fs);
+    return cudaGetLastError();
+}
+
+/* ---- SHUFFLE_UP: y[t*ft+ti][h*fs+hi][w*fs+wi][o] = x[t][h][w][tab[ti,hi,wi,o]] ---- */
+template <typename E>
+static __global__ void shuffle_up_kernel(const E *x, E *y, int h, int w, int ci, int co, int ft,
+                                         int fs, const int *tab, int64_t n) {
+    const int ho = h * fs, wo = w * fs;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int o = (int)(i % co);
+        int64_t pix = i / co;
+        int ow = (int)(pix % wo);
+        int64_t r = pix / wo;
+        int oh = (int)(r % ho);
+        int64_t tt = r / ho;
+        int64_t t = tt / ft;
+        int ti = (int)(tt % ft);
+        int ch = tab[((ti * fs + oh % fs) * fs + ow % fs) * co + o];
+        y[i] = x[((t * h + oh / fs) * w + ow / fs) * ci + ch];
+    }
+}
+
+extern "C" cudaError_t cuk_shuffle_up(cudaStream_t s, size_t elem, const void *x, void *y,
+                                      int n_in, int h, int w, int ci, int co, int ft, int fs,
+                                      const int *tab) {
+    int64_t n = (int64_t)n_in * ft * h * fs * w * fs * co;
+    if (n == 0) return cudaSuccess;
+    if (elem == 4)
+        shuffle_up_kernel<unsigned int><<<cu_grid(n, 256), 256, 0, s>>>(
+            (const unsigned int *)x, (unsigned int *)y, h, w, ci, co, ft, fs, tab, n);
+    else
+        shuffle_up_kernel<unsigned short><<<cu_grid(n, 256), 256, 0, s>>>(
+            (const unsigned short *)x, (unsigned short *)y, h, w, ci, co, ft, fs, tab, n);
+    return cudaGetLastError();
+}
+
+/* ---- SHUFFLE_DOWN: y[j][oh][ow][o] = mean over g of window frame ti at (oh*fs+hi, ow*fs+wi, c),
+ * (ti, hi, wi, c) = tab[o*group + g] ---- */
+template <typename T>
+static __global__ void shuffle_down_kernel(cuk_frames fr, int h, int w, int ci, int co, int ft,
+                                           int fs, int group, const int4 *tab, T *y, int64_t n) {
+    const int ho = h / fs, wo = w / fs;
+    const float inv = 1.0f / (float)group;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int o = (int)(i % co);
+        int64_t pix = i / co;
+        int ow = (int)(pix % wo);
+        int64_t r = pix / wo;
+        int oh = (int)(r % ho);
+        int j = (int)(r / ho);
+        float sum = 0.0f;
+        for (int g = 0; g < group; g++) {
+            int4 e = tab[o * group + g];
+            const T *src = (const T *)fr.p[j * ft + e.x];
+            sum += cu_ld(src, ((int64_t)(oh * fs + e.y) * w + (ow * fs + e.z)) * ci + e.w);
+        }
+        cu_st(y, i, sum * inv);
+    }
+}
+
+template <typename T>
+static void launch_shuffle_down(cudaStream_t s, const cuk_frames *fr, int t_out, int h, int w,
+                                int ci, int co, int ft, int fs, int group, const int *tab, void *y) {
+    int64_t n = (int64_t)t_out * (h / fs) * (w / fs) * co;
+    shuffle_down_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>(*fr, h, w, ci, co, ft, fs, group,
+                                                           (const int4 *)tab, (T *)y, n);
+}
+
+extern "C" cudaError_t cuk_shuffle_down(cudaStream_t s, int dtype, const cuk_frames *frames,
+                                        int t_out, int h, int w, int ci, int co, int ft, int fs,
+                                        int group, const int *tab, void *y) {
+    if ((int64_t)t_out * (h / fs) * (w / fs) * co == 0) return cudaSuccess;
+    if (t_out * ft > CUK_MAX_FRAMES) return cudaErrorInvalidValue;
+    CU_DISPATCH(dtype, launch_shuffle_down, s, frames, t_out, h, w, ci, co, ft, fs, group, tab, y);
+    return cudaGetLastError();
+}
+
+/* ---- conv gather: dst[j][yy][xx][dt][ci] = frame[j*st+dt][yy-pt][xx-pl][ci] or 0 ---- */
+template <typename U>
+static __global__ void gather_kernel(cuk_frames fr, int st, int kt, int h, int w, int cu, int hp,
+                                     int wp, int pt, int pl, U *dst, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int k = (int)(i % cu);
+        int64_t rest = i / cu;
+        int dt = (int)(rest % kt);
+        int64_t pix = rest / kt;
+        int xx = (int)(pix % wp);
+        int64_t r = pix / wp;
+        int yy = (int)(r % hp);
+        int j = (int)(r / hp);
+        int iy = yy - pt, ix = xx - pl;
+        U v;
+        if (iy >= 0 && iy < h && ix >= 0 && ix < w) {
+            v = ((const U *)fr.p[j * st + dt])[((int64_t)iy * w + ix) * cu + k];
+        } else {
+            memset(&v, 0, sizeof v);
+        }
+        dst[i] = v;
+    }
+}
+
+template <typename U>
+static void launch_gather(cudaStream_t s, const cuk_frames *fr, int tb, int st, int kt, int h,
+                          int w, size_t run, int pt, int pb, int pl, int pr, void *dst) {
+    int cu = (int)(run / sizeof(U)), hp = h + pt + pb, wp = w + pl + pr;
+    int64_t n = (int64_t)tb * hp * wp * kt * cu;
+    gather_kernel<U><<<cu_grid(n, 256), 256, 0, s>>>(*fr, st, kt, h, w, cu, hp, wp, pt, pl,
+                                                    (U *)dst, n);
+}
+
+extern "C" cudaError_t cuk_conv_gather(cudaStream_t s, size_t elem, const cuk_frames *frames,
+                                       int tb, int st, int kt, int h, int w, int c, int pt, int pb,
+                                       int pl, int pr, void *dst) {
+    int nf = (tb - 1) * st + kt;
+    if (tb < 1 || nf > CUK_MAX_FRAMES) return cudaErrorInvalidValue;
+    size_t run = (size_t)c * elem;
+    const void *ptrs[CUK_MAX_FRAMES + 1];
+    for (int i = 0; i < nf; i++) ptrs[i] = frames->p[i];
+    ptrs[nf] = dst;
+    size_t u = unit_for(run, ptrs, nf + 1);
+    CU_UNIT_DISPATCH(u, launch_gather, s, frames, tb, st, kt, h, w, run, pt, pb, pl, pr, dst);
+    return cudaGetLastError();
+}
+
+/* ---- im2col: col[q][dh][dw][dt][ci] for output pixel p = p0 + q ---- */
+template <typename U>
+static __global__ void im2col_kernel(cuk_frames fr, int j_base, int st, int kt, int h, int w,
+                                     int cu, int kh, int kw, int sh, int sw, int pt, int pl, int ho,
+                                     int wo, int64_t p0, U *col, int64_t n) {
+    const int64_t hwo = (int64_t)ho * wo;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int k = (int)(i % cu);
+        int64_t rest = i / cu;
+        int dt = (int)(rest % kt);
+        rest /= kt;
+        int dw = (int)(rest % kw);
+        rest /= kw;
+        int dh = (int)(rest % kh);
+        int64_t p = p0 + rest / kh;
+        int j = (int)(p / hwo);
+        int64_t pp = p % hwo;
+        int oh = (int)(pp / wo), ow = (int)(pp % wo);
+        int iy = oh * sh - pt + dh, ix = ow * sw - pl + dw;
+        U v;
+        if (iy >= 0 && iy < h && ix >= 0 && ix < w) {
+            v = ((const U *)fr.p[(j - j_base) * st + dt])[((int64_t)iy * w + ix) * cu + k];
+        } else {
+            memset(&v, 0, sizeof v);
+        }
+        col[i] = v;
+    }
+}
+
+template <typename U>
+static void launch_im2col(cudaStream_t s, const cuk_frames *fr, int j_base, int st, int kt, int h,
+                          int w, size_t run, int kh, int kw, int sh, int sw, int pt, int pl, int ho,
+                          int wo, int64_t p0, int64_t np, void *col) {
+    int cu = (int)(run / sizeof(U));
+    int64_t n = np * kh * kw * kt * cu;
+    im2col_kernel<U><<<cu_grid(n, 256), 256, 0, s>>>(*fr, j_base, st, kt, h, w, cu, kh, kw, sh, sw,
+                                                    pt, pl, ho, wo, p0, (U *)col, n);
+}
+
+extern "C" cudaError_t cuk_im2col(cudaStream_t s, size_t elem, const cuk_frames *frames,
+                                  int j_base, int st, int kt, int h, int w, int c, int kh, int kw,
+                                  int sh, int sw, int pt, int pl, int ho, int wo, int64_t p0,
+                                  int64_t np, void *col) {
+    if (np <= 0) return cudaSuccess;
+    const int64_t hwo = (int64_t)ho * wo;
+    int nf = (int)((p0 + np - 1) / hwo - j_base) * st + kt;
+    if (nf > CUK_MAX_FRAMES || p0 / hwo < j_base) return cudaErrorInvalidValue;
+    size_t run = (size_t)c * elem;
+    const void *ptrs[CUK_MAX_FRAMES + 1];
+    for (int i = 0; i < nf; i++) ptrs[i] = frames->p[i];
+    ptrs[nf] = col;
+    size_t u = unit_for(run, ptrs, nf + 1);
+    CU_UNIT_DISPATCH(u, launch_im2col, s, frames, j_base, st, kt, h, w, run, kh, kw, sh, sw, pt, pl,
+                     ho, wo, p0, np, col);
+    return cudaGetLastError();
+}
