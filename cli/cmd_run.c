@@ -32,7 +32,8 @@ static const char help_decode[] =
     "options:\n"
     "  -m, --model FILE        checkpoint (.safetensors, .pth, .gguf)\n"
     "  -i, --input FILE[:KEY]  latent file: .safetensors, .pth, .gguf, .npy. KEY names the tensor\n"
-    "                          when the file holds several; without KEY a file with one tensor, or\n"
+    "                          when the file holds several; without KEY a file with one tensor, "
+    "or\n"
     "                          a ComfyUI latent ('latent_tensor'), or a tensor named 'latent'\n"
     "  -o, --output OUT        see above\n"
     "  --latent-space S        auto (default), diffusion or raw. diffusion: normalised latents\n"
@@ -71,7 +72,8 @@ static const char help_encode[] =
     "  a video            .mp4, .mkv, .mov, .webm, ...: [1,3,T,H,W]\n"
     "  frames             a printf pattern (frames/%05d.png) or a folder of images\n"
     "Video is converted to RGB with its own colour matrix and range (BT.709 / BT.601, limited or\n"
-    "full), then to the model's range. Sizes must be multiples of the model's spatial factor (8 or\n"
+    "full), then to the model's range. Sizes must be multiples of the model's spatial factor (8 "
+    "or\n"
     "16) and video models take 1 + 4k frames: --fit says what to do otherwise (default: stop and\n"
     "say which option fixes it).\n"
     "\n"
@@ -85,8 +87,10 @@ static const char help_encode[] =
     "  --fit error|crop|pad|resize\n"
     "                          error (default): stop unless the size and frame count are valid;\n"
     "                          crop: centre-crop to multiples, drop trailing frames to 1 + 4k;\n"
-    "                          pad: repeat edge pixels at the bottom/right up to multiples, repeat\n"
-    "                          the last frame up to 1 + 4k; resize: scale to the nearest multiples\n"
+    "                          pad: repeat edge pixels at the bottom/right up to multiples, "
+    "repeat\n"
+    "                          the last frame up to 1 + 4k; resize: scale to the nearest "
+    "multiples\n"
     "                          (frames as crop)\n"
     "  --latent-space diffusion|raw   diffusion (default): normalised with the model's mean/std;\n"
     "                          raw: the VAE's own latent space (raw = diffusion * std + mean)\n"
@@ -94,17 +98,19 @@ static const char help_encode[] =
     "\n"
     "examples:\n"
     "  vae encode -m taef2_encoder.pth -i photo.png -o latent.safetensors\n"
-    "  vae encode -m wan_2.1_vae.safetensors -i clip.mp4 --frames 33 --size 832x480 -o lat.safetensors\n"
+    "  vae encode -m wan_2.1_vae.safetensors -i clip.mp4 --frames 33 --size 832x480 -o "
+    "lat.safetensors\n"
     "  vae encode -m wan_2.1_vae.safetensors -i frames/%05d.png --fit crop -o lat.npy\n";
 
-/* ---- argument helpers (also used by roundtrip-video) ------------------------------------------- */
+/* ---- argument helpers (also used by roundtrip-video) -------------------------------------------
+ */
 int cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, long hi, int *out) {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno || end == s || *end || v < lo || v > hi)
-        return cli_usage_error(cmd, "%s: expected a whole number in %ld..%ld, not '%s'", flag, lo, hi,
-                               s);
+        return cli_usage_error(cmd, "%s: expected a whole number in %ld..%ld, not '%s'", flag, lo,
+                               hi, s);
     *out = (int)v;
     return CLI_OK;
 }
@@ -131,7 +137,10 @@ int cli_parse_fps(const char *cmd, const char *s, int *num, int *den) {
     }
     double f = strtod(s, &end);
     if (*end || end == s || !(f > 0) || f > 1000) goto bad;
-    static const struct { double f; int n, d; } ntsc[] = {
+    static const struct {
+        double f;
+        int n, d;
+    } ntsc[] = {
         {23.976, 24000, 1001}, {29.97, 30000, 1001}, {59.94, 60000, 1001}, {119.88, 120000, 1001}};
     for (size_t i = 0; i < sizeof ntsc / sizeof ntsc[0]; i++)
         if (fabs(f - ntsc[i].f) < 0.0051) {
@@ -142,7 +151,8 @@ int cli_parse_fps(const char *cmd, const char *s, int *num, int *den) {
     *num = (int)(n / g), *den = (int)(d / g);
     return CLI_OK;
 bad:
-    return cli_usage_error(cmd, "--fps: expected a rate like 16, 23.976 or 30000/1001, not '%s'", s);
+    return cli_usage_error(cmd, "--fps: expected a rate like 16, 23.976 or 30000/1001, not '%s'",
+                           s);
 }
 
 int cli_parse_size(const char *cmd, const char *s, int *w, int *h) {
@@ -158,8 +168,10 @@ int cli_parse_size(const char *cmd, const char *s, int *w, int *h) {
     *w = (int)a, *h = (int)b;
     return CLI_OK;
 bad:
-    return cli_usage_error(cmd, "--size: expected WxH such as 832x480 (0 for one side keeps the "
-                                "aspect ratio), not '%s'", s);
+    return cli_usage_error(cmd,
+                           "--size: expected WxH such as 832x480 (0 for one side keeps the "
+                           "aspect ratio), not '%s'",
+                           s);
 }
 
 int cli_parse_fit(const char *cmd, const char *s, int *fit) {
@@ -174,12 +186,13 @@ int cli_parse_fit(const char *cmd, const char *s, int *fit) {
 
 /* Tensor files are named by extension (a :KEY suffix is allowed); everything else is media. */
 int cli_is_tensor_file(const char *arg) {
-    static const char *const exts[] = {".safetensors", ".pth", ".pt", ".ckpt", ".bin", ".gguf", ".npy",
-                                       NULL};
+    static const char *const exts[] = {".safetensors", ".pth",  ".pt",  ".ckpt",
+                                       ".bin",         ".gguf", ".npy", NULL};
     char *path, *key;
     cli_split_key(arg, &path, &key);
     int yes = 0;
-    for (int i = 0; exts[i] && !yes; i++) yes = cli_has_ext(path, exts[i]);
+    for (int i = 0; exts[i] && !yes; i++)
+        yes = cli_has_ext(path, exts[i]);
     free(path);
     free(key);
     return yes;
@@ -202,10 +215,11 @@ int cli_write_npy(const char *path, const vae_tensor *t) {
     FILE *f = fopen(tmp, "wb");
     if (!f) return cli_set_error(VAE_EIO, "%s: cannot create: %s", path, strerror(errno));
     unsigned hl = (unsigned)(len + pad + 1);
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 255),
-                             (unsigned char)(hl >> 8)};
+    unsigned char pre[10] = {
+        0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 255), (unsigned char)(hl >> 8)};
     int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, (size_t)len, f) == (size_t)len;
-    for (int i = 0; ok && i < pad; i++) ok = fputc(' ', f) != EOF;
+    for (int i = 0; ok && i < pad; i++)
+        ok = fputc(' ', f) != EOF;
     ok = ok && fputc('\n', f) != EOF;
     ok = ok && fwrite(t->data, sizeof(float), numel, f) == numel; /* little-endian hosts */
     if (fclose(f) != 0) ok = 0;
@@ -246,7 +260,8 @@ static int convert_latent_space(const vae_model *m, vae_tensor *t, int to_diffus
     int n = vae_model_latent_norm(m, mean, std, 1024);
     if (n < 0) return n;
     int64_t c = t->shape[1], inner = 1;
-    for (int i = 2; i < t->ndim; i++) inner *= t->shape[i];
+    for (int i = 2; i < t->ndim; i++)
+        inner *= t->shape[i];
     if (n != c)
         return cli_set_error(VAE_ESHAPE, "latent has %lld channels, the model's normalisation %d",
                              (long long)c, n);
@@ -255,9 +270,11 @@ static int convert_latent_space(const vae_model *m, vae_tensor *t, int to_diffus
         float mu = mean[ch], sd = std[ch];
         float *p = d + ch * inner;
         if (to_diffusion)
-            for (int64_t i = 0; i < inner; i++) p[i] = (p[i] - mu) / sd;
+            for (int64_t i = 0; i < inner; i++)
+                p[i] = (p[i] - mu) / sd;
         else
-            for (int64_t i = 0; i < inner; i++) p[i] = p[i] * sd + mu;
+            for (int64_t i = 0; i < inner; i++)
+                p[i] = p[i] * sd + mu;
     }
     return VAE_OK;
 }
@@ -299,17 +316,21 @@ static int on_frames(const float *frames, int first, int n, int c, int h, int w,
 
 #ifdef VAE_HAVE_MEDIA
 static int read_progress(int done, int total, void *user) {
-    cli_progress_update(user, done);
+    cli_progress *p = user;
+    if (total > 0) p->total = total;
+    cli_progress_update(p, done);
     return cli_interrupted();
 }
 #endif
 
+#ifdef VAE_HAVE_MEDIA
 static void squeeze_time(vae_tensor *t) {
     /* [1,C,1,H,W] -> [1,C,H,W] */
     t->shape[2] = t->shape[3];
     t->shape[3] = t->shape[4];
     t->ndim = 4;
 }
+#endif
 
 int cmd_run(int argc, char **argv, int encode) {
     const char *cmd = encode ? "encode" : "decode";
@@ -317,24 +338,38 @@ int cmd_run(int argc, char **argv, int encode) {
                *threads = NULL, *prefix = NULL, *arch = NULL, *help = NULL, *space = NULL,
                *start_s = NULL, *frames_s = NULL, *size_s = NULL, *fit_s = NULL, *fps_s = NULL,
                *codec = NULL, *crf_s = NULL, *preset = NULL, *depth_s = NULL, *lframes_s = NULL;
-    const cli_opt opts_dec[] = {{"--model", "-m", 1, &model},       {"--input", "-i", 1, &input},
-                                {"--output", "-o", 1, &output},     {"--device", NULL, 1, &device},
-                                {"--dtype", NULL, 1, &dtype},       {"--threads", NULL, 1, &threads},
-                                {"--prefix", NULL, 1, &prefix},     {"--arch", NULL, 1, &arch},
+    const cli_opt opts_dec[] = {{"--model", "-m", 1, &model},
+                                {"--input", "-i", 1, &input},
+                                {"--output", "-o", 1, &output},
+                                {"--device", NULL, 1, &device},
+                                {"--dtype", NULL, 1, &dtype},
+                                {"--threads", NULL, 1, &threads},
+                                {"--prefix", NULL, 1, &prefix},
+                                {"--arch", NULL, 1, &arch},
                                 {"--latent-space", NULL, 1, &space},
                                 {"--latent-frames", NULL, 1, &lframes_s},
-                                {"--fps", NULL, 1, &fps_s},         {"--codec", NULL, 1, &codec},
-                                {"--crf", NULL, 1, &crf_s},         {"--preset", NULL, 1, &preset},
-                                {"--bit-depth", NULL, 1, &depth_s}, {"--help", "-h", 0, &help},
+                                {"--fps", NULL, 1, &fps_s},
+                                {"--codec", NULL, 1, &codec},
+                                {"--crf", NULL, 1, &crf_s},
+                                {"--preset", NULL, 1, &preset},
+                                {"--bit-depth", NULL, 1, &depth_s},
+                                {"--help", "-h", 0, &help},
                                 {NULL, NULL, 0, NULL}};
-    const cli_opt opts_enc[] = {{"--model", "-m", 1, &model},     {"--input", "-i", 1, &input},
-                                {"--output", "-o", 1, &output},   {"--device", NULL, 1, &device},
-                                {"--dtype", NULL, 1, &dtype},     {"--threads", NULL, 1, &threads},
-                                {"--prefix", NULL, 1, &prefix},   {"--arch", NULL, 1, &arch},
+    const cli_opt opts_enc[] = {{"--model", "-m", 1, &model},
+                                {"--input", "-i", 1, &input},
+                                {"--output", "-o", 1, &output},
+                                {"--device", NULL, 1, &device},
+                                {"--dtype", NULL, 1, &dtype},
+                                {"--threads", NULL, 1, &threads},
+                                {"--prefix", NULL, 1, &prefix},
+                                {"--arch", NULL, 1, &arch},
                                 {"--latent-space", NULL, 1, &space},
-                                {"--start", NULL, 1, &start_s},   {"--frames", NULL, 1, &frames_s},
-                                {"--size", NULL, 1, &size_s},     {"--fit", NULL, 1, &fit_s},
-                                {"--help", "-h", 0, &help},       {NULL, NULL, 0, NULL}};
+                                {"--start", NULL, 1, &start_s},
+                                {"--frames", NULL, 1, &frames_s},
+                                {"--size", NULL, 1, &size_s},
+                                {"--fit", NULL, 1, &fit_s},
+                                {"--help", "-h", 0, &help},
+                                {NULL, NULL, 0, NULL}};
     const char *pos[1];
     int npos, rc = cli_parse(cmd, argc, argv, encode ? opts_enc : opts_dec, pos, 0, &npos);
     if (rc) return rc;
@@ -347,27 +382,38 @@ int cmd_run(int argc, char **argv, int encode) {
     if (!output) return cli_usage_error(cmd, "missing -o OUTPUT");
     vae_session_options so;
     vae_session_options_default(&so);
-    if (strcmp(device, "cpu") == 0) so.device = VAE_DEVICE_CPU;
-    else if (strcmp(device, "cuda") == 0) so.device = VAE_DEVICE_CUDA;
-    else return cli_usage_error(cmd, "--device must be cpu or cuda, not '%s'", device);
-    if (strcmp(dtype, "fp32") == 0) so.dtype = VAE_DTYPE_F32;
-    else if (strcmp(dtype, "bf16") == 0) so.dtype = VAE_DTYPE_BF16;
-    else if (strcmp(dtype, "fp16") == 0) so.dtype = VAE_DTYPE_F16;
-    else return cli_usage_error(cmd, "--dtype must be fp32, bf16 or fp16, not '%s'", dtype);
+    if (strcmp(device, "cpu") == 0)
+        so.device = VAE_DEVICE_CPU;
+    else if (strcmp(device, "cuda") == 0)
+        so.device = VAE_DEVICE_CUDA;
+    else
+        return cli_usage_error(cmd, "--device must be cpu or cuda, not '%s'", device);
+    if (strcmp(dtype, "fp32") == 0)
+        so.dtype = VAE_DTYPE_F32;
+    else if (strcmp(dtype, "bf16") == 0)
+        so.dtype = VAE_DTYPE_BF16;
+    else if (strcmp(dtype, "fp16") == 0)
+        so.dtype = VAE_DTYPE_F16;
+    else
+        return cli_usage_error(cmd, "--dtype must be fp32, bf16 or fp16, not '%s'", dtype);
     if (threads && (rc = cli_parse_int(cmd, "--threads", threads, 0, 1024, &so.threads))) return rc;
     int latent_space = 0; /* 0 auto, 1 diffusion, 2 raw */
     if (space) {
-        if (strcmp(space, "diffusion") == 0) latent_space = 1;
-        else if (strcmp(space, "raw") == 0) latent_space = 2;
-        else if (strcmp(space, "auto") == 0 && !encode) latent_space = 0;
+        if (strcmp(space, "diffusion") == 0)
+            latent_space = 1;
+        else if (strcmp(space, "raw") == 0)
+            latent_space = 2;
+        else if (strcmp(space, "auto") == 0 && !encode)
+            latent_space = 0;
         else
             return cli_usage_error(cmd, "--latent-space must be %sdiffusion or raw, not '%s'",
                                    encode ? "" : "auto, ", space);
     }
-    int start = 0, nframes = 0, size_w = 0, size_h = 0, fit = 0, fps_num = 0, fps_den = 1,
-        crf = -1, depth = 8, lframes = 0;
+    int start = 0, nframes = 0, size_w = 0, size_h = 0, fit = 0, fps_num = 0, fps_den = 1, crf = -1,
+        depth = 8, lframes = 0;
     if (start_s && (rc = cli_parse_int(cmd, "--start", start_s, 0, 1 << 30, &start))) return rc;
-    if (frames_s && (rc = cli_parse_int(cmd, "--frames", frames_s, 1, 1 << 30, &nframes))) return rc;
+    if (frames_s && (rc = cli_parse_int(cmd, "--frames", frames_s, 1, 1 << 30, &nframes)))
+        return rc;
     if (size_s && (rc = cli_parse_size(cmd, size_s, &size_w, &size_h))) return rc;
     if (fit_s && (rc = cli_parse_fit(cmd, fit_s, &fit))) return rc;
     if (fps_s && (rc = cli_parse_fps(cmd, fps_s, &fps_num, &fps_den))) return rc;
@@ -385,11 +431,14 @@ int cmd_run(int argc, char **argv, int encode) {
 #ifdef VAE_HAVE_MEDIA
     to_media = !encode && vae_media_is_output_path(output);
     if (!encode && !to_media && strchr(output, '%'))
-        return cli_usage_error(cmd, "output '%s': a frame pattern needs one %%d and .png, e.g. "
-                                    "frames/%%05d.png", output);
+        return cli_usage_error(cmd,
+                               "output '%s': a frame pattern needs one %%d and .png, e.g. "
+                               "frames/%%05d.png",
+                               output);
 #endif
     if (encode && !to_st && !to_npy) {
-        if (cli_has_ext(output, ".png") || cli_has_ext(output, ".mp4") || cli_has_ext(output, ".mkv"))
+        if (cli_has_ext(output, ".png") || cli_has_ext(output, ".mp4") ||
+            cli_has_ext(output, ".mkv"))
             return cli_usage_error(cmd, "encode writes latents: use .safetensors or .npy");
         return cli_usage_error(cmd, "output '%s': expected .safetensors or .npy", output);
     }
@@ -406,16 +455,13 @@ int cmd_run(int argc, char **argv, int encode) {
                                     "video and PNG-sequence outputs");
     int tensor_in = cli_is_tensor_file(input);
     int media_opts = start_s || frames_s || size_s || fit_s;
-    int media_in = encode && !tensor_in && (media_opts || !cli_has_ext(input, ".png"));
+    /* a plain .png file keeps the libpng path (exactly the old behaviour); patterns, folders,
+     * other images and videos go through FFmpeg */
+    int media_in =
+        encode && !tensor_in && (media_opts || !cli_has_ext(input, ".png") || strchr(input, '%'));
     if (encode && tensor_in && media_opts)
         return cli_usage_error(cmd, "--start, --frames, --size and --fit apply to image and video "
                                     "inputs, not to tensor files");
-#ifndef VAE_HAVE_MEDIA
-    if (media_in)
-        return cli_report(cli_set_error(VAE_EUNSUPPORTED, "this vae was built without FFmpeg: it "
-                                                          "reads .png images and tensor files only"),
-                          input);
-#endif
 
     vae_model_options mo;
     vae_model_options_default(&mo);
@@ -434,7 +480,10 @@ int cmd_run(int argc, char **argv, int encode) {
     vae_model_get_info(m, &info);
     cli_catch_interrupts();
     const char *found_key = NULL;
-    if (!media_in) {
+    if (media_in && !media_opts && !strchr(input, '%') &&
+        cli_load_input(input, info.image_min, info.image_max, &in) == VAE_OK)
+        media_in = 0; /* a tensor file with an unusual extension (files are sniffed by content) */
+    else if (!media_in) {
         rc = encode ? cli_load_input(input, info.image_min, info.image_max, &in)
                     : load_latent(input, &in, &found_key);
         if (rc) {
@@ -442,7 +491,14 @@ int cmd_run(int argc, char **argv, int encode) {
             goto done;
         }
     }
-#ifdef VAE_HAVE_MEDIA
+#ifndef VAE_HAVE_MEDIA
+    else {
+        rc = cli_report(cli_set_error(VAE_EUNSUPPORTED, "this vae was built without FFmpeg: it "
+                                                        "reads .png images and tensor files only"),
+                        input);
+        goto done;
+    }
+#else
     else {
         vae_media_read_options ro;
         vae_media_read_options_default(&ro);
@@ -477,8 +533,10 @@ int cmd_run(int argc, char **argv, int encode) {
         if (latent_space == 0 && found_key && strcmp(found_key, "latent_tensor") == 0) {
             latent_space = 2;
             if (!cli_quiet)
-                fprintf(stderr, "vae: %s is a ComfyUI latent: taken as raw VAE latents (pass "
-                                "--latent-space diffusion if it is not)\n", input);
+                fprintf(stderr,
+                        "vae: %s is a ComfyUI latent: taken as raw VAE latents (pass "
+                        "--latent-space diffusion if it is not)\n",
+                        input);
         }
         if (lframes > 0 && in.ndim == 5 && in.shape[2] > lframes) {
             int64_t T = in.shape[2], plane = in.shape[3] * in.shape[4];
@@ -528,9 +586,12 @@ int cmd_run(int argc, char **argv, int encode) {
         wo.bit_depth = depth;
         wo.lo = info.image_min;
         wo.hi = info.image_max;
-        if (fps_num) wo.fps_num = fps_num, wo.fps_den = fps_den;
-        else wo.fps_num = strcmp(info.arch, "wan2.1") == 0 ? 16 : 24, wo.fps_den = 1;
-        rc = vae_media_writer_open(&k.writer, output, (int)oshape[ond - 1], (int)oshape[ond - 2], &wo);
+        if (fps_num)
+            wo.fps_num = fps_num, wo.fps_den = fps_den;
+        else
+            wo.fps_num = strcmp(info.arch, "wan2.1") == 0 ? 16 : 24, wo.fps_den = 1;
+        rc = vae_media_writer_open(&k.writer, output, (int)oshape[ond - 1], (int)oshape[ond - 2],
+                                   &wo);
         if (rc) {
             rc = cli_report(cli_set_error(rc, "%s", vae_media_last_error()), output);
             goto done;
@@ -540,7 +601,8 @@ int cmd_run(int argc, char **argv, int encode) {
 #endif
     {
         size_t n = 1;
-        for (int i = 0; i < ond; i++) n *= (size_t)oshape[i];
+        for (int i = 0; i < ond; i++)
+            n *= (size_t)oshape[i];
         out.data = calloc(n, sizeof(float));
         if (!out.data) {
             rc = cli_report(VAE_ENOMEM, "output");
@@ -578,10 +640,11 @@ int cmd_run(int argc, char **argv, int encode) {
         if (rc) cli_set_error(rc, "%s", vae_media_last_error());
     } else
 #endif
-    if (to_png) {
+        if (to_png) {
         rc = cli_png_write(output, &out, 0, info.image_min, info.image_max);
         if (rc == VAE_OK && ond == 5 && oshape[2] > 1)
-            fprintf(stderr, "vae: warning: %s holds frame 0 of %lld\n", output, (long long)oshape[2]);
+            fprintf(stderr, "vae: warning: %s holds frame 0 of %lld\n", output,
+                    (long long)oshape[2]);
     } else if (to_npy) {
         rc = cli_write_npy(output, &out);
     } else {

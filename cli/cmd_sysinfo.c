@@ -31,7 +31,8 @@ static void cpu_model(char *buf, size_t n) {
             char *c = strchr(line, ':');
             if (c) {
                 c++;
-                while (*c == ' ' || *c == '\t') c++;
+                while (*c == ' ' || *c == '\t')
+                    c++;
                 c[strcspn(c, "\n")] = 0;
                 snprintf(buf, n, "%s", c);
             }
@@ -57,7 +58,8 @@ static int list_nvidia_gpus(void) {
         while (fgets(line, sizeof line, f))
             if (strncmp(line, "Model:", 6) == 0) {
                 char *c = line + 6;
-                while (*c == ' ' || *c == '\t') c++;
+                while (*c == ' ' || *c == '\t')
+                    c++;
                 c[strcspn(c, "\n")] = 0;
                 snprintf(model, sizeof model, "%s", c);
             }
@@ -85,10 +87,11 @@ int cmd_sysinfo(int argc, char **argv) {
     printf("\n");
     if (pages > 0 && psize > 0)
         printf("memory:        %.1f GiB\n", (double)pages * (double)psize / (1024.0 * 1024 * 1024));
-    printf("devices:       cpu yes; cuda %s\n",
-           vae_device_available(VAE_DEVICE_CUDA)
-               ? "yes (this build has the CUDA backend and a GPU is usable)"
-               : "no (this build has no CUDA backend, or no usable GPU: the API does not say which)");
+    printf(
+        "devices:       cpu yes; cuda %s\n",
+        vae_device_available(VAE_DEVICE_CUDA)
+            ? "yes (this build has the CUDA backend and a GPU is usable)"
+            : "no (this build has no CUDA backend, or no usable GPU: the API does not say which)");
     int gpus = list_nvidia_gpus();
     if (!gpus) printf("nvidia gpus:   none seen by a driver\n");
 #ifdef VAE_HAVE_MEDIA
@@ -99,8 +102,8 @@ int cmd_sysinfo(int argc, char **argv) {
            vae_media_encoder_available("ffv1") ? "yes" : "no",
            vae_media_encoder_available("png") ? "yes" : "no");
 #else
-    printf("media:         not built (FFmpeg development files were not found): PNG and tensor files "
-           "only\n");
+    printf("media:         not in this build (needs FFmpeg development files and -DVAE_MEDIA=ON): "
+           "PNG and tensor files only\n");
 #endif
     return CLI_OK;
 }
@@ -114,7 +117,8 @@ static int info_safetensors(const char *path) {
     char *js = NULL;
     int ok = fread(b8, 1, 8, f) == 8;
     if (ok) {
-        for (int i = 7; i >= 0; i--) n = n << 8 | b8[i];
+        for (int i = 7; i >= 0; i--)
+            n = n << 8 | b8[i];
         ok = n > 1 && n < (100u << 20);
     }
     if (ok && (js = malloc(n + 1))) ok = fread(js, 1, n, f) == n;
@@ -133,7 +137,8 @@ static int info_safetensors(const char *path) {
     int count = 0;
     for (cJSON *e = root->child; e; e = e->next)
         if (strcmp(e->string, "__metadata__") != 0) count++;
-    printf("file:     %s\nformat:   safetensors, %d tensor%s\n", path, count, count == 1 ? "" : "s");
+    printf("file:     %s\nformat:   safetensors, %d tensor%s\n", path, count,
+           count == 1 ? "" : "s");
     int shown = 0, comfy = 0;
     for (cJSON *e = root->child; e; e = e->next) {
         if (strcmp(e->string, "__metadata__") == 0) continue;
@@ -170,15 +175,20 @@ static int info_media(const char *path) {
     printf("codec:     %s\n", mi.codec);
     printf("size:      %dx%d\n", mi.width, mi.height);
     if (mi.fps_num > 0)
-        printf("fps:       %.3f (%d/%d)\n", (double)mi.fps_num / mi.fps_den, mi.fps_num, mi.fps_den);
-    if (mi.is_image) printf("frames:    1 (still image)\n");
-    else if (mi.frames >= 0) printf("frames:    %lld%s\n", (long long)mi.frames, mi.frames_exact ? "" : " (estimated)");
+        printf("fps:       %.3f (%d/%d)\n", (double)mi.fps_num / mi.fps_den, mi.fps_num,
+               mi.fps_den);
+    if (mi.is_image)
+        printf("frames:    1 (still image)\n");
+    else if (mi.frames >= 0)
+        printf("frames:    %lld%s\n", (long long)mi.frames, mi.frames_exact ? "" : " (estimated)");
     if (mi.duration > 0 && !mi.is_image) printf("duration:  %.3f s\n", mi.duration);
     printf("pixels:    %s, %d-bit\n", mi.pix_fmt, mi.bit_depth);
     printf("colour:    range %s, matrix %s, primaries %s, transfer %s\n", mi.color_range,
            mi.color_matrix, mi.color_primaries, mi.color_transfer);
-    if (strcmp(mi.color_used, "RGB") == 0) printf("read as:   RGB (no conversion)\n");
-    else if (mi.color_used[0]) printf("read as:   %s -> RGB\n", mi.color_used);
+    if (strcmp(mi.color_used, "RGB") == 0)
+        printf("read as:   RGB (no conversion)\n");
+    else if (mi.color_used[0])
+        printf("read as:   %s -> RGB\n", mi.color_used);
     if (mi.has_audio) printf("audio:     yes (ignored)\n");
     return CLI_OK;
 }
@@ -193,7 +203,8 @@ int cli_info_file(const char *path) {
     int rc = vae_tensor_load(path, NULL, &t);
     if (rc == VAE_OK) {
         printf("file:    %s\ntensor:  [", path);
-        for (int i = 0; i < t.ndim; i++) printf("%s%lld", i ? "," : "", (long long)t.shape[i]);
+        for (int i = 0; i < t.ndim; i++)
+            printf("%s%lld", i ? "," : "", (long long)t.shape[i]);
         printf("] (read as float32)\n");
         vae_tensor_free(&t);
         return CLI_OK;

@@ -117,7 +117,9 @@ static int on_decoded(const float *frames, int first, int n, int c, int h, int w
 }
 
 static int read_progress(int done, int total, void *user) {
-    cli_progress_update(user, done);
+    cli_progress *p = user;
+    if (total > 0) p->total = total;
+    cli_progress_update(p, done);
     return cli_interrupted();
 }
 #endif
@@ -143,21 +145,30 @@ int cmd_roundtrip_video(int argc, char **argv) {
         fputs(help, stdout);
         return CLI_OK;
     }
-    if (!enc || !dec || !input) return cli_usage_error(cmd, "needs -e ENCODER, -d DECODER and -i VIDEO");
+    if (!enc || !dec || !input)
+        return cli_usage_error(cmd, "needs -e ENCODER, -d DECODER and -i VIDEO");
     vae_session_options so;
     vae_session_options_default(&so);
-    if (strcmp(device, "cpu") == 0) so.device = VAE_DEVICE_CPU;
-    else if (strcmp(device, "cuda") == 0) so.device = VAE_DEVICE_CUDA;
-    else return cli_usage_error(cmd, "--device must be cpu or cuda, not '%s'", device);
-    if (strcmp(dtype, "fp32") == 0) so.dtype = VAE_DTYPE_F32;
-    else if (strcmp(dtype, "bf16") == 0) so.dtype = VAE_DTYPE_BF16;
-    else if (strcmp(dtype, "fp16") == 0) so.dtype = VAE_DTYPE_F16;
-    else return cli_usage_error(cmd, "--dtype must be fp32, bf16 or fp16, not '%s'", dtype);
+    if (strcmp(device, "cpu") == 0)
+        so.device = VAE_DEVICE_CPU;
+    else if (strcmp(device, "cuda") == 0)
+        so.device = VAE_DEVICE_CUDA;
+    else
+        return cli_usage_error(cmd, "--device must be cpu or cuda, not '%s'", device);
+    if (strcmp(dtype, "fp32") == 0)
+        so.dtype = VAE_DTYPE_F32;
+    else if (strcmp(dtype, "bf16") == 0)
+        so.dtype = VAE_DTYPE_BF16;
+    else if (strcmp(dtype, "fp16") == 0)
+        so.dtype = VAE_DTYPE_F16;
+    else
+        return cli_usage_error(cmd, "--dtype must be fp32, bf16 or fp16, not '%s'", dtype);
     int start = 0, nframes = 0, size_w = 0, size_h = 0, fit = 0, fps_num = 0, fps_den = 1, crf = -1,
         depth = 8;
     if (threads && (rc = cli_parse_int(cmd, "--threads", threads, 0, 1024, &so.threads))) return rc;
     if (start_s && (rc = cli_parse_int(cmd, "--start", start_s, 0, 1 << 30, &start))) return rc;
-    if (frames_s && (rc = cli_parse_int(cmd, "--frames", frames_s, 1, 1 << 30, &nframes))) return rc;
+    if (frames_s && (rc = cli_parse_int(cmd, "--frames", frames_s, 1, 1 << 30, &nframes)))
+        return rc;
     if (size_s && (rc = cli_parse_size(cmd, size_s, &size_w, &size_h))) return rc;
     if (fit_s && (rc = cli_parse_fit(cmd, fit_s, &fit))) return rc;
     if (fps_s && (rc = cli_parse_fps(cmd, fps_s, &fps_num, &fps_den))) return rc;
@@ -227,7 +238,8 @@ int cmd_roundtrip_video(int argc, char **argv) {
     k.in_frames = T;
     cli_progress_begin(&prog, "encode", "frames", k.tf > 1 ? 1 + (k.lat_t - 1) * k.tf : T);
     rc = vae_encode(se, &vid, on_latent, &k);
-    if (rc == VAE_EINTERRUPTED && !cli_interrupted()) rc = cli_set_error(VAE_ENOMEM, "out of memory");
+    if (rc == VAE_EINTERRUPTED && !cli_interrupted())
+        rc = cli_set_error(VAE_ENOMEM, "out of memory");
     cli_progress_end(&prog, rc == VAE_OK);
     if (rc) goto done;
     vae_session_free(se);
@@ -257,11 +269,13 @@ int cmd_roundtrip_video(int argc, char **argv) {
         wo.bit_depth = depth;
         wo.lo = id.image_min;
         wo.hi = id.image_max;
-        if (fps_num) wo.fps_num = fps_num, wo.fps_den = fps_den;
-        else if (mi.fps_num > 0) wo.fps_num = mi.fps_num, wo.fps_den = mi.fps_den;
+        if (fps_num)
+            wo.fps_num = fps_num, wo.fps_den = fps_den;
+        else if (mi.fps_num > 0)
+            wo.fps_num = mi.fps_num, wo.fps_den = mi.fps_den;
         stage = output;
-        if ((rc = vae_media_writer_open(&k.writer, output, (int)oshape[ond - 1], (int)oshape[ond - 2],
-                                        &wo))) {
+        if ((rc = vae_media_writer_open(&k.writer, output, (int)oshape[ond - 1],
+                                        (int)oshape[ond - 2], &wo))) {
             cli_set_error(rc, "%s", vae_media_last_error());
             goto done;
         }
@@ -290,7 +304,8 @@ int cmd_roundtrip_video(int argc, char **argv) {
     double psnr = k.se > 0 ? 10.0 * log10((double)k.count / k.se) : INFINITY;
     double psnr8 = k.se8 > 0 ? 10.0 * log10((double)k.count / k.se8) : INFINITY;
     printf("roundtrip-video %s: %d frames %dx%d -> latent [", input, T, W, H);
-    for (int i = 0; i < lat.ndim; i++) printf("%s%lld", i ? "," : "", (long long)lat.shape[i]);
+    for (int i = 0; i < lat.ndim; i++)
+        printf("%s%lld", i ? "," : "", (long long)lat.shape[i]);
     printf("] -> %d frames: PSNR %.2f dB (float, [0,1], decoded clamped), %.2f dB (8-bit), worst "
            "frame %.2f dB\n",
            ond == 5 ? (int)oshape[2] : 1, psnr, psnr8, k.worst);

@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "cli.h"
+#ifdef VAE_HAVE_MEDIA
+#include "media.h"
+#endif
 
 int cli_quiet, cli_verbose;
 
@@ -97,6 +100,11 @@ int main(int argc, char **argv) {
     argc = n;
     vae_set_log_callback(log_to_stderr, NULL,
                          cli_verbose ? VAE_LOG_DEBUG : cli_quiet ? VAE_LOG_ERROR : VAE_LOG_WARN);
+#ifdef VAE_HAVE_MEDIA
+    /* media library and FFmpeg messages (FFmpeg's own only with -v) */
+    vae_media_set_log_callback(log_to_stderr, NULL,
+                               cli_verbose ? VAE_LOG_DEBUG : cli_quiet ? VAE_LOG_ERROR : VAE_LOG_WARN);
+#endif
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(usage, argc < 2 ? stderr : stdout);

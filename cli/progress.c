@@ -26,8 +26,10 @@ void cli_progress_begin(cli_progress *p, const char *what, const char *unit, int
 
 static void fmt_time(double s, char *buf, size_t n) {
     long t = (long)(s + 0.5);
-    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+    if (t >= 3600)
+        snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
 }
 
 static void draw(cli_progress *p, double now) {
@@ -38,20 +40,23 @@ static void draw(cli_progress *p, double now) {
         char bar[32];
         int width = 24, fill = p->total > 0 ? (int)((double)width * p->done / p->total) : 0;
         if (fill > width) fill = width;
-        for (int i = 0; i < width; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
+        for (int i = 0; i < width; i++)
+            bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
         bar[width] = 0;
         if (p->total > 0)
             fprintf(stderr, "\r%s [%s] %d/%d %s  %.2f %s/s  ETA %s\033[K", p->what, bar, p->done,
                     p->total, p->unit, rate, p->unit, eta);
         else
-            fprintf(stderr, "\r%s %d %s  %.2f %s/s\033[K", p->what, p->done, p->unit, rate, p->unit);
+            fprintf(stderr, "\r%s %d %s  %.2f %s/s\033[K", p->what, p->done, p->unit, rate,
+                    p->unit);
         p->drawn = 1;
     } else {
         if (p->total > 0)
             fprintf(stderr, "vae: %s: %d/%d %s, %.2f %s/s, ETA %s\n", p->what, p->done, p->total,
                     p->unit, rate, p->unit, eta);
         else
-            fprintf(stderr, "vae: %s: %d %s, %.2f %s/s\n", p->what, p->done, p->unit, rate, p->unit);
+            fprintf(stderr, "vae: %s: %d %s, %.2f %s/s\n", p->what, p->done, p->unit, rate,
+                    p->unit);
     }
     fflush(stderr);
 }
@@ -81,7 +86,8 @@ void cli_progress_end(cli_progress *p, int ok) {
     fflush(stderr);
 }
 
-/* ---- Ctrl-C / SIGTERM: stop cleanly at the next frame; a second one exits at once ------------- */
+/* ---- Ctrl-C / SIGTERM: stop cleanly at the next frame; a second one exits at once -------------
+ */
 #include <signal.h>
 
 static volatile sig_atomic_t interrupted;
@@ -106,6 +112,10 @@ void cli_catch_interrupts(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
-int cli_interrupted(void) { return interrupted != 0; }
+int cli_interrupted(void) {
+    return interrupted != 0;
+}
 
-void cli_interrupt_unlink(const char *path) { unlink_on_exit = path; }
+void cli_interrupt_unlink(const char *path) {
+    unlink_on_exit = path;
+}

@@ -11,8 +11,8 @@ typedef struct cli_progress {
     const char *unit; /* "frames" */
     int total;        /* -1 when unknown */
     int done;
-    int mode;         /* 0 off, 1 terminal, 2 plain lines */
-    int drawn;        /* a terminal line is on screen */
+    int mode;  /* 0 off, 1 terminal, 2 plain lines */
+    int drawn; /* a terminal line is on screen */
     double t0, t_last;
 } cli_progress;
 

@@ -83,6 +83,9 @@ typedef struct vae_model_options {
     const char *prefix;
     /* Architecture to assume ("wan2.1", "wan2.2", "seedvr2", "taesd"); NULL = detect. */
     const char *arch;
+    /* Upstream constructor arguments (JSON object) that override what was detected, for what
+     * shapes cannot tell (e.g. {"norm_num_groups": 8} for SeedVR2); NULL = none. */
+    const char *config_json;
 } vae_model_options;
 void vae_model_options_default(vae_model_options *opts);
 

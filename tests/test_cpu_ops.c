@@ -461,6 +461,40 @@ static void test_attention(int c, int t, int h, int w, float qk_scale, size_t sc
     be->v->destroy(be);
 }
 
+/* ---- sgemm (the helper under conv and attention) --------------------------------------------- */
+static void test_sgemm(int threads, int trans_b, int m, int n, int k, float alpha, float beta) {
+    int lda = k + 3, ldb = (trans_b ? k : n) + 5, ldc = n + 2; /* padded row strides */
+    float *a = rand_buf((size_t)m * lda, 1.0f, 0.0f);
+    float *b = rand_buf((size_t)(trans_b ? n : k) * ldb, 1.0f, 0.0f);
+    float *c = rand_buf((size_t)m * ldc, 1.0f, 0.0f);
+    double *ref = malloc((size_t)m * n * sizeof *ref);
+    float *got = malloc((size_t)m * n * sizeof *got);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int p = 0; p < k; p++)
+                s += (double)a[(size_t)i * lda + p] *
+                     (trans_b ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j]);
+            ref[(size_t)i * n + j] =
+                alpha * s + (beta == 0.0f ? 0.0 : (double)beta * c[(size_t)i * ldc + j]);
+        }
+    if (beta == 0.0f) /* old contents must be ignored, NaN included */
+        for (int i = 0; i < m; i++)
+            fill_nan(c + (size_t)i * ldc, n);
+    int rc = cpu_sgemm(threads, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    EXPECT(rc == VAE_OK, "sgemm rc %d", rc);
+    for (int i = 0; i < m; i++)
+        memcpy(got + (size_t)i * n, c + (size_t)i * ldc, (size_t)n * sizeof *got);
+    double e = rel_err(got, ref, (size_t)m * n);
+    EXPECT(e <= TOL, "sgemm %s %dx%dx%d alpha %g beta %g threads %d: rel err %.3g",
+           trans_b ? "NT" : "NN", m, n, k, alpha, beta, threads, e);
+    free(a);
+    free(b);
+    free(c);
+    free(ref);
+    free(got);
+}
+
 /* ---- buffers, errors ------------------------------------------------------------------------ */
 static void test_buffers(void) {
     vae_backend *be = new_backend(0);
@@ -631,14 +665,8 @@ static void bench_conv(void) {
     }
     EXPECT(sqrt(e2 / r2) <= TOL, "bench conv spot check: rel err %.3g", sqrt(e2 / r2));
     printf("timing: conv 3x3x3 %d->%d on [%d][%d][%d]: %.2f ms, %.1f GFLOP/s (best of 5, %d "
-           "threads, %s)\n",
-           ci, co, n_in, h, w, dt * 1e3, flop / dt * 1e-9, cpu_be(be)->threads,
-#if defined(VAE_HAVE_BLAS) && VAE_HAVE_BLAS
-           "BLAS"
-#else
-           "built-in GEMM"
-#endif
-    );
+           "threads, %s sgemm)\n",
+           ci, co, n_in, h, w, dt * 1e3, flop / dt * 1e-9, cpu_be(be)->threads, cpu_gemm_name());
     be->v->unprepare(be, &op, st);
     be->v->destroy(be);
     free(wt);
@@ -650,6 +678,17 @@ static void bench_conv(void) {
 int main(void) {
     test_buffers();
     test_errors();
+
+    /* sgemm: edges of every blocking (MR, NR, MC, NB, KC), both layouts of B, beta 0 / 1 / other */
+    test_sgemm(2, 0, 1, 1, 1, 1.0f, 0.0f);
+    test_sgemm(2, 0, 7, 13, 5, 1.0f, 0.0f);
+    test_sgemm(2, 1, 7, 13, 5, 0.5f, 1.0f);
+    test_sgemm(2, 0, 131, 300, 600, 1.0f, 1.0f);
+    test_sgemm(2, 1, 131, 300, 600, 0.3f, 0.0f);
+    test_sgemm(1, 0, 200, 37, 257, 1.0f, -0.5f);
+    test_sgemm(2, 1, 33, 530, 70, 2.0f, 0.25f);
+    test_sgemm(2, 0, 5, 6, 0, 1.0f, 0.5f); /* k = 0: C = beta C */
+    test_sgemm(2, 0, 5, 6, 7, 0.0f, 0.0f); /* alpha = 0 */
 
     /* name, c_in, c_out, kt kh kw, st sh sw, pad t b l r, n_in h w, bias, residual, scattered,
      * threads, scratch_limit */

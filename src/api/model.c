@@ -90,6 +90,33 @@ static int model_build(vae_model *m, vae_builder *b) {
     return VAE_OK;
 }
 
+/* Replaces the keys given in `text` in the detected configuration (the others keep their
+ * detected values, not the released ones). */
+static int apply_config_json(vae_config *cfg, const char *text, const char *path, const char *what) {
+    cJSON *js = cJSON_Parse(text);
+    if (!js || !cJSON_IsObject(js)) {
+        cJSON_Delete(js);
+        return vae_fail(VAE_EINVAL, "%s: %s is not a JSON object: %s", path, what, text);
+    }
+    vae_strbuf cur = {0};
+    cfg->arch->describe(cfg, &cur);
+    cJSON *merged = cur.s ? cJSON_Parse(cur.s) : NULL;
+    vae_strbuf_free(&cur);
+    if (!merged) merged = cJSON_CreateObject();
+    for (cJSON *it = js->child; it; it = it->next) {
+        cJSON *copy = cJSON_Duplicate(it, 1);
+        if (!copy) break;
+        if (cJSON_GetObjectItemCaseSensitive(merged, it->string))
+            cJSON_ReplaceItemInObjectCaseSensitive(merged, it->string, copy);
+        else
+            cJSON_AddItemToObject(merged, it->string, copy);
+    }
+    int rc = cfg->arch->config_from_json(cfg, merged);
+    cJSON_Delete(merged);
+    cJSON_Delete(js);
+    return rc;
+}
+
 int vae_model_open(vae_model **out, const char *path, const vae_model_options *opts) {
     vae_error_clear();
     if (!out || !path) return vae_fail(VAE_EINVAL, "vae_model_open: NULL argument");
@@ -117,16 +144,12 @@ int vae_model_open(vae_model **out, const char *path, const vae_model_options *o
     const char *meta_arch = vae_store_metadata(s, "vae.arch");
     const char *meta_cfg = vae_store_metadata(s, "vae.config");
     if ((rc = m->cfg.arch->config_from_store(&m->cfg, s, prefix, &map))) goto done;
-    if (meta_arch && meta_cfg && strcmp(meta_arch, m->cfg.arch->name) == 0) {
-        cJSON *js = cJSON_Parse(meta_cfg);
-        if (!js) {
-            rc = vae_fail(VAE_EFORMAT, "%s: metadata vae.config is not valid JSON", path);
-            goto done;
-        }
-        rc = m->cfg.arch->config_from_json(&m->cfg, js);
-        cJSON_Delete(js);
-        if (rc) goto done;
-    }
+    if (meta_arch && meta_cfg && strcmp(meta_arch, m->cfg.arch->name) == 0 &&
+        (rc = apply_config_json(&m->cfg, meta_cfg, path, "metadata vae.config")))
+        goto done;
+    if (opts->config_json &&
+        (rc = apply_config_json(&m->cfg, opts->config_json, path, "the configuration override")))
+        goto done;
     if ((rc = vae_builder_create_file(&b, s, prefix, map))) goto done;
     rc = model_build(m, b);
 done:
@@ -165,8 +188,8 @@ int vae_model_get_info(const vae_model *m, vae_model_info *info) {
     info->can_decode = m->dec.n_ops > 0;
     info->image_channels = 3;
     info->latent_channels = m->dec.n_ops ? m->dec.in_channels : m->enc.out_channels;
-    info->spatial_factor = a->spatial_factor;
-    info->temporal_factor = a->temporal_factor;
+    info->spatial_factor = vae_config_spatial_factor(&m->cfg);
+    info->temporal_factor = vae_config_temporal_factor(&m->cfg);
     info->is_video = a->is_video;
     info->image_min = a->image_min;
     info->image_max = a->image_max;

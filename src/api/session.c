@@ -124,7 +124,7 @@ int vae_session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames
     int rc = tensor_geom(in, what, p->in_channels, &g);
     if (rc) return rc;
     if (encode) {
-        int f = m->cfg.arch->spatial_factor;
+        int f = vae_config_spatial_factor(&m->cfg);
         if (g.h % f || g.w % f)
             return vae_fail(VAE_ESHAPE, "%s: size %dx%d is not a multiple of %d (%s)", what, g.h,
                             g.w, f, m->cfg.arch->name);

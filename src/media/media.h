@@ -43,14 +43,16 @@ const char *vae_media_last_error(void);
 /* Log sink for the media library and FFmpeg's messages (FFmpeg's are sent at VAE_LOG_DEBUG). */
 void vae_media_set_log_callback(vae_log_fn fn, void *user, int min_level);
 
-/* ---- what a file holds ------------------------------------------------------------------------ */
+/* ---- what a file holds ------------------------------------------------------------------------
+ */
 typedef struct vae_media_info {
     char path[1024];
     char container[128]; /* "mov,mp4,m4a,3gp,3g2,mj2", "png_pipe", "image sequence" */
     char codec[64];      /* "h264 (High)" */
     char pix_fmt[32];    /* "yuv420p" */
     char color_range[16], color_matrix[24], color_primaries[24], color_transfer[24];
-    char color_used[64]; /* how the reader converts: "bt709 limited (tagged)", "bt601 full (guess)" */
+    char color_used[64]; /* how the reader converts: "bt709 limited (tagged)", "bt601 full (guess)"
+                          */
     int width, height;
     int bit_depth;        /* bits per component of the source */
     int fps_num, fps_den; /* 0/1 when unknown (still images) */
@@ -69,7 +71,8 @@ typedef struct vae_media_info {
  * come from the container's index or by counting packets. */
 int vae_media_probe(const char *path, vae_media_info *info);
 
-/* ---- reading ---------------------------------------------------------------------------------- */
+/* ---- reading ----------------------------------------------------------------------------------
+ */
 typedef enum {
     VAE_FIT_ERROR = 0, /* fail (with a message naming the other policies) unless already valid */
     VAE_FIT_CROP,      /* centre-crop H, W down to multiples; drop trailing frames to 1 + k*tf */
@@ -102,7 +105,8 @@ int vae_media_read_video(const char *path, const vae_media_read_options *opts, v
                          vae_media_info *info);
 void vae_media_tensor_free(vae_tensor *t);
 
-/* ---- writing ---------------------------------------------------------------------------------- */
+/* ---- writing ----------------------------------------------------------------------------------
+ */
 typedef struct vae_media_write_options {
     const char *codec;    /* "h264", "h265" (= "hevc"), "ffv1", "png"; NULL = from the extension:
                              .mp4/.mov -> h264, .mkv -> ffv1, pattern .png -> png */

@@ -24,7 +24,9 @@ static vae_log_fn log_fn;
 static void *log_user;
 static int log_min = VAE_LOG_WARN;
 
-const char *vae_media_last_error(void) { return err_msg; }
+const char *vae_media_last_error(void) {
+    return err_msg;
+}
 
 void vm_error_clear(void) {
     err_msg[0] = 0;
@@ -71,10 +73,12 @@ static void av_hook(void *avcl, int level, const char *fmt, va_list vl) {
     const char *who = cls && cls->item_name ? cls->item_name(avcl) : NULL;
     snprintf(line, sizeof line, "%s%s%s", who ? who : "", who ? ": " : "", msg);
     size_t n = strlen(line);
-    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = 0;
     if (!n) return;
     if (level <= AV_LOG_ERROR) snprintf(av_last, sizeof av_last, "%s", line);
-    if (level <= AV_LOG_WARNING || log_min <= VAE_LOG_DEBUG) vm_log(VAE_LOG_DEBUG, "ffmpeg: %s", line);
+    if (level <= AV_LOG_WARNING || log_min <= VAE_LOG_DEBUG)
+        vm_log(VAE_LOG_DEBUG, "ffmpeg: %s", line);
 }
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -82,10 +86,16 @@ static void init_impl(void) {
     av_log_set_callback(av_hook);
     av_log_set_level(AV_LOG_VERBOSE);
 }
-void vm_init(void) { pthread_once(&init_once, init_impl); }
+void vm_init(void) {
+    pthread_once(&init_once, init_impl);
+}
 
-const char *vm_av_last(void) { return av_last; }
-void vm_av_last_clear(void) { av_last[0] = 0; }
+const char *vm_av_last(void) {
+    return av_last;
+}
+void vm_av_last_clear(void) {
+    av_last[0] = 0;
+}
 
 const char *vm_averr(int averr) {
     char e[AV_ERROR_MAX_STRING_SIZE];
@@ -135,8 +145,10 @@ int vm_pattern_ok(const char *path) {
             continue;
         }
         const char *q = p + 1;
-        while (*q == '0') q++;
-        while (isdigit((unsigned char)*q)) q++;
+        while (*q == '0')
+            q++;
+        while (isdigit((unsigned char)*q))
+            q++;
         if (*q != 'd') return 0;
         if (q - p > 6) return 0; /* absurd widths */
         conv++;
@@ -145,7 +157,9 @@ int vm_pattern_ok(const char *path) {
     return conv == 1;
 }
 
-int vae_media_is_pattern(const char *path) { return path && strchr(path, '%') && vm_pattern_ok(path); }
+int vae_media_is_pattern(const char *path) {
+    return path && strchr(path, '%') && vm_pattern_ok(path);
+}
 
 int vm_pix_depth(enum AVPixelFormat f) {
     const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(f);

@@ -20,7 +20,8 @@
 
 #include "media_internal.h"
 
-/* ---- the source: one demuxed file, or a list of image files ------------------------------------ */
+/* ---- the source: one demuxed file, or a list of image files ------------------------------------
+ */
 typedef struct vm_src {
     const char *path; /* as given */
     char **files;     /* sequences: one image per file */
@@ -35,9 +36,9 @@ typedef struct vm_src {
     int64_t decoded; /* frames returned so far */
 } vm_src;
 
-static const char *const image_exts[] = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp",
-                                         ".ppm", ".pgm", ".pnm", ".tga", ".jxl", ".exr", ".dpx",
-                                         NULL};
+static const char *const image_exts[] = {".png",  ".jpg",  ".jpeg", ".bmp", ".tif",
+                                         ".tiff", ".webp", ".ppm",  ".pgm", ".pnm",
+                                         ".tga",  ".jxl",  ".exr",  ".dpx", NULL};
 
 static int has_image_ext(const char *name) {
     size_t n = strlen(name);
@@ -83,7 +84,8 @@ static int list_folder(vm_src *s, const char *dir) {
     closedir(d);
     if (rc) return rc;
     if (s->nfiles == 0)
-        return vm_fail(VAE_EIO, "%s: the folder holds no image files (%s, ...)", dir, image_exts[0]);
+        return vm_fail(VAE_EIO, "%s: the folder holds no image files (%s, ...)", dir,
+                       image_exts[0]);
     qsort(s->files, (size_t)s->nfiles, sizeof *s->files, cmp_natural);
     return VAE_OK;
 }
@@ -104,7 +106,8 @@ static int list_pattern(vm_src *s, const char *pattern) {
         free(p);
     }
     if (first < 0)
-        return vm_fail(VAE_EIO, "%s: no file matches the pattern (first index tried 0..99)", pattern);
+        return vm_fail(VAE_EIO, "%s: no file matches the pattern (first index tried 0..99)",
+                       pattern);
     for (int i = first; i < INT_MAX; i++) {
         char *p = pattern_name(pattern, i);
         if (!p) return vm_fail(VAE_ENOMEM, "out of memory");
@@ -127,7 +130,8 @@ static void src_free(vm_src *s) {
     src_close_file(s);
     av_packet_free(&s->pkt);
     av_frame_free(&s->frame);
-    for (int i = 0; i < s->nfiles; i++) free(s->files[i]);
+    for (int i = 0; i < s->nfiles; i++)
+        free(s->files[i]);
     free(s->files);
     memset(s, 0, sizeof *s);
 }
@@ -144,11 +148,13 @@ static int src_open_file(vm_src *s, const char *path) {
     av_dict_free(&o);
     if (r < 0) {
         int code = vm_code_from_av(r, 1);
-        return vm_fail(code, "%s: not a video or image that FFmpeg can read: %s", path, vm_averr(r));
+        return vm_fail(code, "%s: not a video or image that FFmpeg can read: %s", path,
+                       vm_averr(r));
     }
     const char *dn = s->fmt->iformat->name;
     if (strcmp(dn, "tty") == 0 || strcmp(dn, "data") == 0 || strcmp(dn, "bin") == 0)
-        return vm_fail(VAE_EFORMAT, "%s: not a video or image file (FFmpeg sees %s data)", path, dn);
+        return vm_fail(VAE_EFORMAT, "%s: not a video or image file (FFmpeg sees %s data)", path,
+                       dn);
     if ((r = avformat_find_stream_info(s->fmt, NULL)) < 0)
         return vm_fail(VAE_EFORMAT, "%s: cannot read the stream headers: %s", path, vm_averr(r));
     const AVCodec *codec = NULL;
@@ -195,8 +201,10 @@ static int src_open(vm_src *s, const char *path) {
         s->is_sequence = 1;
         if ((rc = list_pattern(s, path))) return rc;
     } else if (strchr(path, '%') && stat(path, &st) != 0 && !vm_pattern_ok(path)) {
-        return vm_fail(VAE_EINVAL, "%s: a frame pattern needs exactly one %%d conversion "
-                                   "(e.g. frames/%%05d.png)", path);
+        return vm_fail(VAE_EINVAL,
+                       "%s: a frame pattern needs exactly one %%d conversion "
+                       "(e.g. frames/%%05d.png)",
+                       path);
     }
     if (s->is_sequence) {
         s->next_file = 1;
@@ -222,8 +230,7 @@ static int src_next(vm_src *s) {
             return 1;
         }
         if (r == AVERROR_EOF) {
-            if (s->is_sequence)
-                return vm_fail(VAE_EFORMAT, "%s: holds no decodable image", s->cur);
+            if (s->is_sequence) return vm_fail(VAE_EFORMAT, "%s: holds no decodable image", s->cur);
             return 0;
         }
         if (r != AVERROR(EAGAIN))
@@ -251,7 +258,8 @@ static int src_next(vm_src *s) {
     }
 }
 
-/* ---- colour: what the stream says, or a documented guess --------------------------------------- */
+/* ---- colour: what the stream says, or a documented guess ---------------------------------------
+ */
 static enum AVPixelFormat unjpeg(enum AVPixelFormat f, int *full) {
     switch (f) {
     case AV_PIX_FMT_YUVJ420P: *full = 1; return AV_PIX_FMT_YUV420P;
@@ -264,9 +272,9 @@ static enum AVPixelFormat unjpeg(enum AVPixelFormat f, int *full) {
 }
 
 typedef struct vm_color {
-    int sws_cs;   /* SWS_CS_* */
-    int full;     /* source range */
-    int guessed;  /* matrix or range not tagged */
+    int sws_cs;  /* SWS_CS_* */
+    int full;    /* source range */
+    int guessed; /* matrix or range not tagged */
     const char *name;
 } vm_color;
 
@@ -276,20 +284,37 @@ static vm_color color_of(const AVFrame *f, enum AVCodecID codec, enum AVPixelFor
     *fmt = unjpeg((enum AVPixelFormat)f->format, &jfull);
     int yuv = vm_pix_is_yuv(*fmt);
     int still = codec == AV_CODEC_ID_MJPEG || codec == AV_CODEC_ID_PNG || codec == AV_CODEC_ID_WEBP;
-    if (f->color_range == AVCOL_RANGE_JPEG || jfull) c.full = 1;
-    else if (f->color_range == AVCOL_RANGE_MPEG) c.full = 0;
+    if (f->color_range == AVCOL_RANGE_JPEG || jfull)
+        c.full = 1;
+    else if (f->color_range == AVCOL_RANGE_MPEG)
+        c.full = 0;
     else {
         c.full = yuv ? (codec == AV_CODEC_ID_MJPEG) : 1;
         if (yuv) c.guessed = 1;
     }
     switch (f->colorspace) {
-    case AVCOL_SPC_BT709: c.sws_cs = SWS_CS_ITU709; c.name = "bt709"; break;
+    case AVCOL_SPC_BT709:
+        c.sws_cs = SWS_CS_ITU709;
+        c.name = "bt709";
+        break;
     case AVCOL_SPC_BT470BG:
-    case AVCOL_SPC_SMPTE170M: c.sws_cs = SWS_CS_ITU601; c.name = "bt601"; break;
-    case AVCOL_SPC_SMPTE240M: c.sws_cs = SWS_CS_SMPTE240M; c.name = "smpte240m"; break;
-    case AVCOL_SPC_FCC: c.sws_cs = SWS_CS_FCC; c.name = "fcc"; break;
+    case AVCOL_SPC_SMPTE170M:
+        c.sws_cs = SWS_CS_ITU601;
+        c.name = "bt601";
+        break;
+    case AVCOL_SPC_SMPTE240M:
+        c.sws_cs = SWS_CS_SMPTE240M;
+        c.name = "smpte240m";
+        break;
+    case AVCOL_SPC_FCC:
+        c.sws_cs = SWS_CS_FCC;
+        c.name = "fcc";
+        break;
     case AVCOL_SPC_BT2020_NCL:
-    case AVCOL_SPC_BT2020_CL: c.sws_cs = SWS_CS_BT2020; c.name = "bt2020"; break;
+    case AVCOL_SPC_BT2020_CL:
+        c.sws_cs = SWS_CS_BT2020;
+        c.name = "bt2020";
+        break;
     default:
         if (yuv) {
             c.guessed = 1;
@@ -303,7 +328,8 @@ static vm_color color_of(const AVFrame *f, enum AVCodecID codec, enum AVPixelFor
     return c;
 }
 
-/* ---- reading into a tensor --------------------------------------------------------------------- */
+/* ---- reading into a tensor ---------------------------------------------------------------------
+ */
 void vae_media_read_options_default(vae_media_read_options *o) {
     memset(o, 0, sizeof *o);
     o->lo = -1.0f;
@@ -329,16 +355,20 @@ static int plan_geometry(const vae_media_read_options *o, int w, int h, vm_geom 
     g->src_w = w;
     g->src_h = h;
     int tw = o->width, th = o->height;
-    if (tw > 0 && th <= 0) th = (int)lround((double)h * tw / w);
-    else if (th > 0 && tw <= 0) tw = (int)lround((double)w * th / h);
-    else if (tw <= 0 && th <= 0) tw = w, th = h;
+    if (tw > 0 && th <= 0)
+        th = (int)lround((double)h * tw / w);
+    else if (th > 0 && tw <= 0)
+        tw = (int)lround((double)w * th / h);
+    else if (tw <= 0 && th <= 0)
+        tw = w, th = h;
     if (tw < 1) tw = 1;
     if (th < 1) th = 1;
     int m = o->spatial_multiple > 1 ? o->spatial_multiple : 1;
     g->sw = tw, g->sh = th, g->cx = g->cy = 0, g->fw = tw, g->fh = th;
     int n = 0;
     desc[0] = 0;
-    if (tw != w || th != h) n += snprintf(desc + n, dlen - n, "scaled %dx%d -> %dx%d", w, h, tw, th);
+    if (tw != w || th != h)
+        n += snprintf(desc + n, dlen - n, "scaled %dx%d -> %dx%d", w, h, tw, th);
     if (tw % m == 0 && th % m == 0) return VAE_OK;
     int dw = tw / m * m, dh = th / m * m, uw = (tw + m - 1) / m * m, uh = (th + m - 1) / m * m;
     int rw = (int)lround((double)tw / m) * m, rh = (int)lround((double)th / m) * m;
@@ -347,7 +377,8 @@ static int plan_geometry(const vae_media_read_options *o, int w, int h, vm_geom 
     switch (o->fit) {
     case VAE_FIT_CROP:
         if (dw == 0 || dh == 0)
-            return vm_fail(VAE_ESHAPE, "%s: %dx%d is smaller than %d: cannot crop", path, tw, th, m);
+            return vm_fail(VAE_ESHAPE, "%s: %dx%d is smaller than %d: cannot crop", path, tw, th,
+                           m);
         g->fw = dw, g->fh = dh, g->cx = (tw - dw) / 2, g->cy = (th - dh) / 2;
         snprintf(desc + n, dlen - n, "%scropped %dx%d -> %dx%d (centre)", n ? ", " : "", tw, th, dw,
                  dh);
@@ -405,10 +436,9 @@ static int conv_setup(vm_conv *c, const AVFrame *f, enum AVCodecID codec, const 
     av_opt_set_int(s, "dstw", g->sw, 0);
     av_opt_set_int(s, "dsth", g->sh, 0);
     av_opt_set_int(s, "dst_format", c->dst_fmt, 0);
-    av_opt_set_int(s, "sws_flags",
-                   SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT | SWS_FULL_CHR_H_INP |
-                       SWS_BITEXACT,
-                   0);
+    av_opt_set_int(
+        s, "sws_flags",
+        SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT | SWS_FULL_CHR_H_INP | SWS_BITEXACT, 0);
     av_opt_set_int(s, "src_range", col.full, 0);
     av_opt_set_int(s, "dst_range", 1, 0);
     av_opt_set(s, "sws_dither", "none", 0);
@@ -416,8 +446,10 @@ static int conv_setup(vm_conv *c, const AVFrame *f, enum AVCodecID codec, const 
     const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(src);
     if (d && (d->log2_chroma_w || d->log2_chroma_h) && vm_pix_is_yuv(src)) {
         int x = 0, y = 128;
-        if (loc != AVCHROMA_LOC_UNSPECIFIED) avcodec_enum_to_chroma_pos(&x, &y, loc);
-        else if (codec == AV_CODEC_ID_MJPEG) x = 128;
+        if (loc != AVCHROMA_LOC_UNSPECIFIED)
+            avcodec_enum_to_chroma_pos(&x, &y, loc);
+        else if (codec == AV_CODEC_ID_MJPEG)
+            x = 128;
         if (!d->log2_chroma_h) y = 0;
         av_opt_set_int(s, "src_h_chr_pos", x, 0);
         av_opt_set_int(s, "src_v_chr_pos", y, 0);
@@ -517,14 +549,18 @@ static void fill_info_from_stream(vm_src *s, vae_media_info *info) {
     if (!image_codec && !s->is_sequence && fr.num > 0 && fr.den > 0)
         info->fps_num = fr.num, info->fps_den = fr.den;
     info->duration = s->fmt->duration > 0 ? (double)s->fmt->duration / AV_TIME_BASE : 0;
-    if (st->duration > 0 && st->time_base.den > 0) info->duration = st->duration * av_q2d(st->time_base);
+    if (st->duration > 0 && st->time_base.den > 0)
+        info->duration = st->duration * av_q2d(st->time_base);
     info->is_sequence = s->is_sequence;
     info->is_image = !s->is_sequence && image_codec;
     info->frames = -1;
     info->frames_exact = 0;
-    if (s->is_sequence) info->frames = s->nfiles, info->frames_exact = 1;
-    else if (info->is_image) info->frames = 1, info->frames_exact = 1;
-    else if (st->nb_frames > 0) info->frames = st->nb_frames, info->frames_exact = 1;
+    if (s->is_sequence)
+        info->frames = s->nfiles, info->frames_exact = 1;
+    else if (info->is_image)
+        info->frames = 1, info->frames_exact = 1;
+    else if (st->nb_frames > 0)
+        info->frames = st->nb_frames, info->frames_exact = 1;
     else if (info->duration > 0 && info->fps_num > 0)
         info->frames = llround(info->duration * info->fps_num / info->fps_den);
     info->has_audio = 0;
@@ -579,8 +615,10 @@ int vae_media_read_video(const char *path, const vae_media_read_options *opts, v
     if (!path || !out) return vm_fail(VAE_EINVAL, "vae_media_read_video: NULL argument");
     memset(out, 0, sizeof *out);
     vae_media_read_options o;
-    if (opts) o = *opts;
-    else vae_media_read_options_default(&o);
+    if (opts)
+        o = *opts;
+    else
+        vae_media_read_options_default(&o);
     if (o.start < 0 || o.frames < 0) return vm_fail(VAE_EINVAL, "negative start or frame count");
     if (!(o.hi != o.lo) || !isfinite(o.lo) || !isfinite(o.hi))
         return vm_fail(VAE_EINVAL, "bad pixel range [%g, %g]", o.lo, o.hi);
@@ -598,9 +636,7 @@ int vae_media_read_video(const char *path, const vae_media_read_options *opts, v
     if (rc) goto done;
     fill_info_from_stream(&s, info);
     enum AVCodecID codec_id = s.fmt->streams[s.stream]->codecpar->codec_id;
-    int total = o.frames > 0 ? o.frames
-                : info->frames > 0 ? (int)(info->frames - o.start)
-                : -1;
+    int total = o.frames > 0 ? o.frames : info->frames > 0 ? (int)(info->frames - o.start) : -1;
     int64_t index = 0;
     char desc[256] = "";
     for (;;) {
@@ -614,7 +650,8 @@ int vae_media_read_video(const char *path, const vae_media_read_options *opts, v
         if (index++ < o.start) continue;
         AVFrame *f = s.frame;
         if (!st.frame_vals) {
-            if ((rc = plan_geometry(&o, f->width, f->height, &g, desc, sizeof desc, path))) goto done;
+            if ((rc = plan_geometry(&o, f->width, f->height, &g, desc, sizeof desc, path)))
+                goto done;
             cv.dst_fmt = vm_pix_depth((enum AVPixelFormat)f->format) > 8 ? AV_PIX_FMT_GBRP16
                                                                          : AV_PIX_FMT_GBRP;
             st.frame_vals = 3LL * g.fw * g.fh;
@@ -626,7 +663,8 @@ int vae_media_read_video(const char *path, const vae_media_read_options *opts, v
             color_of(f, codec_id, &pf);
             if (vm_pix_is_yuv(pf))
                 snprintf(info->color_used, sizeof info->color_used, "%s %s range%s", col.name,
-                         col.full ? "full" : "limited", col.guessed ? " (not tagged: assumed)" : "");
+                         col.full ? "full" : "limited",
+                         col.guessed ? " (not tagged: assumed)" : "");
             else
                 snprintf(info->color_used, sizeof info->color_used, "RGB");
         }
@@ -650,15 +688,17 @@ int vae_media_read_video(const char *path, const vae_media_read_options *opts, v
         goto done;
     }
     if (o.frames > 0 && st.n < o.frames) {
-        rc = vm_fail(VAE_ESHAPE, "%s: %d frames asked from frame %d, but the video ends after %lld "
-                                 "(it has %lld frames)",
+        rc = vm_fail(VAE_ESHAPE,
+                     "%s: %d frames asked from frame %d, but the video ends after %lld "
+                     "(it has %lld frames)",
                      path, o.frames, o.start, (long long)st.n, (long long)index);
         goto done;
     }
     if (o.frames == 0 && info->frames_exact && !s.is_sequence && !info->is_image &&
         index < info->frames) {
-        rc = vm_fail(VAE_EFORMAT, "%s: truncated or corrupt: the container lists %lld frames, only "
-                                  "%lld could be decoded",
+        rc = vm_fail(VAE_EFORMAT,
+                     "%s: truncated or corrupt: the container lists %lld frames, only "
+                     "%lld could be decoded",
                      path, (long long)info->frames, (long long)index);
         goto done;
     }
@@ -668,9 +708,10 @@ int vae_media_read_video(const char *path, const vae_media_read_options *opts, v
     if (tf > 1 && (n - 1) % tf) {
         int64_t down = 1 + (n - 1) / tf * tf, up = 1 + ((n - 1) / tf + 1) * tf;
         if (o.fit == VAE_FIT_ERROR) {
-            rc = vm_fail(VAE_ESHAPE, "%s: %lld frames, but this model takes 1 + %d*k frames: pass "
-                                     "--frames %lld, --fit crop (drops the last %lld) or --fit pad "
-                                     "(repeats the last frame %lld times)",
+            rc = vm_fail(VAE_ESHAPE,
+                         "%s: %lld frames, but this model takes 1 + %d*k frames: pass "
+                         "--frames %lld, --fit crop (drops the last %lld) or --fit pad "
+                         "(repeats the last frame %lld times)",
                          path, (long long)n, tf, (long long)down, (long long)(n - down),
                          (long long)(up - n));
             goto done;
@@ -705,7 +746,8 @@ int vae_media_read_video(const char *path, const vae_media_read_options *opts, v
         for (int c = 0; c < 3; c++) {
             const uint16_t *src = st.v + t * st.frame_vals + c * plane;
             float *dst = data + ((int64_t)c * T + t) * plane;
-            for (int64_t i = 0; i < plane; i++) dst[i] = o.lo + scale * (float)src[i];
+            for (int64_t i = 0; i < plane; i++)
+                dst[i] = o.lo + scale * (float)src[i];
         }
     out->ndim = 5;
     out->shape[0] = 1;

@@ -57,8 +57,8 @@ int vae_media_is_output_path(const char *path) {
     if (!path) return 0;
     const char *e = ext_of(path);
     if (vae_media_is_pattern(path)) return strcasecmp(e, ".png") == 0;
-    return strcasecmp(e, ".mp4") == 0 || strcasecmp(e, ".m4v") == 0 ||
-           strcasecmp(e, ".mov") == 0 || strcasecmp(e, ".mkv") == 0;
+    return strcasecmp(e, ".mp4") == 0 || strcasecmp(e, ".m4v") == 0 || strcasecmp(e, ".mov") == 0 ||
+           strcasecmp(e, ".mkv") == 0;
 }
 
 /* "dir/name.ext" -> "dir/name.tmp.PID.ext" */
@@ -104,13 +104,17 @@ static void writer_free(vae_media_writer *w, int remove_tmp) {
     free(w);
 }
 
-void vae_media_writer_abort(vae_media_writer *w) { writer_free(w, 1); }
+void vae_media_writer_abort(vae_media_writer *w) {
+    writer_free(w, 1);
+}
 
 const char *vae_media_writer_temp_path(const vae_media_writer *w) {
     return w && w->kind == KIND_VIDEO ? w->tmp : NULL;
 }
 
-int vae_media_writer_frames(const vae_media_writer *w) { return w ? w->frames : 0; }
+int vae_media_writer_frames(const vae_media_writer *w) {
+    return w ? w->frames : 0;
+}
 
 static int open_encoder(vae_media_writer *w, const char *codec) {
     const char *want = NULL;
@@ -136,8 +140,9 @@ static int open_encoder(vae_media_writer *w, const char *codec) {
                        "in .mkv is always there)",
                        codec, want);
     if (vm_pix_is_yuv(pf) && (w->w % 2 || w->h % 2))
-        return vm_fail(VAE_ESHAPE, "%s: %s 4:2:0 needs an even width and height, not %dx%d (use "
-                                   "--codec ffv1 or a PNG pattern)",
+        return vm_fail(VAE_ESHAPE,
+                       "%s: %s 4:2:0 needs an even width and height, not %dx%d (use "
+                       "--codec ffv1 or a PNG pattern)",
                        w->path, codec, w->w, w->h);
     AVCodecContext *e = avcodec_alloc_context3(c);
     if (!e) return vm_fail(VAE_ENOMEM, "out of memory");
@@ -211,8 +216,10 @@ int vae_media_writer_open(vae_media_writer **out, const char *path, int width, i
     if (!out || !path) return vm_fail(VAE_EINVAL, "vae_media_writer_open: NULL argument");
     *out = NULL;
     vae_media_write_options o;
-    if (opts) o = *opts;
-    else vae_media_write_options_default(&o);
+    if (opts)
+        o = *opts;
+    else
+        vae_media_write_options_default(&o);
     if (width <= 0 || height <= 0 || width > 16384 || height > 16384)
         return vm_fail(VAE_ESHAPE, "%s: bad frame size %dx%d", path, width, height);
     if (o.bit_depth != 8 && o.bit_depth != 10)
@@ -225,15 +232,20 @@ int vae_media_writer_open(vae_media_writer **out, const char *path, int width, i
     const char *e = ext_of(path);
     int pattern = vae_media_is_pattern(path);
     if (strchr(path, '%') && !pattern)
-        return vm_fail(VAE_EINVAL, "%s: a frame pattern needs exactly one %%d conversion (e.g. "
-                                   "out/%%05d.png)", path);
+        return vm_fail(VAE_EINVAL,
+                       "%s: a frame pattern needs exactly one %%d conversion (e.g. "
+                       "out/%%05d.png)",
+                       path);
     const char *fmt = NULL, *codec = o.codec;
     if (pattern) {
         if (strcasecmp(e, ".png") != 0)
-            return vm_fail(VAE_EINVAL, "%s: frame patterns are written as PNG: end it in .png", path);
+            return vm_fail(VAE_EINVAL, "%s: frame patterns are written as PNG: end it in .png",
+                           path);
         if (codec && strcasecmp(codec, "png") != 0)
-            return vm_fail(VAE_EINVAL, "%s: a frame pattern is a PNG sequence; --codec %s needs a "
-                                       "video file (.mp4, .mkv)", path, codec);
+            return vm_fail(VAE_EINVAL,
+                           "%s: a frame pattern is a PNG sequence; --codec %s needs a "
+                           "video file (.mp4, .mkv)",
+                           path, codec);
         codec = "png";
     } else if (strcasecmp(e, ".mp4") == 0 || strcasecmp(e, ".m4v") == 0) {
         fmt = "mp4";
@@ -242,8 +254,10 @@ int vae_media_writer_open(vae_media_writer **out, const char *path, int width, i
     } else if (strcasecmp(e, ".mkv") == 0) {
         fmt = "matroska";
     } else {
-        return vm_fail(VAE_EINVAL, "%s: unknown video output: use .mp4 or .mov (H.264/H.265), .mkv "
-                                   "(FFV1, H.264, H.265) or a PNG pattern such as out/%%05d.png", path);
+        return vm_fail(VAE_EINVAL,
+                       "%s: unknown video output: use .mp4 or .mov (H.264/H.265), .mkv "
+                       "(FFV1, H.264, H.265) or a PNG pattern such as out/%%05d.png",
+                       path);
     }
     if (!codec) codec = strcmp(fmt, "matroska") == 0 ? "ffv1" : "h264";
     if (strcasecmp(codec, "h264") == 0 || strcasecmp(codec, "avc") == 0 ||
@@ -281,7 +295,8 @@ int vae_media_writer_open(vae_media_writer **out, const char *path, int width, i
     if (w->kind == KIND_PNGSEQ) {
         char *d = dir_of(path);
         struct stat sb;
-        if (!d) rc = vm_fail(VAE_ENOMEM, "out of memory");
+        if (!d)
+            rc = vm_fail(VAE_ENOMEM, "out of memory");
         else if (stat(d, &sb) != 0 || !S_ISDIR(sb.st_mode))
             rc = vm_fail(VAE_EIO, "%s: the folder %s does not exist", path, d);
         else if (access(d, W_OK) != 0)
@@ -367,8 +382,7 @@ static int drain(vae_media_writer *w) {
             int ok = f && fwrite(w->pkt->data, 1, (size_t)w->pkt->size, f) == (size_t)w->pkt->size;
             if (f && fclose(f) != 0) ok = 0;
             av_packet_unref(w->pkt);
-            if (!ok)
-                return vm_fail(VAE_EIO, "%s: cannot write: %s", w->finals[i], strerror(errno));
+            if (!ok) return vm_fail(VAE_EIO, "%s: cannot write: %s", w->finals[i], strerror(errno));
             continue;
         }
         av_packet_rescale_ts(w->pkt, w->enc->time_base, w->st->time_base);
@@ -431,8 +445,10 @@ static int rgb_to_yuv420(vae_media_writer *w, const float *R, const float *G, co
                     long q = lrintf(yv);
                     q = q < 0 ? 0 : q > (long)maxc ? (long)maxc : q;
                     uint8_t *row = f->data[0] + (size_t)y * f->linesize[0];
-                    if (ten) ((uint16_t *)row)[x] = (uint16_t)q;
-                    else row[x] = (uint8_t)q;
+                    if (ten)
+                        ((uint16_t *)row)[x] = (uint16_t)q;
+                    else
+                        row[x] = (uint8_t)q;
                 }
             }
         }
@@ -499,7 +515,8 @@ int vae_media_writer_add(vae_media_writer *w, const float *frames, int n) {
                 for (int y = 0; y < w->h; y++) {
                     uint16_t *o = (uint16_t *)(f->data[p] + (size_t)y * f->linesize[p]);
                     const float *s = src[p] + (int64_t)y * w->w;
-                    for (int x = 0; x < w->w; x++) o[x] = (uint16_t)lrintf(unit(s[x], lo, inv) * 1023.0f);
+                    for (int x = 0; x < w->w; x++)
+                        o[x] = (uint16_t)lrintf(unit(s[x], lo, inv) * 1023.0f);
                 }
             break;
         }
@@ -558,7 +575,8 @@ int vae_media_writer_finish(vae_media_writer *w) {
             if (rename(w->tmps[i], w->finals[i]) != 0) {
                 rc = vm_fail(VAE_EIO, "%s: cannot rename into place: %s", w->finals[i],
                              strerror(errno));
-                for (int k = 0; k < i; k++) remove(w->finals[k]);
+                for (int k = 0; k < i; k++)
+                    remove(w->finals[k]);
                 goto fail;
             }
         for (int i = 0; i < w->nfiles; i++) {

@@ -82,7 +82,8 @@ extern const vae_arch vae_arch_wan21, vae_arch_wan22, vae_arch_seedvr2, vae_arch
 extern const vae_arch *const vae_archs[];
 const vae_arch *vae_arch_by_name(const char *name);
 
-/* The spatial factor of a configuration (Wan2.2 = 16, TAESD = 8, ...). */
+/* The spatial and temporal compression of a configuration (released Wan2.2: 16 and 4). */
 int vae_config_spatial_factor(const vae_config *cfg);
+int vae_config_temporal_factor(const vae_config *cfg);
 
 #endif

@@ -14,4 +14,26 @@ const vae_arch *vae_arch_by_name(const char *name) {
     return NULL;
 }
 
-int vae_config_spatial_factor(const vae_config *cfg) { return cfg->arch->spatial_factor; }
+/* The factors follow the configuration: every level but the last halves the size (Wan2.2 also
+ * patchifies by 2), and each temporal flag halves time. The arch's fields give the released ones. */
+int vae_config_spatial_factor(const vae_config *cfg) {
+    const vae_arch *a = cfg->arch;
+    if (a == &vae_arch_wan21 || a == &vae_arch_wan22)
+        return (a == &vae_arch_wan22 ? 2 : 1) << (cfg->u.wan.n_levels - 1);
+    if (a == &vae_arch_seedvr2) return 1 << (cfg->u.seedvr2.n_levels - 1);
+    return a->spatial_factor;
+}
+
+int vae_config_temporal_factor(const vae_config *cfg) {
+    const vae_arch *a = cfg->arch;
+    int f = 1;
+    if (a == &vae_arch_wan21 || a == &vae_arch_wan22) {
+        for (int i = 0; i < cfg->u.wan.n_levels - 1; i++) f <<= cfg->u.wan.temperal_downsample[i] ? 1 : 0;
+        return f;
+    }
+    if (a == &vae_arch_seedvr2) {
+        int n = cfg->u.seedvr2.temporal_scale_num, levels = cfg->u.seedvr2.n_levels - 1;
+        return 1 << (n < levels ? n : levels);
+    }
+    return a->temporal_factor;
+}

@@ -603,6 +603,9 @@ static int sv_config_from_store(vae_config *cfg, const vae_store *s, const char 
         return vae_fail(VAE_EUNSUPPORTED, "%s: SeedVR2 temporal up/downsampling at unexpected levels",
                         path);
     c->norm_num_groups = default_groups(c);
+    /* Said at INFO: `vae synth` files carry their groups in metadata, which overrides this. */
+    VAE_INFO("%s: SeedVR2 GroupNorm groups are not stored in checkpoints: assuming %d (override "
+             "with the config {\"norm_num_groups\": N})", path, c->norm_num_groups);
     const char *attn = c->has_encoder ? "encoder" : "decoder";
     *map = NULL;
     if (!find(s, prefix, "%s.mid_block.attentions.0.to_q.weight", attn) &&

@@ -7,37 +7,7 @@
  *   S = exp(S - rowmax), l = rowsum   (float32, max-subtracted; sum in double)
  *   Yb = S V, then Yb /= l      (sgemm)
  */
-#include <string.h>
-
 #include "backends/cpu/cpu_internal.h"
-
-/* exp(x) for the softmax's x <= 0, in a form the compiler vectorises (libm's expf is a call per
- * value, 4-5x slower here): x = k ln2 + r with |r| <= ln2/2, exp(x) = 2^k * p(r), p the degree-6
- * Taylor polynomial (relative error < 3e-7). x is first clamped to -87 (exp(-87) ~ 1.6e-38, still
- * a normal float); the clamp compares the bit patterns as unsigned integers because a float
- * comparison may trap (-ftrapping-math) and then keeps the loop from being vectorised. Non-positive
- * floats order by magnitude as unsigned bits; +0 (bits 0) is left alone. */
-static inline float exp_neg(float x) {
-    const uint32_t minus87 = 0xC2AE0000u; /* bits of -87.0f */
-    uint32_t ux;
-    memcpy(&ux, &x, sizeof ux);
-    ux = ux > minus87 ? minus87 : ux;
-    memcpy(&x, &ux, sizeof x);
-    const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    float kf = (x * 1.44269504f + shifter) - shifter;
-    float r = (x - kf * 0.693145752f) - kf * 1.42860677e-6f; /* ln2 split in two parts */
-    float p = 1.0f / 720; /* Horner: 1 + r + r^2/2 + ... + r^6/720 */
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t bits = ((int32_t)kf + 127) * (1 << 23); /* 2^k, k in [-126, 0] */
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
 
 /* row[j] = exp(row[j] - max(row)); returns 1 / sum(row) (sum in double). */
 static float softmax_row(float *row, int n) {
@@ -46,7 +16,7 @@ static float softmax_row(float *row, int n) {
         mx = row[j] > mx ? row[j] : mx;
 #pragma omp simd
     for (int j = 0; j < n; j++)
-        row[j] = exp_neg(row[j] - mx);
+        row[j] = cpu_exp_neg(row[j] - mx);
     double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < n; j++)

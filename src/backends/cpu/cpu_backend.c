@@ -10,7 +10,8 @@
 #endif
 
 /* ---- aligned allocation ---------------------------------------------------------------------
- * Layout: [padding][raw pointer][size] | user block (64-byte aligned). */
+ * Layout: [padding][offset back to the malloc'd block][size asked for] | user block (64-aligned).
+ */
 enum { CPU_ALIGN = 64, CPU_HEADER = 2 * sizeof(size_t) };
 
 void *cpu_aligned_alloc(size_t bytes) {
@@ -75,8 +76,9 @@ void cpu_act_row(vae_act act, float s, float *x, int64_t n) {
     switch (act) {
     case VAE_ACT_NONE: break;
     case VAE_ACT_SILU:
+#pragma omp simd
         for (int64_t i = 0; i < n; i++)
-            x[i] = x[i] / (1.0f + expf(-x[i]));
+            x[i] = cpu_silu(x[i]);
         break;
     case VAE_ACT_RELU:
         for (int64_t i = 0; i < n; i++)

@@ -1,14 +1,15 @@
 /* cpu_gemm.c -- row-major sgemm: cblas_sgemm when built with VAE_HAVE_BLAS=1, otherwise a
  * cache-blocked, packed OpenMP kernel in plain C that the compiler vectorises.
  *
- * Built-in kernel (the classic Goto scheme, simplified):
- *   for each block of NC columns of B and KC rows of the k axis:
- *     pack B[kc][nc] into panels of NR columns, [panel][k][NR] (shared by all threads)
- *     for each tile (MC rows of A, NB columns) in parallel:
- *       pack A[mc][kc] into panels of MR rows, [panel][k][MR] (per thread)
- *       for each MR x NR micro-tile: acc += sum_k a[k][0..MR) x b[k][0..NR)  (registers)
- *       C += alpha * acc
- * Edges are zero-padded in the packed copies, so the micro-kernel has no branches.
+ * Built-in kernel (the Goto scheme, simplified): C is cut into tiles of MC rows x NB columns,
+ * handed out to the threads dynamically (no barrier inside: robust when a core is shared with
+ * another process). For each tile and each block of KC along k:
+ *   pack A[mc][kc] into panels of MR rows, [panel][k][MR]      (L2)
+ *   pack B[kc][nb] into panels of NR columns, [panel][k][NR]   (L1/L2)
+ *   for each MR x NR micro-tile: acc += sum_k a[k][0..MR) x b[k][0..NR)  (registers)
+ *   C += alpha * acc
+ * Edges are zero-padded in the packed copies, so the micro-kernel has no branches. Packing B per
+ * tile repeats it once per row tile, about 1/MC of the arithmetic.
  */
 #include <omp.h>
 #include <string.h>
@@ -22,6 +23,10 @@
  * OpenMP instead: each thread runs cblas_sgemm on a slice of C's rows or columns. Two thread pools
  * (OpenMP for the other loops, OpenBLAS's pthreads for the GEMMs) that both spin-wait fight over
  * the cores, which made a conv several times slower on a 2-core machine. */
+const char *cpu_gemm_name(void) {
+    return "OpenBLAS";
+}
+
 int cpu_sgemm(int threads, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
               const float *b, int ldb, float beta, float *c, int ldc) {
     if (m <= 0 || n <= 0) return VAE_OK;
@@ -68,9 +73,12 @@ enum { MR = 4, NR = 8 }; /* 8 xmm accumulators (SSE2 baseline) */
 enum {
     KC = 256,     /* depth of one packed block: an A micro-panel (MR x KC) stays in L1 */
     MC = 16 * MR, /* rows of a packed A block (L2) */
-    NB = 16 * NR, /* columns of one parallel tile */
-    NC = 16 * NB  /* columns of one packed B block (L2/L3) */
+    NB = 16 * NR  /* columns of one tile */
 };
+
+const char *cpu_gemm_name(void) {
+    return "built-in";
+}
 
 /* Packs rows [0, mc) x depth [0, kc) of A (already offset) into MR-row panels. */
 static void pack_a(int mc, int kc, const float *a, int lda, float *ap) {
@@ -180,73 +188,51 @@ static void micro_kernel(int kc, const float *restrict ap, const float *restrict
 int cpu_sgemm(int threads, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
               const float *b, int ldb, float beta, float *c, int ldc) {
     if (m <= 0 || n <= 0) return VAE_OK;
-    if (threads < 1) threads = 1;
-    if (beta != 1.0f) {
-#pragma omp parallel for num_threads(threads) schedule(static) if ((int64_t)m * n > 65536)
-        for (int i = 0; i < m; i++) {
-            float *ci = c + (size_t)i * ldc;
+    const int m_tiles = (m + MC - 1) / MC, n_tiles = (n + NB - 1) / NB, tiles = m_tiles * n_tiles;
+    const int kc_max = k < 1 ? 1 : k < KC ? k : KC;
+    if (threads > tiles) threads = tiles;
+    if (threads < 1 || (double)m * n * kc_max < 65536) threads = 1;
+    const size_t per_thread = (size_t)(MC + NB) * kc_max; /* packed A block + packed B block */
+    float *pack = cpu_aligned_alloc((size_t)threads * per_thread * sizeof(float));
+    if (!pack)
+        return vae_fail(VAE_ENOMEM, "sgemm %dx%dx%d: cannot allocate packing buffers", m, n, k);
+
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
+    for (int tile = 0; tile < tiles; tile++) {
+        const int i0 = (tile / n_tiles) * MC, j0 = (tile % n_tiles) * NB;
+        const int mc = m - i0 < MC ? m - i0 : MC, nb = n - j0 < NB ? n - j0 : NB;
+        float *ap = pack + (size_t)omp_get_thread_num() * per_thread;
+        float *bp = ap + (size_t)MC * kc_max;
+        float *ct = c + (size_t)i0 * ldc + j0;
+        for (int i = 0; i < mc; i++) { /* C = beta * C (beta == 0 ignores NaN in C) */
+            float *ci = ct + (size_t)i * ldc;
             if (beta == 0.0f)
-                memset(ci, 0, (size_t)n * sizeof *ci);
-            else
-                for (int j = 0; j < n; j++)
+                memset(ci, 0, (size_t)nb * sizeof *ci);
+            else if (beta != 1.0f)
+                for (int j = 0; j < nb; j++)
                     ci[j] *= beta;
         }
-    }
-    if (k <= 0 || alpha == 0.0f) return VAE_OK;
-
-    int kc_max = k < KC ? k : KC;
-    int nc_max = n < NC ? ((n + NR - 1) / NR) * NR : NC;
-    float *bpack = cpu_aligned_alloc((size_t)kc_max * nc_max * sizeof(float));
-    float *apack = cpu_aligned_alloc((size_t)threads * MC * kc_max * sizeof(float));
-    if (!bpack || !apack) {
-        cpu_aligned_free(bpack);
-        cpu_aligned_free(apack);
-        return vae_fail(VAE_ENOMEM, "sgemm %dx%dx%d: cannot allocate packing buffers", m, n, k);
-    }
-
-    for (int jc = 0; jc < n; jc += NC) {
-        int nc = n - jc < NC ? n - jc : NC;
-        int n_panels = (nc + NR - 1) / NR;
+        if (alpha == 0.0f) continue;
         for (int pc = 0; pc < k; pc += KC) {
-            int kc = k - pc < KC ? k - pc : KC;
-            const float *bblk = trans_b ? b + (size_t)jc * ldb + pc : b + (size_t)pc * ldb + jc;
-            int m_tiles = (m + MC - 1) / MC, n_tiles = (nc + NB - 1) / NB;
-            int par = (int64_t)m * nc * kc > 32768;
-#pragma omp parallel num_threads(threads) if (par)
-            {
-#pragma omp for schedule(static)
-                for (int jp = 0; jp < n_panels; jp++) {
-                    int j0 = jp * NR, nr = nc - j0 < NR ? nc - j0 : NR;
-                    const float *src = trans_b ? bblk + (size_t)j0 * ldb : bblk + j0;
-                    pack_b_panel(trans_b, nr, kc, src, ldb, bpack + (size_t)jp * kc * NR);
-                }
-                float *ap = apack + (size_t)omp_get_thread_num() * MC * kc_max;
-                int packed_tile = -1;
-#pragma omp for collapse(2) schedule(dynamic, 1)
-                for (int it = 0; it < m_tiles; it++) {
-                    for (int jt = 0; jt < n_tiles; jt++) {
-                        int i0 = it * MC, mc = m - i0 < MC ? m - i0 : MC;
-                        if (packed_tile != it) {
-                            pack_a(mc, kc, a + (size_t)i0 * lda + pc, lda, ap);
-                            packed_tile = it;
-                        }
-                        int jend = (jt + 1) * NB < nc ? (jt + 1) * NB : nc;
-                        for (int j0 = jt * NB; j0 < jend; j0 += NR) {
-                            int nr = jend - j0 < NR ? jend - j0 : NR;
-                            const float *bp = bpack + (size_t)(j0 / NR) * kc * NR;
-                            for (int ii = 0; ii < mc; ii += MR) {
-                                int mr = mc - ii < MR ? mc - ii : MR;
-                                micro_kernel(kc, ap + (size_t)ii * kc, bp, alpha,
-                                             c + (size_t)(i0 + ii) * ldc + jc + j0, ldc, mr, nr);
-                            }
-                        }
-                    }
+            const int kc = k - pc < KC ? k - pc : KC;
+            pack_a(mc, kc, a + (size_t)i0 * lda + pc, lda, ap);
+            for (int jp = 0; jp < nb; jp += NR) {
+                const int nr = nb - jp < NR ? nb - jp : NR;
+                const float *src =
+                    trans_b ? b + (size_t)(j0 + jp) * ldb + pc : b + (size_t)pc * ldb + j0 + jp;
+                pack_b_panel(trans_b, nr, kc, src, ldb, bp + (size_t)(jp / NR) * kc * NR);
+            }
+            for (int jp = 0; jp < nb; jp += NR) {
+                const int nr = nb - jp < NR ? nb - jp : NR;
+                for (int ii = 0; ii < mc; ii += MR) {
+                    const int mr = mc - ii < MR ? mc - ii : MR;
+                    micro_kernel(kc, ap + (size_t)ii * kc, bp + (size_t)(jp / NR) * kc * NR, alpha,
+                                 ct + (size_t)ii * ldc + jp, ldc, mr, nr);
                 }
             }
         }
     }
-    cpu_aligned_free(bpack);
-    cpu_aligned_free(apack);
+    cpu_aligned_free(pack);
     return VAE_OK;
 }
 

@@ -38,6 +38,92 @@ cudaDataType_t cu_blas_type(vae_dtype dt) {
     }
 }
 
+void cu_note_peak(cuda_backend *cb) {
+    int64_t total = cb->base.bytes_in_use + (int64_t)cb->scratch_bytes + (int64_t)cb->ws_bytes;
+    if (total > cb->base.bytes_peak) cb->base.bytes_peak = total;
+}
+
+/* ---- profiling ------------------------------------------------------------------------------- */
+enum { CU_PROF_CAP = 4096 }; /* event pairs resolved at once */
+static const char *const prof_names[CU_P_N] = {
+    "conv cuDNN", "conv GEMM", "conv gather/im2col", "conv bias/residual init", "rms norm",
+    "group norm", "eltwise", "resample", "attention", "copy/zero", "upload", "download"};
+
+static void prof_flush(cuda_backend *cb) {
+    if (!cb->prof || cb->prof_n == 0) return;
+    cudaStreamSynchronize(cb->stream);
+    for (int i = 0; i < cb->prof_n; i++) {
+        float ms = 0.0f;
+        if (cudaEventElapsedTime(&ms, cb->prof_ev[2 * i], cb->prof_ev[2 * i + 1]) == cudaSuccess) {
+            cb->prof_ms[cb->prof_cat[i]] += ms;
+            cb->prof_calls[cb->prof_cat[i]]++;
+        } else {
+            cudaGetLastError();
+        }
+    }
+    cb->prof_n = 0;
+}
+
+int cu_prof_begin(cuda_backend *cb, int cat) {
+    if (!cb->prof || cu_enter(cb, "cuda profile")) return -1;
+    if (!cb->prof_ev) {
+        cb->prof_ev = vae_calloc(2 * CU_PROF_CAP, sizeof *cb->prof_ev);
+        cb->prof_cat = vae_calloc(CU_PROF_CAP, sizeof *cb->prof_cat);
+        if (!cb->prof_ev || !cb->prof_cat) {
+            cb->prof = 0;
+            return -1;
+        }
+        cb->prof_cap = CU_PROF_CAP;
+    }
+    if (cb->prof_n == cb->prof_cap) prof_flush(cb);
+    int i = cb->prof_n;
+    if (i >= cb->prof_made) {
+        if (cudaEventCreate(&cb->prof_ev[2 * i]) != cudaSuccess ||
+            cudaEventCreate(&cb->prof_ev[2 * i + 1]) != cudaSuccess) {
+            cudaGetLastError();
+            return -1;
+        }
+        cb->prof_made = i + 1;
+    }
+    cb->prof_cat[i] = cat;
+    cudaEventRecord(cb->prof_ev[2 * i], cb->stream);
+    cb->prof_n++;
+    return i;
+}
+
+void cu_prof_end(cuda_backend *cb, int h) {
+    if (h >= 0) cudaEventRecord(cb->prof_ev[2 * h + 1], cb->stream);
+}
+
+static void prof_report(cuda_backend *cb) {
+    if (!cb->prof) return;
+    prof_flush(cb);
+    double total = 0;
+    for (int k = 0; k < CU_P_N; k++) total += cb->prof_ms[k];
+    VAE_INFO("cuda profile (%s, %s): %.1f ms of GPU work in %d categories", cb->device_name,
+             vae_dtype_name(cb->base.dtype), total, CU_P_N);
+    int done[CU_P_N] = {0};
+    for (int r = 0; r < CU_P_N; r++) { /* largest first */
+        int best = -1;
+        for (int k = 0; k < CU_P_N; k++)
+            if (!done[k] && (best < 0 || cb->prof_ms[k] > cb->prof_ms[best])) best = k;
+        done[best] = 1;
+        if (cb->prof_calls[best] == 0) continue;
+        VAE_INFO("cuda profile: %-24s %10.2f ms %5.1f%% %8lld calls", prof_names[best],
+                 cb->prof_ms[best], total > 0 ? 100.0 * cb->prof_ms[best] / total : 0.0,
+                 (long long)cb->prof_calls[best]);
+    }
+    for (int i = 0; i < cb->prof_made; i++) {
+        cudaEventDestroy(cb->prof_ev[2 * i]);
+        cudaEventDestroy(cb->prof_ev[2 * i + 1]);
+    }
+    vae_free(cb->prof_ev);
+    vae_free(cb->prof_cat);
+    cb->prof_ev = NULL;
+    cb->prof_cat = NULL;
+    cb->prof_made = cb->prof_n = 0;
+}
+
 /* ---- scratch --------------------------------------------------------------------------------- */
 void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who) {
     if (bytes <= cb->scratch_bytes) return cb->scratch;
@@ -47,7 +133,6 @@ void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who) {
     if (cb->scratch) {
         cudaStreamSynchronize(cb->stream); /* pending work may still read it */
         cudaFree(cb->scratch);
-        cb->base.bytes_in_use -= (int64_t)cb->scratch_bytes;
         cb->scratch = NULL;
         cb->scratch_bytes = 0;
     }
@@ -67,8 +152,7 @@ void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who) {
     }
     cb->scratch = p;
     cb->scratch_bytes = want;
-    cb->base.bytes_in_use += (int64_t)want;
-    if (cb->base.bytes_in_use > cb->base.bytes_peak) cb->base.bytes_peak = cb->base.bytes_in_use;
+    cu_note_peak(cb);
     return p;
 }
 
@@ -116,6 +200,7 @@ static void cuda_destroy(vae_backend *be) {
     cuda_backend *cb = cu_be(be);
     cudaSetDevice(cb->device);
     if (cb->stream) cudaStreamSynchronize(cb->stream);
+    prof_report(cb);
     cu_dnn_destroy(cb);
     cuda_ops_destroy(cb);
     if (cb->cublas) cublasDestroy(cb->cublas);
@@ -138,7 +223,7 @@ static void *cuda_alloc(vae_backend *be, size_t bytes) {
         return NULL;
     }
     be->bytes_in_use += (int64_t)got;
-    if (be->bytes_in_use > be->bytes_peak) be->bytes_peak = be->bytes_in_use;
+    cu_note_peak(cb);
     return p;
 }
 
@@ -154,16 +239,23 @@ static int cuda_upload(vae_backend *be, void *dst, const float *src, size_t n) {
     int rc = cu_enter(cb, "cuda upload");
     if (rc || n == 0) return rc;
     if (!dst || !src) return vae_fail(VAE_EINVAL, "cuda upload: NULL buffer");
-    if (be->dtype == VAE_DTYPE_F32)
-        return cu_check(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice,
-                                        cb->stream),
-                        "cuda upload", "cudaMemcpyAsync");
+    if (be->dtype == VAE_DTYPE_F32) {
+        int ph = cu_prof_begin(cb, CU_P_UPLOAD);
+        rc = cu_check(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice,
+                                      cb->stream),
+                      "cuda upload", "cudaMemcpyAsync");
+        cu_prof_end(cb, ph);
+        return rc;
+    }
     float *stage = cu_scratch(cb, n * sizeof(float), "cuda upload");
     if (!stage) return VAE_ENOMEM;
+    int ph = cu_prof_begin(cb, CU_P_UPLOAD);
     rc = cu_check(cudaMemcpyAsync(stage, src, n * sizeof(float), cudaMemcpyHostToDevice, cb->stream),
                   "cuda upload", "cudaMemcpyAsync");
-    if (rc) return rc;
-    return cu_check(cuk_from_f32(cb->stream, be->dtype, dst, stage, n), "cuda upload", "convert");
+    if (!rc)
+        rc = cu_check(cuk_from_f32(cb->stream, be->dtype, dst, stage, n), "cuda upload", "convert");
+    cu_prof_end(cb, ph);
+    return rc;
 }
 
 static int cuda_download(vae_backend *be, float *dst, const void *src, size_t n) {
@@ -172,39 +264,53 @@ static int cuda_download(vae_backend *be, float *dst, const void *src, size_t n)
     if (rc || n == 0) return rc;
     if (!dst || !src) return vae_fail(VAE_EINVAL, "cuda download: NULL buffer");
     const void *from = src;
-    if (be->dtype != VAE_DTYPE_F32) {
-        float *stage = cu_scratch(cb, n * sizeof(float), "cuda download");
-        if (!stage) return VAE_ENOMEM;
+    float *stage = NULL;
+    if (be->dtype != VAE_DTYPE_F32 && !(stage = cu_scratch(cb, n * sizeof(float), "cuda download")))
+        return VAE_ENOMEM;
+    int ph = cu_prof_begin(cb, CU_P_DOWNLOAD);
+    if (stage) {
         rc = cu_check(cuk_to_f32(cb->stream, be->dtype, stage, src, n), "cuda download", "convert");
-        if (rc) return rc;
         from = stage;
     }
-    rc = cu_check(cudaMemcpyAsync(dst, from, n * sizeof(float), cudaMemcpyDeviceToHost, cb->stream),
-                  "cuda download", "cudaMemcpyAsync");
+    if (!rc)
+        rc = cu_check(cudaMemcpyAsync(dst, from, n * sizeof(float), cudaMemcpyDeviceToHost,
+                                      cb->stream),
+                      "cuda download", "cudaMemcpyAsync");
+    cu_prof_end(cb, ph);
     if (rc) return rc;
-    return cu_check(cudaStreamSynchronize(cb->stream), "cuda download", "synchronize");
+    rc = cu_check(cudaStreamSynchronize(cb->stream), "cuda download", "synchronize");
+    prof_flush(cb);
+    return rc;
 }
 
 static int cuda_copy(vae_backend *be, void *dst, const void *src, size_t bytes) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda copy");
     if (rc || bytes == 0 || dst == src) return rc;
-    return cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cb->stream),
-                    "cuda copy", "cudaMemcpyAsync");
+    int ph = cu_prof_begin(cb, CU_P_COPY);
+    rc = cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cb->stream),
+                  "cuda copy", "cudaMemcpyAsync");
+    cu_prof_end(cb, ph);
+    return rc;
 }
 
 static int cuda_zero(vae_backend *be, void *dst, size_t bytes) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda zero");
     if (rc || bytes == 0) return rc;
-    return cu_check(cudaMemsetAsync(dst, 0, bytes, cb->stream), "cuda zero", "cudaMemsetAsync");
+    int ph = cu_prof_begin(cb, CU_P_COPY);
+    rc = cu_check(cudaMemsetAsync(dst, 0, bytes, cb->stream), "cuda zero", "cudaMemsetAsync");
+    cu_prof_end(cb, ph);
+    return rc;
 }
 
 static int cuda_sync(vae_backend *be) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda sync");
     if (rc) return rc;
-    return cu_check(cudaStreamSynchronize(cb->stream), "cuda sync", "cudaStreamSynchronize");
+    rc = cu_check(cudaStreamSynchronize(cb->stream), "cuda sync", "cudaStreamSynchronize");
+    prof_flush(cb);
+    return rc;
 }
 
 /* ---- vtbl: per-op state ---------------------------------------------------------------------- */
@@ -312,6 +418,8 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->scratch_limit = (size_t)CU_SCRATCH_LIMIT_MB << 20;
     const char *s = getenv("VAE_CUDA_SCRATCH_MB");
     if (s && atol(s) > 0) cb->scratch_limit = (size_t)atol(s) << 20;
+    s = getenv("VAE_CUDA_PROFILE");
+    cb->prof = s && atoi(s) > 0;
     s = getenv("VAE_CUDA_CONV");
     if (s && strcmp(s, "gemm") == 0) cb->conv_mode = CU_CONV_GEMM;
     else if (s && strcmp(s, "cudnn") == 0) cb->conv_mode = CU_CONV_CUDNN;

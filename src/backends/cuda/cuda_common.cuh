@@ -35,6 +35,65 @@ __device__ __forceinline__ float cu_act(int act, float s, float x) {
     }
 }
 
+/* 16-byte vectors of a storage type, converted to / from float32 in registers:
+ * vec16<T>::N values per vector; load/store need 16-byte aligned addresses. */
+template <typename T> struct vec16;
+template <> struct vec16<float> {
+    enum { N = 4 };
+    static __device__ __forceinline__ void load(const float *p, float *v) {
+        float4 a = *(const float4 *)p;
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+    }
+    static __device__ __forceinline__ void store(float *p, const float *v) {
+        *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+    }
+};
+template <> struct vec16<__nv_bfloat16> {
+    enum { N = 8 };
+    static __device__ __forceinline__ void load(const __nv_bfloat16 *p, float *v) {
+        uint4 u = *(const uint4 *)p;
+        unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            v[2 * k] = __uint_as_float(w[k] << 16);
+            v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+        }
+    }
+    static __device__ __forceinline__ void store(__nv_bfloat16 *p, const float *v) {
+        unsigned w[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            w[k] = (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * k])) |
+                   ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * k + 1])) << 16);
+        *(uint4 *)p = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+};
+template <> struct vec16<__half> {
+    enum { N = 8 };
+    static __device__ __forceinline__ void load(const __half *p, float *v) {
+        uint4 u = *(const uint4 *)p;
+        unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            v[2 * k] = __half2float(__ushort_as_half((unsigned short)(w[k] & 0xffffu)));
+            v[2 * k + 1] = __half2float(__ushort_as_half((unsigned short)(w[k] >> 16)));
+        }
+    }
+    static __device__ __forceinline__ void store(__half *p, const float *v) {
+        unsigned w[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            w[k] = (unsigned)__half_as_ushort(__float2half_rn(v[2 * k])) |
+                   ((unsigned)__half_as_ushort(__float2half_rn(v[2 * k + 1])) << 16);
+        *(uint4 *)p = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+};
+
+/* all pointers 16-byte aligned (NULL counts as aligned) */
+static inline int cu_aligned16(const void *a, const void *b, const void *c) {
+    return !(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15);
+}
+
 /* Grid size for a grid-stride loop over n items with `threads` per block. */
 static inline unsigned cu_grid(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;

@@ -97,6 +97,7 @@ static int gemm_xwt(cuda_backend *cb, const void *w, int64_t k, int co, const vo
     const size_t es = cb->base.elem_size;
     const float one = 1.0f;
     const int64_t max_rows = (int64_t)1 << 30;
+    int ph = cu_prof_begin(cb, CU_P_CONV_GEMM);
     for (int64_t r0 = 0; r0 < p; r0 += max_rows) {
         int64_t n = p - r0 < max_rows ? p - r0 : max_rows;
         cublasStatus_t st = cublasGemmEx(
@@ -104,8 +105,12 @@ static int gemm_xwt(cuda_backend *cb, const void *w, int64_t k, int co, const vo
             (const char *)x + (size_t)r0 * k * es, t, (int)k, &beta,
             (char *)y + (size_t)r0 * co * es, t, co, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         int rc = cu_blas_check(st, who, "cublasGemmEx");
-        if (rc) return rc;
+        if (rc) {
+            cu_prof_end(cb, ph);
+            return rc;
+        }
     }
+    cu_prof_end(cb, ph);
     cb->n_conv_gemm++;
     return VAE_OK;
 }
@@ -145,10 +150,12 @@ static int block_im2col(conv_call *cc, const void *const *fr, int j0, int tb, vo
     fill_frames(&f, fr, (tb - 1) * op->st + op->kt);
     for (int64_t q0 = 0; q0 < tb * hwo; q0 += np) {
         int64_t n = tb * hwo - q0 < np ? tb * hwo - q0 : np;
+        int ph = cu_prof_begin(cb, CU_P_GATHER);
         int rc = cu_check(cuk_im2col(cb->stream, cc->es, &f, 0, op->st, op->kt, cc->h, cc->w,
                                      op->c_in, op->kh, op->kw, op->sh, op->sw, op->pad_h[0],
                                      op->pad_w[0], cc->ho, cc->wo, q0, n, col),
                           op->name, "im2col");
+        cu_prof_end(cb, ph);
         if (rc) return rc;
         rc = gemm_xwt(cb, cc->s->w, k, op->c_out, col, n,
                       (char *)y + ((size_t)j0 * hwo + q0) * op->c_out * cc->es, cc->beta, op->name);
@@ -182,9 +189,11 @@ static int block_pointwise(conv_call *cc, const void *const *fr, int j0, int tb,
     if (!g) return VAE_ENOMEM;
     cuk_frames f;
     fill_frames(&f, fr, (tb - 1) * op->st + op->kt);
+    int ph = cu_prof_begin(cb, CU_P_GATHER);
     int rc = cu_check(cuk_conv_gather(cb->stream, cc->es, &f, tb, op->st, op->kt, cc->h, cc->w,
                                       op->c_in, 0, 0, 0, 0, g),
                       op->name, "temporal gather");
+    cu_prof_end(cb, ph);
     if (rc) return rc;
     return gemm_xwt(cb, cc->s->w, cc->s->k, op->c_out, g, tb * hw, yb, cc->beta, op->name);
 }
@@ -210,15 +219,19 @@ static int block_cudnn(conv_call *cc, const void *const *fr, int j0, int tb, voi
         if (!gbuf) return VAE_ENOMEM;
         cuk_frames f;
         fill_frames(&f, fr, (tb - 1) * op->st + op->kt);
+        int ph = cu_prof_begin(cb, CU_P_GATHER);
         int rc = cu_check(cuk_conv_gather(cb->stream, cc->es, &f, tb, op->st, op->kt, cc->h, cc->w,
                                           op->c_in, op->pad_h[0], op->pad_h[1], op->pad_w[0],
                                           op->pad_w[1], gbuf),
                           op->name, "conv gather");
+        cu_prof_end(cb, ph);
         if (rc) return rc;
         x = gbuf;
         g.c = op->kt * op->c_in, g.hx = hp, g.wx = wp, g.ph = 0, g.pw = 0;
     }
+    int ph = cu_prof_begin(cb, CU_P_CONV_DNN);
     int rc = cu_dnn_conv_run(cb, &g, x, cc->s->w, cc->beta, (char *)y + (size_t)j0 * yfb, op->name);
+    cu_prof_end(cb, ph);
     if (rc == VAE_OK) cb->n_conv_cudnn++;
     return rc;
 }
@@ -252,9 +265,11 @@ int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const 
     if (hwo > INT32_MAX / 2 || (int64_t)h * w > INT32_MAX / 2)
         return vae_fail(VAE_EUNSUPPORTED, "%s: frame of %dx%d is too large", op->name, h, w);
     if (s->bias || residual) {
+        int ph = cu_prof_begin(cb, CU_P_BIAS);
         rc = cu_check(cuk_bias_init(cb->stream, be->dtype, y, s->bias, residual, t_out * hwo,
                                     op->c_out),
                       op->name, "bias");
+        cu_prof_end(cb, ph);
         if (rc) return rc;
         cc.beta = 1.0f;
     }

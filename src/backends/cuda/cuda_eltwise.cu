@@ -68,10 +68,42 @@ static __global__ void eltwise_kernel(int kind, int act, float as, const T *a, c
     }
 }
 
+/* 16-byte vectors: n % N == 0, aligned pointers, and (scale/shift) c % N == 0 */
+template <typename T>
+static __global__ void eltwise_vec_kernel(int kind, int act, float as, const T *a, const T *b,
+                                          const float *w, const float *sh, T *y, int64_t nvec,
+                                          int c) {
+    const int N = vec16<T>::N;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float v[N], u[N];
+        vec16<T>::load(a + i * N, v);
+        if (kind == 1) {
+            vec16<T>::load(b + i * N, u);
+#pragma unroll
+            for (int k = 0; k < N; k++) v[k] += u[k];
+        } else if (kind == 2) {
+            int ch = (int)((i * N) % c);
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                v[k] = v[k] * (w ? w[ch + k] : 1.0f) + (sh ? sh[ch + k] : 0.0f);
+        }
+#pragma unroll
+        for (int k = 0; k < N; k++) v[k] = cu_act(act, as, v[k]);
+        vec16<T>::store(y + i * N, v);
+    }
+}
+
 template <typename T>
 static void launch_eltwise(cudaStream_t s, int kind, int act, float as, const void *a,
                            const void *b, const float *w, const float *sh, void *y, int64_t n,
                            int c) {
+    const int N = vec16<T>::N;
+    if (n % N == 0 && (kind != 2 || c % N == 0) && cu_aligned16(a, b, y)) {
+        eltwise_vec_kernel<T><<<cu_grid(n / N, 256), 256, 0, s>>>(
+            kind, act, as, (const T *)a, (const T *)b, w, sh, (T *)y, n / N, c);
+        return;
+    }
     eltwise_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>(kind, act, as, (const T *)a, (const T *)b,
                                                      w, sh, (T *)y, n, c);
 }
@@ -97,8 +129,36 @@ static __global__ void bias_init_kernel(T *y, const float *bias, const T *res, i
 }
 
 template <typename T>
+static __global__ void bias_init_vec_kernel(T *y, const float *bias, const T *res, int64_t nvec,
+                                            int c) {
+    const int N = vec16<T>::N;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float v[N];
+        if (res) {
+            vec16<T>::load(res + i * N, v);
+        } else {
+#pragma unroll
+            for (int k = 0; k < N; k++) v[k] = 0.0f;
+        }
+        if (bias) {
+            int ch = (int)((i * N) % c);
+#pragma unroll
+            for (int k = 0; k < N; k++) v[k] += bias[ch + k];
+        }
+        vec16<T>::store(y + i * N, v);
+    }
+}
+
+template <typename T>
 static void launch_bias_init(cudaStream_t s, void *y, const float *bias, const void *res,
                              int64_t n, int c) {
+    const int N = vec16<T>::N;
+    if (c % N == 0 && cu_aligned16(y, res, NULL)) {
+        bias_init_vec_kernel<T><<<cu_grid(n / N, 256), 256, 0, s>>>((T *)y, bias, (const T *)res,
+                                                                   n / N, c);
+        return;
+    }
     bias_init_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>((T *)y, bias, (const T *)res, n, c);
 }
 

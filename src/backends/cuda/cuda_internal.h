@@ -128,6 +128,13 @@ void cu_pool_trim(cu_pool *pool);
 void cu_pool_destroy(cu_pool *pool);
 
 /* ---- the backend ---- */
+/* VAE_CUDA_PROFILE=1: GPU time per category (CUDA events around every launch), logged at INFO
+ * level when the backend is destroyed. */
+enum {
+    CU_P_CONV_DNN, CU_P_CONV_GEMM, CU_P_GATHER, CU_P_BIAS, CU_P_RMS, CU_P_GN, CU_P_ELT,
+    CU_P_RESAMPLE, CU_P_ATT, CU_P_COPY, CU_P_UPLOAD, CU_P_DOWNLOAD, CU_P_N
+};
+
 typedef struct cu_table {
     int key[10]; /* kind, c_in, c_out, ft, fs, cs_o, cs_t, cs_h, cs_w, group */
     int *dev;
@@ -145,7 +152,9 @@ typedef struct cuda_backend {
     cublasHandle_t cublas;
     cu_pool pool;
     /* one reusable scratch area (gathers, im2col, attention scores, upload staging) and the
-     * cuDNN workspace; both grow, never shrink; both are counted in bytes_in_use */
+     * cuDNN workspace; both grow, never shrink. bytes_in_use counts the executor's buffers only
+     * (it returns to 0 when all are released); bytes_peak also counts scratch and workspace, so
+     * that it is the device memory the run really needed (weights excluded, as on the CPU). */
     void *scratch;
     size_t scratch_bytes;
     void *ws;
@@ -158,6 +167,12 @@ typedef struct cuda_backend {
     int n_tables, cap_tables;
     int64_t weight_bytes; /* prepared weights and tables (not in bytes_in_use) */
     int64_t n_conv_cudnn, n_conv_gemm; /* conv blocks run by each path (diagnostics) */
+    int prof;                          /* VAE_CUDA_PROFILE */
+    cudaEvent_t *prof_ev;              /* event pairs (begin, end) */
+    int *prof_cat;
+    int prof_n, prof_cap, prof_made;
+    double prof_ms[CU_P_N];
+    int64_t prof_calls[CU_P_N];
 } cuda_backend;
 
 static inline cuda_backend *cu_be(vae_backend *be) { return (cuda_backend *)be; }
@@ -167,6 +182,11 @@ int cu_enter(cuda_backend *cb, const char *who);
 /* cudaError_t -> VAE_OK / VAE_ENOMEM / VAE_EDEVICE with "who: what: CUDA message". */
 int cu_check(cudaError_t e, const char *who, const char *what);
 int cu_blas_check(cublasStatus_t st, const char *who, const char *what);
+/* Profiling: a handle (or -1 when off) for the GPU work queued between begin and end. */
+int cu_prof_begin(cuda_backend *cb, int cat);
+void cu_prof_end(cuda_backend *cb, int h);
+/* bytes_peak = max(bytes_peak, bytes_in_use + scratch + workspace) */
+void cu_note_peak(cuda_backend *cb);
 /* Device scratch of at least `bytes` bytes; NULL + vae_fail on failure. */
 void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who);
 /* Device buffer from host float32 data converted to the backend dtype (conv weights), or a

@@ -36,10 +36,79 @@ static __global__ void rms_kernel(const T *x, T *y, int64_t nv, int c, const flo
     }
 }
 
+/* Vectorised RMS: groups of L lanes (a power of two) per voxel, 32/L voxels per warp step; each
+ * lane keeps up to RMS_MAXV 16-byte vectors of its voxel in registers (one read of x). */
+enum { RMS_MAXV = 8 };
+template <typename T, int L>
+static __global__ void rms_vec_kernel(const T *x, T *y, int64_t nv, int c, const float *g,
+                                      const float *b, int act, float as) {
+    const int N = vec16<T>::N, cv = c / N, vpw = 32 / L;
+    const int lane = threadIdx.x & 31, sub = lane % L;
+    const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    const float sqc = sqrtf((float)c);
+    for (int64_t base = warp * vpw; base < nv; base += nw * vpw) { /* uniform per warp */
+        const int64_t v = base + lane / L;
+        const bool ok = v < nv;
+        float r[RMS_MAXV][N];
+        float ss = 0.0f;
+#pragma unroll
+        for (int k = 0; k < RMS_MAXV; k++) {
+            const int idx = sub + k * L;
+            if (ok && idx < cv) {
+                vec16<T>::load(x + v * c + (int64_t)idx * N, r[k]);
+#pragma unroll
+                for (int j = 0; j < N; j++) ss += r[k][j] * r[k][j];
+            }
+        }
+#pragma unroll
+        for (int o = L / 2; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        const float sc = sqc / fmaxf(sqrtf(ss), 1e-12f);
+#pragma unroll
+        for (int k = 0; k < RMS_MAXV; k++) {
+            const int idx = sub + k * L;
+            if (ok && idx < cv) {
+#pragma unroll
+                for (int j = 0; j < N; j++) {
+                    const int ch = idx * N + j;
+                    float t = r[k][j] * sc;
+                    if (g) t *= g[ch];
+                    if (b) t += b[ch];
+                    r[k][j] = cu_act(act, as, t);
+                }
+                vec16<T>::store(y + v * c + (int64_t)idx * N, r[k]);
+            }
+        }
+    }
+}
+
+template <typename T, int L>
+static void launch_rms_vec(cudaStream_t s, const void *x, void *y, int64_t nv, int c,
+                           const float *g, const float *b, int act, float as) {
+    int64_t warps = (nv + 32 / L - 1) / (32 / L), blocks = (warps + 7) / 8;
+    if (blocks > 65535LL * 16) blocks = 65535LL * 16;
+    rms_vec_kernel<T, L><<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, g, b, act,
+                                                         as);
+}
+
 template <typename T>
 static void launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv, int c, const float *g,
                        const float *b, int act, float as) {
-    int64_t blocks = (nv + 7) / 8; /* 8 warps per block */
+    const int N = vec16<T>::N, cv = c / N;
+    if (c % N == 0 && cv <= 32 * RMS_MAXV && cu_aligned16(x, y, NULL)) {
+        int L = 1;
+        while (L < 32 && L * RMS_MAXV < cv) L <<= 1; /* enough lanes for the vectors */
+        while (L < 32 && L < cv && L < 8) L <<= 1;   /* and some parallelism per voxel */
+        switch (L) {
+        case 1: launch_rms_vec<T, 1>(s, x, y, nv, c, g, b, act, as); return;
+        case 2: launch_rms_vec<T, 2>(s, x, y, nv, c, g, b, act, as); return;
+        case 4: launch_rms_vec<T, 4>(s, x, y, nv, c, g, b, act, as); return;
+        case 8: launch_rms_vec<T, 8>(s, x, y, nv, c, g, b, act, as); return;
+        case 16: launch_rms_vec<T, 16>(s, x, y, nv, c, g, b, act, as); return;
+        default: launch_rms_vec<T, 32>(s, x, y, nv, c, g, b, act, as); return;
+        }
+    }
+    int64_t blocks = (nv + 7) / 8; /* scalar: one warp per voxel, 8 warps per block */
     if (blocks > 65535LL * 16) blocks = 65535LL * 16;
     rms_kernel<T><<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, g, b, act, as);
 }
@@ -115,8 +184,40 @@ static __global__ void gn_apply_kernel(const T *x, T *y, int64_t hw, int c, int 
     }
 }
 
+/* per (frame, channel): mean, rstd * w, b -> coef[0 | 1 | 2][f][c] */
+static __global__ void gn_coef_kernel(const float *mean, const float *rstd, int t, int c, int cg,
+                                      int groups, const float *gw, const float *gb, float *coef) {
+    const int64_t n = (int64_t)t * c;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int f = (int)(i / c), ch = (int)(i % c), k = f * groups + ch / cg;
+        coef[i] = mean[k];
+        coef[n + i] = rstd[k] * (gw ? gw[ch] : 1.0f);
+        coef[2 * n + i] = gb ? gb[ch] : 0.0f;
+    }
+}
+
+template <typename T>
+static __global__ void gn_apply_vec_kernel(const T *x, T *y, int64_t hw, int c, int t,
+                                           int64_t nvec, const float *coef, int act, float as) {
+    const int N = vec16<T>::N;
+    const int64_t fsz = hw * c, n = (int64_t)t * c;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t e = i * N;
+        const int64_t k0 = (e / fsz) * c + e % c;
+        float v[N];
+        vec16<T>::load(x + e, v);
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            v[j] = cu_act(act, as, (v[j] - coef[k0 + j]) * coef[n + k0 + j] + coef[2 * n + k0 + j]);
+        vec16<T>::store(y + e, v);
+    }
+}
+
 extern "C" size_t cuk_group_norm_work(int t, int c, int groups) {
-    return 2 * (size_t)t * c * sizeof(double) + 2 * (size_t)t * groups * sizeof(float);
+    return 2 * (size_t)t * c * sizeof(double) + 2 * (size_t)t * groups * sizeof(float) +
+           3 * (size_t)t * c * sizeof(float);
 }
 
 template <typename T>
@@ -146,8 +247,17 @@ static cudaError_t group_norm_t(cudaStream_t s, const void *xv, void *yv, int t,
     gn_partial_kernel<T, 1><<<grid, GN_THREADS, shm, s>>>(x, hw, c, cg, groups, ppb, mean, dsq);
     gn_final_kernel<1><<<fb, 128, 0, s>>>(dsq, t, c, cg, groups, count, eps, rstd);
     int64_t n = (int64_t)t * hw * c;
-    gn_apply_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>(x, y, hw, c, cg, groups, n, mean, rstd, gw,
-                                                      gb, act, as);
+    const int N = vec16<T>::N;
+    if (c % N == 0 && cu_aligned16(x, y, NULL)) {
+        float *coef = rstd + (size_t)t * groups;
+        gn_coef_kernel<<<cu_grid((int64_t)t * c, 256), 256, 0, s>>>(mean, rstd, t, c, cg, groups,
+                                                                    gw, gb, coef);
+        gn_apply_vec_kernel<T><<<cu_grid(n / N, 256), 256, 0, s>>>(x, y, hw, c, t, n / N, coef,
+                                                                  act, as);
+    } else {
+        gn_apply_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>(x, y, hw, c, cg, groups, n, mean, rstd,
+                                                          gw, gb, act, as);
+    }
     return cudaGetLastError();
 }
 

@@ -191,10 +191,14 @@ int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, voi
     int rc = need_params(op, s);
     if (rc || (rc = cu_enter(cb, op->name))) return rc;
     const float *g = s ? s->w : NULL, *b = s ? s->b : NULL;
-    if (op->kind == VAE_OP_RMS_NORM)
-        return cu_check(cuk_rms_norm(cb->stream, be->dtype, x, y, t * hw, op->c_in, g, b,
-                                     (int)op->act, op->act_scale),
-                        op->name, "rms norm");
+    if (op->kind == VAE_OP_RMS_NORM) {
+        int ph = cu_prof_begin(cb, CU_P_RMS);
+        rc = cu_check(cuk_rms_norm(cb->stream, be->dtype, x, y, t * hw, op->c_in, g, b,
+                                   (int)op->act, op->act_scale),
+                      op->name, "rms norm");
+        cu_prof_end(cb, ph);
+        return rc;
+    }
     if (op->groups < 1 || op->c_in % op->groups)
         return vae_fail(VAE_EINVAL, "%s: %d channels cannot form %d groups", op->name, op->c_in,
                         op->groups);
@@ -202,9 +206,12 @@ int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, voi
         return vae_fail(VAE_EUNSUPPORTED, "%s: group norm over %d channels", op->name, op->c_in);
     void *work = cu_scratch(cb, cuk_group_norm_work(t, op->c_in, op->groups), op->name);
     if (!work) return VAE_ENOMEM;
-    return cu_check(cuk_group_norm(cb->stream, be->dtype, x, y, t, hw, op->c_in, op->groups,
-                                   op->eps, g, b, (int)op->act, op->act_scale, work, cb->sm_count),
-                    op->name, "group norm");
+    int ph = cu_prof_begin(cb, CU_P_GN);
+    rc = cu_check(cuk_group_norm(cb->stream, be->dtype, x, y, t, hw, op->c_in, op->groups, op->eps,
+                                 g, b, (int)op->act, op->act_scale, work, cb->sm_count),
+                  op->name, "group norm");
+    cu_prof_end(cb, ph);
+    return rc;
 }
 
 /* ---- eltwise ---- */
@@ -226,15 +233,30 @@ int cuda_eltwise(vae_backend *be, const vae_op *op, void *state, const void *a, 
     int kind = op->kind == VAE_OP_ACT ? 0 : op->kind == VAE_OP_ADD ? 1 : 2;
     int rc = kind == 2 ? need_params(op, s) : VAE_OK;
     if (rc || (rc = cu_enter(cb, op->name))) return rc;
-    return cu_check(cuk_eltwise(cb->stream, be->dtype, kind, (int)op->act, op->act_scale, a, b2,
-                                kind == 2 && s ? s->w : NULL, kind == 2 && s ? s->b : NULL, y,
-                                n_vox, c),
-                    op->name, "elementwise");
+    int ph = cu_prof_begin(cb, CU_P_ELT);
+    rc = cu_check(cuk_eltwise(cb->stream, be->dtype, kind, (int)op->act, op->act_scale, a, b2,
+                              kind == 2 && s ? s->w : NULL, kind == 2 && s ? s->b : NULL, y, n_vox,
+                              c),
+                  op->name, "elementwise");
+    cu_prof_end(cb, ph);
+    return rc;
 }
 
 /* ---- resample ---- (SHUFFLE_DOWN crops h, w to multiples of fs, like the CPU reference) */
+static int resample_run(vae_backend *be, const vae_op *op, const void *const *frames, int n_in,
+                        int h, int w, void *y, int t_out);
+
 int cuda_resample(vae_backend *be, const vae_op *op, const void *const *frames, int n_in, int h,
                   int w, void *y, int t_out) {
+    cuda_backend *cb = cu_be(be);
+    int ph = cu_prof_begin(cb, CU_P_RESAMPLE);
+    int rc = resample_run(be, op, frames, n_in, h, w, y, t_out);
+    cu_prof_end(cb, ph);
+    return rc;
+}
+
+static int resample_run(vae_backend *be, const vae_op *op, const void *const *frames, int n_in,
+                        int h, int w, void *y, int t_out) {
     cuda_backend *cb = cu_be(be);
     if (n_in < 0 || h < 0 || w < 0 || t_out < 0)
         return vae_fail(VAE_ESHAPE, "%s: resample of %d frames %dx%d", op->name, n_in, h, w);
@@ -293,9 +315,21 @@ int cuda_resample(vae_backend *be, const vae_op *op, const void *const *frames, 
 }
 
 /* ---- attention ---- */
+static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, void *y, int t, int h,
+                         int w);
+
 int cuda_attention(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y, int t,
                    int h, int w) {
     cuda_backend *cb = cu_be(be);
+    int ph = cu_prof_begin(cb, CU_P_ATT);
+    int rc = attention_run(cb, op, qkv, y, t, h, w);
+    cu_prof_end(cb, ph);
+    return rc;
+}
+
+static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, void *y, int t, int h,
+                         int w) {
+    vae_backend *be = &cb->base;
     const int c = op->c_out;
     if (op->kind != VAE_OP_ATTENTION)
         return vae_fail(VAE_EINVAL, "%s: op kind %d is not attention", op->name, (int)op->kind);

@@ -115,7 +115,6 @@ static int ws_reserve(cuda_backend *cb, size_t bytes, const char *who) {
     if (cb->ws) {
         cudaStreamSynchronize(cb->stream);
         cudaFree(cb->ws);
-        cb->base.bytes_in_use -= (int64_t)cb->ws_bytes;
         cb->ws = NULL;
         cb->ws_bytes = 0;
     }
@@ -131,8 +130,7 @@ static int ws_reserve(cuda_backend *cb, size_t bytes, const char *who) {
         return cu_check(e, who, "allocating the cuDNN workspace");
     }
     cb->ws_bytes = want;
-    cb->base.bytes_in_use += (int64_t)want;
-    if (cb->base.bytes_in_use > cb->base.bytes_peak) cb->base.bytes_peak = cb->base.bytes_in_use;
+    cu_note_peak(cb);
     return VAE_OK;
 }
 

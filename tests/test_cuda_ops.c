@@ -1,0 +1,723 @@
+/* test_cuda_ops.c -- the CUDA backend's ops against the CPU backend.
+ *
+ * Every op kind runs on both backends with the same fresh random inputs (seeded PRNG), for several
+ * shapes and parameters, and the outputs are compared: relative L2 error ||gpu - cpu|| / ||cpu||
+ * <= 1e-5 for float32 activations, <= 2e-2 for bfloat16 / float16, and no NaN/Inf. Frame lists
+ * come in the layouts the executor makes (one chunk, scattered frames, cache frames + chunk, a
+ * repeated first frame). Variants: each dtype with the default paths; convolutions forced through
+ * im2col + cuBLAS (VAE_CUDA_CONV=gemm); a 1 MiB scratch limit (blocked gathers / attention).
+ * Then buffers, error paths, and timings of model-sized convs and attention (informative).
+ * Without a usable GPU: prints "skipped: no GPU" and exits 0.
+ * Prints one line per check and "N passed, M failed".
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/backend.h"
+#include "core/core.h"
+#include "core/program.h"
+#include "vae.h"
+
+/* The CUDA entry points exist only in builds with the backend: weak, so that this test links (and
+ * skips) without it. */
+int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index)
+    __attribute__((weak));
+int vae_cuda_available(void) __attribute__((weak));
+const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) __attribute__((weak));
+
+static int n_pass, n_fail;
+static vae_backend *cpu, *gpu;
+static double tol;
+static const char *variant = "";
+
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s [%s] ", ok ? "PASS" : "FAIL", variant);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+    if (ok) n_pass++;
+    else n_fail++;
+}
+
+/* ---- helpers ---------------------------------------------------------------------------------- */
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+static uint64_t rng_next(void) { /* splitmix64 */
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float frand(void) { return (float)((rng_next() >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0); }
+static float *rand_buf(size_t n, float scale, float offset) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = frand() * scale + offset;
+    return p;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* device (or CPU) buffer holding host data */
+static void *dev_from(vae_backend *be, const float *h, size_t n) {
+    void *d = be->v->alloc(be, (n ? n : 1) * be->elem_size);
+    if (!d) {
+        printf("alloc of %zu values failed: %s\n", n, vae_last_error());
+        exit(2);
+    }
+    if (n && be->v->upload(be, d, h, n)) {
+        printf("upload failed: %s\n", vae_last_error());
+        exit(2);
+    }
+    return d;
+}
+
+static float *host_from(vae_backend *be, const void *d, size_t n) {
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = NAN;
+    int rc = n ? be->v->download(be, h, d, n) : VAE_OK;
+    if (rc) printf("  download failed: %s\n", vae_last_error());
+    return h;
+}
+
+/* relative L2 error of y against ref; *bad = count of non-finite values in y */
+static double rel_err(const float *y, const float *ref, size_t n, size_t *bad) {
+    double e = 0, r = 0;
+    *bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(y[i])) {
+            (*bad)++;
+            continue;
+        }
+        double d = (double)y[i] - ref[i];
+        e += d * d;
+        r += (double)ref[i] * ref[i];
+    }
+    return r > 0 ? sqrt(e / r) : sqrt(e);
+}
+
+static void compare(const char *what, int rc_cpu, int rc_gpu, const float *yg, const float *yc,
+                    size_t n) {
+    if (rc_cpu || rc_gpu) {
+        check(0, "%s: rc cpu %d gpu %d (%s)", what, rc_cpu, rc_gpu, vae_last_error());
+        return;
+    }
+    size_t bad;
+    double e = rel_err(yg, yc, n, &bad);
+    check(e <= tol && bad == 0, "%s: rel_err %.2e (tol %.0e) nonfinite %zu", what, e, tol, bad);
+}
+
+static const char *act_name(vae_act a) {
+    static const char *n[] = {"none", "silu", "relu", "tanh3"};
+    return (unsigned)a < 4 ? n[a] : "?";
+}
+
+/* ---- CONV ----------------------------------------------------------------------------------- */
+enum { L_CHUNK = 0, L_SCATTER = 1, L_CACHE_CHUNK = 2, L_REPLICATE = 3 };
+static const char *layout_name[] = {"chunk", "scattered", "cache+chunk", "replicate"};
+
+typedef struct conv_case {
+    const char *name;
+    int c_in, c_out, kt, kh, kw, st, sh, sw, pt, pb, pl, pr;
+    int n_in, h, w;
+    int bias, residual; /* residual: 0 none, 1 separate buffer, 2 residual == y */
+    int layout;
+} conv_case;
+
+/* Runs the conv on be; returns the output on the host (NULL on error, *rc set). */
+static float *run_conv(vae_backend *be, const conv_case *cc, const vae_op *op, float *const *src,
+                       int n_src, const int *frame_src, const float *res_h, size_t fsz,
+                       size_t ysz, int t_out, int ho, int wo, int *rc) {
+    void *state = NULL;
+    *rc = be->v->prepare(be, op, &state);
+    if (*rc) return NULL;
+    void *bufs[64] = {0};
+    const void *srcp[64], *frames[64];
+    int nb = 0;
+    if (cc->layout == L_SCATTER) {
+        for (int i = n_src - 1; i >= 0; i--) bufs[i] = dev_from(be, src[i], fsz), srcp[i] = bufs[i];
+        nb = n_src;
+    } else {
+        int first = cc->layout == L_CACHE_CHUNK ? 2 : 0;
+        for (int i = 0; i < first; i++) bufs[nb++] = dev_from(be, src[i], fsz), srcp[i] = bufs[i];
+        /* the chunk: one buffer with frames first..n_src-1 */
+        float *tmp = malloc((size_t)(n_src - first) * fsz * sizeof *tmp);
+        for (int i = first; i < n_src; i++) memcpy(tmp + (size_t)(i - first) * fsz, src[i], fsz * sizeof *tmp);
+        void *chunk = dev_from(be, tmp, (size_t)(n_src - first) * fsz);
+        free(tmp);
+        bufs[nb++] = chunk;
+        for (int i = first; i < n_src; i++)
+            srcp[i] = (const char *)chunk + (size_t)(i - first) * fsz * be->elem_size;
+    }
+    for (int i = 0; i < cc->n_in; i++) frames[i] = srcp[frame_src[i]];
+    void *y = be->v->alloc(be, ysz * be->elem_size), *res = NULL;
+    if (cc->residual == 1) res = dev_from(be, res_h, ysz);
+    if (cc->residual == 2) {
+        be->v->upload(be, y, res_h, ysz);
+        res = y;
+    } else {
+        float *junk = malloc(ysz * sizeof *junk); /* the old contents of y must not matter */
+        for (size_t i = 0; i < ysz; i++) junk[i] = NAN;
+        be->v->upload(be, y, junk, ysz);
+        free(junk);
+    }
+    *rc = be->v->conv(be, op, state, frames, cc->n_in, cc->h, cc->w, res, y, t_out, ho, wo);
+    float *out = *rc ? NULL : host_from(be, y, ysz);
+    if (res && res != y) be->v->release(be, res);
+    be->v->release(be, y);
+    for (int i = 0; i < nb; i++) be->v->release(be, bufs[i]);
+    be->v->unprepare(be, op, state);
+    return out;
+}
+
+static void test_conv(const conv_case *cc) {
+    int K = cc->c_in * cc->kt * cc->kh * cc->kw;
+    int t_out = (cc->n_in - cc->kt) / cc->st + 1;
+    int ho = (cc->h + cc->pt + cc->pb - cc->kh) / cc->sh + 1;
+    int wo = (cc->w + cc->pl + cc->pr - cc->kw) / cc->sw + 1;
+    size_t fsz = (size_t)cc->h * cc->w * cc->c_in, ysz = (size_t)t_out * ho * wo * cc->c_out;
+    int n_src = cc->layout == L_REPLICATE ? cc->n_in - 2 : cc->n_in, frame_src[64];
+    for (int i = 0; i < cc->n_in; i++)
+        frame_src[i] = cc->layout == L_REPLICATE ? (i < 2 ? 0 : i - 2) : i;
+    float *src[64];
+    for (int i = 0; i < n_src; i++) src[i] = rand_buf(fsz, 1.0f, 0.0f);
+    float *wt = rand_buf((size_t)cc->c_out * K, 1.0f / sqrtf((float)K), 0.0f);
+    float *b = cc->bias ? rand_buf(cc->c_out, 0.5f, 0.0f) : NULL;
+    float *res = cc->residual ? rand_buf(ysz, 1.0f, 0.0f) : NULL;
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, cc->c_in, cc->c_out);
+    op.kt = cc->kt, op.kh = cc->kh, op.kw = cc->kw, op.st = cc->st, op.sh = cc->sh, op.sw = cc->sw;
+    op.pad_h[0] = cc->pt, op.pad_h[1] = cc->pb, op.pad_w[0] = cc->pl, op.pad_w[1] = cc->pr;
+    op.w = wt, op.b = b;
+    snprintf(op.name, sizeof op.name, "test.conv.%s", cc->name);
+    int rc_c, rc_g;
+    float *yc = run_conv(cpu, cc, &op, src, n_src, frame_src, res, fsz, ysz, t_out, ho, wo, &rc_c);
+    float *yg = run_conv(gpu, cc, &op, src, n_src, frame_src, res, fsz, ysz, t_out, ho, wo, &rc_g);
+    char what[200];
+    snprintf(what, sizeof what,
+             "conv %-18s %3d->%-3d k%dx%dx%d s%d,%d,%d pad %d%d%d%d %2d frames %dx%d %s%s%s",
+             cc->name, cc->c_in, cc->c_out, cc->kt, cc->kh, cc->kw, cc->st, cc->sh, cc->sw, cc->pt,
+             cc->pb, cc->pl, cc->pr, cc->n_in, cc->h, cc->w, layout_name[cc->layout],
+             cc->bias ? " bias" : "", cc->residual == 2 ? " res=y" : cc->residual ? " res" : "");
+    compare(what, rc_c, rc_g, yg, yc, ysz);
+    for (int i = 0; i < n_src; i++) free(src[i]);
+    free(wt);
+    free(b);
+    free(res);
+    free(yc);
+    free(yg);
+}
+
+/* name, c_in, c_out, kt kh kw, st sh sw, pad t b l r, n_in h w, bias, residual, layout */
+static const conv_case convs[] = {
+    /* Wan CausalConv3d: 2 cache frames + chunk, bias, residual */
+    {"3x3x3_cache", 16, 24, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 9, 11, 1, 1, L_CACHE_CHUNK},
+    {"3x3x3_zero_pad", 12, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 8, 8, 1, 0, L_SCATTER},
+    {"3x3x3_replicate", 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 7, 6, 1, 2, L_REPLICATE},
+    {"3x3x3_c3_in", 3, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 16, 12, 1, 0, L_CACHE_CHUNK},
+    {"3x3x3_c3_out", 32, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 10, 14, 1, 0, L_CHUNK},
+    {"3x3x3_c64", 64, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 16, 20, 1, 1, L_CACHE_CHUNK},
+    {"3x3x3_odd_c", 13, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 5, 9, 1, 1, L_SCATTER},
+    {"3x3x3_many", 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 40, 4, 5, 1, 1, L_CHUNK}, /* > 32 frames */
+    {"3x3x3_blocks", 64, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 8, 24, 24, 1, 1, L_CACHE_CHUNK},
+    /* 2-D convs (kt 1): cuDNN on the frames in place */
+    {"1x3x3_pad1", 32, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 12, 10, 1, 0, L_CHUNK},
+    {"1x3x3_scatter", 16, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 9, 7, 0, 1, L_SCATTER},
+    {"1x3x3_res_alias", 24, 24, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2, 8, 8, 1, 2, L_CHUNK},
+    /* downsample2d: stride 2, padding {0,1} */
+    {"3x3_s2_pad01", 16, 16, 1, 3, 3, 1, 2, 2, 0, 1, 0, 1, 2, 16, 12, 1, 0, L_CHUNK},
+    {"3x3_s2_pad01_odd", 6, 10, 1, 3, 3, 1, 2, 2, 0, 1, 0, 1, 1, 9, 11, 1, 0, L_CHUNK},
+    /* SeedVR2 temporal+spatial downsample: kt 3 st 2, stride 2, pad {0,1} */
+    {"3x3x3_st2_s2", 8, 16, 3, 3, 3, 2, 2, 2, 0, 1, 0, 1, 5, 8, 10, 1, 0, L_REPLICATE},
+    /* pointwise: GEMM */
+    {"1x1x1", 64, 192, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 9, 10, 1, 0, L_CHUNK},
+    {"1x1x1_res", 13, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 4, 3, 0, 1, L_SCATTER},
+    {"3x1x1_time_conv", 32, 64, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 4, 6, 5, 1, 0, L_CACHE_CHUNK},
+    {"3x1x1_st2", 16, 16, 3, 1, 1, 2, 1, 1, 0, 0, 0, 0, 5, 4, 5, 1, 1, L_SCATTER},
+    {"3x1x1_st2_n6", 7, 5, 3, 1, 1, 2, 1, 1, 0, 0, 0, 0, 6, 3, 4, 1, 0, L_CHUNK},
+    /* odd shapes */
+    {"1x1_s2", 4, 6, 1, 1, 1, 1, 2, 2, 0, 0, 0, 0, 1, 7, 7, 1, 0, L_CHUNK},
+    {"2x5x3_asym", 5, 7, 2, 5, 3, 1, 1, 2, 2, 1, 0, 2, 3, 9, 11, 1, 1, L_SCATTER},
+    {"3x3x3_tiny_frame", 4, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 2, 1, 1, 0, L_CHUNK},
+};
+
+/* ---- norms ---------------------------------------------------------------------------------- */
+static void test_norm(vae_op_kind kind, int c, int groups, vae_act act, int t, int h, int w,
+                      float offset, int has_w, int has_b, int in_place) {
+    size_t n = (size_t)t * h * w * c;
+    float *x = rand_buf(n, 1.5f, offset);
+    float *g = has_w ? rand_buf(c, 0.5f, 1.0f) : NULL, *b = has_b ? rand_buf(c, 0.5f, 0.0f) : NULL;
+    vae_op op = vae_op_make(kind, 0, c, c);
+    op.act = act, op.act_scale = 3.0f, op.groups = groups, op.eps = 1e-6f, op.w = g, op.b = b;
+    snprintf(op.name, sizeof op.name, "test.norm");
+    float *out[2] = {NULL, NULL};
+    int rc[2];
+    vae_backend *bes[2] = {cpu, gpu};
+    for (int k = 0; k < 2; k++) {
+        vae_backend *be = bes[k];
+        void *state = NULL;
+        rc[k] = be->v->prepare(be, &op, &state);
+        void *xd = dev_from(be, x, n), *yd = in_place ? xd : be->v->alloc(be, n * be->elem_size);
+        if (!rc[k]) rc[k] = be->v->norm(be, &op, state, xd, yd, t, h, w);
+        if (!rc[k]) out[k] = host_from(be, yd, n);
+        if (yd != xd) be->v->release(be, yd);
+        be->v->release(be, xd);
+        be->v->unprepare(be, &op, state);
+    }
+    char what[200];
+    snprintf(what, sizeof what, "%s c=%d groups=%d %s t=%d %dx%d offset %g%s%s%s",
+             kind == VAE_OP_RMS_NORM ? "rms_norm" : "group_norm", c, groups, act_name(act), t, h, w,
+             offset, has_w ? " w" : "", has_b ? " b" : "", in_place ? " in-place" : "");
+    compare(what, rc[0], rc[1], out[1], out[0], n);
+    free(x);
+    free(g);
+    free(b);
+    free(out[0]);
+    free(out[1]);
+}
+
+/* ---- eltwise -------------------------------------------------------------------------------- */
+static void test_eltwise(vae_op_kind kind, vae_act act, int c, int64_t n_vox, int in_place) {
+    size_t n = (size_t)n_vox * c;
+    float *a = rand_buf(n, 3.0f, 0.0f), *b2 = rand_buf(n, 3.0f, 0.0f);
+    float *sc = rand_buf(c, 1.0f, 0.5f), *sh = rand_buf(c, 1.0f, 0.0f);
+    vae_op op = vae_op_make(kind, 0, c, c);
+    op.act = act, op.act_scale = 3.0f;
+    if (kind == VAE_OP_ADD) op.in[1] = 0;
+    if (kind == VAE_OP_SCALE_SHIFT) op.w = sc, op.b = sh;
+    snprintf(op.name, sizeof op.name, "test.eltwise");
+    float *out[2] = {NULL, NULL};
+    int rc[2];
+    vae_backend *bes[2] = {cpu, gpu};
+    for (int k = 0; k < 2; k++) {
+        vae_backend *be = bes[k];
+        void *state = NULL;
+        rc[k] = be->v->prepare(be, &op, &state);
+        void *ad = dev_from(be, a, n), *bd = kind == VAE_OP_ADD ? dev_from(be, b2, n) : NULL;
+        void *yd = in_place ? ad : be->v->alloc(be, n * be->elem_size);
+        if (!rc[k]) rc[k] = be->v->eltwise(be, &op, state, ad, bd, yd, n_vox);
+        if (!rc[k]) out[k] = host_from(be, yd, n);
+        if (yd != ad) be->v->release(be, yd);
+        be->v->release(be, ad);
+        if (bd) be->v->release(be, bd);
+        be->v->unprepare(be, &op, state);
+    }
+    static const char *kn[] = {[VAE_OP_ACT] = "act", [VAE_OP_ADD] = "add", [VAE_OP_SCALE_SHIFT] = "scale_shift"};
+    char what[200];
+    snprintf(what, sizeof what, "%s %s c=%d voxels=%lld%s", kn[kind], act_name(act), c,
+             (long long)n_vox, in_place ? " in-place" : "");
+    compare(what, rc[0], rc[1], out[1], out[0], n);
+    free(a);
+    free(b2);
+    free(sc);
+    free(sh);
+    free(out[0]);
+    free(out[1]);
+}
+
+/* ---- resample ------------------------------------------------------------------------------- */
+typedef struct shuf_case {
+    const char *name;
+    vae_op_kind kind;
+    int c_in, c_out, ft, fs, cs_o, cs_t, cs_h, cs_w, group;
+    int n_in, h, w;
+    int scattered; /* SHUFFLE_DOWN: frames at separate addresses */
+} shuf_case;
+
+static void test_resample(const shuf_case *sc) {
+    int t_out, ho = sc->h * sc->fs, wo = sc->w * sc->fs;
+    if (sc->kind == VAE_OP_SHUFFLE_DOWN) t_out = sc->n_in / sc->ft, ho = sc->h / sc->fs, wo = sc->w / sc->fs;
+    else if (sc->kind == VAE_OP_SHUFFLE_UP) t_out = sc->n_in * sc->ft;
+    else t_out = sc->n_in;
+    size_t fsz = (size_t)sc->h * sc->w * sc->c_in, ny = (size_t)t_out * ho * wo * sc->c_out;
+    float *x = rand_buf(fsz * sc->n_in, 1.0f, 0.0f);
+    vae_op op = vae_op_make(sc->kind, 0, sc->c_in, sc->c_out);
+    op.ft = sc->ft, op.fs = sc->fs, op.cs_o = sc->cs_o, op.cs_t = sc->cs_t, op.cs_h = sc->cs_h;
+    op.cs_w = sc->cs_w, op.group = sc->group, op.kt = op.st = sc->ft;
+    snprintf(op.name, sizeof op.name, "test.resample.%s", sc->name);
+    float *out[2] = {NULL, NULL};
+    int rc[2];
+    vae_backend *bes[2] = {cpu, gpu};
+    for (int k = 0; k < 2; k++) {
+        vae_backend *be = bes[k];
+        void *state = NULL;
+        void *bufs[64];
+        const void *frames[64];
+        int nb = 0;
+        rc[k] = be->v->prepare(be, &op, &state);
+        if (sc->scattered) {
+            for (int i = sc->n_in - 1; i >= 0; i--)
+                frames[i] = bufs[nb++] = dev_from(be, x + (size_t)i * fsz, fsz);
+        } else {
+            bufs[nb++] = dev_from(be, x, fsz * sc->n_in);
+            for (int i = 0; i < sc->n_in; i++)
+                frames[i] = (const char *)bufs[0] + (size_t)i * fsz * be->elem_size;
+        }
+        void *yd = be->v->alloc(be, (ny ? ny : 1) * be->elem_size);
+        if (!rc[k]) rc[k] = be->v->resample(be, &op, frames, sc->n_in, sc->h, sc->w, yd, t_out);
+        if (!rc[k]) out[k] = host_from(be, yd, ny);
+        be->v->release(be, yd);
+        for (int i = 0; i < nb; i++) be->v->release(be, bufs[i]);
+        be->v->unprepare(be, &op, state);
+    }
+    char what[200];
+    snprintf(what, sizeof what, "%s %s %d->%d ft %d fs %d group %d, %d frames %dx%d%s",
+             sc->kind == VAE_OP_UPSAMPLE ? "upsample" : sc->kind == VAE_OP_SHUFFLE_UP ? "shuffle_up" : "shuffle_down",
+             sc->name, sc->c_in, sc->c_out, sc->ft, sc->fs, sc->group, sc->n_in, sc->h, sc->w,
+             sc->scattered ? " scattered" : "");
+    compare(what, rc[0], rc[1], out[1], out[0], ny);
+    free(x);
+    free(out[0]);
+    free(out[1]);
+}
+
+/* name, kind, c_in, c_out, ft, fs, cs_o, cs_t, cs_h, cs_w, group, n_in, h, w, scattered */
+static const shuf_case resamples[] = {
+    {"nearest_x2", VAE_OP_UPSAMPLE, 16, 16, 1, 2, 0, 0, 0, 0, 1, 2, 5, 7, 0},
+    {"nearest_x2_c3", VAE_OP_UPSAMPLE, 3, 3, 1, 2, 0, 0, 0, 0, 1, 3, 4, 3, 0},
+    {"nearest_x3_c5", VAE_OP_UPSAMPLE, 5, 5, 1, 3, 0, 0, 0, 0, 1, 1, 3, 4, 0},
+    /* Wan unpatchify: vb_shuffle_up(x, 12, 3, 1, 2, 4, 0, 1, 2, 1) */
+    {"unpatchify", VAE_OP_SHUFFLE_UP, 12, 3, 1, 2, 4, 0, 1, 2, 1, 2, 3, 5, 0},
+    /* Wan2.2 DupUp3D (ft 2, fs 2): factor 8, cs (8, 4, 2, 1), repeats = c_out*8/c_in */
+    {"dup_up_3d", VAE_OP_SHUFFLE_UP, 16, 8, 2, 2, 8, 4, 2, 1, 4, 2, 3, 4, 0},
+    /* Wan time_conv split: vb_shuffle_up(rest, 2c, c, 2, 1, 1, c, 0, 0, 1) */
+    {"time_split", VAE_OP_SHUFFLE_UP, 24, 12, 2, 1, 1, 12, 0, 0, 1, 3, 4, 5, 0},
+    /* SeedVR2 upscale: vb_shuffle_up(u, 4*rt*c, c, rt, 2, 1, c, 2*rt*c, rt*c, 1), rt 2 */
+    {"seedvr2_up", VAE_OP_SHUFFLE_UP, 64, 8, 2, 2, 1, 8, 32, 16, 1, 2, 3, 3, 0},
+    /* Wan patchify: vb_shuffle_down(x, 3, 12, 1, 2, 4, 0, 1, 2, 1, 0) */
+    {"patchify", VAE_OP_SHUFFLE_DOWN, 3, 12, 1, 2, 4, 0, 1, 2, 1, 2, 8, 6, 0},
+    /* Wan2.2 AvgDown3D (ft 2, fs 2): cs (8, 4, 2, 1), group = c_in*8/c_out */
+    {"avg_down_3d", VAE_OP_SHUFFLE_DOWN, 8, 16, 2, 2, 8, 4, 2, 1, 4, 4, 6, 8, 1},
+    {"avg_down_2d", VAE_OP_SHUFFLE_DOWN, 5, 10, 1, 2, 4, 0, 2, 1, 2, 3, 5, 4, 0},
+    {"patchify_crop", VAE_OP_SHUFFLE_DOWN, 3, 12, 1, 2, 1, 0, 6, 3, 1, 2, 7, 9, 0},
+    {"avg_down_many", VAE_OP_SHUFFLE_DOWN, 4, 8, 2, 2, 8, 4, 2, 1, 4, 40, 4, 4, 0}, /* > 32 frames */
+};
+
+/* ---- attention ------------------------------------------------------------------------------ */
+static void test_attention(int c, int t, int h, int w, float qk) {
+    int n = h * w;
+    size_t nx = (size_t)t * n * 3 * c, ny = (size_t)t * n * c;
+    float *qkv = rand_buf(nx, qk, 0.0f);
+    vae_op op = vae_op_make(VAE_OP_ATTENTION, 0, 3 * c, c);
+    op.scale = (float)(1.0 / sqrt((double)c));
+    snprintf(op.name, sizeof op.name, "test.attention");
+    float *out[2] = {NULL, NULL};
+    int rc[2];
+    vae_backend *bes[2] = {cpu, gpu};
+    for (int k = 0; k < 2; k++) {
+        vae_backend *be = bes[k];
+        void *state = NULL;
+        rc[k] = be->v->prepare(be, &op, &state);
+        void *xd = dev_from(be, qkv, nx), *yd = be->v->alloc(be, ny * be->elem_size);
+        if (!rc[k]) rc[k] = be->v->attention(be, &op, state, xd, yd, t, h, w);
+        if (!rc[k]) out[k] = host_from(be, yd, ny);
+        be->v->release(be, xd);
+        be->v->release(be, yd);
+        be->v->unprepare(be, &op, state);
+    }
+    char what[200];
+    snprintf(what, sizeof what, "attention c=%d t=%d %dx%d (N=%d) qk scale %g", c, t, h, w, n, qk);
+    compare(what, rc[0], rc[1], out[1], out[0], ny);
+    free(qkv);
+    free(out[0]);
+    free(out[1]);
+}
+
+/* ---- buffers, errors ------------------------------------------------------------------------ */
+static void test_buffers(void) {
+    vae_backend *be = gpu;
+    int64_t base = be->bytes_in_use;
+    size_t n = 10007;
+    check(base == 0 && be->bytes_peak == 0, "fresh backend: nothing in use (%lld, peak %lld)",
+          (long long)base, (long long)be->bytes_peak);
+    float *x = rand_buf(n, 100.0f, 0.0f);
+    void *d = dev_from(be, x, n);
+    float *back = host_from(be, d, n);
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)back[i] - x[i]) / (fabs(x[i]) + 1e-30);
+        if (!(e <= worst)) worst = e; /* NaN counts as worst */
+    }
+    double lim = be->dtype == VAE_DTYPE_F32 ? 0.0 : be->dtype == VAE_DTYPE_BF16 ? 1.0 / 256 : 1.0 / 2048;
+    check(worst <= lim, "upload/download round trip: worst rel err %.2e (limit %.1e)", worst, lim);
+    void *d2 = be->v->alloc(be, n * be->elem_size);
+    int rc = be->v->copy(be, d2, d, n * be->elem_size);
+    float *back2 = host_from(be, d2, n);
+    check(rc == VAE_OK && memcmp(back, back2, n * sizeof(float)) == 0, "device copy");
+    rc = be->v->zero(be, d2, n * be->elem_size);
+    free(back2);
+    back2 = host_from(be, d2, n);
+    int zeros = 1;
+    for (size_t i = 0; i < n; i++) zeros &= back2[i] == 0.0f;
+    check(rc == VAE_OK && zeros, "device zero");
+    check(be->bytes_in_use > base && be->bytes_peak >= be->bytes_in_use, "accounting while in use");
+    be->v->release(be, d2);
+    void *d3 = be->v->alloc(be, n * be->elem_size); /* same size class: the cached block */
+    check(d3 == d2, "caching allocator reuses a released block");
+    be->v->release(be, d3);
+    be->v->release(be, d);
+    check(be->bytes_in_use == base, "accounting back to %lld after release (%lld)", (long long)base,
+          (long long)be->bytes_in_use);
+    check(be->v->sync(be) == VAE_OK, "sync");
+    free(x);
+    free(back);
+    free(back2);
+}
+
+static void test_errors(void) {
+    vae_backend *be = NULL;
+    int rc = vae_cuda_backend_create(&be, VAE_DTYPE_F32, 999);
+    check(rc == VAE_EDEVICE && !be, "device 999 -> VAE_EDEVICE (%s)", vae_last_error());
+    rc = vae_cuda_backend_create(&be, (vae_dtype)7, 0);
+    check(rc == VAE_EUNSUPPORTED && !be, "dtype 7 -> VAE_EUNSUPPORTED");
+    float w[8 * 8 * 9] = {0};
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, 8, 8);
+    op.kh = op.kw = 3, op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = 1, op.w = w;
+    snprintf(op.name, sizeof op.name, "test.errors.conv");
+    void *x = gpu->v->alloc(gpu, 8 * 4 * 4 * gpu->elem_size), *y = gpu->v->alloc(gpu, 8 * 4 * 4 * gpu->elem_size);
+    const void *frames[1] = {x};
+    rc = gpu->v->conv(gpu, &op, NULL, frames, 1, 4, 4, NULL, y, 1, 4, 4);
+    check(rc == VAE_EINVAL, "conv without prepare -> VAE_EINVAL (%s)", vae_last_error());
+    void *state = NULL;
+    rc = gpu->v->prepare(gpu, &op, &state);
+    if (rc == VAE_OK) rc = gpu->v->conv(gpu, &op, state, frames, 1, 4, 4, NULL, y, 1, 5, 4);
+    check(rc == VAE_ESHAPE, "conv with a wrong output size -> VAE_ESHAPE (%s)", vae_last_error());
+    gpu->v->unprepare(gpu, &op, state);
+    vae_op bad = vae_op_make(VAE_OP_SHUFFLE_DOWN, 0, 4, 8);
+    bad.ft = 1, bad.fs = 2, bad.cs_o = 1, bad.cs_t = 0, bad.cs_h = 1, bad.cs_w = 1, bad.group = 2;
+    snprintf(bad.name, sizeof bad.name, "test.errors.shuffle");
+    state = NULL;
+    rc = gpu->v->prepare(gpu, &bad, &state);
+    check(rc == VAE_EINVAL, "shuffle with colliding strides -> VAE_EINVAL (%s)", vae_last_error());
+    gpu->v->release(gpu, x);
+    gpu->v->release(gpu, y);
+    check(gpu->v->sync(gpu) == VAE_OK, "device healthy after the error paths");
+}
+
+/* ---- timings (GPU only; informative) -------------------------------------------------------- */
+static void bench_conv(const char *label, int c_in, int c_out, int kt, int kh, int h, int w,
+                       int t_out) {
+    int n_in = t_out + kt - 1, K = c_in * kt * kh * kh;
+    size_t fsz = (size_t)h * w * c_in, ysz = (size_t)t_out * h * w * c_out;
+    float *wt = rand_buf((size_t)c_out * K, 1.0f / sqrtf((float)K), 0.0f);
+    float *b = rand_buf(c_out, 0.1f, 0.0f);
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, c_in, c_out);
+    op.kt = kt, op.kh = op.kw = kh, op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = kh / 2;
+    op.w = wt, op.b = b;
+    snprintf(op.name, sizeof op.name, "bench.%s", label);
+    void *state = NULL;
+    int rc = gpu->v->prepare(gpu, &op, &state);
+    void *cache = gpu->v->alloc(gpu, (size_t)(kt - 1 > 0 ? kt - 1 : 1) * fsz * gpu->elem_size);
+    void *chunk = gpu->v->alloc(gpu, (size_t)t_out * fsz * gpu->elem_size);
+    void *y = gpu->v->alloc(gpu, ysz * gpu->elem_size);
+    if (!rc && (!cache || !chunk || !y)) rc = VAE_ENOMEM;
+    const void *frames[64];
+    for (int i = 0; i < n_in; i++)
+        frames[i] = i < kt - 1 ? (const char *)cache + (size_t)i * fsz * gpu->elem_size
+                               : (const char *)chunk + (size_t)(i - kt + 1) * fsz * gpu->elem_size;
+    if (!rc) rc = gpu->v->zero(gpu, chunk, (size_t)t_out * fsz * gpu->elem_size);
+    if (!rc) rc = gpu->v->conv(gpu, &op, state, frames, n_in, h, w, NULL, y, t_out, h, w); /* warm-up */
+    if (!rc) rc = gpu->v->sync(gpu);
+    int reps = 5;
+    double t0 = now();
+    for (int r = 0; r < reps && !rc; r++)
+        rc = gpu->v->conv(gpu, &op, state, frames, n_in, h, w, NULL, y, t_out, h, w);
+    if (!rc) rc = gpu->v->sync(gpu);
+    double dt = (now() - t0) / reps;
+    double flop = 2.0 * ysz * K;
+    if (rc) printf("TIME [%s] conv %s: failed: %s\n", variant, label, vae_last_error());
+    else
+        printf("TIME [%s] conv %-28s %3d->%-3d k%dx%dx%d %dx%d x%d: %8.3f ms  %7.1f TFLOP/s\n", variant,
+               label, c_in, c_out, kt, kh, kh, h, w, t_out, dt * 1e3, flop / dt * 1e-12);
+    gpu->v->release(gpu, cache);
+    gpu->v->release(gpu, chunk);
+    gpu->v->release(gpu, y);
+    gpu->v->unprepare(gpu, &op, state);
+    free(wt);
+    free(b);
+}
+
+static void bench_attention(int c, int h, int w, int t) {
+    int n = h * w;
+    size_t nx = (size_t)t * n * 3 * c, ny = (size_t)t * n * c;
+    vae_op op = vae_op_make(VAE_OP_ATTENTION, 0, 3 * c, c);
+    op.scale = (float)(1.0 / sqrt((double)c));
+    snprintf(op.name, sizeof op.name, "bench.attention");
+    void *x = gpu->v->alloc(gpu, nx * gpu->elem_size), *y = gpu->v->alloc(gpu, ny * gpu->elem_size);
+    int rc = x && y ? gpu->v->zero(gpu, x, nx * gpu->elem_size) : VAE_ENOMEM;
+    if (!rc) rc = gpu->v->attention(gpu, &op, NULL, x, y, t, h, w);
+    if (!rc) rc = gpu->v->sync(gpu);
+    int reps = 3;
+    double t0 = now();
+    for (int r = 0; r < reps && !rc; r++) rc = gpu->v->attention(gpu, &op, NULL, x, y, t, h, w);
+    if (!rc) rc = gpu->v->sync(gpu);
+    double dt = (now() - t0) / reps, flop = 4.0 * t * (double)n * n * c;
+    if (rc) printf("TIME [%s] attention: failed: %s\n", variant, vae_last_error());
+    else
+        printf("TIME [%s] attention c=%d %dx%d (N=%d) x%d: %8.3f ms  %7.1f TFLOP/s\n", variant, c,
+               h, w, n, t, dt * 1e3, flop / dt * 1e-12);
+    gpu->v->release(gpu, x);
+    gpu->v->release(gpu, y);
+}
+
+/* ---- variants ------------------------------------------------------------------------------- */
+enum { V_CONV = 1, V_NORM = 2, V_ELT = 4, V_RES = 8, V_ATT = 16, V_BUF = 32, V_ALL = 63 };
+typedef struct variant_def {
+    const char *label;
+    vae_dtype dtype;
+    const char *conv_env, *scratch_env;
+    int what;
+    int profile; /* VAE_CUDA_PROFILE=1 (GPU time per op category, logged at destroy) */
+} variant_def;
+
+static int make_gpu(const variant_def *v) {
+    if (v->conv_env) setenv("VAE_CUDA_CONV", v->conv_env, 1);
+    else unsetenv("VAE_CUDA_CONV");
+    if (v->scratch_env) setenv("VAE_CUDA_SCRATCH_MB", v->scratch_env, 1);
+    else unsetenv("VAE_CUDA_SCRATCH_MB");
+    if (v->profile) setenv("VAE_CUDA_PROFILE", "1", 1);
+    else unsetenv("VAE_CUDA_PROFILE");
+    gpu = NULL;
+    int rc = vae_cuda_backend_create(&gpu, v->dtype, 0);
+    unsetenv("VAE_CUDA_CONV");
+    unsetenv("VAE_CUDA_SCRATCH_MB");
+    unsetenv("VAE_CUDA_PROFILE");
+    return rc;
+}
+
+static void describe(void) {
+    char buf[512];
+    if (vae_cuda_backend_describe) printf("INFO [%s] %s\n", variant, vae_cuda_backend_describe(gpu, buf, sizeof buf));
+}
+
+static void run_variant(const variant_def *v) {
+    variant = v->label;
+    tol = v->dtype == VAE_DTYPE_F32 ? 1e-5 : 2e-2;
+    int rc = make_gpu(v);
+    check(rc == VAE_OK, "create the CUDA backend (%s)", rc ? vae_last_error() : "ok");
+    if (rc) return;
+    double t0 = now();
+    int f32 = v->dtype == VAE_DTYPE_F32;
+    if (v->what & V_BUF) test_buffers();
+    if (v->what & V_CONV)
+        for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) test_conv(&convs[i]);
+    if (v->what & V_NORM) {
+        static const vae_act acts[] = {VAE_ACT_NONE, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE};
+        for (int a = 0; a < 4; a++) {
+            test_norm(VAE_OP_RMS_NORM, 96, 1, acts[a], 2, 5, 7, 0.0f, 1, 0, a == 1);
+            test_norm(VAE_OP_GROUP_NORM, 128, 32, acts[a], 2, 9, 11, 0.5f, 1, 1, a == 2);
+        }
+        test_norm(VAE_OP_RMS_NORM, 16, 1, VAE_ACT_NONE, 1, 4, 4, 0.0f, 1, 0, 0);
+        test_norm(VAE_OP_RMS_NORM, 13, 1, VAE_ACT_SILU, 2, 3, 5, 0.0f, 1, 1, 0);
+        test_norm(VAE_OP_RMS_NORM, 384, 1, VAE_ACT_SILU, 1, 12, 13, 0.0f, 1, 0, 0);
+        test_norm(VAE_OP_RMS_NORM, 1024, 1, VAE_ACT_SILU, 1, 6, 5, 0.0f, 1, 0, 0);
+        test_norm(VAE_OP_RMS_NORM, 8, 1, VAE_ACT_NONE, 1, 4, 4, 0.0f, 0, 0, 0); /* no gamma */
+        test_norm(VAE_OP_GROUP_NORM, 512, 32, VAE_ACT_SILU, 3, 16, 24, 0.0f, 1, 1, 0);
+        test_norm(VAE_OP_GROUP_NORM, 256, 4, VAE_ACT_RELU, 1, 20, 18, 0.0f, 1, 1, 0); /* taesd */
+        test_norm(VAE_OP_GROUP_NORM, 20, 1, VAE_ACT_SILU, 2, 6, 5, 0.0f, 1, 1, 0);
+        test_norm(VAE_OP_GROUP_NORM, 12, 4, VAE_ACT_NONE, 1, 5, 5, 0.0f, 0, 0, 0); /* no affine */
+        test_norm(VAE_OP_GROUP_NORM, 64, 32, VAE_ACT_NONE, 1, 64, 80, f32 ? 20.0f : 1.0f, 1, 1, 0);
+    }
+    if (v->what & V_ELT) {
+        static const vae_act acts[] = {VAE_ACT_NONE, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE};
+        for (int a = 0; a < 4; a++) {
+            test_eltwise(VAE_OP_ACT, acts[a], 7, 1001, 0);
+            test_eltwise(VAE_OP_ADD, acts[a], 13, 777, a == 1);
+            test_eltwise(VAE_OP_SCALE_SHIFT, acts[a], 16, 300, a == 3);
+        }
+        test_eltwise(VAE_OP_ADD, VAE_ACT_NONE, 96, 12345, 0);
+    }
+    if (v->what & V_RES)
+        for (size_t i = 0; i < sizeof resamples / sizeof *resamples; i++)
+            test_resample(&resamples[i]);
+    if (v->what & V_ATT) {
+        test_attention(8, 1, 5, 7, 1.0f);
+        test_attention(20, 2, 17, 19, 2.0f);
+        test_attention(64, 3, 12, 16, 2.0f);
+        test_attention(384, 1, 24, 30, 1.0f);   /* Wan middle block width, N = 720 */
+        test_attention(512, 2, 16, 16, 1.0f);   /* SeedVR2 */
+        test_attention(1024, 1, 8, 12, 1.0f);   /* head dim 1024 */
+    }
+    printf("TIME [%s] tests took %.2f s\n", variant, now() - t0);
+    describe();
+    gpu->v->destroy(gpu);
+    gpu = NULL;
+}
+
+static void log_line(int level, const char *msg, void *user) {
+    (void)user;
+    printf("LOG %d %s\n", level, msg);
+}
+
+int main(int argc, char **argv) {
+    int bench = !(argc > 1 && strcmp(argv[1], "--no-bench") == 0);
+    if (!vae_cuda_backend_create || !vae_cuda_available || !vae_device_available(VAE_DEVICE_CUDA) ||
+        !vae_cuda_available()) {
+        printf("skipped: no GPU\n0 passed, 0 failed, 1 skipped\n");
+        return 0;
+    }
+    /* library logs on stdout (VAE_TEST_DEBUG=1: also which cuDNN algorithm / fallback each conv
+     * shape got) */
+    vae_set_log_callback(log_line, NULL, getenv("VAE_TEST_DEBUG") ? VAE_LOG_DEBUG : VAE_LOG_WARN);
+    if (vae_cpu_backend_create(&cpu, VAE_DTYPE_F32, 0) != VAE_OK) {
+        printf("cannot create the CPU backend: %s\n", vae_last_error());
+        return 2;
+    }
+    static const variant_def variants[] = {
+        {"fp32", VAE_DTYPE_F32, NULL, NULL, V_ALL, 0},
+        {"bf16", VAE_DTYPE_BF16, NULL, NULL, V_ALL, 0},
+        {"fp16+profile", VAE_DTYPE_F16, NULL, NULL, V_ALL, 1},
+        {"fp32/gemm", VAE_DTYPE_F32, "gemm", NULL, V_CONV, 0},
+        {"bf16/gemm", VAE_DTYPE_BF16, "gemm", NULL, V_CONV, 0},
+        {"fp32/gemm/scratch1M", VAE_DTYPE_F32, "gemm", "1", V_CONV, 0},
+        {"fp32/scratch1M", VAE_DTYPE_F32, NULL, "1", V_CONV | V_ATT | V_NORM, 0},
+        {"bf16/scratch1M", VAE_DTYPE_BF16, NULL, "1", V_CONV | V_ATT, 0},
+    };
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) run_variant(&variants[i]);
+
+    variant = "errors";
+    tol = 1e-5;
+    if (make_gpu(&variants[0]) == VAE_OK) {
+        test_errors();
+        gpu->v->destroy(gpu);
+        gpu = NULL;
+    }
+
+    if (bench) {
+        static const variant_def bv[] = {
+            {"bench fp32", VAE_DTYPE_F32, NULL, NULL, 0, 0},
+            {"bench bf16", VAE_DTYPE_BF16, NULL, NULL, 0, 1},
+            {"bench bf16/gemm", VAE_DTYPE_BF16, "gemm", NULL, 0, 0},
+        };
+        for (size_t i = 0; i < sizeof bv / sizeof *bv; i++) {
+            variant = bv[i].label;
+            if (make_gpu(&bv[i]) != VAE_OK) continue;
+            /* Wan2.1 decoder convs at 480p (latent 60x104) */
+            bench_conv("wan_mid_384", 384, 384, 3, 3, 60, 104, 1);
+            bench_conv("wan_up1_384", 384, 384, 3, 3, 120, 208, 2);
+            bench_conv("wan_up2_192", 192, 192, 3, 3, 240, 416, 4);
+            bench_conv("wan_up3_96", 96, 96, 3, 3, 480, 832, 4);
+            bench_conv("wan_upsample2d_384to192", 384, 192, 1, 3, 240, 416, 2);
+            bench_conv("wan_head_96to3", 96, 3, 3, 3, 480, 832, 4);
+            bench_conv("shortcut_1x1_192to384", 192, 384, 1, 1, 120, 208, 2);
+            if (bv[i].conv_env == NULL) bench_attention(384, 60, 104, 1);
+            describe();
+            gpu->v->destroy(gpu);
+            gpu = NULL;
+        }
+    }
+    cpu->v->destroy(cpu);
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
