@@ -87,13 +87,26 @@ int cmd_sysinfo(int argc, char **argv) {
     printf("\n");
     if (pages > 0 && psize > 0)
         printf("memory:        %.1f GiB\n", (double)pages * (double)psize / (1024.0 * 1024 * 1024));
-    printf(
-        "devices:       cpu yes; cuda %s\n",
-        vae_device_available(VAE_DEVICE_CUDA)
-            ? "yes (this build has the CUDA backend and a GPU is usable)"
-            : "no (this build has no CUDA backend, or no usable GPU: the API does not say which)");
-    int gpus = list_nvidia_gpus();
-    if (!gpus) printf("nvidia gpus:   none seen by a driver\n");
+    printf("build:         %s\n", vae_build_info());
+    int ncuda = vae_device_count(VAE_DEVICE_CUDA);
+    printf("devices:       cpu yes; cuda %s\n",
+           !vae_device_compiled(VAE_DEVICE_CUDA) ? "no (this build has no CUDA backend)"
+           : ncuda > 0                           ? "yes"
+                                                 : "no (no usable GPU or driver)");
+    for (int i = 0; i < ncuda; i++) {
+        vae_device_info di;
+        if (vae_device_get_info(VAE_DEVICE_CUDA, i, &di) != VAE_OK) continue;
+        printf("gpu %d:         %s, compute capability %d.%d, %d SMs, %.1f GiB (%.1f free)\n", i,
+               di.name, di.compute_major, di.compute_minor, di.multiprocessors,
+               di.total_memory / 1073741824.0, di.free_memory / 1073741824.0);
+        printf("               driver CUDA %d.%d, runtime %d.%d, cuDNN %d.%d.%d\n",
+               di.driver_version / 1000, di.driver_version % 1000 / 10,
+               di.runtime_version / 1000, di.runtime_version % 1000 / 10,
+               di.cudnn_version / 10000, di.cudnn_version / 100 % 100, di.cudnn_version % 100);
+        printf("               precisions: fp32%s%s; kernels: %s\n", di.fp16 ? ", fp16" : "",
+               di.bf16 ? ", bf16" : "", di.kernels);
+    }
+    if (ncuda == 0 && !list_nvidia_gpus()) printf("nvidia gpus:   none seen by a driver\n");
 #ifdef VAE_HAVE_MEDIA
     printf("media:         FFmpeg %s\n", vae_media_version());
     printf("encoders:      h264 (libx264) %s, h265 (libx265) %s, ffv1 %s, png %s\n",

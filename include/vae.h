@@ -74,6 +74,24 @@ typedef struct vae_tensor {
 typedef enum { VAE_DEVICE_CPU = 0, VAE_DEVICE_CUDA = 1 } vae_device;
 /* 1 when this build has the backend and it can run here (e.g. a CUDA GPU is present). */
 int vae_device_available(vae_device device);
+/* 1 when this build includes the backend (whether or not a device is present). */
+int vae_device_compiled(vae_device device);
+/* Number of devices of this kind usable here (CPU: 1). */
+int vae_device_count(vae_device device);
+
+typedef struct vae_device_info {
+    char name[256];
+    int compute_major, compute_minor; /* CUDA compute capability */
+    int multiprocessors;
+    int64_t total_memory, free_memory; /* bytes */
+    int driver_version, runtime_version; /* CUDA, e.g. 13000 */
+    int cudnn_version;                   /* e.g. 91400 */
+    int fp16, bf16, fp32;                /* precisions the backend runs on it */
+    char kernels[256];                   /* e.g. "cuDNN convolutions, cuBLAS GEMM, own norms" */
+} vae_device_info;
+int vae_device_get_info(vae_device device, int index, vae_device_info *info);
+/* What this build contains: backends, BLAS, CUDA architectures. */
+const char *vae_build_info(void);
 
 /* ---- models ---------------------------------------------------------------------------------- */
 typedef struct vae_model vae_model;

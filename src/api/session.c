@@ -56,6 +56,8 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
         vae_free(s);
         return rc;
     }
+    VAE_INFO("session: %s backend, %s activations with fp32 accumulation%s", s->be->v->name,
+             vae_dtype_name(o.dtype), o.device == VAE_DEVICE_CPU ? " (OpenMP threads)" : "");
     *out = s;
     return VAE_OK;
 }
@@ -133,11 +135,15 @@ int vae_session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames
     if (t_used < g.t)
         VAE_WARN("%s: %d frames given, the model uses the first %d (%s takes 1 + %d*k frames)",
                  what, g.t, t_used, m->cfg.arch->name, p->chunk);
+    VAE_INFO("%s: %s [%d,%d,%d,%d] in chunks of %d then %d frames, whole %dx%d frames per chunk "
+             "(no spatial tiling), %d ops, causal caches kept per op", encode ? "encode" : "decode",
+             m->cfg.arch->name, g.c, g.t, g.h, g.w, p->first_chunk, p->chunk, g.h, g.w, p->n_ops);
     vae_exec **ep = encode ? &s->enc : &s->dec;
     if (!*ep && (rc = vae_exec_create(ep, p, s->be))) return rc;
     vae_exec *e = *ep;
     vae_exec_reset(e);
     vae_backend *be = s->be;
+    int out_frame = 0;
 
     int max_chunk = p->first_chunk > p->chunk ? p->first_chunk : p->chunk;
     int64_t plane = (int64_t)g.h * g.w, frame_vals = plane * g.c;
@@ -150,7 +156,6 @@ int vae_session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames
                       g.h, g.w, g.c);
         goto done;
     }
-    int out_frame = 0;
     for (int pos = 0; pos < t_used;) {
         int n = pos == 0 ? p->first_chunk : p->chunk;
         /* NCTHW user layout -> [n][h][w][c] channels-last */
@@ -201,6 +206,9 @@ int vae_session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames
         out_frame += cout.t;
     }
 done:
+    if (rc == VAE_OK)
+        VAE_INFO("%s: %d frames out, peak backend memory %.1f MiB", encode ? "encode" : "decode",
+                 out_frame, (double)be->bytes_peak / (1 << 20));
     vae_exec_reset(e);
     vae_free(host_in);
     vae_free(host_out);
