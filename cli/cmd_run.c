@@ -47,6 +47,8 @@ static const char help_decode[] =
     "  --threads N             CPU threads (default: all cores)\n"
     "  --prefix P              key prefix of the VAE inside the checkpoint (default: detected)\n"
     "  --arch A                wan2.1|wan2.2|seedvr2|taesd (default: detected)\n"
+    "  --config JSON           override detected configuration values that shapes cannot tell,\n"
+    "                          e.g. '{\"norm_num_groups\":8}' for a SeedVR2 checkpoint\n"
     "video output:\n"
     "  --fps R                 frame rate: 16, 24, 23.976, 30000/1001 (default: 16 for Wan2.1\n"
     "                          models, 24 otherwise)\n"
@@ -337,7 +339,8 @@ int cmd_run(int argc, char **argv, int encode) {
     const char *model = NULL, *input = NULL, *output = NULL, *device = "cpu", *dtype = "fp32",
                *threads = NULL, *prefix = NULL, *arch = NULL, *help = NULL, *space = NULL,
                *start_s = NULL, *frames_s = NULL, *size_s = NULL, *fit_s = NULL, *fps_s = NULL,
-               *codec = NULL, *crf_s = NULL, *preset = NULL, *depth_s = NULL, *lframes_s = NULL;
+               *codec = NULL, *crf_s = NULL, *preset = NULL, *depth_s = NULL, *lframes_s = NULL,
+               *config = NULL;
     const cli_opt opts_dec[] = {{"--model", "-m", 1, &model},
                                 {"--input", "-i", 1, &input},
                                 {"--output", "-o", 1, &output},
@@ -346,6 +349,7 @@ int cmd_run(int argc, char **argv, int encode) {
                                 {"--threads", NULL, 1, &threads},
                                 {"--prefix", NULL, 1, &prefix},
                                 {"--arch", NULL, 1, &arch},
+                                {"--config", NULL, 1, &config},
                                 {"--latent-space", NULL, 1, &space},
                                 {"--latent-frames", NULL, 1, &lframes_s},
                                 {"--fps", NULL, 1, &fps_s},
@@ -363,6 +367,7 @@ int cmd_run(int argc, char **argv, int encode) {
                                 {"--threads", NULL, 1, &threads},
                                 {"--prefix", NULL, 1, &prefix},
                                 {"--arch", NULL, 1, &arch},
+                                {"--config", NULL, 1, &config},
                                 {"--latent-space", NULL, 1, &space},
                                 {"--start", NULL, 1, &start_s},
                                 {"--frames", NULL, 1, &frames_s},
@@ -467,6 +472,7 @@ int cmd_run(int argc, char **argv, int encode) {
     vae_model_options_default(&mo);
     mo.prefix = prefix;
     mo.arch = arch;
+    mo.config_json = config;
     vae_model *m = NULL;
     vae_session *s = NULL;
     vae_tensor in = {0}, out = {0};

@@ -69,6 +69,19 @@ expect_ok "encode" -- "$VAE" encode -m "$M" -i "$IO:enc_t9.video" -o "$T/enc.saf
 expect_ok "encode matches the fixture" -- "$VAE" compare "$T/enc.safetensors:latent" "$IO:enc_t9.latent" --tol 1e-4
 expect_ok "synth wan2.1" -- "$VAE" synth wan2.1 -o "$T/synth.safetensors" --config '{"dim":8}'
 expect_ok "synth model decodes" -- "$VAE" decode -m "$T/synth.safetensors" -i "$T/latent_ok.safetensors" -o "$T/s.safetensors"
+# SeedVR2 GroupNorm groups are not in plain checkpoints: metadata or --config supplies them
+expect_ok "synth seedvr2 tiny" -- "$VAE" synth seedvr2 -o "$T/s8.safetensors" --config '{"block_out_channels":[32,32,64,64],"norm_num_groups":8}'
+python3 -c "
+import json, struct, sys
+d = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', d[:8])[0]
+h = json.loads(d[8:8 + n]); h.pop('__metadata__')
+hb = json.dumps(h).encode(); hb += b' ' * ((8 - len(hb) % 8) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(hb)) + hb + d[8 + n:])" "$T/s8.safetensors" "$T/s8_plain.safetensors"
+SIO=$FX/seedvr2_tiny.io.safetensors
+expect_ok "decode with groups from metadata" -- "$VAE" decode -m "$T/s8.safetensors" -i "$SIO:dec_t3.latent" -o "$T/s8a.safetensors"
+expect_ok "  matches the fixture" -- "$VAE" compare "$T/s8a.safetensors:video" "$SIO:dec_t3.video" --tol 1e-4
+expect_ok "decode with groups from --config" -- "$VAE" decode -m "$T/s8_plain.safetensors" --config '{"norm_num_groups":8}' -i "$SIO:dec_t3.latent" -o "$T/s8b.safetensors"
+expect_ok "  matches the fixture" -- "$VAE" compare "$T/s8b.safetensors:video" "$SIO:dec_t3.video" --tol 1e-4
 expect_ok "roundtrip taef2" -- "$VAE" roundtrip -e "$SHARED/models/taef2_encoder.pth" -d "$SHARED/models/taef2_decoder.pth" -i "$SHARED/media/astronaut_256.png" -o "$T/rt.png"
 psnr=$(sed -n 's/.*PSNR \([0-9.]*\) dB.*/\1/p' "$T/stdout")
 awk -v p="${psnr:-0}" 'BEGIN { exit !(p >= 29) }' && ok "taef2 PSNR $psnr dB >= 29" || ko "taef2 PSNR '$psnr'"
