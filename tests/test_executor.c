@@ -180,6 +180,66 @@ static void test_bounded_memory(vae_backend *be) {
     vae_program_free(&p);
 }
 
+/* Contiguous windows: a temporal conv whose input is an intermediate value with no other consumer
+ * gets its frame list as one contiguous tensor (cache frames and padding copied in front of the
+ * chunk), with the same results as the reference; memory stays bounded. A wrapper backend records
+ * whether every conv call saw consecutive frames. */
+static vae_backend_vtbl wrap_vtbl;
+static const vae_backend_vtbl *wrap_inner;
+static int wrap_calls, wrap_contig;
+static int wrap_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames,
+                     int n_in, int h, int w, const void *res, void *y, int t_out, int ho, int wo) {
+    size_t fb = (size_t)h * w * op->c_in * be->elem_size;
+    int ok = 1;
+    for (int i = 1; i < n_in; i++)
+        if ((const char *)frames[i] != (const char *)frames[0] + (size_t)i * fb) ok = 0;
+    wrap_calls++;
+    wrap_contig += ok;
+    return wrap_inner->conv(be, op, state, frames, n_in, h, w, res, y, t_out, ho, wo);
+}
+
+static void test_contiguous_window(vae_backend *be, int kt, int st, int tpad, int replicate) {
+    enum { T = 13 };
+    float x[T * H * W * C], w[C * C * 3];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = frand();
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) w[i] = frand();
+    vae_program p;
+    vae_program_init(&p, C);
+    vae_op act = vae_op_make(VAE_OP_ACT, 0, C, C); /* identity: makes an intermediate value */
+    int a = vae_program_add(&p, &act);
+    vae_op op = vae_op_make(VAE_OP_CONV, a, C, C);
+    op.kt = kt, op.st = st, op.tpad = tpad, op.tpad_mode = replicate ? VAE_TPAD_REPLICATE : VAE_TPAD_ZERO;
+    op.w = w;
+    snprintf(op.name, sizeof op.name, "tconv_contig");
+    vae_program_add(&p, &op);
+    float ref[T * H * W * C];
+    int t_ref;
+    ref_tconv(x, T, w, kt, st, tpad, replicate, ref, &t_ref);
+    wrap_inner = be->v;
+    wrap_vtbl = *be->v;
+    wrap_vtbl.conv = wrap_conv;
+    be->v = &wrap_vtbl;
+    const int cut_sets[][3] = {{T, T, T}, {1, 1, 1}, {1, 4, 4}, {2, 3, 5}};
+    for (int s = 0; s < 4; s++) {
+        int t_out, oh, ow, oc;
+        int64_t peak;
+        wrap_calls = wrap_contig = 0;
+        float *y = run_stream(be, &p, x, T, cut_sets[s], 3, &t_out, &oh, &ow, &oc, &peak);
+        CHECK(y && t_out == t_ref, "contig kt %d st %d cuts %d: %d frames, expected %d", kt, st, s,
+              t_out, t_ref);
+        if (y && t_out == t_ref)
+            CHECK(max_diff(y, ref, (size_t)t_ref * H * W * C) < 1e-5,
+                  "contig kt %d st %d tpad %d rep %d cuts %d: values differ by %g", kt, st, tpad,
+                  replicate, s, max_diff(y, ref, (size_t)t_ref * H * W * C));
+        CHECK(wrap_calls > 0 && wrap_contig == wrap_calls,
+              "contig kt %d st %d cuts %d: %d of %d conv calls saw contiguous frames", kt, st, s,
+              wrap_contig, wrap_calls);
+        free(y);
+    }
+    be->v = wrap_inner;
+    vae_program_free(&p);
+}
+
 /* A dry executor reports the same shapes as a real one. */
 static void test_dry(vae_backend *be) {
     float w[C * C * 3] = {0};
@@ -213,6 +273,11 @@ int main(void) {
     test_temporal_conv(be, 3, 2, 0, 0); /* Wan downsample3d time_conv */
     test_temporal_conv(be, 3, 2, 2, 1); /* SeedVR2 temporal downsample */
     test_temporal_conv(be, 2, 2, 1, 0); /* AvgDown3D-like windows */
+    test_contiguous_window(be, 3, 1, 2, 0); /* Wan CausalConv3d after a norm */
+    test_contiguous_window(be, 3, 1, 2, 1); /* SeedVR2 */
+    test_contiguous_window(be, 3, 2, 0, 0); /* Wan downsample3d time_conv */
+    test_contiguous_window(be, 3, 2, 2, 1); /* SeedVR2 temporal downsample */
+    test_contiguous_window(be, 2, 1, 1, 0);
     test_time_split(be);
     test_bounded_memory(be);
     test_dry(be);

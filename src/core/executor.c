@@ -4,15 +4,24 @@
  * consumer, so peak memory is that of one chunk's live activations plus the caches. Windowed ops
  * (temporal convs, temporal shuffle-down) keep the frames that a later window still needs: at
  * most kt-1 frames each, which is what makes memory independent of the video's length.
+ *
+ * Contiguous windows: when the input of a temporal conv (kt > 1) is an intermediate value with no
+ * other consumer, that value is allocated with kt-1 spare frames in front of it. Before the conv
+ * runs, the cached frames (and the front padding at stream start) are copied into that space, so
+ * the conv's frame list is one contiguous [frames][h][w][c] tensor that a backend can read in
+ * place (no per-tap gather). The cache itself stays a separate buffer of kt-1 frames, so memory
+ * between chunks is unchanged. VAE_EXEC_CONTIG=0 turns this off (frame lists as before).
  */
 #include "executor.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
 
 typedef struct window {
     void **cache;     /* kt-1 frame buffers [h][w][c] */
+    void *cbuf;       /* contiguous mode: one buffer of kt-1 frames (the cache) */
     int n;            /* frames pending in cache */
     int started;      /* front padding applied */
     void *zero_frame; /* one zero frame, for zero front padding */
@@ -28,6 +37,7 @@ typedef struct op_state {
 
 typedef struct value {
     void *buf;
+    void *base; /* the allocation holding buf (a window buffer starts before buf), or NULL */
     int t, h, w, c;
     int refs;
 } value;
@@ -38,6 +48,7 @@ struct vae_exec {
     op_state *st;
     value *val;
     int *uses; /* static number of consumers of each value */
+    int *win_of; /* per value: the op whose contiguous window it fills, or -1 */
     const void **frames; /* scratch frame-pointer list */
     int frames_cap;
     double macs;
@@ -53,13 +64,26 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be) {
     e->st = vae_calloc((size_t)p->n_ops + 1, sizeof *e->st);
     e->val = vae_calloc((size_t)p->n_values, sizeof *e->val);
     e->uses = vae_calloc((size_t)p->n_values, sizeof *e->uses);
-    if (!e->st || !e->val || !e->uses) {
+    e->win_of = vae_calloc((size_t)p->n_values, sizeof *e->win_of);
+    if (!e->st || !e->val || !e->uses || !e->win_of) {
         vae_exec_free(e);
         return vae_fail(VAE_ENOMEM, "out of memory creating an executor");
     }
     for (int i = 0; i < p->n_ops; i++)
         for (int k = 0; k < 2; k++)
             if (p->ops[i].in[k] >= 0) e->uses[p->ops[i].in[k]]++;
+    for (int v = 0; v < p->n_values; v++) e->win_of[v] = -1;
+    const char *contig = getenv("VAE_EXEC_CONTIG");
+    if (be && !(contig && contig[0] == '0')) {
+        for (int i = 0; i < p->n_ops; i++) {
+            const vae_op *op = &p->ops[i];
+            int x = op->in[0];
+            if (op->kind != VAE_OP_CONV || op->kt < 2 || x < 0 || x == p->input || x == p->output ||
+                op->in[1] == x || e->uses[x] != 1 || op->tpad > op->kt - 1)
+                continue;
+            e->win_of[x] = i;
+        }
+    }
     if (be) {
         for (int i = 0; i < p->n_ops; i++) {
             int rc = be->v->prepare(be, &p->ops[i], &e->st[i].prep);
@@ -73,11 +97,19 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be) {
     return VAE_OK;
 }
 
+/* Gives a value's buffer back to the backend (its whole allocation). */
+static void value_free(vae_exec *e, value *v) {
+    void *p = v->base ? v->base : v->buf;
+    if (p && e->be) e->be->v->release(e->be, p);
+    v->buf = v->base = NULL;
+}
+
 static void window_release(vae_exec *e, window *w, int kt) {
     if (e->be) {
         if (w->cache)
             for (int i = 0; i < kt - 1; i++)
                 if (w->cache[i]) e->be->v->release(e->be, w->cache[i]);
+        if (w->cbuf) e->be->v->release(e->be, w->cbuf);
         if (w->zero_frame) e->be->v->release(e->be, w->zero_frame);
     }
     vae_free(w->cache);
@@ -86,7 +118,7 @@ static void window_release(vae_exec *e, window *w, int kt) {
 
 static void values_release(vae_exec *e) {
     for (int i = 0; i < e->p->n_values; i++) {
-        if (e->val[i].buf && e->be && i != e->p->input) e->be->v->release(e->be, e->val[i].buf);
+        if (i != e->p->input) value_free(e, &e->val[i]);
         memset(&e->val[i], 0, sizeof e->val[i]);
     }
 }
@@ -109,6 +141,7 @@ void vae_exec_free(vae_exec *e) {
     vae_free(e->st);
     vae_free(e->val);
     vae_free(e->uses);
+    vae_free(e->win_of);
     vae_free(e->frames);
     vae_free(e);
 }
@@ -125,12 +158,16 @@ static int frames_reserve(vae_exec *e, int n) {
 }
 
 static int alloc_value(vae_exec *e, value *v) {
-    v->buf = NULL;
+    v->buf = v->base = NULL;
     if (!e->be || v->t == 0) return VAE_OK;
-    size_t bytes = vox_bytes(e, (int64_t)v->t * v->h * v->w * v->c);
-    v->buf = e->be->v->alloc(e->be, bytes);
-    if (!v->buf)
-        return vae_fail(VAE_ENOMEM, "out of %s memory allocating %zu bytes", e->be->v->name, bytes);
+    size_t fb = vox_bytes(e, (int64_t)v->h * v->w * v->c), bytes = fb * (size_t)v->t;
+    int wi = e->win_of[v - e->val];
+    size_t head = wi >= 0 ? (size_t)(e->p->ops[wi].kt - 1) * fb : 0; /* room for the window */
+    v->base = e->be->v->alloc(e->be, head + bytes);
+    if (!v->base)
+        return vae_fail(VAE_ENOMEM, "out of %s memory allocating %zu bytes", e->be->v->name,
+                        head + bytes);
+    v->buf = (char *)v->base + head;
     return VAE_OK;
 }
 
@@ -194,8 +231,63 @@ static int window_keep(vae_exec *e, const vae_op *op, window *w, int total, int 
     return VAE_OK;
 }
 
+/* Contiguous mode (x was allocated with kt-1 spare frames in front, see alloc_value): the cached
+ * frames and any front padding are copied in front of x's frames, so that e->frames lists one
+ * contiguous tensor. Returns VAE_EAGAIN-free codes only; *count as window_gather. */
+static int window_gather_contig(vae_exec *e, const vae_op *op, window *w, const value *x,
+                                int *count) {
+    vae_backend *be = e->be;
+    int pad = (!w->started && x->t > 0) ? op->tpad : 0;
+    int total = w->n + pad + x->t;
+    int rc = frames_reserve(e, total + 1);
+    if (rc) return rc;
+    if (x->t > 0) {
+        size_t fb = vox_bytes(e, (int64_t)x->h * x->w * x->c);
+        w->frame_bytes = fb;
+        w->h = x->h, w->w = x->w, w->c = x->c;
+        char *head = (char *)x->buf - (size_t)(w->n + pad) * fb; /* inside x's allocation */
+        if (w->n > 0 && (rc = be->v->copy(be, head, w->cbuf, (size_t)w->n * fb))) return rc;
+        for (int i = 0; i < pad && rc == VAE_OK; i++) {
+            char *slot = head + (size_t)(w->n + i) * fb;
+            rc = op->tpad_mode == VAE_TPAD_ZERO ? be->v->zero(be, slot, fb)
+                                                : be->v->copy(be, slot, x->buf, fb);
+        }
+        if (rc) return rc;
+        for (int k = 0; k < total; k++) e->frames[k] = head + (size_t)k * w->frame_bytes;
+        w->started = 1;
+    } else {
+        for (int k = 0; k < total; k++)
+            e->frames[k] = (char *)w->cbuf + (size_t)k * w->frame_bytes;
+    }
+    *count = total;
+    return VAE_OK;
+}
+
+/* Contiguous mode: keeps frames [used, total) (at most kt-1) in w->cbuf. */
+static int window_keep_contig(vae_exec *e, const vae_op *op, window *w, int total, int used) {
+    int keep = total - used;
+    if (keep > op->kt - 1) keep = op->kt - 1, used = total - keep;
+    if (keep > 0) {
+        if (!w->cbuf) {
+            w->cbuf = e->be->v->alloc(e->be, (size_t)(op->kt - 1) * w->frame_bytes);
+            if (!w->cbuf) return vae_fail(VAE_ENOMEM, "out of device memory for a cache");
+        }
+        const void *src = e->frames[used];
+        if (src != w->cbuf) {
+            int rc = e->be->v->copy(e->be, w->cbuf, src, (size_t)keep * w->frame_bytes);
+            if (rc) return rc;
+        }
+    }
+    w->n = keep;
+    return VAE_OK;
+}
+
 static int run_windowed(vae_exec *e, const vae_op *op, op_state *s, const value *x, value *y) {
-    int total = 0, rc = window_gather(e, op, &s->win, x, &total);
+    /* contiguous mode: x has room in front (or is empty and the cache is contiguous) */
+    const int contig = e->be && op->in[0] >= 0 && e->win_of[op->in[0]] == op - e->p->ops &&
+                       (x->t > 0 ? x->base != NULL && x->buf != x->base : s->win.cache == NULL);
+    int total = 0, rc = contig ? window_gather_contig(e, op, &s->win, x, &total)
+                               : window_gather(e, op, &s->win, x, &total);
     if (rc) return rc;
     int t_out = total >= op->kt ? (total - op->kt) / op->st + 1 : 0;
     const window *w = &s->win;
@@ -221,7 +313,8 @@ static int run_windowed(vae_exec *e, const vae_op *op, op_state *s, const value 
             if (rc) return rc;
         }
     }
-    return window_keep(e, op, &s->win, total, t_out * op->st);
+    return contig ? window_keep_contig(e, op, &s->win, total, t_out * op->st)
+                  : window_keep(e, op, &s->win, total, t_out * op->st);
 }
 
 static int copy_frames(vae_exec *e, void *dst, const value *x, int from, int n) {
@@ -246,7 +339,7 @@ static int run_op(vae_exec *e, int i) {
     value *y = &e->val[op->out];
     vae_backend *be = e->be;
     int rc = VAE_OK;
-    *y = (value){NULL, x->t, x->h, x->w, op->c_out, 0};
+    *y = (value){.buf = NULL, .base = NULL, .t = x->t, .h = x->h, .w = x->w, .c = op->c_out};
 
     if (x->t > 0 && x->c != op->c_in)
         return vae_fail(VAE_ESHAPE, "op %s: input has %d channels, expected %d", op->name, x->c,
@@ -344,10 +437,8 @@ static int run_op(vae_exec *e, int i) {
     }
     if (rc) return rc;
     y->refs = e->uses[op->out];
-    if (y->refs == 0 && op->out != e->p->output && y->buf && be) { /* dead value */
-        be->v->release(be, y->buf);
-        y->buf = NULL;
-    }
+    if (y->refs == 0 && op->out != e->p->output && y->buf && be) /* dead value */
+        value_free(e, y);
     /* Inputs whose last consumer this was are released now: peak memory stays one layer wide. */
     for (int k = 0; k < 2; k++) {
         int v = op->in[k];
@@ -356,8 +447,8 @@ static int run_op(vae_exec *e, int i) {
         int dec = (k == 0 && op->in[1] == v) ? 2 : 1;
         iv->refs -= dec;
         if (iv->refs <= 0 && v != e->p->input && v != e->p->output) {
-            if (iv->buf && be) be->v->release(be, iv->buf);
-            iv->buf = NULL;
+            if (be) value_free(e, iv);
+            iv->buf = iv->base = NULL;
         }
     }
     return VAE_OK;
@@ -367,12 +458,13 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
     const vae_program *p = e->p;
     /* the previous chunk's output is released now that the caller is done with it */
     value *o = &e->val[p->output];
-    if (o->buf && e->be && p->output != p->input) e->be->v->release(e->be, o->buf);
-    o->buf = NULL;
+    if (p->output != p->input) value_free(e, o);
+    o->buf = o->base = NULL;
     if (in->c != p->in_channels)
         return vae_fail(VAE_ESHAPE, "input has %d channels, the model expects %d", in->c,
                         p->in_channels);
-    e->val[p->input] = (value){in->data, in->t, in->h, in->w, in->c, e->uses[p->input]};
+    e->val[p->input] = (value){.buf = in->data, .base = NULL, .t = in->t, .h = in->h, .w = in->w,
+                               .c = in->c, .refs = e->uses[p->input]};
     for (int i = 0; i < p->n_ops; i++) {
         int rc = run_op(e, i);
         if (rc) {
