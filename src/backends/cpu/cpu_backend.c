@@ -98,11 +98,38 @@ static void cpu_destroy(vae_backend *be) {
     if (!be) return;
     cpu_backend *cb = cpu_be(be);
     cpu_aligned_free(cb->scratch);
+    for (int i = 0; i < CPU_POOL_SLOTS; i++) cpu_aligned_free(cb->pool[i]);
     vae_free(cb);
 }
 
+/* An exact-size block from the pool, or NULL. */
+static void *pool_take(cpu_backend *cb, size_t bytes) {
+    for (int i = 0; i < CPU_POOL_SLOTS; i++) {
+        if (cb->pool[i] && cpu_aligned_size(cb->pool[i]) == bytes) {
+            void *p = cb->pool[i];
+            cb->pool[i] = NULL;
+            cb->pool_bytes -= bytes;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static void pool_put(cpu_backend *cb, void *p) {
+    size_t bytes = cpu_aligned_size(p);
+    for (int i = 0; i < CPU_POOL_SLOTS && cb->pool_bytes + bytes <= CPU_POOL_MAX_BYTES; i++) {
+        if (!cb->pool[i]) {
+            cb->pool[i] = p;
+            cb->pool_bytes += bytes;
+            return;
+        }
+    }
+    cpu_aligned_free(p);
+}
+
 static void *cpu_alloc(vae_backend *be, size_t bytes) {
-    void *p = cpu_aligned_alloc(bytes);
+    void *p = pool_take(cpu_be(be), bytes);
+    if (!p) p = cpu_aligned_alloc(bytes);
     if (!p) return NULL;
     be->bytes_in_use += (int64_t)bytes;
     if (be->bytes_in_use > be->bytes_peak) be->bytes_peak = be->bytes_in_use;
@@ -112,7 +139,7 @@ static void *cpu_alloc(vae_backend *be, size_t bytes) {
 static void cpu_release(vae_backend *be, void *p) {
     if (!p) return;
     be->bytes_in_use -= (int64_t)cpu_aligned_size(p);
-    cpu_aligned_free(p);
+    pool_put(cpu_be(be), p);
 }
 
 static int cpu_upload(vae_backend *be, void *dst, const float *src, size_t n) {

@@ -16,12 +16,19 @@
 #include "core/backend.h"
 #include "core/core.h"
 
+enum { CPU_POOL_SLOTS = 64 };
+#define CPU_POOL_MAX_BYTES ((size_t)2 << 30)
+
 typedef struct cpu_backend {
     vae_backend base;
     int threads;          /* OpenMP threads of every parallel region (>= 1) */
     float *scratch;       /* reusable work space (im2col columns, attention scores) */
     size_t scratch_bytes; /* its capacity; not counted in base.bytes_in_use */
     size_t scratch_limit; /* conv im2col blocks and attention score blocks aim below this */
+    /* Released buffers kept for reuse: every chunk after the first allocates the same sizes, and
+     * returning them to malloc would mmap/munmap (and page-fault) large blocks per op. */
+    void *pool[CPU_POOL_SLOTS];
+    size_t pool_bytes;
 } cpu_backend;
 
 enum { CPU_SCRATCH_LIMIT = 16 << 20 }; /* default scratch_limit (bytes) */

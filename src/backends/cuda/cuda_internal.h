@@ -217,14 +217,23 @@ int cuda_attention(vae_backend *be, const vae_op *op, void *state, const void *q
                    int h, int w);
 
 /* ---- cuDNN (cudnn_conv.c) ---- */
-/* One 2-D NHWC convolution y[n][ho][wo][k] = beta*y + conv(x[n][hx][wx][c], w[k][kh][kw][c])
- * with symmetric zero padding (ph, pw) and stride (sh, sw). VAE_EUNSUPPORTED when cuDNN has no
- * algorithm for it (the caller falls back to the GEMM path), other codes on real errors. */
+/* One NHWC convolution: nd = 2: y[n][ho][wo][k] = conv(x[n][hx][wx][c], w[k][kh][kw][c]);
+ * nd = 3 (NDHWC): y[n][dy][ho][wo][k] = conv(x[n][dx][hx][wx][c], w[k][kd][kh][kw][c]) (set
+ * dx = dy = kd = sd = 1 and pd = 0 for nd = 2). Symmetric zero padding, strides. epi = 0:
+ * y = conv + beta * y; epi = 1: y = conv + bias [+ z] in the convolution's epilogue.
+ * VAE_EUNSUPPORTED when cuDNN has no algorithm for it (the caller falls back: unfused, or the
+ * GEMM path), other codes on real errors. Zero-initialise (memcmp keys the plan cache). */
 typedef struct cu_dnn_conv {
-    int n, c, hx, wx, k, kh, kw, ph, pw, sh, sw, ho, wo;
+    int nd, n, c, dx, hx, wx, k, kd, kh, kw, pd, ph, pw, sd, sh, sw, dy, ho, wo, epi;
 } cu_dnn_conv;
+typedef struct cu_dnn_epi {
+    float beta;           /* epi = 0 */
+    const void *bias_dt;  /* epi = 1: bias [k] in the activation dtype */
+    const float *bias_f32; /* epi = 1: the same bias in float32 */
+    const void *z;        /* epi = 1: residual, y-shaped and not y, or NULL */
+} cu_dnn_epi;
 int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const void *w,
-                    float beta, void *y, const char *who);
+                    const cu_dnn_epi *epi, void *y, const char *who);
 void cu_dnn_destroy(cuda_backend *cb);
 /* "cuDNN 9.x.y" or "cuDNN unavailable" */
 const char *cu_dnn_describe(cuda_backend *cb, char *buf, size_t len);

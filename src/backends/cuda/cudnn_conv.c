@@ -1,5 +1,5 @@
-/* cudnn_conv.c -- every cuDNN call of the backend: 2-D NHWC convolutions through the legacy
- * cudnnConvolutionForward API (cuDNN 9).
+/* cudnn_conv.c -- every cuDNN call of the backend: 2-D NHWC and 3-D NDHWC convolutions through
+ * the legacy cudnnConvolutionForward / cudnnConvolutionBiasActivationForward API (cuDNN 9).
  *
  * A plan is made once per shape (cu_dnn_conv): descriptors, then cuDNN's heuristic list of
  * algorithms (cudnnGetConvolutionForwardAlgorithm_v7), restricted to the implicit/explicit GEMM
@@ -8,6 +8,11 @@
  * the call that tried it produced the real result. Shapes without any candidate are cached as
  * unsupported and the caller uses its GEMM path. float32 convolutions run with CUDNN_FMA_MATH
  * (no TF32); bfloat16 / float16 ones with tensor cores and float32 accumulation.
+ * Fused plans (epi = 1) compute y = conv(x) + bias [+ z] in the convolution's epilogue
+ * (cudnnConvolutionBiasActivationForward, identity activation, which requires the
+ * IMPLICIT_PRECOMP_GEMM algorithm): the bias is tried in the activation dtype, then in float32;
+ * when cuDNN takes neither, the plan is remembered as unsupported and the caller initialises y
+ * with bias + residual itself and runs an unfused plan with beta = 1.
  * The workspace is one buffer that grows (cuda_backend.ws).
  */
 #include <cudnn.h>
@@ -22,9 +27,11 @@ typedef struct dnn_plan {
     cu_dnn_conv g;
     vae_dtype dtype;
     int ok; /* 0: no algorithm for this shape */
-    cudnnTensorDescriptor_t xd, yd;
+    int bias_f32; /* fused: the bias descriptor is float32 (else the activation dtype) */
+    cudnnTensorDescriptor_t xd, yd, bd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
+    cudnnActivationDescriptor_t ad;
     cudnnConvolutionFwdAlgo_t algo;
     size_t ws;
 } dnn_plan;
@@ -77,11 +84,21 @@ static dnn_state *dnn_get(cuda_backend *cb) {
     return d;
 }
 
-static void plan_free(dnn_plan *p) {
+static void plan_destroy_descriptors(dnn_plan *p) {
     if (p->xd) cudnnDestroyTensorDescriptor(p->xd);
     if (p->yd) cudnnDestroyTensorDescriptor(p->yd);
+    if (p->bd) cudnnDestroyTensorDescriptor(p->bd);
     if (p->wd) cudnnDestroyFilterDescriptor(p->wd);
     if (p->cd) cudnnDestroyConvolutionDescriptor(p->cd);
+    if (p->ad) cudnnDestroyActivationDescriptor(p->ad);
+    p->xd = p->yd = p->bd = NULL;
+    p->wd = NULL;
+    p->cd = NULL;
+    p->ad = NULL;
+}
+
+static void plan_free(dnn_plan *p) {
+    plan_destroy_descriptors(p);
     memset(p, 0, sizeof *p);
 }
 
@@ -140,6 +157,17 @@ static int algo_allowed(cudnnConvolutionFwdAlgo_t a) {
            a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
 }
 
+/* The bias descriptor [1,k,1,1(,1)] of a fused plan, in float32 or the activation dtype. */
+static cudnnStatus_t plan_bias_desc(dnn_plan *p, int f32) {
+    cudnnDataType_t bt = f32 ? CUDNN_DATA_FLOAT : dnn_type(p->dtype);
+    p->bias_f32 = f32;
+    if (p->g.nd == 3) {
+        int dims[5] = {1, p->g.k, 1, 1, 1};
+        return cudnnSetTensorNdDescriptorEx(p->bd, CUDNN_TENSOR_NCHW, bt, 5, dims);
+    }
+    return cudnnSetTensor4dDescriptor(p->bd, CUDNN_TENSOR_NCHW, bt, 1, p->g.k, 1, 1);
+}
+
 /* Descriptors of a new plan; VAE_EUNSUPPORTED when cuDNN rejects the shape. */
 static int plan_describe(dnn_plan *p, const char *who) {
     const cu_dnn_conv *g = &p->g;
@@ -149,36 +177,103 @@ static int plan_describe(dnn_plan *p, const char *who) {
         (st = cudnnCreateFilterDescriptor(&p->wd)) ||
         (st = cudnnCreateConvolutionDescriptor(&p->cd)))
         return dnn_fail(st, who, "creating descriptors");
-    if ((st = cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NHWC, dt, g->n, g->c, g->hx, g->wx)) ||
-        (st = cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NHWC, dt, g->n, g->k, g->ho, g->wo)) ||
-        (st = cudnnSetFilter4dDescriptor(p->wd, dt, CUDNN_TENSOR_NHWC, g->k, g->c, g->kh, g->kw)) ||
-        (st = cudnnSetConvolution2dDescriptor(p->cd, g->ph, g->pw, g->sh, g->sw, 1, 1,
-                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)))
+    if (g->nd == 3) {
+        int xdim[5] = {g->n, g->c, g->dx, g->hx, g->wx}, ydim[5] = {g->n, g->k, g->dy, g->ho, g->wo};
+        int wdim[5] = {g->k, g->c, g->kd, g->kh, g->kw};
+        int pad[3] = {g->pd, g->ph, g->pw}, str[3] = {g->sd, g->sh, g->sw}, dil[3] = {1, 1, 1};
+        if ((st = cudnnSetTensorNdDescriptorEx(p->xd, CUDNN_TENSOR_NHWC, dt, 5, xdim)) ||
+            (st = cudnnSetTensorNdDescriptorEx(p->yd, CUDNN_TENSOR_NHWC, dt, 5, ydim)) ||
+            (st = cudnnSetFilterNdDescriptor(p->wd, dt, CUDNN_TENSOR_NHWC, 5, wdim)) ||
+            (st = cudnnSetConvolutionNdDescriptor(p->cd, 3, pad, str, dil, CUDNN_CROSS_CORRELATION,
+                                                  CUDNN_DATA_FLOAT)))
+            return dnn_fail(st, who, "describing the 3-D convolution");
+    } else if ((st = cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NHWC, dt, g->n, g->c, g->hx,
+                                                g->wx)) ||
+               (st = cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NHWC, dt, g->n, g->k, g->ho,
+                                                g->wo)) ||
+               (st = cudnnSetFilter4dDescriptor(p->wd, dt, CUDNN_TENSOR_NHWC, g->k, g->c, g->kh,
+                                                g->kw)) ||
+               (st = cudnnSetConvolution2dDescriptor(p->cd, g->ph, g->pw, g->sh, g->sw, 1, 1,
+                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT))) {
         return dnn_fail(st, who, "describing the convolution");
+    }
     st = cudnnSetConvolutionMathType(
         p->cd, p->dtype == VAE_DTYPE_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH);
     if (st) return dnn_fail(st, who, "cudnnSetConvolutionMathType");
-    int n, c, h, w;
-    st = cudnnGetConvolution2dForwardOutputDim(p->cd, p->xd, p->wd, &n, &c, &h, &w);
-    if (st) return dnn_fail(st, who, "cudnnGetConvolution2dForwardOutputDim");
-    if (n != g->n || c != g->k || h != g->ho || w != g->wo)
-        return vae_fail(VAE_EINVAL, "%s: cuDNN output %dx%dx%dx%d, expected %dx%dx%dx%d", who, n,
-                        h, w, c, g->n, g->ho, g->wo, g->k);
+    int od[5] = {0};
+    st = cudnnGetConvolutionNdForwardOutputDim(p->cd, p->xd, p->wd, g->nd + 2, od);
+    if (st) return dnn_fail(st, who, "cudnnGetConvolutionNdForwardOutputDim");
+    int exp2[4] = {g->n, g->k, g->ho, g->wo}, exp3[5] = {g->n, g->k, g->dy, g->ho, g->wo};
+    if (memcmp(od, g->nd == 3 ? exp3 : exp2, (size_t)(g->nd + 2) * sizeof(int)) != 0)
+        return vae_fail(VAE_EINVAL, "%s: cuDNN output %dx%dx%dx%dx%d, expected %dx%dx%dx%d(x%d)",
+                        who, od[0], od[1], od[2], od[3], od[4], g->n, g->k, g->dy, g->ho, g->wo);
+    if (g->epi) {
+        if ((st = cudnnCreateTensorDescriptor(&p->bd)) ||
+            (st = cudnnCreateActivationDescriptor(&p->ad)) ||
+            (st = cudnnSetActivationDescriptor(p->ad, CUDNN_ACTIVATION_IDENTITY,
+                                               CUDNN_NOT_PROPAGATE_NAN, 0.0)) ||
+            (st = plan_bias_desc(p, 0)))
+            return dnn_fail(st, who, "describing the fused epilogue");
+    }
     return VAE_OK;
 }
 
 static cudnnStatus_t plan_exec(cuda_backend *cb, dnn_state *d, dnn_plan *p, const void *x,
-                               const void *w, float beta, void *y) {
+                               const void *w, const cu_dnn_epi *epi, void *y) {
     const float one = 1.0f;
+    if (p->g.epi) {
+        const float a2 = epi->z ? 1.0f : 0.0f;
+        const void *bias = p->bias_f32 ? (const void *)epi->bias_f32 : epi->bias_dt;
+        /* without a residual, z = y with alpha2 = 0 (the API wants a z) */
+        return cudnnConvolutionBiasActivationForward(
+            d->h, &one, p->xd, x, p->wd, w, p->cd, p->algo, cb->ws, p->ws, &a2, p->yd,
+            epi->z ? epi->z : y, p->bd, bias, p->ad, p->yd, y);
+    }
     return cudnnConvolutionForward(d->h, &one, p->xd, x, p->wd, w, p->cd, p->algo, cb->ws, p->ws,
-                                   &beta, p->yd, y);
+                                   &epi->beta, p->yd, y);
+}
+
+/* Fused plan: IMPLICIT_PRECOMP_GEMM with the bias in the activation dtype, else in float32. */
+static int plan_make_fused(cuda_backend *cb, dnn_state *d, dnn_plan *p, const void *x,
+                           const void *w, const cu_dnn_epi *epi, void *y, const char *who) {
+    const cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+    size_t ws = 0;
+    cudnnStatus_t st =
+        cudnnGetConvolutionForwardWorkspaceSize(d->h, p->xd, p->wd, p->cd, p->yd, algo, &ws);
+    if (st == CUDNN_STATUS_SUCCESS && ws <= DNN_WS_MAX) {
+        int rc = ws_reserve(cb, ws, who);
+        if (rc) return rc;
+        p->algo = algo;
+        p->ws = ws;
+        for (int f32 = 0; f32 < 2; f32++) {
+            if (f32 && (st = plan_bias_desc(p, 1))) break;
+            if ((f32 ? (const void *)epi->bias_f32 : epi->bias_dt) == NULL) continue;
+            st = plan_exec(cb, d, p, x, w, epi, y);
+            if (st == CUDNN_STATUS_SUCCESS) {
+                p->ok = 1;
+                VAE_DEBUG("%s: cuDNN fused conv+bias%s (%s bias, workspace %zu) for %dD n%d "
+                          "%dx%dx%dx%d -> %d, k %dx%dx%d",
+                          who, epi->z ? "+residual" : "", f32 ? "float32" : "dtype", ws, p->g.nd,
+                          p->g.n, p->g.dx, p->g.hx, p->g.wx, p->g.c, p->g.k, p->g.kd, p->g.kh,
+                          p->g.kw);
+                return VAE_OK;
+            }
+            int cat = dnn_category(st);
+            if (cat != CUDNN_STATUS_NOT_SUPPORTED && cat != CUDNN_STATUS_BAD_PARAM)
+                return dnn_fail(st, who, "cudnnConvolutionBiasActivationForward");
+        }
+    }
+    p->ok = 0;
+    return vae_fail(VAE_EUNSUPPORTED, "%s: no fused cuDNN convolution for this shape (%s)", who,
+                    cudnnGetErrorString(st));
 }
 
 /* Makes a new plan and runs it once (that run is the caller's result). */
 static int plan_make_and_run(cuda_backend *cb, dnn_state *d, dnn_plan *p, const void *x,
-                             const void *w, float beta, void *y, const char *who) {
+                             const void *w, const cu_dnn_epi *epi, void *y, const char *who) {
     int rc = plan_describe(p, who);
     if (rc) return rc;
+    if (p->g.epi) return plan_make_fused(cb, d, p, x, w, epi, y, who);
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0;
     cudnnStatus_t st = cudnnGetConvolutionForwardAlgorithm_v7(
@@ -206,13 +301,14 @@ static int plan_make_and_run(cuda_backend *cb, dnn_state *d, dnn_plan *p, const 
         if ((rc = ws_reserve(cb, ws, who))) return rc;
         p->algo = c->algo;
         p->ws = ws;
-        st = plan_exec(cb, d, p, x, w, beta, y);
+        st = plan_exec(cb, d, p, x, w, epi, y);
         if (st == CUDNN_STATUS_SUCCESS) {
             p->ok = 1;
-            VAE_DEBUG("%s: cuDNN algorithm %d (workspace %zu) for n%d %dx%dx%d -> %d, k %dx%d, "
-                      "stride %d,%d, pad %d,%d",
-                      who, (int)c->algo, ws, p->g.n, p->g.hx, p->g.wx, p->g.c, p->g.k, p->g.kh,
-                      p->g.kw, p->g.sh, p->g.sw, p->g.ph, p->g.pw);
+            VAE_DEBUG("%s: cuDNN algorithm %d (workspace %zu) for %dD n%d %dx%dx%dx%d -> %d, k "
+                      "%dx%dx%d, stride %d,%d,%d, pad %d,%d,%d",
+                      who, (int)c->algo, ws, p->g.nd, p->g.n, p->g.dx, p->g.hx, p->g.wx, p->g.c,
+                      p->g.k, p->g.kd, p->g.kh, p->g.kw, p->g.sd, p->g.sh, p->g.sw, p->g.pd,
+                      p->g.ph, p->g.pw);
             return VAE_OK;
         }
         last = st;
@@ -226,14 +322,14 @@ static int plan_make_and_run(cuda_backend *cb, dnn_state *d, dnn_plan *p, const 
 }
 
 int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const void *w,
-                    float beta, void *y, const char *who) {
+                    const cu_dnn_epi *epi, void *y, const char *who) {
     dnn_state *d = dnn_get(cb);
     if (!d) return vae_fail(VAE_EUNSUPPORTED, "%s: cuDNN is not available", who);
     for (int i = 0; i < d->n; i++) {
         dnn_plan *p = &d->plans[i];
         if (p->dtype != cb->base.dtype || memcmp(&p->g, g, sizeof *g) != 0) continue;
         if (!p->ok) return vae_fail(VAE_EUNSUPPORTED, "%s: no cuDNN algorithm for this shape", who);
-        cudnnStatus_t st = plan_exec(cb, d, p, x, w, beta, y);
+        cudnnStatus_t st = plan_exec(cb, d, p, x, w, epi, y);
         return st ? dnn_fail(st, who, "cudnnConvolutionForward") : VAE_OK;
     }
     if (d->n == d->cap) {
@@ -247,18 +343,10 @@ int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const
     memset(p, 0, sizeof *p);
     p->g = *g;
     p->dtype = cb->base.dtype;
-    int rc = plan_make_and_run(cb, d, p, x, w, beta, y, who);
+    int rc = plan_make_and_run(cb, d, p, x, w, epi, y, who);
     if (rc == VAE_OK || rc == VAE_EUNSUPPORTED) {
         /* keep the plan (a negative result is remembered too) */
-        if (rc) {
-            if (p->xd) cudnnDestroyTensorDescriptor(p->xd);
-            if (p->yd) cudnnDestroyTensorDescriptor(p->yd);
-            if (p->wd) cudnnDestroyFilterDescriptor(p->wd);
-            if (p->cd) cudnnDestroyConvolutionDescriptor(p->cd);
-            p->xd = p->yd = NULL;
-            p->wd = NULL;
-            p->cd = NULL;
-        }
+        if (rc) plan_destroy_descriptors(p);
         d->n++;
     } else {
         plan_free(p);
