@@ -27,7 +27,9 @@ endforeach()
 foreach(fx wan21_tiny wan22_tiny seedvr2_tiny taef2_real)
   add_test(NAME gpu_fixture_${fx}_fp32 COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda)
   add_test(NAME gpu_fixture_${fx}_bf16 COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype bf16)
-  set_tests_properties(gpu_fixture_${fx}_fp32 gpu_fixture_${fx}_bf16 PROPERTIES LABELS gpu)
+  # without a GPU these print "skipped: no GPU" and ctest lists them as skipped
+  set_tests_properties(gpu_fixture_${fx}_fp32 gpu_fixture_${fx}_bf16 PROPERTIES LABELS gpu
+                       SKIP_REGULAR_EXPRESSION "skipped: no GPU")
 endforeach()
 
 if(EXISTS ${CMAKE_SOURCE_DIR}/tests/test_cli.sh)
@@ -45,5 +47,5 @@ if(VAE_CUDA AND EXISTS ${CMAKE_SOURCE_DIR}/tests/test_cuda_ops.c)
   target_compile_definitions(test_cuda_ops PRIVATE VAE_HAVE_CUDA=1)
   target_link_libraries(test_cuda_ops PRIVATE vae OpenMP::OpenMP_C m)
   add_test(NAME gpu_ops COMMAND test_cuda_ops)
-  set_tests_properties(gpu_ops PROPERTIES LABELS gpu)
+  set_tests_properties(gpu_ops PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "skipped: no GPU")
 endif()

@@ -352,10 +352,11 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
     cuda_backend *cb = cu_be(be);
     char dnn[64];
     snprintf(buf, len,
-             "%s, %s, %s; conv blocks: %lld cuDNN, %lld GEMM; weights %.1f MiB, peak %.1f MiB, "
-             "pool %.1f MiB",
+             "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM; weights "
+             "%.1f MiB, peak %.1f MiB, pool %.1f MiB",
              cb->device_name, vae_dtype_name(be->dtype), cu_dnn_describe(cb, dnn, sizeof dnn),
-             (long long)cb->n_conv_cudnn, (long long)cb->n_conv_gemm,
+             (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d, (long long)cb->n_conv_fused,
+             (long long)cb->n_conv_gemm,
              (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
              (double)cb->pool.reserved_bytes / 1048576.0);
     return buf;
@@ -423,6 +424,10 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     s = getenv("VAE_CUDA_CONV");
     if (s && strcmp(s, "gemm") == 0) cb->conv_mode = CU_CONV_GEMM;
     else if (s && strcmp(s, "cudnn") == 0) cb->conv_mode = CU_CONV_CUDNN;
+    s = getenv("VAE_CUDA_CONV3D");
+    cb->conv3d = !(s && s[0] == '0');
+    s = getenv("VAE_CUDA_FUSE");
+    cb->fuse = dtype != VAE_DTYPE_F32 && !(s && s[0] == '0');
 
     if ((rc = cu_check(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking),
                        "cuda backend", "cudaStreamCreate")))

@@ -35,6 +35,17 @@ __device__ __forceinline__ float cu_act(int act, float s, float x) {
     }
 }
 
+/* cu_act with fast intrinsics for 16-bit storage types (their rounding dwarfs __expf's error) */
+template <typename T> __device__ __forceinline__ float cu_act_t(int act, float s, float x) {
+    if (sizeof(T) == 4) return cu_act(act, s, x);
+    switch (act) {
+    case CU_ACT_SILU: return __fdividef(x, 1.0f + __expf(-x));
+    case CU_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case CU_ACT_TANH_SCALE: return tanhf(x / s) * s;
+    default: return x;
+    }
+}
+
 /* 16-byte vectors of a storage type, converted to / from float32 in registers:
  * vec16<T>::N values per vector; load/store need 16-byte aligned addresses. */
 template <typename T> struct vec16;

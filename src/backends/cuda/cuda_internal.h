@@ -52,9 +52,9 @@ cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias,
 
 /* RMS over channels per voxel: y = x / max(|x|, 1e-12) * sqrt(c) * g + b, then act */
 cudaError_t cuk_rms_norm(cudaStream_t s, int dtype, const void *x, void *y, int64_t n_vox, int c,
-                         const float *g, const float *b, int act, float act_scale);
-/* GroupNorm per frame. work: 2*t*c doubles + 2*t*groups floats of device scratch. */
-size_t cuk_group_norm_work(int t, int c, int groups);
+                         const float *g, const float *b, int act, float act_scale, int sm_count);
+/* GroupNorm per frame. work: cuk_group_norm_work(...) bytes of device scratch. */
+size_t cuk_group_norm_work(int dtype, int t, int64_t hw, int c, int groups, int sm_count);
 cudaError_t cuk_group_norm(cudaStream_t s, int dtype, const void *x, void *y, int t, int64_t hw,
                            int c, int groups, float eps, const float *g, const float *b, int act,
                            float act_scale, void *work, int sm_count);
@@ -62,9 +62,11 @@ cudaError_t cuk_group_norm(cudaStream_t s, int dtype, const void *x, void *y, in
 /* nearest upsample by fs in h and w; x: n frames [h][w][c] contiguous */
 cudaError_t cuk_upsample(cudaStream_t s, size_t elem, const void *x, void *y, int n, int h, int w,
                          int c, int fs);
-/* SHUFFLE_UP: tab[((ti*fs+hi)*fs+wi)*co + o] = source channel (device ints) */
+/* SHUFFLE_UP: tab[((ti*fs+hi)*fs+wi)*co + o] = source channel (device ints). contig_align: the
+ * largest a in {1,2,4,8} such that every sub-position reads channels base..base+co-1 with
+ * base % a == 0, or 0 when some sub-position does not read a consecutive run. */
 cudaError_t cuk_shuffle_up(cudaStream_t s, size_t elem, const void *x, void *y, int n_in, int h,
-                           int w, int ci, int co, int ft, int fs, const int *tab);
+                           int w, int ci, int co, int ft, int fs, const int *tab, int contig_align);
 /* SHUFFLE_DOWN of t_out windows of ft frames (frames: t_out*ft pointers); tab[f] for the
  * f = o*group + g slots: (ti, hi, wi, c) packed as 4 ints */
 cudaError_t cuk_shuffle_down(cudaStream_t s, int dtype, const cuk_frames *frames, int t_out, int h,
@@ -139,6 +141,7 @@ typedef struct cu_table {
     int key[10]; /* kind, c_in, c_out, ft, fs, cs_o, cs_t, cs_h, cs_w, group */
     int *dev;
     size_t bytes;
+    int contig_align; /* shuffle-up: see cuk_shuffle_up */
 } cu_table;
 
 enum { CU_CONV_AUTO = 0, CU_CONV_GEMM = 1, CU_CONV_CUDNN = 2 };
@@ -161,12 +164,15 @@ typedef struct cuda_backend {
     size_t ws_bytes;
     size_t scratch_limit; /* blocking target for gathers / score blocks (bytes) */
     int conv_mode;        /* CU_CONV_*: VAE_CUDA_CONV=auto|gemm|cudnn */
+    int conv3d;           /* 3-D cuDNN convs over contiguous windows (VAE_CUDA_CONV3D, default 1) */
+    int fuse;             /* bias/residual in cuDNN's epilogue, 16-bit only (VAE_CUDA_FUSE) */
     void *dnn;            /* cudnn state (cudnn_conv.c), created on first use */
     int dnn_failed;       /* cuDNN could not be initialised: GEMM path only */
     struct cu_table *tables; /* shuffle index tables, keyed by the op's shuffle parameters */
     int n_tables, cap_tables;
     int64_t weight_bytes; /* prepared weights and tables (not in bytes_in_use) */
     int64_t n_conv_cudnn, n_conv_gemm; /* conv blocks run by each path (diagnostics) */
+    int64_t n_conv_3d, n_conv_fused;   /* of the cuDNN blocks: 3-D ones, fused-epilogue ones */
     int prof;                          /* VAE_CUDA_PROFILE */
     cudaEvent_t *prof_ev;              /* event pairs (begin, end) */
     int *prof_cat;

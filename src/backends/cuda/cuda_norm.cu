@@ -1,11 +1,18 @@
 /* cuda_norm.cu -- RMS_NORM (per voxel, over channels) and GROUP_NORM (per frame), fused act.
  *
- * RMS: one warp per voxel; the sum of squares is reduced with shuffles in float32.
- * GroupNorm: statistics in two passes like the CPU reference (mean, then mean of squared
- * deviations), so that |mean| >> std stays accurate:
- *   partial sums per (frame, channel) over blocks of pixels: float32 per thread, float32 shared
- *   atomics per block, float64 global atomics; then one thread per (frame, group) finalises
- *   mean (pass 1) or rstd (pass 2); the last kernel normalises, applies w/b and the act.
+ * RMS: a group of L lanes per voxel, each lane holding V 16-byte vectors of it (one read of x)
+ * and the matching gamma/beta in registers for the whole grid-stride loop; the sum of squares is
+ * reduced with shuffles in float32. Channels that are no multiple of the vector width: one warp
+ * per voxel, scalar.
+ * GroupNorm (16-byte vectors, c / vector width <= 256): one pass of statistics, then one pass
+ * that normalises (2 reads + 1 write in all):
+ *   stats: each thread keeps a float32 Welford (mean, M2) per channel of one channel vector over
+ *   a strided set of pixels; the block merges its rows (Chan's formula) in shared memory and
+ *   writes (mean, M2) per (frame, block, channel);
+ *   final: one block per (frame, group) merges those partials in float64 -> mean, rstd;
+ *   apply: each thread keeps the (mean, rstd*w, b) of its channel vector in registers.
+ * Welford/Chan are exact in exact arithmetic and stay accurate when |mean| >> std (no
+ * E[x^2] - E[x]^2 cancellation). Other shapes: the two-pass kernels with float64 atomics.
  */
 #include "backends/cuda/cuda_common.cuh"
 
@@ -91,10 +98,78 @@ static void launch_rms_vec(cudaStream_t s, const void *x, void *y, int64_t nv, i
                                                          as);
 }
 
+/* Gamma/beta in registers, V vectors per lane, L (runtime power of two) lanes per voxel. */
+template <typename T, int V>
+static __global__ void __launch_bounds__(256) rms_reg_kernel(const T *x, T *y, int64_t nv, int c,
+                                                            int L, const float *g, const float *b,
+                                                            int act, float as) {
+    const int N = vec16<T>::N, cv = c / N, vpw = 32 / L;
+    const int lane = threadIdx.x & 31, sub = lane & (L - 1);
+    float gr[V][N], br[V][N];
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        const int idx = sub + k * L;
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            const int ch = idx * N + j;
+            gr[k][j] = (idx < cv && g) ? g[ch] : 1.0f;
+            br[k][j] = (idx < cv && b) ? b[ch] : 0.0f;
+        }
+    }
+    const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    const float sqc = sqrtf((float)c);
+    for (int64_t base = warp * vpw; base < nv; base += nw * vpw) { /* uniform per warp */
+        const int64_t v = base + lane / L;
+        const bool ok = v < nv;
+        const T *xv = x + v * c;
+        float r[V][N];
+        float ss = 0.0f;
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            const int idx = sub + k * L;
+            if (ok && idx < cv) {
+                vec16<T>::load(xv + (int64_t)idx * N, r[k]);
+#pragma unroll
+                for (int j = 0; j < N; j++) ss += r[k][j] * r[k][j];
+            }
+        }
+        for (int o = L >> 1; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        const float sc = sqc / fmaxf(sqrtf(ss), 1e-12f);
+        T *yv = y + v * c;
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            const int idx = sub + k * L;
+            if (ok && idx < cv) {
+#pragma unroll
+                for (int j = 0; j < N; j++)
+                    r[k][j] = cu_act_t<T>(act, as, r[k][j] * sc * gr[k][j] + br[k][j]);
+                vec16<T>::store(yv + (int64_t)idx * N, r[k]);
+            }
+        }
+    }
+}
+
 template <typename T>
 static void launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv, int c, const float *g,
-                       const float *b, int act, float as) {
+                       const float *b, int act, float as, int sm_count) {
     const int N = vec16<T>::N, cv = c / N;
+    if (c % N == 0 && cv <= 32 * 4 && cu_aligned16(x, y, NULL)) {
+        int L = 1;
+        while (L < 32 && L * 4 < cv) L <<= 1; /* at most 4 vectors per lane */
+        const int V = (cv + L - 1) / L;
+        const int64_t groups = (nv + 32 / L - 1) / (32 / L); /* warp iterations in all */
+        int64_t blocks = (groups + 7) / 8;
+        const int64_t cap = (int64_t)sm_count * 8; /* full occupancy; loop beyond */
+        if (blocks > cap) blocks = cap;
+        if (blocks < 1) blocks = 1;
+        switch (V) {
+        case 1: rms_reg_kernel<T, 1><<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
+        case 2: rms_reg_kernel<T, 2><<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
+        case 3: rms_reg_kernel<T, 3><<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
+        default: rms_reg_kernel<T, 4><<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
+        }
+    }
     if (c % N == 0 && cv <= 32 * RMS_MAXV && cu_aligned16(x, y, NULL)) {
         int L = 1;
         while (L < 32 && L * RMS_MAXV < cv) L <<= 1; /* enough lanes for the vectors */
@@ -115,9 +190,9 @@ static void launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv, int c
 
 extern "C" cudaError_t cuk_rms_norm(cudaStream_t s, int dtype, const void *x, void *y,
                                     int64_t n_vox, int c, const float *g, const float *b, int act,
-                                    float act_scale) {
+                                    float act_scale, int sm_count) {
     if (n_vox == 0) return cudaSuccess;
-    CU_DISPATCH(dtype, launch_rms, s, x, y, n_vox, c, g, b, act, act_scale);
+    CU_DISPATCH(dtype, launch_rms, s, x, y, n_vox, c, g, b, act, act_scale, sm_count);
     return cudaGetLastError();
 }
 
@@ -215,9 +290,197 @@ static __global__ void gn_apply_vec_kernel(const T *x, T *y, int64_t hw, int c, 
     }
 }
 
-extern "C" size_t cuk_group_norm_work(int t, int c, int groups) {
-    return 2 * (size_t)t * c * sizeof(double) + 2 * (size_t)t * groups * sizeof(float) +
-           3 * (size_t)t * c * sizeof(float);
+/* ---- GroupNorm, one-pass statistics (Welford per thread, Chan merges) ---- */
+enum { GN_WF_THREADS = 256 };
+
+/* Pixel blocks per frame for the Welford kernels: about 4 blocks per SM in all, each with at
+ * least 8 pixels per row of threads. */
+static int64_t gn_wf_blocks(int t, int64_t hw, int rows, int sm_count) {
+    int64_t nbx = (4LL * sm_count + t - 1) / t;
+    int64_t most = hw / (8LL * rows);
+    if (nbx > most) nbx = most;
+    if (nbx < 1) nbx = 1;
+    return nbx;
+}
+
+/* pixels of a block's rows [a, b) when len pixels are dealt round-robin to `rows` rows */
+static __device__ __forceinline__ float gn_rows_count(int64_t len, int rows, int a, int b) {
+    const int64_t q = len / rows, rem = len % rows;
+    int64_t extra = (b < rem ? b : rem) - a;
+    if (extra < 0) extra = 0;
+    return (float)((int64_t)(b - a) * q + extra);
+}
+
+/* part[f][bx][c] = (mean, M2) of channel c over the pixels [bx*ppb, +ppb) of frame f */
+template <typename T>
+static __global__ void __launch_bounds__(GN_WF_THREADS)
+    gn_wf_stats_kernel(const T *x, int64_t hw, int c, int64_t ppb, float2 *part) {
+    extern __shared__ float2 shm[]; /* [rows][c] */
+    const int N = vec16<T>::N, cv = c / N, rows = GN_WF_THREADS / cv;
+    const int r = threadIdx.x / cv, v = threadIdx.x % cv;
+    const int f = blockIdx.y;
+    const int64_t p0 = blockIdx.x * ppb, p1 = p0 + ppb < hw ? p0 + ppb : hw;
+    const int64_t len = p1 > p0 ? p1 - p0 : 0;
+    if (r < rows) {
+        float m[N], m2[N];
+#pragma unroll
+        for (int j = 0; j < N; j++) m[j] = m2[j] = 0.0f;
+        const T *xf = x + (int64_t)f * hw * c + (int64_t)v * N;
+        int n = 0;
+        for (int64_t p = p0 + r; p < p1; p += rows) {
+            float xv[N];
+            vec16<T>::load(xf + p * c, xv);
+            n++;
+            const float inv = 1.0f / (float)n;
+#pragma unroll
+            for (int j = 0; j < N; j++) {
+                const float d = xv[j] - m[j];
+                m[j] += d * inv;
+                m2[j] += d * (xv[j] - m[j]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < N; j++) shm[r * c + v * N + j] = make_float2(m[j], m2[j]);
+    }
+    __syncthreads();
+    for (int st = 1; st < rows; st <<= 1) {
+        if (r < rows && r % (2 * st) == 0 && r + st < rows) {
+            const int e = r + 2 * st < rows ? r + 2 * st : rows;
+            const float na = gn_rows_count(len, rows, r, r + st);
+            const float nb = gn_rows_count(len, rows, r + st, e);
+            if (nb > 0.0f) {
+#pragma unroll
+                for (int j = 0; j < N; j++) {
+                    float2 a = shm[r * c + v * N + j], bb = shm[(r + st) * c + v * N + j];
+                    const float n = na + nb, d = bb.x - a.x;
+                    a.x += d * (nb / n);
+                    a.y += bb.y + d * d * (na * nb / n);
+                    shm[r * c + v * N + j] = a;
+                }
+            }
+        }
+        __syncthreads();
+    }
+    if (r == 0) {
+        float2 *out = part + ((int64_t)f * gridDim.x + blockIdx.x) * c + v * N;
+#pragma unroll
+        for (int j = 0; j < N; j++) out[j] = shm[v * N + j];
+    }
+}
+
+/* One block per (group, frame): merges the block partials of the group's channels in float64;
+ * stat[f][g] = (mean, 1/sqrt(var + eps)). */
+static __global__ void gn_wf_final_kernel(const float2 *part, int64_t hw, int c, int cg, int groups,
+                                          int nbx, int64_t ppb, float eps, float2 *stat) {
+    __shared__ double sn[GN_WF_THREADS], sm[GN_WF_THREADS], sq[GN_WF_THREADS];
+    const int g = blockIdx.x, f = blockIdx.y;
+    double n = 0.0, m = 0.0, q = 0.0;
+    const int items = nbx * cg;
+    for (int i = threadIdx.x; i < items; i += blockDim.x) {
+        const int bx = i / cg, ch = g * cg + i % cg;
+        const int64_t p0 = (int64_t)bx * ppb;
+        int64_t len = hw - p0 < ppb ? hw - p0 : ppb;
+        if (len <= 0) continue;
+        const float2 pv = part[((int64_t)f * nbx + bx) * c + ch];
+        const double nb = (double)len, nn = n + nb, d = (double)pv.x - m;
+        m += d * (nb / nn);
+        q += (double)pv.y + d * d * (n * nb / nn);
+        n = nn;
+    }
+    sn[threadIdx.x] = n, sm[threadIdx.x] = m, sq[threadIdx.x] = q;
+    __syncthreads();
+    for (int st = blockDim.x / 2; st > 0; st >>= 1) {
+        if (threadIdx.x < st) {
+            const double na = sn[threadIdx.x], nb = sn[threadIdx.x + st];
+            if (nb > 0.0) {
+                const double nn = na + nb, d = sm[threadIdx.x + st] - sm[threadIdx.x];
+                sm[threadIdx.x] += d * (nb / nn);
+                sq[threadIdx.x] += sq[threadIdx.x + st] + d * d * (na * nb / nn);
+                sn[threadIdx.x] = nn;
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        const double var = sn[0] > 0.0 ? sq[0] / sn[0] : 0.0;
+        stat[(int64_t)f * groups + g] =
+            make_float2((float)sm[0], (float)(1.0 / sqrt(var + (double)eps)));
+    }
+}
+
+/* y = act((x - mean) * rstd * w + b); each thread keeps its channel vector's coefficients */
+template <typename T>
+static __global__ void __launch_bounds__(GN_WF_THREADS)
+    gn_wf_apply_kernel(const T *x, T *y, int64_t hw, int c, int cg, int groups, int64_t ppb,
+                       const float2 *stat, const float *gw, const float *gb, int act, float as) {
+    const int N = vec16<T>::N, cv = c / N, rows = GN_WF_THREADS / cv;
+    const int r = threadIdx.x / cv, v = threadIdx.x % cv;
+    if (r >= rows) return;
+    const int f = blockIdx.y;
+    float mu[N], sc[N], sh[N];
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        const int ch = v * N + j;
+        const float2 st = stat[(int64_t)f * groups + ch / cg];
+        mu[j] = st.x;
+        sc[j] = st.y * (gw ? gw[ch] : 1.0f);
+        sh[j] = gb ? gb[ch] : 0.0f;
+    }
+    const int64_t p0 = blockIdx.x * ppb, p1 = p0 + ppb < hw ? p0 + ppb : hw;
+    const int64_t off = (int64_t)f * hw * c + (int64_t)v * N;
+    for (int64_t p = p0 + r; p < p1; p += rows) {
+        float xv[N];
+        vec16<T>::load(x + off + p * c, xv);
+#pragma unroll
+        for (int j = 0; j < N; j++) xv[j] = cu_act_t<T>(act, as, (xv[j] - mu[j]) * sc[j] + sh[j]);
+        vec16<T>::store(y + off + p * c, xv);
+    }
+}
+
+static int gn_wf_ok(int dtype, int c, const void *x, const void *y) {
+    const int N = dtype == CU_F32 ? 4 : 8;
+    return c % N == 0 && c / N <= GN_WF_THREADS && cu_aligned16(x, y, NULL);
+}
+
+extern "C" size_t cuk_group_norm_work(int dtype, int t, int64_t hw, int c, int groups,
+                                      int sm_count) {
+    const int N = dtype == CU_F32 ? 4 : 8;
+    size_t old = 2 * (size_t)t * c * sizeof(double) + 2 * (size_t)t * groups * sizeof(float) +
+                 3 * (size_t)t * c * sizeof(float);
+    if (c % N == 0 && c / N <= GN_WF_THREADS) { /* the Welford path (unless misaligned) */
+        const int rows = GN_WF_THREADS / (c / N);
+        const int64_t nbx = gn_wf_blocks(t, hw, rows, sm_count);
+        size_t wf = (size_t)t * nbx * c * sizeof(float2) + (size_t)t * groups * sizeof(float2) + 256;
+        return wf > old ? wf : old;
+    }
+    return old;
+}
+
+template <typename T>
+static cudaError_t group_norm_wf(cudaStream_t s, const void *xv, void *yv, int t, int64_t hw, int c,
+                                 int groups, float eps, const float *gw, const float *gb, int act,
+                                 float as, void *work, int sm_count) {
+    const T *x = (const T *)xv;
+    T *y = (T *)yv;
+    const int N = vec16<T>::N, cv = c / N, rows = GN_WF_THREADS / cv, cg = c / groups;
+    const int64_t nbx = gn_wf_blocks(t, hw, rows, sm_count);
+    const int64_t ppb = (hw + nbx - 1) / nbx;
+    float2 *part = (float2 *)work;
+    float2 *stat = (float2 *)(((uintptr_t)(part + (size_t)t * nbx * c) + 15) & ~(uintptr_t)15);
+    const size_t shm = (size_t)rows * c * sizeof(float2);
+    gn_wf_stats_kernel<T><<<dim3((unsigned)nbx, (unsigned)t), GN_WF_THREADS, shm, s>>>(x, hw, c, ppb,
+                                                                                      part);
+    gn_wf_final_kernel<<<dim3((unsigned)groups, (unsigned)t), GN_WF_THREADS, 0, s>>>(
+        part, hw, c, cg, groups, (int)nbx, ppb, eps, stat);
+    /* apply: more, smaller blocks (no merge cost) */
+    int64_t nba = (8LL * sm_count + t - 1) / t;
+    if (nba > (hw + rows - 1) / rows) nba = (hw + rows - 1) / rows;
+    if (nba < 1) nba = 1;
+    const int64_t ppa = (hw + nba - 1) / nba;
+    nba = (hw + ppa - 1) / ppa;
+    gn_wf_apply_kernel<T><<<dim3((unsigned)nba, (unsigned)t), GN_WF_THREADS, 0, s>>>(
+        x, y, hw, c, cg, groups, ppa, stat, gw, gb, act, as);
+    return cudaGetLastError();
 }
 
 template <typename T>
@@ -266,6 +529,19 @@ extern "C" cudaError_t cuk_group_norm(cudaStream_t s, int dtype, const void *x, 
                                       const float *b, int act, float act_scale, void *work,
                                       int sm_count) {
     if (t == 0 || hw == 0) return cudaSuccess;
+    if (gn_wf_ok(dtype, c, x, y)) {
+        switch (dtype) {
+        case CU_BF16:
+            return group_norm_wf<__nv_bfloat16>(s, x, y, t, hw, c, groups, eps, g, b, act,
+                                                act_scale, work, sm_count);
+        case CU_F16:
+            return group_norm_wf<__half>(s, x, y, t, hw, c, groups, eps, g, b, act, act_scale,
+                                         work, sm_count);
+        default:
+            return group_norm_wf<float>(s, x, y, t, hw, c, groups, eps, g, b, act, act_scale, work,
+                                        sm_count);
+        }
+    }
     switch (dtype) {
     case CU_BF16:
         return group_norm_t<__nv_bfloat16>(s, x, y, t, hw, c, groups, eps, g, b, act, act_scale,

@@ -86,14 +86,33 @@ static int shuffle_down_table(const vae_op *op, int **out, size_t *n_out) {
     return VAE_OK;
 }
 
+/* shuffle-up: the largest a in {1,2,4,8} such that each sub-position's channel map is a run
+ * base, base+1, ... with base % a == 0; 0 when some map is not a run */
+static int shuffle_up_contig(const int *tab, int subs, int co) {
+    int a = 8;
+    for (int s = 0; s < subs; s++) {
+        const int *t = tab + (size_t)s * co;
+        for (int o = 1; o < co; o++)
+            if (t[o] != t[0] + o) return 0;
+        while (a > 1 && t[0] % a) a >>= 1;
+    }
+    return a;
+}
+
 /* The device table of a shuffle op, made (checked, uploaded) on first use and shared by every
  * op with the same shuffle parameters. (resample() receives no per-op state.) */
+static int shuffle_table_ex(cuda_backend *cb, const vae_op *op, const int **out, int *contig);
 static int shuffle_table(cuda_backend *cb, const vae_op *op, const int **out) {
+    return shuffle_table_ex(cb, op, out, NULL);
+}
+
+static int shuffle_table_ex(cuda_backend *cb, const vae_op *op, const int **out, int *contig) {
     int key[10] = {(int)op->kind, op->c_in, op->c_out, op->ft, op->fs,
                    op->cs_o, op->cs_t, op->cs_h, op->cs_w, op->group};
     for (int i = 0; i < cb->n_tables; i++)
         if (memcmp(cb->tables[i].key, key, sizeof key) == 0) {
             *out = cb->tables[i].dev;
+            if (contig) *contig = cb->tables[i].contig_align;
             return VAE_OK;
         }
     if (cb->n_tables == cb->cap_tables) {
@@ -108,6 +127,8 @@ static int shuffle_table(cuda_backend *cb, const vae_op *op, const int **out) {
     int rc = op->kind == VAE_OP_SHUFFLE_UP ? shuffle_up_table(op, &tab, &n)
                                            : shuffle_down_table(op, &tab, &n);
     if (rc) return rc;
+    int ca = op->kind == VAE_OP_SHUFFLE_UP ? shuffle_up_contig(tab, op->ft * op->fs * op->fs, op->c_out)
+                                           : 0;
     int *dev = NULL;
     cudaError_t e = cudaMalloc((void **)&dev, n * sizeof(int));
     if (e == cudaSuccess) e = cudaMemcpy(dev, tab, n * sizeof(int), cudaMemcpyHostToDevice);
@@ -120,8 +141,10 @@ static int shuffle_table(cuda_backend *cb, const vae_op *op, const int **out) {
     memcpy(t->key, key, sizeof key);
     t->dev = dev;
     t->bytes = n * sizeof(int);
+    t->contig_align = ca;
     cb->weight_bytes += (int64_t)t->bytes;
     *out = dev;
+    if (contig) *contig = ca;
     return VAE_OK;
 }
 
@@ -194,7 +217,7 @@ int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, voi
     if (op->kind == VAE_OP_RMS_NORM) {
         int ph = cu_prof_begin(cb, CU_P_RMS);
         rc = cu_check(cuk_rms_norm(cb->stream, be->dtype, x, y, t * hw, op->c_in, g, b,
-                                   (int)op->act, op->act_scale),
+                                   (int)op->act, op->act_scale, cb->sm_count),
                       op->name, "rms norm");
         cu_prof_end(cb, ph);
         return rc;
@@ -204,7 +227,8 @@ int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, voi
                         op->groups);
     if ((size_t)op->c_in * sizeof(float) > 48 * 1024)
         return vae_fail(VAE_EUNSUPPORTED, "%s: group norm over %d channels", op->name, op->c_in);
-    void *work = cu_scratch(cb, cuk_group_norm_work(t, op->c_in, op->groups), op->name);
+    void *work = cu_scratch(
+        cb, cuk_group_norm_work(be->dtype, t, hw, op->c_in, op->groups, cb->sm_count), op->name);
     if (!work) return VAE_ENOMEM;
     int ph = cu_prof_begin(cb, CU_P_GN);
     rc = cu_check(cuk_group_norm(cb->stream, be->dtype, x, y, t, hw, op->c_in, op->groups, op->eps,
@@ -282,8 +306,10 @@ static int resample_run(vae_backend *be, const vae_op *op, const void *const *fr
                             "%s: shuffle-up (ft %d, fs %d, group %d, %d->%d ch) of %d frames "
                             "cannot give %d frames",
                             op->name, ft, fs, group, ci, co, n_in, t_out);
-        if ((rc = shuffle_table(cb, op, &tab))) return rc;
-        return cu_check(cuk_shuffle_up(cb->stream, es, frames[0], y, n_in, h, w, ci, co, ft, fs, tab),
+        int contig = 0;
+        if ((rc = shuffle_table_ex(cb, op, &tab, &contig))) return rc;
+        return cu_check(cuk_shuffle_up(cb->stream, es, frames[0], y, n_in, h, w, ci, co, ft, fs, tab,
+                                       contig),
                         op->name, "shuffle up");
     case VAE_OP_SHUFFLE_DOWN: {
         if (ft < 1 || fs < 1 || group < 1 || ci < 1 || co < 1 || n_in != ft * t_out ||

@@ -26,18 +26,17 @@ static size_t unit_for(size_t run, const void *const *ptrs, int n) {
         }                                                                                          \
     } while (0)
 
-/* ---- nearest upsample ---- */
-template <typename U>
-static __global__ void upsample_kernel(const U *x, U *y, int h, int w, int cu, int fs, int64_t n) {
-    const int ho = h * fs, wo = w * fs;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int k = (int)(i % cu);
-        int64_t pix = i / cu;
-        int ow = (int)(pix % wo);
-        int64_t r = pix / wo;
-        int oh = (int)(r % ho);
-        int64_t t = r / ho;
+/* ---- nearest upsample ---- (32-bit index math when the sizes allow: it is the costly part) */
+template <typename U, typename I>
+static __global__ void upsample_kernel(const U *x, U *y, int h, int w, int cu, int fs, I n) {
+    const I ho = (I)h * fs, wo = (I)w * fs;
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        const int k = (int)(i % cu);
+        const I pix = i / cu;
+        const int ow = (int)(pix % wo);
+        const I r = pix / wo;
+        const int oh = (int)(r % ho);
+        const I t = r / ho;
         y[i] = x[((t * h + oh / fs) * w + ow / fs) * cu + k];
     }
 }
@@ -47,8 +46,12 @@ static void launch_upsample(cudaStream_t s, const void *x, void *y, int n, int h
                             int fs) {
     int cu = (int)(run / sizeof(U));
     int64_t total = (int64_t)n * h * fs * w * fs * cu;
-    upsample_kernel<U><<<cu_grid(total, 256), 256, 0, s>>>((const U *)x, (U *)y, h, w, cu, fs,
-                                                          total);
+    if (total < INT32_MAX)
+        upsample_kernel<U, int><<<cu_grid(total, 256), 256, 0, s>>>((const U *)x, (U *)y, h, w, cu,
+                                                                   fs, (int)total);
+    else
+        upsample_kernel<U, int64_t><<<cu_grid(total, 256), 256, 0, s>>>((const U *)x, (U *)y, h, w,
+                                                                       cu, fs, total);
 }
 
 extern "C" cudaError_t cuk_upsample(cudaStream_t s, size_t elem, const void *x, void *y, int n,
@@ -81,11 +84,78 @@ static __global__ void shuffle_up_kernel(const E *x, E *y, int h, int w, int ci,
     }
 }
 
+/* 16 bytes (V elements of E) of output channels per thread; CONTIG: their V source channels are
+ * consecutive and 16-byte aligned (one vector load), else V table lookups. */
+template <typename E, int V, bool CONTIG, typename I>
+static __global__ void shuffle_up_vec_kernel(const E *x, E *y, int h, int w, int ci, int co, int ft,
+                                             int fs, const int *tab, I n) {
+    const I ho = (I)h * fs, wo = (I)w * fs;
+    const int cu = co / V;
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        const int u = (int)(i % cu);
+        const I pix = i / cu;
+        const int ow = (int)(pix % wo);
+        const I r = pix / wo;
+        const int oh = (int)(r % ho);
+        const I tt = r / ho;
+        const I t = tt / ft;
+        const int ti = (int)(tt % ft);
+        const int *tb = tab + ((ti * fs + oh % fs) * fs + ow % fs) * co + u * V;
+        const E *xp = x + ((t * h + oh / fs) * (I)w + ow / fs) * ci;
+        if (CONTIG) {
+            *(uint4 *)(y + i * V) = *(const uint4 *)(xp + tb[0]);
+        } else {
+            union {
+                E e[V];
+                uint4 q;
+            } v;
+#pragma unroll
+            for (int k = 0; k < V; k++) v.e[k] = xp[tb[k]];
+            *(uint4 *)(y + i * V) = v.q;
+        }
+    }
+}
+
+template <typename E, int V>
+static void launch_shuffle_up_vec(cudaStream_t s, const void *x, void *y, int n_in, int h, int w,
+                                  int ci, int co, int ft, int fs, const int *tab, int contig) {
+    const int64_t units = (int64_t)n_in * ft * h * fs * w * fs * (co / V);
+    const int64_t xin = (int64_t)n_in * h * w * ci;
+    const unsigned grid = cu_grid(units, 256);
+    const bool small = units * V < INT32_MAX && xin < INT32_MAX;
+    if (contig) {
+        if (small)
+            shuffle_up_vec_kernel<E, V, true, int><<<grid, 256, 0, s>>>(
+                (const E *)x, (E *)y, h, w, ci, co, ft, fs, tab, (int)units);
+        else
+            shuffle_up_vec_kernel<E, V, true, int64_t><<<grid, 256, 0, s>>>(
+                (const E *)x, (E *)y, h, w, ci, co, ft, fs, tab, units);
+    } else {
+        if (small)
+            shuffle_up_vec_kernel<E, V, false, int><<<grid, 256, 0, s>>>(
+                (const E *)x, (E *)y, h, w, ci, co, ft, fs, tab, (int)units);
+        else
+            shuffle_up_vec_kernel<E, V, false, int64_t><<<grid, 256, 0, s>>>(
+                (const E *)x, (E *)y, h, w, ci, co, ft, fs, tab, units);
+    }
+}
+
 extern "C" cudaError_t cuk_shuffle_up(cudaStream_t s, size_t elem, const void *x, void *y,
                                       int n_in, int h, int w, int ci, int co, int ft, int fs,
-                                      const int *tab) {
+                                      const int *tab, int contig_align) {
     int64_t n = (int64_t)n_in * ft * h * fs * w * fs * co;
     if (n == 0) return cudaSuccess;
+    const int V = (int)(16 / elem);
+    if ((elem == 2 || elem == 4) && co % V == 0 && cu_aligned16(y, NULL, NULL)) {
+        /* contiguous runs: every sub-position reads channels base..base+co-1, base % V == 0 */
+        const int contig = contig_align >= V && ci % V == 0 && cu_aligned16(x, NULL, NULL);
+        if (elem == 2)
+            launch_shuffle_up_vec<unsigned short, 8>(s, x, y, n_in, h, w, ci, co, ft, fs, tab,
+                                                     contig);
+        else
+            launch_shuffle_up_vec<unsigned int, 4>(s, x, y, n_in, h, w, ci, co, ft, fs, tab, contig);
+        return cudaGetLastError();
+    }
     if (elem == 4)
         shuffle_up_kernel<unsigned int><<<cu_grid(n, 256), 256, 0, s>>>(
             (const unsigned int *)x, (unsigned int *)y, h, w, ci, co, ft, fs, tab, n);
