@@ -4,6 +4,10 @@
 # the ratio. Needs diffusers importable (see bench/README.md).
 #
 # usage: bench/compare.sh VAE_BINARY [WORKLOAD...]   (workload = arch:op:frames:HxW)
+# RUNS=N (default 5) timed runs on each side after one warm-up; COMPARE_LOG=FILE keeps the `vae -v`
+# log (engine decisions, per-shape conv path timings). SeedVR2's reference is its own upstream
+# code (bench/seedvr2_ref.py): SEEDVR_UPSTREAM=DIR names a checkout of ByteDance-Seed/SeedVR (never
+# committed; carry it in an ignored folder such as .upstream/seedvr); without it the row shows n/a.
 set -u
 VAE=$1
 shift
@@ -14,8 +18,18 @@ W=("$@")
 printf "%-8s %-6s %-14s %12s %12s %8s %14s %14s\n" arch op workload "pytorch_s" "vae_s" ratio "torch_peakGiB" "vae_peakGiB"
 for w in "${W[@]}"; do
     IFS=: read -r arch op frames size <<<"$w"
-    ref=$(python3 "$DIR/pytorch_ref.py" "$arch" --op "$op" --frames "$frames" --size "$size" 2>/dev/null | sed -n 's/^REF //p')
-    ours=$("$VAE" bench "$arch" --op "$op" --frames "$frames" --size "$size" --dtype bf16 --device cuda -q 2>/dev/null | sed -n 's/^BENCH //p')
+    ref=""
+    if [ "$arch" = seedvr2 ] && [ -n "${SEEDVR_UPSTREAM:-}" ]; then
+        ref=$(timeout 400 python3 "$DIR/seedvr2_ref.py" --upstream "$SEEDVR_UPSTREAM" --op "$op" \
+            --frames "$frames" --size "$size" --runs "${RUNS:-3}" 2>/dev/null | sed -n 's/^REF //p')
+    elif [ "$arch" != seedvr2 ]; then
+        ref=$(timeout 300 python3 "$DIR/pytorch_ref.py" "$arch" --op "$op" --frames "$frames" --size "$size" \
+            --runs "${RUNS:-5}" 2>/dev/null | sed -n 's/^REF //p')
+    fi
+    ours=$(timeout 300 "$VAE" ${COMPARE_LOG:+-v} bench "$arch" --op "$op" --frames "$frames" --size "$size" \
+        --dtype bf16 --device cuda --runs "${RUNS:-5}" 2>>"${COMPARE_LOG:-/dev/null}" | sed -n 's/^BENCH //p')
+    echo "REF $ref"
+    echo "BENCH $ours"
     python3 - "$arch" "$op" "$frames x $size" "${ref:-{\}}" "${ours:-{\}}" <<'PY'
 import json, sys
 arch, op, wl, ref, ours = sys.argv[1:6]

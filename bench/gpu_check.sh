@@ -3,15 +3,21 @@
 # run the CUDA op tests (tests/test_cuda_ops.c: every op against the CPU backend) and the
 # fixture tests on the GPU (fp32 and bf16), and write logs and a summary to $OUT.
 #
-# usage: bench/gpu_check.sh SHARED_DIR [--deps DIR] [--full] [--bench] [--compare]
+# usage: bench/gpu_check.sh SHARED_DIR [--deps DIR] [--full] [--bench] [--ab] [--torch] [--compare]
+#                           [--runs N] [--no-ops] [--no-fixtures]
 #   SHARED_DIR  folder with fixtures/ and models/ (a copy of ../shared: the device machine has
 #               no ../shared; copy what is needed into an ignored folder that travels, e.g.
 #               build-gpu-shared/)
 #   --deps DIR  folder of .deb files (libcjson, libpng, zlib dev packages) unpacked and used when
 #               the machine lacks them (default: build-gpu-deps if present)
 #   --full      also the *_full fixtures on the GPU (real-size synthetic models, slower)
-#   --bench     also `vae bench` of a Wan2.1 480p decode (bf16)
+#   --bench     also `vae bench` of the five workloads of the CUDA issue (bf16, GPU-time profile)
+#   --ab        also A/B timings of the Wan2.1 480p decode with the new paths turned off one by one
+#               (VAE_EXEC_CONTIG=0 / VAE_CUDA_CONV3D=0 / VAE_CUDA_FUSE=0)
+#   --torch     also bench/pytorch_ref.py alone for the four Wan workloads (--runs N runs)
 #   --compare   also bench/compare.sh (needs diffusers on the machine, see bench/README.md)
+#   --runs N    timed runs per workload for --bench/--torch/--compare (default 2; compare: 5)
+#   --no-ops / --no-fixtures  skip the op tests / the fixture tests
 # Run from the repository root. Logs: $OUT (default ./gpu-out): env.log, build.log,
 # test_cuda_ops.log, fixtures.log, summary.txt (+ bench.log).
 set -u
@@ -20,12 +26,17 @@ SHARED=${1:?usage: bench/gpu_check.sh SHARED_DIR [--deps DIR] [--full] [--bench]
 shift
 DEPS=""
 [ -d build-gpu-deps ] && DEPS=$ROOT/build-gpu-deps
-FULL=0 BENCH=0 COMPARE=0
+FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --deps) DEPS=$(cd "$2" && pwd); shift ;;
     --full) FULL=1 ;;
     --bench) BENCH=1 ;;
+    --ab) AB=1 ;;
+    --torch) TORCH=1 ;;
+    --runs) RUNS=$2; shift ;;
+    --no-ops) OPS=0 ;;
+    --no-fixtures) FIXTURES=0 ;;
     --compare) COMPARE=1 ;;
     *) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
     esac
@@ -145,16 +156,24 @@ if [ ! -x build-gpu/test_cuda_ops ] || [ ! -x build-gpu/test_fixtures ]; then
 fi
 
 # ---- CUDA op tests ------------------------------------------------------------------------------
-t0=$(date +%s)
-VAE_TEST_DEBUG=1 timeout 240 build-gpu/test_cuda_ops >"$OUT/test_cuda_ops.log" 2>&1
-rc=$?
-say "test_cuda_ops: rc $rc in $(($(date +%s) - t0)) s: $(tail -1 "$OUT/test_cuda_ops.log")"
-grep -E "^FAIL" "$OUT/test_cuda_ops.log" | head -40 >>"$SUMMARY"
-grep -E "^(TIME|INFO)" "$OUT/test_cuda_ops.log" >>"$SUMMARY"
+if [ $OPS = 1 ]; then
+    t0=$(date +%s)
+    VAE_TEST_DEBUG=1 timeout 240 build-gpu/test_cuda_ops >"$OUT/test_cuda_ops.log" 2>&1
+    rc=$?
+    say "test_cuda_ops: rc $rc in $(($(date +%s) - t0)) s: $(tail -1 "$OUT/test_cuda_ops.log")"
+    grep -E "^FAIL" "$OUT/test_cuda_ops.log" | head -40 >>"$SUMMARY"
+    grep -E "^(TIME|INFO)" "$OUT/test_cuda_ops.log" >>"$SUMMARY"
+    # a failing phase-conv check (nearest x2 + 3x3 as 2x2 phase convs): the rest runs without it
+    if grep -q -E "^FAIL \[(bf16|fp32|fp16[^]]*)\] conv up2" "$OUT/test_cuda_ops.log"; then
+        export VAE_CUDA_PHASE=0
+        say "phase path failed its op test: fixtures and benchmarks run with VAE_CUDA_PHASE=0"
+    fi
+fi
 
 # ---- fixtures on the GPU ------------------------------------------------------------------------
 FX="wan21_tiny wan22_tiny seedvr2_tiny taef2_real"
 [ $FULL = 1 ] && FX="$FX wan21_small wan21_full wan22_full seedvr2_full"
+[ $FIXTURES = 1 ] || FX=""
 : >"$OUT/fixtures.log"
 for fx in $FX; do
     [ -f "$SHARED/fixtures/$fx.json" ] || { say "fixture $fx: not in $SHARED/fixtures"; continue; }
@@ -171,21 +190,50 @@ grep -E "^PASS .*rel_err" "$OUT/fixtures.log" >>"$SUMMARY"
 
 # ---- optional benchmarks ------------------------------------------------------------------------
 # bf16, with the backend's GPU-time profile per op category (VAE_CUDA_PROFILE=1, logged with -v)
+WORKLOADS=("wan2.1 --op decode --frames 81 --size 480x832"
+    "wan2.1 --op encode --frames 81 --size 480x832"
+    "wan2.1 --op decode --frames 81 --size 720x1280"
+    "wan2.2 --op decode --frames 121 --size 704x1280"
+    "seedvr2 --op decode --frames 81 --size 720x1248")
 if [ $BENCH = 1 ] && [ -x build-gpu/vae ]; then
-    for w in "wan2.1 --op decode --frames 81 --size 480x832 --runs 2" \
-        "wan2.1 --op encode --frames 81 --size 480x832 --runs 2" \
-        "wan2.1 --op decode --frames 81 --size 720x1280 --runs 1" \
-        "wan2.2 --op decode --frames 121 --size 704x1280 --runs 1" \
-        "seedvr2 --op decode --frames 81 --size 720x1248 --runs 1"; do
+    for w in "${WORKLOADS[@]}"; do
         echo "=== vae bench $w" >>"$OUT/bench.log"
-        VAE_CUDA_PROFILE=1 timeout 120 build-gpu/vae -v bench $w --dtype bf16 --device cuda --warmup 1 \
-            >>"$OUT/bench.log" 2>&1
+        VAE_CUDA_PROFILE=${PROFILE:-2} timeout 150 build-gpu/vae -v bench $w --dtype bf16 --device cuda \
+            --warmup 1 --runs "${RUNS:-2}" >>"$OUT/bench.log" 2>&1
         say "bench $w: rc $? $(grep BENCH "$OUT/bench.log" | tail -1)"
         grep "cuda profile" "$OUT/bench.log" | tail -13 >>"$SUMMARY"
+        grep "cuda op profile" "$OUT/bench.log" | tail -30 | cut -c1-140 >>"$SUMMARY"
+        grep "conv blocks" "$OUT/bench.log" | tail -1 >>"$SUMMARY"
+    done
+fi
+if [ $TORCH = 1 ]; then
+    for w in wan2.1:decode:81:480x832 wan2.1:decode:81:720x1280 wan2.1:encode:81:480x832 \
+        wan2.2:decode:121:704x1280; do
+        IFS=: read -r arch op frames size <<<"$w"
+        echo "=== pytorch_ref $w" >>"$OUT/bench.log"
+        timeout 150 python3 bench/pytorch_ref.py "$arch" --op "$op" --frames "$frames" \
+            --size "$size" --runs "${RUNS:-2}" >>"$OUT/bench.log" 2>&1
+        say "torch $w: rc $? $(grep '^REF' "$OUT/bench.log" | tail -1 | cut -c1-260)"
     done
 fi
 if [ $COMPARE = 1 ] && [ -x build-gpu/vae ]; then
-    bash bench/compare.sh build-gpu/vae >>"$OUT/bench.log" 2>&1
-    tail -8 "$OUT/bench.log" >>"$SUMMARY"
+    RUNS=${RUNS:-5} COMPARE_LOG=$OUT/compare_vae.log bash bench/compare.sh build-gpu/vae \
+        >>"$OUT/bench.log" 2>&1
+    grep -v -E "^(REF|BENCH)" "$OUT/bench.log" | tail -6 >>"$SUMMARY"
+fi
+if [ $AB = 1 ] && [ -x build-gpu/vae ]; then
+    # workload | environment (AB_LIST overrides: entries separated by ';')
+    AB_DEFAULT="wan2.1 --op decode --frames 81 --size 480x832|VAE_EXEC_CONTIG=0 VAE_CUDA_CONV3D=0 VAE_CUDA_FUSE=0;\
+wan2.1 --op decode --frames 81 --size 480x832|VAE_CUDA_TUNE=0;\
+wan2.1 --op decode --frames 81 --size 480x832|VAE_CUDA_FUSE=0;\
+wan2.1 --op decode --frames 81 --size 480x832|"
+    IFS=';' read -r -a ABL <<<"${AB_LIST:-$AB_DEFAULT}"
+    for entry in "${ABL[@]}"; do
+        w=${entry%%|*} envs=${entry#*|}
+        echo "=== A/B [$envs] $w" >>"$OUT/bench.log"
+        env $envs timeout 120 build-gpu/vae bench $w --dtype bf16 --device cuda --warmup 1 \
+            --runs "${RUNS:-2}" >>"$OUT/bench.log" 2>&1
+        say "A/B [$envs] $w: rc $? $(grep BENCH "$OUT/bench.log" | tail -1 | sed 's/.*median_s/median_s/' | cut -c1-120)"
+    done
 fi
 cat "$SUMMARY"

@@ -4,9 +4,12 @@
  * shapes and parameters, and the outputs are compared: relative L2 error ||gpu - cpu|| / ||cpu||
  * <= 1e-5 for float32 activations, <= 2e-2 for bfloat16 / float16, and no NaN/Inf. Frame lists
  * come in the layouts the executor makes (one chunk, scattered frames, cache frames + chunk, a
- * repeated first frame). Variants: each dtype with the default paths; convolutions forced through
- * im2col + cuBLAS (VAE_CUDA_CONV=gemm); a 1 MiB scratch limit (blocked gathers / attention).
- * Then buffers, error paths, and timings of model-sized convs and attention (informative).
+ * repeated first frame; "chunk" frames are consecutive, like the executor's contiguous windows,
+ * and take the 3-D cuDNN path). Variants: each dtype with the default paths; convolutions forced
+ * through im2col + cuBLAS (VAE_CUDA_CONV=gemm); without the 3-D path (VAE_CUDA_CONV3D=0) or the
+ * fused bias epilogue (VAE_CUDA_FUSE=0); a 1 MiB scratch limit (blocked gathers / attention).
+ * Then buffers, the planar host transfers, error paths, and timings of model-sized convs, norms,
+ * shuffles and attention (informative).
  * Without a usable GPU: prints "skipped: no GPU" and exits 0.
  * Prints one line per check and "N passed, M failed".
  */
@@ -246,11 +249,90 @@ static const conv_case convs[] = {
     {"3x1x1_time_conv", 32, 64, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 4, 6, 5, 1, 0, L_CACHE_CHUNK},
     {"3x1x1_st2", 16, 16, 3, 1, 1, 2, 1, 1, 0, 0, 0, 0, 5, 4, 5, 1, 1, L_SCATTER},
     {"3x1x1_st2_n6", 7, 5, 3, 1, 1, 2, 1, 1, 0, 0, 0, 0, 6, 3, 4, 1, 0, L_CHUNK},
+    /* contiguous windows (the executor's layout): 3-D cuDNN, fused bias / residual */
+    {"3x3x3_window", 16, 24, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 9, 11, 1, 1, L_CHUNK},
+    {"3x3x3_window_c64", 64, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 16, 20, 1, 1, L_CHUNK},
+    {"3x3x3_window_nores", 32, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 12, 10, 1, 0, L_CHUNK},
+    {"3x3x3_window_res=y", 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 8, 9, 1, 2, L_CHUNK},
+    {"3x3x3_window_nobias", 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 6, 7, 0, 1, L_CHUNK},
+    {"3x3x3_window_first", 24, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 10, 12, 1, 0, L_CHUNK},
+    {"3x3x3_window_st2", 16, 16, 3, 3, 3, 2, 1, 1, 1, 1, 1, 1, 7, 8, 6, 1, 0, L_CHUNK},
+    {"3x1x1_window", 32, 64, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 6, 6, 5, 1, 0, L_CHUNK},
+    {"1x3x3_bias_res", 32, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 12, 10, 1, 1, L_CHUNK},
+    /* 96 / 48 input channels: padded 3-D candidate (any frame layout) */
+    {"3x3x3_c96_cache", 96, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 10, 12, 1, 1, L_CACHE_CHUNK},
+    {"3x3x3_c96_window", 96, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 9, 10, 1, 0, L_CHUNK},
+    {"3x3x3_c48_rep", 48, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 7, 8, 1, 1, L_REPLICATE},
+    {"3x3x3_c96_st2", 96, 24, 3, 3, 3, 2, 1, 1, 1, 1, 1, 1, 7, 6, 5, 1, 0, L_SCATTER},
+    /* narrow outputs (c_out padded to 8 on the device for 16-bit), with residuals */
+    {"3x3x3_c3_res", 16, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 9, 8, 1, 1, L_CHUNK},
+    {"3x3x3_c12_res=y", 24, 12, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 7, 9, 1, 2, L_CHUNK},
+    {"1x3x3_c3_cache", 8, 3, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2, 6, 6, 1, 0, L_SCATTER},
     /* odd shapes */
     {"1x1_s2", 4, 6, 1, 1, 1, 1, 2, 2, 0, 0, 0, 0, 1, 7, 7, 1, 0, L_CHUNK},
     {"2x5x3_asym", 5, 7, 2, 5, 3, 1, 1, 2, 2, 1, 0, 2, 3, 9, 11, 1, 1, L_SCATTER},
     {"3x3x3_tiny_frame", 4, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 2, 1, 1, 0, L_CHUNK},
 };
+
+/* CONV with input upsampling (op.up = 2, the fused nearest x2 + conv of the Wan upsamplers): the
+ * GPU gets the small frames; the CPU reference gets them upsampled on the host and op.up = 0. */
+static void test_conv_up(int c_in, int c_out, int kh, int n, int h, int w, int bias, int residual) {
+    const int up = 2, hu = h * up, wu = w * up, pad = kh / 2;
+    const int ho = hu + 2 * pad - kh + 1, wo = wu + 2 * pad - kh + 1;
+    size_t fsz = (size_t)h * w * c_in, fszu = (size_t)hu * wu * c_in, ysz = (size_t)n * ho * wo * c_out;
+    float *x = rand_buf(fsz * n, 1.0f, 0.0f), *xu = malloc(fszu * n * sizeof *xu);
+    for (int f = 0; f < n; f++)
+        for (int yy = 0; yy < hu; yy++)
+            for (int xx = 0; xx < wu; xx++)
+                memcpy(xu + (((size_t)f * hu + yy) * wu + xx) * c_in,
+                       x + (((size_t)f * h + yy / up) * w + xx / up) * c_in, c_in * sizeof *x);
+    int K = c_in * kh * kh;
+    float *wt = rand_buf((size_t)c_out * K, 1.0f / sqrtf((float)K), 0.0f);
+    float *b = bias ? rand_buf(c_out, 0.5f, 0.0f) : NULL;
+    float *res = residual ? rand_buf(ysz, 1.0f, 0.0f) : NULL;
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, c_in, c_out);
+    op.kh = op.kw = kh, op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = pad;
+    op.w = wt, op.b = b;
+    snprintf(op.name, sizeof op.name, "test.conv_up");
+    float *out[2] = {NULL, NULL};
+    int rc[2];
+    vae_backend *bes[2] = {cpu, gpu};
+    for (int k = 0; k < 2; k++) {
+        vae_backend *be = bes[k];
+        vae_op o = op;
+        o.up = k == 0 ? 0 : up;
+        void *state = NULL;
+        rc[k] = be->v->prepare(be, &o, &state);
+        const int hh = k == 0 ? hu : h, ww = k == 0 ? wu : w;
+        const size_t fs = k == 0 ? fszu : fsz;
+        void *xd = dev_from(be, k == 0 ? xu : x, fs * n);
+        const void *frames[64];
+        for (int f = 0; f < n; f++) frames[f] = (const char *)xd + (size_t)f * fs * be->elem_size;
+        void *yd = be->v->alloc(be, ysz * be->elem_size), *rd = NULL;
+        if (residual == 1) rd = dev_from(be, res, ysz);
+        if (residual == 2) {
+            be->v->upload(be, yd, res, ysz);
+            rd = yd;
+        }
+        if (!rc[k]) rc[k] = be->v->conv(be, &o, state, frames, n, hh, ww, rd, yd, n, ho, wo);
+        if (!rc[k]) out[k] = host_from(be, yd, ysz);
+        if (rd && rd != yd) be->v->release(be, rd);
+        be->v->release(be, yd);
+        be->v->release(be, xd);
+        be->v->unprepare(be, &o, state);
+    }
+    char what[200];
+    snprintf(what, sizeof what, "conv up2 %dx%d %3d->%-3d %d frames %dx%d%s%s", kh, kh, c_in, c_out,
+             n, h, w, bias ? " bias" : "", residual == 2 ? " res=y" : residual ? " res" : "");
+    compare(what, rc[0], rc[1], out[1], out[0], ysz);
+    free(x);
+    free(xu);
+    free(wt);
+    free(b);
+    free(res);
+    free(out[0]);
+    free(out[1]);
+}
 
 /* ---- norms ---------------------------------------------------------------------------------- */
 static void test_norm(vae_op_kind kind, int c, int groups, vae_act act, int t, int h, int w,
@@ -395,6 +477,12 @@ static const shuf_case resamples[] = {
     {"time_split", VAE_OP_SHUFFLE_UP, 24, 12, 2, 1, 1, 12, 0, 0, 1, 3, 4, 5, 0},
     /* SeedVR2 upscale: vb_shuffle_up(u, 4*rt*c, c, rt, 2, 1, c, 2*rt*c, rt*c, 1), rt 2 */
     {"seedvr2_up", VAE_OP_SHUFFLE_UP, 64, 8, 2, 2, 1, 8, 32, 16, 1, 2, 3, 3, 0},
+    /* vectorised shuffle-up: contiguous runs (one 16-byte load) and gathered runs */
+    {"time_split_c64", VAE_OP_SHUFFLE_UP, 128, 64, 2, 1, 1, 64, 0, 0, 1, 2, 6, 5, 0},
+    {"dup_up_same_c", VAE_OP_SHUFFLE_UP, 16, 16, 2, 2, 8, 4, 2, 1, 8, 2, 3, 4, 0},
+    {"dup_up_c32", VAE_OP_SHUFFLE_UP, 64, 32, 2, 2, 8, 4, 2, 1, 4, 2, 3, 4, 0},
+    {"seedvr2_up_c16", VAE_OP_SHUFFLE_UP, 128, 16, 2, 2, 1, 16, 64, 32, 1, 2, 4, 3, 0},
+    {"nearest_x2_c64", VAE_OP_UPSAMPLE, 64, 64, 1, 2, 0, 0, 0, 0, 1, 2, 6, 5, 0},
     /* Wan patchify: vb_shuffle_down(x, 3, 12, 1, 2, 4, 0, 1, 2, 1, 0) */
     {"patchify", VAE_OP_SHUFFLE_DOWN, 3, 12, 1, 2, 4, 0, 1, 2, 1, 2, 8, 6, 0},
     /* Wan2.2 AvgDown3D (ft 2, fs 2): cs (8, 4, 2, 1), group = c_in*8/c_out */
@@ -403,6 +491,52 @@ static const shuf_case resamples[] = {
     {"patchify_crop", VAE_OP_SHUFFLE_DOWN, 3, 12, 1, 2, 1, 0, 6, 3, 1, 2, 7, 9, 0},
     {"avg_down_many", VAE_OP_SHUFFLE_DOWN, 4, 8, 2, 2, 8, 4, 2, 1, 4, 40, 4, 4, 0}, /* > 32 frames */
 };
+
+/* ---- planar host transfers (the session's asynchronous path) -------------------------------- */
+static void test_transfers(int t, int h, int w, int c) {
+    vae_backend *be = gpu;
+    if (!be->v->stage_in || !be->v->upload_planar || !be->v->download_planar || !be->v->download_wait) {
+        check(0, "planar transfers: not provided");
+        return;
+    }
+    const size_t n = (size_t)t * h * w * c, plane = (size_t)t * h * w;
+    float *planar = rand_buf(n, 2.0f, 0.0f), *cl = malloc(n * sizeof *cl);
+    for (size_t p = 0; p < plane; p++)
+        for (int ch = 0; ch < c; ch++) cl[p * c + ch] = planar[(size_t)ch * plane + p];
+    /* upload twice in a row (the staging buffers alternate), check the second and the first */
+    void *d1 = be->v->alloc(be, n * be->elem_size), *d2 = be->v->alloc(be, n * be->elem_size);
+    float *st = be->v->stage_in(be, n * sizeof(float));
+    int rc = st ? VAE_OK : VAE_ENOMEM;
+    if (!rc) memcpy(st, planar, n * sizeof(float));
+    if (!rc) rc = be->v->upload_planar(be, d1, st, t, h, w, c);
+    float *st2 = rc ? NULL : be->v->stage_in(be, n * sizeof(float));
+    if (st2) {
+        for (size_t i = 0; i < n; i++) st2[i] = -planar[i];
+        rc = be->v->upload_planar(be, d2, st2, t, h, w, c);
+    }
+    float *back = rc ? NULL : host_from(be, d1, n);
+    char what[160];
+    snprintf(what, sizeof what, "upload_planar t=%d %dx%d c=%d", t, h, w, c);
+    compare(what, 0, rc || !back, back, cl, n);
+    free(back);
+    /* download_planar of d2 (= -cl) and d1, waited for in reverse order */
+    float *h2 = NULL, *h1 = NULL;
+    if (!rc) rc = be->v->download_planar(be, d2, t, h, w, c, &h2);
+    if (!rc) rc = be->v->download_planar(be, d1, t, h, w, c, &h1);
+    if (!rc) rc = be->v->download_wait(be, h1);
+    if (!rc) rc = be->v->download_wait(be, h2);
+    snprintf(what, sizeof what, "download_planar t=%d %dx%d c=%d", t, h, w, c);
+    compare(what, 0, rc, h1, planar, n);
+    float *neg = malloc(n * sizeof *neg);
+    for (size_t i = 0; i < n; i++) neg[i] = -planar[i];
+    snprintf(what, sizeof what, "download_planar (second buffer) t=%d %dx%d c=%d", t, h, w, c);
+    compare(what, 0, rc, h2, neg, n);
+    be->v->release(be, d1);
+    be->v->release(be, d2);
+    free(planar);
+    free(cl);
+    free(neg);
+}
 
 /* ---- attention ------------------------------------------------------------------------------ */
 static void test_attention(int c, int t, int h, int w, float qk) {
@@ -507,7 +641,7 @@ static void test_errors(void) {
 
 /* ---- timings (GPU only; informative) -------------------------------------------------------- */
 static void bench_conv(const char *label, int c_in, int c_out, int kt, int kh, int h, int w,
-                       int t_out) {
+                       int t_out, int contig) {
     int n_in = t_out + kt - 1, K = c_in * kt * kh * kh;
     size_t fsz = (size_t)h * w * c_in, ysz = (size_t)t_out * h * w * c_out;
     float *wt = rand_buf((size_t)c_out * K, 1.0f / sqrtf((float)K), 0.0f);
@@ -518,15 +652,22 @@ static void bench_conv(const char *label, int c_in, int c_out, int kt, int kh, i
     snprintf(op.name, sizeof op.name, "bench.%s", label);
     void *state = NULL;
     int rc = gpu->v->prepare(gpu, &op, &state);
+    /* contig: one buffer of n_in frames (the executor's contiguous window); else cache + chunk */
     void *cache = gpu->v->alloc(gpu, (size_t)(kt - 1 > 0 ? kt - 1 : 1) * fsz * gpu->elem_size);
-    void *chunk = gpu->v->alloc(gpu, (size_t)t_out * fsz * gpu->elem_size);
+    void *chunk = gpu->v->alloc(gpu, (size_t)(contig ? n_in : t_out) * fsz * gpu->elem_size);
     void *y = gpu->v->alloc(gpu, ysz * gpu->elem_size);
     if (!rc && (!cache || !chunk || !y)) rc = VAE_ENOMEM;
     const void *frames[64];
     for (int i = 0; i < n_in; i++)
-        frames[i] = i < kt - 1 ? (const char *)cache + (size_t)i * fsz * gpu->elem_size
-                               : (const char *)chunk + (size_t)(i - kt + 1) * fsz * gpu->elem_size;
-    if (!rc) rc = gpu->v->zero(gpu, chunk, (size_t)t_out * fsz * gpu->elem_size);
+        frames[i] = contig ? (const char *)chunk + (size_t)i * fsz * gpu->elem_size
+                    : i < kt - 1 ? (const char *)cache + (size_t)i * fsz * gpu->elem_size
+                                 : (const char *)chunk + (size_t)(i - kt + 1) * fsz * gpu->elem_size;
+    if (!rc) { /* random data, not zeros */
+        size_t nz = (size_t)(contig ? n_in : t_out) * fsz;
+        float *hx = rand_buf(nz, 1.0f, 0.0f);
+        rc = gpu->v->upload(gpu, chunk, hx, nz);
+        free(hx);
+    }
     if (!rc) rc = gpu->v->conv(gpu, &op, state, frames, n_in, h, w, NULL, y, t_out, h, w); /* warm-up */
     if (!rc) rc = gpu->v->sync(gpu);
     int reps = 5;
@@ -538,14 +679,114 @@ static void bench_conv(const char *label, int c_in, int c_out, int kt, int kh, i
     double flop = 2.0 * ysz * K;
     if (rc) printf("TIME [%s] conv %s: failed: %s\n", variant, label, vae_last_error());
     else
-        printf("TIME [%s] conv %-28s %3d->%-3d k%dx%dx%d %dx%d x%d: %8.3f ms  %7.1f TFLOP/s\n", variant,
-               label, c_in, c_out, kt, kh, kh, h, w, t_out, dt * 1e3, flop / dt * 1e-12);
+        printf("TIME [%s] conv %-28s %3d->%-3d k%dx%dx%d %dx%d x%d %-6s: %8.3f ms  %7.1f TFLOP/s\n",
+               variant, label, c_in, c_out, kt, kh, kh, h, w, t_out, contig ? "window" : "cache",
+               dt * 1e3, flop / dt * 1e-12);
     gpu->v->release(gpu, cache);
     gpu->v->release(gpu, chunk);
     gpu->v->release(gpu, y);
     gpu->v->unprepare(gpu, &op, state);
     free(wt);
     free(b);
+}
+
+/* nearest x2 + 3x3 conv (op.up = 2) on small frames h x w; FLOPs counted on the upsampled size */
+static void bench_conv_up(const char *label, int c_in, int c_out, int h, int w, int t) {
+    const int K = c_in * 9;
+    const size_t fsz = (size_t)h * w * c_in, ysz = (size_t)t * 4 * h * w * c_out;
+    float *wt = rand_buf((size_t)c_out * K, 1.0f / sqrtf((float)K), 0.0f);
+    float *b = rand_buf(c_out, 0.1f, 0.0f);
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, c_in, c_out);
+    op.kh = op.kw = 3, op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = 1, op.up = 2;
+    op.w = wt, op.b = b;
+    snprintf(op.name, sizeof op.name, "bench.%s", label);
+    void *state = NULL;
+    int rc = gpu->v->prepare(gpu, &op, &state);
+    float *hx = rand_buf(fsz * t, 1.0f, 0.0f);
+    void *x = dev_from(gpu, hx, fsz * t), *y = gpu->v->alloc(gpu, ysz * gpu->elem_size);
+    free(hx);
+    const void *frames[16];
+    for (int f = 0; f < t; f++) frames[f] = (const char *)x + (size_t)f * fsz * gpu->elem_size;
+    if (!rc) rc = gpu->v->conv(gpu, &op, state, frames, t, h, w, NULL, y, t, 2 * h, 2 * w);
+    if (!rc) rc = gpu->v->sync(gpu);
+    int reps = 5;
+    double t0 = now();
+    for (int r = 0; r < reps && !rc; r++)
+        rc = gpu->v->conv(gpu, &op, state, frames, t, h, w, NULL, y, t, 2 * h, 2 * w);
+    if (!rc) rc = gpu->v->sync(gpu);
+    double dt = (now() - t0) / reps, flop = 2.0 * ysz * K;
+    if (rc) printf("TIME [%s] conv %s: failed: %s\n", variant, label, vae_last_error());
+    else
+        printf("TIME [%s] conv %-28s %3d->%-3d up2+3x3 %dx%d x%d: %8.3f ms  %7.1f nominal TFLOP/s\n",
+               variant, label, c_in, c_out, h, w, t, dt * 1e3, flop / dt * 1e-12);
+    gpu->v->release(gpu, x);
+    gpu->v->release(gpu, y);
+    gpu->v->unprepare(gpu, &op, state);
+    free(wt);
+    free(b);
+}
+
+/* bandwidth of a norm: bytes read + written once */
+static void bench_norm(vae_op_kind kind, int c, int groups, int t, int h, int w) {
+    size_t n = (size_t)t * h * w * c;
+    float *g = rand_buf(c, 0.5f, 1.0f), *b = rand_buf(c, 0.5f, 0.0f);
+    vae_op op = vae_op_make(kind, 0, c, c);
+    op.act = VAE_ACT_SILU, op.groups = groups, op.eps = 1e-6f, op.w = g;
+    op.b = kind == VAE_OP_GROUP_NORM ? b : NULL;
+    snprintf(op.name, sizeof op.name, "bench.norm");
+    void *state = NULL;
+    int rc = gpu->v->prepare(gpu, &op, &state);
+    float *hx = rand_buf(n, 1.0f, 0.1f);
+    void *x = dev_from(gpu, hx, n), *y = gpu->v->alloc(gpu, n * gpu->elem_size);
+    free(hx);
+    if (!rc) rc = gpu->v->norm(gpu, &op, state, x, y, t, h, w);
+    if (!rc) rc = gpu->v->sync(gpu);
+    int reps = 10;
+    double t0 = now();
+    for (int r = 0; r < reps && !rc; r++) rc = gpu->v->norm(gpu, &op, state, x, y, t, h, w);
+    if (!rc) rc = gpu->v->sync(gpu);
+    double dt = (now() - t0) / reps;
+    if (rc) printf("TIME [%s] %s: failed: %s\n", variant, kind == VAE_OP_RMS_NORM ? "rms" : "gn", vae_last_error());
+    else
+        printf("TIME [%s] %-10s c=%-4d %dx%d x%d: %8.3f ms  %6.0f GB/s (read+write once)\n", variant,
+               kind == VAE_OP_RMS_NORM ? "rms+silu" : "gn+silu", c, h, w, t, dt * 1e3,
+               2.0 * n * gpu->elem_size / dt * 1e-9);
+    gpu->v->release(gpu, x);
+    gpu->v->release(gpu, y);
+    gpu->v->unprepare(gpu, &op, state);
+    free(g);
+    free(b);
+}
+
+static void bench_shuffle(const shuf_case *sc) {
+    int t_out = sc->kind == VAE_OP_SHUFFLE_UP ? sc->n_in * sc->ft : sc->n_in;
+    size_t nx = (size_t)sc->n_in * sc->h * sc->w * sc->c_in;
+    size_t ny = (size_t)t_out * sc->h * sc->fs * sc->w * sc->fs * sc->c_out;
+    vae_op op = vae_op_make(sc->kind, 0, sc->c_in, sc->c_out);
+    op.ft = sc->ft, op.fs = sc->fs, op.cs_o = sc->cs_o, op.cs_t = sc->cs_t, op.cs_h = sc->cs_h;
+    op.cs_w = sc->cs_w, op.group = sc->group, op.kt = op.st = sc->ft;
+    snprintf(op.name, sizeof op.name, "bench.%s", sc->name);
+    void *state = NULL;
+    int rc = gpu->v->prepare(gpu, &op, &state);
+    float *hx = rand_buf(nx, 1.0f, 0.0f);
+    void *x = dev_from(gpu, hx, nx), *y = gpu->v->alloc(gpu, ny * gpu->elem_size);
+    free(hx);
+    const void *frames[1] = {x};
+    if (!rc) rc = gpu->v->resample(gpu, &op, frames, sc->n_in, sc->h, sc->w, y, t_out);
+    if (!rc) rc = gpu->v->sync(gpu);
+    int reps = 10;
+    double t0 = now();
+    for (int r = 0; r < reps && !rc; r++) rc = gpu->v->resample(gpu, &op, frames, sc->n_in, sc->h, sc->w, y, t_out);
+    if (!rc) rc = gpu->v->sync(gpu);
+    double dt = (now() - t0) / reps;
+    if (rc) printf("TIME [%s] %s: failed: %s\n", variant, sc->name, vae_last_error());
+    else
+        printf("TIME [%s] %-16s %d->%d %dx%d x%d: %8.3f ms  %6.0f GB/s (read+write once)\n", variant,
+               sc->name, sc->c_in, sc->c_out, sc->h, sc->w, sc->n_in, dt * 1e3,
+               (double)(nx + ny) * gpu->elem_size / dt * 1e-9);
+    gpu->v->release(gpu, x);
+    gpu->v->release(gpu, y);
+    gpu->v->unprepare(gpu, &op, state);
 }
 
 static void bench_attention(int c, int h, int w, int t) {
@@ -578,7 +819,8 @@ typedef struct variant_def {
     vae_dtype dtype;
     const char *conv_env, *scratch_env;
     int what;
-    int profile; /* VAE_CUDA_PROFILE=1 (GPU time per op category, logged at destroy) */
+    int profile;       /* VAE_CUDA_PROFILE=1 (GPU time per op category, logged at destroy) */
+    const char *extra; /* "NAME=VALUE" set while the backend is created, or NULL */
 } variant_def;
 
 static int make_gpu(const variant_def *v) {
@@ -588,8 +830,15 @@ static int make_gpu(const variant_def *v) {
     else unsetenv("VAE_CUDA_SCRATCH_MB");
     if (v->profile) setenv("VAE_CUDA_PROFILE", "1", 1);
     else unsetenv("VAE_CUDA_PROFILE");
+    char name[64] = "";
+    if (v->extra) {
+        const char *eq = strchr(v->extra, '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq - v->extra), v->extra);
+        setenv(name, eq + 1, 1);
+    }
     gpu = NULL;
     int rc = vae_cuda_backend_create(&gpu, v->dtype, 0);
+    if (name[0]) unsetenv(name);
     unsetenv("VAE_CUDA_CONV");
     unsetenv("VAE_CUDA_SCRATCH_MB");
     unsetenv("VAE_CUDA_PROFILE");
@@ -609,9 +858,22 @@ static void run_variant(const variant_def *v) {
     if (rc) return;
     double t0 = now();
     int f32 = v->dtype == VAE_DTYPE_F32;
-    if (v->what & V_BUF) test_buffers();
-    if (v->what & V_CONV)
+    if (v->what & V_BUF) {
+        test_buffers();
+        test_transfers(3, 5, 7, 3);
+        test_transfers(2, 9, 4, 16);
+        test_transfers(1, 6, 6, 48);
+    }
+    if (v->what & V_CONV) {
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) test_conv(&convs[i]);
+        test_conv_up(16, 8, 3, 2, 5, 7, 1, 0);   /* phase path */
+        test_conv_up(32, 16, 3, 3, 6, 4, 1, 1);  /* + residual (Wan2.2) */
+        test_conv_up(64, 32, 3, 1, 9, 10, 0, 1); /* no bias */
+        test_conv_up(24, 24, 3, 2, 8, 8, 1, 2);  /* residual == y: upsample first */
+        test_conv_up(8, 3, 3, 2, 4, 5, 1, 0);    /* narrow output: upsample first */
+        test_conv_up(16, 16, 1, 2, 3, 4, 1, 0);  /* 1x1: upsample first */
+        test_conv_up(12, 20, 3, 17, 3, 2, 1, 1); /* many frames, odd channels */
+    }
     if (v->what & V_NORM) {
         static const vae_act acts[] = {VAE_ACT_NONE, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE};
         for (int a = 0; a < 4; a++) {
@@ -628,6 +890,16 @@ static void run_variant(const variant_def *v) {
         test_norm(VAE_OP_GROUP_NORM, 20, 1, VAE_ACT_SILU, 2, 6, 5, 0.0f, 1, 1, 0);
         test_norm(VAE_OP_GROUP_NORM, 12, 4, VAE_ACT_NONE, 1, 5, 5, 0.0f, 0, 0, 0); /* no affine */
         test_norm(VAE_OP_GROUP_NORM, 64, 32, VAE_ACT_NONE, 1, 64, 80, f32 ? 20.0f : 1.0f, 1, 1, 0);
+        /* model widths: Wan RMS (gamma only), SeedVR2 GroupNorm (32 groups), many pixel blocks */
+        test_norm(VAE_OP_RMS_NORM, 96, 1, VAE_ACT_SILU, 4, 12, 10, 0.0f, 1, 0, 0);
+        test_norm(VAE_OP_RMS_NORM, 160, 1, VAE_ACT_SILU, 2, 9, 7, 0.0f, 1, 0, 0);
+        test_norm(VAE_OP_RMS_NORM, 192, 1, VAE_ACT_SILU, 3, 8, 9, 0.5f, 1, 0, 1);
+        test_norm(VAE_OP_RMS_NORM, 48, 1, VAE_ACT_NONE, 2, 5, 5, 0.0f, 1, 1, 0);
+        test_norm(VAE_OP_GROUP_NORM, 128, 32, VAE_ACT_SILU, 2, 48, 40, 0.0f, 1, 1, 0);
+        test_norm(VAE_OP_GROUP_NORM, 512, 32, VAE_ACT_SILU, 1, 40, 36, f32 ? 30.0f : 2.0f, 1, 1, 1);
+        test_norm(VAE_OP_GROUP_NORM, 96, 32, VAE_ACT_SILU, 2, 30, 20, 0.0f, 1, 1, 0);
+        test_norm(VAE_OP_GROUP_NORM, 256, 32, VAE_ACT_NONE, 3, 3, 2, 0.0f, 1, 1, 0);
+        test_norm(VAE_OP_GROUP_NORM, 256, 8, VAE_ACT_SILU, 1, 120, 100, 0.0f, 1, 1, 0);
     }
     if (v->what & V_ELT) {
         static const vae_act acts[] = {VAE_ACT_NONE, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE};
@@ -675,14 +947,23 @@ int main(int argc, char **argv) {
         return 2;
     }
     static const variant_def variants[] = {
-        {"fp32", VAE_DTYPE_F32, NULL, NULL, V_ALL, 0},
-        {"bf16", VAE_DTYPE_BF16, NULL, NULL, V_ALL, 0},
-        {"fp16+profile", VAE_DTYPE_F16, NULL, NULL, V_ALL, 1},
-        {"fp32/gemm", VAE_DTYPE_F32, "gemm", NULL, V_CONV, 0},
-        {"bf16/gemm", VAE_DTYPE_BF16, "gemm", NULL, V_CONV, 0},
-        {"fp32/gemm/scratch1M", VAE_DTYPE_F32, "gemm", "1", V_CONV, 0},
-        {"fp32/scratch1M", VAE_DTYPE_F32, NULL, "1", V_CONV | V_ATT | V_NORM, 0},
-        {"bf16/scratch1M", VAE_DTYPE_BF16, NULL, "1", V_CONV | V_ATT, 0},
+        {"fp32", VAE_DTYPE_F32, NULL, NULL, V_ALL, 0, NULL},
+        {"bf16", VAE_DTYPE_BF16, NULL, NULL, V_ALL, 0, NULL},
+        {"fp16+profile", VAE_DTYPE_F16, NULL, NULL, V_ALL, 1, NULL},
+        {"fp32/gemm", VAE_DTYPE_F32, "gemm", NULL, V_CONV, 0, NULL},
+        {"bf16/gemm", VAE_DTYPE_BF16, "gemm", NULL, V_CONV, 0, NULL},
+        {"fp32/gemm/scratch1M", VAE_DTYPE_F32, "gemm", "1", V_CONV, 0, NULL},
+        {"fp32/scratch1M", VAE_DTYPE_F32, NULL, "1", V_CONV | V_ATT | V_NORM, 0, NULL},
+        {"bf16/scratch1M", VAE_DTYPE_BF16, NULL, "1", V_CONV | V_ATT, 0, NULL},
+        {"bf16/no3d", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_CONV3D=0"},
+        {"bf16/nofuse", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_FUSE=0"},
+        {"fp32/no3d", VAE_DTYPE_F32, NULL, NULL, V_CONV, 0, "VAE_CUDA_CONV3D=0"},
+        {"bf16/notune", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_TUNE=0"},
+        {"bf16/pwgemm", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_PW=gemm"},
+        {"bf16/nocpad", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_CPAD=0"},
+        {"bf16/nopad3d", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_PAD3D=0"},
+        {"bf16/nophase", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_PHASE=0"},
+        {"bf16/nokpad", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_KPAD=0"},
     };
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) run_variant(&variants[i]);
 
@@ -696,22 +977,42 @@ int main(int argc, char **argv) {
 
     if (bench) {
         static const variant_def bv[] = {
-            {"bench fp32", VAE_DTYPE_F32, NULL, NULL, 0, 0},
-            {"bench bf16", VAE_DTYPE_BF16, NULL, NULL, 0, 1},
-            {"bench bf16/gemm", VAE_DTYPE_BF16, "gemm", NULL, 0, 0},
+            {"bench bf16", VAE_DTYPE_BF16, NULL, NULL, 0, 1, NULL},
+            {"bench bf16/nofuse", VAE_DTYPE_BF16, NULL, NULL, 0, 0, "VAE_CUDA_FUSE=0"},
         };
         for (size_t i = 0; i < sizeof bv / sizeof *bv; i++) {
             variant = bv[i].label;
             if (make_gpu(&bv[i]) != VAE_OK) continue;
-            /* Wan2.1 decoder convs at 480p (latent 60x104) */
-            bench_conv("wan_mid_384", 384, 384, 3, 3, 60, 104, 1);
-            bench_conv("wan_up1_384", 384, 384, 3, 3, 120, 208, 2);
-            bench_conv("wan_up2_192", 192, 192, 3, 3, 240, 416, 4);
-            bench_conv("wan_up3_96", 96, 96, 3, 3, 480, 832, 4);
-            bench_conv("wan_upsample2d_384to192", 384, 192, 1, 3, 240, 416, 2);
-            bench_conv("wan_head_96to3", 96, 3, 3, 3, 480, 832, 4);
-            bench_conv("shortcut_1x1_192to384", 192, 384, 1, 1, 120, 208, 2);
-            if (bv[i].conv_env == NULL) bench_attention(384, 60, 104, 1);
+            /* Wan2.1 decoder convs at 480p (latent 60x104); window = the executor's layout */
+            for (int contig = 1; contig >= (i == 0 ? 0 : 1); contig--) {
+                bench_conv("wan_mid_384", 384, 384, 3, 3, 60, 104, 1, contig);
+                bench_conv("wan_up1_384", 384, 384, 3, 3, 120, 208, 2, contig);
+                bench_conv("wan_up2_192", 192, 192, 3, 3, 240, 416, 4, contig);
+                bench_conv("wan_up3_96", 96, 96, 3, 3, 480, 832, 4, contig);
+                bench_conv("wan_head_96to3", 96, 3, 3, 3, 480, 832, 4, contig);
+                bench_conv("seedvr2_out_128to3", 128, 3, 3, 3, 720, 1248, 4, contig);
+                bench_conv("seedvr2_up3_128", 128, 128, 3, 3, 720, 1248, 4, contig);
+                bench_conv("wan22_up_256", 256, 256, 3, 3, 352, 640, 4, contig);
+            }
+            bench_conv("wan_enc_conv1_3to96", 3, 96, 3, 3, 480, 832, 4, 0);
+            bench_conv("wan_upsample2d_384to192", 384, 192, 1, 3, 240, 416, 2, 1);
+            bench_conv_up("wan_up2x_384to192", 384, 192, 120, 208, 2);
+            bench_conv_up("wan22_up2x_512", 512, 512, 176, 320, 4);
+            bench_conv("shortcut_1x1_192to384", 192, 384, 1, 1, 120, 208, 2, 1);
+            if (i == 0) {
+                bench_norm(VAE_OP_RMS_NORM, 96, 1, 4, 480, 832);
+                bench_norm(VAE_OP_RMS_NORM, 384, 1, 2, 120, 208);
+                bench_norm(VAE_OP_GROUP_NORM, 128, 32, 4, 720, 1248);
+                bench_norm(VAE_OP_GROUP_NORM, 512, 32, 4, 180, 312);
+                static const shuf_case bs[] = {
+                    {"dup_up_1024to512", VAE_OP_SHUFFLE_UP, 1024, 512, 2, 2, 8, 4, 2, 1, 4, 1, 44, 80, 0},
+                    {"time_split_384", VAE_OP_SHUFFLE_UP, 768, 384, 2, 1, 1, 384, 0, 0, 1, 4, 120, 208, 0},
+                    {"seedvr2_up_512", VAE_OP_SHUFFLE_UP, 4096, 512, 2, 2, 1, 512, 2048, 1024, 1, 1, 90, 156, 0},
+                    {"upsample_192", VAE_OP_UPSAMPLE, 192, 192, 1, 2, 0, 0, 0, 0, 1, 4, 240, 416, 0},
+                };
+                for (size_t k = 0; k < sizeof bs / sizeof *bs; k++) bench_shuffle(&bs[k]);
+                bench_attention(384, 60, 104, 1);
+            }
             describe();
             gpu->v->destroy(gpu);
             gpu = NULL;

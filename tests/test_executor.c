@@ -245,6 +245,54 @@ static void test_contiguous_window(vae_backend *be, int kt, int st, int tpad, in
     vae_program_free(&p);
 }
 
+/* A conv with input upsampling (op.up = 2) equals UPSAMPLE then the conv (the executor upsamples
+ * for backends without conv_upsample), with a residual, in dry and real mode. */
+static void test_conv_up(vae_backend *be) {
+    enum { T = 3 };
+    float x[T * H * W * C], w[C * C * 9], b[C];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = frand();
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) w[i] = frand();
+    for (int i = 0; i < C; i++) b[i] = frand();
+    vae_program p1, p2;
+    vae_program_init(&p1, C);
+    vae_program_init(&p2, C);
+    vae_op conv = vae_op_make(VAE_OP_CONV, 0, C, C);
+    conv.kh = conv.kw = 3, conv.pad_h[0] = conv.pad_h[1] = conv.pad_w[0] = conv.pad_w[1] = 1;
+    conv.w = w, conv.b = b;
+    snprintf(conv.name, sizeof conv.name, "conv_up");
+    /* p1: y = conv(up(x)) + up(x) ; p2: the same with the upsampling inside the conv */
+    vae_op up = vae_op_make(VAE_OP_UPSAMPLE, 0, C, C);
+    up.fs = 2;
+    int u = vae_program_add(&p1, &up);
+    vae_op c1 = conv;
+    c1.in[0] = u, c1.in[1] = u;
+    vae_program_add(&p1, &c1);
+    int u2 = vae_program_add(&p2, &up);
+    vae_op c2 = conv;
+    c2.in[0] = 0, c2.in[1] = u2, c2.up = 2;
+    vae_program_add(&p2, &c2);
+    const int cuts[1] = {2};
+    int t1, h1, w1, o1, t2, h2, w2, o2;
+    int64_t peak;
+    float *y1 = run_stream(be, &p1, x, T, cuts, 1, &t1, &h1, &w1, &o1, &peak);
+    float *y2 = run_stream(be, &p2, x, T, cuts, 1, &t2, &h2, &w2, &o2, &peak);
+    CHECK(y1 && y2 && t1 == T && t2 == T && h1 == 2 * H && h2 == 2 * H && w2 == 2 * W,
+          "conv up: %d frames %dx%d vs %d frames %dx%d", t1, h1, w1, t2, h2, w2);
+    if (y1 && y2 && t1 == t2 && h1 == h2 && w1 == w2)
+        CHECK(max_diff(y1, y2, (size_t)t1 * h1 * w1 * o1) < 1e-5, "conv up differs by %g",
+              max_diff(y1, y2, (size_t)t1 * h1 * w1 * o1));
+    vae_exec *e;
+    vae_exec_create(&e, &p2, NULL);
+    vae_chunk in = {NULL, T, H, W, C}, o;
+    vae_exec_step(e, &in, &o);
+    CHECK(o.t == T && o.h == 2 * H && o.w == 2 * W, "dry conv up: %d frames %dx%d", o.t, o.h, o.w);
+    vae_exec_free(e);
+    free(y1);
+    free(y2);
+    vae_program_free(&p1);
+    vae_program_free(&p2);
+}
+
 /* A dry executor reports the same shapes as a real one. */
 static void test_dry(vae_backend *be) {
     float w[C * C * 3] = {0};
@@ -287,6 +335,7 @@ int main(void) {
     test_bounded_memory(be, 0);
     test_bounded_memory(be, 1);
     test_dry(be);
+    test_conv_up(be);
     be->v->destroy(be);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

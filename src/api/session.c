@@ -156,27 +156,89 @@ int vae_session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames
                       g.h, g.w, g.c);
         goto done;
     }
+    /* Backends with asynchronous planar transfers: the next chunk's input is prepared and the
+     * previous chunk's output handed to fn while the device computes (one chunk in flight). */
+    const int async = be->v->stage_in && be->v->upload_planar && be->v->download_planar &&
+                      be->v->download_wait;
+    float *pend = NULL; /* async: the previous chunk's output, [c][t][h][w] */
+    int pend_t = 0, pend_c = 0, pend_h = 0, pend_w = 0;
     for (int pos = 0; pos < t_used;) {
         int n = pos == 0 ? p->first_chunk : p->chunk;
-        /* NCTHW user layout -> [n][h][w][c] channels-last */
-        for (int f = 0; f < n; f++)
-            for (int c = 0; c < g.c; c++) {
-                const int64_t src = ((int64_t)c * g.t + pos + f) * plane;
-                float *dst = host_in + f * frame_vals + c;
-                for (int64_t i = 0; i < plane; i++) {
-                    float v = read_elem(in, src + i);
-                    if (!isfinite(v)) {
-                        rc = vae_fail(VAE_ENAN, "%s: NaN or Inf at channel %d, frame %d, pixel %lld",
-                                      what, c, pos + f, (long long)i);
-                        goto done;
-                    }
-                    dst[i * g.c] = v;
-                }
+        if (async) {
+            /* NCTHW user layout -> planar [c][n][h][w]: one run per channel */
+            float *stage = be->v->stage_in(be, (size_t)(n * frame_vals) * sizeof(float));
+            if (!stage) {
+                rc = vae_fail(VAE_ENOMEM, "out of pinned host memory for a chunk of %d frames", n);
+                goto done;
             }
-        if ((rc = be->v->upload(be, dev_in, host_in, (size_t)(n * frame_vals)))) goto done;
+            const int64_t run = (int64_t)n * plane;
+            for (int c = 0; c < g.c; c++) {
+                const int64_t src = ((int64_t)c * g.t + pos) * plane;
+                float *dst = stage + c * run;
+                int bad = 0;
+                if (in->dtype == VAE_DTYPE_F32) {
+                    const float *sp = (const float *)in->data + src;
+                    for (int64_t i = 0; i < run; i++) {
+                        dst[i] = sp[i];
+                        bad |= !isfinite(sp[i]);
+                    }
+                } else {
+                    for (int64_t i = 0; i < run; i++) {
+                        dst[i] = read_elem(in, src + i);
+                        bad |= !isfinite(dst[i]);
+                    }
+                }
+                if (bad)
+                    for (int64_t i = 0; i < run; i++)
+                        if (!isfinite(dst[i])) {
+                            rc = vae_fail(VAE_ENAN,
+                                          "%s: NaN or Inf at channel %d, frame %d, pixel %lld",
+                                          what, c, pos + (int)(i / plane), (long long)(i % plane));
+                            goto done;
+                        }
+            }
+            if ((rc = be->v->upload_planar(be, dev_in, stage, n, g.h, g.w, g.c))) goto done;
+        } else {
+            /* NCTHW user layout -> [n][h][w][c] channels-last */
+            for (int f = 0; f < n; f++)
+                for (int c = 0; c < g.c; c++) {
+                    const int64_t src = ((int64_t)c * g.t + pos + f) * plane;
+                    float *dst = host_in + f * frame_vals + c;
+                    for (int64_t i = 0; i < plane; i++) {
+                        float v = read_elem(in, src + i);
+                        if (!isfinite(v)) {
+                            rc = vae_fail(VAE_ENAN,
+                                          "%s: NaN or Inf at channel %d, frame %d, pixel %lld",
+                                          what, c, pos + f, (long long)i);
+                            goto done;
+                        }
+                        dst[i * g.c] = v;
+                    }
+                }
+            if ((rc = be->v->upload(be, dev_in, host_in, (size_t)(n * frame_vals)))) goto done;
+        }
         vae_chunk cin = {dev_in, n, g.h, g.w, g.c}, cout;
         if ((rc = vae_exec_step(e, &cin, &cout))) goto done;
         pos += n;
+        if (async) {
+            if (pend) { /* the previous chunk, while this one computes */
+                if ((rc = be->v->download_wait(be, pend))) goto done;
+                if (fn && fn(pend, out_frame, pend_t, pend_c, pend_h, pend_w, user)) {
+                    rc = vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %d frames",
+                                  encode ? "encode" : "decode", out_frame + pend_t);
+                    goto done;
+                }
+                out_frame += pend_t;
+                pend = NULL;
+            }
+            if (cout.t > 0) {
+                if ((rc = be->v->download_planar(be, cout.data, cout.t, cout.h, cout.w, cout.c,
+                                                 &pend)))
+                    goto done;
+                pend_t = cout.t, pend_c = cout.c, pend_h = cout.h, pend_w = cout.w;
+            }
+            continue;
+        }
         if (cout.t == 0) continue;
         size_t vals = (size_t)cout.t * cout.h * cout.w * cout.c;
         if (vals > out_cap) {
@@ -204,6 +266,15 @@ int vae_session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames
             goto done;
         }
         out_frame += cout.t;
+    }
+    if (pend) { /* the last chunk */
+        if ((rc = be->v->download_wait(be, pend))) goto done;
+        if (fn && fn(pend, out_frame, pend_t, pend_c, pend_h, pend_w, user)) {
+            rc = vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %d frames",
+                          encode ? "encode" : "decode", out_frame + pend_t);
+            goto done;
+        }
+        out_frame += pend_t;
     }
 done:
     if (rc == VAE_OK)

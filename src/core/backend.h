@@ -34,7 +34,8 @@ typedef struct vae_backend_vtbl {
 
     /* CONV. frames: n_in input frames [h][w][c_in] (already including temporal padding/cache);
      * y: [t_out][h_out][w_out][c_out] with t_out = (n_in - kt) / st + 1 >= 1.
-     * residual: NULL or y-shaped, added after bias. */
+     * residual: NULL or y-shaped, added after bias. With op->up > 1 (only for backends that set
+     * conv_upsample) h, w are the size before the upsampling. */
     int (*conv)(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
                 int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
     /* RMS_NORM, GROUP_NORM (with fused op->act); x, y: [t][h][w][c] (y may equal x) */
@@ -50,6 +51,29 @@ typedef struct vae_backend_vtbl {
     /* ATTENTION per frame: qkv [t][h][w][3c] -> y [t][h][w][c] */
     int (*attention)(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y,
                      int t, int h, int w);
+
+    /* Optional (all four or none; NULL: the session uses upload/download): asynchronous chunk
+     * transfers in the user's planar float32 layout [c][t][h][w], so that the session can prepare
+     * the next chunk and hand out the previous one while the device computes.
+     * stage_in: a host buffer of at least `bytes` to fill for the next upload_planar (it stays
+     *   valid until the second next stage_in call).
+     * upload_planar: dst [t][h][w][c] (activation dtype) <- src [c][t][h][w] (src from stage_in);
+     *   may return before the copy is done.
+     * download_planar: starts copying src [t][h][w][c] to a host buffer [c][t][h][w] float32
+     *   (*host; valid until the second next download_planar call); download_wait(be, *host)
+     *   returns once it holds the data. */
+    void *(*stage_in)(vae_backend *be, size_t bytes);
+    int (*upload_planar)(vae_backend *be, void *dst, const float *src, int t, int h, int w, int c);
+    int (*download_planar)(vae_backend *be, const void *src, int t, int h, int w, int c,
+                           float **host);
+    int (*download_wait)(vae_backend *be, const float *host);
+
+    /* Optional (NULL: always yes): does this temporal conv want its input as a contiguous window
+     * (see executor.c)? Asked at the start of each stream, so a backend may answer from what it
+     * measured on an earlier stream. */
+    int (*conv_window)(vae_backend *be, const vae_op *op, void *state);
+    /* 1: conv() takes op->up > 1 itself (else the executor upsamples the input first) */
+    int conv_upsample;
 } vae_backend_vtbl;
 
 struct vae_backend {

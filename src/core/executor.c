@@ -10,10 +10,12 @@
  * runs, the cached frames (and the front padding at stream start) are copied into that space, so
  * the conv's frame list is one contiguous [frames][h][w][c] tensor that a backend can read in
  * place (no per-tap gather). The cache itself stays a separate buffer of kt-1 frames, so memory
- * between chunks is unchanged. VAE_EXEC_CONTIG=0 turns this off (frame lists as before).
+ * between chunks is unchanged. The backend may decline per op (vtbl conv_window, asked at the
+ * start of each stream). VAE_EXEC_CONTIG=0 turns this off (frame lists as before).
  */
 #include "executor.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,12 +51,29 @@ struct vae_exec {
     value *val;
     int *uses; /* static number of consumers of each value */
     int *win_of; /* per value: the op whose contiguous window it fills, or -1 */
+    int contig;  /* contiguous windows allowed (VAE_EXEC_CONTIG) */
     const void **frames; /* scratch frame-pointer list */
     int frames_cap;
     double macs;
 };
 
 static size_t vox_bytes(const vae_exec *e, int64_t n) { return (size_t)n * e->be->elem_size; }
+
+/* Which values get a contiguous window (win_of); only between streams (no value is live). */
+static void plan_windows(vae_exec *e) {
+    const vae_program *p = e->p;
+    for (int v = 0; v < p->n_values; v++) e->win_of[v] = -1;
+    if (!e->contig) return;
+    for (int i = 0; i < p->n_ops; i++) {
+        const vae_op *op = &p->ops[i];
+        int x = op->in[0];
+        if (op->kind != VAE_OP_CONV || op->kt < 2 || x < 0 || x == p->input || x == p->output ||
+            op->in[1] == x || e->uses[x] != 1 || op->tpad > op->kt - 1)
+            continue;
+        if (e->be->v->conv_window && !e->be->v->conv_window(e->be, op, e->st[i].prep)) continue;
+        e->win_of[x] = i;
+    }
+}
 
 int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be) {
     vae_exec *e = vae_calloc(1, sizeof *e);
@@ -72,18 +91,14 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be) {
     for (int i = 0; i < p->n_ops; i++)
         for (int k = 0; k < 2; k++)
             if (p->ops[i].in[k] >= 0) e->uses[p->ops[i].in[k]]++;
-    for (int v = 0; v < p->n_values; v++) e->win_of[v] = -1;
     const char *contig = getenv("VAE_EXEC_CONTIG");
-    if (be && !(contig && contig[0] == '0')) {
-        for (int i = 0; i < p->n_ops; i++) {
-            const vae_op *op = &p->ops[i];
-            int x = op->in[0];
-            if (op->kind != VAE_OP_CONV || op->kt < 2 || x < 0 || x == p->input || x == p->output ||
-                op->in[1] == x || e->uses[x] != 1 || op->tpad > op->kt - 1)
-                continue;
-            e->win_of[x] = i;
+    e->contig = be && !(contig && contig[0] == '0');
+    for (int i = 0; i < p->n_ops; i++)
+        if (p->ops[i].up > 1 && (p->ops[i].kind != VAE_OP_CONV || vae_op_is_windowed(&p->ops[i]))) {
+            vae_exec_free(e);
+            return vae_fail(VAE_EUNSUPPORTED, "%s: input upsampling only for non-temporal convs",
+                            p->ops[i].name);
         }
-    }
     if (be) {
         for (int i = 0; i < p->n_ops; i++) {
             int rc = be->v->prepare(be, &p->ops[i], &e->st[i].prep);
@@ -93,6 +108,7 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be) {
             }
         }
     }
+    plan_windows(e);
     *out = e;
     return VAE_OK;
 }
@@ -123,7 +139,7 @@ static void values_release(vae_exec *e) {
     }
 }
 
-void vae_exec_reset(vae_exec *e) {
+static void exec_clear(vae_exec *e) {
     values_release(e);
     for (int i = 0; i < e->p->n_ops; i++) {
         window_release(e, &e->st[i].win, e->p->ops[i].kt);
@@ -132,9 +148,14 @@ void vae_exec_reset(vae_exec *e) {
     e->macs = 0;
 }
 
+void vae_exec_reset(vae_exec *e) {
+    exec_clear(e);
+    plan_windows(e);
+}
+
 void vae_exec_free(vae_exec *e) {
     if (!e) return;
-    if (e->st && e->val) vae_exec_reset(e);
+    if (e->st && e->val) exec_clear(e);
     if (e->st && e->be)
         for (int i = 0; i < e->p->n_ops; i++)
             if (e->st[i].prep) e->be->v->unprepare(e->be, &e->p->ops[i], e->st[i].prep);
@@ -331,6 +352,42 @@ static int check_same(const vae_op *op, const value *a, const value *b, const ch
                     what, op->name, a->t, a->h, a->w, a->c, b->t, b->h, b->w, b->c);
 }
 
+/* A non-windowed conv over x's frames; up > 1: x upsampled first (by the backend itself when it
+ * can, else into a temporary here). */
+static int conv_plain(vae_exec *e, const vae_op *op, op_state *s, const value *x, const value *x2,
+                      value *y, int up) {
+    vae_backend *be = e->be;
+    int rc = frames_reserve(e, x->t);
+    if (rc) return rc;
+    const void *res = x2 ? x2->buf : NULL;
+    if (up > 1 && !be->v->conv_upsample) {
+        const int hu = x->h * up, wu = x->w * up;
+        const size_t fbu = vox_bytes(e, (int64_t)hu * wu * x->c);
+        void *tmp = be->v->alloc(be, fbu * (size_t)x->t);
+        if (!tmp) return vae_fail(VAE_ENOMEM, "out of %s memory upsampling the input of %s",
+                                  be->v->name, op->name);
+        vae_op u = vae_op_make(VAE_OP_UPSAMPLE, op->in[0], x->c, x->c);
+        u.fs = up;
+        snprintf(u.name, sizeof u.name, "%.80s.upsample", op->name);
+        size_t fb = vox_bytes(e, (int64_t)x->h * x->w * x->c);
+        for (int f = 0; f < x->t; f++) e->frames[f] = (const char *)x->buf + (size_t)f * fb;
+        rc = be->v->resample(be, &u, e->frames, x->t, x->h, x->w, tmp, x->t);
+        if (rc == VAE_OK) {
+            vae_op o = *op;
+            o.up = 0;
+            for (int f = 0; f < x->t; f++) e->frames[f] = (const char *)tmp + (size_t)f * fbu;
+            rc = be->v->conv(be, &o, s->prep, e->frames, x->t, hu, wu, res, y->buf, y->t, y->h,
+                             y->w);
+        }
+        be->v->release(be, tmp);
+        return rc;
+    }
+    size_t fb = vox_bytes(e, (int64_t)x->h * x->w * x->c);
+    for (int f = 0; f < x->t; f++) e->frames[f] = (const char *)x->buf + (size_t)f * fb;
+    return be->v->conv(be, op, s->prep, e->frames, x->t, x->h, x->w, res, y->buf, y->t, y->h,
+                       y->w);
+}
+
 static int run_op(vae_exec *e, int i) {
     const vae_op *op = &e->p->ops[i];
     op_state *s = &e->st[i];
@@ -349,15 +406,11 @@ static int run_op(vae_exec *e, int i) {
         if (vae_op_is_windowed(op)) {
             rc = run_windowed(e, op, s, x, y);
         } else {
-            y->h = (x->h + op->pad_h[0] + op->pad_h[1] - op->kh) / op->sh + 1;
-            y->w = (x->w + op->pad_w[0] + op->pad_w[1] - op->kw) / op->sw + 1;
-            if (x->t > 0 && (rc = alloc_value(e, y)) == VAE_OK && be) {
-                if ((rc = frames_reserve(e, x->t))) return rc;
-                size_t fb = vox_bytes(e, (int64_t)x->h * x->w * x->c);
-                for (int f = 0; f < x->t; f++) e->frames[f] = (const char *)x->buf + (size_t)f * fb;
-                rc = be->v->conv(be, op, s->prep, e->frames, x->t, x->h, x->w,
-                                 x2 ? x2->buf : NULL, y->buf, y->t, y->h, y->w);
-            }
+            const int up = op->up > 1 ? op->up : 1; /* input upsampling (nearest) */
+            y->h = (x->h * up + op->pad_h[0] + op->pad_h[1] - op->kh) / op->sh + 1;
+            y->w = (x->w * up + op->pad_w[0] + op->pad_w[1] - op->kw) / op->sw + 1;
+            if (x->t > 0 && (rc = alloc_value(e, y)) == VAE_OK && be)
+                rc = conv_plain(e, op, s, x, x2, y, up);
         }
         if (rc == VAE_OK && y->t > 0 && (y->h <= 0 || y->w <= 0))
             return vae_fail(VAE_ESHAPE, "op %s: input %dx%d is too small", op->name, x->h, x->w);

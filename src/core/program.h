@@ -23,7 +23,10 @@ typedef enum {
     VAE_OP_INPUT = 0,
     /* conv: y = conv(x) + bias [+ in[1]] ; in[1] (optional) is a residual of y's shape, added
      * after the bias. Weight w: [c_out][c_in][kt][kh][kw] float32 (PyTorch layout), bias b: [c_out]
-     * or NULL. Spatial zero padding pad_h = {top, bottom}, pad_w = {left, right}. */
+     * or NULL. Spatial zero padding pad_h = {top, bottom}, pad_w = {left, right}. up > 1 (kt = 1,
+     * not windowed): x is first upsampled by `up` in h and w (nearest), as an UPSAMPLE op would;
+     * a backend may compute both at once (vtbl conv_upsample), else the executor materialises
+     * the upsampled input. */
     VAE_OP_CONV,
     /* y = x / max(||x||_2 over c, 1e-12) * sqrt(c) * w[c]  (Wan RMS_norm, per voxel), then act */
     VAE_OP_RMS_NORM,
@@ -84,6 +87,8 @@ typedef struct vae_op {
     int cs_o, cs_t, cs_h, cs_w, group;
     /* TIME_HEAD / TIME_DROP */
     int n;
+    /* CONV: nearest upsampling of the input by `up` before the conv (0 or 1: none) */
+    int up;
     char name[96]; /* checkpoint name of the layer, for logs and errors */
 } vae_op;
 

@@ -305,6 +305,7 @@ int vb_conv_raw(vae_program *p, int x, const char *name, const float *w, const f
     memcpy(op.pad_w, a->pad_w, sizeof op.pad_w);
     op.tpad = a->tpad;
     op.tpad_mode = a->tpad_mode;
+    op.up = a->up;
     op.w = w;
     op.b = bias;
     snprintf(op.name, sizeof op.name, "%s", name);

@@ -73,6 +73,7 @@ typedef struct vb_conv_args {
     vae_tpad_mode tpad_mode;
     int residual; /* value id added after the bias, -1 = none */
     int has_bias; /* default 1 via vb_conv_defaults */
+    int up;       /* nearest upsampling of the input before the conv (0: none; kt = 1 only) */
 } vb_conv_args;
 vb_conv_args vb_conv_defaults(int kt, int kh, int kw);
 

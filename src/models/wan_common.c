@@ -235,11 +235,12 @@ int wan_resample_up(vae_builder *b, vae_program *p, int x, const char *pre, int 
         rest = vb_shuffle_up(p, rest, 2 * c, c, 2, 1, 1, c, 0, 0, 1);
         x = vb_concat_t(p, head, rest, c);
     }
-    /* nearest-exact x2 (= nearest for an integer factor), Conv2d 3x3 pad 1 */
-    x = vb_upsample(p, x, c, 2);
+    /* nearest-exact x2 (= nearest for an integer factor), Conv2d 3x3 pad 1: one conv op with
+     * input upsampling (a backend may compute it as four 2x2 phase convs on the small input) */
     vb_conv_args a = vb_conv_defaults(1, 3, 3);
     a.pad_h[0] = a.pad_h[1] = 1;
     a.pad_w[0] = a.pad_w[1] = 1;
+    a.up = 2;
     if (dup) {
         a.residual = wan_dup_up(b, p, dup);
         if (a.residual < 0) return -1;

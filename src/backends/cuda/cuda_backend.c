@@ -57,6 +57,28 @@ static void prof_flush(cuda_backend *cb) {
         if (cudaEventElapsedTime(&ms, cb->prof_ev[2 * i], cb->prof_ev[2 * i + 1]) == cudaSuccess) {
             cb->prof_ms[cb->prof_cat[i]] += ms;
             cb->prof_calls[cb->prof_cat[i]]++;
+            const char *nm = cb->prof_name ? cb->prof_name[i] : NULL;
+            if (nm) {
+                int k = 0;
+                while (k < cb->n_prof_ops && (cb->prof_ops[k].cat != cb->prof_cat[i] ||
+                                              strcmp(cb->prof_ops[k].name, nm) != 0))
+                    k++;
+                if (k == cb->n_prof_ops && k == cb->cap_prof_ops) {
+                    int cap = cb->cap_prof_ops ? 2 * cb->cap_prof_ops : 256;
+                    cu_prof_op *t = vae_realloc(cb->prof_ops, (size_t)cap * sizeof *t);
+                    if (t) cb->prof_ops = t, cb->cap_prof_ops = cap;
+                }
+                if (k < cb->cap_prof_ops) {
+                    if (k == cb->n_prof_ops) {
+                        memset(&cb->prof_ops[k], 0, sizeof cb->prof_ops[k]);
+                        snprintf(cb->prof_ops[k].name, sizeof cb->prof_ops[k].name, "%s", nm);
+                        cb->prof_ops[k].cat = cb->prof_cat[i];
+                        cb->n_prof_ops++;
+                    }
+                    cb->prof_ops[k].ms += ms;
+                    cb->prof_ops[k].calls++;
+                }
+            }
         } else {
             cudaGetLastError();
         }
@@ -69,6 +91,7 @@ int cu_prof_begin(cuda_backend *cb, int cat) {
     if (!cb->prof_ev) {
         cb->prof_ev = vae_calloc(2 * CU_PROF_CAP, sizeof *cb->prof_ev);
         cb->prof_cat = vae_calloc(CU_PROF_CAP, sizeof *cb->prof_cat);
+        if (cb->prof > 1) cb->prof_name = vae_calloc(CU_PROF_CAP, sizeof *cb->prof_name);
         if (!cb->prof_ev || !cb->prof_cat) {
             cb->prof = 0;
             return -1;
@@ -86,6 +109,7 @@ int cu_prof_begin(cuda_backend *cb, int cat) {
         cb->prof_made = i + 1;
     }
     cb->prof_cat[i] = cat;
+    if (cb->prof_name) cb->prof_name[i] = cb->prof_op;
     cudaEventRecord(cb->prof_ev[2 * i], cb->stream);
     cb->prof_n++;
     return i;
@@ -113,6 +137,25 @@ static void prof_report(cuda_backend *cb) {
                  cb->prof_ms[best], total > 0 ? 100.0 * cb->prof_ms[best] / total : 0.0,
                  (long long)cb->prof_calls[best]);
     }
+    if (cb->n_prof_ops) { /* VAE_CUDA_PROFILE=2: the 30 most expensive ops by name */
+        VAE_INFO("cuda profile by op (name, category, GPU ms, calls):");
+        for (int r = 0; r < 30 && r < cb->n_prof_ops; r++) {
+            int best = r;
+            for (int k = r + 1; k < cb->n_prof_ops; k++)
+                if (cb->prof_ops[k].ms > cb->prof_ops[best].ms) best = k;
+            cu_prof_op t = cb->prof_ops[r];
+            cb->prof_ops[r] = cb->prof_ops[best];
+            cb->prof_ops[best] = t;
+            VAE_INFO("cuda op profile: %-52s %-12.12s %9.2f ms %6lld", cb->prof_ops[r].name,
+                     prof_names[cb->prof_ops[r].cat], cb->prof_ops[r].ms,
+                     (long long)cb->prof_ops[r].calls);
+        }
+    }
+    vae_free(cb->prof_ops);
+    vae_free(cb->prof_name);
+    cb->prof_ops = NULL;
+    cb->prof_name = NULL;
+    cb->n_prof_ops = cb->cap_prof_ops = 0;
     for (int i = 0; i < cb->prof_made; i++) {
         cudaEventDestroy(cb->prof_ev[2 * i]);
         cudaEventDestroy(cb->prof_ev[2 * i + 1]);
@@ -195,14 +238,23 @@ void cu_free_param(cuda_backend *cb, void *p, size_t bytes) {
 }
 
 /* ---- vtbl: buffers --------------------------------------------------------------------------- */
+static void host_bufs_free(cuda_backend *cb);
+
 static void cuda_destroy(vae_backend *be) {
     if (!be) return;
     cuda_backend *cb = cu_be(be);
     cudaSetDevice(cb->device);
     if (cb->stream) cudaStreamSynchronize(cb->stream);
+    if (cb->stream) {
+        char d[512];
+        VAE_INFO("cuda backend: %s", vae_cuda_backend_describe(be, d, sizeof d));
+    }
     prof_report(cb);
     cu_dnn_destroy(cb);
     cuda_ops_destroy(cb);
+    host_bufs_free(cb);
+    for (int i = 0; i < 2; i++)
+        if (cb->tune_ev[i]) cudaEventDestroy(cb->tune_ev[i]);
     if (cb->cublas) cublasDestroy(cb->cublas);
     cu_pool_destroy(&cb->pool);
     if (cb->scratch) cudaFree(cb->scratch);
@@ -283,6 +335,120 @@ static int cuda_download(vae_backend *be, float *dst, const void *src, size_t n)
     return rc;
 }
 
+/* ---- asynchronous planar transfers (pinned host buffers, used in turn) ---------------------- */
+static int host_buf_wait(cu_host_buf *b) {
+    if (!b->pending) return VAE_OK;
+    b->pending = 0;
+    return cu_check(cudaEventSynchronize(b->ev), "cuda transfer", "cudaEventSynchronize");
+}
+
+static int host_buf_reserve(cuda_backend *cb, cu_host_buf *b, size_t bytes) {
+    int rc = host_buf_wait(b);
+    if (rc || bytes <= b->bytes) return rc;
+    if (!b->ev && (rc = cu_check(cudaEventCreateWithFlags(&b->ev, cudaEventDisableTiming),
+                                 "cuda transfer", "cudaEventCreate")))
+        return rc;
+    if (b->p) cudaFreeHost(b->p);
+    b->p = NULL;
+    b->bytes = 0;
+    size_t want = bytes + bytes / 4;
+    cudaError_t e = cudaHostAlloc(&b->p, want, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+        b->p = NULL;
+        return cu_check(e, "cuda transfer", "cudaHostAlloc (pinned staging)");
+    }
+    b->bytes = want;
+    (void)cb;
+    return VAE_OK;
+}
+
+static void host_bufs_free(cuda_backend *cb) {
+    cu_host_buf *all[4] = {&cb->hin[0], &cb->hin[1], &cb->hout[0], &cb->hout[1]};
+    for (int i = 0; i < 4; i++) {
+        if (all[i]->p) cudaFreeHost(all[i]->p);
+        if (all[i]->ev) cudaEventDestroy(all[i]->ev);
+        memset(all[i], 0, sizeof *all[i]);
+    }
+}
+
+static void *cuda_stage_in(vae_backend *be, size_t bytes) {
+    cuda_backend *cb = cu_be(be);
+    if (cu_enter(cb, "cuda stage")) return NULL;
+    cu_host_buf *b = &cb->hin[cb->hin_next];
+    if (host_buf_reserve(cb, b, bytes ? bytes : 1)) return NULL;
+    return b->p;
+}
+
+static int cuda_upload_planar(vae_backend *be, void *dst, const float *src, int t, int h, int w,
+                              int c) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda upload");
+    if (rc) return rc;
+    const int64_t n = (int64_t)t * h * w;
+    if (n * c == 0) return VAE_OK;
+    if (!dst || !src) return vae_fail(VAE_EINVAL, "cuda upload: NULL buffer");
+    float *stage = cu_scratch(cb, (size_t)(n * c) * sizeof(float), "cuda upload");
+    if (!stage) return VAE_ENOMEM;
+    cu_host_buf *b = &cb->hin[cb->hin_next];
+    int ph = cu_prof_begin(cb, CU_P_UPLOAD);
+    rc = cu_check(cudaMemcpyAsync(stage, src, (size_t)(n * c) * sizeof(float),
+                                  cudaMemcpyHostToDevice, cb->stream),
+                  "cuda upload", "cudaMemcpyAsync");
+    if (!rc && b->p == src && b->ev) {
+        rc = cu_check(cudaEventRecord(b->ev, cb->stream), "cuda upload", "cudaEventRecord");
+        b->pending = rc == VAE_OK;
+        cb->hin_next ^= 1;
+    }
+    if (!rc)
+        rc = cu_check(cuk_planar_to_act(cb->stream, be->dtype, stage, dst, n, c), "cuda upload",
+                      "layout");
+    cu_prof_end(cb, ph);
+    return rc;
+}
+
+static int cuda_download_planar(vae_backend *be, const void *src, int t, int h, int w, int c,
+                                float **host) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda download");
+    if (rc) return rc;
+    const int64_t n = (int64_t)t * h * w;
+    const size_t bytes = (size_t)(n * c) * sizeof(float);
+    if (!src || !host) return vae_fail(VAE_EINVAL, "cuda download: NULL buffer");
+    cu_host_buf *b = &cb->hout[cb->hout_next];
+    if ((rc = host_buf_reserve(cb, b, bytes ? bytes : 1))) return rc;
+    float *stage = cu_scratch(cb, bytes ? bytes : 1, "cuda download");
+    if (!stage) return VAE_ENOMEM;
+    int ph = cu_prof_begin(cb, CU_P_DOWNLOAD);
+    rc = cu_check(cuk_act_to_planar(cb->stream, be->dtype, src, stage, n, c), "cuda download",
+                  "layout");
+    if (!rc && bytes)
+        rc = cu_check(cudaMemcpyAsync(b->p, stage, bytes, cudaMemcpyDeviceToHost, cb->stream),
+                      "cuda download", "cudaMemcpyAsync");
+    if (!rc) rc = cu_check(cudaEventRecord(b->ev, cb->stream), "cuda download", "cudaEventRecord");
+    cu_prof_end(cb, ph);
+    if (rc) return rc;
+    b->pending = 1;
+    cb->hout_next ^= 1;
+    *host = b->p;
+    return VAE_OK;
+}
+
+static int cuda_download_wait(vae_backend *be, const float *host) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda download");
+    if (rc) return rc;
+    for (int i = 0; i < 2; i++)
+        if (cb->hout[i].p == host) {
+            rc = host_buf_wait(&cb->hout[i]);
+            if (!rc && cb->prof) {
+                rc = cu_check(cudaStreamSynchronize(cb->stream), "cuda download", "synchronize");
+                prof_flush(cb);
+            }
+            return rc;
+        }
+    return vae_fail(VAE_EINVAL, "cuda download: not a transfer buffer of this backend");
+}
+
 static int cuda_copy(vae_backend *be, void *dst, const void *src, size_t bytes) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda copy");
@@ -346,6 +512,12 @@ static const vae_backend_vtbl cuda_vtbl = {
     .eltwise = cuda_eltwise,
     .resample = cuda_resample,
     .attention = cuda_attention,
+    .stage_in = cuda_stage_in,
+    .upload_planar = cuda_upload_planar,
+    .download_planar = cuda_download_planar,
+    .download_wait = cuda_download_wait,
+    .conv_window = cuda_conv_window,
+    .conv_upsample = 1,
 };
 
 const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
@@ -420,7 +592,8 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     const char *s = getenv("VAE_CUDA_SCRATCH_MB");
     if (s && atol(s) > 0) cb->scratch_limit = (size_t)atol(s) << 20;
     s = getenv("VAE_CUDA_PROFILE");
-    cb->prof = s && atoi(s) > 0;
+    cb->prof = s ? atoi(s) : 0;
+    if (cb->prof < 0) cb->prof = 0;
     s = getenv("VAE_CUDA_CONV");
     if (s && strcmp(s, "gemm") == 0) cb->conv_mode = CU_CONV_GEMM;
     else if (s && strcmp(s, "cudnn") == 0) cb->conv_mode = CU_CONV_CUDNN;
@@ -428,6 +601,12 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->conv3d = !(s && s[0] == '0');
     s = getenv("VAE_CUDA_FUSE");
     cb->fuse = dtype != VAE_DTYPE_F32 && !(s && s[0] == '0');
+    s = getenv("VAE_CUDA_TUNE");
+    cb->tune = !(s && s[0] == '0');
+    s = getenv("VAE_CUDA_PW");
+    cb->pw_dnn = !(s && strcmp(s, "gemm") == 0);
+    s = getenv("VAE_CUDA_PHASE");
+    cb->phase = !(s && s[0] == '0');
 
     if ((rc = cu_check(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking),
                        "cuda backend", "cudaStreamCreate")))

@@ -14,24 +14,63 @@
  *      consecutive in memory and the padding is symmetric; otherwise x' is gathered with explicit
  *      zero padding (asymmetric {0,1} padding included) and cuDNN runs unpadded;
  *    - when cuDNN has no algorithm for a shape (or VAE_CUDA_CONV=gemm), im2col + cuBLAS GEMM.
+ *  - padded 3-D (16-bit, c_in a multiple of 8 but not of 64, e.g. 96): the frame list is copied
+ *    into a temporary window with c_in zero-padded to a multiple of 64, then one 3-D cuDNN conv
+ *    (weights padded likewise): cuDNN's 3-D kernels are slow for 96 input channels, fast for 128.
+ * Which is fastest depends on the shape: the candidates are timed once per (op, frames, size) on
+ * the first call (VAE_CUDA_TUNE=0: no timing; 3-D, else padded 3-D, else per block), and the
+ * executor is told (conv_window) not to build windows for ops whose steady-state shape prefers
+ * another path than plain 3-D.
  * Bias and residual: for 16-bit activations cuDNN adds them in the convolution's epilogue (fused,
  * float32, one rounding; VAE_CUDA_FUSE=0 turns it off); otherwise y is first set to bias +
  * residual and the convolution accumulates on top (beta = 1). Each weight layout is made on first
  * use. Gathers are bounded by scratch_limit (at least one output frame per block).
+ * Input upsampling (op->up = 2, nearest, then a 3x3 conv with padding 1: the Wan upsamplers): each
+ * output phase (row parity a, column parity b) is a 2x2 conv of the small input with summed taps
+ * (4/9 of the FLOPs, no upsampled tensor): four cuDNN convs with symmetric padding 1 give
+ * (h+1)x(w+1) outputs each, of which phase (a,b) uses the window offset by (a,b); a kernel
+ * interleaves them into y (+ residual). Other cases (or VAE_CUDA_PHASE=0) upsample into a
+ * temporary first.
+ * Narrow outputs (16-bit, c_out not a multiple of 8, spatial kernels: the 3-channel heads) run
+ * with c_out padded to a multiple of 8 (zero filters) into a temporary, then the real channels
+ * (+ residual) are copied out: tensor-core kernels instead of cuDNN's slow narrow ones.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
 
+enum { CONV_TUNE_MAX = 6 };
+enum { PATH_BLOCKS = 0, PATH_3D = 1, PATH_3DPAD = 2 };
+static const char *const path_names[3] = {"per block", "3-D", "padded 3-D"};
+typedef struct conv_tune {
+    int n_in, h, w, path;
+} conv_tune;
+
 typedef struct conv_state {
-    void *w;       /* [c_out][kh][kw][kt*c_in], dtype (made on first use) */
-    void *w3;      /* [c_out][kt][kh][kw][c_in], dtype (kt > 1; made on first use) */
-    float *bias;   /* [c_out] float32, or NULL */
-    void *bias_dt; /* [c_out] activation dtype, or NULL */
-    size_t w_bytes, b_bytes, bdt_bytes;
-    int64_t k; /* kh*kw*kt*c_in */
+    void *w;       /* [kp][kh][kw][kt*c_in], dtype (made on first use) */
+    void *w3;      /* [kp][kt][kh][kw][c_in], dtype (kt > 1; made on first use) */
+    void *w2p;     /* [kp][kh][kw][cg], the gathered channels padded to cg (made on first use) */
+    int cg;        /* gathered channels: kt*c_in, or padded to a multiple of 8 (16-bit) */
+    size_t w2p_bytes;
+    void *w3p;     /* [kp][kt][kh][kw][cp]: padded 3-D (made on first use) */
+    int cp;        /* padded 3-D input channels (a multiple of 64), 0: no padded 3-D path */
+    size_t w3p_bytes;
+    float *bias;   /* [kp] float32, or NULL */
+    void *bias_dt; /* [kp] activation dtype, or NULL */
+    size_t w_bytes, w3_bytes, b_bytes, bdt_bytes;
+    int64_t k;  /* kh*kw*kt*c_in */
+    int co, kp; /* c_out, and the padded c_out the device computes (kp >= co) */
     int use_gemm;
-    int no3d; /* the 3-D path is unsupported for this op */
+    int no3d;    /* the 3-D path is unsupported for this op */
+    int pw_gemm; /* cuDNN had no plan for this 1x1 conv: cuBLAS */
+    conv_tune tune[CONV_TUNE_MAX]; /* PATH_* measured per shape */
+    int n_tune;
+    int main_nin, main_path; /* the decision for the largest frame count seen */
+    void *wph;               /* up = 2: 4 phase filters [4][kp][2][2][c_in] (made on first use) */
+    size_t wph_bytes;
+    int nophase;             /* the phase path is unsupported for this op */
 } conv_state;
 
 static int conv_check_params(const vae_op *op) {
@@ -49,12 +88,14 @@ static int conv_check_params(const vae_op *op) {
     return VAE_OK;
 }
 
-/* Uploads op->w (PyTorch [co][ci][kt][kh][kw]) in the 2-D layout [co][kh][kw][kt][ci] or the 3-D
- * layout [co][kt][kh][kw][ci]. */
-static int upload_weights(cuda_backend *cb, const vae_op *op, int three_d, void **out) {
-    const int ci = op->c_in, co = op->c_out, kt = op->kt, kh = op->kh, kw = op->kw;
-    const size_t k = (size_t)kh * kw * kt * ci, n = k * co;
-    float *host = vae_malloc(n * sizeof(float));
+/* Uploads op->w (PyTorch [co][ci][kt][kh][kw]) in the 2-D layout [kp][kh][kw][kt][ci] or the 3-D
+ * layout [kp][kt][kh][kw][ci] (filters co..kp-1 zero). op->c_out may be the padded count; the
+ * checkpoint has s->co filters. */
+static int upload_weights(cuda_backend *cb, const vae_op *op, const conv_state *s, int three_d,
+                          void **out) {
+    const int ci = op->c_in, co = s->co, kt = op->kt, kh = op->kh, kw = op->kw;
+    const size_t k = (size_t)kh * kw * kt * ci, n = k * s->kp;
+    float *host = vae_calloc(n, sizeof(float));
     if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory for weights", op->name);
     for (int o = 0; o < co; o++)
         for (int c = 0; c < ci; c++)
@@ -73,14 +114,66 @@ static int upload_weights(cuda_backend *cb, const vae_op *op, int three_d, void 
 
 static int need_w2(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (s->w) return VAE_OK;
-    s->w_bytes = (size_t)s->k * op->c_out * cb->base.elem_size;
-    return upload_weights(cb, op, 0, &s->w);
+    s->w_bytes = (size_t)s->k * s->kp * cb->base.elem_size;
+    return upload_weights(cb, op, s, 0, &s->w);
 }
 
 static int need_w3(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (op->kt == 1) return need_w2(cb, op, s); /* the same layout */
     if (s->w3) return VAE_OK;
-    return upload_weights(cb, op, 1, &s->w3);
+    s->w3_bytes = (size_t)s->k * s->kp * cb->base.elem_size;
+    return upload_weights(cb, op, s, 1, &s->w3);
+}
+
+/* [kp][kh][kw][cg]: the 2-D layout with the gathered channels (kt*c_in) padded to cg */
+static int need_w2p(cuda_backend *cb, const vae_op *op, conv_state *s) {
+    if (s->w2p) return VAE_OK;
+    const int ci = op->c_in, kt = op->kt, kh = op->kh, kw = op->kw, cg = s->cg;
+    const size_t per = (size_t)kh * kw * cg, n = per * s->kp;
+    float *host = vae_calloc(n, sizeof(float));
+    if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory for weights", op->name);
+    for (int o = 0; o < s->co; o++)
+        for (int c = 0; c < ci; c++)
+            for (int dt = 0; dt < kt; dt++)
+                for (int dh = 0; dh < kh; dh++)
+                    for (int dw = 0; dw < kw; dw++)
+                        host[(size_t)o * per + ((size_t)dh * kw + dw) * cg + dt * ci + c] =
+                            op->w[((((size_t)o * ci + c) * kt + dt) * kh + dh) * kw + dw];
+    s->w2p_bytes = n * cb->base.elem_size;
+    int rc = cu_upload_param(cb, host, n, 0, &s->w2p, op->name);
+    vae_free(host);
+    return rc;
+}
+
+/* [kp][kt][kh][kw][cp]: the 3-D layout with the input channels padded to cp */
+static int need_w3p(cuda_backend *cb, const vae_op *op, conv_state *s) {
+    if (s->w3p) return VAE_OK;
+    const int ci = op->c_in, kt = op->kt, kh = op->kh, kw = op->kw, cp = s->cp;
+    const size_t per = (size_t)kt * kh * kw * cp, n = per * s->kp;
+    float *host = vae_calloc(n, sizeof(float));
+    if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory for weights", op->name);
+    for (int o = 0; o < s->co; o++)
+        for (int c = 0; c < ci; c++)
+            for (int dt = 0; dt < kt; dt++)
+                for (int dh = 0; dh < kh; dh++)
+                    for (int dw = 0; dw < kw; dw++)
+                        host[(size_t)o * per + (((size_t)dt * kh + dh) * kw + dw) * cp + c] =
+                            op->w[((((size_t)o * ci + c) * kt + dt) * kh + dh) * kw + dw];
+    s->w3p_bytes = n * cb->base.elem_size;
+    int rc = cu_upload_param(cb, host, n, 0, &s->w3p, op->name);
+    vae_free(host);
+    return rc;
+}
+
+/* bias padded to kp (zeros), float32 or the activation dtype */
+static int upload_bias(cuda_backend *cb, const vae_op *op, const conv_state *s, int as_f32,
+                       void **out) {
+    float *host = vae_calloc((size_t)s->kp, sizeof(float));
+    if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory", op->name);
+    memcpy(host, op->b, (size_t)s->co * sizeof(float));
+    int rc = cu_upload_param(cb, host, (size_t)s->kp, as_f32, out, op->name);
+    vae_free(host);
+    return rc;
 }
 
 int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
@@ -92,16 +185,28 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     if (!s) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
     s->k = (int64_t)op->kh * op->kw * op->kt * op->c_in;
     s->use_gemm = cb->conv_mode == CU_CONV_GEMM;
+    s->co = s->kp = op->c_out;
+    s->cg = op->kt * op->c_in;
+    if (be->dtype != VAE_DTYPE_F32 && op->c_in % 8 == 0 && op->c_in % 64 && op->c_in >= 32 &&
+        !(getenv("VAE_CUDA_PAD3D") && getenv("VAE_CUDA_PAD3D")[0] == '0'))
+        s->cp = (op->c_in + 63) / 64 * 64;
+    if (be->dtype != VAE_DTYPE_F32 && s->cg % 8 && (op->kh > 1 || op->kw > 1) &&
+        !(getenv("VAE_CUDA_CPAD") && getenv("VAE_CUDA_CPAD")[0] == '0'))
+        s->cg = (s->cg + 7) / 8 * 8;
+    const int spatial = op->kh > 1 || op->kw > 1 || op->kt > 1;
+    if (be->dtype != VAE_DTYPE_F32 && spatial && op->c_out % 8 && op->c_out < 64 &&
+        cb->conv_mode != CU_CONV_GEMM && !(getenv("VAE_CUDA_KPAD") && getenv("VAE_CUDA_KPAD")[0] == '0'))
+        s->kp = (op->c_out + 7) / 8 * 8;
     /* the layout the model's streams will use (the other one only if a call needs it) */
     const int sym = op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
     if (op->kt > 1 && cb->conv3d && sym && !s->use_gemm) rc = need_w3(cb, op, s);
     else rc = need_w2(cb, op, s);
     if (rc == VAE_OK && op->b) {
-        rc = cu_upload_param(cb, op->b, (size_t)op->c_out, 1, (void **)&s->bias, op->name);
-        s->b_bytes = (size_t)op->c_out * sizeof(float);
+        rc = upload_bias(cb, op, s, 1, (void **)&s->bias);
+        s->b_bytes = (size_t)s->kp * sizeof(float);
         if (rc == VAE_OK && be->dtype != VAE_DTYPE_F32) {
-            rc = cu_upload_param(cb, op->b, (size_t)op->c_out, 0, &s->bias_dt, op->name);
-            s->bdt_bytes = (size_t)op->c_out * be->elem_size;
+            rc = upload_bias(cb, op, s, 0, &s->bias_dt);
+            s->bdt_bytes = (size_t)s->kp * be->elem_size;
         }
     }
     if (rc) {
@@ -118,7 +223,10 @@ void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state) {
     cuda_backend *cb = cu_be(be);
     cudaStreamSynchronize(cb->stream);
     cu_free_param(cb, s->w, s->w_bytes);
-    if (s->w3) cu_free_param(cb, s->w3, (size_t)s->k * op->c_out * be->elem_size);
+    cu_free_param(cb, s->w3, s->w3_bytes);
+    cu_free_param(cb, s->w2p, s->w2p_bytes);
+    cu_free_param(cb, s->w3p, s->w3p_bytes);
+    cu_free_param(cb, s->wph, s->wph_bytes);
     cu_free_param(cb, s->bias, s->b_bytes);
     cu_free_param(cb, s->bias_dt, s->bdt_bytes);
     vae_free(s);
@@ -314,20 +422,30 @@ static int block_cudnn(conv_call *cc, const void *const *fr, int j0, int tb) {
         x = fr[0];
         g.c = op->c_in, g.hx = cc->h, g.wx = cc->w, g.ph = op->pad_h[0], g.pw = op->pad_w[0];
     } else {
+        /* narrow gathered inputs (e.g. 3 channels x 3 taps) padded to a multiple of 8 */
+        const int cg = cc->s->cg, padded = cg != op->kt * op->c_in;
         const int hp = cc->h + op->pad_h[0] + op->pad_h[1], wp = cc->w + op->pad_w[0] + op->pad_w[1];
-        void *gbuf = cu_scratch(cb, (size_t)tb * hp * wp * op->kt * op->c_in * cc->es, op->name);
+        if (padded && (rc = need_w2p(cb, op, cc->s))) return rc;
+        void *gbuf = cu_scratch(cb, (size_t)tb * hp * wp * cg * cc->es, op->name);
         if (!gbuf) return VAE_ENOMEM;
         cuk_frames f;
         fill_frames(&f, fr, (tb - 1) * op->st + op->kt);
         int ph = cu_prof_begin(cb, CU_P_GATHER);
-        rc = cu_check(cuk_conv_gather(cb->stream, cc->es, &f, tb, op->st, op->kt, cc->h, cc->w,
-                                      op->c_in, op->pad_h[0], op->pad_h[1], op->pad_w[0],
-                                      op->pad_w[1], gbuf),
-                      op->name, "conv gather");
+        if (padded)
+            rc = cu_check(cuk_conv_gather_pad(cb->stream, cc->es, &f, tb, op->st, op->kt, cc->h,
+                                              cc->w, op->c_in, cg, op->pad_h[0], op->pad_h[1],
+                                              op->pad_w[0], op->pad_w[1], gbuf),
+                          op->name, "conv gather");
+        else
+            rc = cu_check(cuk_conv_gather(cb->stream, cc->es, &f, tb, op->st, op->kt, cc->h, cc->w,
+                                          op->c_in, op->pad_h[0], op->pad_h[1], op->pad_w[0],
+                                          op->pad_w[1], gbuf),
+                          op->name, "conv gather");
         cu_prof_end(cb, ph);
         if (rc) return rc;
         x = gbuf;
-        g.c = op->kt * op->c_in, g.hx = hp, g.wx = wp, g.ph = 0, g.pw = 0;
+        g.c = cg, g.hx = hp, g.wx = wp, g.ph = 0, g.pw = 0;
+        return dnn_block(cc, &g, x, padded ? cc->s->w2p : cc->s->w, j0, tb);
     }
     return dnn_block(cc, &g, x, cc->s->w, j0, tb);
 }
@@ -365,29 +483,72 @@ static int conv3d(conv_call *cc, const void *x0, int t_out) {
     return VAE_OK;
 }
 
-int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
-              int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out) {
-    cuda_backend *cb = cu_be(be);
-    conv_state *s = state;
-    if (op->kind != VAE_OP_CONV) return vae_fail(VAE_EINVAL, "%s: not a conv op", op->name);
-    int rc = conv_check_params(op);
+/* Padded 3-D path: per block of output frames, the block's input frames are copied into a
+ * temporary window with cp channels (zeros above c_in), then one 3-D cuDNN conv. */
+static int conv3d_pad(conv_call *cc, const void *const *frames, int t_out) {
+    const vae_op *op = cc->op;
+    cuda_backend *cb = cc->cb;
+    vae_backend *be = &cb->base;
+    conv_state *s = cc->s;
+    int rc = need_w3p(cb, op, s);
     if (rc) return rc;
-    if (!s) return vae_fail(VAE_EINVAL, "%s: conv was not prepared", op->name);
-    if (!frames || !y || h < 1 || w < 1 || n_in < op->kt)
-        return vae_fail(VAE_ESHAPE, "%s: conv input of %d frames of %dx%d (kernel kt = %d)",
-                        op->name, n_in, h, w, op->kt);
-    int exp_t = (n_in - op->kt) / op->st + 1;
-    int exp_h = (h + op->pad_h[0] + op->pad_h[1] - op->kh) / op->sh + 1;
-    int exp_w = (w + op->pad_w[0] + op->pad_w[1] - op->kw) / op->sw + 1;
-    if (h + op->pad_h[0] + op->pad_h[1] < op->kh || w + op->pad_w[0] + op->pad_w[1] < op->kw ||
-        t_out != exp_t || h_out != exp_h || w_out != exp_w)
-        return vae_fail(VAE_ESHAPE,
-                        "%s: conv of %d frames %dx%d gives %dx%dx%d, not the %dx%dx%d asked for",
-                        op->name, n_in, h, w, exp_t, exp_h, exp_w, t_out, h_out, w_out);
-    for (int i = 0; i < n_in; i++)
-        if (!frames[i]) return vae_fail(VAE_EINVAL, "%s: input frame %d is NULL", op->name, i);
-    if ((rc = cu_enter(cb, op->name))) return rc;
+    const int64_t hw = (int64_t)cc->h * cc->w, in_frame = hw * s->cp;
+    const int64_t out_frame = (int64_t)cc->ho * cc->wo * op->c_out;
+    int tb_max = (CUK_MAX_FRAMES - op->kt) / op->st + 1;
+    if (tb_max > t_out) tb_max = t_out;
+    /* the temporary window stays under 1 GiB (at least one output frame's kt frames) */
+    const int64_t cap = ((int64_t)1 << 30) / ((int64_t)in_frame * (int64_t)cc->es);
+    while (tb_max > 1 && ((int64_t)(tb_max - 1) * op->st + op->kt > cap ||
+                          ((int64_t)(tb_max - 1) * op->st + op->kt) * in_frame > INT32_MAX ||
+                          tb_max * out_frame > INT32_MAX))
+        tb_max--;
+    if (((int64_t)(tb_max - 1) * op->st + op->kt) * in_frame > INT32_MAX ||
+        tb_max * out_frame > INT32_MAX)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: frames too large for one cuDNN call", op->name);
+    for (int j0 = 0; j0 < t_out; j0 += tb_max) {
+        const int tb = t_out - j0 < tb_max ? t_out - j0 : tb_max;
+        const int nf = (tb - 1) * op->st + op->kt;
+        void *win = be->v->alloc(be, (size_t)(nf * in_frame) * cc->es);
+        if (!win) return VAE_ENOMEM;
+        cuk_frames f;
+        fill_frames(&f, frames + (size_t)j0 * op->st, nf);
+        int ph = cu_prof_begin(cb, CU_P_GATHER);
+        cudaError_t e = cuk_frames_pad(cb->stream, cc->es, &f, nf, hw, op->c_in, s->cp, win);
+        cu_prof_end(cb, ph);
+        if (e == cudaErrorInvalidValue) { /* misaligned frames: not this path */
+            cudaGetLastError();
+            be->v->release(be, win);
+            return vae_fail(VAE_EUNSUPPORTED, "%s: frames not aligned for the padded path",
+                            op->name);
+        }
+        rc = cu_check(e, op->name, "channel padding");
+        if (rc == VAE_OK) {
+            cu_dnn_conv g;
+            memset(&g, 0, sizeof g);
+            g.nd = 3, g.n = 1, g.c = s->cp;
+            g.dx = nf, g.hx = cc->h, g.wx = cc->w;
+            g.k = op->c_out, g.kd = op->kt, g.kh = op->kh, g.kw = op->kw;
+            g.pd = 0, g.ph = op->pad_h[0], g.pw = op->pad_w[0];
+            g.sd = op->st, g.sh = op->sh, g.sw = op->sw;
+            g.dy = tb, g.ho = cc->ho, g.wo = cc->wo;
+            rc = dnn_block(cc, &g, win, s->w3p, j0, tb);
+            if (rc == VAE_OK) cb->n_conv_3d++;
+        }
+        be->v->release(be, win); /* stream order keeps the conv's reads safe */
+        if (rc) return rc;
+    }
+    return VAE_OK;
+}
 
+static int run_blocks(conv_call *cc, const void *const *frames, int t_out);
+static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_out, int consec);
+
+/* The convolution with y of op->c_out channels (possibly the padded count). */
+static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
+                     int n_in, int h, int w, const void *residual, void *y, int t_out, int h_out,
+                     int w_out) {
+    vae_backend *be = &cb->base;
+    int rc;
     conv_call cc;
     memset(&cc, 0, sizeof cc);
     cc.cb = cb, cc.op = op, cc.s = s, cc.h = h, cc.w = w, cc.ho = h_out, cc.wo = w_out;
@@ -396,11 +557,6 @@ int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const 
     cc.yfb = (size_t)h_out * w_out * op->c_out * cc.es;
     cc.res = residual, cc.y = y;
     const int64_t hwo = (int64_t)h_out * w_out;
-    if (hwo > INT32_MAX / 2 || (int64_t)h * w > INT32_MAX / 2)
-        return vae_fail(VAE_EUNSUPPORTED, "%s: frame of %dx%d is too large", op->name, h, w);
-    const int pointwise = op->kh == 1 && op->kw == 1 && op->sh == 1 && op->sw == 1 &&
-                          op->pad_h[0] == 0 && op->pad_h[1] == 0 && op->pad_w[0] == 0 &&
-                          op->pad_w[1] == 0;
     const int sym = op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
     /* fused bias (+ residual) in cuDNN's epilogue: 16-bit activations, a bias, residual not y */
     cc.fuse = cb->fuse && s->bias && s->bias_dt && residual != y;
@@ -414,20 +570,28 @@ int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const 
         cc.init_done = 1;
     }
 
-    /* 3-D path: consecutive frames (a contiguous window), one cuDNN call */
-    if ((op->kt > 1 || op->st > 1) && cb->conv3d && !s->no3d && !s->use_gemm && sym &&
-        frames_consecutive(frames, n_in, 1, cc.fb)) {
-        rc = conv3d(&cc, frames[0], t_out);
-        if (rc != VAE_EUNSUPPORTED) return rc;
-        VAE_DEBUG("%s: %s; using the per-block path", op->name, vae_last_error());
-        s->no3d = 1;
-    }
+    /* temporal convs: 3-D (consecutive frames), padded 3-D or per block, as measured */
+    if ((op->kt > 1 || op->st > 1) && cb->conv3d && !s->use_gemm && sym)
+        return run_tuned(&cc, frames, n_in, t_out, frames_consecutive(frames, n_in, 1, cc.fb));
+    return run_blocks(&cc, frames, t_out);
+}
 
+/* The per-block path (any frame list). */
+static int run_blocks(conv_call *cc, const void *const *frames, int t_out) {
+    cuda_backend *cb = cc->cb;
+    const vae_op *op = cc->op;
+    conv_state *s = cc->s;
+    const int h = cc->h, w = cc->w;
+    void *y = cc->y;
+    const int pointwise = op->kh == 1 && op->kw == 1 && op->sh == 1 && op->sw == 1 &&
+                          op->pad_h[0] == 0 && op->pad_h[1] == 0 && op->pad_w[0] == 0 &&
+                          op->pad_w[1] == 0;
+    int rc = VAE_OK;
     /* output frames per block: the frame list of a block fits a kernel argument, and its gathered
      * input stays within scratch_limit (at least one frame) */
     int tb_max = (CUK_MAX_FRAMES - op->kt) / op->st + 1;
     size_t per_frame = (size_t)(h + op->pad_h[0] + op->pad_h[1]) *
-                       (w + op->pad_w[0] + op->pad_w[1]) * op->kt * op->c_in * cc.es;
+                       (w + op->pad_w[0] + op->pad_w[1]) * (size_t)s->cg * cc->es;
     size_t fit = per_frame ? cb->scratch_limit / per_frame : (size_t)tb_max;
     if (fit < 1) fit = 1;
     if ((size_t)tb_max > fit) tb_max = (int)fit;
@@ -436,19 +600,325 @@ int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const 
         int tb = t_out - j0 < tb_max ? t_out - j0 : tb_max;
         const void *const *fr = frames + (size_t)j0 * op->st;
         if (pointwise) {
-            rc = block_pointwise(&cc, fr, j0, tb, y);
+            rc = VAE_EUNSUPPORTED;
+            /* 1x1 convs through cuDNN too, for the fused bias epilogue (VAE_CUDA_PW=gemm: cuBLAS) */
+            if (cb->pw_dnn && op->kt == 1 && cc->fuse && !s->pw_gemm) {
+                rc = block_cudnn(cc, fr, j0, tb);
+                if (rc == VAE_EUNSUPPORTED) s->pw_gemm = 1;
+            }
+            if (rc == VAE_EUNSUPPORTED) rc = block_pointwise(cc, fr, j0, tb, y);
         } else {
             rc = VAE_EUNSUPPORTED;
             if (!s->use_gemm) {
-                rc = block_cudnn(&cc, fr, j0, tb);
+                rc = block_cudnn(cc, fr, j0, tb);
                 if (rc == VAE_EUNSUPPORTED && cb->conv_mode != CU_CONV_CUDNN) {
                     VAE_DEBUG("%s: %s; using im2col + GEMM", op->name, vae_last_error());
                     s->use_gemm = 1;
                 }
             }
-            if (s->use_gemm) rc = block_im2col(&cc, fr, j0, tb, y);
+            if (s->use_gemm) rc = block_im2col(cc, fr, j0, tb, y);
         }
         if (rc) return rc;
     }
     return VAE_OK;
+}
+
+static int run_path(conv_call *cc, const void *const *frames, int t_out, int path) {
+    conv_state *s = cc->s;
+    if (path == PATH_3D && !s->no3d) {
+        int rc = conv3d(cc, frames[0], t_out);
+        if (rc != VAE_EUNSUPPORTED) return rc;
+        VAE_DEBUG("%s: %s; using the per-block path", cc->op->name, vae_last_error());
+        s->no3d = 1;
+    }
+    if (path == PATH_3DPAD && s->cp) {
+        int rc = conv3d_pad(cc, frames, t_out);
+        if (rc != VAE_EUNSUPPORTED) return rc;
+        VAE_DEBUG("%s: %s; using the per-block path", cc->op->name, vae_last_error());
+        s->cp = 0;
+    }
+    return run_blocks(cc, frames, t_out);
+}
+
+/* One warm-up run (plans), then one timed run. */
+static int timed_path(conv_call *cc, const void *const *frames, int t_out, int path, float *ms) {
+    cuda_backend *cb = cc->cb;
+    int rc = run_path(cc, frames, t_out, path);
+    if (rc) return rc;
+    for (int i = 0; i < 2 && !cb->tune_ev[i]; i++)
+        if ((rc = cu_check(cudaEventCreate(&cb->tune_ev[i]), cc->op->name, "cudaEventCreate")))
+            return rc;
+    if ((rc = cu_check(cudaEventRecord(cb->tune_ev[0], cb->stream), cc->op->name, "event")))
+        return rc;
+    rc = run_path(cc, frames, t_out, path);
+    if (rc) return rc;
+    if ((rc = cu_check(cudaEventRecord(cb->tune_ev[1], cb->stream), cc->op->name, "event")) ||
+        (rc = cu_check(cudaEventSynchronize(cb->tune_ev[1]), cc->op->name, "event")))
+        return rc;
+    return cu_check(cudaEventElapsedTime(ms, cb->tune_ev[0], cb->tune_ev[1]), cc->op->name,
+                    "event");
+}
+
+/* A temporal conv: the path measured fastest for this shape (timed on first sight). */
+static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_out, int consec) {
+    conv_state *s = cc->s;
+    for (int i = 0; i < s->n_tune; i++)
+        if (s->tune[i].n_in == n_in && s->tune[i].h == cc->h && s->tune[i].w == cc->w) {
+            int path = s->tune[i].path;
+            if (path == PATH_3D && !consec) path = s->cp ? PATH_3DPAD : PATH_BLOCKS;
+            return run_path(cc, frames, t_out, path);
+        }
+    int cand[3], nc = 0;
+    if (consec && !s->no3d) cand[nc++] = PATH_3D;
+    if (s->cp) cand[nc++] = PATH_3DPAD;
+    cand[nc++] = PATH_BLOCKS;
+    /* every run rewrites y completely, except an in-place residual (y = bias + y up front) */
+    if (nc == 1 || !cc->cb->tune || cc->init_done || s->n_tune == CONV_TUNE_MAX)
+        return run_path(cc, frames, t_out, cand[0]);
+    float ms[3] = {0, 0, 0};
+    int best = -1;
+    for (int k = 0; k < nc; k++) {
+        int rc = timed_path(cc, frames, t_out, cand[k], &ms[k]);
+        if (rc) return rc;
+        if ((cand[k] == PATH_3D && s->no3d) || (cand[k] == PATH_3DPAD && !s->cp))
+            continue; /* that path turned out unsupported (it ran per block) */
+        if (best < 0 || ms[k] < ms[best]) best = k;
+    }
+    const int path = best >= 0 ? cand[best] : PATH_BLOCKS;
+    if (path != cand[nc - 1]) { /* y from the chosen path (the one later calls use) */
+        int rc = run_path(cc, frames, t_out, path);
+        if (rc) return rc;
+    }
+    char msg[160];
+    int len = 0;
+    for (int k = 0; k < nc && len < (int)sizeof msg; k++)
+        len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s %.3f ms", k ? ", " : "",
+                        path_names[cand[k]], ms[k]);
+    VAE_DEBUG("%s: %d frames %dx%d: %s -> %s", cc->op->name, n_in, cc->h, cc->w, msg,
+              path_names[path]);
+    s->tune[s->n_tune++] = (conv_tune){n_in, cc->h, cc->w, path};
+    if (n_in >= s->main_nin) s->main_nin = n_in, s->main_path = path;
+    return VAE_OK;
+}
+
+/* ---- input upsampling (op->up) ---- */
+
+/* Phase filters: phase (a, b) row tap r takes the 3x3 rows R_a(r) (a = 0: {0} | {1, 2}; a = 1:
+ * {0, 1} | {2}), likewise columns; [a*2+b][kp][r][s][c_in] */
+static int need_wph(cuda_backend *cb, const vae_op *op, conv_state *s) {
+    if (s->wph) return VAE_OK;
+    static const int lo[2][2] = {{0, 1}, {0, 2}}, hi[2][2] = {{0, 2}, {1, 2}}; /* [a][r]: dh range */
+    const int ci = op->c_in, kp = s->kp;
+    const size_t per = (size_t)kp * 4 * ci, n = 4 * per;
+    float *host = vae_calloc(n, sizeof(float));
+    if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory for weights", op->name);
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+            for (int o = 0; o < s->co; o++)
+                for (int r = 0; r < 2; r++)
+                    for (int q = 0; q < 2; q++)
+                        for (int c = 0; c < ci; c++) {
+                            double acc = 0;
+                            for (int dh = lo[a][r]; dh <= hi[a][r]; dh++)
+                                for (int dw = lo[b][q]; dw <= hi[b][q]; dw++)
+                                    acc += op->w[(((size_t)o * ci + c) * 3 + dh) * 3 + dw];
+                            host[(size_t)(a * 2 + b) * per + (((size_t)o * 2 + r) * 2 + q) * ci + c] =
+                                (float)acc;
+                        }
+    s->wph_bytes = n * cb->base.elem_size;
+    int rc = cu_upload_param(cb, host, n, 0, &s->wph, op->name);
+    vae_free(host);
+    return rc;
+}
+
+/* nearest x2 + 3x3 pad-1 conv as four 2x2 phase convs + interleave; VAE_EUNSUPPORTED: fall back */
+static int conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s,
+                         const void *const *frames, int n_in, int h, int w, const void *residual,
+                         void *y) {
+    vae_backend *be = &cb->base;
+    const size_t es = be->elem_size, fb = (size_t)h * w * op->c_in * es;
+    const size_t yfb = (size_t)4 * h * w * op->c_out * es;
+    if (!frames_consecutive(frames, n_in, 1, fb))
+        return vae_fail(VAE_EUNSUPPORTED, "%s: frames not consecutive", op->name);
+    int rc = need_wph(cb, op, s);
+    if (rc) return rc;
+    const int64_t ph_frame = (int64_t)(h + 1) * (w + 1) * s->kp;
+    int tb_max = n_in;
+    while (tb_max > 1 && 4 * tb_max * ph_frame * (int64_t)es > ((int64_t)1 << 30)) tb_max--;
+    if ((int64_t)tb_max * ph_frame > INT32_MAX / 4 || (int64_t)tb_max * h * w * op->c_in > INT32_MAX)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: frames too large for the phase path", op->name);
+    const size_t filt = (size_t)s->kp * 4 * op->c_in * es;
+    for (int j0 = 0; j0 < n_in; j0 += tb_max) {
+        const int tb = n_in - j0 < tb_max ? n_in - j0 : tb_max;
+        const size_t plane = (size_t)tb * ph_frame * es;
+        void *tmp = be->v->alloc(be, 4 * plane);
+        if (!tmp) return VAE_ENOMEM;
+        int add_bias = 0;
+        for (int p = 0; p < 4 && rc == VAE_OK; p++) {
+            cu_dnn_conv g;
+            memset(&g, 0, sizeof g);
+            g.nd = 2, g.n = tb, g.c = op->c_in, g.hx = h, g.wx = w, g.k = s->kp;
+            g.dx = g.dy = g.kd = g.sd = 1;
+            g.kh = g.kw = 2, g.ph = g.pw = 1, g.sh = g.sw = 1, g.ho = h + 1, g.wo = w + 1;
+            const void *x = (const char *)frames[0] + (size_t)j0 * fb;
+            const void *wp = (const char *)s->wph + p * filt;
+            void *out = (char *)tmp + p * plane;
+            int ph = cu_prof_begin(cb, CU_P_CONV_DNN);
+            rc = VAE_EUNSUPPORTED;
+            if (cb->fuse && s->bias && s->bias_dt && !add_bias) {
+                cu_dnn_epi epi = {0.0f, s->bias_dt, s->bias, NULL};
+                g.epi = 1;
+                rc = cu_dnn_conv_run(cb, &g, x, wp, &epi, out, op->name);
+                g.epi = 0;
+                if (rc == VAE_OK) cb->n_conv_fused++;
+            }
+            if (rc == VAE_EUNSUPPORTED) {
+                if (p > 0 && s->bias && !add_bias) { /* earlier phases fused the bias: redo */
+                    rc = VAE_EUNSUPPORTED;
+                    cu_prof_end(cb, ph);
+                    break;
+                }
+                cu_dnn_epi epi = {0.0f, NULL, NULL, NULL};
+                rc = cu_dnn_conv_run(cb, &g, x, wp, &epi, out, op->name);
+                add_bias = s->bias != NULL;
+            }
+            cu_prof_end(cb, ph);
+            if (rc == VAE_OK) cb->n_conv_cudnn++;
+        }
+        if (rc == VAE_OK) {
+            int ph = cu_prof_begin(cb, CU_P_RESAMPLE);
+            cudaError_t e = cuk_phase_interleave(
+                cb->stream, be->dtype, tmp, tb, h, w, op->c_out, add_bias ? s->bias : NULL,
+                residual ? (const char *)residual + (size_t)j0 * yfb : NULL,
+                (char *)y + (size_t)j0 * yfb);
+            cu_prof_end(cb, ph);
+            if (e == cudaErrorInvalidValue) {
+                cudaGetLastError();
+                rc = vae_fail(VAE_EUNSUPPORTED, "%s: phase interleave needs aligned vectors",
+                              op->name);
+            } else {
+                rc = cu_check(e, op->name, "phase interleave");
+            }
+        }
+        be->v->release(be, tmp);
+        if (rc) return rc;
+    }
+    return VAE_OK;
+}
+
+static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
+                             const void *const *frames, int n_in, int h, int w,
+                             const void *residual, void *y, int t_out, int h_out, int w_out);
+
+/* op->up > 1: the phase path, else upsample into a temporary and convolve that. */
+static int conv_up(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
+                   int n_in, int h, int w, const void *residual, void *y, int t_out, int h_out,
+                   int w_out) {
+    vae_backend *be = &cb->base;
+    const int up = op->up;
+    if (up == 2 && cb->phase && !s->nophase && !s->use_gemm && op->kt == 1 && op->st == 1 &&
+        op->kh == 3 && op->kw == 3 && op->sh == 1 && op->sw == 1 && op->pad_h[0] == 1 &&
+        op->pad_h[1] == 1 && op->pad_w[0] == 1 && op->pad_w[1] == 1 && s->kp == op->c_out &&
+        residual != y) {
+        int rc = conv_up_phase(cb, op, s, frames, n_in, h, w, residual, y);
+        if (rc != VAE_EUNSUPPORTED) return rc;
+        VAE_DEBUG("%s: %s; upsampling first", op->name, vae_last_error());
+        s->nophase = 1;
+    }
+    const int hu = h * up, wu = w * up;
+    const size_t es = be->elem_size, fb = (size_t)h * w * op->c_in * es, fbu = fb * up * up;
+    void *tmp = be->v->alloc(be, fbu * (size_t)n_in);
+    if (!tmp) return VAE_ENOMEM;
+    int rc = VAE_OK;
+    int ph = cu_prof_begin(cb, CU_P_RESAMPLE);
+    for (int f = 0; f < n_in && rc == VAE_OK;) { /* runs of consecutive frames */
+        int run = 1;
+        while (f + run < n_in && (const char *)frames[f + run] == (const char *)frames[f] + run * fb)
+            run++;
+        rc = cu_check(cuk_upsample(cb->stream, es, frames[f], (char *)tmp + (size_t)f * fbu, run, h,
+                                   w, op->c_in, up),
+                      op->name, "input upsampling");
+        f += run;
+    }
+    cu_prof_end(cb, ph);
+    const void *fr[CUK_MAX_FRAMES];
+    const void **list = n_in <= CUK_MAX_FRAMES ? fr : vae_malloc((size_t)n_in * sizeof *list);
+    if (!list) rc = rc ? rc : vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+    if (rc == VAE_OK) {
+        for (int f = 0; f < n_in; f++) list[f] = (const char *)tmp + (size_t)f * fbu;
+        vae_op o = *op;
+        o.up = 0;
+        rc = cuda_conv_checked(cb, &o, s, list, n_in, hu, wu, residual, y, t_out, h_out, w_out);
+    }
+    if (list && list != fr) vae_free(list);
+    be->v->release(be, tmp);
+    return rc;
+}
+
+int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
+              int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out) {
+    cuda_backend *cb = cu_be(be);
+    conv_state *s = state;
+    if (op->kind != VAE_OP_CONV) return vae_fail(VAE_EINVAL, "%s: not a conv op", op->name);
+    int rc = conv_check_params(op);
+    if (rc) return rc;
+    if (!s) return vae_fail(VAE_EINVAL, "%s: conv was not prepared", op->name);
+    if (!frames || !y || h < 1 || w < 1 || n_in < op->kt)
+        return vae_fail(VAE_ESHAPE, "%s: conv input of %d frames of %dx%d (kernel kt = %d)",
+                        op->name, n_in, h, w, op->kt);
+    const int up = op->up > 1 ? op->up : 1;
+    if (up > 1 && (op->kt != 1 || op->st != 1))
+        return vae_fail(VAE_EINVAL, "%s: input upsampling with a temporal kernel", op->name);
+    const int hu = h * up, wu = w * up;
+    int exp_t = (n_in - op->kt) / op->st + 1;
+    int exp_h = (hu + op->pad_h[0] + op->pad_h[1] - op->kh) / op->sh + 1;
+    int exp_w = (wu + op->pad_w[0] + op->pad_w[1] - op->kw) / op->sw + 1;
+    if (hu + op->pad_h[0] + op->pad_h[1] < op->kh || wu + op->pad_w[0] + op->pad_w[1] < op->kw ||
+        t_out != exp_t || h_out != exp_h || w_out != exp_w)
+        return vae_fail(VAE_ESHAPE,
+                        "%s: conv of %d frames %dx%d gives %dx%dx%d, not the %dx%dx%d asked for",
+                        op->name, n_in, h, w, exp_t, exp_h, exp_w, t_out, h_out, w_out);
+    for (int i = 0; i < n_in; i++)
+        if (!frames[i]) return vae_fail(VAE_EINVAL, "%s: input frame %d is NULL", op->name, i);
+    if ((rc = cu_enter(cb, op->name))) return rc;
+    cu_prof_name(cb, op->name);
+    if (up > 1) return conv_up(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
+    return cuda_conv_checked(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
+}
+
+/* After the checks (no input upsampling): narrow outputs padded, else the conv itself. */
+static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
+                             const void *const *frames, int n_in, int h, int w,
+                             const void *residual, void *y, int t_out, int h_out, int w_out) {
+    vae_backend *be = &cb->base;
+    int rc;
+    if (h * (int64_t)w > INT32_MAX / 2 || (int64_t)h_out * w_out > INT32_MAX / 2)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: frame of %dx%d is too large", op->name, h, w);
+    if (s->kp == op->c_out)
+        return conv_core(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
+    /* narrow output: compute kp channels into a temporary, copy out the real ones (+ residual) */
+    vae_op opk = *op;
+    opk.c_out = s->kp;
+    const int64_t rows = (int64_t)t_out * h_out * w_out;
+    void *tmp = be->v->alloc(be, (size_t)rows * s->kp * be->elem_size);
+    if (!tmp) return VAE_ENOMEM;
+    rc = conv_core(cb, &opk, s, frames, n_in, h, w, NULL, tmp, t_out, h_out, w_out);
+    if (rc == VAE_OK) {
+        int ph = cu_prof_begin(cb, CU_P_BIAS);
+        rc = cu_check(cuk_narrow(cb->stream, be->dtype, tmp, s->kp, residual, y, op->c_out, rows),
+                      op->name, "narrow");
+        cu_prof_end(cb, ph);
+    }
+    be->v->release(be, tmp);
+    return rc;
+}
+
+int cuda_conv_window(vae_backend *be, const vae_op *op, void *state) {
+    cuda_backend *cb = cu_be(be);
+    const conv_state *s = state;
+    if (!s || op->kind != VAE_OP_CONV) return 1;
+    if (!cb->conv3d || s->use_gemm || s->no3d || op->pad_h[0] != op->pad_h[1] ||
+        op->pad_w[0] != op->pad_w[1])
+        return 0;
+    return s->main_nin > 0 ? s->main_path == PATH_3D : 1;
 }

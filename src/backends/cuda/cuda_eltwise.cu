@@ -169,3 +169,69 @@ extern "C" cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const f
     CU_DISPATCH(dtype, launch_bias_init, s, y, bias, res, n, c);
     return cudaGetLastError();
 }
+
+/* ---- user layout transfers: planar float32 [c][n] <-> channels-last [n][c] (n = t*h*w) ---- */
+template <typename T>
+static __global__ void planar_to_act_kernel(const float *src, T *dst, int64_t n, int c) {
+    for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < n;
+         p += (int64_t)gridDim.x * blockDim.x)
+        for (int ch = 0; ch < c; ch++) cu_st(dst, p * c + ch, src[(int64_t)ch * n + p]);
+}
+
+template <typename T>
+static __global__ void act_to_planar_kernel(const T *src, float *dst, int64_t n, int c) {
+    for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < n;
+         p += (int64_t)gridDim.x * blockDim.x)
+        for (int ch = 0; ch < c; ch++) dst[(int64_t)ch * n + p] = cu_ld(src, p * c + ch);
+}
+
+template <typename T>
+static void launch_planar_to_act(cudaStream_t s, const float *src, void *dst, int64_t n, int c) {
+    planar_to_act_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>(src, (T *)dst, n, c);
+}
+template <typename T>
+static void launch_act_to_planar(cudaStream_t s, const void *src, float *dst, int64_t n, int c) {
+    act_to_planar_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>((const T *)src, dst, n, c);
+}
+
+extern "C" cudaError_t cuk_planar_to_act(cudaStream_t s, int dtype, const float *src, void *dst,
+                                         int64_t n, int c) {
+    if (n == 0 || c == 0) return cudaSuccess;
+    CU_DISPATCH(dtype, launch_planar_to_act, s, src, dst, n, c);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuk_act_to_planar(cudaStream_t s, int dtype, const void *src, float *dst,
+                                         int64_t n, int c) {
+    if (n == 0 || c == 0) return cudaSuccess;
+    CU_DISPATCH(dtype, launch_act_to_planar, s, src, dst, n, c);
+    return cudaGetLastError();
+}
+
+/* ---- narrow copy: y[r][k] = src[r][k] (+ res[r][k]), k < c, src rows of cs channels ---- */
+template <typename T>
+static __global__ void narrow_kernel(const T *src, int cs, const T *res, T *y, int c, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / c;
+        const int k = (int)(i % c);
+        float v = cu_ld(src, r * cs + k);
+        if (res) v += cu_ld(res, i);
+        cu_st(y, i, v);
+    }
+}
+
+template <typename T>
+static void launch_narrow(cudaStream_t s, const void *src, int cs, const void *res, void *y, int c,
+                          int64_t n) {
+    narrow_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>((const T *)src, cs, (const T *)res, (T *)y, c,
+                                                    n);
+}
+
+extern "C" cudaError_t cuk_narrow(cudaStream_t s, int dtype, const void *src, int cs,
+                                  const void *res, void *y, int c, int64_t rows) {
+    const int64_t n = rows * c;
+    if (n == 0) return cudaSuccess;
+    CU_DISPATCH(dtype, launch_narrow, s, src, cs, res, y, c, n);
+    return cudaGetLastError();
+}

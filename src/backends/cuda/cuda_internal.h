@@ -42,10 +42,19 @@ int cuk_probe(void);
 cudaError_t cuk_from_f32(cudaStream_t s, int dtype, void *dst, const float *src, size_t n);
 cudaError_t cuk_to_f32(cudaStream_t s, int dtype, float *dst, const void *src, size_t n);
 
+/* planar float32 src[c][n] -> dst[n][c] (dtype), and back (n = t*h*w pixels) */
+cudaError_t cuk_planar_to_act(cudaStream_t s, int dtype, const float *src, void *dst, int64_t n,
+                              int c);
+cudaError_t cuk_act_to_planar(cudaStream_t s, int dtype, const void *src, float *dst, int64_t n,
+                              int c);
+
 /* kind 0: y = act(a); 1: y = act(a + b); 2: y = act(a * w[c] + sh[c]) (w, sh float32 or NULL) */
 cudaError_t cuk_eltwise(cudaStream_t s, int dtype, int kind, int act, float act_scale,
                         const void *a, const void *b, const float *w, const float *sh, void *y,
                         int64_t n_vox, int c);
+/* y[r][k] = src[r][k] (+ res[r][k]) for k < c; src rows have cs >= c channels */
+cudaError_t cuk_narrow(cudaStream_t s, int dtype, const void *src, int cs, const void *res, void *y,
+                       int c, int64_t rows);
 /* y[r][c] = bias[c] (or 0) + res[r][c] (or 0), rows r < rows */
 cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias, const void *res,
                           int64_t rows, int c);
@@ -77,6 +86,18 @@ cudaError_t cuk_shuffle_down(cudaStream_t s, int dtype, const cuk_frames *frames
  * = frame[j*st + dt][yy-pt][xx-pl][ci], zero outside the frame. */
 cudaError_t cuk_conv_gather(cudaStream_t s, size_t elem, const cuk_frames *frames, int tb, int st,
                             int kt, int h, int w, int c, int pt, int pb, int pl, int pr, void *dst);
+/* dst[f][p][k] (f < nf, p < hw, k < cp) = frames[f][p][k] for k < c, else 0 (16-byte vectors:
+ * c*elem and cp*elem multiples of 16, aligned pointers; cudaErrorInvalidValue otherwise). */
+cudaError_t cuk_frames_pad(cudaStream_t s, size_t elem, const cuk_frames *frames, int nf, int64_t hw,
+                           int c, int cp, void *dst);
+/* y[f][2i+a][2j+b][k] = ph[a*2+b][f][i+a][j+b][k] (+ bias[k]) (+ res), ph: 4 x [tb][h+1][w+1][c]
+ * (c a multiple of the 16-byte vector, aligned pointers; cudaErrorInvalidValue otherwise) */
+cudaError_t cuk_phase_interleave(cudaStream_t s, int dtype, const void *ph, int tb, int h, int w,
+                                 int c, const float *bias, const void *res, void *y);
+/* The same with cg >= kt*c channels per gathered pixel, zeros above kt*c. */
+cudaError_t cuk_conv_gather_pad(cudaStream_t s, size_t elem, const cuk_frames *frames, int tb,
+                                int st, int kt, int h, int w, int c, int cg, int pt, int pb, int pl,
+                                int pr, void *dst);
 /* im2col: col[i][((dh*kw + dw)*kt + dt)*c + ci] for output pixels p = p0 + i (i < np) of the
  * flattened [t][ho][wo] output, whose frame j = p / (ho*wo) reads frames[(j - j_base)*st + dt]. */
 cudaError_t cuk_im2col(cudaStream_t s, size_t elem, const cuk_frames *frames, int j_base, int st,
@@ -146,6 +167,14 @@ typedef struct cu_table {
 
 enum { CU_CONV_AUTO = 0, CU_CONV_GEMM = 1, CU_CONV_CUDNN = 2 };
 
+/* pinned host buffer for asynchronous transfers; ev marks the end of its last copy */
+typedef struct cu_host_buf {
+    void *p;
+    size_t bytes;
+    cudaEvent_t ev;
+    int pending;
+} cu_host_buf;
+
 typedef struct cuda_backend {
     vae_backend base;
     int device;
@@ -166,6 +195,10 @@ typedef struct cuda_backend {
     int conv_mode;        /* CU_CONV_*: VAE_CUDA_CONV=auto|gemm|cudnn */
     int conv3d;           /* 3-D cuDNN convs over contiguous windows (VAE_CUDA_CONV3D, default 1) */
     int fuse;             /* bias/residual in cuDNN's epilogue, 16-bit only (VAE_CUDA_FUSE) */
+    int tune;             /* time 3-D vs per-block convs per shape (VAE_CUDA_TUNE, default 1) */
+    int pw_dnn;           /* 1x1 convs through cuDNN with the fused epilogue (VAE_CUDA_PW=gemm: off) */
+    int phase;            /* nearest x2 + 3x3 conv as four 2x2 phase convs (VAE_CUDA_PHASE) */
+    cudaEvent_t tune_ev[2];
     void *dnn;            /* cudnn state (cudnn_conv.c), created on first use */
     int dnn_failed;       /* cuDNN could not be initialised: GEMM path only */
     struct cu_table *tables; /* shuffle index tables, keyed by the op's shuffle parameters */
@@ -173,15 +206,31 @@ typedef struct cuda_backend {
     int64_t weight_bytes; /* prepared weights and tables (not in bytes_in_use) */
     int64_t n_conv_cudnn, n_conv_gemm; /* conv blocks run by each path (diagnostics) */
     int64_t n_conv_3d, n_conv_fused;   /* of the cuDNN blocks: 3-D ones, fused-epilogue ones */
+    cu_host_buf hin[2], hout[2];       /* stage_in / download_planar buffers, used in turn */
+    int hin_next, hout_next;
     int prof;                          /* VAE_CUDA_PROFILE */
     cudaEvent_t *prof_ev;              /* event pairs (begin, end) */
     int *prof_cat;
     int prof_n, prof_cap, prof_made;
     double prof_ms[CU_P_N];
     int64_t prof_calls[CU_P_N];
+    /* VAE_CUDA_PROFILE=2: also GPU time per op name (the op being run, set by the entry points) */
+    const char *prof_op;
+    const char **prof_name; /* per event pair */
+    struct cu_prof_op *prof_ops;
+    int n_prof_ops, cap_prof_ops;
 } cuda_backend;
 
 static inline cuda_backend *cu_be(vae_backend *be) { return (cuda_backend *)be; }
+
+typedef struct cu_prof_op {
+    char name[96];
+    int cat;
+    double ms;
+    int64_t calls;
+} cu_prof_op;
+/* Profiling by op name (VAE_CUDA_PROFILE=2): the op that the next launches belong to. */
+static inline void cu_prof_name(cuda_backend *cb, const char *name) { cb->prof_op = name; }
 
 /* Makes the backend's device current for this thread; VAE_OK or VAE_EDEVICE. */
 int cu_enter(cuda_backend *cb, const char *who);
@@ -210,6 +259,7 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state);
 void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state);
 int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
               int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
+int cuda_conv_window(vae_backend *be, const vae_op *op, void *state);
 int cuda_ops_prepare(vae_backend *be, const vae_op *op, void **state);
 void cuda_ops_destroy(cuda_backend *cb); /* frees the shuffle tables */
 void cuda_ops_unprepare(vae_backend *be, const vae_op *op, void *state);

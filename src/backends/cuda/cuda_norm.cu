@@ -98,24 +98,21 @@ static void launch_rms_vec(cudaStream_t s, const void *x, void *y, int64_t nv, i
                                                          as);
 }
 
-/* Gamma/beta in registers, V vectors per lane, L (runtime power of two) lanes per voxel. */
+/* V vectors per lane, L (runtime power of two) lanes per voxel; gamma/beta in shared memory
+ * (float32, c each), so that registers stay few and occupancy high. */
 template <typename T, int V>
 static __global__ void __launch_bounds__(256) rms_reg_kernel(const T *x, T *y, int64_t nv, int c,
                                                             int L, const float *g, const float *b,
                                                             int act, float as) {
+    extern __shared__ float4 rms_sh4[];
+    float *sg = (float *)rms_sh4, *sb = sg + c;
+    for (int i = threadIdx.x; i < c; i += blockDim.x) {
+        sg[i] = g ? g[i] : 1.0f;
+        sb[i] = b ? b[i] : 0.0f;
+    }
+    __syncthreads();
     const int N = vec16<T>::N, cv = c / N, vpw = 32 / L;
     const int lane = threadIdx.x & 31, sub = lane & (L - 1);
-    float gr[V][N], br[V][N];
-#pragma unroll
-    for (int k = 0; k < V; k++) {
-        const int idx = sub + k * L;
-#pragma unroll
-        for (int j = 0; j < N; j++) {
-            const int ch = idx * N + j;
-            gr[k][j] = (idx < cv && g) ? g[ch] : 1.0f;
-            br[k][j] = (idx < cv && b) ? b[ch] : 0.0f;
-        }
-    }
     const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     const int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
     const float sqc = sqrtf((float)c);
@@ -141,9 +138,15 @@ static __global__ void __launch_bounds__(256) rms_reg_kernel(const T *x, T *y, i
         for (int k = 0; k < V; k++) {
             const int idx = sub + k * L;
             if (ok && idx < cv) {
+                const float4 *g4 = (const float4 *)(sg + idx * N), *b4 = (const float4 *)(sb + idx * N);
 #pragma unroll
-                for (int j = 0; j < N; j++)
-                    r[k][j] = cu_act_t<T>(act, as, r[k][j] * sc * gr[k][j] + br[k][j]);
+                for (int q = 0; q < N / 4; q++) {
+                    const float4 gq = g4[q], bq = b4[q];
+                    r[k][4 * q + 0] = cu_act_t<T>(act, as, r[k][4 * q + 0] * sc * gq.x + bq.x);
+                    r[k][4 * q + 1] = cu_act_t<T>(act, as, r[k][4 * q + 1] * sc * gq.y + bq.y);
+                    r[k][4 * q + 2] = cu_act_t<T>(act, as, r[k][4 * q + 2] * sc * gq.z + bq.z);
+                    r[k][4 * q + 3] = cu_act_t<T>(act, as, r[k][4 * q + 3] * sc * gq.w + bq.w);
+                }
                 vec16<T>::store(yv + (int64_t)idx * N, r[k]);
             }
         }
@@ -163,11 +166,12 @@ static void launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv, int c
         const int64_t cap = (int64_t)sm_count * 8; /* full occupancy; loop beyond */
         if (blocks > cap) blocks = cap;
         if (blocks < 1) blocks = 1;
+        const size_t shm = 2 * (size_t)c * sizeof(float);
         switch (V) {
-        case 1: rms_reg_kernel<T, 1><<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
-        case 2: rms_reg_kernel<T, 2><<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
-        case 3: rms_reg_kernel<T, 3><<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
-        default: rms_reg_kernel<T, 4><<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
+        case 1: rms_reg_kernel<T, 1><<<(unsigned)blocks, 256, shm, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
+        case 2: rms_reg_kernel<T, 2><<<(unsigned)blocks, 256, shm, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
+        case 3: rms_reg_kernel<T, 3><<<(unsigned)blocks, 256, shm, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
+        default: rms_reg_kernel<T, 4><<<(unsigned)blocks, 256, shm, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
         }
     }
     if (c % N == 0 && cv <= 32 * RMS_MAXV && cu_aligned16(x, y, NULL)) {

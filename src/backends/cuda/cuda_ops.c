@@ -213,6 +213,7 @@ int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, voi
     if (t == 0 || hw == 0) return VAE_OK;
     int rc = need_params(op, s);
     if (rc || (rc = cu_enter(cb, op->name))) return rc;
+    cu_prof_name(cb, op->name);
     const float *g = s ? s->w : NULL, *b = s ? s->b : NULL;
     if (op->kind == VAE_OP_RMS_NORM) {
         int ph = cu_prof_begin(cb, CU_P_RMS);
@@ -273,6 +274,7 @@ static int resample_run(vae_backend *be, const vae_op *op, const void *const *fr
 int cuda_resample(vae_backend *be, const vae_op *op, const void *const *frames, int n_in, int h,
                   int w, void *y, int t_out) {
     cuda_backend *cb = cu_be(be);
+    cu_prof_name(cb, op->name);
     int ph = cu_prof_begin(cb, CU_P_RESAMPLE);
     int rc = resample_run(be, op, frames, n_in, h, w, y, t_out);
     cu_prof_end(cb, ph);
@@ -347,6 +349,7 @@ static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, vo
 int cuda_attention(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y, int t,
                    int h, int w) {
     cuda_backend *cb = cu_be(be);
+    cu_prof_name(cb, op->name);
     int ph = cu_prof_begin(cb, CU_P_ATT);
     int rc = attention_run(cb, op, qkv, y, t, h, w);
     cu_prof_end(cb, ph);

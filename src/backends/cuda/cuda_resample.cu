@@ -207,24 +207,24 @@ extern "C" cudaError_t cuk_shuffle_down(cudaStream_t s, int dtype, const cuk_fra
     return cudaGetLastError();
 }
 
-/* ---- conv gather: dst[j][yy][xx][dt][ci] = frame[j*st+dt][yy-pt][xx-pl][ci] or 0 ---- */
-template <typename U>
+/* ---- conv gather: dst[j][yy][xx][dt][ci] = frame[j*st+dt][yy-pt][xx-pl][ci] or 0 ----
+ * (32-bit index math when the sizes allow: the divisions are most of the cost) */
+template <typename U, typename I>
 static __global__ void gather_kernel(cuk_frames fr, int st, int kt, int h, int w, int cu, int hp,
-                                     int wp, int pt, int pl, U *dst, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int k = (int)(i % cu);
-        int64_t rest = i / cu;
-        int dt = (int)(rest % kt);
-        int64_t pix = rest / kt;
-        int xx = (int)(pix % wp);
-        int64_t r = pix / wp;
-        int yy = (int)(r % hp);
-        int j = (int)(r / hp);
-        int iy = yy - pt, ix = xx - pl;
+                                     int wp, int pt, int pl, U *dst, I n) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        const int k = (int)(i % cu);
+        const I rest = i / cu;
+        const int dt = (int)(rest % kt);
+        const I pix = rest / kt;
+        const int xx = (int)(pix % wp);
+        const I r = pix / wp;
+        const int yy = (int)(r % hp);
+        const int j = (int)(r / hp);
+        const int iy = yy - pt, ix = xx - pl;
         U v;
         if (iy >= 0 && iy < h && ix >= 0 && ix < w) {
-            v = ((const U *)fr.p[j * st + dt])[((int64_t)iy * w + ix) * cu + k];
+            v = ((const U *)fr.p[j * st + dt])[((I)iy * w + ix) * cu + k];
         } else {
             memset(&v, 0, sizeof v);
         }
@@ -237,8 +237,12 @@ static void launch_gather(cudaStream_t s, const cuk_frames *fr, int tb, int st, 
                           int w, size_t run, int pt, int pb, int pl, int pr, void *dst) {
     int cu = (int)(run / sizeof(U)), hp = h + pt + pb, wp = w + pl + pr;
     int64_t n = (int64_t)tb * hp * wp * kt * cu;
-    gather_kernel<U><<<cu_grid(n, 256), 256, 0, s>>>(*fr, st, kt, h, w, cu, hp, wp, pt, pl,
-                                                    (U *)dst, n);
+    if (n < INT32_MAX && (int64_t)h * w * cu < INT32_MAX)
+        gather_kernel<U, int><<<cu_grid(n, 256), 256, 0, s>>>(*fr, st, kt, h, w, cu, hp, wp, pt, pl,
+                                                             (U *)dst, (int)n);
+    else
+        gather_kernel<U, int64_t><<<cu_grid(n, 256), 256, 0, s>>>(*fr, st, kt, h, w, cu, hp, wp, pt,
+                                                                 pl, (U *)dst, n);
 }
 
 extern "C" cudaError_t cuk_conv_gather(cudaStream_t s, size_t elem, const cuk_frames *frames,
@@ -252,6 +256,43 @@ extern "C" cudaError_t cuk_conv_gather(cudaStream_t s, size_t elem, const cuk_fr
     ptrs[nf] = dst;
     size_t u = unit_for(run, ptrs, nf + 1);
     CU_UNIT_DISPATCH(u, launch_gather, s, frames, tb, st, kt, h, w, run, pt, pb, pl, pr, dst);
+    return cudaGetLastError();
+}
+
+/* Gather with the channel count padded: dst[j][yy][xx][k] for k < cg, = the gather's
+ * [dt*c + ci] for k < kt*c, zero above (narrow inputs: tensor-core friendly channel counts). */
+template <typename E>
+static __global__ void gather_pad_kernel(cuk_frames fr, int st, int kt, int h, int w, int c, int cg,
+                                         int hp, int wp, int pt, int pl, E *dst, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int k = (int)(i % cg);
+        const int64_t pix = i / cg;
+        const int xx = (int)(pix % wp);
+        const int64_t r = pix / wp;
+        const int yy = (int)(r % hp);
+        const int j = (int)(r / hp);
+        const int iy = yy - pt, ix = xx - pl;
+        E v = 0;
+        if (k < kt * c && iy >= 0 && iy < h && ix >= 0 && ix < w)
+            v = ((const E *)fr.p[j * st + k / c])[((int64_t)iy * w + ix) * c + k % c];
+        dst[i] = v;
+    }
+}
+
+extern "C" cudaError_t cuk_conv_gather_pad(cudaStream_t s, size_t elem, const cuk_frames *frames,
+                                           int tb, int st, int kt, int h, int w, int c, int cg,
+                                           int pt, int pb, int pl, int pr, void *dst) {
+    int nf = (tb - 1) * st + kt;
+    if (tb < 1 || nf > CUK_MAX_FRAMES || cg < kt * c) return cudaErrorInvalidValue;
+    const int hp = h + pt + pb, wp = w + pl + pr;
+    const int64_t n = (int64_t)tb * hp * wp * cg;
+    if (elem == 4)
+        gather_pad_kernel<unsigned int><<<cu_grid(n, 256), 256, 0, s>>>(
+            *frames, st, kt, h, w, c, cg, hp, wp, pt, pl, (unsigned int *)dst, n);
+    else
+        gather_pad_kernel<unsigned short><<<cu_grid(n, 256), 256, 0, s>>>(
+            *frames, st, kt, h, w, c, cg, hp, wp, pt, pl, (unsigned short *)dst, n);
     return cudaGetLastError();
 }
 
@@ -310,5 +351,95 @@ extern "C" cudaError_t cuk_im2col(cudaStream_t s, size_t elem, const cuk_frames 
     size_t u = unit_for(run, ptrs, nf + 1);
     CU_UNIT_DISPATCH(u, launch_im2col, s, frames, j_base, st, kt, h, w, run, kh, kw, sh, sw, pt, pl,
                      ho, wo, p0, np, col);
+    return cudaGetLastError();
+}
+
+/* ---- channel padding: dst[f][p][k] = frame f [p][k] for k < c, 0 for c <= k < cp (16-byte
+ * vectors; c * elem and cp * elem multiples of 16) ---- */
+template <typename I>
+static __global__ void frames_pad_kernel(cuk_frames fr, I hw, int cv, int cpv, uint4 *dst, I n) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        const int k = (int)(i % cpv);
+        const I r = i / cpv;
+        const I p = r % hw;
+        const int f = (int)(r / hw);
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (k < cv) v = ((const uint4 *)fr.p[f])[p * cv + k];
+        dst[i] = v;
+    }
+}
+
+extern "C" cudaError_t cuk_frames_pad(cudaStream_t s, size_t elem, const cuk_frames *frames, int nf,
+                                      int64_t hw, int c, int cp, void *dst) {
+    if (nf < 1 || nf > CUK_MAX_FRAMES || (c * elem) % 16 || (cp * elem) % 16 || cp < c)
+        return cudaErrorInvalidValue;
+    for (int i = 0; i < nf; i++)
+        if ((uintptr_t)frames->p[i] % 16) return cudaErrorInvalidValue;
+    if ((uintptr_t)dst % 16) return cudaErrorInvalidValue;
+    const int cv = (int)(c * elem / 16), cpv = (int)(cp * elem / 16);
+    const int64_t n = (int64_t)nf * hw * cpv;
+    if (n < INT32_MAX)
+        frames_pad_kernel<int><<<cu_grid(n, 256), 256, 0, s>>>(*frames, (int)hw, cv, cpv,
+                                                              (uint4 *)dst, (int)n);
+    else
+        frames_pad_kernel<int64_t><<<cu_grid(n, 256), 256, 0, s>>>(*frames, hw, cv, cpv,
+                                                                  (uint4 *)dst, n);
+    return cudaGetLastError();
+}
+
+/* ---- nearest x2 + 3x3 conv as four 2x2 phase convs: the interleave ----
+ * ph: 4 phase outputs (a*2+b) of [tb][h+1][w+1][c]; y[f][2i+a][2j+b][k] = ph_ab[f][i+a][j+b][k]
+ * (+ bias[k]) (+ res); 16-byte vectors (c % N == 0, aligned). */
+template <typename T, typename I>
+static __global__ void phase_interleave_kernel(const T *ph, I plane, int h, int w, int c,
+                                               const float *bias, const T *res, T *y, I nvec) {
+    const int N = vec16<T>::N;
+    const I w2 = (I)2 * w, h2 = (I)2 * h;
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < nvec; i += (I)gridDim.x * blockDim.x) {
+        const I e = i * N;
+        const int k0 = (int)(e % c);
+        const I pix = e / c;
+        const int ox = (int)(pix % w2);
+        const I r = pix / w2;
+        const int oy = (int)(r % h2);
+        const I f = r / h2;
+        const int a = oy & 1, b = ox & 1, yi = oy >> 1, xj = ox >> 1;
+        const T *src = ph + (a * 2 + b) * plane + ((f * (h + 1) + (yi + a)) * (I)(w + 1) + (xj + b)) * c + k0;
+        float v[N], u[N];
+        vec16<T>::load(src, v);
+        if (bias) {
+#pragma unroll
+            for (int q = 0; q < N; q++) v[q] += bias[k0 + q];
+        }
+        if (res) {
+            vec16<T>::load(res + e, u);
+#pragma unroll
+            for (int q = 0; q < N; q++) v[q] += u[q];
+        }
+        vec16<T>::store(y + e, v);
+    }
+}
+
+template <typename T>
+static void launch_phase_interleave(cudaStream_t s, const void *ph, int tb, int h, int w, int c,
+                                    const float *bias, const void *res, void *y) {
+    const int N = vec16<T>::N;
+    const int64_t plane = (int64_t)tb * (h + 1) * (w + 1) * c;
+    const int64_t nvec = (int64_t)tb * 2 * h * 2 * w * c / N;
+    if (4 * plane < INT32_MAX && nvec * N < INT32_MAX)
+        phase_interleave_kernel<T, int><<<cu_grid(nvec, 256), 256, 0, s>>>(
+            (const T *)ph, (int)plane, h, w, c, bias, (const T *)res, (T *)y, (int)nvec);
+    else
+        phase_interleave_kernel<T, int64_t><<<cu_grid(nvec, 256), 256, 0, s>>>(
+            (const T *)ph, plane, h, w, c, bias, (const T *)res, (T *)y, nvec);
+}
+
+extern "C" cudaError_t cuk_phase_interleave(cudaStream_t s, int dtype, const void *ph, int tb,
+                                            int h, int w, int c, const float *bias,
+                                            const void *res, void *y) {
+    const int N = dtype == CU_F32 ? 4 : 8;
+    if (c % N || !cu_aligned16(ph, res, y)) return cudaErrorInvalidValue;
+    if ((int64_t)tb * h * w * c == 0) return cudaSuccess;
+    CU_DISPATCH(dtype, launch_phase_interleave, s, ph, tb, h, w, c, bias, res, y);
     return cudaGetLastError();
 }
