@@ -1,6 +1,7 @@
 /* program.c -- building op lists. */
 #include "program.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "core.h"
@@ -64,4 +65,67 @@ double vae_op_macs_per_output(const vae_op *op) {
     case VAE_OP_ATTENTION: return 0; /* counted by the caller: depends on tokens */
     default: return 0;
     }
+}
+
+int vae_shuffle_up_table(const vae_op *op, int **out, size_t *n_out) {
+    const int ft = op->ft, fs = op->fs, ci = op->c_in, co = op->c_out, group = op->group;
+    if (ft < 1 || fs < 1 || group < 1 || ci < 1 || co < 1)
+        return vae_fail(VAE_EINVAL, "%s: shuffle-up (ft %d, fs %d, group %d, %d->%d ch)",
+                        op->name, ft, fs, group, ci, co);
+    size_t n = (size_t)ft * fs * fs * co;
+    int *tab = vae_malloc(n * sizeof *tab);
+    if (!tab) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+    for (int ti = 0; ti < ft; ti++)
+        for (int hi = 0; hi < fs; hi++)
+            for (int wi = 0; wi < fs; wi++)
+                for (int o = 0; o < co; o++) {
+                    int64_t f = (int64_t)o * op->cs_o + (int64_t)ti * op->cs_t +
+                                (int64_t)hi * op->cs_h + (int64_t)wi * op->cs_w;
+                    int64_t ch = f / group;
+                    if (f < 0 || ch >= ci) {
+                        vae_free(tab);
+                        return vae_fail(VAE_EINVAL,
+                                        "%s: shuffle-up strides (%d,%d,%d,%d)/%d read channel "
+                                        "%lld of %d",
+                                        op->name, op->cs_o, op->cs_t, op->cs_h, op->cs_w, group,
+                                        (long long)ch, ci);
+                    }
+                    tab[((ti * fs + hi) * fs + wi) * co + o] = (int)ch;
+                }
+    *out = tab;
+    *n_out = n;
+    return VAE_OK;
+}
+
+int vae_shuffle_down_table(const vae_op *op, int **out, size_t *n_out) {
+    const int ft = op->ft, fs = op->fs, ci = op->c_in, co = op->c_out, group = op->group;
+    const int64_t total = (int64_t)ci * ft * fs * fs;
+    if (ft < 1 || fs < 1 || group < 1 || ci < 1 || co < 1 || total != (int64_t)co * group)
+        return vae_fail(VAE_EINVAL, "%s: shuffle-down (ft %d, fs %d, group %d, %d->%d ch)",
+                        op->name, ft, fs, group, ci, co);
+    int *tab = vae_malloc((size_t)total * 4 * sizeof *tab);
+    if (!tab) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+    for (int64_t f = 0; f < total; f++) tab[f * 4] = -1;
+    for (int c = 0; c < ci; c++)
+        for (int ti = 0; ti < ft; ti++)
+            for (int hi = 0; hi < fs; hi++)
+                for (int wi = 0; wi < fs; wi++) {
+                    int64_t f = (int64_t)c * op->cs_o + (int64_t)ti * op->cs_t +
+                                (int64_t)hi * op->cs_h + (int64_t)wi * op->cs_w;
+                    if (f < 0 || f >= total || tab[f * 4] >= 0) {
+                        vae_free(tab);
+                        return vae_fail(VAE_EINVAL,
+                                        "%s: shuffle-down strides (%d,%d,%d,%d) do not enumerate "
+                                        "the %lld sub-positions",
+                                        op->name, op->cs_o, op->cs_t, op->cs_h, op->cs_w,
+                                        (long long)total);
+                    }
+                    tab[f * 4 + 0] = ti;
+                    tab[f * 4 + 1] = hi;
+                    tab[f * 4 + 2] = wi;
+                    tab[f * 4 + 3] = c;
+                }
+    *out = tab;
+    *n_out = (size_t)total * 4;
+    return VAE_OK;
 }

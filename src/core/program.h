@@ -17,6 +17,7 @@
 #ifndef VAE_PROGRAM_H
 #define VAE_PROGRAM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum {
@@ -109,6 +110,12 @@ int vae_program_add(vae_program *p, const vae_op *op);
 vae_op vae_op_make(vae_op_kind kind, int x, int c_in, int c_out);
 /* Does op see the stream through a temporal window (cache ++ chunk)? */
 int vae_op_is_windowed(const vae_op *op);
+/* Index tables of the shuffles, shared by the backends (vae_free them). SHUFFLE_UP:
+ * tab[((ti*fs + hi)*fs + wi)*c_out + o] = the input channel that output channel o of sub-position
+ * (ti, hi, wi) reads. SHUFFLE_DOWN: for each slot f of the c_out*group output depth, the 4 ints
+ * (ti, hi, wi, c) of the input value it takes. VAE_EINVAL when the strides describe no shuffle. */
+int vae_shuffle_up_table(const vae_op *op, int **tab, size_t *n);
+int vae_shuffle_down_table(const vae_op *op, int **tab, size_t *n);
 /* MAC count of one output voxel (for FLOP estimates); 0 for cheap ops. */
 double vae_op_macs_per_output(const vae_op *op);
 

@@ -39,26 +39,10 @@ static int shuffle_up(cpu_backend *cb, const vae_op *op, const float *x, int n_i
                         "%s: shuffle-up (ft %d, fs %d, group %d, %d->%d ch) of %d frames cannot "
                         "give %d frames",
                         op->name, ft, fs, group, ci, co, n_in, t_out);
-    const int subs = ft * fs * fs;
-    int *src_ch = vae_malloc((size_t)subs * co * sizeof *src_ch);
-    if (!src_ch) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
-    for (int ti = 0; ti < ft; ti++)
-        for (int hi = 0; hi < fs; hi++)
-            for (int wi = 0; wi < fs; wi++)
-                for (int o = 0; o < co; o++) {
-                    int64_t f = (int64_t)o * op->cs_o + (int64_t)ti * op->cs_t +
-                                (int64_t)hi * op->cs_h + (int64_t)wi * op->cs_w;
-                    int64_t ch = f / group;
-                    if (f < 0 || ch >= ci) {
-                        vae_free(src_ch);
-                        return vae_fail(VAE_EINVAL,
-                                        "%s: shuffle-up strides (%d,%d,%d,%d)/%d read channel "
-                                        "%lld of %d",
-                                        op->name, op->cs_o, op->cs_t, op->cs_h, op->cs_w, group,
-                                        (long long)ch, ci);
-                    }
-                    src_ch[((ti * fs + hi) * fs + wi) * co + o] = (int)ch;
-                }
+    int *src_ch;
+    size_t n_tab;
+    int rc = vae_shuffle_up_table(op, &src_ch, &n_tab);
+    if (rc) return rc;
     const int ho = h * fs, wo = w * fs;
     const int64_t rows = (int64_t)t_out * ho;
 #pragma omp parallel for num_threads(cb->threads) schedule(static)
@@ -92,28 +76,22 @@ static int shuffle_down(cpu_backend *cb, const vae_op *op, const float *const *f
     const int ho = h / fs, wo = w / fs;
     /* slot f of the output depth reads frame src_t[f] of the window at offset src_off[f] from the
      * block's top-left value */
+    int *tab;
+    size_t n_tab;
+    int rc = vae_shuffle_down_table(op, &tab, &n_tab);
+    if (rc) return rc;
     int *src_t = vae_malloc((size_t)total * 2 * sizeof *src_t);
-    if (!src_t) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+    if (!src_t) {
+        vae_free(tab);
+        return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+    }
     int *src_off = src_t + total;
-    for (int64_t f = 0; f < total; f++)
-        src_t[f] = -1;
-    for (int c = 0; c < ci; c++)
-        for (int ti = 0; ti < ft; ti++)
-            for (int hi = 0; hi < fs; hi++)
-                for (int wi = 0; wi < fs; wi++) {
-                    int64_t f = (int64_t)c * op->cs_o + (int64_t)ti * op->cs_t +
-                                (int64_t)hi * op->cs_h + (int64_t)wi * op->cs_w;
-                    if (f < 0 || f >= total || src_t[f] >= 0) {
-                        vae_free(src_t);
-                        return vae_fail(VAE_EINVAL,
-                                        "%s: shuffle-down strides (%d,%d,%d,%d) do not enumerate "
-                                        "the %lld sub-positions",
-                                        op->name, op->cs_o, op->cs_t, op->cs_h, op->cs_w,
-                                        (long long)total);
-                    }
-                    src_t[f] = ti;
-                    src_off[f] = (hi * w + wi) * ci + c;
-                }
+    for (int64_t f = 0; f < total; f++) {
+        const int *e = tab + f * 4; /* (ti, hi, wi, c) */
+        src_t[f] = e[0];
+        src_off[f] = (e[1] * w + e[2]) * ci + e[3];
+    }
+    vae_free(tab);
     for (int i = 0; i < n_in; i++)
         if (!frames[i]) {
             vae_free(src_t);
