@@ -62,3 +62,20 @@ int cli_load_input(const char *arg, float lo, float hi, vae_tensor *out) {
     free(key);
     return rc;
 }
+
+int cli_session_options(const char *cmd, const char *device, const char *dtype,
+                        const char *threads, vae_session_options *so) {
+    if (device) {
+        if (strcmp(device, "cpu") == 0) so->device = VAE_DEVICE_CPU;
+        else if (strcmp(device, "cuda") == 0) so->device = VAE_DEVICE_CUDA;
+        else return cli_usage_error(cmd, "--device must be cpu or cuda, not '%s'", device);
+    }
+    if (dtype) {
+        if (strcmp(dtype, "fp32") == 0) so->dtype = VAE_DTYPE_F32;
+        else if (strcmp(dtype, "bf16") == 0) so->dtype = VAE_DTYPE_BF16;
+        else if (strcmp(dtype, "fp16") == 0) so->dtype = VAE_DTYPE_F16;
+        else return cli_usage_error(cmd, "--dtype must be fp32, bf16 or fp16, not '%s'", dtype);
+    }
+    if (threads) return cli_parse_int(cmd, "--threads", threads, 0, 1024, &so->threads);
+    return CLI_OK;
+}

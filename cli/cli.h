@@ -66,6 +66,10 @@ int cli_info_file(const char *path);
 
 /* Shared option parsing (cmd_run.c); each returns 0 or prints a usage error and returns 2. */
 int cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, long hi, int *out);
+/* --device cpu|cuda, --dtype fp32|bf16|fp16, --threads N (NULL: keep the defaults of *so) into
+ * session options; returns 0 or a usage error exit code naming the bad value. */
+int cli_session_options(const char *cmd, const char *device, const char *dtype,
+                        const char *threads, vae_session_options *so);
 int cli_parse_fps(const char *cmd, const char *s, int *num, int *den);
 int cli_parse_size(const char *cmd, const char *s, int *w, int *h);
 int cli_parse_fit(const char *cmd, const char *s, int *fit); /* error, crop, pad, resize = 0..3 */

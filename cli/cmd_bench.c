@@ -63,10 +63,7 @@ int cmd_bench(int argc, char **argv) {
     vae_session_options so;
     vae_session_options_default(&so);
     if (!device) device = vae_device_available(VAE_DEVICE_CUDA) ? "cuda" : "cpu";
-    so.device = strcmp(device, "cuda") == 0 ? VAE_DEVICE_CUDA : VAE_DEVICE_CPU;
-    so.dtype = strcmp(dtype, "fp32") == 0 ? VAE_DTYPE_F32
-               : strcmp(dtype, "fp16") == 0 ? VAE_DTYPE_F16 : VAE_DTYPE_BF16;
-    if (threads) so.threads = atoi(threads);
+    if ((rc = cli_session_options("bench", device, dtype, threads, &so))) return rc;
 
     vae_model *m = NULL;
     vae_session *s = NULL;

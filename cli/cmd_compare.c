@@ -90,7 +90,7 @@ int cmd_roundtrip(int argc, char **argv) {
     if (!enc || !dec || !input) return cli_usage_error("roundtrip", "needs -e, -d and -i");
     vae_session_options so;
     vae_session_options_default(&so);
-    if (strcmp(device, "cuda") == 0) so.device = VAE_DEVICE_CUDA;
+    if ((rc = cli_session_options("roundtrip", device, NULL, NULL, &so))) return rc;
     vae_model *me = NULL, *md = NULL;
     vae_session *se = NULL, *sd = NULL;
     vae_tensor img = {0}, lat = {0}, rec = {0};

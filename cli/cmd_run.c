@@ -387,21 +387,7 @@ int cmd_run(int argc, char **argv, int encode) {
     if (!output) return cli_usage_error(cmd, "missing -o OUTPUT");
     vae_session_options so;
     vae_session_options_default(&so);
-    if (strcmp(device, "cpu") == 0)
-        so.device = VAE_DEVICE_CPU;
-    else if (strcmp(device, "cuda") == 0)
-        so.device = VAE_DEVICE_CUDA;
-    else
-        return cli_usage_error(cmd, "--device must be cpu or cuda, not '%s'", device);
-    if (strcmp(dtype, "fp32") == 0)
-        so.dtype = VAE_DTYPE_F32;
-    else if (strcmp(dtype, "bf16") == 0)
-        so.dtype = VAE_DTYPE_BF16;
-    else if (strcmp(dtype, "fp16") == 0)
-        so.dtype = VAE_DTYPE_F16;
-    else
-        return cli_usage_error(cmd, "--dtype must be fp32, bf16 or fp16, not '%s'", dtype);
-    if (threads && (rc = cli_parse_int(cmd, "--threads", threads, 0, 1024, &so.threads))) return rc;
+    if ((rc = cli_session_options(cmd, device, dtype, threads, &so))) return rc;
     int latent_space = 0; /* 0 auto, 1 diffusion, 2 raw */
     if (space) {
         if (strcmp(space, "diffusion") == 0)

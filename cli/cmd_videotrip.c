@@ -149,23 +149,9 @@ int cmd_roundtrip_video(int argc, char **argv) {
         return cli_usage_error(cmd, "needs -e ENCODER, -d DECODER and -i VIDEO");
     vae_session_options so;
     vae_session_options_default(&so);
-    if (strcmp(device, "cpu") == 0)
-        so.device = VAE_DEVICE_CPU;
-    else if (strcmp(device, "cuda") == 0)
-        so.device = VAE_DEVICE_CUDA;
-    else
-        return cli_usage_error(cmd, "--device must be cpu or cuda, not '%s'", device);
-    if (strcmp(dtype, "fp32") == 0)
-        so.dtype = VAE_DTYPE_F32;
-    else if (strcmp(dtype, "bf16") == 0)
-        so.dtype = VAE_DTYPE_BF16;
-    else if (strcmp(dtype, "fp16") == 0)
-        so.dtype = VAE_DTYPE_F16;
-    else
-        return cli_usage_error(cmd, "--dtype must be fp32, bf16 or fp16, not '%s'", dtype);
+    if ((rc = cli_session_options(cmd, device, dtype, threads, &so))) return rc;
     int start = 0, nframes = 0, size_w = 0, size_h = 0, fit = 0, fps_num = 0, fps_den = 1, crf = -1,
         depth = 8;
-    if (threads && (rc = cli_parse_int(cmd, "--threads", threads, 0, 1024, &so.threads))) return rc;
     if (start_s && (rc = cli_parse_int(cmd, "--start", start_s, 0, 1 << 30, &start))) return rc;
     if (frames_s && (rc = cli_parse_int(cmd, "--frames", frames_s, 1, 1 << 30, &nframes)))
         return rc;
