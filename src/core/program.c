@@ -129,3 +129,25 @@ int vae_shuffle_down_table(const vae_op *op, int **out, size_t *n_out) {
     *n_out = (size_t)total * 4;
     return VAE_OK;
 }
+
+int vae_conv_check_call(const vae_op *op, const void *const *frames, int n_in, int h, int w,
+                        const void *y, int t_out, int h_out, int w_out) {
+    if (!frames || !y || h < 1 || w < 1 || n_in < op->kt)
+        return vae_fail(VAE_ESHAPE, "%s: conv input of %d frames of %dx%d (kernel kt = %d)",
+                        op->name, n_in, h, w, op->kt);
+    const int up = op->up > 1 ? op->up : 1;
+    if (up > 1 && (op->kt != 1 || op->st != 1))
+        return vae_fail(VAE_EINVAL, "%s: input upsampling with a temporal kernel", op->name);
+    const int hu = h * up, wu = w * up;
+    int exp_t = (n_in - op->kt) / op->st + 1;
+    int exp_h = (hu + op->pad_h[0] + op->pad_h[1] - op->kh) / op->sh + 1;
+    int exp_w = (wu + op->pad_w[0] + op->pad_w[1] - op->kw) / op->sw + 1;
+    if (hu + op->pad_h[0] + op->pad_h[1] < op->kh || wu + op->pad_w[0] + op->pad_w[1] < op->kw ||
+        t_out != exp_t || h_out != exp_h || w_out != exp_w)
+        return vae_fail(VAE_ESHAPE,
+                        "%s: conv of %d frames %dx%d gives %dx%dx%d, not the %dx%dx%d asked for",
+                        op->name, n_in, h, w, exp_t, exp_h, exp_w, t_out, h_out, w_out);
+    for (int i = 0; i < n_in; i++)
+        if (!frames[i]) return vae_fail(VAE_EINVAL, "%s: input frame %d is NULL", op->name, i);
+    return VAE_OK;
+}

@@ -116,6 +116,10 @@ int vae_op_is_windowed(const vae_op *op);
  * (ti, hi, wi, c) of the input value it takes. VAE_EINVAL when the strides describe no shuffle. */
 int vae_shuffle_up_table(const vae_op *op, int **tab, size_t *n);
 int vae_shuffle_down_table(const vae_op *op, int **tab, size_t *n);
+/* What every backend's CONV checks of its call (backend.h): enough frames, the output size that
+ * kernel, stride, padding and input upsampling (op->up) give, no NULL frame. */
+int vae_conv_check_call(const vae_op *op, const void *const *frames, int n_in, int h, int w,
+                        const void *y, int t_out, int h_out, int w_out);
 /* MAC count of one output voxel (for FLOP estimates); 0 for cheap ops. */
 double vae_op_macs_per_output(const vae_op *op);
 

@@ -106,19 +106,8 @@ int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *
     int rc = conv_check_params(op);
     if (rc) return rc;
     if (!s) return vae_fail(VAE_EINVAL, "%s: conv was not prepared", op->name);
-    if (!frames || !y || h < 1 || w < 1 || n_in < op->kt)
-        return vae_fail(VAE_ESHAPE, "%s: conv input of %d frames of %dx%d (kernel kt = %d)",
-                        op->name, n_in, h, w, op->kt);
-    int exp_t = (n_in - op->kt) / op->st + 1;
-    int exp_h = (h + op->pad_h[0] + op->pad_h[1] - op->kh) / op->sh + 1;
-    int exp_w = (w + op->pad_w[0] + op->pad_w[1] - op->kw) / op->sw + 1;
-    if (h + op->pad_h[0] + op->pad_h[1] < op->kh || w + op->pad_w[0] + op->pad_w[1] < op->kw ||
-        t_out != exp_t || h_out != exp_h || w_out != exp_w)
-        return vae_fail(VAE_ESHAPE,
-                        "%s: conv of %d frames %dx%d gives %dx%dx%d, not the %dx%dx%d asked for",
-                        op->name, n_in, h, w, exp_t, exp_h, exp_w, t_out, h_out, w_out);
-    for (int i = 0; i < n_in; i++)
-        if (!frames[i]) return vae_fail(VAE_EINVAL, "%s: input frame %d is NULL", op->name, i);
+    /* the executor upsamples the input for this backend (no conv_upsample): op->up is 0 here */
+    if ((rc = vae_conv_check_call(op, frames, n_in, h, w, y, t_out, h_out, w_out))) return rc;
 
     const int c_in = op->c_in, c_out = op->c_out, K = s->k, nt = cb->threads;
     const int64_t hw_out = (int64_t)h_out * w_out;
