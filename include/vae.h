@@ -179,7 +179,10 @@ int vae_decode_tensor(vae_session *session, const vae_tensor *latent, vae_tensor
 int vae_encode_tensor(vae_session *session, const vae_tensor *video, vae_tensor *out);
 void vae_tensor_free(vae_tensor *t);
 
-/* Peak bytes of backend memory held by the session since creation. */
+/* Peak bytes of backend memory held by the session since creation. CUDA: everything the backend
+ * held on the device at its worst moment (weights in the session's layouts, activations and
+ * caches, scratch, cuDNN workspace). CPU: activations, caches and scratch (the weights are the
+ * model's, shared by its sessions). */
 int64_t vae_session_peak_bytes(const vae_session *session);
 
 /* ---- files ----------------------------------------------------------------------------------- */

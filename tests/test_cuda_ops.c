@@ -7,7 +7,7 @@
  * repeated first frame; "chunk" frames are consecutive, like the executor's contiguous windows,
  * and take the 3-D cuDNN path). Variants: each dtype with the default paths; convolutions forced
  * through im2col + cuBLAS (VAE_CUDA_CONV=gemm); without the 3-D path (VAE_CUDA_CONV3D=0) or the
- * fused bias epilogue (VAE_CUDA_FUSE=0); a 1 MiB scratch limit (blocked gathers / attention).
+ * fused bias epilogue (VAE_CUDA_FUSE=0); a 1 MiB scratch limit (blocked gathers).
  * Then buffers, the planar host transfers, error paths, and timings of model-sized convs, norms,
  * shuffles and attention (informative).
  * Without a usable GPU: prints "skipped: no GPU" and exits 0.
@@ -920,6 +920,19 @@ static void run_variant(const variant_def *v) {
         test_attention(384, 1, 24, 30, 1.0f);   /* Wan middle block width, N = 720 */
         test_attention(512, 2, 16, 16, 1.0f);   /* SeedVR2 */
         test_attention(1024, 1, 8, 12, 1.0f);   /* head dim 1024 */
+        /* edges of the fused kernels (64 queries x 64 keys x 64-channel chunks on tensor cores,
+         * slices of <= 256 output channels; 32 x 64 x 32 with 256/512-channel slices in fp32) */
+        test_attention(1024, 1, 10, 13, 1.0f); /* 4 slices, key tail (N = 130) */
+        test_attention(64, 1, 7, 9, 1.0f);     /* N = 63 < one tile */
+        test_attention(64, 2, 1, 1, 1.0f);     /* N = 1 */
+        test_attention(384, 3, 3, 5, 2.0f);    /* N = 15, t > 1, 2 slices of 192 */
+        test_attention(48, 3, 7, 9, 2.0f);     /* a slice wider than c */
+        test_attention(96, 2, 33, 17, 1.0f);   /* N = 561 */
+        test_attention(200, 1, 9, 11, 1.0f);   /* c % 16 == 8: a half-empty k16 step */
+        test_attention(320, 1, 11, 7, 1.0f);   /* 2 slices of 192, the last one partial */
+        test_attention(600, 1, 6, 7, 1.0f);    /* fp32: 2 slices of 512 */
+        test_attention(64, 2, 33, 17, 4.0f);   /* large scores: the online softmax rescales */
+        test_attention(13, 2, 19, 17, 4.0f);   /* odd c: the FMA kernel in every dtype */
     }
     printf("TIME [%s] tests took %.2f s\n", variant, now() - t0);
     describe();
@@ -1012,6 +1025,7 @@ int main(int argc, char **argv) {
                 };
                 for (size_t k = 0; k < sizeof bs / sizeof *bs; k++) bench_shuffle(&bs[k]);
                 bench_attention(384, 60, 104, 1);
+                bench_attention(512, 90, 156, 1); /* SeedVR2 middle block, 720p */
             }
             describe();
             gpu->v->destroy(gpu);

@@ -4,6 +4,7 @@
  * direct computation over the whole front-padded sequence. Memory must not grow with the number
  * of frames. Prints "N passed, M failed".
  */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,6 +246,208 @@ static void test_contiguous_window(vae_backend *be, int kt, int st, int tpad, in
     vae_program_free(&p);
 }
 
+/* Work graphs: a wrapper backend emulates recording (graph_begin .. graph_end stores each op call
+ * instead of running it; graph_launch runs the stored calls again on the same buffers, and
+ * buffers released while a graph exists are held back, as a device allocator keeps them). A
+ * stream must give exactly the same output with and without graphs, record once in its steady
+ * state and replay every later step of that state; a failed recording falls back to plain steps. */
+typedef struct rec_call {
+    int kind; /* 0 conv, 1 norm, 2 eltwise, 3 resample, 4 attention, 5 copy, 6 zero */
+    const vae_op *op;
+    void *state;
+    const void **frames;
+    int n_in, h, w, t_out, ho, wo;
+    const void *a, *b;
+    void *y;
+    int64_t n;
+} rec_call;
+typedef struct rec_graph {
+    rec_call *v;
+    int n;
+} rec_graph;
+static const vae_backend_vtbl *rec_inner;
+static vae_backend_vtbl rec_vtbl;
+static rec_graph *rec_cur; /* recording into this one */
+static int rec_graphs, rec_made, rec_launches, rec_fail_end;
+static void **rec_held;
+static int rec_n_held;
+
+static int rec_add(rec_call c) {
+    if (c.frames) { /* the executor reuses its frame list */
+        const void **f = malloc((size_t)c.n_in * sizeof *f);
+        memcpy(f, c.frames, (size_t)c.n_in * sizeof *f);
+        c.frames = f;
+    }
+    rec_cur->v = realloc(rec_cur->v, (size_t)(rec_cur->n + 1) * sizeof *rec_cur->v);
+    rec_cur->v[rec_cur->n++] = c;
+    return VAE_OK;
+}
+static int rec_run(vae_backend *be, const rec_call *c) {
+    switch (c->kind) {
+    case 0:
+        return rec_inner->conv(be, c->op, c->state, c->frames, c->n_in, c->h, c->w, c->a, c->y,
+                               c->t_out, c->ho, c->wo);
+    case 1: return rec_inner->norm(be, c->op, c->state, c->a, c->y, c->t_out, c->h, c->w);
+    case 2: return rec_inner->eltwise(be, c->op, c->state, c->a, c->b, c->y, c->n);
+    case 3: return rec_inner->resample(be, c->op, c->frames, c->n_in, c->h, c->w, c->y, c->t_out);
+    case 4: return rec_inner->attention(be, c->op, c->state, c->a, c->y, c->t_out, c->h, c->w);
+    case 5: return rec_inner->copy(be, c->y, c->a, (size_t)c->n);
+    default: return rec_inner->zero(be, c->y, (size_t)c->n);
+    }
+}
+static int rec_call_or_add(vae_backend *be, rec_call c) {
+    return rec_cur ? rec_add(c) : rec_run(be, &c);
+}
+static int rec_conv(vae_backend *be, const vae_op *op, void *st, const void *const *frames,
+                    int n_in, int h, int w, const void *res, void *y, int t_out, int ho, int wo) {
+    return rec_call_or_add(be, (rec_call){0, op, st, (const void **)frames, n_in, h, w, t_out, ho,
+                                          wo, res, NULL, y, 0});
+}
+static int rec_norm(vae_backend *be, const vae_op *op, void *st, const void *x, void *y, int t,
+                    int h, int w) {
+    return rec_call_or_add(be, (rec_call){1, op, st, NULL, 0, h, w, t, 0, 0, x, NULL, y, 0});
+}
+static int rec_eltwise(vae_backend *be, const vae_op *op, void *st, const void *a, const void *b2,
+                       void *y, int64_t n) {
+    return rec_call_or_add(be, (rec_call){2, op, st, NULL, 0, 0, 0, 0, 0, 0, a, b2, y, n});
+}
+static int rec_resample(vae_backend *be, const vae_op *op, const void *const *frames, int n_in,
+                        int h, int w, void *y, int t_out) {
+    return rec_call_or_add(be, (rec_call){3, op, NULL, (const void **)frames, n_in, h, w, t_out, 0,
+                                          0, NULL, NULL, y, 0});
+}
+static int rec_copy(vae_backend *be, void *dst, const void *src, size_t bytes) {
+    return rec_call_or_add(
+        be, (rec_call){5, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, src, NULL, dst, (int64_t)bytes});
+}
+static int rec_zero(vae_backend *be, void *dst, size_t bytes) {
+    return rec_call_or_add(
+        be, (rec_call){6, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, dst, (int64_t)bytes});
+}
+static void rec_release(vae_backend *be, void *p) {
+    if (!rec_cur && rec_graphs == 0) {
+        rec_inner->release(be, p);
+        return;
+    }
+    rec_held = realloc(rec_held, (size_t)(rec_n_held + 1) * sizeof *rec_held);
+    rec_held[rec_n_held++] = p;
+}
+static int rec_begin(vae_backend *be) {
+    (void)be;
+    rec_cur = calloc(1, sizeof *rec_cur);
+    return VAE_OK;
+}
+static void rec_free(vae_backend *be, void *graph) {
+    rec_graph *g = graph;
+    for (int i = 0; i < g->n; i++)
+        free(g->v[i].frames);
+    free(g->v);
+    free(g);
+    if (--rec_graphs == 0) {
+        for (int i = 0; i < rec_n_held; i++)
+            rec_inner->release(be, rec_held[i]);
+        rec_n_held = 0;
+    }
+}
+static int rec_end(vae_backend *be, void **graph) {
+    rec_graph *g = rec_cur;
+    rec_cur = NULL;
+    rec_graphs++;
+    if (rec_fail_end) {
+        rec_free(be, g);
+        *graph = NULL;
+        return vae_fail(VAE_EUNSUPPORTED, "test: recording refused");
+    }
+    rec_made++;
+    *graph = g;
+    return VAE_OK;
+}
+static int rec_launch(vae_backend *be, void *graph) {
+    rec_graph *g = graph;
+    rec_launches++;
+    for (int i = 0; i < g->n; i++) {
+        int rc = rec_run(be, &g->v[i]);
+        if (rc) return rc;
+    }
+    return VAE_OK;
+}
+
+static void test_graphs(vae_backend *be) {
+    enum { T = 17 };
+    static float x[T * H * W * C];
+    float w1[C * C * 3], w2[C * C * 3];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+        x[i] = frand();
+    for (int i = 0; i < C * C * 3; i++)
+        w1[i] = frand(), w2[i] = frand();
+    /* silu -> causal conv (+ residual x) -> first frame ++ the rest -> silu -> replicate-padded
+     * conv: windows, contiguous windows, frame counters and a residual in one program */
+    vae_program p;
+    vae_program_init(&p, C);
+    vae_op a = vae_op_make(VAE_OP_ACT, 0, C, C);
+    a.act = VAE_ACT_SILU;
+    int va = vae_program_add(&p, &a);
+    vae_op c1 = vae_op_make(VAE_OP_CONV, va, C, C);
+    c1.kt = 3, c1.tpad = 2, c1.w = w1, c1.in[1] = 0;
+    snprintf(c1.name, sizeof c1.name, "graph.conv1");
+    int v1 = vae_program_add(&p, &c1);
+    vae_op head = vae_op_make(VAE_OP_TIME_HEAD, v1, C, C),
+           drop = vae_op_make(VAE_OP_TIME_DROP, v1, C, C);
+    head.n = drop.n = 1;
+    int vh = vae_program_add(&p, &head), vd = vae_program_add(&p, &drop);
+    vae_op cat = vae_op_make(VAE_OP_CONCAT_T, vh, C, C);
+    cat.in[1] = vd;
+    int vc = vae_program_add(&p, &cat);
+    vae_op a2 = vae_op_make(VAE_OP_ACT, vc, C, C);
+    a2.act = VAE_ACT_SILU;
+    int va2 = vae_program_add(&p, &a2);
+    vae_op c2 = vae_op_make(VAE_OP_CONV, va2, C, C);
+    c2.kt = 3, c2.tpad = 2, c2.tpad_mode = VAE_TPAD_REPLICATE, c2.w = w2;
+    snprintf(c2.name, sizeof c2.name, "graph.conv2");
+    vae_program_add(&p, &c2);
+
+    rec_inner = be->v;
+    rec_vtbl = *be->v;
+    rec_vtbl.conv = rec_conv, rec_vtbl.norm = rec_norm, rec_vtbl.eltwise = rec_eltwise;
+    rec_vtbl.resample = rec_resample, rec_vtbl.copy = rec_copy, rec_vtbl.zero = rec_zero;
+    rec_vtbl.release = rec_release;
+    rec_vtbl.graph_begin = rec_begin, rec_vtbl.graph_end = rec_end;
+    rec_vtbl.graph_launch = rec_launch, rec_vtbl.graph_free = rec_free;
+    const int cut_sets[][4] = {{1, 1, 1, 1}, {1, 4, 4, 4}, {2, 3, 3, 3}, {1, 3, 3, 3}};
+    for (int s = 0; s < 4; s++) {
+        for (int fail = 0; fail < 2; fail++) {
+            int t0, t1, oh, ow, oc;
+            int64_t peak;
+            setenv("VAE_EXEC_GRAPH", "0", 1);
+            float *ref = run_stream(be, &p, x, T, cut_sets[s], 4, &t0, &oh, &ow, &oc, &peak);
+            unsetenv("VAE_EXEC_GRAPH");
+            be->v = &rec_vtbl;
+            rec_made = rec_launches = 0;
+            rec_fail_end = fail;
+            float *y = run_stream(be, &p, x, T, cut_sets[s], 4, &t1, &oh, &ow, &oc, &peak);
+            be->v = rec_inner;
+            /* steps: the first, then the first steady one is recorded (state unchanged by the one
+             * before); with 4-frame cuts the last, shorter step runs plainly */
+            int steps = 0;
+            for (int pos = 0, k = 0; pos < T; k++, steps++)
+                pos += cut_sets[s][k < 4 ? k : 3];
+            int tail = (T - cut_sets[s][0]) % cut_sets[s][3] != 0;
+            int want = fail ? 0 : steps - 2 - tail;
+            CHECK(ref && y && t0 == t1 && max_diff(ref, y, (size_t)t0 * H * W * C) == 0,
+                  "graphs (cuts %d, failing %d): output differs from plain steps", s, fail);
+            CHECK(rec_made == (fail ? 0 : 1) && rec_launches == want,
+                  "graphs (cuts %d, failing %d): %d recorded, %d launches (expected %d, %d)", s,
+                  fail, rec_made, rec_launches, fail ? 0 : 1, want);
+            CHECK(rec_graphs == 0 && rec_n_held == 0, "graphs (cuts %d): %d graphs left", s,
+                  rec_graphs);
+            free(ref);
+            free(y);
+        }
+    }
+    free(rec_held);
+    vae_program_free(&p);
+}
+
 /* A conv with input upsampling (op.up = 2) equals UPSAMPLE then the conv (the executor upsamples
  * for backends without conv_upsample), with a residual, in dry and real mode. */
 static void test_conv_up(vae_backend *be) {
@@ -336,6 +539,7 @@ int main(void) {
     test_bounded_memory(be, 1);
     test_dry(be);
     test_conv_up(be);
+    test_graphs(be);
     be->v->destroy(be);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

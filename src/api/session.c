@@ -144,6 +144,9 @@ int vae_session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames
     vae_exec_reset(e);
     vae_backend *be = s->be;
     int out_frame = 0;
+    /* host seconds spent queueing the chunks' work, and waiting for the device's results: when
+     * the wait is short, the host is what limits the speed */
+    double t_step = 0, t_wait = 0, t_run = vae_seconds();
 
     int max_chunk = p->first_chunk > p->chunk ? p->first_chunk : p->chunk;
     int64_t plane = (int64_t)g.h * g.w, frame_vals = plane * g.c;
@@ -218,11 +221,15 @@ int vae_session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames
             if ((rc = be->v->upload(be, dev_in, host_in, (size_t)(n * frame_vals)))) goto done;
         }
         vae_chunk cin = {dev_in, n, g.h, g.w, g.c}, cout;
+        double t0 = vae_seconds();
         if ((rc = vae_exec_step(e, &cin, &cout))) goto done;
+        t_step += vae_seconds() - t0;
         pos += n;
         if (async) {
             if (pend) { /* the previous chunk, while this one computes */
+                t0 = vae_seconds();
                 if ((rc = be->v->download_wait(be, pend))) goto done;
+                t_wait += vae_seconds() - t0;
                 if (fn && fn(pend, out_frame, pend_t, pend_c, pend_h, pend_w, user)) {
                     rc = vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %d frames",
                                   encode ? "encode" : "decode", out_frame + pend_t);
@@ -278,8 +285,10 @@ int vae_session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames
     }
 done:
     if (rc == VAE_OK)
-        VAE_INFO("%s: %d frames out, peak backend memory %.1f MiB", encode ? "encode" : "decode",
-                 out_frame, (double)be->bytes_peak / (1 << 20));
+        VAE_INFO("%s: %d frames out in %.3f s (host: %.3f s queueing chunks, %.3f s waiting for "
+                 "the device), peak backend memory %.1f MiB",
+                 encode ? "encode" : "decode", out_frame, vae_seconds() - t_run, t_step, t_wait,
+                 (double)be->bytes_peak / (1 << 20));
     vae_exec_reset(e);
     vae_free(host_in);
     vae_free(host_out);

@@ -74,6 +74,17 @@ typedef struct vae_backend_vtbl {
     int (*conv_window)(vae_backend *be, const vae_op *op, void *state);
     /* 1: conv() takes op->up > 1 itself (else the executor upsamples the input first) */
     int conv_upsample;
+
+    /* Optional (all four or none): work graphs. graph_begin starts recording instead of running
+     * the work queued from now on (calls still return as if it ran; buffers handed out while
+     * recording keep their addresses in the graph); graph_end stops and returns the recorded
+     * work as a graph that graph_launch queues again, on the same buffers. Any failure while
+     * recording (an op that cannot be recorded) surfaces at the latest from graph_end; nothing
+     * recorded has run then. */
+    int (*graph_begin)(vae_backend *be);
+    int (*graph_end)(vae_backend *be, void **graph);
+    int (*graph_launch)(vae_backend *be, void *graph);
+    void (*graph_free)(vae_backend *be, void *graph);
 } vae_backend_vtbl;
 
 struct vae_backend {

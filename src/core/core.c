@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static _Thread_local char last_error[1024];
@@ -150,4 +151,10 @@ int vae_write_atomic(const char *path, vae_write_fn fn, void *user) {
         rc = vae_fail(VAE_EIO, "%s: cannot rename from %s: %s", path, tmp, strerror(errno));
     if (rc != VAE_OK) remove(tmp);
     return rc;
+}
+
+double vae_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -35,6 +35,8 @@ char *vae_strdup(const char *s);
 void vae_alloc_fail_after(long n);
 
 int64_t vae_shape_numel(const int64_t *shape, int ndim);
+/* Seconds on a monotonic clock (for logged timings). */
+double vae_seconds(void);
 /* "[1,16,3,4,6]" into buf. */
 const char *vae_shape_str(const int64_t *shape, int ndim, char *buf, size_t len);
 

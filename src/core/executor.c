@@ -12,6 +12,16 @@
  * place (no per-tap gather). The cache itself stays a separate buffer of kt-1 frames, so memory
  * between chunks is unchanged. The backend may decline per op (vtbl conv_window, asked at the
  * start of each stream). VAE_EXEC_CONTIG=0 turns this off (frame lists as before).
+ *
+ * Work graphs: once a step starts from the same state as the step before and that step left the
+ * state unchanged (the steady state of a stream: same input buffer and shape, every cache full,
+ * the same cache buffers), the step is recorded once as a backend graph (vtbl graph_*) and the
+ * following steps in that state replay it: the backend gets the whole chunk's work in one
+ * launch, and the executor only replays its bookkeeping (frame counters, MACs). The graph's
+ * buffers keep their addresses: blocks released while recording are free again in the backend's
+ * allocator, which nothing else uses between steps, and the output buffer stays the graph's. If
+ * recording fails, the step runs again normally and graphs stay off for this executor.
+ * VAE_EXEC_GRAPH=0 turns graphs off.
  */
 #include "executor.h"
 
@@ -55,6 +65,15 @@ struct vae_exec {
     const void **frames; /* scratch frame-pointer list */
     int frames_cap;
     double macs;
+    /* work graph of the steady-state step (see the top of this file) */
+    int graph_ok;                     /* graphs allowed (backend has them, VAE_EXEC_GRAPH) */
+    void *graph;                      /* the recorded step, or NULL */
+    uint64_t graph_sig;               /* the state it was recorded in */
+    value graph_out;                  /* its output value (the buffer stays the graph's) */
+    int64_t *graph_seen;              /* per op: frames_seen added by one step */
+    double graph_macs;                /* MACs of one step */
+    int have_prev;                    /* prev_* are set */
+    uint64_t prev_before, prev_after; /* state signatures around the previous step */
 };
 
 static size_t vox_bytes(const vae_exec *e, int64_t n) { return (size_t)n * e->be->elem_size; }
@@ -84,15 +103,18 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be) {
     e->val = vae_calloc((size_t)p->n_values, sizeof *e->val);
     e->uses = vae_calloc((size_t)p->n_values, sizeof *e->uses);
     e->win_of = vae_calloc((size_t)p->n_values, sizeof *e->win_of);
-    if (!e->st || !e->val || !e->uses || !e->win_of) {
+    e->graph_seen = vae_calloc((size_t)p->n_ops + 1, sizeof *e->graph_seen);
+    if (!e->st || !e->val || !e->uses || !e->win_of || !e->graph_seen) {
         vae_exec_free(e);
         return vae_fail(VAE_ENOMEM, "out of memory creating an executor");
     }
     for (int i = 0; i < p->n_ops; i++)
         for (int k = 0; k < 2; k++)
             if (p->ops[i].in[k] >= 0) e->uses[p->ops[i].in[k]]++;
-    const char *contig = getenv("VAE_EXEC_CONTIG");
+    const char *contig = getenv("VAE_EXEC_CONTIG"), *graph = getenv("VAE_EXEC_GRAPH");
     e->contig = be && !(contig && contig[0] == '0');
+    e->graph_ok = be && be->v->graph_begin && be->v->graph_end && be->v->graph_launch &&
+                  be->v->graph_free && !(graph && graph[0] == '0');
     for (int i = 0; i < p->n_ops; i++)
         if (p->ops[i].up > 1 && (p->ops[i].kind != VAE_OP_CONV || vae_op_is_windowed(&p->ops[i]))) {
             vae_exec_free(e);
@@ -113,11 +135,22 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be) {
     return VAE_OK;
 }
 
-/* Gives a value's buffer back to the backend (its whole allocation). */
+/* Gives a value's buffer back to the backend (its whole allocation), unless it is the graph's
+ * output buffer (the graph keeps that one). */
 static void value_free(vae_exec *e, value *v) {
     void *p = v->base ? v->base : v->buf;
-    if (p && e->be) e->be->v->release(e->be, p);
+    if (p && e->be && !(e->graph && v->buf == e->graph_out.buf)) e->be->v->release(e->be, p);
     v->buf = v->base = NULL;
+}
+
+/* Forgets the recorded graph and gives its output buffer back. */
+static void graph_drop(vae_exec *e) {
+    if (!e->graph) return;
+    e->be->v->graph_free(e->be, e->graph);
+    e->graph = NULL;
+    void *p = e->graph_out.base ? e->graph_out.base : e->graph_out.buf;
+    if (p) e->be->v->release(e->be, p);
+    memset(&e->graph_out, 0, sizeof e->graph_out);
 }
 
 static void window_release(vae_exec *e, window *w, int kt) {
@@ -141,6 +174,8 @@ static void values_release(vae_exec *e) {
 
 static void exec_clear(vae_exec *e) {
     values_release(e);
+    graph_drop(e);
+    e->have_prev = 0;
     for (int i = 0; i < e->p->n_ops; i++) {
         window_release(e, &e->st[i].win, e->p->ops[i].kt);
         e->st[i].frames_seen = 0;
@@ -163,6 +198,7 @@ void vae_exec_free(vae_exec *e) {
     vae_free(e->val);
     vae_free(e->uses);
     vae_free(e->win_of);
+    vae_free(e->graph_seen);
     vae_free(e->frames);
     vae_free(e);
 }
@@ -507,6 +543,85 @@ static int run_op(vae_exec *e, int i) {
     return VAE_OK;
 }
 
+/* FNV-1a over what decides a step's work and buffers: the input, and every op's stream state. */
+static uint64_t sig_mix(uint64_t h, uint64_t v) {
+    for (int i = 0; i < 8; i++, v >>= 8)
+        h = (h ^ (v & 0xff)) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t state_sig(const vae_exec *e, const vae_chunk *in) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = sig_mix(h, (uint64_t)(uintptr_t)in->data);
+    h = sig_mix(h, ((uint64_t)(uint32_t)in->t << 32) | (uint32_t)in->h);
+    h = sig_mix(h, ((uint64_t)(uint32_t)in->w << 32) | (uint32_t)in->c);
+    for (int i = 0; i < e->p->n_ops; i++) {
+        const vae_op *op = &e->p->ops[i];
+        const op_state *s = &e->st[i];
+        const window *w = &s->win;
+        int64_t seen = s->frames_seen < op->n ? s->frames_seen : op->n;
+        h = sig_mix(h, ((uint64_t)(uint32_t)w->n << 33) | ((uint64_t)w->started << 32) |
+                           (uint32_t)seen);
+        h = sig_mix(h, (uint64_t)(uintptr_t)w->cbuf);
+        h = sig_mix(h, (uint64_t)(uintptr_t)w->zero_frame);
+        for (int k = 0; w->cache && k < op->kt - 1; k++)
+            h = sig_mix(h, (uint64_t)(uintptr_t)w->cache[k]);
+    }
+    return h;
+}
+
+static int run_ops(vae_exec *e) {
+    for (int i = 0; i < e->p->n_ops; i++) {
+        int rc = run_op(e, i);
+        if (rc) {
+            values_release(e);
+            return rc;
+        }
+    }
+    return VAE_OK;
+}
+
+/* Runs the step while the backend records it; keeps the graph and launches it (recording runs
+ * nothing). VAE_EUNSUPPORTED when the step could not be recorded: the executor's state is then as
+ * before the call (a steady step leaves it unchanged) and the caller runs the step normally. */
+static int step_record(vae_exec *e, uint64_t sig) {
+    vae_backend *be = e->be;
+    const vae_program *p = e->p;
+    for (int i = 0; i < p->n_ops; i++)
+        e->graph_seen[i] = e->st[i].frames_seen;
+    const double macs0 = e->macs;
+    int rc = be->v->graph_begin(be);
+    if (rc == VAE_OK) {
+        void *g = NULL;
+        rc = run_ops(e);
+        int rc_end = be->v->graph_end(be, &g); /* always: it ends the recording */
+        if (rc == VAE_OK && rc_end == VAE_OK && g) {
+            e->graph = g;
+            e->graph_sig = sig;
+            e->graph_out = e->val[p->output];
+            for (int i = 0; i < p->n_ops; i++)
+                e->graph_seen[i] = e->st[i].frames_seen - e->graph_seen[i];
+            e->graph_macs = e->macs - macs0;
+            VAE_DEBUG("executor: steady-state step recorded as a graph (%d ops)", p->n_ops);
+            return be->v->graph_launch(be, g);
+        }
+        if (g) be->v->graph_free(be, g);
+        if (rc == VAE_OK) rc = rc_end;
+        const value in = e->val[p->input];
+        values_release(e);
+        e->val[p->input] = in;
+        e->val[p->input].refs = e->uses[p->input];
+    }
+    VAE_DEBUG("executor: step not recorded as a graph (%s); running ops one by one",
+              rc ? vae_last_error() : "no graph");
+    for (int i = 0; i < p->n_ops; i++)
+        e->st[i].frames_seen = e->graph_seen[i];
+    e->macs = macs0;
+    e->graph_ok = 0;
+    vae_error_clear();
+    return VAE_EUNSUPPORTED;
+}
+
 int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
     const vae_program *p = e->p;
     /* the previous chunk's output is released now that the caller is done with it */
@@ -518,12 +633,28 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
                         p->in_channels);
     e->val[p->input] = (value){.buf = in->data, .base = NULL, .t = in->t, .h = in->h, .w = in->w,
                                .c = in->c, .refs = e->uses[p->input]};
-    for (int i = 0; i < p->n_ops; i++) {
-        int rc = run_op(e, i);
-        if (rc) {
-            values_release(e);
-            return rc;
+    int rc = VAE_EUNSUPPORTED;
+    if (e->be && (e->graph || e->graph_ok)) {
+        const uint64_t sig = state_sig(e, in);
+        if (e->graph && sig == e->graph_sig) { /* replay */
+            if ((rc = e->be->v->graph_launch(e->be, e->graph))) return rc;
+            for (int i = 0; i < p->n_ops; i++)
+                e->st[i].frames_seen += e->graph_seen[i];
+            e->macs += e->graph_macs;
+            e->val[p->output] = e->graph_out;
+        } else {
+            graph_drop(e);
+            if (e->graph_ok && e->have_prev && sig == e->prev_before &&
+                e->prev_before == e->prev_after)
+                rc = step_record(e, sig);
         }
+        if (rc == VAE_EUNSUPPORTED) rc = run_ops(e);
+        if (rc) return rc;
+        e->prev_before = sig;
+        e->prev_after = state_sig(e, in);
+        e->have_prev = 1;
+    } else if ((rc = run_ops(e))) {
+        return rc;
     }
     o = &e->val[p->output];
     *out = (vae_chunk){o->buf, o->t, o->h, o->w, o->c};

@@ -6,7 +6,8 @@
  * rounded up to a class: multiples of 512 bytes below 4 KiB, then 8 classes per power of two
  * (at most 12.5% waste). All work runs on one stream, so a block released by the executor may be
  * reused at once by later work on that stream. When cudaMalloc fails, the cached blocks are
- * freed (after a stream synchronisation) and the allocation is tried again.
+ * freed (after a stream synchronisation) and the allocation is tried again -- except while work
+ * graphs exist, which replay their work on blocks that are free in these lists.
  */
 #include <string.h>
 
@@ -97,7 +98,8 @@ static cu_bin *bin_find(cu_pool *pool, size_t size, int create) {
 }
 
 void cu_pool_trim(cu_pool *pool) {
-    if (pool->cached_bytes == 0) return;
+    /* recorded graphs still write to blocks that are free here: they must stay allocated */
+    if (pool->cached_bytes == 0 || pool->graphs > 0) return;
     if (pool->stream) cudaStreamSynchronize(pool->stream);
     for (int i = 0; i < pool->n_bins; i++) {
         cu_bin *b = &pool->bins[i];
@@ -167,6 +169,7 @@ size_t cu_pool_free(cu_pool *pool, void *p) {
 }
 
 void cu_pool_destroy(cu_pool *pool) {
+    pool->graphs = 0;
     cu_pool_trim(pool);
     for (size_t i = 0; i < pool->map_cap; i++)
         if (pool->map[i].p) cudaFree(pool->map[i].p);

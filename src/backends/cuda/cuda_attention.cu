@@ -1,56 +1,516 @@
-/* cuda_attention.cu -- the row softmax of the blocked attention (cuda_ops.c runs the GEMMs).
- * Scores arrive in float32 (already scaled); rows are normalised in float32 and written in the
- * activation dtype for the P*V GEMM. */
+/* cuda_attention.cu -- single-head attention per frame, fused (flash-style): y = softmax(s) v with
+ * s = scale * q k^T, where no more than a tile of s ever exists (in registers / shared memory).
+ *
+ * qkv: [t][n][3c] (q = channels [0,c), k = [c,2c), v = [2c,3c) of each token row), y: [t][n][c].
+ * Both kernels stream keys in tiles and keep, per query row, the running max m and sum l of
+ * exp(s - m) in float32; when a tile raises m, the output accumulator and l are rescaled by
+ * exp(m_old - m_new) (online softmax), and y = acc / l at the end. Keys past n are masked
+ * (s = -inf); rows and channels past n and c are read as zeros (v rows too: 0 * garbage could be
+ * NaN) and not written.
+ *
+ * The output accumulator of a query tile is float32 [rows][c]: too big for registers at c = 512
+ * or 1024, so a block owns a slice of DV output channels (grid y) and recomputes the scores of
+ * its tile for each slice. That costs (slices - 1) extra q k^T products, chosen as few as the
+ * register budget allows (2 slices at c = 384 and 512).
+ *
+ * mma kernel (bfloat16 / float16, c % 8 == 0, 16-byte aligned qkv): tensor cores (mma.sync
+ * m16n8k16, float32 accumulation; sm_80+). 4 warps, 64 query rows (16 per warp), key tiles of
+ * 64. Scores s[64][64] = sum over 64-channel chunks of Q[64][64] K[64][64]^T, the chunks coming
+ * through a 3-stage cp.async ring in shared memory (Q chunks are re-read from L2 for every key
+ * tile: Q[64][c] does not fit next to them at c = 512); the V tile [64][DV] is fetched once per
+ * key tile, during the score chunks. The score fragments become the A operand of P V in registers
+ * (rounded to the activation dtype, as a GEMM on stored P would), so P never leaves registers.
+ * Shared memory: 3 x (Q + K chunk) + V tile, padded rows (conflict-free ldmatrix), <= 87 KB.
+ *
+ * fma kernel (everything else: float32 -- never TF32 --, or 16-bit with odd channel counts):
+ * plain float32 FMA. 8 warps, 32 query rows, key tiles of 64: the scores (4 rows x 2 keys per
+ * thread) from transposed 32-channel chunks of Q and K in shared memory, the softmax within a
+ * warp, P^T through shared memory, then O[32][DV] (8 rows x 4*NJ channels per thread) from
+ * 16-key chunks of V; DV = 256 or 512.
+ */
 #include <math.h>
 
 #include "backends/cuda/cuda_common.cuh"
 
-enum { SM_THREADS = 256 };
-
-template <int MAX> static __device__ __forceinline__ float block_reduce(float v, float *sh) {
-    for (int o = 16; o; o >>= 1) {
-        float u = __shfl_xor_sync(0xffffffffu, v, o);
-        v = MAX ? fmaxf(v, u) : v + u;
+/* ---- PTX wrappers (sm_80+: cp.async, ldmatrix, mma.sync m16n8k16) ---- */
+static __device__ __forceinline__ unsigned att_saddr(const void *p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+/* 16 bytes global -> shared without passing through registers; bytes = 0 reads nothing and
+ * stores zeros (tails past n or c). */
+static __device__ __forceinline__ void att_cp16(void *dst, const void *src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(att_saddr(dst)), "l"(src),
+                 "r"(bytes)
+                 : "memory");
+}
+static __device__ __forceinline__ void att_cp_commit(void) {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+/* wait until at most N of this thread's committed groups are still in flight */
+template <int N> static __device__ __forceinline__ void att_cp_wait(void) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+/* four 8x8 16-bit matrices; lane L gives the row address of row L % 8 of matrix L / 8 */
+static __device__ __forceinline__ void att_ldsm(unsigned r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(att_saddr(p))
+                 : "memory");
+}
+/* the same, each matrix transposed */
+static __device__ __forceinline__ void att_ldsm_t(unsigned r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(att_saddr(p))
+                 : "memory");
+}
+/* d[16x8] += a[16x16] b[16x8], float32 accumulation; two values per 32-bit register, the lower
+ * index in the low half */
+template <typename T> struct att_mma;
+template <> struct att_mma<__nv_bfloat16> {
+    static __device__ __forceinline__ void run(float d[4], const unsigned a[4], unsigned b0,
+                                               unsigned b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    __syncthreads(); /* sh may still be read from the previous reduction */
-    if (lane == 0) sh[wid] = v;
+    static __device__ __forceinline__ unsigned pack(float lo, float hi) {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *(unsigned *)&v;
+    }
+};
+template <> struct att_mma<__half> {
+    static __device__ __forceinline__ void run(float d[4], const unsigned a[4], unsigned b0,
+                                               unsigned b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+    static __device__ __forceinline__ unsigned pack(float lo, float hi) {
+        __half2 v = __floats2half2_rn(lo, hi);
+        return *(unsigned *)&v;
+    }
+};
+/* the kernel's dynamic shared memory */
+static __device__ __forceinline__ unsigned char *att_dyn_smem(void) {
+    extern __shared__ __align__(16) unsigned char att_dsm[];
+    return att_dsm;
+}
+/* ---- end of PTX wrappers ---- */
+
+/* ---- mma kernel ---- */
+enum {
+    TC_BQ = 64,    /* query rows per block, 16 per warp */
+    TC_BK = 64,    /* keys per tile */
+    TC_KD = 64,    /* channels per q / k chunk */
+    TC_STAGES = 3, /* chunks in flight */
+    TC_THREADS = 128,
+    TC_LD = TC_KD + 8 /* chunk row stride (elements): 144 bytes, so the 8 rows an ldmatrix
+                       * reads fall in distinct banks */
+};
+
+/* shared memory bytes of att_mma_kernel<T, DV> */
+static size_t att_mma_smem(int dv) {
+    return ((size_t)TC_STAGES * (TC_BQ + TC_BK) * TC_LD + (size_t)TC_BK * (dv + 8)) * 2;
+}
+
+/* grid: (ceil(n / 64), ceil(c / DV), frames); sl = scale * log2(e) (scores in the log2 domain:
+ * exp2f). Warp w owns rows q0 + 16w + {g, g + 8} (g = lane / 4) of the m16n8 fragments. */
+template <typename T, int DV>
+static __global__ void __launch_bounds__(TC_THREADS)
+    att_mma_kernel(const T *qkv, T *y, int n, int c, float sl) {
+    constexpr int VLD = DV + 8;             /* V tile row stride (elements): also conflict-free */
+    T *qs = (T *)att_dyn_smem();            /* [TC_STAGES][TC_BQ][TC_LD] */
+    T *ks = qs + TC_STAGES * TC_BQ * TC_LD; /* [TC_STAGES][TC_BK][TC_LD] */
+    T *vs = ks + TC_STAGES * TC_BK * TC_LD; /* [TC_BK][VLD] */
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int q0 = blockIdx.x * TC_BQ, c0 = blockIdx.y * DV;
+    const int64_t ld = 3 * (int64_t)c;
+    const T *qf = qkv + (int64_t)blockIdx.z * n * ld;
+    T *yf = y + (int64_t)blockIdx.z * n * c;
+    /* steps s = j * nd + dc: key tile j, channel chunk dc */
+    const int nd = (c + TC_KD - 1) / TC_KD, steps = ((n + TC_BK - 1) / TC_BK) * nd;
+
+    /* chunk of step s -> stage s % TC_STAGES: Q rows q0.., K rows of tile j, 8-element vectors
+     * (c % 8 == 0: a vector is all inside or all outside c) */
+    auto load_qk = [&](int s) {
+        if (s >= steps) return;
+        const int j = s / nd, d0 = (s - j * nd) * TC_KD, st = s % TC_STAGES;
+        T *qd = qs + st * TC_BQ * TC_LD, *kd = ks + st * TC_BK * TC_LD;
+#pragma unroll
+        for (int it = 0; it < TC_BQ * TC_KD / 8 / TC_THREADS; it++) {
+            const int i = tid + it * TC_THREADS, r = i >> 3, v = (i & 7) * 8;
+            const int qr = q0 + r, kr = j * TC_BK + r;
+            const bool okd = d0 + v < c, okq = okd && qr < n, okk = okd && kr < n;
+            att_cp16(qd + r * TC_LD + v, okq ? qf + qr * ld + d0 + v : qf, okq ? 16 : 0);
+            att_cp16(kd + r * TC_LD + v, okk ? qf + kr * ld + c + d0 + v : qf, okk ? 16 : 0);
+        }
+    };
+    auto load_v = [&](int j) {
+#pragma unroll 4
+        for (int it = 0; it < TC_BK * DV / 8 / TC_THREADS; it++) {
+            const int i = tid + it * TC_THREADS, r = i / (DV / 8), v = (i % (DV / 8)) * 8;
+            const int kr = j * TC_BK + r;
+            const bool ok = kr < n && c0 + v < c;
+            att_cp16(vs + r * VLD + v, ok ? qf + kr * ld + 2 * c + c0 + v : qf, ok ? 16 : 0);
+        }
+    };
+
+    float o[DV / 8][4]; /* O[16 rows][DV] of this warp: n8 tiles, m16n8 accumulator layout */
+#pragma unroll
+    for (int i = 0; i < DV / 8; i++)
+        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float sc[TC_BK / 8][4]; /* scores s[16 rows][64 keys] of this warp */
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* rows g and g + 8 */
+
+    /* ldmatrix row addresses of this lane (see att_ldsm): A (Q rows, and V rows for the
+     * transposed B of P V) take matrices {rows 0-7, 8-15} x {cols 0-7, 8-15} in the order of the
+     * a0..a7 registers; B of Q K^T (K rows) takes {k 0-7, 8-15} of keys 0-7, then of keys 8-15. */
+    const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+    const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
+
+#pragma unroll
+    for (int p = 0; p < TC_STAGES - 1; p++) {
+        load_qk(p);
+        att_cp_commit();
+    }
+    for (int s = 0; s < steps; s++) {
+        const int j = s / nd, dc = s - j * nd;
+        att_cp_wait<TC_STAGES - 2>(); /* chunk s has landed (this thread's part) */
+        __syncthreads(); /* ... everyone's part; and stage (s - 1) % TC_STAGES is free */
+        load_qk(s + TC_STAGES - 1);
+        if (dc == 0) load_v(j); /* the previous P V is done (barrier above) */
+        att_cp_commit();        /* possibly empty: keeps the group count per step constant */
+
+        if (dc == 0) {
+#pragma unroll
+            for (int i = 0; i < TC_BK / 8; i++)
+                sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.0f;
+        }
+        const T *qb = qs + (s % TC_STAGES) * TC_BQ * TC_LD + (warp * 16 + a_row) * TC_LD + a_col;
+        const T *kb = ks + (s % TC_STAGES) * TC_BK * TC_LD + b_row * TC_LD + b_col;
+        const int kn = (min((int)TC_KD, c - dc * TC_KD) + 15) / 16; /* k16 steps with data */
+#pragma unroll
+        for (int kk = 0; kk < TC_KD / 16; kk++) {
+            if (kk < kn) {
+                unsigned a[4];
+                att_ldsm(a, qb + kk * 16);
+#pragma unroll
+                for (int np = 0; np < TC_BK / 16; np++) {
+                    unsigned b[4];
+                    att_ldsm(b, kb + np * 16 * TC_LD + kk * 16);
+                    att_mma<T>::run(sc[2 * np], a, b[0], b[1]);
+                    att_mma<T>::run(sc[2 * np + 1], a, b[2], b[3]);
+                }
+            }
+        }
+        if (dc != nd - 1) continue;
+
+        /* online softmax of this key tile; thread holds keys 8i + 2(lane % 4) + {0, 1} */
+        const int kbase = j * TC_BK + 2 * (lane & 3);
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < TC_BK / 8; i++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const bool ok = kbase + 8 * i + e < n;
+                sc[i][e] = ok ? sc[i][e] * sl : -INFINITY;
+                sc[i][2 + e] = ok ? sc[i][2 + e] * sl : -INFINITY;
+                mx0 = fmaxf(mx0, sc[i][e]);
+                mx1 = fmaxf(mx1, sc[i][2 + e]);
+            }
+        }
+        /* a row's 64 keys are spread over the 4 lanes of a quad */
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);   /* finite: key j*64 < n */
+        const float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1); /* 0 on the first tile */
+        m0 = mn0;
+        m1 = mn1;
+        l0 *= al0;
+        l1 *= al1;
+#pragma unroll
+        for (int i = 0; i < DV / 8; i++) {
+            o[i][0] *= al0;
+            o[i][1] *= al0;
+            o[i][2] *= al1;
+            o[i][3] *= al1;
+        }
+#pragma unroll
+        for (int i = 0; i < TC_BK / 8; i++) {
+            sc[i][0] = exp2f(sc[i][0] - mn0);
+            sc[i][1] = exp2f(sc[i][1] - mn0);
+            sc[i][2] = exp2f(sc[i][2] - mn1);
+            sc[i][3] = exp2f(sc[i][3] - mn1);
+            l0 += sc[i][0] + sc[i][1]; /* this lane's share; the quad is summed at the end */
+            l1 += sc[i][2] + sc[i][3];
+        }
+
+        if (nd < TC_STAGES) { /* V(j) came with chunk j * nd + TC_STAGES - 1: not waited yet */
+            att_cp_wait<0>();
+            __syncthreads();
+        }
+        /* O += P V: the accumulators of score tiles 2kt, 2kt + 1 are the A fragment of keys
+         * 16kt..16kt+15; B from the V tile [keys][channels] through ldmatrix.trans */
+        const T *vb = vs + a_row * VLD + a_col;
+#pragma unroll
+        for (int kt = 0; kt < TC_BK / 16; kt++) {
+            unsigned a[4];
+            a[0] = att_mma<T>::pack(sc[2 * kt][0], sc[2 * kt][1]);
+            a[1] = att_mma<T>::pack(sc[2 * kt][2], sc[2 * kt][3]);
+            a[2] = att_mma<T>::pack(sc[2 * kt + 1][0], sc[2 * kt + 1][1]);
+            a[3] = att_mma<T>::pack(sc[2 * kt + 1][2], sc[2 * kt + 1][3]);
+#pragma unroll
+            for (int np = 0; np < DV / 16; np++) {
+                unsigned b[4];
+                att_ldsm_t(b, vb + kt * 16 * VLD + np * 16);
+                att_mma<T>::run(o[2 * np], a, b[0], b[1]);
+                att_mma<T>::run(o[2 * np + 1], a, b[2], b[3]);
+            }
+        }
+    }
+    att_cp_wait<0>(); /* only empty groups are left; nothing may be in flight at exit */
+
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+    const int r0 = q0 + warp * 16 + (lane >> 2), r1 = r0 + 8;
+#pragma unroll
+    for (int i = 0; i < DV / 8; i++) {
+        const int col = c0 + i * 8 + 2 * (lane & 3); /* even, and c is: col + 1 < c too */
+        if (col >= c) continue;
+        if (r0 < n)
+            *(unsigned *)(yf + r0 * (int64_t)c + col) =
+                att_mma<T>::pack(o[i][0] * inv0, o[i][1] * inv0);
+        if (r1 < n)
+            *(unsigned *)(yf + r1 * (int64_t)c + col) =
+                att_mma<T>::pack(o[i][2] * inv1, o[i][3] * inv1);
+    }
+}
+
+/* output channels per block of the mma kernel: the fewest slices of <= 256 channels (128
+ * accumulators per thread), each a multiple of 64 */
+static int att_mma_dv(int c) {
+    const int slices = (c + 255) / 256, per = (c + slices - 1) / slices;
+    return (per + 63) / 64 * 64;
+}
+
+/* ---- fma kernel ---- */
+enum {
+    FA_BQ = 32, /* query rows per block: 4 per warp in the scores, 8 per thread in P V */
+    FA_BK = 64, /* keys per tile: 2 per lane in the scores */
+    FA_KD = 32, /* channels per q / k chunk */
+    FA_VK = 16, /* keys per V chunk */
+    FA_THREADS = 256,
+    FA_QLD = FA_BQ + 4, /* row strides of Q^T and P^T [.][rows], K^T [.][keys]: float4 aligned */
+    FA_KLD = FA_BK + 4
+};
+
+/* grid: (ceil(n / 32), ceil(c / DV), frames), DV = 256 * NJ */
+template <typename T, int NJ>
+static __global__ void __launch_bounds__(FA_THREADS)
+    att_fma_kernel(const T *qkv, T *y, int n, int c, float scale) {
+    constexpr int DV = 256 * NJ;
+    constexpr int QK = FA_KD * (FA_QLD + FA_KLD), UN = QK > FA_VK * DV ? QK : FA_VK * DV;
+    __shared__ __align__(16) float su[UN]; /* Q^T [FA_KD][FA_QLD] + K^T [FA_KD][FA_KLD], or the
+                                            * V chunk [FA_VK][DV] */
+    __shared__ __align__(16) float pt[FA_BK][FA_QLD]; /* P^T [key][row] */
+    __shared__ float alpha_s[FA_BQ], linv_s[FA_BQ];
+    float *qt = su, *kt = su + FA_KD * FA_QLD, *vs = su;
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+    const int q0 = blockIdx.x * FA_BQ, c0 = blockIdx.y * DV;
+    const int64_t ld = 3 * (int64_t)c;
+    const T *qf = qkv + (int64_t)blockIdx.z * n * ld;
+    T *yf = y + (int64_t)blockIdx.z * n * c;
+    /* scores: rows 4w + r (r < 4), keys 2 lane + e (e < 2); a row lives in one warp */
+    float m[4], l[4];
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+        m[r] = -INFINITY, l[r] = 0.0f;
+    /* P V: rows 8 rg + r (r < 8), channels c0 + 256 jj + 4 cg + e (jj < NJ, e < 4) */
+    const int rg = tid >> 6, cg = tid & 63;
+    float o[8][4 * NJ];
+#pragma unroll
+    for (int r = 0; r < 8; r++)
+#pragma unroll
+        for (int i = 0; i < 4 * NJ; i++)
+            o[r][i] = 0.0f;
+
+    for (int k0 = 0; k0 < n; k0 += FA_BK) {
+        float s[4][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}, {0.0f, 0.0f}, {0.0f, 0.0f}};
+        for (int d0 = 0; d0 < c; d0 += FA_KD) {
+            __syncthreads(); /* the previous chunk or V chunk is no longer read */
+            for (int i = tid; i < FA_BQ * FA_KD; i += FA_THREADS) {
+                const int r = i / FA_KD, d = i % FA_KD, row = q0 + r, ch = d0 + d;
+                qt[d * FA_QLD + r] = row < n && ch < c ? cu_ld(qf, row * ld + ch) : 0.0f;
+            }
+            for (int i = tid; i < FA_BK * FA_KD; i += FA_THREADS) {
+                const int r = i / FA_KD, d = i % FA_KD, row = k0 + r, ch = d0 + d;
+                kt[d * FA_KLD + r] = row < n && ch < c ? cu_ld(qf, row * ld + c + ch) : 0.0f;
+            }
+            __syncthreads();
+            const int dn = min((int)FA_KD, c - d0);
+#pragma unroll 4
+            for (int d = 0; d < dn; d++) {
+                const float4 q = *(const float4 *)&qt[d * FA_QLD + 4 * w];
+                const float2 k = *(const float2 *)&kt[d * FA_KLD + 2 * lane];
+                s[0][0] += q.x * k.x, s[0][1] += q.x * k.y;
+                s[1][0] += q.y * k.x, s[1][1] += q.y * k.y;
+                s[2][0] += q.z * k.x, s[2][1] += q.z * k.y;
+                s[3][0] += q.w * k.x, s[3][1] += q.w * k.y;
+            }
+        }
+        /* online softmax (natural exp, as the CPU reference) */
+        float al[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                s[r][e] = k0 + 2 * lane + e < n ? s[r][e] * scale : -INFINITY;
+            float mx = fmaxf(s[r][0], s[r][1]);
+            for (int x = 16; x; x >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+            const float mn = fmaxf(m[r], mx); /* finite: key k0 < n */
+            al[r] = expf(m[r] - mn);          /* 0 on the first tile */
+            m[r] = mn;
+            s[r][0] = expf(s[r][0] - mn);
+            s[r][1] = expf(s[r][1] - mn);
+            float sum = s[r][0] + s[r][1];
+            for (int x = 16; x; x >>= 1)
+                sum += __shfl_xor_sync(0xffffffffu, sum, x);
+            l[r] = l[r] * al[r] + sum;
+        }
+        /* pt and alpha_s were last read before the first barrier of this tile */
+        *(float4 *)&pt[2 * lane][4 * w] = make_float4(s[0][0], s[1][0], s[2][0], s[3][0]);
+        *(float4 *)&pt[2 * lane + 1][4 * w] = make_float4(s[0][1], s[1][1], s[2][1], s[3][1]);
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                alpha_s[4 * w + r] = al[r];
+
+        const int kn = min((int)FA_BK, n - k0);
+        for (int v0 = 0; v0 < kn; v0 += FA_VK) {
+            __syncthreads(); /* P^T, alpha visible; Q^T / K^T or the last V chunk not read */
+            for (int i = tid; i < FA_VK * DV; i += FA_THREADS) {
+                const int r = i / DV, ch = c0 + i % DV, row = k0 + v0 + r;
+                vs[i] = row < n && ch < c ? cu_ld(qf, row * ld + 2 * c + ch) : 0.0f;
+            }
+            __syncthreads();
+            if (v0 == 0) {
+#pragma unroll
+                for (int r = 0; r < 8; r++) {
+                    const float a = alpha_s[8 * rg + r];
+#pragma unroll
+                    for (int i = 0; i < 4 * NJ; i++)
+                        o[r][i] *= a;
+                }
+            }
+#pragma unroll 2
+            for (int k = 0; k < FA_VK; k++) {
+                const float4 pa = *(const float4 *)&pt[v0 + k][8 * rg];
+                const float4 pb = *(const float4 *)&pt[v0 + k][8 * rg + 4];
+                const float p[8] = {pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w};
+#pragma unroll
+                for (int jj = 0; jj < NJ; jj++) {
+                    const float4 v = *(const float4 *)&vs[k * DV + 256 * jj + 4 * cg];
+#pragma unroll
+                    for (int r = 0; r < 8; r++) {
+                        o[r][4 * jj + 0] += p[r] * v.x;
+                        o[r][4 * jj + 1] += p[r] * v.y;
+                        o[r][4 * jj + 2] += p[r] * v.z;
+                        o[r][4 * jj + 3] += p[r] * v.w;
+                    }
+                }
+            }
+        }
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            linv_s[4 * w + r] = 1.0f / l[r];
     __syncthreads();
-    v = lane < nw ? sh[lane] : (MAX ? -INFINITY : 0.0f);
-    for (int o = 16; o; o >>= 1) {
-        float u = __shfl_xor_sync(0xffffffffu, v, o);
-        v = MAX ? fmaxf(v, u) : v + u;
-    }
-    return v;
-}
-
-template <typename T>
-static __global__ void softmax_kernel(const float *s, T *p, int64_t rows, int n) {
-    __shared__ float sh[32];
-    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        const float *sr = s + row * n;
-        T *pr = p + row * n;
-        float m = -INFINITY;
-        for (int j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, sr[j]);
-        m = block_reduce<1>(m, sh);
-        float sum = 0.0f;
-        for (int j = threadIdx.x; j < n; j += blockDim.x) sum += expf(sr[j] - m);
-        sum = block_reduce<0>(sum, sh);
-        const float inv = 1.0f / sum;
-        for (int j = threadIdx.x; j < n; j += blockDim.x) cu_st(pr, j, expf(sr[j] - m) * inv);
-        __syncthreads(); /* before the next row reuses sh */
+#pragma unroll
+    for (int r = 0; r < 8; r++) {
+        const int row = q0 + 8 * rg + r;
+        if (row >= n) continue;
+        const float inv = linv_s[8 * rg + r];
+#pragma unroll
+        for (int jj = 0; jj < NJ; jj++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int ch = c0 + 256 * jj + 4 * cg + e;
+                if (ch < c) cu_st(yf, row * (int64_t)c + ch, o[r][4 * jj + e] * inv);
+            }
     }
 }
 
-template <typename T>
-static void launch_softmax(cudaStream_t st, const float *s, void *p, int64_t rows, int n) {
-    int64_t blocks = rows < 65535LL * 16 ? rows : 65535LL * 16;
-    softmax_kernel<T><<<(unsigned)blocks, SM_THREADS, 0, st>>>(s, (T *)p, rows, n);
+/* ---- launcher ---- */
+/* frames per launch: grid z <= 65535 */
+enum { ATT_MAX_Z = 65535 };
+
+template <typename T, int DV>
+static cudaError_t launch_mma(cudaStream_t st, const T *qkv, T *y, int t, int n, int c, float sl) {
+    const size_t smem = att_mma_smem(DV);
+    cudaError_t e = cudaFuncSetAttribute(att_mma_kernel<T, DV>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    for (int f = 0; f < t; f += ATT_MAX_Z) {
+        const int nf = t - f < ATT_MAX_Z ? t - f : ATT_MAX_Z;
+        dim3 grid((n + TC_BQ - 1) / TC_BQ, (c + DV - 1) / DV, nf);
+        att_mma_kernel<T, DV><<<grid, TC_THREADS, smem, st>>>(qkv + (int64_t)f * n * 3 * c,
+                                                              y + (int64_t)f * n * c, n, c, sl);
+    }
+    return cudaGetLastError();
 }
 
-extern "C" cudaError_t cuk_softmax_rows(cudaStream_t s, int dtype, const float *sc, void *p,
-                                        int64_t rows, int n) {
-    if (rows == 0 || n == 0) return cudaSuccess;
-    CU_DISPATCH(dtype, launch_softmax, s, sc, p, rows, n);
+template <typename T>
+static cudaError_t dispatch_mma(cudaStream_t st, const void *qkv, void *y, int t, int n, int c,
+                                float scale) {
+    const float sl = scale * 1.4426950408889634f; /* log2(e) */
+    const T *q = (const T *)qkv;
+    T *yy = (T *)y;
+    switch (att_mma_dv(c)) {
+    case 64: return launch_mma<T, 64>(st, q, yy, t, n, c, sl);
+    case 128: return launch_mma<T, 128>(st, q, yy, t, n, c, sl);
+    case 192: return launch_mma<T, 192>(st, q, yy, t, n, c, sl);
+    default: return launch_mma<T, 256>(st, q, yy, t, n, c, sl);
+    }
+}
+
+template <typename T, int NJ>
+static void launch_fma(cudaStream_t st, const void *qkv, void *y, int t, int n, int c,
+                       float scale) {
+    for (int f = 0; f < t; f += ATT_MAX_Z) {
+        const int nf = t - f < ATT_MAX_Z ? t - f : ATT_MAX_Z;
+        dim3 grid((n + FA_BQ - 1) / FA_BQ, (c + 256 * NJ - 1) / (256 * NJ), nf);
+        att_fma_kernel<T, NJ><<<grid, FA_THREADS, 0, st>>>(
+            (const T *)qkv + (int64_t)f * n * 3 * c, (T *)y + (int64_t)f * n * c, n, c, scale);
+    }
+}
+
+template <typename T>
+static void dispatch_fma(cudaStream_t st, const void *qkv, void *y, int t, int n, int c,
+                         float scale) {
+    if (c <= 256)
+        launch_fma<T, 1>(st, qkv, y, t, n, c, scale);
+    else
+        launch_fma<T, 2>(st, qkv, y, t, n, c, scale);
+}
+
+extern "C" cudaError_t cuk_attention(cudaStream_t s, int dtype, const void *qkv, void *y, int t,
+                                     int n, int c, float scale) {
+    if (t <= 0 || n <= 0 || c <= 0) return cudaSuccess;
+    /* the mma kernel moves 16-byte vectors of q/k/v rows (c % 8 == 0, aligned base) and writes
+     * pairs of outputs */
+    const bool tc = dtype != CU_F32 && c % 8 == 0 && !((uintptr_t)qkv & 15) && !((uintptr_t)y & 3);
+    if (tc && dtype == CU_BF16) return dispatch_mma<__nv_bfloat16>(s, qkv, y, t, n, c, scale);
+    if (tc) return dispatch_mma<__half>(s, qkv, y, t, n, c, scale);
+    CU_DISPATCH(dtype, dispatch_fma, s, qkv, y, t, n, c, scale);
     return cudaGetLastError();
 }

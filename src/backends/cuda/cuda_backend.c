@@ -39,8 +39,14 @@ cudaDataType_t cu_blas_type(vae_dtype dt) {
 }
 
 void cu_note_peak(cuda_backend *cb) {
-    int64_t total = cb->base.bytes_in_use + (int64_t)cb->scratch_bytes + (int64_t)cb->ws_bytes;
-    if (total > cb->base.bytes_peak) cb->base.bytes_peak = total;
+    int64_t total = cb->base.bytes_in_use + (int64_t)cb->scratch_bytes + (int64_t)cb->ws_bytes +
+                    cb->weight_bytes;
+    if (total <= cb->base.bytes_peak) return;
+    cb->base.bytes_peak = total;
+    cb->peak_parts[0] = cb->weight_bytes;
+    cb->peak_parts[1] = cb->base.bytes_in_use;
+    cb->peak_parts[2] = (int64_t)cb->scratch_bytes;
+    cb->peak_parts[3] = (int64_t)cb->ws_bytes;
 }
 
 /* ---- profiling ------------------------------------------------------------------------------- */
@@ -227,6 +233,7 @@ int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, vo
     vae_free(tmp);
     if (e != cudaSuccess) return cu_check(e, who, "uploading weights");
     cb->weight_bytes += (int64_t)bytes;
+    cu_note_peak(cb);
     *out = p;
     return VAE_OK;
 }
@@ -495,6 +502,55 @@ static void cuda_unprepare(vae_backend *be, const vae_op *op, void *state) {
     else cuda_ops_unprepare(be, op, state);
 }
 
+/* ---- work graphs (CUDA graphs by stream capture) -------------------------------------------- */
+static int cuda_graph_begin(vae_backend *be) {
+    cuda_backend *cb = cu_be(be);
+    if (cb->prof) /* profiling reads its events back one by one */
+        return vae_fail(VAE_EUNSUPPORTED, "cuda: no graphs while profiling");
+    int rc = cu_enter(cb, "cuda graph");
+    if (rc) return rc;
+    /* relaxed: a cudaMalloc while recording (a cache miss of the allocator) is allowed */
+    return cu_check(cudaStreamBeginCapture(cb->stream, cudaStreamCaptureModeRelaxed), "cuda graph",
+                    "cudaStreamBeginCapture");
+}
+
+static int cuda_graph_end(vae_backend *be, void **graph) {
+    cuda_backend *cb = cu_be(be);
+    *graph = NULL;
+    cudaGraph_t g = NULL;
+    int rc = cu_check(cudaStreamEndCapture(cb->stream, &g), "cuda graph", "cudaStreamEndCapture");
+    if (rc == VAE_OK && !g) rc = vae_fail(VAE_EDEVICE, "cuda graph: nothing was recorded");
+    cudaGraphExec_t x = NULL;
+    if (rc == VAE_OK)
+        rc = cu_check(cudaGraphInstantiate(&x, g, 0), "cuda graph", "cudaGraphInstantiate");
+    if (g) cudaGraphDestroy(g);
+    if (rc) {
+        cudaGetLastError(); /* a failed recording is not an error of later work */
+        return rc;
+    }
+    *graph = x;
+    cb->pool.graphs++;
+    return VAE_OK;
+}
+
+static int cuda_graph_launch(vae_backend *be, void *graph) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda graph");
+    if (rc) return rc;
+    cb->n_graph_launches++;
+    return cu_check(cudaGraphLaunch((cudaGraphExec_t)graph, cb->stream), "cuda graph",
+                    "cudaGraphLaunch");
+}
+
+static void cuda_graph_free(vae_backend *be, void *graph) {
+    if (!graph) return;
+    cuda_backend *cb = cu_be(be);
+    cu_enter(cb, "cuda graph");
+    cudaStreamSynchronize(cb->stream); /* a launch of it may still be running */
+    cudaGraphExecDestroy((cudaGraphExec_t)graph);
+    cb->pool.graphs--;
+}
+
 static const vae_backend_vtbl cuda_vtbl = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -518,18 +574,25 @@ static const vae_backend_vtbl cuda_vtbl = {
     .download_wait = cuda_download_wait,
     .conv_window = cuda_conv_window,
     .conv_upsample = 1,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_free = cuda_graph_free,
 };
 
 const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
     cuda_backend *cb = cu_be(be);
     char dnn[64];
     snprintf(buf, len,
-             "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM; weights "
-             "%.1f MiB, peak %.1f MiB, pool %.1f MiB",
+             "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM, %lld "
+             "graph launches; weights %.1f MiB; peak %.1f MiB (weights %.1f, activations %.1f, "
+             "scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB",
              cb->device_name, vae_dtype_name(be->dtype), cu_dnn_describe(cb, dnn, sizeof dnn),
              (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d, (long long)cb->n_conv_fused,
-             (long long)cb->n_conv_gemm,
+             (long long)cb->n_conv_gemm, (long long)cb->n_graph_launches,
              (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
+             (double)cb->peak_parts[0] / 1048576.0, (double)cb->peak_parts[1] / 1048576.0,
+             (double)cb->peak_parts[2] / 1048576.0, (double)cb->peak_parts[3] / 1048576.0,
              (double)cb->pool.reserved_bytes / 1048576.0);
     return buf;
 }

@@ -15,8 +15,9 @@
  *      zero padding (asymmetric {0,1} padding included) and cuDNN runs unpadded;
  *    - when cuDNN has no algorithm for a shape (or VAE_CUDA_CONV=gemm), im2col + cuBLAS GEMM.
  *  - padded 3-D (16-bit, c_in a multiple of 8 but not of 64, e.g. 96): the frame list is copied
- *    into a temporary window with c_in zero-padded to a multiple of 64, then one 3-D cuDNN conv
- *    (weights padded likewise): cuDNN's 3-D kernels are slow for 96 input channels, fast for 128.
+ *    into a window in the scratch area with c_in zero-padded to a multiple of 64, then one 3-D
+ *    cuDNN conv (weights padded likewise): cuDNN's 3-D kernels are slow for 96 input channels,
+ *    fast for 128.
  * Which is fastest depends on the shape: the candidates are timed once per (op, frames, size) on
  * the first call (VAE_CUDA_TUNE=0: no timing; 3-D, else padded 3-D, else per block), and the
  * executor is told (conv_window) not to build windows for ops whose steady-state shape prefers
@@ -24,13 +25,15 @@
  * Bias and residual: for 16-bit activations cuDNN adds them in the convolution's epilogue (fused,
  * float32, one rounding; VAE_CUDA_FUSE=0 turns it off); otherwise y is first set to bias +
  * residual and the convolution accumulates on top (beta = 1). Each weight layout is made on first
- * use. Gathers are bounded by scratch_limit (at least one output frame per block).
+ * use; once an op's paths are measured (or its phase path has run), the layouts no chosen path
+ * reads are freed again. Gathers are bounded by scratch_limit (at least one output frame per
+ * block).
  * Input upsampling (op->up = 2, nearest, then a 3x3 conv with padding 1: the Wan upsamplers): each
  * output phase (row parity a, column parity b) is a 2x2 conv of the small input with summed taps
  * (4/9 of the FLOPs, no upsampled tensor): four cuDNN convs with symmetric padding 1 give
- * (h+1)x(w+1) outputs each, of which phase (a,b) uses the window offset by (a,b); a kernel
- * interleaves them into y (+ residual). Other cases (or VAE_CUDA_PHASE=0) upsample into a
- * temporary first.
+ * (h+1)x(w+1) outputs each (in the scratch area, blocks of frames within scratch_limit), of which
+ * phase (a,b) uses the window offset by (a,b); a kernel interleaves them into y (+ residual).
+ * Other cases (or VAE_CUDA_PHASE=0) upsample into a temporary first.
  * Narrow outputs (16-bit, c_out not a multiple of 8, spatial kernels: the 3-channel heads) run
  * with c_out padded to a multiple of 8 (zero filters) into a temporary, then the real channels
  * (+ residual) are copied out: tensor-core kernels instead of cuDNN's slow narrow ones.
@@ -199,8 +202,12 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
         s->kp = (op->c_out + 7) / 8 * 8;
     /* the layout the model's streams will use (the other one only if a call needs it) */
     const int sym = op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
-    if (op->kt > 1 && cb->conv3d && sym && !s->use_gemm) rc = need_w3(cb, op, s);
-    else rc = need_w2(cb, op, s);
+    if (op->up == 2 && cb->phase && !s->use_gemm)
+        rc = VAE_OK; /* the phase filters, made on first use */
+    else if (op->kt > 1 && cb->conv3d && sym && !s->use_gemm)
+        rc = need_w3(cb, op, s);
+    else
+        rc = need_w2(cb, op, s);
     if (rc == VAE_OK && op->b) {
         rc = upload_bias(cb, op, s, 1, (void **)&s->bias);
         s->b_bytes = (size_t)s->kp * sizeof(float);
@@ -484,11 +491,10 @@ static int conv3d(conv_call *cc, const void *x0, int t_out) {
 }
 
 /* Padded 3-D path: per block of output frames, the block's input frames are copied into a
- * temporary window with cp channels (zeros above c_in), then one 3-D cuDNN conv. */
+ * window with cp channels (zeros above c_in) in the scratch area, then one 3-D cuDNN conv. */
 static int conv3d_pad(conv_call *cc, const void *const *frames, int t_out) {
     const vae_op *op = cc->op;
     cuda_backend *cb = cc->cb;
-    vae_backend *be = &cb->base;
     conv_state *s = cc->s;
     int rc = need_w3p(cb, op, s);
     if (rc) return rc;
@@ -496,8 +502,9 @@ static int conv3d_pad(conv_call *cc, const void *const *frames, int t_out) {
     const int64_t out_frame = (int64_t)cc->ho * cc->wo * op->c_out;
     int tb_max = (CUK_MAX_FRAMES - op->kt) / op->st + 1;
     if (tb_max > t_out) tb_max = t_out;
-    /* the temporary window stays under 1 GiB (at least one output frame's kt frames) */
-    const int64_t cap = ((int64_t)1 << 30) / ((int64_t)in_frame * (int64_t)cc->es);
+    /* the temporary window is the scratch area: within scratch_limit (at least one output
+     * frame's kt frames), so that this path needs no more memory than the per-block gathers */
+    const int64_t cap = (int64_t)(cb->scratch_limit / ((size_t)in_frame * cc->es));
     while (tb_max > 1 && ((int64_t)(tb_max - 1) * op->st + op->kt > cap ||
                           ((int64_t)(tb_max - 1) * op->st + op->kt) * in_frame > INT32_MAX ||
                           tb_max * out_frame > INT32_MAX))
@@ -508,7 +515,7 @@ static int conv3d_pad(conv_call *cc, const void *const *frames, int t_out) {
     for (int j0 = 0; j0 < t_out; j0 += tb_max) {
         const int tb = t_out - j0 < tb_max ? t_out - j0 : tb_max;
         const int nf = (tb - 1) * op->st + op->kt;
-        void *win = be->v->alloc(be, (size_t)(nf * in_frame) * cc->es);
+        void *win = cu_scratch(cb, (size_t)(nf * in_frame) * cc->es, op->name);
         if (!win) return VAE_ENOMEM;
         cuk_frames f;
         fill_frames(&f, frames + (size_t)j0 * op->st, nf);
@@ -517,7 +524,6 @@ static int conv3d_pad(conv_call *cc, const void *const *frames, int t_out) {
         cu_prof_end(cb, ph);
         if (e == cudaErrorInvalidValue) { /* misaligned frames: not this path */
             cudaGetLastError();
-            be->v->release(be, win);
             return vae_fail(VAE_EUNSUPPORTED, "%s: frames not aligned for the padded path",
                             op->name);
         }
@@ -534,10 +540,40 @@ static int conv3d_pad(conv_call *cc, const void *const *frames, int t_out) {
             rc = dnn_block(cc, &g, win, s->w3p, j0, tb);
             if (rc == VAE_OK) cb->n_conv_3d++;
         }
-        be->v->release(be, win); /* stream order keeps the conv's reads safe */
-        if (rc) return rc;
+        if (rc) return rc; /* stream order keeps the conv's reads of win safe from its reuse */
     }
     return VAE_OK;
+}
+
+/* Frees the weight layouts that no measured path uses (tuning tries every path, so every layout
+ * gets made): device memory is what a tuned op keeps. A layout freed here is made again if a
+ * later call needs it (need_*: op->w stays on the host). */
+static void conv_trim_layouts(cuda_backend *cb, conv_state *s, int keep_w, int keep_w3,
+                              int keep_w3p) {
+    void **lay[4] = {&s->w, &s->w2p, &s->w3, &s->w3p};
+    size_t *bytes[4] = {&s->w_bytes, &s->w2p_bytes, &s->w3_bytes, &s->w3p_bytes};
+    const int keep[4] = {keep_w, keep_w, keep_w3, keep_w3p};
+    int synced = 0;
+    for (int i = 0; i < 4; i++) {
+        if (keep[i] || !*lay[i]) continue;
+        if (!synced) cudaStreamSynchronize(cb->stream); /* queued convs may still read it */
+        synced = 1;
+        cu_free_param(cb, *lay[i], *bytes[i]);
+        *lay[i] = NULL;
+        *bytes[i] = 0;
+    }
+}
+
+/* After a tuning decision: the layouts of the paths chosen for the shapes seen so far. */
+static void conv_trim_tuned(cuda_backend *cb, const vae_op *op, conv_state *s) {
+    int blocks = 0, three_d = 0, pad = 0;
+    for (int i = 0; i < s->n_tune; i++) {
+        blocks |= s->tune[i].path == PATH_BLOCKS;
+        three_d |= s->tune[i].path == PATH_3D;
+        pad |= s->tune[i].path == PATH_3DPAD;
+    }
+    /* kt == 1: the 3-D path reads the 2-D layout */
+    conv_trim_layouts(cb, s, blocks || s->use_gemm || (three_d && op->kt == 1), three_d, pad);
 }
 
 static int run_blocks(conv_call *cc, const void *const *frames, int t_out);
@@ -698,6 +734,7 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
               path_names[path]);
     s->tune[s->n_tune++] = (conv_tune){n_in, cc->h, cc->w, path};
     if (n_in >= s->main_nin) s->main_nin = n_in, s->main_path = path;
+    conv_trim_tuned(cc->cb, cc->op, s);
     return VAE_OK;
 }
 
@@ -744,14 +781,16 @@ static int conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s,
     if (rc) return rc;
     const int64_t ph_frame = (int64_t)(h + 1) * (w + 1) * s->kp;
     int tb_max = n_in;
-    while (tb_max > 1 && 4 * tb_max * ph_frame * (int64_t)es > ((int64_t)1 << 30)) tb_max--;
+    /* the four phase outputs live in the scratch area, within scratch_limit (at least a frame) */
+    while (tb_max > 1 && (size_t)(4 * tb_max * ph_frame) * es > cb->scratch_limit)
+        tb_max--;
     if ((int64_t)tb_max * ph_frame > INT32_MAX / 4 || (int64_t)tb_max * h * w * op->c_in > INT32_MAX)
         return vae_fail(VAE_EUNSUPPORTED, "%s: frames too large for the phase path", op->name);
     const size_t filt = (size_t)s->kp * 4 * op->c_in * es;
     for (int j0 = 0; j0 < n_in; j0 += tb_max) {
         const int tb = n_in - j0 < tb_max ? n_in - j0 : tb_max;
         const size_t plane = (size_t)tb * ph_frame * es;
-        void *tmp = be->v->alloc(be, 4 * plane);
+        void *tmp = cu_scratch(cb, 4 * plane, op->name);
         if (!tmp) return VAE_ENOMEM;
         int add_bias = 0;
         for (int p = 0; p < 4 && rc == VAE_OK; p++) {
@@ -800,7 +839,6 @@ static int conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s,
                 rc = cu_check(e, op->name, "phase interleave");
             }
         }
-        be->v->release(be, tmp);
         if (rc) return rc;
     }
     return VAE_OK;
@@ -821,6 +859,7 @@ static int conv_up(cuda_backend *cb, const vae_op *op, conv_state *s, const void
         op->pad_h[1] == 1 && op->pad_w[0] == 1 && op->pad_w[1] == 1 && s->kp == op->c_out &&
         residual != y) {
         int rc = conv_up_phase(cb, op, s, frames, n_in, h, w, residual, y);
+        if (rc == VAE_OK && s->w) conv_trim_layouts(cb, s, 0, 0, 0); /* phase filters only */
         if (rc != VAE_EUNSUPPORTED) return rc;
         VAE_DEBUG("%s: %s; upsampling first", op->name, vae_last_error());
         s->nophase = 1;

@@ -104,9 +104,10 @@ cudaError_t cuk_im2col(cudaStream_t s, size_t elem, const cuk_frames *frames, in
                        int kt, int h, int w, int c, int kh, int kw, int sh, int sw, int pt, int pl,
                        int ho, int wo, int64_t p0, int64_t np, void *col);
 
-/* Row softmax of float scores s[rows][n] into p (dtype; p may equal s for float32). */
-cudaError_t cuk_softmax_rows(cudaStream_t s, int dtype, const float *sc, void *p, int64_t rows,
-                             int n);
+/* Single-head attention per frame f < t: qkv [t][n][3c] (q, k, v = channels [0,c), [c,2c),
+ * [2c,3c)), y [t][n][c] = softmax(scale * q k^T) v; fused, no global scratch. */
+cudaError_t cuk_attention(cudaStream_t s, int dtype, const void *qkv, void *y, int t, int n, int c,
+                          float scale);
 
 #ifdef __cplusplus
 }
@@ -139,6 +140,7 @@ typedef struct cu_pool {
     size_t cached_bytes;   /* in free lists */
     size_t reserved_bytes; /* cudaMalloc'd through the pool (live + cached) */
     cudaStream_t stream;   /* synchronised before cached blocks are really freed */
+    int graphs;            /* live work graphs: cached blocks are never freed then */
 } cu_pool;
 
 size_t cu_pool_round(size_t bytes);
@@ -146,7 +148,7 @@ size_t cu_pool_round(size_t bytes);
 void *cu_pool_alloc(cu_pool *pool, size_t bytes, size_t *got, cudaError_t *err);
 /* Returns the block's size, 0 if p is not a live block of this pool. */
 size_t cu_pool_free(cu_pool *pool, void *p);
-/* cudaFree's every cached (free) block. */
+/* cudaFree's every cached (free) block (none while pool->graphs > 0). */
 void cu_pool_trim(cu_pool *pool);
 void cu_pool_destroy(cu_pool *pool);
 
@@ -183,15 +185,16 @@ typedef struct cuda_backend {
     cudaStream_t stream;
     cublasHandle_t cublas;
     cu_pool pool;
-    /* one reusable scratch area (gathers, im2col, attention scores, upload staging) and the
-     * cuDNN workspace; both grow, never shrink. bytes_in_use counts the executor's buffers only
-     * (it returns to 0 when all are released); bytes_peak also counts scratch and workspace, so
-     * that it is the device memory the run really needed (weights excluded, as on the CPU). */
+    /* one reusable scratch area (gathers, im2col, upload staging) and the cuDNN workspace;
+     * both grow, never shrink. bytes_in_use counts the executor's buffers only
+     * (it returns to 0 when all are released); bytes_peak also counts scratch, workspace and the
+     * weights on the device, so that it is all the device memory the backend held at its worst
+     * moment (what PyTorch's max_memory_allocated counts for a model). */
     void *scratch;
     size_t scratch_bytes;
     void *ws;
     size_t ws_bytes;
-    size_t scratch_limit; /* blocking target for gathers / score blocks (bytes) */
+    size_t scratch_limit; /* blocking target for gathers (bytes) */
     int conv_mode;        /* CU_CONV_*: VAE_CUDA_CONV=auto|gemm|cudnn */
     int conv3d;           /* 3-D cuDNN convs over contiguous windows (VAE_CUDA_CONV3D, default 1) */
     int fuse;             /* bias/residual in cuDNN's epilogue, 16-bit only (VAE_CUDA_FUSE) */
@@ -204,8 +207,10 @@ typedef struct cuda_backend {
     struct cu_table *tables; /* shuffle index tables, keyed by the op's shuffle parameters */
     int n_tables, cap_tables;
     int64_t weight_bytes; /* prepared weights and tables (not in bytes_in_use) */
+    int64_t peak_parts[4];             /* bytes_peak as weights, activations, scratch, workspace */
     int64_t n_conv_cudnn, n_conv_gemm; /* conv blocks run by each path (diagnostics) */
     int64_t n_conv_3d, n_conv_fused;   /* of the cuDNN blocks: 3-D ones, fused-epilogue ones */
+    int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
     cu_host_buf hin[2], hout[2];       /* stage_in / download_planar buffers, used in turn */
     int hin_next, hout_next;
     int prof;                          /* VAE_CUDA_PROFILE */
@@ -240,7 +245,7 @@ int cu_blas_check(cublasStatus_t st, const char *who, const char *what);
 /* Profiling: a handle (or -1 when off) for the GPU work queued between begin and end. */
 int cu_prof_begin(cuda_backend *cb, int cat);
 void cu_prof_end(cuda_backend *cb, int h);
-/* bytes_peak = max(bytes_peak, bytes_in_use + scratch + workspace) */
+/* bytes_peak = max(bytes_peak, weights + bytes_in_use + scratch + workspace) */
 void cu_note_peak(cuda_backend *cb);
 /* Device scratch of at least `bytes` bytes; NULL + vae_fail on failure. */
 void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who);

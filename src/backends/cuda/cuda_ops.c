@@ -1,11 +1,8 @@
 /* cuda_ops.c -- NORM, ELTWISE, RESAMPLE and ATTENTION on the GPU: argument checks (the same as
  * the CPU reference's), per-op parameters prepared once, kernel launches.
  *
- * Attention is blocked over queries so that at most scratch_limit bytes of scores exist:
- *   S = scale * Q_b K^T   (cuBLAS, float32 output, float32 accumulation; batched over frames)
- *   P = softmax(S)        (float32 row softmax, written in the activation dtype)
- *   Y_b = P V             (cuBLAS)
- * Q, K and V are strided views of the qkv buffer (row stride 3c); nothing is copied.
+ * Attention is one fused kernel (cuda_attention.cu) reading Q, K and V as strided views of the
+ * qkv buffer (row stride 3c): no copies, no score matrix in device memory.
  */
 #include <string.h>
 
@@ -310,52 +307,6 @@ static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, vo
     if (!qkv || !y) return vae_fail(VAE_EINVAL, "%s: attention without input or output", op->name);
     int rc = cu_enter(cb, op->name);
     if (rc) return rc;
-
-    const vae_dtype dt = be->dtype;
-    const size_t es = be->elem_size;
-    const int f32 = dt == VAE_DTYPE_F32;
-    const cudaDataType_t ty = cu_blas_type(dt);
-    /* bytes per score row: float32 scores, plus the dtype probabilities unless in place */
-    const size_t row_bytes = (size_t)n * (sizeof(float) + (f32 ? 0 : es));
-    int64_t bq = (int64_t)(cb->scratch_limit / row_bytes);
-    if (bq < 16) bq = 16;
-    if (bq > n) bq = n;
-    int64_t tb = bq == n ? (int64_t)(cb->scratch_limit / (row_bytes * (size_t)bq)) : 1;
-    if (tb < 1) tb = 1;
-    if (tb > t) tb = t;
-    const size_t s_bytes = (size_t)tb * bq * n * sizeof(float);
-    char *scratch = cu_scratch(cb, s_bytes + (f32 ? 0 : (size_t)tb * bq * n * es), op->name);
-    if (!scratch) return VAE_ENOMEM;
-    float *sc = (float *)scratch;
-    void *pr = f32 ? (void *)scratch : (void *)(scratch + s_bytes);
-    const int ld = 3 * c;
-    const long long fstride = (long long)n * ld, ystride = (long long)n * c;
-    const float zero = 0.0f, one = 1.0f, scale = op->scale;
-
-    for (int f0 = 0; f0 < t; f0 += (int)tb) {
-        int nb = t - f0 < tb ? t - f0 : (int)tb;
-        const char *q = (const char *)qkv + (size_t)f0 * fstride * es;
-        const char *k = q + (size_t)c * es, *v = q + (size_t)2 * c * es;
-        char *yf = (char *)y + (size_t)f0 * ystride * es;
-        for (int i0 = 0; i0 < n; i0 += (int)bq) {
-            int m = n - i0 < bq ? n - i0 : (int)bq;
-            const long long sstride = (long long)m * n;
-            /* S[b][i][j] = scale * sum_d Q[i0+i][d] K[j][d]   (column-major: S^T = K Q^T) */
-            cublasStatus_t st = cublasGemmStridedBatchedEx(
-                cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, c, &scale, k, ty, ld, fstride,
-                q + (size_t)i0 * ld * es, ty, ld, fstride, &zero, sc, CUDA_R_32F, n, sstride, nb,
-                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-            if ((rc = cu_blas_check(st, op->name, "scores GEMM"))) return rc;
-            rc = cu_check(cuk_softmax_rows(cb->stream, dt, sc, pr, (int64_t)nb * m, n), op->name,
-                          "softmax");
-            if (rc) return rc;
-            /* Y[i0+i][d] = sum_j P[i][j] V[j][d]   (column-major: Y^T = V^T P^T) */
-            st = cublasGemmStridedBatchedEx(cb->cublas, CUBLAS_OP_N, CUBLAS_OP_N, c, m, n, &one, v,
-                                            ty, ld, fstride, pr, ty, n, sstride, &zero,
-                                            yf + (size_t)i0 * c * es, ty, c, ystride, nb,
-                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-            if ((rc = cu_blas_check(st, op->name, "values GEMM"))) return rc;
-        }
-    }
-    return VAE_OK;
+    return cu_check(cuk_attention(cb->stream, be->dtype, qkv, y, t, n, c, op->scale), op->name,
+                    "attention kernel");
 }
