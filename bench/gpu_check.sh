@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine: configure + build with the CUDA backend (sm_90 only: fast) into build-gpu,
 # run the CUDA op tests (tests/test_cuda_ops.c: every op against the CPU backend) and the
-# fixture tests on the GPU (fp32 and bf16), and write logs and a summary to $OUT.
+# fixture tests on the GPU (fp32, bf16 and fp16), and write logs and a summary to $OUT.
 #
 # usage: bench/gpu_check.sh SHARED_DIR [--deps DIR] [--full] [--bench] [--ab] [--torch] [--compare]
 #                           [--runs N] [--no-ops] [--no-fixtures]
@@ -177,7 +177,7 @@ FX="wan21_tiny wan22_tiny seedvr2_tiny taef2_real"
 : >"$OUT/fixtures.log"
 for fx in $FX; do
     [ -f "$SHARED/fixtures/$fx.json" ] || { say "fixture $fx: not in $SHARED/fixtures"; continue; }
-    for dt in fp32 bf16; do
+    for dt in fp32 bf16 fp16; do
         t0=$(date +%s)
         echo "=== $fx $dt" >>"$OUT/fixtures.log"
         (cd build-gpu && timeout 90 ./test_fixtures "$SHARED" $fx --device cuda --dtype $dt) >>"$OUT/fixtures.log" 2>&1

@@ -24,12 +24,15 @@ foreach(fx wan21_tiny wan21_small wan22_tiny seedvr2_tiny taef2_real wan21_full 
   add_test(NAME fixture_${fx} COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx})
   set_tests_properties(fixture_${fx} PROPERTIES LABELS fixture)
 endforeach()
-foreach(fx wan21_tiny wan22_tiny seedvr2_tiny taef2_real)
-  add_test(NAME gpu_fixture_${fx}_fp32 COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda)
-  add_test(NAME gpu_fixture_${fx}_bf16 COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype bf16)
-  # without a GPU these print "skipped: no GPU" and ctest lists them as skipped
-  set_tests_properties(gpu_fixture_${fx}_fp32 gpu_fixture_${fx}_bf16 PROPERTIES LABELS gpu
-                       SKIP_REGULAR_EXPRESSION "skipped: no GPU")
+# every fixture on the GPU in each precision (fp32: 1e-4, bf16 / fp16: 2e-2)
+foreach(fx wan21_tiny wan21_small wan22_tiny seedvr2_tiny taef2_real wan21_full seedvr2_full wan22_full)
+  foreach(dt fp32 bf16 fp16)
+    add_test(NAME gpu_fixture_${fx}_${dt}
+             COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype ${dt})
+    # without a GPU these print "skipped: no GPU" and ctest lists them as skipped
+    set_tests_properties(gpu_fixture_${fx}_${dt} PROPERTIES LABELS gpu
+                         SKIP_REGULAR_EXPRESSION "skipped: no GPU")
+  endforeach()
 endforeach()
 
 if(EXISTS ${CMAKE_SOURCE_DIR}/tests/test_cli.sh)
