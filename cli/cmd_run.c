@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "progress.h"
+#include "read_video.h"
 #ifdef VAE_HAVE_MEDIA
 #include "media.h"
 #endif
@@ -316,14 +317,6 @@ static int on_frames(const float *frames, int first, int n, int c, int h, int w,
     return 0;
 }
 
-#ifdef VAE_HAVE_MEDIA
-static int read_progress(int done, int total, void *user) {
-    cli_progress *p = user;
-    if (total > 0) p->total = total;
-    cli_progress_update(p, done);
-    return cli_interrupted();
-}
-#endif
 
 #ifdef VAE_HAVE_MEDIA
 static void squeeze_time(vae_tensor *t) {
@@ -400,13 +393,9 @@ int cmd_run(int argc, char **argv, int encode) {
             return cli_usage_error(cmd, "--latent-space must be %sdiffusion or raw, not '%s'",
                                    encode ? "" : "auto, ", space);
     }
-    int start = 0, nframes = 0, size_w = 0, size_h = 0, fit = 0, fps_num = 0, fps_den = 1, crf = -1,
-        depth = 8, lframes = 0;
-    if (start_s && (rc = cli_parse_int(cmd, "--start", start_s, 0, 1 << 30, &start))) return rc;
-    if (frames_s && (rc = cli_parse_int(cmd, "--frames", frames_s, 1, 1 << 30, &nframes)))
-        return rc;
-    if (size_s && (rc = cli_parse_size(cmd, size_s, &size_w, &size_h))) return rc;
-    if (fit_s && (rc = cli_parse_fit(cmd, fit_s, &fit))) return rc;
+    int fps_num = 0, fps_den = 1, crf = -1, depth = 8, lframes = 0;
+    cli_read_args ra;
+    if ((rc = cli_read_args_parse(cmd, start_s, frames_s, size_s, fit_s, &ra))) return rc;
     if (fps_s && (rc = cli_parse_fps(cmd, fps_s, &fps_num, &fps_den))) return rc;
     if (crf_s && (rc = cli_parse_int(cmd, "--crf", crf_s, 0, 51, &crf))) return rc;
     if (depth_s && (rc = cli_parse_int(cmd, "--bit-depth", depth_s, 8, 10, &depth))) return rc;
@@ -492,33 +481,13 @@ int cmd_run(int argc, char **argv, int encode) {
     }
 #else
     else {
-        vae_media_read_options ro;
-        vae_media_read_options_default(&ro);
-        ro.start = start;
-        ro.frames = nframes;
-        ro.lo = info.image_min;
-        ro.hi = info.image_max;
-        ro.width = size_w;
-        ro.height = size_h;
-        ro.spatial_multiple = info.spatial_factor;
-        ro.temporal_factor = info.is_video ? info.temporal_factor : 1;
-        ro.fit = (vae_media_fit)fit;
-        ro.progress = read_progress;
-        ro.user = &prog;
         vae_media_info mi;
-        cli_progress_begin(&prog, "read", "frames", nframes > 0 ? nframes : -1);
-        rc = vae_media_read_video(input, &ro, &in, &mi);
-        cli_progress_end(&prog, 0);
-        if (rc) {
-            rc = cli_report(cli_set_error(rc, "%s", vae_media_last_error()), "read");
+        if ((rc = cli_read_video(input, &info, &ra, &prog, &in, &mi))) {
+            rc = cli_report(rc, "read");
             goto done;
         }
         media_tensor = 1;
         if (mi.is_image) squeeze_time(&in);
-        if (!cli_quiet)
-            fprintf(stderr, "vae: read %s: %d frame%s of %dx%d (%s%s%s)\n", input, mi.out_frames,
-                    mi.out_frames == 1 ? "" : "s", mi.out_width, mi.out_height, mi.color_used,
-                    mi.geometry[0] ? ", " : "", mi.geometry);
     }
 #endif
     if (!encode) {

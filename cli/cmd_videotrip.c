@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "progress.h"
+#include "read_video.h"
 #ifdef VAE_HAVE_MEDIA
 #include "media.h"
 #endif
@@ -116,12 +117,6 @@ static int on_decoded(const float *frames, int first, int n, int c, int h, int w
     return 0;
 }
 
-static int read_progress(int done, int total, void *user) {
-    cli_progress *p = user;
-    if (total > 0) p->total = total;
-    cli_progress_update(p, done);
-    return cli_interrupted();
-}
 #endif
 
 int cmd_roundtrip_video(int argc, char **argv) {
@@ -150,13 +145,9 @@ int cmd_roundtrip_video(int argc, char **argv) {
     vae_session_options so;
     vae_session_options_default(&so);
     if ((rc = cli_session_options(cmd, device, dtype, threads, &so))) return rc;
-    int start = 0, nframes = 0, size_w = 0, size_h = 0, fit = 0, fps_num = 0, fps_den = 1, crf = -1,
-        depth = 8;
-    if (start_s && (rc = cli_parse_int(cmd, "--start", start_s, 0, 1 << 30, &start))) return rc;
-    if (frames_s && (rc = cli_parse_int(cmd, "--frames", frames_s, 1, 1 << 30, &nframes)))
-        return rc;
-    if (size_s && (rc = cli_parse_size(cmd, size_s, &size_w, &size_h))) return rc;
-    if (fit_s && (rc = cli_parse_fit(cmd, fit_s, &fit))) return rc;
+    int fps_num = 0, fps_den = 1, crf = -1, depth = 8;
+    cli_read_args ra;
+    if ((rc = cli_read_args_parse(cmd, start_s, frames_s, size_s, fit_s, &ra))) return rc;
     if (fps_s && (rc = cli_parse_fps(cmd, fps_s, &fps_num, &fps_den))) return rc;
     if (crf_s && (rc = cli_parse_int(cmd, "--crf", crf_s, 0, 51, &crf))) return rc;
     if (depth_s && (rc = cli_parse_int(cmd, "--bit-depth", depth_s, 8, 10, &depth))) return rc;
@@ -185,31 +176,9 @@ int cmd_roundtrip_video(int argc, char **argv) {
     vae_model_get_info(md, &id);
     cli_catch_interrupts();
 
-    vae_media_read_options ro;
-    vae_media_read_options_default(&ro);
-    ro.start = start;
-    ro.frames = nframes;
-    ro.lo = ie.image_min;
-    ro.hi = ie.image_max;
-    ro.width = size_w;
-    ro.height = size_h;
-    ro.spatial_multiple = ie.spatial_factor;
-    ro.temporal_factor = ie.is_video ? ie.temporal_factor : 1;
-    ro.fit = (vae_media_fit)fit;
-    ro.progress = read_progress;
-    ro.user = &prog;
     stage = "read";
-    cli_progress_begin(&prog, "read", "frames", nframes > 0 ? nframes : -1);
-    rc = vae_media_read_video(input, &ro, &vid, &mi);
-    cli_progress_end(&prog, 0);
-    if (rc) {
-        cli_set_error(rc, "%s", vae_media_last_error());
-        goto done;
-    }
+    if ((rc = cli_read_video(input, &ie, &ra, &prog, &vid, &mi))) goto done;
     int T = (int)vid.shape[2], H = (int)vid.shape[3], W = (int)vid.shape[4];
-    if (!cli_quiet)
-        fprintf(stderr, "vae: read %s: %d frame%s of %dx%d (%s%s%s)\n", input, T, T == 1 ? "" : "s",
-                W, H, mi.color_used, mi.geometry[0] ? ", " : "", mi.geometry);
 
     /* encode */
     int64_t lshape[8];

@@ -90,18 +90,7 @@ static int wan22_build(vae_builder *b, const vae_config *cfg, vae_program *enc, 
     if (w->n_levels < 2 || w->n_levels > VAE_MAX_LEVELS || w->num_res_blocks < 1 || w->z_dim < 1 ||
         (w->has_encoder && w->dim < 1) || (w->has_decoder && w->dec_dim < 1))
         return vb_error(b, VAE_EUNSUPPORTED, "wan2.2: unsupported configuration");
-    if (enc) vae_program_init(enc, 3);
-    if (dec) vae_program_init(dec, w->z_dim);
-    /* upstream state_dict order: encoder, conv1, conv2, decoder */
-    if (w->has_encoder && enc)
-        build_encoder(b, cfg, enc);
-    else
-        wan_stray_top_conv(b, "conv1", 2 * w->z_dim);
-    if (w->has_decoder && dec)
-        build_decoder(b, cfg, dec);
-    else
-        wan_stray_top_conv(b, "conv2", w->z_dim);
-    return vb_status(b);
+    return wan_build_programs(b, cfg, enc, dec, build_encoder, build_decoder);
 }
 
 static int wan22_detect(const vae_store *s, const char *prefix) {

@@ -289,12 +289,28 @@ int wan_decode_head(vae_builder *b, vae_program *p, int x, const vae_config *cfg
     return wan_conv1(b, p, x, "conv2", z, z);
 }
 
-void wan_stray_top_conv(vae_builder *b, const char *name, int c) {
+static void wan_stray_top_conv(vae_builder *b, const char *name, int c) {
     char n[64];
     snprintf(n, sizeof n, "%s.weight", name);
     if (!vb_has(b, n)) return;
     const float *w, *bias;
     conv_weights(b, name, c, c, 1, 1, 1, 0, &w, &bias);
+}
+
+int wan_build_programs(vae_builder *b, const vae_config *cfg, vae_program *enc, vae_program *dec,
+                       wan_half_fn build_encoder, wan_half_fn build_decoder) {
+    const vae_wan_config *w = &cfg->u.wan;
+    if (enc) vae_program_init(enc, 3);
+    if (dec) vae_program_init(dec, w->z_dim);
+    if (w->has_encoder && enc)
+        build_encoder(b, cfg, enc);
+    else
+        wan_stray_top_conv(b, "conv1", 2 * w->z_dim);
+    if (w->has_decoder && dec)
+        build_decoder(b, cfg, dec);
+    else
+        wan_stray_top_conv(b, "conv2", w->z_dim);
+    return vb_status(b);
 }
 
 /* ---- latent statistics --------------------------------------------------------------------- */

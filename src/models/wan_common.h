@@ -56,9 +56,13 @@ int wan_encode_tail(vae_builder *b, vae_program *p, int x, const vae_config *cfg
 /* Decode start: normalisation to VAE space, then top-level conv2. */
 int wan_decode_head(vae_builder *b, vae_program *p, int x, const vae_config *cfg);
 
-/* A top-level conv1/conv2 left in a file whose encoder/decoder is absent: requested (so it does
- * not count as unused) when present. */
-void wan_stray_top_conv(vae_builder *b, const char *name, int c);
+/* Builds the requested programs (enc / dec may be NULL) with one architecture's encoder and
+ * decoder builders, in the upstream state_dict order (encoder, conv1, conv2, decoder); a half
+ * that the file lacks leaves its top-level conv1/conv2 requested (so it does not count as unused)
+ * when present. */
+typedef int (*wan_half_fn)(vae_builder *b, const vae_config *cfg, vae_program *p);
+int wan_build_programs(vae_builder *b, const vae_config *cfg, vae_program *enc, vae_program *dec,
+                       wan_half_fn build_encoder, wan_half_fn build_decoder);
 
 /* ---- configuration ------------------------------------------------------------------------- */
 /* Which Wan key scheme a checkpoint uses (after prefix). */

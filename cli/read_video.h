@@ -1,0 +1,26 @@
+/* read_video.h -- reading a video, image or frame pattern for a model (encode, roundtrip-video). */
+#ifndef VAE_CLI_READ_VIDEO_H
+#define VAE_CLI_READ_VIDEO_H
+
+#include "progress.h"
+#include "vae.h"
+
+/* What the user asked for: --start, --frames (0: all), --size (0: as is), --fit. */
+typedef struct cli_read_args {
+    int start, frames, width, height, fit;
+} cli_read_args;
+
+/* Parses those options (NULL strings: defaults); a usage error names the bad one. */
+int cli_read_args_parse(const char *cmd, const char *start_s, const char *frames_s,
+                        const char *size_s, const char *fit_s, cli_read_args *a);
+
+#ifdef VAE_HAVE_MEDIA
+#include "media.h"
+/* Reads input as [1,3,T,H,W] in the model's pixel range, sized and cut for the model (its spatial
+ * multiple and 1 + k*temporal_factor frames), with a "read" progress line that Ctrl-C stops, then
+ * says what was read on stderr (unless -q). Errors: cli_set_error, code returned. */
+int cli_read_video(const char *input, const vae_model_info *info, const cli_read_args *a,
+                   cli_progress *prog, vae_tensor *out, vae_media_info *mi);
+#endif
+
+#endif
