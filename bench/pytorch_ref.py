@@ -7,11 +7,10 @@ usage: pytorch_ref.py ARCH --op decode|encode --frames N --size HxW [--runs 5] [
 prints one line: REF {json}
 """
 import argparse
-import json
-import statistics
-import time
 
 import torch
+
+from timing import report, time_runs
 
 
 def wan_model(arch):
@@ -48,24 +47,9 @@ def main():
     else:
         x = torch.rand(1, 3, a.frames, h, w, device="cuda", dtype=torch.bfloat16) * 2 - 1
         run = lambda: model.encode(x).latent_dist.mode()
-    times = []
-    with torch.no_grad():
-        for i in range(a.warmup + a.runs):
-            torch.cuda.synchronize()
-            if i == a.warmup:
-                torch.cuda.reset_peak_memory_stats()
-            t0 = time.perf_counter()
-            y = run()
-            torch.cuda.synchronize()
-            if i >= a.warmup:
-                times.append(time.perf_counter() - t0)
-            del y
-    print("REF " + json.dumps({
-        "arch": a.arch, "op": a.op, "frames": a.frames, "height": h, "width": w,
-        "impl": "diffusers AutoencoderKLWan bf16", "median_s": statistics.median(times),
-        "min_s": min(times), "runs": a.runs, "peak_bytes": torch.cuda.max_memory_allocated(),
-        "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
-    }), flush=True)
+    times, peak = time_runs(run, a.warmup, a.runs)
+    report({"arch": a.arch, "op": a.op, "frames": a.frames, "height": h, "width": w,
+            "impl": "diffusers AutoencoderKLWan bf16"}, times, peak)
 
 
 if __name__ == "__main__":

@@ -8,15 +8,14 @@ usage: seedvr2_ref.py --upstream DIR [--op decode|encode] [--frames 81] [--size 
 prints one line: REF {json}
 """
 import argparse
-import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 import types
 
 import torch
+
+from timing import report, time_runs
 
 RELEASED = dict(act_fn="silu", block_out_channels=[128, 256, 512, 512], in_channels=3,
                 latent_channels=16, layers_per_block=2, norm_num_groups=32, out_channels=3,
@@ -61,25 +60,10 @@ def main():
     else:
         x = torch.rand(1, 3, a.frames, h, w, device="cuda", dtype=torch.bfloat16) * 2 - 1
         run = lambda: super(m.VideoAutoencoderKLWrapper, model).encode(x).latent_dist.mean
-    times = []
-    with torch.no_grad():
-        for i in range(a.warmup + a.runs):
-            torch.cuda.synchronize()
-            if i == a.warmup:
-                torch.cuda.reset_peak_memory_stats()
-            t0 = time.perf_counter()
-            y = run()
-            torch.cuda.synchronize()
-            if i >= a.warmup:
-                times.append(time.perf_counter() - t0)
-            del y
-    print("REF " + json.dumps({
-        "arch": "seedvr2", "op": a.op, "frames": a.frames, "height": h, "width": w,
-        "impl": "SeedVR upstream VideoAutoencoderKLWrapper bf16 (slicing 4, memory limits 0.5)",
-        "median_s": statistics.median(times), "min_s": min(times), "runs": a.runs,
-        "peak_bytes": torch.cuda.max_memory_allocated(), "torch": torch.__version__,
-        "gpu": torch.cuda.get_device_name(),
-    }), flush=True)
+    times, peak = time_runs(run, a.warmup, a.runs)
+    report({"arch": "seedvr2", "op": a.op, "frames": a.frames, "height": h, "width": w,
+            "impl": "SeedVR upstream VideoAutoencoderKLWrapper bf16 (slicing 4, memory limits 0.5)"},
+           times, peak)
 
 
 if __name__ == "__main__":
