@@ -185,8 +185,8 @@ typedef struct cuda_backend {
     cudaStream_t stream;
     cublasHandle_t cublas;
     cu_pool pool;
-    /* one reusable scratch area (gathers, im2col, upload staging) and the cuDNN workspace;
-     * both grow, never shrink. bytes_in_use counts the executor's buffers only
+    /* one reusable scratch area (gathers, im2col, padded 3-D windows, phase-conv planes, upload
+     * staging) and the cuDNN workspace; both grow, never shrink. bytes_in_use counts the executor's buffers only
      * (it returns to 0 when all are released); bytes_peak also counts scratch, workspace and the
      * weights on the device, so that it is all the device memory the backend held at its worst
      * moment (what PyTorch's max_memory_allocated counts for a model). */
@@ -194,7 +194,7 @@ typedef struct cuda_backend {
     size_t scratch_bytes;
     void *ws;
     size_t ws_bytes;
-    size_t scratch_limit; /* blocking target for gathers (bytes) */
+    size_t scratch_limit; /* blocking target for what uses the scratch area (bytes) */
     int conv_mode;        /* CU_CONV_*: VAE_CUDA_CONV=auto|gemm|cudnn */
     int conv3d;           /* 3-D cuDNN convs over contiguous windows (VAE_CUDA_CONV3D, default 1) */
     int fuse;             /* bias/residual in cuDNN's epilogue, 16-bit only (VAE_CUDA_FUSE) */
