@@ -920,19 +920,27 @@ static void run_variant(const variant_def *v) {
         test_attention(384, 1, 24, 30, 1.0f);   /* Wan middle block width, N = 720 */
         test_attention(512, 2, 16, 16, 1.0f);   /* SeedVR2 */
         test_attention(1024, 1, 8, 12, 1.0f);   /* head dim 1024 */
-        /* edges of the fused kernels (64 queries x 64 keys x 64-channel chunks on tensor cores,
-         * slices of <= 256 output channels; 32 x 64 x 32 with 256/512-channel slices in fp32) */
-        test_attention(1024, 1, 10, 13, 1.0f); /* 4 slices, key tail (N = 130) */
+        /* edges of the fused kernels (tensor cores: 64 queries x 64 keys x 64-channel chunks,
+         * block columns of <= 512 output channels; fp32: 32 x 64 x 32, columns of 256 / 512) */
+        test_attention(1024, 1, 10, 13, 1.0f); /* 2 block columns, key tail (N = 130) */
         test_attention(64, 1, 7, 9, 1.0f);     /* N = 63 < one tile */
         test_attention(64, 2, 1, 1, 1.0f);     /* N = 1 */
-        test_attention(384, 3, 3, 5, 2.0f);    /* N = 15, t > 1, 2 slices of 192 */
-        test_attention(48, 3, 7, 9, 2.0f);     /* a slice wider than c */
+        test_attention(384, 3, 3, 5, 2.0f);    /* N = 15, t > 1, halves of 192 */
+        test_attention(48, 3, 7, 9, 2.0f);     /* a channel half wider than c */
         test_attention(96, 2, 33, 17, 1.0f);   /* N = 561 */
         test_attention(200, 1, 9, 11, 1.0f);   /* c % 16 == 8: a half-empty k16 step */
-        test_attention(320, 1, 11, 7, 1.0f);   /* 2 slices of 192, the last one partial */
-        test_attention(600, 1, 6, 7, 1.0f);    /* fp32: 2 slices of 512 */
+        test_attention(320, 1, 11, 7, 1.0f);   /* halves of 192, the upper one partial */
+        test_attention(600, 1, 6, 7, 1.0f);    /* fp32: 2 columns of 512 */
         test_attention(64, 2, 33, 17, 4.0f);   /* large scores: the online softmax rescales */
         test_attention(13, 2, 19, 17, 4.0f);   /* odd c: the FMA kernel in every dtype */
+        /* 16-bit: 8 warps, two per 16 rows (channel halves of 2 DVW <= 512 per block column) */
+        test_attention(512, 2, 9, 15, 2.0f);   /* N = 135: one column, two frames, key tail */
+        test_attention(128, 1, 1, 127, 2.0f);  /* N = 127 */
+        test_attention(256, 1, 3, 43, 1.0f);   /* N = 129: a 1-row last tile */
+        test_attention(192, 1, 8, 25, 2.0f);   /* N = 200, DVW = 128: the upper half partial */
+        test_attention(72, 1, 9, 10, 3.0f);    /* DVW = 64, k16 steps of one half empty */
+        test_attention(520, 1, 12, 16, 1.0f);  /* 2 columns of 2 x 192, the last mostly empty */
+        test_attention(768, 2, 5, 13, 1.0f);   /* 2 columns of 2 x 192 */
     }
     printf("TIME [%s] tests took %.2f s\n", variant, now() - t0);
     describe();

@@ -8,19 +8,23 @@
  * (s = -inf); rows and channels past n and c are read as zeros (v rows too: 0 * garbage could be
  * NaN) and not written.
  *
- * The output accumulator of a query tile is float32 [rows][c]: too big for registers at c = 512
- * or 1024, so a block owns a slice of DV output channels (grid y) and recomputes the scores of
- * its tile for each slice. That costs (slices - 1) extra q k^T products, chosen as few as the
- * register budget allows (2 slices at c = 384 and 512).
- *
  * mma kernel (bfloat16 / float16, c % 8 == 0, 16-byte aligned qkv): tensor cores (mma.sync
- * m16n8k16, float32 accumulation; sm_80+). 4 warps, 64 query rows (16 per warp), key tiles of
- * 64. Scores s[64][64] = sum over 64-channel chunks of Q[64][64] K[64][64]^T, the chunks coming
- * through a 3-stage cp.async ring in shared memory (Q chunks are re-read from L2 for every key
- * tile: Q[64][c] does not fit next to them at c = 512); the V tile [64][DV] is fetched once per
- * key tile, during the score chunks. The score fragments become the A operand of P V in registers
- * (rounded to the activation dtype, as a GEMM on stored P would), so P never leaves registers.
- * Shared memory: 3 x (Q + K chunk) + V tile, padded rows (conflict-free ldmatrix), <= 87 KB.
+ * m16n8k16, float32 accumulation; sm_80+). 8 warps, 64 query rows, key tiles of 64. The output
+ * accumulator of a row is float32 [c]: too big for one warp's registers at c = 512, so two warps
+ * share 16 query rows: warp (rg, h) computes the partial scores of rows 16rg.. over half the
+ * channels of each 64-channel Q / K chunk (k16 steps 2h, 2h + 1), the pair swaps them through
+ * shared memory (float32, 32 KB; both get bit-identical sums), both run the same softmax, and
+ * warp h accumulates output channels [h DVW, (h + 1) DVW) of the block's 2 DVW <= 512 (one block
+ * column up to c = 512; at c = 1024 two, each recomputing the scores). The score fragments become
+ * the A operand of P V in registers (rounded to the activation dtype, as a GEMM on stored P
+ * would), so P never leaves registers. Q / K chunks and V chunks stream through one 3-stage
+ * cp.async ring (a step moves 2 x [64][64]: a Q + K chunk, or the 64-channel V chunks of both
+ * halves; Q is re-read from L2 for every key tile: Q[64][c] does not fit next to the ring at
+ * c = 512), so the next key tile's loads overlap P V. Shared memory: 3 x 18 KB + 32 KB = 86 KB
+ * for every c (padded rows: conflict-free ldmatrix), within the 99 KB of sm_86/89/120.
+ * Measured on an H100 against a first version that split the output channels over blocks (and
+ * so computed q k^T twice at c = 384 / 512): 0.76 vs 0.84 ms (c = 384, 6240 tokens), 4.18 vs
+ * 4.67 ms (c = 512, 14040 tokens).
  *
  * fma kernel (everything else: float32 -- never TF32 --, or 16-bit with odd channel counts):
  * plain float32 FMA. 8 warps, 32 query rows, key tiles of 64: the scores (4 rows x 2 keys per
@@ -102,69 +106,70 @@ static __device__ __forceinline__ unsigned char *att_dyn_smem(void) {
 
 /* ---- mma kernel ---- */
 enum {
-    TC_BQ = 64,    /* query rows per block, 16 per warp */
-    TC_BK = 64,    /* keys per tile */
-    TC_KD = 64,    /* channels per q / k chunk */
-    TC_STAGES = 3, /* chunks in flight */
-    TC_THREADS = 128,
-    TC_LD = TC_KD + 8 /* chunk row stride (elements): 144 bytes, so the 8 rows an ldmatrix
-                       * reads fall in distinct banks */
+    TC_BQ = 64, /* query rows per block, 16 per row group */
+    TC_BK = 64, /* keys per tile */
+    TC_KD = 64, /* channels per q / k / v chunk */
+    TC_STAGES = 3,
+    TC_WARPS = 8, /* row group rg = warp % 4, channel half h = warp / 4 */
+    TC_THREADS = 32 * TC_WARPS,
+    TC_LD = TC_KD + 8, /* chunk row stride (elements): 144 bytes, so the 8 rows an ldmatrix
+                        * reads fall in distinct banks */
+    TC_SLOT = 2 * TC_BK * TC_LD /* elements of a ring slot: two [64][TC_LD] chunks */
 };
 
-/* shared memory bytes of att_mma_kernel<T, DV> */
-static size_t att_mma_smem(int dv) {
-    return ((size_t)TC_STAGES * (TC_BQ + TC_BK) * TC_LD + (size_t)TC_BK * (dv + 8)) * 2;
+/* shared memory bytes of att_mma_kernel (any DVW): the ring + the partial scores */
+static size_t att_mma_smem(void) {
+    return (size_t)TC_STAGES * TC_SLOT * 2 + (size_t)TC_WARPS * 32 * 32 * 4;
 }
 
-/* grid: (ceil(n / 64), ceil(c / DV), frames); sl = scale * log2(e) (scores in the log2 domain:
- * exp2f). Warp w owns rows q0 + 16w + {g, g + 8} (g = lane / 4) of the m16n8 fragments. */
-template <typename T, int DV>
-static __global__ void __launch_bounds__(TC_THREADS)
+/* grid: (ceil(n / 64), ceil(c / (2 DVW)), frames); sl = scale * log2(e) (scores in the log2
+ * domain: exp2f). Warp (rg, h) owns rows q0 + 16rg + {g, g + 8} (g = lane / 4) of the m16n8
+ * fragments and output channels c0 + h DVW + [0, DVW). Steps s = j * (nd + nv)
+ * + r: key tile j; r < nd: Q and K chunk r (slot [0] = Q, [1] = K); else V chunk cc = r - nd
+ * (slot [h] = V[64 keys][64 channels at c0 + h DVW + 64cc]). */
+template <typename T, int DVW>
+static __global__ void __launch_bounds__(TC_THREADS, 1)
     att_mma_kernel(const T *qkv, T *y, int n, int c, float sl) {
-    constexpr int VLD = DV + 8;             /* V tile row stride (elements): also conflict-free */
-    T *qs = (T *)att_dyn_smem();            /* [TC_STAGES][TC_BQ][TC_LD] */
-    T *ks = qs + TC_STAGES * TC_BQ * TC_LD; /* [TC_STAGES][TC_BK][TC_LD] */
-    T *vs = ks + TC_STAGES * TC_BK * TC_LD; /* [TC_BK][VLD] */
+    constexpr int NV = DVW / TC_KD;
+    T *ring = (T *)att_dyn_smem();                      /* [TC_STAGES][2][TC_BK][TC_LD] */
+    float *red = (float *)(ring + TC_STAGES * TC_SLOT); /* [TC_WARPS][8][32 lanes][4] */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int q0 = blockIdx.x * TC_BQ, c0 = blockIdx.y * DV;
+    const int rg = warp & 3, h = warp >> 2;
+    const int q0 = blockIdx.x * TC_BQ, c0 = blockIdx.y * 2 * DVW, ch0 = c0 + h * DVW;
     const int64_t ld = 3 * (int64_t)c;
     const T *qf = qkv + (int64_t)blockIdx.z * n * ld;
     T *yf = y + (int64_t)blockIdx.z * n * c;
-    /* steps s = j * nd + dc: key tile j, channel chunk dc */
-    const int nd = (c + TC_KD - 1) / TC_KD, steps = ((n + TC_BK - 1) / TC_BK) * nd;
+    const int nd = (c + TC_KD - 1) / TC_KD, per = nd + NV, steps = ((n + TC_BK - 1) / TC_BK) * per;
 
-    /* chunk of step s -> stage s % TC_STAGES: Q rows q0.., K rows of tile j, 8-element vectors
-     * (c % 8 == 0: a vector is all inside or all outside c) */
-    auto load_qk = [&](int s) {
+    /* step s -> slot s % TC_STAGES; rows past n and channels past c read as zeros */
+    auto load = [&](int s) {
         if (s >= steps) return;
-        const int j = s / nd, d0 = (s - j * nd) * TC_KD, st = s % TC_STAGES;
-        T *qd = qs + st * TC_BQ * TC_LD, *kd = ks + st * TC_BK * TC_LD;
+        const int j = s / per, r = s - j * per;
+        T *dst = ring + (s % TC_STAGES) * TC_SLOT;
 #pragma unroll
-        for (int it = 0; it < TC_BQ * TC_KD / 8 / TC_THREADS; it++) {
-            const int i = tid + it * TC_THREADS, r = i >> 3, v = (i & 7) * 8;
-            const int qr = q0 + r, kr = j * TC_BK + r;
-            const bool okd = d0 + v < c, okq = okd && qr < n, okk = okd && kr < n;
-            att_cp16(qd + r * TC_LD + v, okq ? qf + qr * ld + d0 + v : qf, okq ? 16 : 0);
-            att_cp16(kd + r * TC_LD + v, okk ? qf + kr * ld + c + d0 + v : qf, okk ? 16 : 0);
-        }
-    };
-    auto load_v = [&](int j) {
-#pragma unroll 4
-        for (int it = 0; it < TC_BK * DV / 8 / TC_THREADS; it++) {
-            const int i = tid + it * TC_THREADS, r = i / (DV / 8), v = (i % (DV / 8)) * 8;
-            const int kr = j * TC_BK + r;
-            const bool ok = kr < n && c0 + v < c;
-            att_cp16(vs + r * VLD + v, ok ? qf + kr * ld + 2 * c + c0 + v : qf, ok ? 16 : 0);
+        for (int it = 0; it < 2 * TC_BK * TC_KD / 8 / TC_THREADS; it++) {
+            const int i = tid + it * TC_THREADS, mat = i >> 9, row = (i >> 3) & 63;
+            const int v = (i & 7) * 8;
+            int kr = j * TC_BK + row, ch, off; /* source row, channel within q / k / v, column */
+            if (r < nd) {
+                ch = r * TC_KD + v;
+                off = mat * c + ch;
+                if (mat == 0) kr = q0 + row;
+            } else {
+                ch = c0 + mat * DVW + (r - nd) * TC_KD + v;
+                off = 2 * c + ch;
+            }
+            const bool ok = kr < n && ch < c;
+            att_cp16(dst + (mat * TC_BK + row) * TC_LD + v, ok ? qf + kr * ld + off : qf,
+                     ok ? 16 : 0);
         }
     };
 
-    float o[DV / 8][4]; /* O[16 rows][DV] of this warp: n8 tiles, m16n8 accumulator layout */
+    float o[DVW / 8][4]; /* O[16 rows][DVW] of this warp: n8 tiles, m16n8 accumulator layout */
 #pragma unroll
-    for (int i = 0; i < DV / 8; i++)
+    for (int i = 0; i < DVW / 8; i++)
         o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float sc[TC_BK / 8][4]; /* scores s[16 rows][64 keys] of this warp */
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* rows g and g + 8 */
-
     /* ldmatrix row addresses of this lane (see att_ldsm): A (Q rows, and V rows for the
      * transposed B of P V) take matrices {rows 0-7, 8-15} x {cols 0-7, 8-15} in the order of the
      * a0..a7 registers; B of Q K^T (K rows) takes {k 0-7, 8-15} of keys 0-7, then of keys 8-15. */
@@ -173,40 +178,63 @@ static __global__ void __launch_bounds__(TC_THREADS)
 
 #pragma unroll
     for (int p = 0; p < TC_STAGES - 1; p++) {
-        load_qk(p);
+        load(p);
         att_cp_commit();
     }
-    for (int s = 0; s < steps; s++) {
-        const int j = s / nd, dc = s - j * nd;
-        att_cp_wait<TC_STAGES - 2>(); /* chunk s has landed (this thread's part) */
-        __syncthreads(); /* ... everyone's part; and stage (s - 1) % TC_STAGES is free */
-        load_qk(s + TC_STAGES - 1);
-        if (dc == 0) load_v(j); /* the previous P V is done (barrier above) */
-        att_cp_commit();        /* possibly empty: keeps the group count per step constant */
-
-        if (dc == 0) {
+    int s = 0;
+    /* start step s: its chunk has landed for everyone, slot (s - 1) % TC_STAGES is free for
+     * step s + TC_STAGES - 1 (one group per step, possibly empty); returns the slot of s */
+    auto begin_step = [&]() -> const T * {
+        att_cp_wait<TC_STAGES - 2>();
+        __syncthreads();
+        load(s + TC_STAGES - 1);
+        att_cp_commit();
+        return ring + (s % TC_STAGES) * TC_SLOT;
+    };
+    for (int j = 0; j < steps / per; j++) {
+        float sc[TC_BK / 8][4]; /* scores s[16 rows][64 keys] of row group rg */
 #pragma unroll
-            for (int i = 0; i < TC_BK / 8; i++)
-                sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.0f;
-        }
-        const T *qb = qs + (s % TC_STAGES) * TC_BQ * TC_LD + (warp * 16 + a_row) * TC_LD + a_col;
-        const T *kb = ks + (s % TC_STAGES) * TC_BK * TC_LD + b_row * TC_LD + b_col;
-        const int kn = (min((int)TC_KD, c - dc * TC_KD) + 15) / 16; /* k16 steps with data */
+        for (int i = 0; i < TC_BK / 8; i++)
+            sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.0f;
+        /* partial scores over k16 steps 2h, 2h + 1 of each chunk (half of the channels) */
+        for (int dc = 0; dc < nd; dc++, s++) {
+            const T *sb = begin_step();
+            const T *qb = sb + (rg * 16 + a_row) * TC_LD + a_col;
+            const T *kb = sb + (TC_BK + b_row) * TC_LD + b_col;
+            const int kn = (min((int)TC_KD, c - dc * TC_KD) + 15) / 16; /* k16 steps with data */
 #pragma unroll
-        for (int kk = 0; kk < TC_KD / 16; kk++) {
-            if (kk < kn) {
-                unsigned a[4];
-                att_ldsm(a, qb + kk * 16);
+            for (int k2 = 0; k2 < 2; k2++) {
+                const int kk = 2 * h + k2;
+                if (kk < kn) {
+                    unsigned a[4];
+                    att_ldsm(a, qb + kk * 16);
 #pragma unroll
-                for (int np = 0; np < TC_BK / 16; np++) {
-                    unsigned b[4];
-                    att_ldsm(b, kb + np * 16 * TC_LD + kk * 16);
-                    att_mma<T>::run(sc[2 * np], a, b[0], b[1]);
-                    att_mma<T>::run(sc[2 * np + 1], a, b[2], b[3]);
+                    for (int np = 0; np < TC_BK / 16; np++) {
+                        unsigned b[4];
+                        att_ldsm(b, kb + np * 16 * TC_LD + kk * 16);
+                        att_mma<T>::run(sc[2 * np], a, b[0], b[1]);
+                        att_mma<T>::run(sc[2 * np + 1], a, b[2], b[3]);
+                    }
                 }
             }
         }
-        if (dc != nd - 1) continue;
+        /* the two halves of a row group swap partial scores (same fragment layout); a + b ==
+         * b + a, so both warps get the same scores, maxima and P. red was last read before the
+         * barriers of this tile's first step. */
+        float4 *rw = (float4 *)red + warp * 8 * 32 + lane,
+               *rp = (float4 *)red + (warp ^ 4) * 8 * 32 + lane;
+#pragma unroll
+        for (int i = 0; i < TC_BK / 8; i++)
+            rw[i * 32] = make_float4(sc[i][0], sc[i][1], sc[i][2], sc[i][3]);
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < TC_BK / 8; i++) {
+            const float4 p = rp[i * 32];
+            sc[i][0] += p.x;
+            sc[i][1] += p.y;
+            sc[i][2] += p.z;
+            sc[i][3] += p.w;
+        }
 
         /* online softmax of this key tile; thread holds keys 8i + 2(lane % 4) + {0, 1} */
         const int kbase = j * TC_BK + 2 * (lane & 3);
@@ -222,7 +250,6 @@ static __global__ void __launch_bounds__(TC_THREADS)
                 mx1 = fmaxf(mx1, sc[i][2 + e]);
             }
         }
-        /* a row's 64 keys are spread over the 4 lanes of a quad */
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
@@ -234,12 +261,14 @@ static __global__ void __launch_bounds__(TC_THREADS)
         l0 *= al0;
         l1 *= al1;
 #pragma unroll
-        for (int i = 0; i < DV / 8; i++) {
+        for (int i = 0; i < DVW / 8; i++) {
             o[i][0] *= al0;
             o[i][1] *= al0;
             o[i][2] *= al1;
             o[i][3] *= al1;
         }
+        /* P as the A fragments of keys 16kt..16kt+15 (score tiles 2kt, 2kt + 1) */
+        unsigned pa[TC_BK / 16][4];
 #pragma unroll
         for (int i = 0; i < TC_BK / 8; i++) {
             sc[i][0] = exp2f(sc[i][0] - mn0);
@@ -248,28 +277,24 @@ static __global__ void __launch_bounds__(TC_THREADS)
             sc[i][3] = exp2f(sc[i][3] - mn1);
             l0 += sc[i][0] + sc[i][1]; /* this lane's share; the quad is summed at the end */
             l1 += sc[i][2] + sc[i][3];
+            pa[i / 2][2 * (i & 1)] = att_mma<T>::pack(sc[i][0], sc[i][1]);
+            pa[i / 2][2 * (i & 1) + 1] = att_mma<T>::pack(sc[i][2], sc[i][3]);
         }
 
-        if (nd < TC_STAGES) { /* V(j) came with chunk j * nd + TC_STAGES - 1: not waited yet */
-            att_cp_wait<0>();
-            __syncthreads();
-        }
-        /* O += P V: the accumulators of score tiles 2kt, 2kt + 1 are the A fragment of keys
-         * 16kt..16kt+15; B from the V tile [keys][channels] through ldmatrix.trans */
-        const T *vb = vs + a_row * VLD + a_col;
+        /* O[:, 64cc..] += P V chunk cc; chunks wholly past c are skipped (zeros, not written) */
 #pragma unroll
-        for (int kt = 0; kt < TC_BK / 16; kt++) {
-            unsigned a[4];
-            a[0] = att_mma<T>::pack(sc[2 * kt][0], sc[2 * kt][1]);
-            a[1] = att_mma<T>::pack(sc[2 * kt][2], sc[2 * kt][3]);
-            a[2] = att_mma<T>::pack(sc[2 * kt + 1][0], sc[2 * kt + 1][1]);
-            a[3] = att_mma<T>::pack(sc[2 * kt + 1][2], sc[2 * kt + 1][3]);
+        for (int cc = 0; cc < NV; cc++, s++) {
+            const T *vb = begin_step() + (h * TC_BK + a_row) * TC_LD + a_col;
+            if (ch0 + cc * TC_KD >= c) continue;
 #pragma unroll
-            for (int np = 0; np < DV / 16; np++) {
-                unsigned b[4];
-                att_ldsm_t(b, vb + kt * 16 * VLD + np * 16);
-                att_mma<T>::run(o[2 * np], a, b[0], b[1]);
-                att_mma<T>::run(o[2 * np + 1], a, b[2], b[3]);
+            for (int kt = 0; kt < TC_BK / 16; kt++) {
+#pragma unroll
+                for (int np = 0; np < TC_KD / 16; np++) {
+                    unsigned b[4];
+                    att_ldsm_t(b, vb + kt * 16 * TC_LD + np * 16);
+                    att_mma<T>::run(o[cc * 8 + 2 * np], pa[kt], b[0], b[1]);
+                    att_mma<T>::run(o[cc * 8 + 2 * np + 1], pa[kt], b[2], b[3]);
+                }
             }
         }
     }
@@ -280,10 +305,10 @@ static __global__ void __launch_bounds__(TC_THREADS)
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
     const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
-    const int r0 = q0 + warp * 16 + (lane >> 2), r1 = r0 + 8;
+    const int r0 = q0 + rg * 16 + (lane >> 2), r1 = r0 + 8;
 #pragma unroll
-    for (int i = 0; i < DV / 8; i++) {
-        const int col = c0 + i * 8 + 2 * (lane & 3); /* even, and c is: col + 1 < c too */
+    for (int i = 0; i < DVW / 8; i++) {
+        const int col = ch0 + i * 8 + 2 * (lane & 3); /* even, and c is: col + 1 < c too */
         if (col >= c) continue;
         if (r0 < n)
             *(unsigned *)(yf + r0 * (int64_t)c + col) =
@@ -294,11 +319,10 @@ static __global__ void __launch_bounds__(TC_THREADS)
     }
 }
 
-/* output channels per block of the mma kernel: the fewest slices of <= 256 channels (128
- * accumulators per thread), each a multiple of 64 */
-static int att_mma_dv(int c) {
-    const int slices = (c + 255) / 256, per = (c + slices - 1) / slices;
-    return (per + 63) / 64 * 64;
+/* output channels per warp of the mma kernel: blocks of 2 DVW <= 512 channels, the fewest */
+static int att_mma_dvw(int c) {
+    const int slices = (c + 511) / 512, per = (c + slices - 1) / slices;
+    return ((per + 1) / 2 + 63) / 64 * 64;
 }
 
 /* ---- fma kernel ---- */
@@ -454,17 +478,17 @@ static __global__ void __launch_bounds__(FA_THREADS)
 /* frames per launch: grid z <= 65535 */
 enum { ATT_MAX_Z = 65535 };
 
-template <typename T, int DV>
+template <typename T, int DVW>
 static cudaError_t launch_mma(cudaStream_t st, const T *qkv, T *y, int t, int n, int c, float sl) {
-    const size_t smem = att_mma_smem(DV);
-    cudaError_t e = cudaFuncSetAttribute(att_mma_kernel<T, DV>,
+    const size_t smem = att_mma_smem();
+    cudaError_t e = cudaFuncSetAttribute(att_mma_kernel<T, DVW>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     for (int f = 0; f < t; f += ATT_MAX_Z) {
         const int nf = t - f < ATT_MAX_Z ? t - f : ATT_MAX_Z;
-        dim3 grid((n + TC_BQ - 1) / TC_BQ, (c + DV - 1) / DV, nf);
-        att_mma_kernel<T, DV><<<grid, TC_THREADS, smem, st>>>(qkv + (int64_t)f * n * 3 * c,
-                                                              y + (int64_t)f * n * c, n, c, sl);
+        dim3 grid((n + TC_BQ - 1) / TC_BQ, (c + 2 * DVW - 1) / (2 * DVW), nf);
+        att_mma_kernel<T, DVW><<<grid, TC_THREADS, smem, st>>>(qkv + (int64_t)f * n * 3 * c,
+                                                                y + (int64_t)f * n * c, n, c, sl);
     }
     return cudaGetLastError();
 }
@@ -475,7 +499,7 @@ static cudaError_t dispatch_mma(cudaStream_t st, const void *qkv, void *y, int t
     const float sl = scale * 1.4426950408889634f; /* log2(e) */
     const T *q = (const T *)qkv;
     T *yy = (T *)y;
-    switch (att_mma_dv(c)) {
+    switch (att_mma_dvw(c)) {
     case 64: return launch_mma<T, 64>(st, q, yy, t, n, c, sl);
     case 128: return launch_mma<T, 128>(st, q, yy, t, n, c, sl);
     case 192: return launch_mma<T, 192>(st, q, yy, t, n, c, sl);
