@@ -39,13 +39,13 @@ cudaDataType_t cu_blas_type(vae_dtype dt) {
 }
 
 void cu_note_peak(cuda_backend *cb) {
-    int64_t total = cb->base.bytes_in_use + (int64_t)cb->scratch_bytes + (int64_t)cb->ws_bytes +
-                    cb->weight_bytes;
+    const int64_t scratch = (int64_t)(cb->scratch_bytes + cb->retired_bytes);
+    int64_t total = cb->base.bytes_in_use + scratch + (int64_t)cb->ws_bytes + cb->weight_bytes;
     if (total <= cb->base.bytes_peak) return;
     cb->base.bytes_peak = total;
     cb->peak_parts[0] = cb->weight_bytes;
     cb->peak_parts[1] = cb->base.bytes_in_use;
-    cb->peak_parts[2] = (int64_t)cb->scratch_bytes;
+    cb->peak_parts[2] = scratch;
     cb->peak_parts[3] = (int64_t)cb->ws_bytes;
 }
 
@@ -174,17 +174,38 @@ static void prof_report(cuda_backend *cb) {
 }
 
 /* ---- scratch --------------------------------------------------------------------------------- */
+void cu_retire(cuda_backend *cb, void *p, size_t bytes) {
+    if (!p) return;
+    cudaStreamSynchronize(cb->stream); /* pending work may still read it */
+    if (cb->pool.graphs > 0) {         /* a recorded graph may still use it: keep it till then */
+        void **r = vae_realloc(cb->retired, (size_t)(cb->n_retired + 1) * sizeof *r);
+        if (r) {
+            cb->retired = r;
+            cb->retired[cb->n_retired++] = p;
+            cb->retired_bytes += bytes;
+            return;
+        }
+    }
+    cudaFree(p);
+}
+
+/* After the last graph is gone: what cu_retire kept. */
+static void retired_free(cuda_backend *cb) {
+    for (int i = 0; i < cb->n_retired; i++) cudaFree(cb->retired[i]);
+    vae_free(cb->retired);
+    cb->retired = NULL;
+    cb->n_retired = 0;
+    cb->retired_bytes = 0;
+}
+
 void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who) {
     if (bytes <= cb->scratch_bytes) return cb->scratch;
     /* grow by at least 1/4 so that slowly growing requests do not reallocate every time */
     size_t want = bytes + bytes / 4;
     want = (want + 0xFFFFF) & ~(size_t)0xFFFFF;
-    if (cb->scratch) {
-        cudaStreamSynchronize(cb->stream); /* pending work may still read it */
-        cudaFree(cb->scratch);
-        cb->scratch = NULL;
-        cb->scratch_bytes = 0;
-    }
+    cu_retire(cb, cb->scratch, cb->scratch_bytes);
+    cb->scratch = NULL;
+    cb->scratch_bytes = 0;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, want);
     if (e != cudaSuccess) {
@@ -266,6 +287,7 @@ static void cuda_destroy(vae_backend *be) {
     cu_pool_destroy(&cb->pool);
     if (cb->scratch) cudaFree(cb->scratch);
     if (cb->ws) cudaFree(cb->ws);
+    retired_free(cb);
     if (cb->stream) cudaStreamDestroy(cb->stream);
     vae_free(cb);
 }
@@ -548,7 +570,7 @@ static void cuda_graph_free(vae_backend *be, void *graph) {
     cu_enter(cb, "cuda graph");
     cudaStreamSynchronize(cb->stream); /* a launch of it may still be running */
     cudaGraphExecDestroy((cudaGraphExec_t)graph);
-    cb->pool.graphs--;
+    if (--cb->pool.graphs == 0) retired_free(cb);
 }
 
 static const vae_backend_vtbl cuda_vtbl = {

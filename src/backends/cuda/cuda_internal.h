@@ -195,6 +195,9 @@ typedef struct cuda_backend {
     void *ws;
     size_t ws_bytes;
     size_t scratch_limit; /* blocking target for what uses the scratch area (bytes) */
+    void **retired;       /* scratch / workspace buffers outgrown while graphs were alive */
+    int n_retired;
+    size_t retired_bytes;
     int conv_mode;        /* CU_CONV_*: VAE_CUDA_CONV=auto|gemm|cudnn */
     int conv3d;           /* 3-D cuDNN convs over contiguous windows (VAE_CUDA_CONV3D, default 1) */
     int fuse;             /* bias/residual in cuDNN's epilogue, 16-bit only (VAE_CUDA_FUSE) */
@@ -247,6 +250,10 @@ int cu_prof_begin(cuda_backend *cb, int cat);
 void cu_prof_end(cuda_backend *cb, int h);
 /* bytes_peak = max(bytes_peak, weights + bytes_in_use + scratch + workspace) */
 void cu_note_peak(cuda_backend *cb);
+/* Frees a device buffer that queued work may still use (after a stream synchronisation); while
+ * work graphs exist (they replay on the addresses they recorded) it is kept until the last one is
+ * freed. */
+void cu_retire(cuda_backend *cb, void *p, size_t bytes);
 /* Device scratch of at least `bytes` bytes; NULL + vae_fail on failure. */
 void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who);
 /* Device buffer from host float32 data converted to the backend dtype (conv weights), or a

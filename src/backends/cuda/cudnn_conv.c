@@ -129,12 +129,9 @@ static cudnnDataType_t dnn_type(vae_dtype dt) {
 
 static int ws_reserve(cuda_backend *cb, size_t bytes, const char *who) {
     if (bytes <= cb->ws_bytes) return VAE_OK;
-    if (cb->ws) {
-        cudaStreamSynchronize(cb->stream);
-        cudaFree(cb->ws);
-        cb->ws = NULL;
-        cb->ws_bytes = 0;
-    }
+    cu_retire(cb, cb->ws, cb->ws_bytes);
+    cb->ws = NULL;
+    cb->ws_bytes = 0;
     size_t want = (bytes + 0xFFFFF) & ~(size_t)0xFFFFF;
     cudaError_t e = cudaMalloc(&cb->ws, want);
     if (e != cudaSuccess) {
