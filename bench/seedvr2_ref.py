@@ -61,9 +61,9 @@ def main():
         x = torch.rand(1, 3, a.frames, h, w, device="cuda", dtype=torch.bfloat16) * 2 - 1
         run = lambda: super(m.VideoAutoencoderKLWrapper, model).encode(x).latent_dist.mean
     times, peak = time_runs(run, a.warmup, a.runs)
+    impl = "SeedVR upstream VideoAutoencoderKLWrapper bf16 (slicing 4, memory limits 0.5)"
     report({"arch": "seedvr2", "op": a.op, "frames": a.frames, "height": h, "width": w,
-            "impl": "SeedVR upstream VideoAutoencoderKLWrapper bf16 (slicing 4, memory limits 0.5)"},
-           times, peak)
+            "impl": impl}, times, peak)
 
 
 if __name__ == "__main__":

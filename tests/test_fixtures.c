@@ -74,6 +74,27 @@ static double rel_error(const vae_tensor *a, const vae_tensor *b, int64_t *nonfi
     return sqrt(num / (den > 0 ? den : 1));
 }
 
+/* After a failure of a video output [1,C,T,H,W]: which frames are off (they tell which chunk of
+ * the stream went wrong). */
+static void print_frame_errors(const vae_tensor *a, const vae_tensor *b, double tol) {
+    if (a->ndim != 5) return;
+    const int64_t c = a->shape[1], t = a->shape[2], plane = a->shape[3] * a->shape[4];
+    const float *x = a->data, *y = b->data;
+    for (int64_t f = 0; f < t; f++) {
+        double num = 0, den = 0;
+        for (int64_t k = 0; k < c; k++)
+            for (int64_t i = 0; i < plane; i++) {
+                const int64_t j = (k * t + f) * plane + i;
+                const double d = (double)x[j] - y[j];
+                num += isfinite(d) ? d * d : INFINITY;
+                den += (double)y[j] * y[j];
+            }
+        const double e = sqrt(num / (den > 0 ? den : 1));
+        if (!(e <= tol))
+            printf("    frame %lld of %lld: rel_err %.2e\n", (long long)f, (long long)t, e);
+    }
+}
+
 static int same_shape(const vae_tensor *a, const cJSON *shape) {
     if (a->ndim != cJSON_GetArraySize(shape)) return 0;
     for (int i = 0; i < a->ndim; i++)
@@ -214,6 +235,7 @@ int main(int argc, char **argv) {
                       "%s%s %s (%s): rel_err %.2e (tol %.0e) nonfinite %lld  %.2f s", name,
                       pass ? " [diffusers names]" : "", cname, encode ? "encode" : "decode", err,
                       tol, (long long)nonfinite, dt);
+                if (!(err <= tol && nonfinite == 0)) print_frame_errors(&out, &ref, tol);
             }
             vae_tensor_free(&in);
             vae_tensor_free(&ref);

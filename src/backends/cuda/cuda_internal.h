@@ -186,10 +186,10 @@ typedef struct cuda_backend {
     cublasHandle_t cublas;
     cu_pool pool;
     /* one reusable scratch area (gathers, im2col, padded 3-D windows, phase-conv planes, upload
-     * staging) and the cuDNN workspace; both grow, never shrink. bytes_in_use counts the executor's buffers only
-     * (it returns to 0 when all are released); bytes_peak also counts scratch, workspace and the
-     * weights on the device, so that it is all the device memory the backend held at its worst
-     * moment (what PyTorch's max_memory_allocated counts for a model). */
+     * staging) and the cuDNN workspace; both grow, never shrink. bytes_in_use counts the
+     * executor's buffers only (it returns to 0 when all are released); bytes_peak also counts
+     * scratch, workspace and the weights on the device, so that it is all the device memory the
+     * backend held at its worst moment (what PyTorch's max_memory_allocated counts for a model). */
     void *scratch;
     size_t scratch_bytes;
     void *ws;
