@@ -91,25 +91,28 @@ static int conv_check_params(const vae_op *op) {
     return VAE_OK;
 }
 
-/* Uploads op->w (PyTorch [co][ci][kt][kh][kw]) in the 2-D layout [kp][kh][kw][kt][ci] or the 3-D
- * layout [kp][kt][kh][kw][ci] (filters co..kp-1 zero). op->c_out may be the padded count; the
- * checkpoint has s->co filters. */
+/* Uploads op->w (PyTorch [co][ci][kt][kh][kw]) in the 2-D layout [kp][kh][kw][width] with the
+ * taps next to the input channels (dt * c_in + ci < width: width = kt * c_in, or padded to cg) or
+ * the 3-D layout [kp][kt][kh][kw][width] (ci < width: width = c_in, or padded to cp); filters
+ * co..kp-1 and channels past the real ones are zero. op->c_out may be the padded count; the
+ * checkpoint has s->co filters. *bytes: the device size. */
 static int upload_weights(cuda_backend *cb, const vae_op *op, const conv_state *s, int three_d,
-                          void **out) {
-    const int ci = op->c_in, co = s->co, kt = op->kt, kh = op->kh, kw = op->kw;
-    const size_t k = (size_t)kh * kw * kt * ci, n = k * s->kp;
+                          int width, void **out, size_t *bytes) {
+    const int ci = op->c_in, kt = op->kt, kh = op->kh, kw = op->kw;
+    const size_t per = (size_t)(three_d ? kt : 1) * kh * kw * width, n = per * s->kp;
     float *host = vae_calloc(n, sizeof(float));
     if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory for weights", op->name);
-    for (int o = 0; o < co; o++)
+    for (int o = 0; o < s->co; o++)
         for (int c = 0; c < ci; c++)
             for (int dt = 0; dt < kt; dt++)
                 for (int dh = 0; dh < kh; dh++)
                     for (int dw = 0; dw < kw; dw++) {
-                        size_t dst = three_d ? (((size_t)dt * kh + dh) * kw + dw) * ci + c
-                                             : (((size_t)dh * kw + dw) * kt + dt) * ci + c;
-                        host[(size_t)o * k + dst] =
+                        size_t dst = three_d ? (((size_t)dt * kh + dh) * kw + dw) * width + c
+                                             : ((size_t)dh * kw + dw) * width + dt * ci + c;
+                        host[(size_t)o * per + dst] =
                             op->w[((((size_t)o * ci + c) * kt + dt) * kh + dh) * kw + dw];
                     }
+    *bytes = n * cb->base.elem_size;
     int rc = cu_upload_param(cb, host, n, 0, out, op->name);
     vae_free(host);
     return rc;
@@ -117,55 +120,25 @@ static int upload_weights(cuda_backend *cb, const vae_op *op, const conv_state *
 
 static int need_w2(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (s->w) return VAE_OK;
-    s->w_bytes = (size_t)s->k * s->kp * cb->base.elem_size;
-    return upload_weights(cb, op, s, 0, &s->w);
+    return upload_weights(cb, op, s, 0, op->kt * op->c_in, &s->w, &s->w_bytes);
 }
 
 static int need_w3(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (op->kt == 1) return need_w2(cb, op, s); /* the same layout */
     if (s->w3) return VAE_OK;
-    s->w3_bytes = (size_t)s->k * s->kp * cb->base.elem_size;
-    return upload_weights(cb, op, s, 1, &s->w3);
+    return upload_weights(cb, op, s, 1, op->c_in, &s->w3, &s->w3_bytes);
 }
 
 /* [kp][kh][kw][cg]: the 2-D layout with the gathered channels (kt*c_in) padded to cg */
 static int need_w2p(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (s->w2p) return VAE_OK;
-    const int ci = op->c_in, kt = op->kt, kh = op->kh, kw = op->kw, cg = s->cg;
-    const size_t per = (size_t)kh * kw * cg, n = per * s->kp;
-    float *host = vae_calloc(n, sizeof(float));
-    if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory for weights", op->name);
-    for (int o = 0; o < s->co; o++)
-        for (int c = 0; c < ci; c++)
-            for (int dt = 0; dt < kt; dt++)
-                for (int dh = 0; dh < kh; dh++)
-                    for (int dw = 0; dw < kw; dw++)
-                        host[(size_t)o * per + ((size_t)dh * kw + dw) * cg + dt * ci + c] =
-                            op->w[((((size_t)o * ci + c) * kt + dt) * kh + dh) * kw + dw];
-    s->w2p_bytes = n * cb->base.elem_size;
-    int rc = cu_upload_param(cb, host, n, 0, &s->w2p, op->name);
-    vae_free(host);
-    return rc;
+    return upload_weights(cb, op, s, 0, s->cg, &s->w2p, &s->w2p_bytes);
 }
 
 /* [kp][kt][kh][kw][cp]: the 3-D layout with the input channels padded to cp */
 static int need_w3p(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (s->w3p) return VAE_OK;
-    const int ci = op->c_in, kt = op->kt, kh = op->kh, kw = op->kw, cp = s->cp;
-    const size_t per = (size_t)kt * kh * kw * cp, n = per * s->kp;
-    float *host = vae_calloc(n, sizeof(float));
-    if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory for weights", op->name);
-    for (int o = 0; o < s->co; o++)
-        for (int c = 0; c < ci; c++)
-            for (int dt = 0; dt < kt; dt++)
-                for (int dh = 0; dh < kh; dh++)
-                    for (int dw = 0; dw < kw; dw++)
-                        host[(size_t)o * per + (((size_t)dt * kh + dh) * kw + dw) * cp + c] =
-                            op->w[((((size_t)o * ci + c) * kt + dt) * kh + dh) * kw + dw];
-    s->w3p_bytes = n * cb->base.elem_size;
-    int rc = cu_upload_param(cb, host, n, 0, &s->w3p, op->name);
-    vae_free(host);
-    return rc;
+    return upload_weights(cb, op, s, 1, s->cp, &s->w3p, &s->w3p_bytes);
 }
 
 /* bias padded to kp (zeros), float32 or the activation dtype */
