@@ -4,7 +4,7 @@
 # fixture tests on the GPU (fp32, bf16 and fp16), and write logs and a summary to $OUT.
 #
 # usage: bench/gpu_check.sh SHARED_DIR [--deps DIR] [--full] [--bench] [--ab] [--torch] [--compare]
-#                           [--runs N] [--no-ops] [--no-fixtures]
+#                           [--runs N] [--no-ops] [--no-fixtures] [--repeat SECONDS] [--sanitize]
 #   SHARED_DIR  folder with fixtures/ and models/ (a copy of ../shared: the device machine has
 #               no ../shared; copy what is needed into an ignored folder that travels, e.g.
 #               build-gpu-shared/)
@@ -18,6 +18,14 @@
 #   --compare   also bench/compare.sh (needs diffusers on the machine, see bench/README.md)
 #   --runs N    timed runs per workload for --bench/--torch/--compare (default 2; compare: 5)
 #   --no-ops / --no-fixtures  skip the op tests / the fixture tests
+#   --repeat S  also, for S seconds, the fixture REPEAT_FIXTURE (default wan21_tiny) in
+#               REPEAT_DTYPE (default fp32) over and over, REPEAT_PAR (default 4) processes at
+#               once (the GPU shared: timing-dependent tuning varies), cycling through the
+#               environments of REPEAT_ENVS (';'-separated; default: as is, graphs off, tuning
+#               off, contiguous windows off; %k in an entry is the run's number, e.g.
+#               VAE_CUDA_TUNE=seed:%k); failures and their logs go to repeat.log
+#   --sanitize  also compute-sanitizer (initcheck, memcheck, racecheck) on that fixture, in the
+#               background of --repeat: sanitize.log
 # Run from the repository root. Logs: $OUT (default ./gpu-out): env.log, build.log,
 # test_cuda_ops.log, fixtures.log, summary.txt (+ bench.log).
 set -u
@@ -26,7 +34,7 @@ SHARED=${1:?usage: bench/gpu_check.sh SHARED_DIR [--deps DIR] [--full] [--bench]
 shift
 DEPS=""
 [ -d build-gpu-deps ] && DEPS=$ROOT/build-gpu-deps
-FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1
+FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1 REPEAT=0 SANITIZE=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --deps) DEPS=$(cd "$2" && pwd); shift ;;
@@ -37,6 +45,8 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift ;;
     --no-ops) OPS=0 ;;
     --no-fixtures) FIXTURES=0 ;;
+    --repeat) REPEAT=$2; shift ;;
+    --sanitize) SANITIZE=1 ;;
     --compare) COMPARE=1 ;;
     *) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
     esac
@@ -185,6 +195,24 @@ for fx in $FX; do
         say "fixture $fx $dt: rc $rc in $(($(date +%s) - t0)) s: $(tail -1 "$OUT/fixtures.log")"
     done
 done
+# the tiny ones again with poisoned memory and per-op checks, and with seeded conv path choices
+# (the gpu_poisoned_* / gpu_tune_seed* ctests)
+if [ $FIXTURES = 1 ]; then
+    for fx in wan21_tiny wan22_tiny seedvr2_tiny taef2_real; do
+        for dt in fp32 bf16; do
+            echo "=== poisoned $fx $dt" >>"$OUT/fixtures.log"
+            (cd build-gpu && VAE_CUDA_POISON=1 VAE_EXEC_CHECK=1 timeout 90 ./test_fixtures \
+                "$SHARED" $fx --device cuda --dtype $dt) >>"$OUT/fixtures.log" 2>&1
+            say "poisoned $fx $dt: rc $? $(tail -1 "$OUT/fixtures.log")"
+        done
+    done
+    for seed in 1 2 3 4 5 6; do
+        echo "=== tune seed $seed wan21_tiny fp32" >>"$OUT/fixtures.log"
+        (cd build-gpu && VAE_CUDA_TUNE=seed:$seed timeout 90 ./test_fixtures "$SHARED" wan21_tiny \
+            --device cuda --dtype fp32) >>"$OUT/fixtures.log" 2>&1
+        say "tune seed $seed wan21_tiny fp32: rc $? $(tail -1 "$OUT/fixtures.log")"
+    done
+fi
 grep -E "^FAIL" "$OUT/fixtures.log" | head -40 >>"$SUMMARY"
 grep -E "^PASS .*rel_err" "$OUT/fixtures.log" >>"$SUMMARY"
 
@@ -238,5 +266,62 @@ wan2.1 --op decode --frames 81 --size 480x832|"
         grep -E "frames out in" "$OUT/bench.log" | tail -1 | cut -c1-200 >>"$SUMMARY"
         grep -E "conv blocks" "$OUT/bench.log" | tail -1 | sed 's/.*GEMM, //' >>"$SUMMARY"
     done
+fi
+
+# ---- repeated fixture runs (intermittent failures) and compute-sanitizer -------------------------
+RFX=${REPEAT_FIXTURE:-wan21_tiny} RDT=${REPEAT_DTYPE:-fp32}
+SPID=""
+if [ $SANITIZE = 1 ]; then
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+    if [ -z "$CS" ]; then
+        say "sanitize: no compute-sanitizer on this machine"
+    else
+        (
+            for tool in initcheck memcheck racecheck; do
+                echo "=== compute-sanitizer --tool $tool $RFX $RDT"
+                t0=$(date +%s)
+                (cd build-gpu && timeout 400 "$CS" --tool $tool --print-limit 40 \
+                    ./test_fixtures "$SHARED" $RFX --device cuda --dtype $RDT) 2>&1 | tail -120
+                echo "=== $tool: rc ${PIPESTATUS[0]} in $(($(date +%s) - t0)) s"
+            done
+        ) >"$OUT/sanitize.log" 2>&1 &
+        SPID=$!
+    fi
+fi
+if [ "$REPEAT" -gt 0 ] 2>/dev/null; then
+    RDEF="VAE_NONE=1;VAE_EXEC_GRAPH=0;VAE_CUDA_TUNE=0;VAE_EXEC_CONTIG=0" # VAE_NONE: as is
+    IFS=';' read -r -a RENV <<<"${REPEAT_ENVS:-$RDEF}"
+    PAR=${REPEAT_PAR:-4}
+    declare -A NRUN NFAIL
+    : >"$OUT/repeat.log"
+    end=$(($(date +%s) + REPEAT)) k=0
+    while [ "$(date +%s)" -lt $end ]; do
+        pids=() envs=()
+        for ((j = 0; j < PAR; j++, k++)); do
+            ev=${RENV[$((k % ${#RENV[@]}))]}
+            (cd build-gpu && env ${ev//%k/$k} timeout 120 ./test_fixtures "$SHARED" $RFX \
+                --device cuda --dtype $RDT >/tmp/repeat.$j.log 2>&1) &
+            pids+=($!) envs+=("$ev")
+        done
+        for ((j = 0; j < PAR; j++)); do
+            wait ${pids[$j]}
+            rc=$?
+            ev=${envs[$j]}
+            NRUN[$ev]=$((${NRUN[$ev]:-0} + 1))
+            if [ $rc != 0 ]; then
+                NFAIL[$ev]=$((${NFAIL[$ev]:-0} + 1))
+                echo "=== FAIL rc $rc [${ev//%k/$((k - PAR + j))}]" >>"$OUT/repeat.log"
+                cat /tmp/repeat.$j.log >>"$OUT/repeat.log"
+            fi
+        done
+    done
+    for ev in "${RENV[@]}"; do
+        say "repeat $RFX $RDT [$ev]: ${NFAIL[$ev]:-0} failed of ${NRUN[$ev]:-0}"
+    done
+    grep -E "^(FAIL|===)" "$OUT/repeat.log" | head -30 >>"$SUMMARY"
+fi
+if [ -n "$SPID" ]; then
+    wait $SPID
+    grep -E "^===|ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize.log" >>"$SUMMARY"
 fi
 cat "$SUMMARY"

@@ -250,7 +250,8 @@ static void test_contiguous_window(vae_backend *be, int kt, int st, int tpad, in
  * instead of running it; graph_launch runs the stored calls again on the same buffers, and
  * buffers released while a graph exists are held back, as a device allocator keeps them). A
  * stream must give exactly the same output with and without graphs, record once in its steady
- * state and replay every later step of that state; a failed recording falls back to plain steps. */
+ * state and replay every later step of that state; a recording that fails (at its end, or at an op
+ * half-way through the step) falls back to plain steps with the same output. */
 typedef struct rec_call {
     int kind; /* 0 conv, 1 norm, 2 eltwise, 3 resample, 4 attention, 5 copy, 6 zero */
     const vae_op *op;
@@ -268,7 +269,8 @@ typedef struct rec_graph {
 static const vae_backend_vtbl *rec_inner;
 static vae_backend_vtbl rec_vtbl;
 static rec_graph *rec_cur; /* recording into this one */
-static int rec_graphs, rec_made, rec_launches, rec_fail_end;
+static int rec_graphs, rec_made, rec_launches;
+static int rec_fail; /* 1: graph_end refuses; 2: the second conv fails while recording */
 static void **rec_held;
 static int rec_n_held;
 
@@ -296,6 +298,8 @@ static int rec_run(vae_backend *be, const rec_call *c) {
     }
 }
 static int rec_call_or_add(vae_backend *be, rec_call c) {
+    if (rec_cur && rec_fail == 2 && c.kind == 0 && strcmp(c.op->name, "graph.conv2") == 0)
+        return vae_fail(VAE_EUNSUPPORTED, "test: op refused while recording");
     return rec_cur ? rec_add(c) : rec_run(be, &c);
 }
 static int rec_conv(vae_backend *be, const vae_op *op, void *st, const void *const *frames,
@@ -353,12 +357,12 @@ static int rec_end(vae_backend *be, void **graph) {
     rec_graph *g = rec_cur;
     rec_cur = NULL;
     rec_graphs++;
-    if (rec_fail_end) {
+    if (rec_fail == 1) {
         rec_free(be, g);
         *graph = NULL;
         return vae_fail(VAE_EUNSUPPORTED, "test: recording refused");
     }
-    rec_made++;
+    rec_made += rec_fail == 0;
     *graph = g;
     return VAE_OK;
 }
@@ -370,6 +374,40 @@ static int rec_launch(vae_backend *be, void *graph) {
         if (rc) return rc;
     }
     return VAE_OK;
+}
+
+/* VAE_EXEC_CHECK=1 names the first op whose output is not finite (and a finite stream passes) */
+static void test_check_mode(vae_backend *be) {
+    vae_program p;
+    vae_program_init(&p, C);
+    vae_op a = vae_op_make(VAE_OP_ACT, 0, C, C);
+    a.act = VAE_ACT_SILU;
+    snprintf(a.name, sizeof a.name, "check.silu");
+    int va = vae_program_add(&p, &a);
+    vae_op s = vae_op_make(VAE_OP_SCALE_SHIFT, va, C, C);
+    snprintf(s.name, sizeof s.name, "check.scale");
+    vae_program_add(&p, &s);
+    static float x[2 * H * W * C];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+        x[i] = frand();
+    setenv("VAE_EXEC_CHECK", "1", 1);
+    for (int bad = 0; bad < 2; bad++) {
+        x[H * W * C + 5] = bad ? INFINITY : 0.5f; /* frame 1, pixel 1, channel 2 (C = 3) */
+        vae_exec *e = NULL;
+        int rc = vae_exec_create(&e, &p, be);
+        void *dev = be->v->alloc(be, sizeof x);
+        if (rc == VAE_OK && dev) rc = be->v->upload(be, dev, x, sizeof x / sizeof *x);
+        vae_chunk in = {dev, 2, H, W, C}, o;
+        if (rc == VAE_OK) rc = vae_exec_step(e, &in, &o);
+        CHECK(bad ? rc == VAE_ENAN && strstr(vae_last_error(), "check.silu") &&
+                        strstr(vae_last_error(), "frame 1, pixel 1, channel 2")
+                  : rc == VAE_OK,
+              "check mode (bad %d): rc %d, %s", bad, rc, rc ? vae_last_error() : "ok");
+        be->v->release(be, dev);
+        vae_exec_free(e);
+    }
+    unsetenv("VAE_EXEC_CHECK");
+    vae_program_free(&p);
 }
 
 static void test_graphs(vae_backend *be) {
@@ -415,7 +453,7 @@ static void test_graphs(vae_backend *be) {
     rec_vtbl.graph_launch = rec_launch, rec_vtbl.graph_free = rec_free;
     const int cut_sets[][4] = {{1, 1, 1, 1}, {1, 4, 4, 4}, {2, 3, 3, 3}, {1, 3, 3, 3}};
     for (int s = 0; s < 4; s++) {
-        for (int fail = 0; fail < 2; fail++) {
+        for (int fail = 0; fail < 3; fail++) {
             int t0, t1, oh, ow, oc;
             int64_t peak;
             setenv("VAE_EXEC_GRAPH", "0", 1);
@@ -423,7 +461,7 @@ static void test_graphs(vae_backend *be) {
             unsetenv("VAE_EXEC_GRAPH");
             be->v = &rec_vtbl;
             rec_made = rec_launches = 0;
-            rec_fail_end = fail;
+            rec_fail = fail;
             float *y = run_stream(be, &p, x, T, cut_sets[s], 4, &t1, &oh, &ow, &oc, &peak);
             be->v = rec_inner;
             /* steps: the first, then the first steady one is recorded (state unchanged by the one
@@ -540,6 +578,7 @@ int main(void) {
     test_dry(be);
     test_conv_up(be);
     test_graphs(be);
+    test_check_mode(be);
     be->v->destroy(be);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -50,6 +50,12 @@ static char *read_text(const char *path) {
     return s;
 }
 
+/* VAE_TEST_LOG=debug|info: the library's log on stderr (to follow a failing GPU case) */
+static void log_stderr(int level, const char *message, void *user) {
+    (void)user;
+    fprintf(stderr, "[%d] %s\n", level, message);
+}
+
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -144,6 +150,10 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--dtype") == 0) dtype = argv[i + 1];
         else if (strcmp(argv[i], "--tol") == 0) tol = atof(argv[i + 1]);
     }
+    const char *lv = getenv("VAE_TEST_LOG");
+    if (lv && *lv)
+        vae_set_log_callback(log_stderr, NULL,
+                             strcmp(lv, "debug") == 0 ? VAE_LOG_DEBUG : VAE_LOG_INFO);
     vae_session_options so;
     vae_session_options_default(&so);
     if (strcmp(device, "cuda") == 0) {

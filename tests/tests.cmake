@@ -34,6 +34,25 @@ foreach(fx wan21_tiny wan21_small wan22_tiny seedvr2_tiny taef2_real wan21_full 
                          SKIP_REGULAR_EXPRESSION "skipped: no GPU")
   endforeach()
 endforeach()
+# the tiny fixtures on the GPU with every new device block filled with NaN and every op's output
+# checked (memory read before it was written), and with seeded conv path choices instead of
+# timing (the combinations that timing noise can produce)
+foreach(fx wan21_tiny wan22_tiny seedvr2_tiny taef2_real)
+  foreach(dt fp32 bf16)
+    add_test(NAME gpu_poisoned_${fx}_${dt}
+             COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype ${dt})
+    set_tests_properties(gpu_poisoned_${fx}_${dt} PROPERTIES LABELS gpu
+                         ENVIRONMENT "VAE_CUDA_POISON=1;VAE_EXEC_CHECK=1"
+                         SKIP_REGULAR_EXPRESSION "skipped: no GPU")
+  endforeach()
+endforeach()
+foreach(seed 1 2 3 4 5 6)
+  add_test(NAME gpu_tune_seed${seed}_wan21_tiny
+           COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_tiny --device cuda --dtype fp32)
+  set_tests_properties(gpu_tune_seed${seed}_wan21_tiny PROPERTIES LABELS gpu
+                       ENVIRONMENT "VAE_CUDA_TUNE=seed:${seed}"
+                       SKIP_REGULAR_EXPRESSION "skipped: no GPU")
+endforeach()
 
 if(EXISTS ${CMAKE_SOURCE_DIR}/tests/test_cli.sh)
   add_test(NAME cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_cli.sh $<TARGET_FILE:vae_cli> ${VAE_SHARED_DIR})

@@ -25,6 +25,7 @@
  */
 #include "executor.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,7 @@ struct vae_exec {
     int frames_cap;
     double macs;
     /* work graph of the steady-state step (see the top of this file) */
+    int check;                        /* VAE_EXEC_CHECK=1: every op's output must be finite */
     int graph_ok;                     /* graphs allowed (backend has them, VAE_EXEC_GRAPH) */
     void *graph;                      /* the recorded step, or NULL */
     uint64_t graph_sig;               /* the state it was recorded in */
@@ -113,8 +115,10 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be) {
             if (p->ops[i].in[k] >= 0) e->uses[p->ops[i].in[k]]++;
     const char *contig = getenv("VAE_EXEC_CONTIG"), *graph = getenv("VAE_EXEC_GRAPH");
     e->contig = be && !(contig && contig[0] == '0');
-    e->graph_ok = be && be->v->graph_begin && be->v->graph_end && be->v->graph_launch &&
-                  be->v->graph_free && !(graph && graph[0] == '0');
+    const char *check = getenv("VAE_EXEC_CHECK");
+    e->check = check && check[0] == '1';
+    e->graph_ok = !e->check && be && be->v->graph_begin && be->v->graph_end &&
+                  be->v->graph_launch && be->v->graph_free && !(graph && graph[0] == '0');
     for (int i = 0; i < p->n_ops; i++)
         if (p->ops[i].up > 1 && (p->ops[i].kind != VAE_OP_CONV || vae_op_is_windowed(&p->ops[i]))) {
             vae_exec_free(e);
@@ -570,9 +574,32 @@ static uint64_t state_sig(const vae_exec *e, const vae_chunk *in) {
     return h;
 }
 
+/* VAE_EXEC_CHECK=1: the op's output is read back and must be finite (test mode: names the first
+ * op that makes a NaN or Inf, e.g. from memory it read before anything wrote it) */
+static int check_output(vae_exec *e, int i) {
+    const vae_op *op = &e->p->ops[i];
+    const value *y = &e->val[op->out];
+    if (!y->buf || y->t == 0) return VAE_OK;
+    const size_t n = (size_t)y->t * y->h * y->w * y->c;
+    float *host = vae_malloc(n * sizeof *host);
+    if (!host) return vae_fail(VAE_ENOMEM, "out of memory checking %s", op->name);
+    int rc = e->be->v->download(e->be, host, y->buf, n);
+    const size_t plane = (size_t)y->h * y->w;
+    for (size_t k = 0; rc == VAE_OK && k < n; k++)
+        if (!isfinite(host[k]))
+            rc = vae_fail(VAE_ENAN,
+                          "op %d (%s) output [%d,%d,%d,%d]: non-finite at frame %d, pixel %lld, "
+                          "channel %d (VAE_EXEC_CHECK)",
+                          i, op->name, y->t, y->h, y->w, y->c, (int)(k / (plane * y->c)),
+                          (long long)(k / (size_t)y->c % plane), (int)(k % (size_t)y->c));
+    vae_free(host);
+    return rc;
+}
+
 static int run_ops(vae_exec *e) {
     for (int i = 0; i < e->p->n_ops; i++) {
         int rc = run_op(e, i);
+        if (rc == VAE_OK && e->check && e->be) rc = check_output(e, i);
         if (rc) {
             values_release(e);
             return rc;
@@ -590,6 +617,7 @@ static int step_record(vae_exec *e, uint64_t sig) {
     for (int i = 0; i < p->n_ops; i++)
         e->graph_seen[i] = e->st[i].frames_seen;
     const double macs0 = e->macs;
+    const value in = e->val[p->input]; /* a failing run_ops clears every value, the input too */
     int rc = be->v->graph_begin(be);
     if (rc == VAE_OK) {
         void *g = NULL;
@@ -607,10 +635,8 @@ static int step_record(vae_exec *e, uint64_t sig) {
         }
         if (g) be->v->graph_free(be, g);
         if (rc == VAE_OK) rc = rc_end;
-        const value in = e->val[p->input];
         values_release(e);
         e->val[p->input] = in;
-        e->val[p->input].refs = e->uses[p->input];
     }
     VAE_DEBUG("executor: step not recorded as a graph (%s); running ops one by one",
               rc ? vae_last_error() : "no graph");
@@ -636,7 +662,13 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
     int rc = VAE_EUNSUPPORTED;
     if (e->be && (e->graph || e->graph_ok)) {
         const uint64_t sig = state_sig(e, in);
-        if (e->graph && sig == e->graph_sig) { /* replay */
+        const int replay = e->graph && sig == e->graph_sig;
+        /* the state before this step is the one before and after the previous step */
+        const int steady = e->graph_ok && e->have_prev && sig == e->prev_before &&
+                           e->prev_before == e->prev_after;
+        VAE_DEBUG("executor: step of %d frames %dx%d: %s", in->t, in->h, in->w,
+                  replay ? "graph replay" : steady ? "recording" : "ops");
+        if (replay) {
             if ((rc = e->be->v->graph_launch(e->be, e->graph))) return rc;
             for (int i = 0; i < p->n_ops; i++)
                 e->st[i].frames_seen += e->graph_seen[i];
@@ -644,9 +676,7 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
             e->val[p->output] = e->graph_out;
         } else {
             graph_drop(e);
-            if (e->graph_ok && e->have_prev && sig == e->prev_before &&
-                e->prev_before == e->prev_after)
-                rc = step_record(e, sig);
+            if (steady) rc = step_record(e, sig);
         }
         if (rc == VAE_EUNSUPPORTED) rc = run_ops(e);
         if (rc) return rc;

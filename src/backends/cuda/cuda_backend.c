@@ -173,11 +173,19 @@ static void prof_report(cuda_backend *cb) {
     cb->prof_made = cb->prof_n = 0;
 }
 
+/* VAE_CUDA_POISON=1: every block handed out (pool, scratch, workspace) is first filled with
+ * all-ones bytes, a NaN in every float type, so that work reading memory it did not write shows
+ * up as non-finite output instead of depending on what the block held before (test mode). */
+void cu_poison(cuda_backend *cb, void *p, size_t bytes) {
+    if (p && bytes) cudaMemsetAsync(p, 0xFF, bytes, cb->stream);
+}
+
 /* ---- scratch --------------------------------------------------------------------------------- */
 void cu_retire(cuda_backend *cb, void *p, size_t bytes) {
     if (!p) return;
-    cudaStreamSynchronize(cb->stream); /* pending work may still read it */
-    if (cb->pool.graphs > 0) {         /* a recorded graph may still use it: keep it till then */
+    /* a recorded graph may still use it, or (while recording) work queued before: keep it till
+     * the last graph is gone */
+    if (cb->pool.graphs > 0 || cb->recording) {
         void **r = vae_realloc(cb->retired, (size_t)(cb->n_retired + 1) * sizeof *r);
         if (r) {
             cb->retired = r;
@@ -186,6 +194,7 @@ void cu_retire(cuda_backend *cb, void *p, size_t bytes) {
             return;
         }
     }
+    cudaStreamSynchronize(cb->stream); /* pending work may still read it */
     cudaFree(p);
 }
 
@@ -199,7 +208,12 @@ static void retired_free(cuda_backend *cb) {
 }
 
 void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who) {
-    if (bytes <= cb->scratch_bytes) return cb->scratch;
+    if (bytes <= cb->scratch_bytes) {
+        if (cb->poison) cu_poison(cb, cb->scratch, bytes); /* what an earlier user left */
+        return cb->scratch;
+    }
+    VAE_DEBUG("%s: scratch grows from %zu to %zu bytes (%d graphs alive)", who, cb->scratch_bytes,
+              bytes, cb->pool.graphs);
     /* grow by at least 1/4 so that slowly growing requests do not reallocate every time */
     size_t want = bytes + bytes / 4;
     want = (want + 0xFFFFF) & ~(size_t)0xFFFFF;
@@ -223,10 +237,29 @@ void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who) {
     cb->scratch = p;
     cb->scratch_bytes = want;
     cu_note_peak(cb);
+    if (cb->poison) cu_poison(cb, p, want);
     return p;
 }
 
 /* ---- parameters (weights) ------------------------------------------------------------------- */
+/* Copies pageable host memory to the device in the stream's order. A plain cudaMemcpy would run on
+ * the legacy stream, which the backend's non-blocking stream does not wait for, and for pageable
+ * memory it returns once the data is staged, before it has landed: a kernel queued right after
+ * (a weight layout made on first use) could read it half-written. The async copy stages the host
+ * data before returning too, so the caller may free it at once. Not while a graph is being
+ * recorded (the graph would keep a copy from host memory): the recording then fails and the step
+ * runs normally. */
+int cu_upload_host(cuda_backend *cb, void *dst, const void *host, size_t bytes, const char *who) {
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    int rc = cu_check(cudaStreamIsCapturing(cb->stream, &cap), who, "cudaStreamIsCapturing");
+    if (rc) return rc;
+    if (cap != cudaStreamCaptureStatusNone)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: no upload of constants while recording a graph",
+                        who);
+    return cu_check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, cb->stream), who,
+                    "uploading constants");
+}
+
 int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, void **out,
                     const char *who) {
     *out = NULL;
@@ -244,15 +277,13 @@ int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, vo
     }
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes);
-    if (e == cudaSuccess) {
-        e = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
-        if (e != cudaSuccess) {
-            cudaFree(p);
-            p = NULL;
-        }
-    }
+    int rc = e == cudaSuccess ? cu_upload_host(cb, p, host, bytes, who)
+                              : cu_check(e, who, "allocating weights");
     vae_free(tmp);
-    if (e != cudaSuccess) return cu_check(e, who, "uploading weights");
+    if (rc) {
+        if (p) cudaFree(p);
+        return rc;
+    }
     cb->weight_bytes += (int64_t)bytes;
     cu_note_peak(cb);
     *out = p;
@@ -305,6 +336,7 @@ static void *cuda_alloc(vae_backend *be, size_t bytes) {
     }
     be->bytes_in_use += (int64_t)got;
     cu_note_peak(cb);
+    if (cb->poison) cu_poison(cb, p, got);
     return p;
 }
 
@@ -532,8 +564,10 @@ static int cuda_graph_begin(vae_backend *be) {
     int rc = cu_enter(cb, "cuda graph");
     if (rc) return rc;
     /* relaxed: a cudaMalloc while recording (a cache miss of the allocator) is allowed */
-    return cu_check(cudaStreamBeginCapture(cb->stream, cudaStreamCaptureModeRelaxed), "cuda graph",
-                    "cudaStreamBeginCapture");
+    rc = cu_check(cudaStreamBeginCapture(cb->stream, cudaStreamCaptureModeRelaxed), "cuda graph",
+                  "cudaStreamBeginCapture");
+    cb->recording = rc == VAE_OK;
+    return rc;
 }
 
 static int cuda_graph_end(vae_backend *be, void **graph) {
@@ -541,6 +575,7 @@ static int cuda_graph_end(vae_backend *be, void **graph) {
     *graph = NULL;
     cudaGraph_t g = NULL;
     int rc = cu_check(cudaStreamEndCapture(cb->stream, &g), "cuda graph", "cudaStreamEndCapture");
+    cb->recording = 0;
     if (rc == VAE_OK && !g) rc = vae_fail(VAE_EDEVICE, "cuda graph: nothing was recorded");
     cudaGraphExec_t x = NULL;
     if (rc == VAE_OK)
@@ -548,6 +583,10 @@ static int cuda_graph_end(vae_backend *be, void **graph) {
     if (g) cudaGraphDestroy(g);
     if (rc) {
         cudaGetLastError(); /* a failed recording is not an error of later work */
+        if (cb->pool.graphs == 0 && cb->n_retired) { /* what it outgrew (cu_retire) */
+            cudaStreamSynchronize(cb->stream);
+            retired_free(cb);
+        }
         return rc;
     }
     *graph = x;
@@ -686,8 +725,13 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->conv3d = !(s && s[0] == '0');
     s = getenv("VAE_CUDA_FUSE");
     cb->fuse = dtype != VAE_DTYPE_F32 && !(s && s[0] == '0');
+    s = getenv("VAE_CUDA_POISON");
+    cb->poison = s && s[0] == '1';
     s = getenv("VAE_CUDA_TUNE");
     cb->tune = !(s && s[0] == '0');
+    /* seed:N -- no timing: each (op, shape) gets a path chosen by a hash of N (tests explore the
+     * combinations of paths that timing noise can produce) */
+    if (s && strncmp(s, "seed:", 5) == 0) cb->tune_seed = strtoull(s + 5, NULL, 10) | 1;
     s = getenv("VAE_CUDA_PW");
     cb->pw_dnn = !(s && strcmp(s, "gemm") == 0);
     s = getenv("VAE_CUDA_PHASE");

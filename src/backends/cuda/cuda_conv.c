@@ -113,6 +113,7 @@ static int upload_weights(cuda_backend *cb, const vae_op *op, const conv_state *
                             op->w[((((size_t)o * ci + c) * kt + dt) * kh + dh) * kw + dw];
                     }
     *bytes = n * cb->base.elem_size;
+    VAE_DEBUG("%s: weights in the %s layout, width %d", op->name, three_d ? "3-D" : "2-D", width);
     int rc = cu_upload_param(cb, host, n, 0, out, op->name);
     vae_free(host);
     return rc;
@@ -526,11 +527,13 @@ static void conv_trim_layouts(cuda_backend *cb, conv_state *s, int keep_w, int k
     void **lay[4] = {&s->w, &s->w2p, &s->w3, &s->w3p};
     size_t *bytes[4] = {&s->w_bytes, &s->w2p_bytes, &s->w3_bytes, &s->w3p_bytes};
     const int keep[4] = {keep_w, keep_w, keep_w3, keep_w3p};
+    if (cb->recording) return; /* the recorded work reads them */
     int synced = 0;
     for (int i = 0; i < 4; i++) {
         if (keep[i] || !*lay[i]) continue;
         if (!synced) cudaStreamSynchronize(cb->stream); /* queued convs may still read it */
         synced = 1;
+        VAE_DEBUG("weight layout %d of %zu bytes freed", i, *bytes[i]);
         cu_free_param(cb, *lay[i], *bytes[i]);
         *lay[i] = NULL;
         *bytes[i] = 0;
@@ -668,33 +671,52 @@ static int timed_path(conv_call *cc, const void *const *frames, int t_out, int p
                     "event");
 }
 
+/* VAE_CUDA_TUNE=seed:N: FNV-1a of the seed, the op's name and the shape */
+static uint64_t seed_hash(uint64_t seed, const char *name, int n_in, int h, int w) {
+    uint64_t x = 0xcbf29ce484222325ull ^ seed;
+    for (const char *c = name; *c; c++) x = (x ^ (unsigned char)*c) * 0x100000001b3ull;
+    const int v[3] = {n_in, h, w};
+    for (int i = 0; i < 3; i++) x = (x ^ (uint64_t)(uint32_t)v[i]) * 0x100000001b3ull;
+    return x ^ (x >> 29);
+}
+
 /* A temporal conv: the path measured fastest for this shape (timed on first sight). */
 static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_out, int consec) {
     conv_state *s = cc->s;
     for (int i = 0; i < s->n_tune; i++)
         if (s->tune[i].n_in == n_in && s->tune[i].h == cc->h && s->tune[i].w == cc->w) {
             int path = s->tune[i].path;
-            if (path == PATH_3D && !consec) path = s->cp ? PATH_3DPAD : PATH_BLOCKS;
+            if (path == PATH_3D && !consec) {
+                path = s->cp ? PATH_3DPAD : PATH_BLOCKS;
+                VAE_DEBUG("%s: %d frames %dx%d: not consecutive, %s", cc->op->name, n_in, cc->h,
+                          cc->w, path_names[path]);
+            }
             return run_path(cc, frames, t_out, path);
         }
     int cand[3], nc = 0;
     if (consec && !s->no3d) cand[nc++] = PATH_3D;
     if (s->cp) cand[nc++] = PATH_3DPAD;
     cand[nc++] = PATH_BLOCKS;
-    /* every run rewrites y completely, except an in-place residual (y = bias + y up front) */
-    if (nc == 1 || !cc->cb->tune || cc->init_done || s->n_tune == CONV_TUNE_MAX)
+    /* every run rewrites y completely, except an in-place residual (y = bias + y up front); a
+     * shape first seen while recording a graph is measured on a later plain call */
+    if (nc == 1 || !cc->cb->tune || cc->init_done || s->n_tune == CONV_TUNE_MAX ||
+        cc->cb->recording)
         return run_path(cc, frames, t_out, cand[0]);
     float ms[3] = {0, 0, 0};
     int best = -1;
-    for (int k = 0; k < nc; k++) {
-        int rc = timed_path(cc, frames, t_out, cand[k], &ms[k]);
-        if (rc) return rc;
-        if ((cand[k] == PATH_3D && s->no3d) || (cand[k] == PATH_3DPAD && !s->cp))
-            continue; /* that path turned out unsupported (it ran per block) */
-        if (best < 0 || ms[k] < ms[best]) best = k;
+    if (cc->cb->tune_seed) {
+        best = (int)(seed_hash(cc->cb->tune_seed, cc->op->name, n_in, cc->h, cc->w) % (uint64_t)nc);
+    } else {
+        for (int k = 0; k < nc; k++) {
+            int rc = timed_path(cc, frames, t_out, cand[k], &ms[k]);
+            if (rc) return rc;
+            if ((cand[k] == PATH_3D && s->no3d) || (cand[k] == PATH_3DPAD && !s->cp))
+                continue; /* that path turned out unsupported (it ran per block) */
+            if (best < 0 || ms[k] < ms[best]) best = k;
+        }
     }
     const int path = best >= 0 ? cand[best] : PATH_BLOCKS;
-    if (path != cand[nc - 1]) { /* y from the chosen path (the one later calls use) */
+    if (path != cand[nc - 1] || cc->cb->tune_seed) { /* y from the chosen path (later calls') */
         int rc = run_path(cc, frames, t_out, path);
         if (rc) return rc;
     }

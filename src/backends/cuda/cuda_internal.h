@@ -202,6 +202,9 @@ typedef struct cuda_backend {
     int conv3d;           /* 3-D cuDNN convs over contiguous windows (VAE_CUDA_CONV3D, default 1) */
     int fuse;             /* bias/residual in cuDNN's epilogue, 16-bit only (VAE_CUDA_FUSE) */
     int tune;             /* time 3-D vs per-block convs per shape (VAE_CUDA_TUNE, default 1) */
+    int recording;        /* a graph is being recorded (stream capture): no timing, no frees */
+    int poison;           /* VAE_CUDA_POISON=1: new blocks filled with NaN (cu_poison) */
+    uint64_t tune_seed;   /* VAE_CUDA_TUNE=seed:N: paths by hash instead of timing (0: off) */
     int pw_dnn;           /* 1x1 convs through cuDNN with the fused epilogue (VAE_CUDA_PW=gemm: off) */
     int phase;            /* nearest x2 + 3x3 conv as four 2x2 phase convs (VAE_CUDA_PHASE) */
     cudaEvent_t tune_ev[2];
@@ -255,6 +258,8 @@ void cu_note_peak(cuda_backend *cb);
  * freed. */
 void cu_retire(cuda_backend *cb, void *p, size_t bytes);
 /* Device scratch of at least `bytes` bytes; NULL + vae_fail on failure. */
+void cu_poison(cuda_backend *cb, void *p, size_t bytes);
+int cu_upload_host(cuda_backend *cb, void *dst, const void *host, size_t bytes, const char *who);
 void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who);
 /* Device buffer from host float32 data converted to the backend dtype (conv weights), or a
  * float32 copy (norm parameters) when as_f32; *out = NULL for src == NULL. */

@@ -66,11 +66,12 @@ static int shuffle_table_ex(cuda_backend *cb, const vae_op *op, const int **out,
                                            : 0;
     int *dev = NULL;
     cudaError_t e = cudaMalloc((void **)&dev, n * sizeof(int));
-    if (e == cudaSuccess) e = cudaMemcpy(dev, tab, n * sizeof(int), cudaMemcpyHostToDevice);
+    rc = e == cudaSuccess ? cu_upload_host(cb, dev, tab, n * sizeof(int), op->name)
+                          : cu_check(e, op->name, "allocating the shuffle table");
     vae_free(tab);
-    if (e != cudaSuccess) {
+    if (rc) {
         if (dev) cudaFree(dev);
-        return cu_check(e, op->name, "uploading the shuffle table");
+        return rc;
     }
     cu_table *t = &cb->tables[cb->n_tables++];
     memcpy(t->key, key, sizeof key);

@@ -129,6 +129,8 @@ static cudnnDataType_t dnn_type(vae_dtype dt) {
 
 static int ws_reserve(cuda_backend *cb, size_t bytes, const char *who) {
     if (bytes <= cb->ws_bytes) return VAE_OK;
+    VAE_DEBUG("%s: cuDNN workspace grows from %zu to %zu bytes (%d graphs alive)", who,
+              cb->ws_bytes, bytes, cb->pool.graphs);
     cu_retire(cb, cb->ws, cb->ws_bytes);
     cb->ws = NULL;
     cb->ws_bytes = 0;
@@ -145,6 +147,7 @@ static int ws_reserve(cuda_backend *cb, size_t bytes, const char *who) {
     }
     cb->ws_bytes = want;
     cu_note_peak(cb);
+    if (cb->poison) cu_poison(cb, cb->ws, want);
     return VAE_OK;
 }
 
