@@ -258,9 +258,12 @@ void cu_note_peak(cuda_backend *cb);
  * freed. */
 void cu_retire(cuda_backend *cb, void *p, size_t bytes);
 /* Device scratch of at least `bytes` bytes; NULL + vae_fail on failure. */
-void cu_poison(cuda_backend *cb, void *p, size_t bytes);
-int cu_upload_host(cuda_backend *cb, void *dst, const void *host, size_t bytes, const char *who);
 void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who);
+/* VAE_CUDA_POISON: fills a block the backend hands out with NaN bytes (queued on the stream). */
+void cu_poison(cuda_backend *cb, void *p, size_t bytes);
+/* Host -> device copy of constants in the stream's order (the host buffer may be freed on
+ * return); VAE_EUNSUPPORTED while a graph is being recorded. */
+int cu_upload_host(cuda_backend *cb, void *dst, const void *host, size_t bytes, const char *who);
 /* Device buffer from host float32 data converted to the backend dtype (conv weights), or a
  * float32 copy (norm parameters) when as_f32; *out = NULL for src == NULL. */
 int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, void **out,
