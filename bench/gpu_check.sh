@@ -181,6 +181,16 @@ if [ $OPS = 1 ]; then
 fi
 
 # ---- fixtures on the GPU ------------------------------------------------------------------------
+# one fixture on the GPU: fixture_run LABEL FIXTURE DTYPE [VAR=value ...] (logged, summarised)
+fixture_run() {
+    local label=$1 fx=$2 dt=$3 t0
+    shift 3
+    t0=$(date +%s)
+    echo "=== $label" >>"$OUT/fixtures.log"
+    (cd build-gpu && env "$@" timeout 90 ./test_fixtures "$SHARED" $fx --device cuda --dtype $dt) \
+        >>"$OUT/fixtures.log" 2>&1
+    say "$label: rc $? in $(($(date +%s) - t0)) s: $(tail -1 "$OUT/fixtures.log")"
+}
 FX="wan21_tiny wan22_tiny seedvr2_tiny taef2_real"
 [ $FULL = 1 ] && FX="$FX wan21_small wan21_full wan22_full seedvr2_full"
 [ $FIXTURES = 1 ] || FX=""
@@ -188,11 +198,7 @@ FX="wan21_tiny wan22_tiny seedvr2_tiny taef2_real"
 for fx in $FX; do
     [ -f "$SHARED/fixtures/$fx.json" ] || { say "fixture $fx: not in $SHARED/fixtures"; continue; }
     for dt in fp32 bf16 fp16; do
-        t0=$(date +%s)
-        echo "=== $fx $dt" >>"$OUT/fixtures.log"
-        (cd build-gpu && timeout 90 ./test_fixtures "$SHARED" $fx --device cuda --dtype $dt) >>"$OUT/fixtures.log" 2>&1
-        rc=$?
-        say "fixture $fx $dt: rc $rc in $(($(date +%s) - t0)) s: $(tail -1 "$OUT/fixtures.log")"
+        fixture_run "fixture $fx $dt" $fx $dt
     done
 done
 # the tiny ones again with poisoned memory and per-op checks, and with seeded conv path choices
@@ -200,17 +206,11 @@ done
 if [ $FIXTURES = 1 ]; then
     for fx in wan21_tiny wan22_tiny seedvr2_tiny taef2_real; do
         for dt in fp32 bf16; do
-            echo "=== poisoned $fx $dt" >>"$OUT/fixtures.log"
-            (cd build-gpu && VAE_CUDA_POISON=1 VAE_EXEC_CHECK=1 timeout 90 ./test_fixtures \
-                "$SHARED" $fx --device cuda --dtype $dt) >>"$OUT/fixtures.log" 2>&1
-            say "poisoned $fx $dt: rc $? $(tail -1 "$OUT/fixtures.log")"
+            fixture_run "poisoned $fx $dt" $fx $dt VAE_CUDA_POISON=1 VAE_EXEC_CHECK=1
         done
     done
     for seed in 1 2 3 4 5 6; do
-        echo "=== tune seed $seed wan21_tiny fp32" >>"$OUT/fixtures.log"
-        (cd build-gpu && VAE_CUDA_TUNE=seed:$seed timeout 90 ./test_fixtures "$SHARED" wan21_tiny \
-            --device cuda --dtype fp32) >>"$OUT/fixtures.log" 2>&1
-        say "tune seed $seed wan21_tiny fp32: rc $? $(tail -1 "$OUT/fixtures.log")"
+        fixture_run "tune seed $seed wan21_tiny fp32" wan21_tiny fp32 VAE_CUDA_TUNE=seed:$seed
     done
 fi
 grep -E "^FAIL" "$OUT/fixtures.log" | head -40 >>"$SUMMARY"

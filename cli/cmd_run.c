@@ -317,7 +317,6 @@ static int on_frames(const float *frames, int first, int n, int c, int h, int w,
     return 0;
 }
 
-
 #ifdef VAE_HAVE_MEDIA
 static void squeeze_time(vae_tensor *t) {
     /* [1,C,1,H,W] -> [1,C,H,W] */

@@ -62,40 +62,46 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static double rel_error(const vae_tensor *a, const vae_tensor *b, int64_t *nonfinite) {
+static int64_t numel(const vae_tensor *t) {
     int64_t n = 1;
-    for (int i = 0; i < a->ndim; i++) n *= a->shape[i];
-    const float *x = a->data, *y = b->data;
-    double num = 0, den = 0;
-    *nonfinite = 0;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+/* Adds x[0..n) vs y[0..n) to the sums of squared differences and of squared references;
+ * non-finite x values are counted instead. */
+static void err_sums(const float *x, const float *y, int64_t n, double *num, double *den,
+                     int64_t *nonfinite) {
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(x[i])) {
             (*nonfinite)++;
             continue;
         }
         double d = (double)x[i] - y[i];
-        num += d * d;
-        den += (double)y[i] * y[i];
+        *num += d * d;
+        *den += (double)y[i] * y[i];
     }
+}
+
+static double rel_error(const vae_tensor *a, const vae_tensor *b, int64_t *nonfinite) {
+    double num = 0, den = 0;
+    *nonfinite = 0;
+    err_sums(a->data, b->data, numel(a), &num, &den, nonfinite);
     return sqrt(num / (den > 0 ? den : 1));
 }
 
 /* After a failure of a video output [1,C,T,H,W]: which frames are off (they tell which chunk of
- * the stream went wrong). */
+ * the stream went wrong); a frame with a non-finite value counts as infinitely off. */
 static void print_frame_errors(const vae_tensor *a, const vae_tensor *b, double tol) {
     if (a->ndim != 5) return;
     const int64_t c = a->shape[1], t = a->shape[2], plane = a->shape[3] * a->shape[4];
     const float *x = a->data, *y = b->data;
     for (int64_t f = 0; f < t; f++) {
         double num = 0, den = 0;
-        for (int64_t k = 0; k < c; k++)
-            for (int64_t i = 0; i < plane; i++) {
-                const int64_t j = (k * t + f) * plane + i;
-                const double d = (double)x[j] - y[j];
-                num += isfinite(d) ? d * d : INFINITY;
-                den += (double)y[j] * y[j];
-            }
-        const double e = sqrt(num / (den > 0 ? den : 1));
+        int64_t bad = 0;
+        for (int64_t k = 0; k < c; k++) /* one plane per channel */
+            err_sums(x + (k * t + f) * plane, y + (k * t + f) * plane, plane, &num, &den, &bad);
+        const double e = bad ? INFINITY : sqrt(num / (den > 0 ? den : 1));
         if (!(e <= tol))
             printf("    frame %lld of %lld: rel_err %.2e\n", (long long)f, (long long)t, e);
     }
@@ -121,14 +127,13 @@ static void check_checksums(const char *ckpt, const cJSON *sums) {
         }
         const cJSON *shape = cJSON_GetObjectItem(it, "shape"), *first = cJSON_GetObjectItem(it, "first");
         double ref = cJSON_GetObjectItem(it, "sum")->valuedouble, sum = 0, mag = 0;
-        int64_t numel = 1;
-        for (int i = 0; i < t.ndim; i++) numel *= t.shape[i];
-        for (int64_t i = 0; i < numel; i++) {
+        const int64_t count = numel(&t);
+        for (int64_t i = 0; i < count; i++) {
             sum += ((float *)t.data)[i];
             mag += fabs(((float *)t.data)[i]);
         }
         int ok = same_shape(&t, shape) && fabs(sum - ref) <= 1e-6 * mag + 1e-9;
-        for (int i = 0; ok && i < cJSON_GetArraySize(first) && i < numel; i++) {
+        for (int i = 0; ok && i < cJSON_GetArraySize(first) && i < count; i++) {
             double v = cJSON_GetArrayItem(first, i)->valuedouble;
             ok = fabs(((float *)t.data)[i] - v) <= 1e-7 * (1 + fabs(v));
         }

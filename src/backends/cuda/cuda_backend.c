@@ -250,10 +250,7 @@ void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who) {
  * recorded (the graph would keep a copy from host memory): the recording then fails and the step
  * runs normally. */
 int cu_upload_host(cuda_backend *cb, void *dst, const void *host, size_t bytes, const char *who) {
-    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    int rc = cu_check(cudaStreamIsCapturing(cb->stream, &cap), who, "cudaStreamIsCapturing");
-    if (rc) return rc;
-    if (cap != cudaStreamCaptureStatusNone)
+    if (cb->recording)
         return vae_fail(VAE_EUNSUPPORTED, "%s: no upload of constants while recording a graph",
                         who);
     return cu_check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, cb->stream), who,

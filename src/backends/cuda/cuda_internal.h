@@ -254,8 +254,8 @@ void cu_prof_end(cuda_backend *cb, int h);
 /* bytes_peak = max(bytes_peak, weights + bytes_in_use + scratch + workspace) */
 void cu_note_peak(cuda_backend *cb);
 /* Frees a device buffer that queued work may still use (after a stream synchronisation); while
- * work graphs exist (they replay on the addresses they recorded) it is kept until the last one is
- * freed. */
+ * work graphs exist (they replay on the addresses they recorded) or one is being recorded, it is
+ * kept until the last graph is freed (or the recording failed). */
 void cu_retire(cuda_backend *cb, void *p, size_t bytes);
 /* Device scratch of at least `bytes` bytes; NULL + vae_fail on failure. */
 void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who);
