@@ -149,13 +149,62 @@ int vae_model_flops(const vae_model *model, int encode, const int64_t *in_shape,
 /* ---- sessions -------------------------------------------------------------------------------- */
 typedef struct vae_session vae_session;
 
+/* How frames are split into spatial tiles when they do not fit the memory budget whole. */
+typedef enum {
+    VAE_TILE_AUTO = 0,  /* exact tiles: the output equals the untiled one (float rounding aside);
+                         * the planner tiles only as much as the budget needs */
+    VAE_TILE_NONE = 1,  /* whole frames; a budget they do not fit is an error */
+    VAE_TILE_BLEND = 2  /* overlapping tiles run as separate images (statistics, attention and
+                         * caches per tile), blended with raised-cosine ramps: not exact, for sizes
+                         * whose exact floor does not fit */
+} vae_tile_mode;
+
+/* Developer switches (defaults are right for users), each also an environment variable of the
+ * same name that overrides it (VAE_EXEC_GRAPH=0 ...). Set with vae_session_options_set. */
+typedef enum {
+    VAE_PARAM_EXEC_CONTIG = 0,   /* temporal convs read one contiguous window (1) */
+    VAE_PARAM_EXEC_GRAPH,        /* steady-state steps recorded as device graphs (1) */
+    VAE_PARAM_EXEC_CHECK,        /* every op's output read back and checked finite (0) */
+    VAE_PARAM_EXEC_FRAMES,       /* frame-granular streaming after temporal upsampling (1) */
+    VAE_PARAM_CUDA_SCRATCH_MB,   /* CUDA scratch blocking target in MiB (256) */
+    VAE_PARAM_CUDA_PROFILE,      /* CUDA per-kernel timing: 1 by category, 2 by op (0) */
+    VAE_PARAM_CUDA_CONV,         /* conv paths: 0 tuned, 1 GEMM only, 2 cuDNN only (0) */
+    VAE_PARAM_CUDA_CONV3D,       /* 3-D cuDNN convs (1) */
+    VAE_PARAM_CUDA_FUSE,         /* fused norm + activation passes in 16-bit (1) */
+    VAE_PARAM_CUDA_POISON,       /* fill every device block handed out with NaN (0) */
+    VAE_PARAM_CUDA_TUNE,         /* time conv paths per shape (1) or take the first (0) */
+    VAE_PARAM_CUDA_TUNE_SEED,    /* nonzero: conv paths chosen by a hash of this seed (0) */
+    VAE_PARAM_CUDA_PW_GEMM,      /* pointwise convs on cuBLAS only (0) */
+    VAE_PARAM_CUDA_PHASE,        /* upsample convs as four phase convs (1) */
+    VAE_PARAM_CUDA_PAD3D,        /* channel-padded 3-D windows (1) */
+    VAE_PARAM_CUDA_CPAD,         /* channel-padded 2-D gathers (1) */
+    VAE_PARAM_CUDA_KPAD,         /* filter-padded small convs (1) */
+    VAE_PARAM_COUNT
+} vae_param;
+
 typedef struct vae_session_options {
     vae_device device;  /* VAE_DEVICE_CPU (default) or VAE_DEVICE_CUDA */
     vae_dtype dtype;    /* compute dtype; the CPU backend supports F32 only */
     int threads;        /* CPU threads, 0 = all cores */
     int device_index;   /* which GPU */
+    /* Memory budget in bytes for everything the session holds on its device at once (weights,
+     * activations, caches, scratch): 0 = the device's free memory minus a margin (CPU: available
+     * RAM minus a margin). The planner picks frame granularity, tiles and their order to stay
+     * under it, and a budget below the exact floor is an error that names the floor. */
+    int64_t max_memory;
+    vae_tile_mode tile_mode;
+    /* VAE_TILE_AUTO: force exact tiles of this size in pixels of the video side (rounded to the
+     * model's alignment); 0 = the planner's choice. */
+    int tile_height, tile_width;
+    /* VAE_TILE_BLEND: tile size and overlap in pixels of the video side (0 = 512 and 64). */
+    int blend_tile, blend_overlap;
+    /* developer switches: vae_session_options_set */
+    int64_t params[32];
+    uint64_t params_set; /* bit p: params[p] was set */
 } vae_session_options;
 void vae_session_options_default(vae_session_options *opts);
+/* Sets a developer switch; VAE_EINVAL for an unknown parameter or a value out of its range. */
+int vae_session_options_set(vae_session_options *opts, vae_param param, int64_t value);
 
 int vae_session_create(vae_session **session, const vae_model *model,
                        const vae_session_options *opts);
@@ -178,6 +227,25 @@ int vae_encode(vae_session *session, const vae_tensor *video, vae_frames_fn on_f
 int vae_decode_tensor(vae_session *session, const vae_tensor *latent, vae_tensor *out);
 int vae_encode_tensor(vae_session *session, const vae_tensor *video, vae_tensor *out);
 void vae_tensor_free(vae_tensor *t);
+
+/* The plan for an input shape under the session's options, before running (a host reserving
+ * memory asks it): how frames are tiled and streamed, and the predicted peak. */
+typedef enum { VAE_ORDER_WHOLE = 0, VAE_ORDER_TILED = 1, VAE_ORDER_BLEND = 2 } vae_plan_order;
+typedef struct vae_plan_info {
+    vae_plan_order order;        /* whole frames, exact tiles (tile-major), blended tiles */
+    int tiles_y, tiles_x;        /* 1 x 1 for whole frames */
+    int tile_height, tile_width; /* exact: owned tile of the tiled stage's output (decode: video
+                                  * pixels); blend: the input crop */
+    int frame_loops;             /* stages that stream one frame at a time */
+    int64_t peak_bytes;          /* predicted peak, as vae_session_peak_bytes counts it */
+    int64_t floor_bytes;         /* the smallest exact plan's peak */
+    int64_t budget_bytes;        /* the budget it was made for (0: unlimited) */
+    double flops;                /* including the tiles' redundant halo work */
+    char text[1024];             /* the decision in words (what -v prints) */
+} vae_plan_info;
+/* VAE_ENOMEM (info filled, peak and floor telling what is needed) when nothing fits the budget. */
+int vae_session_plan(vae_session *session, int encode, const int64_t *shape, int ndim,
+                     vae_plan_info *info);
 
 /* Peak bytes of backend memory held by the session since creation. CUDA: everything the backend
  * held on the device at its worst moment (weights in the session's layouts, activations and

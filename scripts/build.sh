@@ -4,6 +4,8 @@ set -eu
 cd "$(dirname "$0")/.."
 dir=${1:-build}
 shift || true
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >"$dir.cmake.log" 2>&1 || { cat "$dir.cmake.log"; exit 1; }
-grep "^-- vae:" "$dir.cmake.log" || true
+mkdir -p "$dir"
+log="$dir/configure.log" # build logs stay inside the build folder
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >"$log" 2>&1 || { cat "$log"; exit 1; }
+grep "^-- vae:" "$log" || true
 cmake --build "$dir" -j"$(nproc)"

@@ -25,12 +25,13 @@
 #include "core/backend.h"
 #include "core/core.h"
 #include "core/program.h"
+#include "core/settings.h"
 #include "vae.h"
 
 /* The CUDA entry points exist only in builds with the backend: weak, so that this test links (and
  * skips) without it. */
-int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index)
-    __attribute__((weak));
+int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index,
+                            const vae_settings *settings) __attribute__((weak));
 int vae_cuda_available(void) __attribute__((weak));
 const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) __attribute__((weak));
 
@@ -611,9 +612,9 @@ static void test_buffers(void) {
 
 static void test_errors(void) {
     vae_backend *be = NULL;
-    int rc = vae_cuda_backend_create(&be, VAE_DTYPE_F32, 999);
+    int rc = vae_cuda_backend_create(&be, VAE_DTYPE_F32, 999, NULL);
     check(rc == VAE_EDEVICE && !be, "device 999 -> VAE_EDEVICE (%s)", vae_last_error());
-    rc = vae_cuda_backend_create(&be, (vae_dtype)7, 0);
+    rc = vae_cuda_backend_create(&be, (vae_dtype)7, 0, NULL);
     check(rc == VAE_EUNSUPPORTED && !be, "dtype 7 -> VAE_EUNSUPPORTED");
     float w[8 * 8 * 9] = {0};
     vae_op op = vae_op_make(VAE_OP_CONV, 0, 8, 8);
@@ -837,7 +838,12 @@ static int make_gpu(const variant_def *v) {
         setenv(name, eq + 1, 1);
     }
     gpu = NULL;
-    int rc = vae_cuda_backend_create(&gpu, v->dtype, 0);
+    vae_settings set; /* the variables just set, read the way a session reads them */
+    vae_session_options so;
+    vae_session_options_default(&so);
+    vae_settings_default(&set);
+    int rc = vae_settings_resolve(&set, &so);
+    if (rc == VAE_OK) rc = vae_cuda_backend_create(&gpu, v->dtype, 0, &set);
     if (name[0]) unsetenv(name);
     unsetenv("VAE_CUDA_CONV");
     unsetenv("VAE_CUDA_SCRATCH_MB");

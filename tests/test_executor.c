@@ -13,7 +13,9 @@
 #include "core/backend.h"
 #include "core/core.h"
 #include "core/executor.h"
+#include "core/plan.h"
 #include "core/program.h"
+#include "core/settings.h"
 
 static int passed, failed;
 #define CHECK(cond, ...)                                                                           \
@@ -37,13 +39,18 @@ static float frand(void) {
 
 enum { H = 5, W = 4, C = 3 };
 
+/* what the executors of run_stream use: settings (tests switch graphs and checks here) and frame
+ * loops */
+static vae_settings test_set;
+static vae_exec_config test_cfg = {&test_set, NULL, 0};
+
 /* Runs program p over T frames [T][H][W][C], cutting the stream as `cuts` (chunk sizes, the last
  * one repeated). Returns the output frames concatenated, and their count. */
 static float *run_stream(vae_backend *be, const vae_program *p, const float *x, int T,
                          const int *cuts, int ncuts, int *t_out, int *oh, int *ow, int *oc,
                          int64_t *peak) {
     vae_exec *e;
-    if (vae_exec_create(&e, p, be)) return NULL;
+    if (vae_exec_create(&e, p, be, &test_cfg)) return NULL;
     size_t fv = (size_t)H * W * C, cap = 0;
     float *out = NULL;
     *t_out = 0;
@@ -390,11 +397,11 @@ static void test_check_mode(vae_backend *be) {
     static float x[2 * H * W * C];
     for (size_t i = 0; i < sizeof x / sizeof *x; i++)
         x[i] = frand();
-    setenv("VAE_EXEC_CHECK", "1", 1);
+    test_set.exec_check = 1;
     for (int bad = 0; bad < 2; bad++) {
         x[H * W * C + 5] = bad ? INFINITY : 0.5f; /* frame 1, pixel 1, channel 2 (C = 3) */
         vae_exec *e = NULL;
-        int rc = vae_exec_create(&e, &p, be);
+        int rc = vae_exec_create(&e, &p, be, &test_cfg);
         void *dev = be->v->alloc(be, sizeof x);
         if (rc == VAE_OK && dev) rc = be->v->upload(be, dev, x, sizeof x / sizeof *x);
         vae_chunk in = {dev, 2, H, W, C}, o;
@@ -406,7 +413,7 @@ static void test_check_mode(vae_backend *be) {
         be->v->release(be, dev);
         vae_exec_free(e);
     }
-    unsetenv("VAE_EXEC_CHECK");
+    test_set.exec_check = 0;
     vae_program_free(&p);
 }
 
@@ -456,9 +463,9 @@ static void test_graphs(vae_backend *be) {
         for (int fail = 0; fail < 3; fail++) {
             int t0, t1, oh, ow, oc;
             int64_t peak;
-            setenv("VAE_EXEC_GRAPH", "0", 1);
+            test_set.exec_graph = 0;
             float *ref = run_stream(be, &p, x, T, cut_sets[s], 4, &t0, &oh, &ow, &oc, &peak);
-            unsetenv("VAE_EXEC_GRAPH");
+            test_set.exec_graph = 1;
             be->v = &rec_vtbl;
             rec_made = rec_launches = 0;
             rec_fail = fail;
@@ -522,41 +529,36 @@ static void test_conv_up(vae_backend *be) {
     if (y1 && y2 && t1 == t2 && h1 == h2 && w1 == w2)
         CHECK(max_diff(y1, y2, (size_t)t1 * h1 * w1 * o1) < 1e-5, "conv up differs by %g",
               max_diff(y1, y2, (size_t)t1 * h1 * w1 * o1));
-    vae_exec *e;
-    vae_exec_create(&e, &p2, NULL);
-    vae_chunk in = {NULL, T, H, W, C}, o;
-    vae_exec_step(e, &in, &o);
-    CHECK(o.t == T && o.h == 2 * H && o.w == 2 * W, "dry conv up: %d frames %dx%d", o.t, o.h, o.w);
-    vae_exec_free(e);
+    int wt = 0, wh = 0, ww = 0;
+    p2.first_chunk = p2.chunk = T;
+    vae_plan_walk(&p2, T, H, W, &wt, &wh, &ww, NULL);
+    CHECK(wt == T && wh == 2 * H && ww == 2 * W, "walked conv up: %d frames %dx%d", wt, wh, ww);
     free(y1);
     free(y2);
     vae_program_free(&p1);
     vae_program_free(&p2);
 }
 
-/* A dry executor reports the same shapes as a real one. */
-static void test_dry(vae_backend *be) {
+/* The planner's walk gives the frame count the stream rule gives. */
+static void test_walk(void) {
     float w[C * C * 3] = {0};
     vae_program p;
     vae_program_init(&p, C);
     vae_op op = vae_op_make(VAE_OP_CONV, 0, C, C);
     op.kt = 3, op.st = 2, op.w = w;
     vae_program_add(&p, &op);
-    vae_exec *e;
-    vae_exec_create(&e, &p, NULL);
-    int total = 0;
-    for (int k = 0; k < 4; k++) {
-        vae_chunk in = {NULL, k == 0 ? 1 : 4, H, W, C}, o;
-        vae_exec_step(e, &in, &o);
-        total += o.t;
-    }
-    CHECK(total == (13 - 3) / 2 + 1, "dry run gives %d frames", total);
-    vae_exec_free(e);
+    p.first_chunk = 1, p.chunk = 4;
+    int t = 0, h = 0, wd = 0;
+    double macs = 0;
+    int rc = vae_plan_walk(&p, 13, H, W, &t, &h, &wd, &macs);
+    CHECK(rc == VAE_OK && t == (13 - 3) / 2 + 1 && h == H && wd == W &&
+              macs == (double)t * H * W * C * C * 3,
+          "walk gives %d frames %dx%d, %g MACs", t, h, wd, macs);
     vae_program_free(&p);
-    (void)be;
 }
 
 int main(void) {
+    vae_settings_default(&test_set);
     vae_backend *be;
     if (vae_cpu_backend_create(&be, VAE_DTYPE_F32, 0)) {
         printf("cannot create the CPU backend: %s\n", vae_last_error());
@@ -575,7 +577,7 @@ int main(void) {
     test_time_split(be);
     test_bounded_memory(be, 0);
     test_bounded_memory(be, 1);
-    test_dry(be);
+    test_walk();
     test_conv_up(be);
     test_graphs(be);
     test_check_mode(be);

@@ -150,10 +150,15 @@ int main(int argc, char **argv) {
     }
     const char *shared = argv[1], *name = argv[2], *device = "cpu", *dtype = "fp32";
     double tol = -1;
+    int tile_h = 0, tile_w = 0, blend = 0;
+    long long max_mem = 0;
     for (int i = 3; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--device") == 0) device = argv[i + 1];
         else if (strcmp(argv[i], "--dtype") == 0) dtype = argv[i + 1];
         else if (strcmp(argv[i], "--tol") == 0) tol = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--tile") == 0) sscanf(argv[i + 1], "%dx%d", &tile_h, &tile_w);
+        else if (strcmp(argv[i], "--blend") == 0) sscanf(argv[i + 1], "%d", &blend);
+        else if (strcmp(argv[i], "--max-memory") == 0) sscanf(argv[i + 1], "%lld", &max_mem);
     }
     const char *lv = getenv("VAE_TEST_LOG");
     if (lv && *lv)
@@ -171,6 +176,8 @@ int main(int argc, char **argv) {
     so.dtype = strcmp(dtype, "bf16") == 0 ? VAE_DTYPE_BF16
                : strcmp(dtype, "fp16") == 0 ? VAE_DTYPE_F16 : VAE_DTYPE_F32;
     if (tol < 0) tol = so.dtype == VAE_DTYPE_F32 ? 1e-4 : 2e-2;
+    so.tile_height = tile_h, so.tile_width = tile_w, so.max_memory = max_mem;
+    if (blend) so.tile_mode = VAE_TILE_BLEND, so.blend_tile = blend, so.blend_overlap = blend / 4;
 
     char path[4096], io[4096], ckpt[4096], ckpt2[4096] = "";
     snprintf(path, sizeof path, "%s/fixtures/%s.json", shared, name);

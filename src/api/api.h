@@ -3,7 +3,9 @@
 #define VAE_API_H
 
 #include "core/backend.h"
-#include "core/executor.h"
+#include "core/plan.h"
+#include "core/runner.h"
+#include "core/settings.h"
 #include "models/model.h"
 
 struct vae_model {
@@ -21,11 +23,9 @@ struct vae_model {
 struct vae_session {
     const vae_model *model;
     vae_session_options opts;
+    vae_settings set;
     vae_backend *be;
-    vae_exec *enc, *dec; /* made on first use */
+    vae_runner *enc, *dec; /* made on first use */
 };
-
-/* Runs the model's program `p` over a user tensor, chunk by chunk (session.c). */
-int vae_session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames_fn fn, void *user);
 
 #endif

@@ -1,5 +1,6 @@
 /* session.c -- a model bound to a backend; streams user tensors through the programs. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -9,6 +10,34 @@ void vae_session_options_default(vae_session_options *o) {
     memset(o, 0, sizeof *o);
     o->device = VAE_DEVICE_CPU;
     o->dtype = VAE_DTYPE_F32;
+    o->tile_mode = VAE_TILE_AUTO;
+}
+
+int vae_session_options_set(vae_session_options *o, vae_param p, int64_t value) {
+    vae_error_clear();
+    if (!o) return vae_fail(VAE_EINVAL, "vae_session_options_set: NULL options");
+    int rc = vae_param_check(p, value);
+    if (rc) return rc;
+    o->params[p] = value;
+    o->params_set |= 1ull << p;
+    return VAE_OK;
+}
+
+static int check_options(const vae_session_options *o) {
+    if (o->max_memory < 0)
+        return vae_fail(VAE_EINVAL, "max_memory %lld is negative", (long long)o->max_memory);
+    if (o->tile_mode != VAE_TILE_AUTO && o->tile_mode != VAE_TILE_NONE &&
+        o->tile_mode != VAE_TILE_BLEND)
+        return vae_fail(VAE_EINVAL, "unknown tile mode %d", (int)o->tile_mode);
+    if (o->tile_height < 0 || o->tile_width < 0 || o->blend_tile < 0 || o->blend_overlap < 0)
+        return vae_fail(VAE_EINVAL, "negative tile size (%d x %d, blend %d, overlap %d)",
+                        o->tile_height, o->tile_width, o->blend_tile, o->blend_overlap);
+    if (o->blend_tile > 0 && o->blend_overlap * 2 > o->blend_tile)
+        return vae_fail(VAE_EINVAL, "blend overlap %d px is more than half the tile (%d px)",
+                        o->blend_overlap, o->blend_tile);
+    if ((o->tile_height || o->tile_width) && o->tile_mode != VAE_TILE_AUTO)
+        return vae_fail(VAE_EINVAL, "a forced exact tile size needs the auto (exact) tile mode");
+    return VAE_OK;
 }
 
 const char *vae_dtype_name(vae_dtype d) {
@@ -35,16 +64,22 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
     vae_session_options o;
     if (opts) o = *opts;
     else vae_session_options_default(&o);
+    int rc = check_options(&o);
+    if (rc) return rc;
     vae_session *s = vae_calloc(1, sizeof *s);
     if (!s) return vae_fail(VAE_ENOMEM, "out of memory");
     s->model = m;
     s->opts = o;
-    int rc;
+    vae_settings_default(&s->set);
+    if ((rc = vae_settings_resolve(&s->set, &o))) {
+        vae_free(s);
+        return rc;
+    }
     if (o.device == VAE_DEVICE_CPU) {
         rc = vae_cpu_backend_create(&s->be, o.dtype, o.threads);
     } else if (o.device == VAE_DEVICE_CUDA) {
 #ifdef VAE_HAVE_CUDA
-        rc = vae_cuda_backend_create(&s->be, o.dtype, o.device_index);
+        rc = vae_cuda_backend_create(&s->be, o.dtype, o.device_index, &s->set);
 #else
         rc = vae_fail(VAE_EUNSUPPORTED, "device cuda: this build of vae has no CUDA backend "
                                         "(rebuild where nvcc is installed)");
@@ -56,16 +91,23 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
         vae_free(s);
         return rc;
     }
-    VAE_INFO("session: %s backend, %s activations with fp32 accumulation%s", s->be->v->name,
-             vae_dtype_name(o.dtype), o.device == VAE_DEVICE_CPU ? " (OpenMP threads)" : "");
+    char desc[1024];
+    vae_settings_describe(&s->set, desc, sizeof desc);
+    VAE_INFO("session: %s backend, %s activations with fp32 accumulation%s; budget %s; tiles %s",
+             s->be->v->name, vae_dtype_name(o.dtype),
+             o.device == VAE_DEVICE_CPU ? " (OpenMP threads)" : "",
+             o.max_memory > 0 ? "set" : "free memory minus a margin",
+             o.tile_mode == VAE_TILE_BLEND ? "blended" : o.tile_mode == VAE_TILE_NONE ? "off"
+                                                                                : "exact, as needed");
+    VAE_INFO("settings: %s", desc);
     *out = s;
     return VAE_OK;
 }
 
 void vae_session_free(vae_session *s) {
     if (!s) return;
-    vae_exec_free(s->enc);
-    vae_exec_free(s->dec);
+    vae_runner_free(s->enc);
+    vae_runner_free(s->dec);
     if (s->be) s->be->v->destroy(s->be);
     vae_free(s);
 }
@@ -114,8 +156,80 @@ static int frames_used(const vae_program *p, int t) {
     return p->first_chunk + (t - p->first_chunk) / p->chunk * p->chunk;
 }
 
-int vae_session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames_fn fn,
-                    void *user) {
+/* ---- reading the user's tensor ------------------------------------------------------------------ */
+typedef struct reader {
+    const vae_tensor *in;
+    geom g;
+    const char *what;
+} reader;
+
+/* planar float32 [c][n][rows][cols] <- frames [f, f+n), rows y, columns x of the NCTHW tensor,
+ * every value checked finite */
+static int read_input(void *user, float *dst, int f, int n, vae_span y, vae_span x) {
+    const reader *r = user;
+    const vae_tensor *in = r->in;
+    const int64_t plane = (int64_t)r->g.h * r->g.w, rows = y.hi - y.lo, cols = x.hi - x.lo;
+    for (int c = 0; c < r->g.c; c++)
+        for (int j = 0; j < n; j++)
+            for (int64_t yy = 0; yy < rows; yy++) {
+                const int64_t src = ((int64_t)c * r->g.t + f + j) * plane + (y.lo + yy) * r->g.w + x.lo;
+                float *d = dst + (((int64_t)c * n + j) * rows + yy) * cols;
+                int bad = 0;
+                if (in->dtype == VAE_DTYPE_F32) {
+                    const float *sp = (const float *)in->data + src;
+                    for (int64_t i = 0; i < cols; i++) bad |= !isfinite(d[i] = sp[i]);
+                } else {
+                    for (int64_t i = 0; i < cols; i++) bad |= !isfinite(d[i] = read_elem(in, src + i));
+                }
+                for (int64_t i = 0; bad && i < cols; i++)
+                    if (!isfinite(d[i]))
+                        return vae_fail(VAE_ENAN, "%s: NaN or Inf at channel %d, frame %d, pixel "
+                                        "%lld", r->what, c, f + j,
+                                        (long long)((y.lo + yy) * r->g.w + x.lo + i));
+            }
+    return VAE_OK;
+}
+
+/* ---- planning ------------------------------------------------------------------------------------ */
+/* The budget: the option, else what the device has available minus a margin (0: unknown). */
+static int64_t session_budget(const vae_session *s, int64_t avail) {
+    if (s->opts.max_memory > 0) return s->opts.max_memory;
+    if (avail <= 0) return 0;
+    int64_t margin = ((int64_t)256 << 20) + avail / 20;
+    return avail > 2 * margin ? avail - margin : avail / 2;
+}
+
+static int session_plan(vae_session *s, int encode, const geom *g, int64_t budget, vae_plan *plan) {
+    const vae_model *m = s->model;
+    const vae_program *p = encode ? &m->enc : &m->dec;
+    vae_backend *be = s->be;
+    int64_t avail = 0, reserve = 0;
+    int rc = be->v->mem_info ? be->v->mem_info(be, p, &avail, &reserve) : VAE_OK;
+    if (rc) return rc;
+    const vae_session_options *o = &s->opts;
+    vae_plan_request rq = {
+        .prog = p, .encode = encode, .t = frames_used(p, g->t), .h = g->h, .w = g->w,
+        .elem = be->elem_size, .budget = budget > 0 ? budget : session_budget(s, avail),
+        .fixed = reserve, .conv_upsample = be->v->conv_upsample, .round = be->v->alloc_size,
+        .mode = o->tile_mode, .tile_h = o->tile_height, .tile_w = o->tile_width,
+        .blend_tile = o->blend_tile, .blend_overlap = o->blend_tile > 0 ? o->blend_overlap : -1,
+        .video_factor = vae_config_spatial_factor(&m->cfg), .frame_loops = s->set.exec_frames};
+    if (o->blend_overlap > 0) rq.blend_overlap = o->blend_overlap;
+    return vae_plan_make(plan, &rq);
+}
+
+static int run_once(vae_session *s, int encode, const vae_tensor *in, const geom *g,
+                    const vae_plan *plan, vae_frames_fn fn, void *user, int *emitted) {
+    const vae_program *p = encode ? &s->model->enc : &s->model->dec;
+    vae_runner **rp = encode ? &s->enc : &s->dec;
+    int rc = *rp ? VAE_OK : vae_runner_create(rp, s->be, p, &s->set);
+    if (rc) return rc;
+    reader rd = {in, *g, encode ? "encode input video" : "decode input latent"};
+    return vae_runner_run(*rp, plan, read_input, &rd, fn, user, emitted);
+}
+
+static int session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames_fn fn,
+                       void *user) {
     const vae_model *m = s->model;
     const vae_program *p = encode ? &m->enc : &m->dec;
     const char *what = encode ? "encode input video" : "decode input latent";
@@ -135,178 +249,70 @@ int vae_session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames
     if (t_used < g.t)
         VAE_WARN("%s: %d frames given, the model uses the first %d (%s takes 1 + %d*k frames)",
                  what, g.t, t_used, m->cfg.arch->name, p->chunk);
-    VAE_INFO("%s: %s [%d,%d,%d,%d] in chunks of %d then %d frames, whole %dx%d frames per chunk "
-             "(no spatial tiling), %d ops, causal caches kept per op", encode ? "encode" : "decode",
-             m->cfg.arch->name, g.c, g.t, g.h, g.w, p->first_chunk, p->chunk, g.h, g.w, p->n_ops);
-    vae_exec **ep = encode ? &s->enc : &s->dec;
-    if (!*ep && (rc = vae_exec_create(ep, p, s->be))) return rc;
-    vae_exec *e = *ep;
-    vae_exec_reset(e);
-    vae_backend *be = s->be;
-    int out_frame = 0;
-    /* host seconds spent queueing the chunks' work, and waiting for the device's results: when
-     * the wait is short, the host is what limits the speed */
-    double t_step = 0, t_wait = 0, t_run = vae_seconds();
-
-    int max_chunk = p->first_chunk > p->chunk ? p->first_chunk : p->chunk;
-    int64_t plane = (int64_t)g.h * g.w, frame_vals = plane * g.c;
-    float *host_in = vae_malloc((size_t)(max_chunk * frame_vals) * sizeof(float));
-    void *dev_in = be->v->alloc(be, (size_t)(max_chunk * frame_vals) * be->elem_size);
-    float *host_out = NULL, *planar = NULL;
-    size_t out_cap = 0;
-    if (!host_in || !dev_in) {
-        rc = vae_fail(VAE_ENOMEM, "out of memory for a chunk of %d frames of %dx%dx%d", max_chunk,
-                      g.h, g.w, g.c);
-        goto done;
+    int64_t budget = 0;
+    double t0 = vae_seconds();
+    for (int attempt = 0;; attempt++) {
+        vae_plan plan;
+        if ((rc = session_plan(s, encode, &g, budget, &plan))) return rc;
+        VAE_INFO("plan: %s", plan.why);
+        int emitted = 0;
+        rc = run_once(s, encode, in, &g, &plan, fn, user, &emitted);
+        const int64_t predicted = plan.peak;
+        const int can_retry = rc == VAE_ENOMEM && emitted == 0 && attempt < 2 &&
+                              s->opts.tile_mode == VAE_TILE_AUTO && !s->opts.tile_height &&
+                              !s->opts.tile_width && plan.floor < predicted;
+        vae_plan_free(&plan);
+        if (!can_retry) break;
+        budget = predicted - (predicted - plan.floor) / 2;
+        VAE_WARN("%s: an allocation failed (%s) below the predicted peak of %.2f GiB; planning "
+                 "again for %.2f GiB", encode ? "encode" : "decode", vae_last_error(),
+                 (double)predicted / (1 << 30), (double)budget / (1 << 30));
+        vae_error_clear();
     }
-    /* Backends with asynchronous planar transfers: the next chunk's input is prepared and the
-     * previous chunk's output handed to fn while the device computes (one chunk in flight). */
-    const int async = be->v->stage_in && be->v->upload_planar && be->v->download_planar &&
-                      be->v->download_wait;
-    float *pend = NULL; /* async: the previous chunk's output, [c][t][h][w] */
-    int pend_t = 0, pend_c = 0, pend_h = 0, pend_w = 0;
-    for (int pos = 0; pos < t_used;) {
-        int n = pos == 0 ? p->first_chunk : p->chunk;
-        if (async) {
-            /* NCTHW user layout -> planar [c][n][h][w]: one run per channel */
-            float *stage = be->v->stage_in(be, (size_t)(n * frame_vals) * sizeof(float));
-            if (!stage) {
-                rc = vae_fail(VAE_ENOMEM, "out of pinned host memory for a chunk of %d frames", n);
-                goto done;
-            }
-            const int64_t run = (int64_t)n * plane;
-            for (int c = 0; c < g.c; c++) {
-                const int64_t src = ((int64_t)c * g.t + pos) * plane;
-                float *dst = stage + c * run;
-                int bad = 0;
-                if (in->dtype == VAE_DTYPE_F32) {
-                    const float *sp = (const float *)in->data + src;
-                    for (int64_t i = 0; i < run; i++) {
-                        dst[i] = sp[i];
-                        bad |= !isfinite(sp[i]);
-                    }
-                } else {
-                    for (int64_t i = 0; i < run; i++) {
-                        dst[i] = read_elem(in, src + i);
-                        bad |= !isfinite(dst[i]);
-                    }
-                }
-                if (bad)
-                    for (int64_t i = 0; i < run; i++)
-                        if (!isfinite(dst[i])) {
-                            rc = vae_fail(VAE_ENAN,
-                                          "%s: NaN or Inf at channel %d, frame %d, pixel %lld",
-                                          what, c, pos + (int)(i / plane), (long long)(i % plane));
-                            goto done;
-                        }
-            }
-            if ((rc = be->v->upload_planar(be, dev_in, stage, n, g.h, g.w, g.c))) goto done;
-        } else {
-            /* NCTHW user layout -> [n][h][w][c] channels-last */
-            for (int f = 0; f < n; f++)
-                for (int c = 0; c < g.c; c++) {
-                    const int64_t src = ((int64_t)c * g.t + pos + f) * plane;
-                    float *dst = host_in + f * frame_vals + c;
-                    for (int64_t i = 0; i < plane; i++) {
-                        float v = read_elem(in, src + i);
-                        if (!isfinite(v)) {
-                            rc = vae_fail(VAE_ENAN,
-                                          "%s: NaN or Inf at channel %d, frame %d, pixel %lld",
-                                          what, c, pos + f, (long long)i);
-                            goto done;
-                        }
-                        dst[i * g.c] = v;
-                    }
-                }
-            if ((rc = be->v->upload(be, dev_in, host_in, (size_t)(n * frame_vals)))) goto done;
-        }
-        vae_chunk cin = {dev_in, n, g.h, g.w, g.c}, cout;
-        double t0 = vae_seconds();
-        if ((rc = vae_exec_step(e, &cin, &cout))) goto done;
-        t_step += vae_seconds() - t0;
-        pos += n;
-        if (async) {
-            if (pend) { /* the previous chunk, while this one computes */
-                t0 = vae_seconds();
-                if ((rc = be->v->download_wait(be, pend))) goto done;
-                t_wait += vae_seconds() - t0;
-                if (fn && fn(pend, out_frame, pend_t, pend_c, pend_h, pend_w, user)) {
-                    rc = vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %d frames",
-                                  encode ? "encode" : "decode", out_frame + pend_t);
-                    goto done;
-                }
-                out_frame += pend_t;
-                pend = NULL;
-            }
-            if (cout.t > 0) {
-                if ((rc = be->v->download_planar(be, cout.data, cout.t, cout.h, cout.w, cout.c,
-                                                 &pend)))
-                    goto done;
-                pend_t = cout.t, pend_c = cout.c, pend_h = cout.h, pend_w = cout.w;
-            }
-            continue;
-        }
-        if (cout.t == 0) continue;
-        size_t vals = (size_t)cout.t * cout.h * cout.w * cout.c;
-        if (vals > out_cap) {
-            vae_free(host_out);
-            vae_free(planar);
-            host_out = vae_malloc(vals * sizeof(float));
-            planar = vae_malloc(vals * sizeof(float));
-            out_cap = vals;
-            if (!host_out || !planar) {
-                rc = vae_fail(VAE_ENOMEM, "out of memory for an output chunk");
-                goto done;
-            }
-        }
-        if ((rc = be->v->download(be, host_out, cout.data, vals))) goto done;
-        /* [t][h][w][c] -> [c][t][h][w] */
-        int64_t op = (int64_t)cout.h * cout.w;
-        for (int f = 0; f < cout.t; f++)
-            for (int64_t i = 0; i < op; i++)
-                for (int c = 0; c < cout.c; c++)
-                    planar[((int64_t)c * cout.t + f) * op + i] =
-                        host_out[((int64_t)f * op + i) * cout.c + c];
-        if (fn && fn(planar, out_frame, cout.t, cout.c, cout.h, cout.w, user)) {
-            rc = vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %d frames",
-                          encode ? "encode" : "decode", out_frame + cout.t);
-            goto done;
-        }
-        out_frame += cout.t;
-    }
-    if (pend) { /* the last chunk */
-        if ((rc = be->v->download_wait(be, pend))) goto done;
-        if (fn && fn(pend, out_frame, pend_t, pend_c, pend_h, pend_w, user)) {
-            rc = vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %d frames",
-                          encode ? "encode" : "decode", out_frame + pend_t);
-            goto done;
-        }
-        out_frame += pend_t;
-    }
-done:
     if (rc == VAE_OK)
-        VAE_INFO("%s: %d frames out in %.3f s (host: %.3f s queueing chunks, %.3f s waiting for "
-                 "the device), peak backend memory %.1f MiB",
-                 encode ? "encode" : "decode", out_frame, vae_seconds() - t_run, t_step, t_wait,
-                 (double)be->bytes_peak / (1 << 20));
-    vae_exec_reset(e);
-    vae_free(host_in);
-    vae_free(host_out);
-    vae_free(planar);
-    if (dev_in) be->v->release(be, dev_in);
+        VAE_INFO("%s: done in %.3f s, peak backend memory %.1f MiB", encode ? "encode" : "decode",
+                 vae_seconds() - t0, (double)s->be->bytes_peak / (1 << 20));
+    return rc;
+}
+
+int vae_session_plan(vae_session *s, int encode, const int64_t *shape, int ndim,
+                     vae_plan_info *info) {
+    vae_error_clear();
+    if (!s || !shape || !info) return vae_fail(VAE_EINVAL, "vae_session_plan: NULL argument");
+    memset(info, 0, sizeof *info);
+    const vae_program *p = encode ? &s->model->enc : &s->model->dec;
+    if (p->n_ops == 0) return vae_fail(VAE_EUNSUPPORTED, "this checkpoint has no %s",
+                                       encode ? "encoder" : "decoder");
+    if (ndim < 0 || ndim > 8) return vae_fail(VAE_ESHAPE, "bad rank %d", ndim);
+    vae_tensor probe = {.ndim = ndim, .dtype = VAE_DTYPE_F32, .data = (void *)1};
+    memcpy(probe.shape, shape, (size_t)ndim * sizeof *shape);
+    geom g;
+    int rc = tensor_geom(&probe, encode ? "encode input video" : "decode input latent",
+                         p->in_channels, &g);
+    vae_plan plan;
+    if (rc == VAE_OK) rc = session_plan(s, encode, &g, 0, &plan);
+    if (rc && rc != VAE_ENOMEM) return rc;
+    info->order = (vae_plan_order)plan.kind;
+    info->tiles_y = plan.tiles_y, info->tiles_x = plan.tiles_x;
+    info->tile_height = plan.tile_h, info->tile_width = plan.tile_w;
+    info->frame_loops = plan.part[1].n_loops;
+    info->peak_bytes = plan.peak, info->floor_bytes = plan.floor, info->budget_bytes = plan.budget;
+    info->flops = 2 * plan.macs;
+    snprintf(info->text, sizeof info->text, "%s", plan.why);
+    vae_plan_free(&plan);
     return rc;
 }
 
 int vae_decode(vae_session *s, const vae_tensor *latent, vae_frames_fn fn, void *user) {
     vae_error_clear();
     if (!s || !latent) return vae_fail(VAE_EINVAL, "vae_decode: NULL argument");
-    return vae_session_run(s, 0, latent, fn, user);
+    return session_run(s, 0, latent, fn, user);
 }
 
 int vae_encode(vae_session *s, const vae_tensor *video, vae_frames_fn fn, void *user) {
     vae_error_clear();
     if (!s || !video) return vae_fail(VAE_EINVAL, "vae_encode: NULL argument");
-    return vae_session_run(s, 1, video, fn, user);
+    return session_run(s, 1, video, fn, user);
 }
 
 /* ---- whole-tensor convenience --------------------------------------------------------------- */
@@ -343,7 +349,7 @@ static int run_tensor(vae_session *s, int encode, const vae_tensor *in, vae_tens
     int rc = vae_model_output_shape(s->model, encode, in->shape, in->ndim, oshape, &ond);
     if (rc) return rc;
     collect k = {out, ond == 5 ? (int)oshape[2] : 1, ond == 4};
-    rc = vae_session_run(s, encode, in, collect_frames, &k);
+    rc = session_run(s, encode, in, collect_frames, &k);
     if (rc == VAE_EINTERRUPTED && !out->data) rc = vae_fail(VAE_ENOMEM, "out of memory for output");
     if (rc) vae_tensor_free(out);
     return rc;
@@ -363,7 +369,7 @@ void vae_tensor_free(vae_tensor *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* ---- shapes and cost without computing: a dry run of the program ---------------------------- */
+/* ---- shapes and cost without computing: the planner's walk ------------------------------------ */
 static int dry_run(const vae_model *m, int encode, const int64_t *in_shape, int in_ndim,
                    int64_t *out_shape, int *out_ndim, double *macs) {
     if (!m || !in_shape) return vae_fail(VAE_EINVAL, "NULL argument");
@@ -378,19 +384,8 @@ static int dry_run(const vae_model *m, int encode, const int64_t *in_shape, int 
     int rc = tensor_geom(&probe, encode ? "encode input video" : "decode input latent",
                          p->in_channels, &g);
     if (rc) return rc;
-    vae_exec *e;
-    if ((rc = vae_exec_create(&e, p, NULL))) return rc;
-    int t_used = frames_used(p, g.t), t_out = 0, h = 0, w = 0, c = p->out_channels;
-    for (int pos = 0; pos < t_used && rc == VAE_OK;) {
-        int n = pos == 0 ? p->first_chunk : p->chunk;
-        vae_chunk cin = {NULL, n, g.h, g.w, g.c}, cout;
-        rc = vae_exec_step(e, &cin, &cout);
-        if (rc == VAE_OK && cout.t > 0) t_out += cout.t, h = cout.h, w = cout.w;
-        pos += n;
-    }
-    if (macs) *macs = vae_exec_macs(e);
-    vae_exec_free(e);
-    if (rc) return rc;
+    int t_out = 0, h = 0, w = 0, c = p->out_channels;
+    if ((rc = vae_plan_walk(p, frames_used(p, g.t), g.h, g.w, &t_out, &h, &w, macs))) return rc;
     if (t_out == 0) return vae_fail(VAE_ESHAPE, "input gives no output frames");
     if (in_ndim == 4 && t_out != 1) return vae_fail(VAE_ESHAPE, "4-D input gave %d frames", t_out);
     if (out_shape) {

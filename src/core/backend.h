@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "op.h"
 #include "program.h"
 #include "vae.h"
 
@@ -25,6 +26,10 @@ typedef struct vae_backend_vtbl {
     int (*upload)(vae_backend *be, void *dst, const float *src, size_t n);   /* host f32 -> act */
     int (*download)(vae_backend *be, float *dst, const void *src, size_t n); /* act -> host f32 */
     int (*copy)(vae_backend *be, void *dst, const void *src, size_t bytes);
+    /* rows rows of row_bytes each, from src (rows src_pitch bytes apart) to dst (dst_pitch
+     * apart): crops of channels-last frames */
+    int (*copy2d)(vae_backend *be, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                  size_t row_bytes, size_t rows);
     int (*zero)(vae_backend *be, void *dst, size_t bytes);
     int (*sync)(vae_backend *be);
 
@@ -75,6 +80,15 @@ typedef struct vae_backend_vtbl {
     /* 1: conv() takes op->up > 1 itself (else the executor upsamples the input first) */
     int conv_upsample;
 
+    /* Optional (NULL: nothing is held besides the executor's buffers, the machine's available
+     * memory is unknown): for memory budgets. *avail: the bytes this session may use on the
+     * device now (free device memory plus what this backend already holds; CPU: available RAM);
+     * *reserve: what the backend will hold for program p besides the buffers it hands out
+     * (weights in its layouts, scratch, workspace). */
+    int (*mem_info)(vae_backend *be, const vae_program *p, int64_t *avail, int64_t *reserve);
+    /* Optional (NULL: exact): the bytes an allocation of `bytes` really takes. */
+    size_t (*alloc_size)(size_t bytes);
+
     /* Optional (all four or none): work graphs. graph_begin starts recording instead of running
      * the work queued from now on (calls still return as if it ran; buffers handed out while
      * recording keep their addresses in the graph); graph_end stops and returns the recorded
@@ -97,7 +111,9 @@ struct vae_backend {
 /* Backend constructors (NULL-safe failure with vae_fail). */
 int vae_cpu_backend_create(vae_backend **out, vae_dtype dtype, int threads);
 #ifdef VAE_HAVE_CUDA
-int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index);
+struct vae_settings;
+int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index,
+                            const struct vae_settings *settings);
 int vae_cuda_available(void);
 #endif
 

@@ -1,29 +1,49 @@
-/* executor.h -- runs a program on a backend, one chunk of frames at a time (internal). */
+/* executor.h -- runs a program on a backend, one chunk of frames at a time (internal).
+ *
+ * The executor schedules ops, owns their buffers and causal caches, and records steady-state
+ * steps as backend graphs. What each op computes, its shapes and stream rules come from op.h;
+ * how a video is cut into chunks, frame loops and tiles is the planner's choice (plan.h).
+ */
 #ifndef VAE_EXECUTOR_H
 #define VAE_EXECUTOR_H
 
 #include "backend.h"
 #include "program.h"
+#include "settings.h"
 
 typedef struct vae_exec vae_exec;
 
-/* be == NULL makes a dry executor: shapes, frame counts and MACs only (no buffers, no compute). */
-int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be);
-void vae_exec_free(vae_exec *e);
-/* Starts a new stream: clears caches and frame counters (weights stay prepared). */
-void vae_exec_reset(vae_exec *e);
+typedef struct vae_exec_config {
+    const vae_settings *settings; /* NULL: defaults */
+    /* Frame loops: at each of these op indices (ascending, < n_ops) the step continues one frame
+     * at a time: the values live across that boundary (vae_program_crossing, all with the same
+     * frame count in every step) are cut into single frames, and the ops from there on run once
+     * per frame, depth first. Streams give the same result (program.h: chunking does not matter)
+     * while the later, larger stages hold one frame instead of a chunk. */
+    const int *loops;
+    int n_loops; /* at most VAE_MAX_LOOPS */
+} vae_exec_config;
 
-/* Output of one chunk: a backend buffer [t][h][w][c] (NULL when t == 0 or dry), owned by the
- * executor until the next call. */
+int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be,
+                    const vae_exec_config *cfg);
+void vae_exec_free(vae_exec *e);
+/* Starts a new stream: clears caches, frame counters and trims (weights stay prepared). */
+void vae_exec_reset(vae_exec *e);
+/* Tiles: every frame of `value` (which must cross a frame-loop boundary) is cut to rows
+ * [y0, y0+h) and columns [x0, x0+w) of itself before the ops after the boundary see it. Between
+ * streams only; h = 0 removes the trim. */
+int vae_exec_set_trim(vae_exec *e, int value, int y0, int x0, int h, int w);
+
+/* Output of one chunk: a backend buffer [t][h][w][c] (NULL when t == 0), owned by the executor
+ * until the next call. */
 typedef struct vae_chunk {
     void *data;
     int t, h, w, c;
 } vae_chunk;
 
-/* Feeds the next chunk of the input stream. in->data is a backend buffer [t][h][w][c] (ignored in
- * dry mode) and stays the caller's. */
+/* Feeds the next chunk of the input stream. in->data is a backend buffer [t][h][w][c] and stays
+ * the caller's. No other work may allocate from the backend between two steps of an executor
+ * that holds a graph (the graph replays on the blocks it recorded). */
 int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out);
-/* Multiply-accumulates done so far in this stream (counted in dry and real mode). */
-double vae_exec_macs(const vae_exec *e);
 
 #endif

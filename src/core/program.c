@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "op.h"
 
 void vae_program_init(vae_program *p, int in_channels) {
     memset(p, 0, sizeof *p);
@@ -53,101 +54,131 @@ int vae_program_add(vae_program *p, const vae_op *op) {
     return o->out;
 }
 
-int vae_op_is_windowed(const vae_op *op) {
-    if (op->kind == VAE_OP_CONV) return op->kt > 1 || op->st > 1 || op->tpad > 0;
-    if (op->kind == VAE_OP_SHUFFLE_DOWN) return op->ft > 1;
-    return 0;
-}
-
-double vae_op_macs_per_output(const vae_op *op) {
-    switch (op->kind) {
-    case VAE_OP_CONV: return (double)op->c_in * op->kt * op->kh * op->kw;
-    case VAE_OP_ATTENTION: return 0; /* counted by the caller: depends on tokens */
-    default: return 0;
+int vae_program_crossing(const vae_program *p, int pos, int *vals, int max) {
+    int n = 0;
+    for (int v = 0; v < p->n_values; v++) {
+        /* made before pos: the input, or the output of an op before pos (op i makes value i+1) */
+        int made = v == p->input || (v > 0 && v - 1 < pos && p->ops[v - 1].out == v);
+        int read = 0;
+        for (int i = pos; made && !read && i < p->n_ops; i++)
+            read = p->ops[i].in[0] == v || p->ops[i].in[1] == v;
+        if (made && read) {
+            if (n < max) vals[n] = v;
+            n++;
+        }
     }
+    return n;
 }
 
-int vae_shuffle_up_table(const vae_op *op, int **out, size_t *n_out) {
-    const int ft = op->ft, fs = op->fs, ci = op->c_in, co = op->c_out, group = op->group;
-    if (ft < 1 || fs < 1 || group < 1 || ci < 1 || co < 1)
-        return vae_fail(VAE_EINVAL, "%s: shuffle-up (ft %d, fs %d, group %d, %d->%d ch)",
-                        op->name, ft, fs, group, ci, co);
-    size_t n = (size_t)ft * fs * fs * co;
-    int *tab = vae_malloc(n * sizeof *tab);
-    if (!tab) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
-    for (int ti = 0; ti < ft; ti++)
-        for (int hi = 0; hi < fs; hi++)
-            for (int wi = 0; wi < fs; wi++)
-                for (int o = 0; o < co; o++) {
-                    int64_t f = (int64_t)o * op->cs_o + (int64_t)ti * op->cs_t +
-                                (int64_t)hi * op->cs_h + (int64_t)wi * op->cs_w;
-                    int64_t ch = f / group;
-                    if (f < 0 || ch >= ci) {
-                        vae_free(tab);
-                        return vae_fail(VAE_EINVAL,
-                                        "%s: shuffle-up strides (%d,%d,%d,%d)/%d read channel "
-                                        "%lld of %d",
-                                        op->name, op->cs_o, op->cs_t, op->cs_h, op->cs_w, group,
-                                        (long long)ch, ci);
-                    }
-                    tab[((ti * fs + hi) * fs + wi) * co + o] = (int)ch;
-                }
-    *out = tab;
-    *n_out = n;
+int vae_program_shapes(const vae_program *p, int h, int w, int *vh, int *vw) {
+    vh[p->input] = h;
+    vw[p->input] = w;
+    for (int i = 0; i < p->n_ops; i++) {
+        const vae_op *op = &p->ops[i];
+        int x = op->in[0], rc = vae_op_out_size(op, vh[x], vw[x], &vh[op->out], &vw[op->out]);
+        if (rc) return rc;
+        int x2 = op->in[1];
+        if (x2 >= 0 && op->kind != VAE_OP_CONCAT_T &&
+            (vh[x2] != vh[op->out] || vw[x2] != vw[op->out]))
+            return vae_fail(VAE_ESHAPE,
+                            "op %s: inputs of %dx%d and %dx%d; the input size is not one this "
+                            "model can process",
+                            op->name, vh[op->out], vw[op->out], vh[x2], vw[x2]);
+    }
     return VAE_OK;
 }
 
-int vae_shuffle_down_table(const vae_op *op, int **out, size_t *n_out) {
-    const int ft = op->ft, fs = op->fs, ci = op->c_in, co = op->c_out, group = op->group;
-    const int64_t total = (int64_t)ci * ft * fs * fs;
-    if (ft < 1 || fs < 1 || group < 1 || ci < 1 || co < 1 || total != (int64_t)co * group)
-        return vae_fail(VAE_EINVAL, "%s: shuffle-down (ft %d, fs %d, group %d, %d->%d ch)",
-                        op->name, ft, fs, group, ci, co);
-    int *tab = vae_malloc((size_t)total * 4 * sizeof *tab);
-    if (!tab) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
-    for (int64_t f = 0; f < total; f++) tab[f * 4] = -1;
-    for (int c = 0; c < ci; c++)
-        for (int ti = 0; ti < ft; ti++)
-            for (int hi = 0; hi < fs; hi++)
-                for (int wi = 0; wi < fs; wi++) {
-                    int64_t f = (int64_t)c * op->cs_o + (int64_t)ti * op->cs_t +
-                                (int64_t)hi * op->cs_h + (int64_t)wi * op->cs_w;
-                    if (f < 0 || f >= total || tab[f * 4] >= 0) {
-                        vae_free(tab);
-                        return vae_fail(VAE_EINVAL,
-                                        "%s: shuffle-down strides (%d,%d,%d,%d) do not enumerate "
-                                        "the %lld sub-positions",
-                                        op->name, op->cs_o, op->cs_t, op->cs_h, op->cs_w,
-                                        (long long)total);
-                    }
-                    tab[f * 4 + 0] = ti;
-                    tab[f * 4 + 1] = hi;
-                    tab[f * 4 + 2] = wi;
-                    tab[f * 4 + 3] = c;
-                }
-    *out = tab;
-    *n_out = (size_t)total * 4;
+int vae_program_slice(const vae_program *p, int from, int to, vae_program *out) {
+    int in = -1, outv = -1;
+    if (from < 0 || to > p->n_ops || from >= to || vae_program_crossing(p, from, &in, 1) != 1 ||
+        (to < p->n_ops && vae_program_crossing(p, to, &outv, 1) != 1))
+        return vae_fail(VAE_EINVAL, "internal: ops %d..%d of %d are not a slice with one input "
+                                    "and one output", from, to, p->n_ops);
+    if (to == p->n_ops) outv = p->output;
+    if (outv != p->ops[to - 1].out)
+        return vae_fail(VAE_EINVAL, "internal: the slice ending at op %d does not output its last "
+                                    "value", to);
+    const int c_in = in == p->input ? p->in_channels : p->ops[in - 1].c_out;
+    vae_program_init(out, c_in);
+    for (int i = from; i < to; i++) {
+        vae_op op = p->ops[i];
+        for (int k = 0; k < 2; k++)
+            if (op.in[k] == in) op.in[k] = 0;
+            else if (op.in[k] >= 0) op.in[k] -= from; /* made by op in[k]-1 >= from */
+        if (vae_program_add(out, &op) < 0) {
+            vae_program_free(out);
+            return vae_fail(VAE_ENOMEM, "out of memory slicing a program");
+        }
+    }
+    out->first_chunk = out->chunk = 1;
     return VAE_OK;
 }
 
-int vae_conv_check_call(const vae_op *op, const void *const *frames, int n_in, int h, int w,
-                        const void *y, int t_out, int h_out, int w_out) {
-    if (!frames || !y || h < 1 || w < 1 || n_in < op->kt)
-        return vae_fail(VAE_ESHAPE, "%s: conv input of %d frames of %dx%d (kernel kt = %d)",
-                        op->name, n_in, h, w, op->kt);
-    const int up = op->up > 1 ? op->up : 1;
-    if (up > 1 && (op->kt != 1 || op->st != 1))
-        return vae_fail(VAE_EINVAL, "%s: input upsampling with a temporal kernel", op->name);
-    const int hu = h * up, wu = w * up;
-    int exp_t = (n_in - op->kt) / op->st + 1;
-    int exp_h = (hu + op->pad_h[0] + op->pad_h[1] - op->kh) / op->sh + 1;
-    int exp_w = (wu + op->pad_w[0] + op->pad_w[1] - op->kw) / op->sw + 1;
-    if (hu + op->pad_h[0] + op->pad_h[1] < op->kh || wu + op->pad_w[0] + op->pad_w[1] < op->kw ||
-        t_out != exp_t || h_out != exp_h || w_out != exp_w)
-        return vae_fail(VAE_ESHAPE,
-                        "%s: conv of %d frames %dx%d gives %dx%dx%d, not the %dx%dx%d asked for",
-                        op->name, n_in, h, w, exp_t, exp_h, exp_w, t_out, h_out, w_out);
-    for (int i = 0; i < n_in; i++)
-        if (!frames[i]) return vae_fail(VAE_EINVAL, "%s: input frame %d is NULL", op->name, i);
+/* ---- frame loops ------------------------------------------------------------------------------ */
+int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, int n) {
+    memset(l, 0, sizeof *l);
+    if (n < 0 || n > VAE_MAX_LOOPS)
+        return vae_fail(VAE_EINVAL, "%d frame loops (at most %d)", n, VAE_MAX_LOOPS);
+    int total = 0;
+    for (int k = 0; k < n; k++) {
+        if (at[k] < 0 || at[k] >= p->n_ops || (k > 0 && at[k] <= at[k - 1]))
+            return vae_fail(VAE_EINVAL, "frame loop at op %d of %d", at[k], p->n_ops);
+        l->at[k] = at[k];
+        l->cross_at[k] = total;
+        total += vae_program_crossing(p, at[k], NULL, 0);
+    }
+    l->n = n;
+    l->at[n] = p->n_ops;
+    l->cross_at[n] = total;
+    l->cross = vae_calloc((size_t)total + 1, sizeof *l->cross);
+    if (!l->cross) return vae_fail(VAE_ENOMEM, "out of memory");
+    for (int k = 0; k < n; k++)
+        vae_program_crossing(p, l->at[k], l->cross + l->cross_at[k],
+                             l->cross_at[k + 1] - l->cross_at[k]);
     return VAE_OK;
+}
+
+void vae_loops_free(vae_loops *l) {
+    vae_free(l->cross);
+    memset(l, 0, sizeof *l);
+}
+
+static int walk_level(const vae_program *p, const vae_loops *l, int k, vae_op_clock *clk, int *tv,
+                      vae_walk_fn fn, void *user, int *t_out) {
+    for (int i = k ? l->at[k - 1] : 0; i < l->at[k]; i++) {
+        const vae_op *op = &p->ops[i];
+        vae_op_frames f;
+        vae_op_step_frames(op, &clk[i], tv[op->in[0]], op->in[1] >= 0 ? tv[op->in[1]] : 0, &f);
+        tv[op->out] = f.t_out;
+        if (fn) fn(user, VAE_WALK_OP, i, &f, tv);
+    }
+    if (k == l->n) {
+        *t_out += tv[p->output];
+        return VAE_OK;
+    }
+    const int *cv = l->cross + l->cross_at[k], nc = l->cross_at[k + 1] - l->cross_at[k];
+    const int t = tv[cv[0]];
+    for (int j = 1; j < nc; j++)
+        if (tv[cv[j]] != t)
+            return vae_fail(VAE_EINVAL, "a frame loop at op %d (%s) would cut values of %d and %d "
+                                        "frames", l->at[k], p->ops[l->at[k]].name, t, tv[cv[j]]);
+    for (int f = 0; f < t; f++) {
+        for (int j = 0; j < nc; j++) tv[cv[j]] = 1;
+        if (fn) fn(user, VAE_WALK_FRAME, k, NULL, tv);
+        int rc = walk_level(p, l, k + 1, clk, tv, fn, user, t_out);
+        if (rc) return rc;
+        if (fn) fn(user, VAE_WALK_FRAME_END, k, NULL, tv);
+    }
+    if (fn) fn(user, VAE_WALK_LOOP_END, k, NULL, tv);
+    return VAE_OK;
+}
+
+int vae_program_walk_step(const vae_program *p, const vae_loops *l, vae_op_clock *clk, int *tv,
+                          int t_in, vae_walk_fn fn, void *user, int *t_out) {
+    vae_loops flat = {.n = 0};
+    flat.at[0] = p->n_ops;
+    *t_out = 0;
+    tv[p->input] = t_in;
+    if (!l) l = &flat;
+    return walk_level(p, l, 0, clk, tv, fn, user, t_out);
 }

@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What follows from these definitions (shapes, receptive fields, stream rules, costs, checks)
+ * is in op.h. */
 typedef enum {
     VAE_OP_INPUT = 0,
     /* conv: y = conv(x) + bias [+ in[1]] ; in[1] (optional) is a residual of y's shape, added
@@ -108,19 +110,42 @@ void vae_program_free(vae_program *p);
 int vae_program_add(vae_program *p, const vae_op *op);
 /* Op templates with the fields that every op needs set (in = {x,-1}, out assigned on add). */
 vae_op vae_op_make(vae_op_kind kind, int x, int c_in, int c_out);
-/* Does op see the stream through a temporal window (cache ++ chunk)? */
-int vae_op_is_windowed(const vae_op *op);
-/* Index tables of the shuffles, shared by the backends (vae_free them). SHUFFLE_UP:
- * tab[((ti*fs + hi)*fs + wi)*c_out + o] = the input channel that output channel o of sub-position
- * (ti, hi, wi) reads. SHUFFLE_DOWN: for each slot f of the c_out*group output depth, the 4 ints
- * (ti, hi, wi, c) of the input value it takes. VAE_EINVAL when the strides describe no shuffle. */
-int vae_shuffle_up_table(const vae_op *op, int **tab, size_t *n);
-int vae_shuffle_down_table(const vae_op *op, int **tab, size_t *n);
-/* What every backend's CONV checks of its call (backend.h): enough frames, the output size that
- * kernel, stride, padding and input upsampling (op->up) give, no NULL frame. */
-int vae_conv_check_call(const vae_op *op, const void *const *frames, int n_in, int h, int w,
-                        const void *y, int t_out, int h_out, int w_out);
-/* MAC count of one output voxel (for FLOP estimates); 0 for cheap ops. */
-double vae_op_macs_per_output(const vae_op *op);
+/* The values live across the boundary before op `pos` (0 <= pos <= n_ops): made before it (or
+ * the input) and read by op `pos` or a later one, ascending, at most max of them. Returns their
+ * count (which may exceed max). */
+int vae_program_crossing(const vae_program *p, int pos, int *vals, int max);
+/* Spatial size of every value for an input of h x w (op.h rules): vh, vw [n_values]. VAE_ESHAPE
+ * naming the first op the size does not suit. */
+int vae_program_shapes(const vae_program *p, int h, int w, int *vh, int *vw);
+/* A new program of ops [from, to) of p, whose input is the one value crossing into `from` and
+ * whose output is the one value crossing out of `to` (value ids renumbered, weights shared).
+ * VAE_EINVAL when more than one value crosses either boundary. */
+int vae_program_slice(const vae_program *p, int from, int to, vae_program *out);
+
+/* ---- frame loops (executor.h) and stepping through them ------------------------------------- */
+enum { VAE_MAX_LOOPS = 8 };
+typedef struct vae_loops {
+    int n;                           /* loops; level k runs ops [at[k-1], at[k]) (at[-1] = 0) */
+    int at[VAE_MAX_LOOPS + 1];       /* at[n] = n_ops */
+    int cross_at[VAE_MAX_LOOPS + 1]; /* cross[cross_at[k] .. cross_at[k+1]) are cut at at[k] */
+    int *cross;
+} vae_loops;
+/* Loops at op indices at[0..n) (ascending, < n_ops); n = 0: none. */
+int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, int n);
+void vae_loops_free(vae_loops *l);
+
+struct vae_op_clock;
+struct vae_op_frames;
+/* What a step does, in the executor's order: an op runs (index = the op, f its frame counts);
+ * a frame of loop `index` begins (the cut values hold that one frame) or ends; loop `index` has
+ * done all its frames. tv: the frame count of every value in the current (sub-)step. */
+typedef enum { VAE_WALK_OP, VAE_WALK_FRAME, VAE_WALK_FRAME_END, VAE_WALK_LOOP_END } vae_walk_event;
+typedef void (*vae_walk_fn)(void *user, vae_walk_event ev, int index,
+                            const struct vae_op_frames *f, const int *tv);
+/* One step of t_in input frames through p, depth first through the loops, with the op clocks
+ * clk [n_ops] (advanced) and tv [n_values] as scratch; *t_out: the output frames of the step.
+ * VAE_EINVAL when a loop would cut values of different frame counts. fn may be NULL. */
+int vae_program_walk_step(const vae_program *p, const vae_loops *l, struct vae_op_clock *clk,
+                          int *tv, int t_in, vae_walk_fn fn, void *user, int *t_out);
 
 #endif

@@ -1,5 +1,8 @@
 /* cpu_backend.c -- the CPU backend: creation, buffers, per-op preparation. */
+#define _DEFAULT_SOURCE
 #include <omp.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -59,19 +62,6 @@ float *cpu_scratch(cpu_backend *cb, size_t bytes, const char *who) {
 }
 
 /* ---- activations ---------------------------------------------------------------------------- */
-int cpu_check_act(const vae_op *op) {
-    switch (op->act) {
-    case VAE_ACT_NONE:
-    case VAE_ACT_SILU:
-    case VAE_ACT_RELU: return VAE_OK;
-    case VAE_ACT_TANH_SCALE:
-        if (op->act_scale > 0.0f && isfinite(op->act_scale)) return VAE_OK;
-        return vae_fail(VAE_EINVAL, "%s: tanh activation scale %g is not positive", op->name,
-                        (double)op->act_scale);
-    }
-    return vae_fail(VAE_EINVAL, "%s: unknown activation %d", op->name, (int)op->act);
-}
-
 void cpu_act_row(vae_act act, float s, float *x, int64_t n) {
     switch (act) {
     case VAE_ACT_NONE: break;
@@ -157,12 +147,35 @@ static int cpu_copy(vae_backend *be, void *dst, const void *src, size_t bytes) {
     return VAE_OK;
 }
 
+static int cpu_copy2d(vae_backend *be, void *dst, size_t dst_pitch, const void *src,
+                      size_t src_pitch, size_t row_bytes, size_t rows) {
+    for (size_t r = 0; r < rows; r++)
+        memmove((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, row_bytes);
+    return VAE_OK;
+}
+
 static int cpu_zero(vae_backend *be, void *dst, size_t bytes) {
     if (bytes) memset(dst, 0, bytes);
     return VAE_OK;
 }
 
 static int cpu_sync(vae_backend *be) {
+    return VAE_OK;
+}
+
+/* Available RAM (/proc/meminfo MemAvailable; else free pages): the CPU backend's weights are the
+ * model's float32 arrays, already in memory, so it reserves nothing more. */
+static int cpu_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, int64_t *reserve) {
+    (void)be, (void)p;
+    *reserve = 0;
+    *avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long long kb;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) *avail = (int64_t)kb * 1024;
+    if (f) fclose(f);
+    if (*avail == 0) *avail = (int64_t)sysconf(_SC_AVPHYS_PAGES) * sysconf(_SC_PAGESIZE);
     return VAE_OK;
 }
 
@@ -185,6 +198,7 @@ static const vae_backend_vtbl cpu_vtbl = {
     .upload = cpu_upload,
     .download = cpu_download,
     .copy = cpu_copy,
+    .copy2d = cpu_copy2d,
     .zero = cpu_zero,
     .sync = cpu_sync,
     .prepare = cpu_prepare,
@@ -194,6 +208,7 @@ static const vae_backend_vtbl cpu_vtbl = {
     .eltwise = cpu_eltwise,
     .resample = cpu_resample,
     .attention = cpu_attention,
+    .mem_info = cpu_mem_info,
 };
 
 int vae_cpu_backend_create(vae_backend **out, vae_dtype dtype, int threads) {

@@ -20,24 +20,9 @@ typedef struct conv_state {
     int k;     /* K = kt*kh*kw*c_in */
 } conv_state;
 
-static int conv_check_params(const vae_op *op) {
-    if (op->c_in < 1 || op->c_out < 1 || op->kt < 1 || op->kh < 1 || op->kw < 1 || op->st < 1 ||
-        op->sh < 1 || op->sw < 1 || op->pad_h[0] < 0 || op->pad_h[1] < 0 || op->pad_w[0] < 0 ||
-        op->pad_w[1] < 0)
-        return vae_fail(VAE_EINVAL,
-                        "%s: bad conv parameters (c %d->%d, kernel %dx%dx%d, stride %dx%dx%d, "
-                        "pad h %d,%d w %d,%d)",
-                        op->name, op->c_in, op->c_out, op->kt, op->kh, op->kw, op->st, op->sh,
-                        op->sw, op->pad_h[0], op->pad_h[1], op->pad_w[0], op->pad_w[1]);
-    if (!op->w) return vae_fail(VAE_EINVAL, "%s: conv has no weight", op->name);
-    if ((int64_t)op->kt * op->kh * op->kw * op->c_in > INT32_MAX / 2)
-        return vae_fail(VAE_EUNSUPPORTED, "%s: conv kernel too large", op->name);
-    return VAE_OK;
-}
-
 int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     *state = NULL;
-    int rc = conv_check_params(op);
+    int rc = vae_op_check(op);
     if (rc) return rc;
     int ci_n = op->c_in, co_n = op->c_out, taps = op->kt * op->kh * op->kw;
     conv_state *s = vae_calloc(1, sizeof *s);
@@ -103,7 +88,7 @@ int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *
     cpu_backend *cb = cpu_be(be);
     const conv_state *s = state;
     if (op->kind != VAE_OP_CONV) return vae_fail(VAE_EINVAL, "%s: not a conv op", op->name);
-    int rc = conv_check_params(op);
+    int rc = vae_op_check(op);
     if (rc) return rc;
     if (!s) return vae_fail(VAE_EINVAL, "%s: conv was not prepared", op->name);
     /* the executor upsamples the input for this backend (no conv_upsample): op->up is 0 here */

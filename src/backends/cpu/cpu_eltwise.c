@@ -13,7 +13,7 @@ int cpu_eltwise(vae_backend *be, const vae_op *op, void *state, const void *a, c
     if (c < 1 || n_vox < 0)
         return vae_fail(VAE_ESHAPE, "%s: elementwise op on %lld voxels of %d channels", op->name,
                         (long long)n_vox, c);
-    int rc = cpu_check_act(op);
+    int rc = vae_op_check(op);
     if (rc) return rc;
     if (n_vox == 0) return VAE_OK;
     if (!a || !y || (op->kind == VAE_OP_ADD && !b2))

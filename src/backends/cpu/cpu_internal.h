@@ -100,8 +100,6 @@ static inline float cpu_silu(float x) {
 
 /* Applies act to n contiguous values in place (serial; callers parallelise). */
 void cpu_act_row(vae_act act, float s, float *x, int64_t n);
-/* VAE_OK if op->act is known (and TANH_SCALE has a positive scale), else vae_fail(VAE_EINVAL). */
-int cpu_check_act(const vae_op *op);
 
 /* Op families (vtbl entries). */
 int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state);

@@ -115,7 +115,7 @@ int cpu_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void
     if (op->c_in < 1 || (op->c_out != op->c_in && op->c_out != 0))
         return vae_fail(VAE_EINVAL, "%s: norm over %d channels cannot give %d", op->name, op->c_in,
                         op->c_out);
-    int rc = cpu_check_act(op);
+    int rc = vae_op_check(op);
     if (rc) return rc;
     if (t < 0 || h < 0 || w < 0 || (!x && t * (int64_t)h * w > 0))
         return vae_fail(VAE_ESHAPE, "%s: norm input %dx%dx%d", op->name, t, h, w);

@@ -6,8 +6,8 @@
 
 #include "backends/cuda/cuda_internal.h"
 #include "core/dtype.h"
+#include "core/settings.h"
 
-enum { CU_SCRATCH_LIMIT_MB = 256 }; /* default blocking target, VAE_CUDA_SCRATCH_MB */
 
 /* ---- errors --------------------------------------------------------------------------------- */
 int cu_check(cudaError_t e, const char *who, const char *what) {
@@ -518,6 +518,47 @@ static int cuda_copy(vae_backend *be, void *dst, const void *src, size_t bytes) 
     return rc;
 }
 
+static int cuda_copy2d(vae_backend *be, void *dst, size_t dst_pitch, const void *src,
+                       size_t src_pitch, size_t row_bytes, size_t rows) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda copy2d");
+    if (rc || row_bytes == 0 || rows == 0) return rc;
+    int ph = cu_prof_begin(cb, CU_P_COPY);
+    rc = cu_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
+                                    cudaMemcpyDeviceToDevice, cb->stream),
+                  "cuda copy2d", "cudaMemcpy2DAsync");
+    cu_prof_end(cb, ph);
+    return rc;
+}
+
+/* avail: free device memory plus what this backend holds already; reserve: weights in the
+ * layouts prepare() makes (a quarter more than dense for channel padding), the scratch area and
+ * the cuDNN workspace as far as they have grown or will (at least the blocking target, 64 MiB) */
+static int cuda_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, int64_t *reserve) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda memory info");
+    if (rc) return rc;
+    size_t free_b = 0, total_b = 0;
+    if ((rc = cu_check(cudaMemGetInfo(&free_b, &total_b), "cuda memory info", "cudaMemGetInfo")))
+        return rc;
+    const int64_t held = (int64_t)(cb->pool.reserved_bytes + cb->scratch_bytes + cb->ws_bytes +
+                                   cb->retired_bytes) + cb->weight_bytes;
+    *avail = (int64_t)free_b + held;
+    double w = 0;
+    for (int i = 0; i < p->n_ops; i++) {
+        const vae_op *op = &p->ops[i];
+        if (op->kind == VAE_OP_CONV)
+            w += 1.25 * op->c_out * (double)op->c_in * op->kt * op->kh * op->kw * be->elem_size +
+                 4.0 * op->c_out;
+        else if (op->w)
+            w += 8.0 * op->c_out;
+    }
+    size_t scratch = cb->scratch_bytes > cb->scratch_limit ? cb->scratch_bytes : cb->scratch_limit;
+    size_t ws = cb->ws_bytes > ((size_t)64 << 20) ? cb->ws_bytes : (size_t)64 << 20;
+    *reserve = (int64_t)w + (int64_t)scratch + (int64_t)ws;
+    return VAE_OK;
+}
+
 static int cuda_zero(vae_backend *be, void *dst, size_t bytes) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda zero");
@@ -617,6 +658,9 @@ static const vae_backend_vtbl cuda_vtbl = {
     .upload = cuda_upload,
     .download = cuda_download,
     .copy = cuda_copy,
+    .copy2d = cuda_copy2d,
+    .mem_info = cuda_mem_info,
+    .alloc_size = cu_pool_round,
     .zero = cuda_zero,
     .sync = cuda_sync,
     .prepare = cuda_prepare,
@@ -671,7 +715,11 @@ int vae_cuda_available(void) {
     return cuk_probe(); /* this binary has kernels for the device */
 }
 
-int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index) {
+int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index,
+                            const vae_settings *settings) {
+    vae_settings defaults;
+    vae_settings_default(&defaults);
+    const vae_settings *st = settings ? settings : &defaults;
     if (!out) return vae_fail(VAE_EINVAL, "cuda backend: NULL output pointer");
     *out = NULL;
     if (dtype != VAE_DTYPE_F32 && dtype != VAE_DTYPE_BF16 && dtype != VAE_DTYPE_F16)
@@ -709,39 +757,30 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->device = device_index;
     cb->sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
     snprintf(cb->device_name, sizeof cb->device_name, "%s", prop.name);
-    cb->scratch_limit = (size_t)CU_SCRATCH_LIMIT_MB << 20;
-    const char *s = getenv("VAE_CUDA_SCRATCH_MB");
-    if (s && atol(s) > 0) cb->scratch_limit = (size_t)atol(s) << 20;
-    s = getenv("VAE_CUDA_PROFILE");
-    cb->prof = s ? atoi(s) : 0;
-    if (cb->prof < 0) cb->prof = 0;
-    s = getenv("VAE_CUDA_CONV");
-    if (s && strcmp(s, "gemm") == 0) cb->conv_mode = CU_CONV_GEMM;
-    else if (s && strcmp(s, "cudnn") == 0) cb->conv_mode = CU_CONV_CUDNN;
-    s = getenv("VAE_CUDA_CONV3D");
-    cb->conv3d = !(s && s[0] == '0');
-    s = getenv("VAE_CUDA_FUSE");
-    cb->fuse = dtype != VAE_DTYPE_F32 && !(s && s[0] == '0');
-    s = getenv("VAE_CUDA_POISON");
-    cb->poison = s && s[0] == '1';
-    s = getenv("VAE_CUDA_TUNE");
-    cb->tune = !(s && s[0] == '0');
+    cb->scratch_limit = (size_t)st->cuda_scratch_mb << 20;
+    cb->prof = st->cuda_profile;
+    cb->conv_mode = st->cuda_conv;
+    cb->conv3d = st->cuda_conv3d;
+    cb->fuse = dtype != VAE_DTYPE_F32 && st->cuda_fuse;
+    cb->poison = st->cuda_poison;
+    cb->tune = st->cuda_tune;
     /* seed:N -- no timing: each (op, shape) gets a path chosen by a hash of N (tests explore the
      * combinations of paths that timing noise can produce) */
-    if (s && strncmp(s, "seed:", 5) == 0) cb->tune_seed = strtoull(s + 5, NULL, 10) | 1;
-    s = getenv("VAE_CUDA_PW");
-    cb->pw_dnn = !(s && strcmp(s, "gemm") == 0);
-    s = getenv("VAE_CUDA_PHASE");
-    cb->phase = !(s && s[0] == '0');
+    cb->tune_seed = st->cuda_tune_seed;
+    cb->pw_dnn = !st->cuda_pw_gemm;
+    cb->phase = st->cuda_phase;
+    cb->pad3d = st->cuda_pad3d;
+    cb->cpad = st->cuda_cpad;
+    cb->kpad = st->cuda_kpad;
 
     if ((rc = cu_check(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking),
                        "cuda backend", "cudaStreamCreate")))
         goto fail;
     cb->pool.stream = cb->stream;
-    cublasStatus_t st = cublasCreate(&cb->cublas);
-    if (st != CUBLAS_STATUS_SUCCESS) {
+    cublasStatus_t bst = cublasCreate(&cb->cublas);
+    if (bst != CUBLAS_STATUS_SUCCESS) {
         cb->cublas = NULL;
-        rc = cu_blas_check(st, "cuda backend", "cublasCreate");
+        rc = cu_blas_check(bst, "cuda backend", "cublasCreate");
         goto fail;
     }
     if ((rc = cu_blas_check(cublasSetStream(cb->cublas, cb->stream), "cuda backend",

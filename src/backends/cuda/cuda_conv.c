@@ -76,19 +76,13 @@ typedef struct conv_state {
     int nophase;             /* the phase path is unsupported for this op */
 } conv_state;
 
+/* The core's checks, and what this backend cannot do: frame lists go to kernels by value. */
 static int conv_check_params(const vae_op *op) {
-    if (op->c_in < 1 || op->c_out < 1 || op->kt < 1 || op->kh < 1 || op->kw < 1 || op->st < 1 ||
-        op->sh < 1 || op->sw < 1 || op->pad_h[0] < 0 || op->pad_h[1] < 0 || op->pad_w[0] < 0 ||
-        op->pad_w[1] < 0 || op->kt > CUK_MAX_FRAMES)
-        return vae_fail(VAE_EINVAL,
-                        "%s: bad conv parameters (c %d->%d, kernel %dx%dx%d, stride %dx%dx%d, "
-                        "pad h %d,%d w %d,%d)",
-                        op->name, op->c_in, op->c_out, op->kt, op->kh, op->kw, op->st, op->sh,
-                        op->sw, op->pad_h[0], op->pad_h[1], op->pad_w[0], op->pad_w[1]);
-    if (!op->w) return vae_fail(VAE_EINVAL, "%s: conv has no weight", op->name);
-    if ((int64_t)op->kt * op->kh * op->kw * op->c_in > INT32_MAX / 2)
-        return vae_fail(VAE_EUNSUPPORTED, "%s: conv kernel too large", op->name);
-    return VAE_OK;
+    int rc = vae_op_check(op);
+    if (rc == VAE_OK && op->kt > CUK_MAX_FRAMES)
+        rc = vae_fail(VAE_EUNSUPPORTED, "%s: temporal kernel of %d frames (at most %d)", op->name,
+                      op->kt, CUK_MAX_FRAMES);
+    return rc;
 }
 
 /* Uploads op->w (PyTorch [co][ci][kt][kh][kw]) in the 2-D layout [kp][kh][kw][width] with the
@@ -165,14 +159,14 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     s->co = s->kp = op->c_out;
     s->cg = op->kt * op->c_in;
     if (be->dtype != VAE_DTYPE_F32 && op->c_in % 8 == 0 && op->c_in % 64 && op->c_in >= 32 &&
-        !(getenv("VAE_CUDA_PAD3D") && getenv("VAE_CUDA_PAD3D")[0] == '0'))
+        cb->pad3d)
         s->cp = (op->c_in + 63) / 64 * 64;
     if (be->dtype != VAE_DTYPE_F32 && s->cg % 8 && (op->kh > 1 || op->kw > 1) &&
-        !(getenv("VAE_CUDA_CPAD") && getenv("VAE_CUDA_CPAD")[0] == '0'))
+        cb->cpad)
         s->cg = (s->cg + 7) / 8 * 8;
     const int spatial = op->kh > 1 || op->kw > 1 || op->kt > 1;
     if (be->dtype != VAE_DTYPE_F32 && spatial && op->c_out % 8 && op->c_out < 64 &&
-        cb->conv_mode != CU_CONV_GEMM && !(getenv("VAE_CUDA_KPAD") && getenv("VAE_CUDA_KPAD")[0] == '0'))
+        cb->conv_mode != CU_CONV_GEMM && cb->kpad)
         s->kp = (op->c_out + 7) / 8 * 8;
     /* the layout the model's streams will use (the other one only if a call needs it) */
     const int sym = op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];

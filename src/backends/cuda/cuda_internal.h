@@ -198,6 +198,7 @@ typedef struct cuda_backend {
     void **retired;       /* scratch / workspace buffers outgrown while graphs were alive */
     int n_retired;
     size_t retired_bytes;
+    /* switches from the session's settings (core/settings.h, VAE_CUDA_*) */
     int conv_mode;        /* CU_CONV_*: VAE_CUDA_CONV=auto|gemm|cudnn */
     int conv3d;           /* 3-D cuDNN convs over contiguous windows (VAE_CUDA_CONV3D, default 1) */
     int fuse;             /* bias/residual in cuDNN's epilogue, 16-bit only (VAE_CUDA_FUSE) */
@@ -207,6 +208,7 @@ typedef struct cuda_backend {
     uint64_t tune_seed;   /* VAE_CUDA_TUNE=seed:N: paths by hash instead of timing (0: off) */
     int pw_dnn;           /* 1x1 convs through cuDNN with the fused epilogue (VAE_CUDA_PW=gemm: off) */
     int phase;            /* nearest x2 + 3x3 conv as four 2x2 phase convs (VAE_CUDA_PHASE) */
+    int pad3d, cpad, kpad; /* channel-padded 3-D windows, 2-D gathers, filters (VAE_CUDA_*PAD*) */
     cudaEvent_t tune_ev[2];
     void *dnn;            /* cudnn state (cudnn_conv.c), created on first use */
     int dnn_failed;       /* cuDNN could not be initialised: GEMM path only */

@@ -1,0 +1,71 @@
+/* exec_internal.h -- the executor's state, shared by executor.c (scheduling, values, frame
+ * loops, graphs) and exec_window.c (causal windows and their caches). Nothing else includes it.
+ */
+#ifndef VAE_EXEC_INTERNAL_H
+#define VAE_EXEC_INTERNAL_H
+
+#include "executor.h"
+
+typedef struct window {
+    void **cache;     /* kt-1 frame buffers [h][w][c] */
+    void *cbuf;       /* contiguous mode: one buffer of kt-1 frames (the cache) */
+    void *zero_frame; /* one zero frame, for zero front padding */
+    size_t frame_bytes;
+    int h, w, c;      /* the frames it holds */
+} window;
+
+typedef struct op_state {
+    void *prep;
+    window win;
+    vae_op_clock clock; /* the op's place in the stream (op.h) */
+} op_state;
+
+enum { VALUE_OWNED = 0, VALUE_VIEW = 1, VALUE_TEMP = 2 };
+
+typedef struct value {
+    void *buf;
+    void *base; /* the allocation holding buf (a window buffer starts before buf), or NULL */
+    int t, h, w, c;
+    int refs;
+    int kind; /* VALUE_*: VIEW = one frame of a crossing value (never freed), TEMP = its trim */
+} value;
+
+typedef struct trim {
+    int on, y0, x0, h, w;
+} trim;
+
+struct vae_exec {
+    const vae_program *p;
+    vae_backend *be;
+    vae_settings set;
+    op_state *st;
+    value *val;
+    int *uses;   /* static number of consumers of each value */
+    int *win_of; /* per value: the op whose contiguous window it fills, or -1 */
+    trim *trims; /* per value */
+    const void **frames; /* scratch frame-pointer list */
+    int frames_cap;
+    vae_loops loops; /* frame loops (program.h) */
+    vae_op_clock *clk; /* scratch: op clocks for counting a step's output frames */
+    int *tv;           /* scratch: frame counts per value */
+    value gather; /* with loops: the step's output frames, gathered */
+    int gather_t, gather_cap;
+    /* work graph of the steady-state step (see executor.c) */
+    void *graph;                      /* the recorded step, or NULL */
+    int graph_ok;                     /* graphs allowed (backend has them, settings) */
+    uint64_t graph_sig;               /* the state it was recorded in */
+    value graph_out;                  /* its output value (the buffer stays the graph's) */
+    int64_t *graph_seen;              /* per op: clock.seen added by one step */
+    int have_prev;                    /* prev_* are set */
+    uint64_t prev_before, prev_after; /* state signatures around the previous step */
+};
+
+size_t exec_vox_bytes(const vae_exec *e, int64_t n);
+int exec_frames_reserve(vae_exec *e, int n);
+int exec_alloc_value(vae_exec *e, value *v, int v_id);
+
+/* exec_window.c: a windowed op (temporal conv, temporal shuffle-down) over cache ++ chunk */
+int exec_run_windowed(vae_exec *e, int op_index, const value *x, value *y);
+void exec_window_release(vae_exec *e, window *w, int kt);
+
+#endif

@@ -1,0 +1,140 @@
+/* exec_window.c -- windowed ops: a temporal conv or shuffle-down sees cache ++ chunk.
+ *
+ * Each windowed op keeps the input frames that a later window still needs (at most kt-1, the
+ * op's clock.pending, op.h), which is what makes memory independent of the video's length.
+ *
+ * Contiguous windows: when the input of a temporal conv (kt > 1) is an intermediate value with no
+ * other consumer, that value is allocated with kt-1 spare frames in front of it (executor.c,
+ * plan_windows). Before the conv runs, the cached frames (and the front padding at stream start)
+ * are copied into that space, so the conv's frame list is one contiguous [frames][h][w][c]
+ * tensor that a backend can read in place (no per-tap gather). The cache itself stays a separate
+ * buffer of kt-1 frames, so memory between chunks is unchanged. A frame of a value cut by a frame
+ * loop is contiguous too: the frames before it in its buffer (already consumed) or the buffer's
+ * spare frames take the cache.
+ */
+#include <string.h>
+
+#include "core.h"
+#include "exec_internal.h"
+
+void exec_window_release(vae_exec *e, window *w, int kt) {
+    if (w->cache)
+        for (int i = 0; i < kt - 1; i++)
+            if (w->cache[i]) e->be->v->release(e->be, w->cache[i]);
+    if (w->cbuf) e->be->v->release(e->be, w->cbuf);
+    if (w->zero_frame) e->be->v->release(e->be, w->zero_frame);
+    vae_free(w->cache);
+    memset(w, 0, sizeof *w);
+}
+
+/* e->frames = cache ++ front padding (at stream start) ++ the chunk's frames (f: op.h). */
+static int gather_list(vae_exec *e, const vae_op *op, window *w, int pending, const value *x,
+                       const vae_op_frames *f) {
+    int rc = exec_frames_reserve(e, f->total + 1);
+    if (rc || f->total == 0) return rc;
+    size_t fb = w->frame_bytes;
+    if (!w->cache && op->kt > 1) {
+        w->cache = vae_calloc((size_t)op->kt - 1, sizeof *w->cache);
+        if (!w->cache) return vae_fail(VAE_ENOMEM, "out of memory");
+    }
+    int k = 0;
+    for (int i = 0; i < pending; i++) e->frames[k++] = w->cache[i];
+    if (f->pad > 0 && op->tpad_mode == VAE_TPAD_ZERO && !w->zero_frame) {
+        w->zero_frame = e->be->v->alloc(e->be, fb);
+        if (!w->zero_frame) return vae_fail(VAE_ENOMEM, "out of device memory");
+        if ((rc = e->be->v->zero(e->be, w->zero_frame, fb))) return rc;
+    }
+    for (int i = 0; i < f->pad; i++)
+        e->frames[k++] = op->tpad_mode == VAE_TPAD_ZERO ? w->zero_frame : x->buf;
+    for (int i = 0; i < x->t; i++) e->frames[k++] = (const char *)x->buf + (size_t)i * fb;
+    return VAE_OK;
+}
+
+/* Keeps the last f->keep frames of e->frames as the new cache. Destination slot j <= source slot
+ * when the source is itself a cache slot, so copying forward is safe. */
+static int keep_list(vae_exec *e, window *w, const vae_op_frames *f) {
+    for (int j = 0; j < f->keep; j++) {
+        const void *src = e->frames[f->used + j];
+        if (!w->cache[j]) {
+            w->cache[j] = e->be->v->alloc(e->be, w->frame_bytes);
+            if (!w->cache[j]) return vae_fail(VAE_ENOMEM, "out of device memory for a cache");
+        }
+        if (src != w->cache[j]) {
+            int rc = e->be->v->copy(e->be, w->cache[j], src, w->frame_bytes);
+            if (rc) return rc;
+        }
+    }
+    return VAE_OK;
+}
+
+/* Contiguous mode: the cached frames and any front padding are copied in front of x's frames,
+ * so that e->frames lists one contiguous tensor. */
+static int gather_contig(vae_exec *e, const vae_op *op, window *w, int pending, const value *x,
+                         const vae_op_frames *f) {
+    vae_backend *be = e->be;
+    int rc = exec_frames_reserve(e, f->total + 1);
+    if (rc) return rc;
+    const size_t fb = w->frame_bytes;
+    if (x->t == 0) {
+        for (int k = 0; k < f->total; k++) e->frames[k] = (char *)w->cbuf + (size_t)k * fb;
+        return VAE_OK;
+    }
+    char *head = (char *)x->buf - (size_t)(pending + f->pad) * fb; /* inside x's allocation */
+    if (pending > 0 && (rc = be->v->copy(be, head, w->cbuf, (size_t)pending * fb))) return rc;
+    for (int i = 0; i < f->pad && rc == VAE_OK; i++) {
+        char *slot = head + (size_t)(pending + i) * fb;
+        rc = op->tpad_mode == VAE_TPAD_ZERO ? be->v->zero(be, slot, fb)
+                                            : be->v->copy(be, slot, x->buf, fb);
+    }
+    for (int k = 0; k < f->total; k++) e->frames[k] = head + (size_t)k * fb;
+    return rc;
+}
+
+/* Contiguous mode: keeps the last f->keep frames in w->cbuf. */
+static int keep_contig(vae_exec *e, const vae_op *op, window *w, const vae_op_frames *f) {
+    if (f->keep == 0) return VAE_OK;
+    if (!w->cbuf) {
+        w->cbuf = e->be->v->alloc(e->be, (size_t)(op->kt - 1) * w->frame_bytes);
+        if (!w->cbuf) return vae_fail(VAE_ENOMEM, "out of device memory for a cache");
+    }
+    const void *src = e->frames[f->used];
+    if (src == w->cbuf) return VAE_OK;
+    return e->be->v->copy(e->be, w->cbuf, src, (size_t)f->keep * w->frame_bytes);
+}
+
+int exec_run_windowed(vae_exec *e, int i, const value *x, value *y) {
+    const vae_op *op = &e->p->ops[i];
+    op_state *s = &e->st[i];
+    window *w = &s->win;
+    /* contiguous mode: x has room in front (or is empty and the cache is contiguous) */
+    const int contig = op->in[0] >= 0 && e->win_of[op->in[0]] == i &&
+                       (x->t > 0 ? x->base != NULL && x->buf != x->base : w->cache == NULL);
+    const int pending = s->clock.pending;
+    vae_op_frames f;
+    vae_op_step_frames(op, &s->clock, x->t, 0, &f);
+    if (x->t > 0) {
+        w->frame_bytes = exec_vox_bytes(e, (int64_t)x->h * x->w * x->c);
+        w->h = x->h, w->w = x->w, w->c = x->c;
+    }
+    int rc = contig ? gather_contig(e, op, w, pending, x, &f) : gather_list(e, op, w, pending, x, &f);
+    if (rc) return rc;
+    y->t = f.t_out;
+    y->c = op->c_out;
+    y->h = y->w = 0;
+    if (f.t_out > 0) {
+        if ((rc = vae_op_out_size(op, w->h, w->w, &y->h, &y->w))) return rc;
+        const value *res = op->in[1] >= 0 ? &e->val[op->in[1]] : NULL;
+        if (res && (res->t != y->t || res->h != y->h || res->w != y->w || res->c != y->c))
+            return vae_fail(VAE_ESHAPE, "residual of %s: [%d,%d,%d,%d] vs [%d,%d,%d,%d]",
+                            op->name, res->t, res->h, res->w, res->c, y->t, y->h, y->w, y->c);
+        if ((rc = exec_alloc_value(e, y, op->out))) return rc;
+        if (op->kind == VAE_OP_CONV)
+            rc = e->be->v->conv(e->be, op, s->prep, e->frames, f.total, w->h, w->w,
+                                res ? res->buf : NULL, y->buf, f.t_out, y->h, y->w);
+        else
+            rc = e->be->v->resample(e->be, op, e->frames, f.t_out * op->ft, w->h, w->w, y->buf,
+                                    f.t_out);
+        if (rc) return rc;
+    }
+    return contig ? keep_contig(e, op, w, &f) : keep_list(e, w, &f);
+}

@@ -1,0 +1,102 @@
+/* op.h -- each op's rules in one place: checks, shapes, receptive field, time, cost (internal).
+ *
+ * program.h says what each op computes; this file says what follows from that, for everyone who
+ * needs it: the executor (shapes and stream rules per chunk), the planner (receptive fields for
+ * exact tiles, bytes for budgets, MACs for costs) and the backends (parameter and call checks,
+ * shuffle index tables). Nobody re-derives these rules elsewhere.
+ *
+ * Spatial rule. Along each spatial axis every op is "nearest upsampling by u, then a window of k
+ * taps with stride s and zero padding p0 before / p1 after" (pointwise ops: u = k = s = 1):
+ *   conv            u = op->up (or 1), k = kh|kw, s = sh|sw, p = pad_h|pad_w
+ *   UPSAMPLE, SHUFFLE_UP    u = fs                SHUFFLE_DOWN    k = s = fs
+ * so out_len(n) = (n*u + p0 + p1 - k) / s + 1, and output row j reads upsampled rows
+ * [j*s - p0, j*s - p0 + k). GROUP_NORM and ATTENTION are global per frame: every output pixel
+ * depends on the whole frame (no spatial tile of them is exact).
+ *
+ * Crops. An op run on a crop [a, b) of an axis of length n (the executor does not know it is a
+ * crop: it pads the crop's edges with zeros as if they were the frame's) computes output rows
+ * [a*u/s, ...) of the whole frame (a*u must be a multiple of s), and a row is exact when every
+ * row it reads inside the frame lies in the input's exact ("valid") part: rows next to an inner
+ * crop edge read zeros where the frame has data. vae_op_map_crop follows this through an op;
+ * the planner chains it through programs.
+ */
+#ifndef VAE_OP_H
+#define VAE_OP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "program.h"
+
+/* ---- checks ---------------------------------------------------------------------------------- */
+/* The op's parameters make sense (kernel, strides, padding, channels, groups, weights present,
+ * activation); VAE_EINVAL naming the op otherwise. Backends call it from prepare(). */
+int vae_op_check(const vae_op *op);
+/* What every backend's CONV checks of its call (backend.h): enough frames, the output size that
+ * kernel, stride, padding and input upsampling (op->up) give, no NULL frame. */
+int vae_conv_check_call(const vae_op *op, const void *const *frames, int n_in, int h, int w,
+                        const void *y, int t_out, int h_out, int w_out);
+
+/* ---- space ----------------------------------------------------------------------------------- */
+typedef struct vae_span {
+    int lo, hi; /* rows [lo, hi) */
+} vae_span;
+
+/* 1 for GROUP_NORM and ATTENTION (statistics or tokens over the whole frame). */
+int vae_op_is_global(const vae_op *op);
+/* Output length along axis (0 = h, 1 = w) for input length n; 0 when the input is too small. */
+int vae_op_out_len(const vae_op *op, int axis, int n);
+/* Output h x w for input h x w; VAE_ESHAPE naming the op when it gives no output. */
+int vae_op_out_size(const vae_op *op, int h, int w, int *h_out, int *w_out);
+/* The input rows that output rows `out` read (unclipped: may reach outside [0, n)). Global ops:
+ * the whole input [0, n_in). */
+vae_span vae_op_in_span(const vae_op *op, int axis, vae_span out, int n_in);
+/* A crop start must be a multiple of this along each axis (s / gcd(u, s)). */
+int vae_op_align(const vae_op *op, int axis);
+/* Through the op along axis: input of full length n, cropped to `crop` of which `valid` is exact
+ * -> the output crop and its exact part (whole-frame coordinates; an empty valid part has
+ * lo >= hi). VAE_ESHAPE when the crop start is not aligned. Global ops: exact only when the crop
+ * is the whole, valid frame. */
+int vae_op_map_crop(const vae_op *op, int axis, int n, vae_span crop, vae_span valid,
+                    vae_span *out_crop, vae_span *out_valid);
+
+/* ---- time -------------------------------------------------------------------------------------
+ * The stream rule of program.h, one step at a time: an op's state between chunks is how many
+ * input frames it keeps (pending), whether the stream has started (front padding applied) and how
+ * many frames it has seen (TIME_HEAD / TIME_DROP). */
+typedef struct vae_op_clock {
+    int pending;  /* windowed ops: frames kept from earlier chunks (at most kt - 1) */
+    int started;  /* the front padding has been applied */
+    int64_t seen; /* input frames of the stream so far */
+} vae_op_clock;
+
+typedef struct vae_op_frames {
+    int pad;     /* windowed: front-padding frames added in this step */
+    int total;   /* windowed: pending + pad + new frames, the window's frame list */
+    int t_out;   /* output frames of this step */
+    int used;    /* windowed: frames consumed from the front of the list (t_out * st) */
+    int keep;    /* windowed: frames kept for the next step (the last `keep` of the list) */
+    int from;    /* TIME_HEAD / TIME_DROP: first input frame copied */
+} vae_op_frames;
+
+/* Does op see the stream through a temporal window (cache ++ chunk)? */
+int vae_op_is_windowed(const vae_op *op);
+/* One step of t_in new frames (t_in2: CONCAT_T's second input): fills f and advances c. */
+void vae_op_step_frames(const vae_op *op, vae_op_clock *c, int t_in, int t_in2, vae_op_frames *f);
+
+/* ---- cost and memory ------------------------------------------------------------------------- */
+/* Multiply-accumulates of t frames of output h_out x w_out (attention: scores and values, over
+ * h_out*w_out tokens); 0 for the ops whose cost is memory traffic. */
+double vae_op_macs(const vae_op *op, int t, int h_out, int w_out);
+/* Frames of input kept between steps (windowed ops: kt - 1; others 0). */
+int vae_op_cache_frames(const vae_op *op);
+
+/* ---- shuffles -------------------------------------------------------------------------------- */
+/* Index tables of the shuffles, shared by the backends (vae_free them). SHUFFLE_UP:
+ * tab[((ti*fs + hi)*fs + wi)*c_out + o] = the input channel that output channel o of sub-position
+ * (ti, hi, wi) reads. SHUFFLE_DOWN: for each slot f of the c_out*group output depth, the 4 ints
+ * (ti, hi, wi, c) of the input value it takes. VAE_EINVAL when the strides describe no shuffle. */
+int vae_shuffle_up_table(const vae_op *op, int **tab, size_t *n);
+int vae_shuffle_down_table(const vae_op *op, int **tab, size_t *n);
+
+#endif

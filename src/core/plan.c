@@ -1,0 +1,822 @@
+/* plan.c -- the planner: frame loops, parts, tiles and their memory (plan.h). */
+#include "plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
+
+#define GIB(x) ((double)(x) / (1024.0 * 1024.0 * 1024.0))
+
+/* ---- walking the untiled program -------------------------------------------------------------- */
+typedef struct walk_sum {
+    const vae_program *p;
+    const int *vh, *vw;
+    double macs;
+    int64_t *frames; /* per op: output frames over the stream (NULL: not wanted) */
+} walk_sum;
+
+static void sum_op(void *user, vae_walk_event ev, int i, const vae_op_frames *f, const int *tv) {
+    walk_sum *s = user;
+    if (ev != VAE_WALK_OP) return;
+    const vae_op *op = &s->p->ops[i];
+    s->macs += vae_op_macs(op, f->t_out, s->vh[op->out], s->vw[op->out]);
+    if (s->frames) s->frames[i] += f->t_out;
+}
+
+/* Steps through the whole stream of t input frames (first chunk, then chunks). */
+static int walk_stream(const vae_program *p, const vae_loops *l, int t, int first, int chunk,
+                       walk_sum *sum, int *t_out) {
+    vae_op_clock *clk = vae_calloc((size_t)p->n_ops + 1, sizeof *clk);
+    int *tv = vae_calloc((size_t)p->n_values, sizeof *tv);
+    int rc = clk && tv ? VAE_OK : vae_fail(VAE_ENOMEM, "out of memory planning");
+    *t_out = 0;
+    for (int pos = 0; rc == VAE_OK && pos < t;) {
+        int n = pos == 0 ? first : chunk, out = 0;
+        if (pos + n > t) n = t - pos;
+        rc = vae_program_walk_step(p, l, clk, tv, n, sum ? sum_op : NULL, sum, &out);
+        *t_out += out;
+        pos += n;
+    }
+    vae_free(clk);
+    vae_free(tv);
+    return rc;
+}
+
+int vae_plan_walk(const vae_program *p, int t, int h, int w, int *t_out, int *h_out, int *w_out,
+                  double *macs) {
+    int *vh = vae_calloc((size_t)p->n_values, sizeof *vh);
+    int *vw = vae_calloc((size_t)p->n_values, sizeof *vw);
+    int rc = vh && vw ? vae_program_shapes(p, h, w, vh, vw) : vae_fail(VAE_ENOMEM, "out of memory");
+    walk_sum sum = {p, vh, vw, 0, NULL};
+    if (rc == VAE_OK) rc = walk_stream(p, NULL, t, p->first_chunk, p->chunk, &sum, t_out);
+    if (rc == VAE_OK) {
+        *h_out = vh[p->output];
+        *w_out = vw[p->output];
+        if (macs) *macs = sum.macs;
+    }
+    vae_free(vh);
+    vae_free(vw);
+    return rc;
+}
+
+/* ---- frame loops ------------------------------------------------------------------------------- */
+/* What a candidate loop position sees over the first steps: whether the values crossing it always
+ * have equal frame counts, and the most frames they have in one (sub-)step. */
+typedef struct probe {
+    const vae_program *p;
+    int pos, n_cross, cross[16];
+    int equal, most;
+} probe;
+
+static void probe_op(void *user, vae_walk_event ev, int i, const vae_op_frames *f, const int *tv) {
+    probe *q = user;
+    if (ev != VAE_WALK_OP || i != q->pos) return;
+    for (int j = 0; j < q->n_cross; j++) {
+        if (tv[q->cross[j]] != tv[q->cross[0]]) q->equal = 0;
+        if (tv[q->cross[j]] > q->most) q->most = tv[q->cross[j]];
+    }
+}
+
+static int probe_pos(const vae_program *p, const int *loops, int n_loops, int pos, int first,
+                     int chunk, probe *q) {
+    memset(q, 0, sizeof *q);
+    q->p = p;
+    q->pos = pos;
+    q->equal = 1;
+    q->n_cross = vae_program_crossing(p, pos, q->cross, 16);
+    if (q->n_cross < 1 || q->n_cross > 16) {
+        q->equal = 0;
+        return VAE_OK;
+    }
+    vae_loops l;
+    int rc = VAE_OK, t_out;
+    vae_op_clock *clk = vae_calloc((size_t)p->n_ops + 1, sizeof *clk);
+    int *tv = vae_calloc((size_t)p->n_values, sizeof *tv);
+    if (!clk || !tv || vae_loops_init(&l, p, loops, n_loops)) {
+        vae_free(clk);
+        vae_free(tv);
+        return vae_fail(VAE_ENOMEM, "out of memory planning");
+    }
+    for (int s = 0; s < 4 && rc == VAE_OK; s++)
+        rc = vae_program_walk_step(p, &l, clk, tv, s ? chunk : first, probe_op, q, &t_out);
+    vae_loops_free(&l);
+    vae_free(clk);
+    vae_free(tv);
+    return rc;
+}
+
+static int is_upsampling(const vae_op *op) {
+    return (op->kind == VAE_OP_CONV && op->up > 1) || op->kind == VAE_OP_UPSAMPLE ||
+           (op->kind == VAE_OP_SHUFFLE_UP && op->fs > 1);
+}
+
+/* Frame loops of a part fed first, then chunk frames per step: one at the first position after
+ * each rise of the frame count where the crossing values stay in step (frame granularity), and,
+ * for a tiled part (trims != NULL), one at each single-value position just before an upsampling
+ * op or, failing that, the first one after it (where its crop is trimmed to the tile's need). */
+static int choose_loops(const vae_program *p, int first, int chunk, int frames, int *loops,
+                        int *n_loops, int *trim_at, int *n_trims) {
+    int n = 0, nt = 0, want_trim = 0;
+    for (int pos = 0; pos < p->n_ops && n < VAE_MAX_LOOPS; pos++) {
+        const int up = is_upsampling(&p->ops[pos]);
+        if (!frames && !trim_at) break;
+        probe q;
+        int rc = probe_pos(p, loops, n, pos, first, chunk, &q);
+        if (rc) return rc;
+        const int frame_loop = frames && q.equal && q.most > 1;
+        const int trim = trim_at && q.n_cross == 1 && pos > 0 && (up || want_trim);
+        if (frame_loop || trim) loops[n++] = pos;
+        if (trim) {
+            trim_at[nt++] = pos;
+            want_trim = 0;
+        } else if (up) {
+            want_trim = 1;
+        }
+    }
+    *n_loops = n;
+    if (n_trims) *n_trims = nt;
+    return VAE_OK;
+}
+
+/* ---- tiles: spans per axis ----------------------------------------------------------------------- */
+typedef struct tiler {
+    const vae_program *b; /* the tiled part */
+    int axis;
+    const int *n;         /* whole-frame length of each value along the axis */
+    const int *trim_at;   /* loop positions where single crossing values are trimmed */
+    int n_trim_at;
+    int align_in;         /* crop starts and ends of B's input are multiples of this */
+    vae_span *need, *crop, *valid;
+} tiler;
+
+static vae_span span_union(vae_span a, vae_span b) {
+    if (a.hi <= a.lo) return b;
+    if (b.hi <= b.lo) return a;
+    return (vae_span){a.lo < b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi};
+}
+
+static vae_span span_clip(vae_span a, int lo, int hi) {
+    if (a.lo < lo) a.lo = lo;
+    if (a.hi > hi) a.hi = hi;
+    if (a.hi < a.lo) a.hi = a.lo;
+    return a;
+}
+
+/* need[v]: the rows of each value that the output rows `own` depend on (clipped to the frame). */
+static void tile_need(const tiler *t, vae_span own) {
+    const vae_program *b = t->b;
+    for (int v = 0; v < b->n_values; v++) t->need[v] = (vae_span){0, 0};
+    t->need[b->output] = own;
+    for (int i = b->n_ops - 1; i >= 0; i--) {
+        const vae_op *op = &b->ops[i];
+        vae_span o = t->need[op->out];
+        if (o.hi <= o.lo) continue;
+        int x = op->in[0];
+        vae_span s = span_clip(vae_op_in_span(op, t->axis, o, t->n[x]), 0, t->n[x]);
+        t->need[x] = span_union(t->need[x], s);
+        if (op->in[1] >= 0) /* residual, addend, concat: the output's rows */
+            t->need[op->in[1]] = span_union(t->need[op->in[1]], span_clip(o, 0, t->n[op->in[1]]));
+    }
+}
+
+/* Forward from B's input crop: every value's crop and exact part (trims applied at trim_at);
+ * rel[k]: the trim at trim_at[k] relative to the value's crop; len[v]: each value's extent as
+ * it is made (before a trim). */
+static int tile_forward(const tiler *t, vae_span in, vae_span *rel, int *len) {
+    const vae_program *b = t->b;
+    t->crop[b->input] = in;
+    t->valid[b->input] = in;
+    len[b->input] = in.hi - in.lo;
+    int k = 0;
+    for (int i = 0; i < b->n_ops; i++) {
+        const vae_op *op = &b->ops[i];
+        if (k < t->n_trim_at && t->trim_at[k] == i) {
+            int v;
+            vae_program_crossing(b, i, &v, 1);
+            vae_span c = t->crop[v], s = span_clip(t->need[v], c.lo, c.hi);
+            if (s.hi <= s.lo) s = c;
+            rel[k++] = (vae_span){s.lo - c.lo, s.hi - s.lo};
+            t->crop[v] = s;
+            t->valid[v] = span_clip(t->valid[v], s.lo, s.hi);
+        }
+        const int x = op->in[0], y = op->out;
+        int rc = vae_op_map_crop(op, t->axis, t->n[x], t->crop[x], t->valid[x], &t->crop[y],
+                                 &t->valid[y]);
+        if (rc) return rc;
+        len[y] = t->crop[y].hi - t->crop[y].lo;
+        const int x2 = op->in[1];
+        if (x2 >= 0) {
+            if (t->crop[x2].lo != t->crop[y].lo || t->crop[x2].hi != t->crop[y].hi)
+                return vae_fail(VAE_EINVAL, "internal: tile crops differ at %s (%d..%d vs %d..%d)",
+                                op->name, t->crop[x2].lo, t->crop[x2].hi, t->crop[y].lo,
+                                t->crop[y].hi);
+            t->valid[y] = span_clip(t->valid[y], t->valid[x2].lo, t->valid[x2].hi);
+        }
+    }
+    return VAE_OK;
+}
+
+/* The input crop for output rows own, and everything forward from it. exact: own must come out
+ * exact (TILED), else any crop will do (BLEND passes its own crop in *in). */
+static int tile_axis(const tiler *t, vae_span own, int exact, vae_span *in, vae_span *rel,
+                     int *len) {
+    const vae_program *b = t->b;
+    const int n_in = t->n[b->input], a = t->align_in;
+    if (exact) {
+        tile_need(t, own);
+        vae_span s = t->need[b->input];
+        s.lo = s.lo / a * a;
+        s.hi = (s.hi + a - 1) / a * a;
+        *in = span_clip(s, 0, n_in);
+    } else {
+        tile_need(t, (vae_span){0, t->n[b->output]}); /* no trims: need = everything */
+    }
+    int rc = tile_forward(t, *in, rel, len);
+    if (rc) return rc;
+    const vae_span v = t->valid[b->output];
+    if (exact && (own.lo < v.lo || own.hi > v.hi))
+        return vae_fail(VAE_EINVAL, "internal: tile rows %d..%d are not exact (exact %d..%d)",
+                        own.lo, own.hi, v.lo, v.hi);
+    return VAE_OK;
+}
+
+/* ---- parts ------------------------------------------------------------------------------------- */
+typedef struct part {
+    vae_program prog; /* the slice (or a copy of the whole program's ops) */
+    int from, to, present;
+    int first, chunk; /* input frames per step */
+    vae_loops loops;
+    int loop_at[VAE_MAX_LOOPS], n_loops;
+    int trim_at[VAE_MAX_LOOPS], n_trim_at;
+    int *vh, *vw;     /* whole-frame shapes of the slice's values */
+} part;
+
+typedef struct planner {
+    const vae_plan_request *rq;
+    const vae_program *p;
+    int *vh, *vw;       /* the whole program's value shapes */
+    int64_t *op_frames; /* per op: output frames over the stream */
+    int steps;          /* steps of the whole stream */
+    part whole, pa, pb, pc;
+    int tiled_ok;       /* a tiled plan exists (B without global ops) */
+    int own_align;      /* owned tile edges in B's output are multiples of this */
+    /* scratch for tilers */
+    vae_span *need, *crop, *valid;
+    int *len_y, *len_x;
+} planner;
+
+static void part_free(part *q) {
+    if (q->present) vae_program_free(&q->prog);
+    vae_loops_free(&q->loops);
+    vae_free(q->vh);
+    vae_free(q->vw);
+    memset(q, 0, sizeof *q);
+}
+
+/* The slice [from, to) of the program with its shapes and loops. */
+static int part_make(planner *pl, part *q, int from, int to, int first, int chunk, int tiled) {
+    memset(q, 0, sizeof *q);
+    if (from >= to) return VAE_OK;
+    int rc = vae_program_slice(pl->p, from, to, &q->prog);
+    if (rc) return rc;
+    q->present = 1;
+    q->from = from, q->to = to, q->first = first, q->chunk = chunk;
+    int in;
+    vae_program_crossing(pl->p, from, &in, 1);
+    q->vh = vae_calloc((size_t)q->prog.n_values, sizeof *q->vh);
+    q->vw = vae_calloc((size_t)q->prog.n_values, sizeof *q->vw);
+    if (!q->vh || !q->vw) return vae_fail(VAE_ENOMEM, "out of memory planning");
+    for (int v = 0; v < q->prog.n_values; v++) {
+        int whole = v == 0 ? in : from + v;
+        q->vh[v] = pl->vh[whole];
+        q->vw[v] = pl->vw[whole];
+    }
+    rc = choose_loops(&q->prog, first, chunk, pl->rq->frame_loops, q->loop_at, &q->n_loops,
+                      tiled ? q->trim_at : NULL, &q->n_trim_at);
+    if (rc == VAE_OK) rc = vae_loops_init(&q->loops, &q->prog, q->loop_at, q->n_loops);
+    return rc;
+}
+
+static int part_steps(const planner *pl, const part *q, int t_in) {
+    (void)pl;
+    if (t_in <= 0) return 0;
+    return t_in <= q->first ? 1 : 1 + (t_in - q->first + q->chunk - 1) / q->chunk;
+}
+
+/* The part's memory for value shapes vh x vw (a tile's, or the whole frame's). */
+static int64_t part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
+                        const vae_plan_trim *trims, int n_trims) {
+    if (!q->present) return 0;
+    int steps = part_steps(pl, q, t_in);
+    if (steps > 8) steps = 8; /* caches are full and the step is steady well before */
+    return vae_plan_mem_part(&q->prog, &q->loops, vh, vw, pl->rq, q->first, q->chunk, steps,
+                             trims, n_trims);
+}
+
+static int64_t rounded(const planner *pl, int64_t bytes) {
+    if (bytes <= 0) return 0;
+    return pl->rq->round ? (int64_t)pl->rq->round((size_t)bytes) : bytes;
+}
+
+/* bytes of t frames of value v of part q at h x w */
+static int64_t frames_bytes(const planner *pl, const part *q, int v, int t, int h, int w) {
+    const int c = v == 0 ? q->prog.in_channels : q->prog.ops[v - 1].c_out;
+    return (int64_t)t * h * w * c * (int64_t)pl->rq->elem;
+}
+
+/* ---- candidates --------------------------------------------------------------------------------- */
+typedef struct cand {
+    vae_plan_kind kind;
+    int ty, tx;          /* tile grid */
+    int tile_h, tile_w;  /* owned tile size in B's output (TILED), or input crop size (BLEND) */
+    int64_t peak, peak_alloc;
+    int store_host[2];
+    double macs;
+} cand;
+
+static int64_t whole_peak(const planner *pl) {
+    const vae_plan_request *rq = pl->rq;
+    const part *q = &pl->whole;
+    const int max_chunk = q->first > q->chunk ? q->first : q->chunk;
+    int64_t dev_in = rounded(pl, frames_bytes(pl, q, 0, max_chunk, rq->h, rq->w));
+    int64_t m = part_mem(pl, q, q->vh, q->vw, rq->t, NULL, 0);
+    return m < 0 ? -1 : dev_in + m;
+}
+
+/* Owned spans of n rows in pieces of `size` (multiples of align, the last one what is left). */
+static int split_axis(int n, int size, int align, vae_span *out, int max) {
+    if (size < align) size = align;
+    size = (size + align - 1) / align * align;
+    int k = 0;
+    for (int lo = 0; lo < n && k < max; lo += size) out[k++] = (vae_span){lo, lo + size < n ? lo + size : n};
+    if (k >= 2 && out[k - 1].hi - out[k - 1].lo < align) { /* fold a sliver into its neighbour */
+        out[k - 2].hi = n;
+        k--;
+    }
+    return k;
+}
+
+/* Blend crops of B's input (n rows): tiles of `size` rows every size - overlap, the last one
+ * ending at n, starts multiples of align. */
+static int split_blend(int n, int size, int overlap, int align, vae_span *out, int max) {
+    size = (size + align - 1) / align * align;
+    if (size >= n) {
+        out[0] = (vae_span){0, n};
+        return 1;
+    }
+    int step = (size - overlap) / align * align, k = 0;
+    if (step < align) step = align;
+    for (int lo = 0; k < max; lo += step) {
+        int a = lo + size >= n ? (n - size) / align * align : lo;
+        out[k++] = (vae_span){a, a + size < n ? a + size : n};
+        if (a + size >= n) break;
+    }
+    return k;
+}
+
+/* ---- tiles of part B ------------------------------------------------------------------------------ */
+enum { MAX_SPANS = 96 };
+
+typedef struct axis_tiles {
+    int n;
+    vae_span own[MAX_SPANS], in[MAX_SPANS], out[MAX_SPANS];
+    vae_span rel[MAX_SPANS][VAE_MAX_LOOPS]; /* trims: offset and length in the value's crop */
+    int *len;                               /* [n][n_values]: each value's extent (as made) */
+    int cls[MAX_SPANS];                     /* first span with the same extents and trims */
+} axis_tiles;
+
+static int b_align_in(const planner *pl, const part *b, int blend) {
+    const int a = blend ? pl->rq->video_factor : b->vh[0] / (b->vh[b->prog.output] ? b->vh[b->prog.output] : 1);
+    return pl->rq->encode && a > 1 ? a : 1;
+}
+
+static int axis_tiles_make(planner *pl, const part *b, int axis, const vae_span *spans, int n,
+                           int blend, axis_tiles *at) {
+    const int nv = b->prog.n_values;
+    at->n = n;
+    at->len = vae_calloc((size_t)n * nv, sizeof *at->len);
+    if (!at->len) return vae_fail(VAE_ENOMEM, "out of memory planning tiles");
+    tiler t = {&b->prog, axis, axis ? b->vw : b->vh, b->trim_at, blend ? 0 : b->n_trim_at,
+               b_align_in(pl, b, blend), pl->need, pl->crop, pl->valid};
+    for (int k = 0; k < n; k++) {
+        vae_span in = spans[k];
+        int *len = at->len + (size_t)k * nv;
+        int rc = tile_axis(&t, spans[k], !blend, &in, at->rel[k], len);
+        if (rc) return rc;
+        at->in[k] = in;
+        at->out[k] = pl->crop[b->prog.output];
+        at->own[k] = blend ? at->out[k] : spans[k];
+        at->cls[k] = k;
+        for (int j = 0; j < k; j++)
+            if (memcmp(len, at->len + (size_t)j * nv, (size_t)nv * sizeof *len) == 0 &&
+                memcmp(at->rel[k], at->rel[j], sizeof at->rel[k]) == 0) {
+                at->cls[k] = j;
+                break;
+            }
+    }
+    return VAE_OK;
+}
+
+static void axis_tiles_free(axis_tiles *a) {
+    vae_free(a->len);
+    a->len = NULL;
+}
+
+static int tile_trims(const part *b, const axis_tiles *ay, int iy, const axis_tiles *ax, int ix,
+                      vae_plan_trim *out) {
+    for (int k = 0; k < b->n_trim_at; k++) {
+        int v;
+        vae_program_crossing(&b->prog, b->trim_at[k], &v, 1);
+        out[k] = (vae_plan_trim){v, ay->rel[iy][k].lo, ax->rel[ix][k].lo, ay->rel[iy][k].hi,
+                                 ax->rel[ix][k].hi};
+    }
+    return b->n_trim_at;
+}
+
+/* frames of the whole stream that part b's input and output carry */
+static int part_in_frames(const planner *pl, const part *q) {
+    if (q->from == 0) return pl->rq->t;
+    return (int)pl->op_frames[q->from - 1];
+}
+
+/* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
+ * the tiles), into c. */
+static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
+                      int blend, cand *c) {
+    const vae_plan_request *rq = pl->rq;
+    const int nv = b->prog.n_values, t_b = part_in_frames(pl, b);
+    int64_t mem_b = 0;
+    double macs = 0;
+    for (int iy = 0; iy < ay->n; iy++)
+        for (int ix = 0; ix < ax->n; ix++) {
+            const int *ly = ay->len + (size_t)iy * nv, *lx = ax->len + (size_t)ix * nv;
+            for (int i = 0; i < b->prog.n_ops; i++) {
+                const vae_op *op = &b->prog.ops[i];
+                macs += vae_op_macs(op, (int)pl->op_frames[b->from + i], ly[op->out], lx[op->out]);
+            }
+            if (ay->cls[iy] != iy || ax->cls[ix] != ix) continue; /* same memory as an earlier one */
+            vae_plan_trim trims[VAE_PLAN_MAX_TRIMS];
+            int nt = tile_trims(b, ay, iy, ax, ix, trims);
+            int64_t m = part_mem(pl, b, ly, lx, t_b, trims, nt);
+            if (m < 0) return vae_fail(VAE_ENOMEM, "out of memory planning");
+            /* its input: a crop of one frame of A's store, or of the user's input chunk */
+            const int in_frames = b->from == 0 ? (b->first > b->chunk ? b->first : b->chunk) : 1;
+            m += rounded(pl, frames_bytes(pl, b, 0, in_frames, ly[0], lx[0]));
+            if (m > mem_b) mem_b = m;
+        }
+    const part *pa = &pl->pa, *pc = &pl->pc;
+    int64_t store_a = 0, store_b = 0, phase_a = 0, phase_c = 0;
+    if (!blend && pa->present) {
+        const int v = pa->prog.output;
+        store_a = rounded(pl, frames_bytes(pl, pa, v, part_in_frames(pl, b), pa->vh[v], pa->vw[v]));
+        const int mc = pa->first > pa->chunk ? pa->first : pa->chunk;
+        phase_a = rounded(pl, frames_bytes(pl, pa, 0, mc, rq->h, rq->w)) +
+                  part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0);
+        macs += 0; /* A's work is counted below from the untiled walk */
+    }
+    if (!blend && pc->present) {
+        store_b = rounded(pl, frames_bytes(pl, pc, 0, part_in_frames(pl, pc), pc->vh[0], pc->vw[0]));
+        phase_c = part_mem(pl, pc, pc->vh, pc->vw, part_in_frames(pl, pc), NULL, 0);
+    }
+    /* the stores live on the device when that fits, else on the host (one frame staged) */
+    c->store_host[0] = c->store_host[1] = 0;
+    for (int host = 0; host < 2; host++) {
+        int64_t sa = host ? (store_a ? rounded(pl, store_a / (part_in_frames(pl, b) ? part_in_frames(pl, b) : 1)) : 0) : store_a;
+        int64_t sb = host ? (store_b ? rounded(pl, store_b / (part_in_frames(pl, pc) ? part_in_frames(pl, pc) : 1)) : 0) : store_b;
+        int64_t pk = phase_a + sa;
+        if (sa + mem_b + sb > pk) pk = sa + mem_b + sb;
+        if (sb + phase_c > pk) pk = sb + phase_c;
+        c->peak_alloc = pk;
+        c->peak = rq->fixed + pk;
+        c->store_host[0] = host && store_a;
+        c->store_host[1] = host && store_b;
+        if (rq->budget <= 0 || c->peak <= rq->budget) break;
+    }
+    /* work outside B: A and C run untiled */
+    for (int i = 0; i < pl->p->n_ops; i++)
+        if (blend ? 0 : (i < b->from || i >= b->to))
+            macs += vae_op_macs(&pl->p->ops[i], (int)pl->op_frames[i], pl->vh[pl->p->ops[i].out],
+                                pl->vw[pl->p->ops[i].out]);
+    c->macs = macs;
+    return VAE_OK;
+}
+
+static void fill_tiles(const planner *pl, const part *b, const axis_tiles *ay,
+                       const axis_tiles *ax, vae_plan *plan) {
+    int k = 0;
+    for (int iy = 0; iy < ay->n; iy++)
+        for (int ix = 0; ix < ax->n; ix++, k++) {
+            vae_plan_tile *t = &plan->tiles[k];
+            t->in_y = ay->in[iy], t->in_x = ax->in[ix];
+            t->out_y = ay->out[iy], t->out_x = ax->out[ix];
+            t->own_y = ay->own[iy], t->own_x = ax->own[ix];
+            t->n_trims = tile_trims(b, ay, iy, ax, ix, t->trims);
+        }
+    plan->tiles_y = ay->n, plan->tiles_x = ax->n, plan->n_tiles = k;
+    (void)pl;
+}
+
+/* Tiles of B as spans sy x sx (owned output spans, or BLEND input crops); fills plan when given. */
+static int try_spans(planner *pl, const part *b, const vae_span *sy, int ny, const vae_span *sx,
+                     int nx, int blend, cand *c, vae_plan *plan) {
+    axis_tiles *ay = vae_calloc(1, sizeof *ay), *ax = vae_calloc(1, sizeof *ax);
+    int rc = ay && ax ? VAE_OK : vae_fail(VAE_ENOMEM, "out of memory planning tiles");
+    if (rc == VAE_OK) rc = axis_tiles_make(pl, b, 0, sy, ny, blend, ay);
+    if (rc == VAE_OK) rc = axis_tiles_make(pl, b, 1, sx, nx, blend, ax);
+    if (rc == VAE_OK) rc = eval_tiles(pl, b, ay, ax, blend, c);
+    c->kind = blend ? VAE_PLAN_BLEND : VAE_PLAN_TILED;
+    c->ty = ny, c->tx = nx;
+    if (rc == VAE_OK && plan) {
+        plan->tiles = vae_calloc((size_t)ny * nx, sizeof *plan->tiles);
+        if (!plan->tiles) rc = vae_fail(VAE_ENOMEM, "out of memory planning tiles");
+        else fill_tiles(pl, b, ay, ax, plan);
+    }
+    if (ay) axis_tiles_free(ay);
+    if (ax) axis_tiles_free(ax);
+    vae_free(ay);
+    vae_free(ax);
+    return rc;
+}
+
+static int try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan) {
+    const part *b = &pl->pb;
+    vae_span sy[MAX_SPANS], sx[MAX_SPANS];
+    const int hb = b->vh[b->prog.output], wb = b->vw[b->prog.output];
+    int ny = split_axis(hb, tile_h, pl->own_align, sy, MAX_SPANS);
+    int nx = split_axis(wb, tile_w, pl->own_align, sx, MAX_SPANS);
+    c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
+    return try_spans(pl, b, sy, ny, sx, nx, 0, c, plan);
+}
+
+static int try_blend(planner *pl, cand *c, vae_plan *plan) {
+    const vae_plan_request *rq = pl->rq;
+    const part *b = &pl->whole;
+    const int f = rq->video_factor > 0 ? rq->video_factor : 1;
+    int tile = rq->blend_tile > 0 ? rq->blend_tile : 512;
+    int overlap = rq->blend_overlap >= 0 ? rq->blend_overlap : 64;
+    if (overlap >= tile) return vae_fail(VAE_EINVAL, "blend overlap %d px is not below the tile "
+                                                     "size %d px", overlap, tile);
+    /* crops of B's input: latent pixels for a decoder, video pixels for an encoder */
+    const int unit = rq->encode ? 1 : f, align = rq->encode ? f : 1;
+    int ti = (tile + unit - 1) / unit, ov = (overlap + unit - 1) / unit;
+    vae_span sy[MAX_SPANS], sx[MAX_SPANS];
+    int ny = split_blend(b->vh[0], ti, ov, align, sy, MAX_SPANS);
+    int nx = split_blend(b->vw[0], ti, ov, align, sx, MAX_SPANS);
+    c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
+    if (plan) plan->blend_overlap = rq->encode ? (overlap + f - 1) / f : overlap;
+    return try_spans(pl, b, sy, ny, sx, nx, 1, c, plan);
+}
+
+/* The tiled parts: B after the last op global per frame (decoders) or before the first
+ * (encoders), cut where one value crosses. */
+static int make_parts(planner *pl) {
+    const vae_program *p = pl->p;
+    int first_g = p->n_ops, last_g = -1, cut = -1;
+    for (int i = 0; i < p->n_ops; i++)
+        if (vae_op_is_global(&p->ops[i])) {
+            if (first_g == p->n_ops) first_g = i;
+            last_g = i;
+        }
+    if (pl->rq->encode) {
+        for (int pos = first_g; pos >= 1 && cut < 0; pos--)
+            if (pos == p->n_ops || vae_program_crossing(p, pos, NULL, 0) == 1) cut = pos;
+        if (cut < 1) return VAE_OK;
+        int rc = part_make(pl, &pl->pb, 0, cut, p->first_chunk, p->chunk, 1);
+        if (rc == VAE_OK) rc = part_make(pl, &pl->pc, cut, p->n_ops, 1, 1, 0);
+        pl->tiled_ok = rc == VAE_OK;
+        return rc;
+    }
+    for (int pos = last_g + 1; pos < p->n_ops && cut < 0; pos++)
+        if (pos == 0 || vae_program_crossing(p, pos, NULL, 0) == 1) cut = pos;
+    if (cut < 0) return VAE_OK;
+    int rc = part_make(pl, &pl->pa, 0, cut, p->first_chunk, p->chunk, 0);
+    if (rc == VAE_OK) rc = part_make(pl, &pl->pb, cut, p->n_ops, 1, 1, 1);
+    pl->tiled_ok = rc == VAE_OK;
+    return rc;
+}
+
+/* ---- the decision ------------------------------------------------------------------------------ */
+static void planner_free(planner *pl) {
+    part_free(&pl->whole);
+    part_free(&pl->pa);
+    part_free(&pl->pb);
+    part_free(&pl->pc);
+    vae_free(pl->vh);
+    vae_free(pl->vw);
+    vae_free(pl->op_frames);
+    vae_free(pl->need);
+    vae_free(pl->crop);
+    vae_free(pl->valid);
+}
+
+static int planner_init(planner *pl, const vae_plan_request *rq, vae_plan *plan) {
+    const vae_program *p = rq->prog;
+    memset(pl, 0, sizeof *pl);
+    pl->rq = rq;
+    pl->p = p;
+    const size_t nv = (size_t)p->n_values;
+    pl->vh = vae_calloc(nv, sizeof *pl->vh);
+    pl->vw = vae_calloc(nv, sizeof *pl->vw);
+    pl->op_frames = vae_calloc((size_t)p->n_ops + 1, sizeof *pl->op_frames);
+    pl->need = vae_calloc(nv, sizeof *pl->need);
+    pl->crop = vae_calloc(nv, sizeof *pl->crop);
+    pl->valid = vae_calloc(nv, sizeof *pl->valid);
+    if (!pl->vh || !pl->vw || !pl->op_frames || !pl->need || !pl->crop || !pl->valid)
+        return vae_fail(VAE_ENOMEM, "out of memory planning");
+    int rc = vae_program_shapes(p, rq->h, rq->w, pl->vh, pl->vw);
+    if (rc) return rc;
+    walk_sum sum = {p, pl->vh, pl->vw, 0, pl->op_frames};
+    if ((rc = walk_stream(p, NULL, rq->t, p->first_chunk, p->chunk, &sum, &plan->t_out)))
+        return rc;
+    if (plan->t_out == 0) return vae_fail(VAE_ESHAPE, "input of %d frames gives no output", rq->t);
+    plan->macs_whole = sum.macs;
+    plan->h_out = pl->vh[p->output], plan->w_out = pl->vw[p->output];
+    plan->c_out = p->out_channels;
+    if ((rc = part_make(pl, &pl->whole, 0, p->n_ops, p->first_chunk, p->chunk, 0))) return rc;
+    if ((rc = make_parts(pl))) return rc;
+    if (pl->tiled_ok) {
+        const part *b = &pl->pb;
+        int in = b->vh[0], out = b->vh[b->prog.output];
+        pl->own_align = !rq->encode && out > in && in > 0 ? out / in : 1;
+    }
+    return VAE_OK;
+}
+
+static void plan_set_part(vae_plan_part *dst, const part *src) {
+    memset(dst, 0, sizeof *dst);
+    if (!src->present) return;
+    dst->from = src->from, dst->to = src->to, dst->n_loops = src->n_loops;
+    memcpy(dst->loops, src->loop_at, sizeof dst->loops);
+}
+
+/* Fills the plan's parts and stores for the chosen candidate. */
+static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
+    plan->kind = c->kind;
+    plan->peak = c->peak;
+    plan->peak_alloc = c->peak_alloc;
+    plan->macs = c->macs;
+    plan->tile_h = c->tile_h, plan->tile_w = c->tile_w;
+    if (c->kind == VAE_PLAN_WHOLE) {
+        plan_set_part(&plan->part[1], &pl->whole);
+        plan->tiles = vae_calloc(1, sizeof *plan->tiles);
+        if (!plan->tiles) return vae_fail(VAE_ENOMEM, "out of memory planning");
+        vae_plan_tile *t = &plan->tiles[0];
+        t->in_y = t->out_y = t->own_y = (vae_span){0, 0};
+        t->in_y.hi = pl->rq->h, t->in_x.hi = pl->rq->w;
+        t->out_y.hi = t->own_y.hi = plan->h_out;
+        t->out_x.hi = t->own_x.hi = plan->w_out;
+        plan->tiles_y = plan->tiles_x = plan->n_tiles = 1;
+        return VAE_OK;
+    }
+    if (c->kind == VAE_PLAN_BLEND) {
+        plan_set_part(&plan->part[1], &pl->whole);
+        cand again;
+        return try_blend(pl, &again, plan);
+    }
+    plan_set_part(&plan->part[0], &pl->pa);
+    plan_set_part(&plan->part[1], &pl->pb);
+    plan_set_part(&plan->part[2], &pl->pc);
+    for (int k = 0; k < 2; k++) {
+        const part *q = k == 0 ? &pl->pa : &pl->pc;
+        if (!q->present) continue;
+        const int v = k == 0 ? q->prog.output : 0;
+        plan->store_t[k] = k == 0 ? part_in_frames(pl, &pl->pb) : part_in_frames(pl, q);
+        plan->store_h[k] = q->vh[v], plan->store_w[k] = q->vw[v];
+        plan->store_c[k] = k == 0 ? q->prog.out_channels : q->prog.in_channels;
+        plan->store_host[k] = c->store_host[k];
+    }
+    cand again;
+    return try_tiled(pl, c->tile_h, c->tile_w, &again, plan);
+}
+
+static const char *kind_name(vae_plan_kind k) {
+    return k == VAE_PLAN_WHOLE ? "whole frames" : k == VAE_PLAN_TILED ? "exact tiles, tile-major"
+                                                                      : "blended tiles";
+}
+
+/* Searches tile grids from few to many tiles: the first whose peak fits, or the smallest peak. */
+static int search_tiles(planner *pl, cand *best, cand *floor_c) {
+    const part *b = &pl->pb;
+    const int hb = b->vh[b->prog.output], wb = b->vw[b->prog.output];
+    const int64_t budget = pl->rq->budget;
+    floor_c->peak = -1;
+    int tried = 0;
+    for (int n = 1; n <= 48 * 48 && tried < 64; n++)
+        for (int ny = 1; ny <= n && tried < 64; ny++) {
+            if (n % ny) continue;
+            const int nx = n / ny;
+            const int th = (hb + ny - 1) / ny, tw = (wb + nx - 1) / nx;
+            if (ny > MAX_SPANS / 2 || nx > MAX_SPANS / 2 || th < 2 * pl->own_align ||
+                tw < 2 * pl->own_align || (th > 2 * tw && ny < hb) || (tw > 2 * th && nx < wb))
+                continue;
+            if (n == 1) continue; /* one tile is the whole frame */
+            cand c;
+            memset(&c, 0, sizeof c);
+            tried++;
+            int rc = try_tiled(pl, th, tw, &c, NULL);
+            if (rc) return rc;
+            if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
+            if (c.peak <= budget) {
+                *best = c;
+                return VAE_OK;
+            }
+        }
+    return VAE_ENOMEM;
+}
+
+static void describe(const planner *pl, vae_plan *plan, int64_t whole) {
+    const vae_plan_request *rq = pl->rq;
+    int n = snprintf(plan->why, sizeof plan->why,
+                     "%s %dx%dx%d: %s", rq->encode ? "encode" : "decode", rq->t, rq->h, rq->w,
+                     kind_name(plan->kind));
+    if (plan->kind != VAE_PLAN_WHOLE && n < (int)sizeof plan->why)
+        n += snprintf(plan->why + n, sizeof plan->why - n,
+                      ", %dx%d tiles of %dx%d (%s), ops %d..%d tiled", plan->tiles_y,
+                      plan->tiles_x, plan->tile_h, plan->tile_w,
+                      plan->kind == VAE_PLAN_BLEND ? "input crops" : "output rows x columns",
+                      plan->part[1].from, plan->part[1].to);
+    for (int k = 0; k < 2 && n < (int)sizeof plan->why; k++)
+        if (plan->store_t[k])
+            n += snprintf(plan->why + n, sizeof plan->why - n,
+                          ", store %c of %d frames %dx%dx%d on the %s (%.2f GiB)", 'A' + k,
+                          plan->store_t[k], plan->store_h[k], plan->store_w[k], plan->store_c[k],
+                          plan->store_host[k] ? "host" : "device",
+                          GIB((int64_t)plan->store_t[k] * plan->store_h[k] * plan->store_w[k] *
+                              plan->store_c[k] * (int64_t)rq->elem));
+    if (n < (int)sizeof plan->why)
+        n += snprintf(plan->why + n, sizeof plan->why - n,
+                      "; frame loops at %d op%s; predicted peak %.2f GiB (%.2f GiB fixed) of a "
+                      "budget of %s%.2f GiB; whole frames would need %.2f GiB; work %+.1f%%",
+                      plan->part[1].n_loops, plan->part[1].n_loops == 1 ? "" : "s",
+                      GIB(plan->peak), GIB(rq->fixed), rq->budget > 0 ? "" : "(unlimited) ",
+                      GIB(rq->budget > 0 ? rq->budget : 0), GIB(whole),
+                      100.0 * (plan->macs / (plan->macs_whole > 0 ? plan->macs_whole : 1) - 1));
+}
+
+int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
+    memset(plan, 0, sizeof *plan);
+    plan->encode = rq->encode;
+    plan->budget = rq->budget;
+    plan->t_in = rq->t, plan->h_in = rq->h, plan->w_in = rq->w;
+    plan->c_in = rq->prog->in_channels;
+    planner pl;
+    int rc = planner_init(&pl, rq, plan);
+    cand best, floor_c;
+    memset(&best, 0, sizeof best);
+    memset(&floor_c, 0, sizeof floor_c);
+    const int64_t whole_alloc = rc ? -1 : whole_peak(&pl);
+    const int64_t whole = rq->fixed + whole_alloc;
+    if (rc == VAE_OK && whole_alloc < 0) rc = vae_fail(VAE_ENOMEM, "out of memory planning");
+    const int forced = rq->mode == VAE_TILE_AUTO && (rq->tile_h > 0 || rq->tile_w > 0);
+    if (rc) {
+        /* reported below */
+    } else if (rq->mode == VAE_TILE_BLEND) {
+        rc = try_blend(&pl, &best, NULL);
+    } else if (forced && !pl.tiled_ok) {
+        rc = vae_fail(VAE_EUNSUPPORTED, "exact tiles: this model has no part that tiles (every "
+                                        "stage has an op global per frame); use the blend mode");
+    } else if (forced) {
+        const part *b = &pl.pb;
+        /* video-side pixels per pixel of B's output */
+        int r = rq->encode ? b->vh[0] / (b->vh[b->prog.output] ? b->vh[b->prog.output] : 1) : 1;
+        if (r < 1) r = 1;
+        int th = rq->tile_h > 0 ? (rq->tile_h + r - 1) / r : b->vh[b->prog.output];
+        int tw = rq->tile_w > 0 ? (rq->tile_w + r - 1) / r : b->vw[b->prog.output];
+        rc = try_tiled(&pl, th, tw, &best, NULL);
+    } else if (rq->budget <= 0 || whole <= rq->budget || rq->mode == VAE_TILE_NONE ||
+               !pl.tiled_ok) {
+        best.kind = VAE_PLAN_WHOLE;
+        best.peak = whole, best.peak_alloc = whole_alloc, best.macs = plan->macs_whole;
+    } else {
+        rc = search_tiles(&pl, &best, &floor_c);
+        if (rc == VAE_ENOMEM) best = floor_c;
+    }
+    plan->floor = floor_c.peak > 0 && floor_c.peak < whole ? floor_c.peak : whole;
+    if (best.kind == VAE_PLAN_TILED && best.peak < plan->floor) plan->floor = best.peak;
+    if (rc == VAE_OK || rc == VAE_ENOMEM) {
+        int rc2 = plan_fill(&pl, &best, plan);
+        if (rc2) rc = rc2;
+    }
+    if (rc == VAE_OK || rc == VAE_ENOMEM) describe(&pl, plan, whole);
+    if (rc == VAE_OK && rq->budget > 0 && plan->peak > rq->budget && !forced)
+        rc = VAE_ENOMEM;
+    if (rc == VAE_ENOMEM)
+        rc = vae_fail(VAE_ENOMEM,
+                      "memory budget %.2f GiB is below what %s needs: %.2f GiB (the exact floor: "
+                      "%.2f GiB; weights and backend reserve %.2f GiB). Raise --max-memory%s",
+                      GIB(rq->budget), rq->mode == VAE_TILE_NONE ? "whole frames" : "this input",
+                      GIB(plan->peak), GIB(plan->floor), GIB(rq->fixed),
+                      rq->mode == VAE_TILE_BLEND ? " or use smaller --tile-size"
+                      : rq->mode == VAE_TILE_NONE ? " or allow tiles"
+                                                 : ", or use --tile-mode blend (not exact)");
+    planner_free(&pl);
+    if (rc && rc != VAE_ENOMEM) vae_plan_free(plan);
+    return rc;
+}
+
+void vae_plan_free(vae_plan *plan) {
+    vae_free(plan->tiles);
+    plan->tiles = NULL;
+    plan->n_tiles = 0;
+}

@@ -1,0 +1,116 @@
+/* plan.h -- the planner: how a video goes through a program within a memory budget (internal).
+ *
+ * The planner walks a program over the stream with the op rules (op.h) and decides, before
+ * anything runs:
+ * - frame loops (executor.h): after a temporal upsampling the later, larger stages take one frame
+ *   at a time (exact: every norm in these models is per pixel or per frame);
+ * - spatial tiles, in one of two orders:
+ *   WHOLE   whole frames (one "tile"), everything streams chunk by chunk;
+ *   TILED   exact tiles, tile-major: the program is cut into three parts, A (before the tiles,
+ *           whole frames), B (tiled: no op of it is global per frame) and C (after). A runs over
+ *           the whole video first into a store; then each tile of B streams through every frame
+ *           with its own causal caches, reading its crop of A's store, and writes its exact part
+ *           into B's output store; C runs last. Decoders tile after their last global op (the
+ *           middle attention: A = the latent-resolution part), encoders before their first (C =
+ *           the middle and head). A tile's crop carries the halo its receptive field needs, so the
+ *           rows it keeps equal the untiled ones;
+ *   BLEND   overlapping tiles of the whole program, each run as an image of its own (statistics,
+ *           attention, caches per tile), blended with raised-cosine ramps: not exact, for sizes
+ *           whose exact floor exceeds the budget;
+ * - and the peak memory of each choice, from a model of the executor's allocations (plan_mem.c),
+ *   so that it takes the least tiling that fits the budget, or says which floor does not fit.
+ */
+#ifndef VAE_PLAN_H
+#define VAE_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "op.h"
+#include "program.h"
+#include "vae.h"
+
+typedef enum { VAE_PLAN_WHOLE = 0, VAE_PLAN_TILED = 1, VAE_PLAN_BLEND = 2 } vae_plan_kind;
+
+enum { VAE_PLAN_MAX_TRIMS = 16 };
+
+/* A slice of the program run by one executor. */
+typedef struct vae_plan_part {
+    int from, to;                /* ops [from, to); from == to: absent */
+    int n_loops;
+    int loops[VAE_MAX_LOOPS];    /* frame loops, op indices relative to `from` */
+} vae_plan_part;
+
+typedef struct vae_plan_trim {
+    int value;                   /* value id in the part's slice */
+    int y0, x0, h, w;            /* rows/columns kept of that value's frames */
+} vae_plan_trim;
+
+typedef struct vae_plan_tile {
+    vae_span in_y, in_x;   /* the crop of B's input (B's input coordinates) */
+    vae_span out_y, out_x; /* what B computes from it (B's output coordinates) */
+    vae_span own_y, own_x; /* what this tile contributes: its exact part (TILED), or the part of
+                            * out it blends into (BLEND, = out) */
+    int n_trims;
+    vae_plan_trim trims[VAE_PLAN_MAX_TRIMS];
+} vae_plan_tile;
+
+/* What the planner needs to know of the call and the backend. */
+typedef struct vae_plan_request {
+    const vae_program *prog;
+    int encode;
+    int t, h, w;              /* input frames and size (the frames used: 1 + k*chunk) */
+    size_t elem;              /* bytes per activation value */
+    int64_t budget;           /* bytes; <= 0: unlimited */
+    int64_t fixed;            /* bytes the backend holds besides what the plan allocates
+                               * (weights on the device, scratch, workspace) */
+    int conv_upsample;        /* the backend upsamples inside conv (no temporary) */
+    size_t (*round)(size_t);  /* the backend allocator's block size for a request (NULL: exact) */
+    vae_tile_mode mode;
+    int tile_h, tile_w;       /* forced exact tiles, pixels of the video side (0: planner) */
+    int blend_tile, blend_overlap; /* pixels of the video side */
+    int video_factor;         /* pixels of the video side per pixel of the latent side */
+    int frame_loops;          /* settings.exec_frames */
+} vae_plan_request;
+
+typedef struct vae_plan {
+    vae_plan_kind kind;
+    int encode;
+    int t_in, h_in, w_in, c_in;
+    int t_out, h_out, w_out, c_out;
+    vae_plan_part part[3];     /* A, B (tiled; WHOLE: the whole program), C */
+    /* stores between parts: A's and B's outputs over the whole video, [t][h][w][c] */
+    int store_t[2], store_h[2], store_w[2], store_c[2];
+    int store_host[2];         /* the store is kept on the host (it would not fit the budget) */
+    int tiles_y, tiles_x, n_tiles;
+    vae_plan_tile *tiles;      /* row-major */
+    int tile_h, tile_w;        /* B-output size of the (non-edge) owned tile */
+    int blend_overlap;         /* BLEND: ramp width in B-output pixels */
+    double macs;               /* including the tiles' redundant halo work */
+    double macs_whole;         /* of the untiled program */
+    int64_t peak;              /* predicted peak bytes: fixed + what the plan allocates */
+    int64_t peak_alloc;        /* the part of it the plan allocates (activations, caches, stores,
+                                * input chunks): what a CPU backend counts */
+    int64_t floor;             /* the smallest exact plan's peak */
+    int64_t budget;
+    char why[1024];            /* the decision, for -v and errors */
+} vae_plan;
+
+/* Plans the call; VAE_ENOMEM (with the floor and the option to use in the message) when no exact
+ * plan fits the budget and the mode is not BLEND, VAE_ESHAPE for input sizes the program cannot
+ * take. */
+int vae_plan_make(vae_plan *plan, const vae_plan_request *rq);
+void vae_plan_free(vae_plan *plan);
+/* Output shape and MACs of the untiled program for this input (no budget, no tiles). */
+int vae_plan_walk(const vae_program *p, int t, int h, int w, int *t_out, int *h_out, int *w_out,
+                  double *macs);
+
+/* ---- plan_mem.c: the memory model --------------------------------------------------------- */
+/* Peak bytes of running slice `prog` (an executor with `loops`, trims `trims`) over a stream of
+ * steps of t_first then t_next input frames (n_steps in all) of h x w: values, caches, temporaries
+ * and the step output held between steps, as the executor allocates them. */
+int64_t vae_plan_mem_part(const vae_program *prog, const vae_loops *loops, const int *vh,
+                          const int *vw, const vae_plan_request *rq, int t_first, int t_next,
+                          int n_steps, const vae_plan_trim *trims, int n_trims);
+
+#endif

@@ -1,0 +1,209 @@
+/* plan_mem.c -- the planner's memory model: the executor's allocations, replayed without data.
+ *
+ * A slice of the program is stepped through the stream (vae_program_walk_step) and every
+ * allocation the executor would make is counted where it would make it: an op's output (with
+ * the spare frames of a contiguous window, executor.c plan_windows), a window's cache frames and
+ * zero frame (exec_window.c), the upsampled temporary of a conv whose backend cannot upsample
+ * inside the conv, the trims and the gathered output of frame loops, the previous step's output
+ * (held until the next step). Frees happen at the last consumer, as in the executor. The peak of
+ * the running total is the part's peak. Sizes go through the backend's allocator rounding.
+ */
+#include <string.h>
+
+#include "core.h"
+#include "plan.h"
+
+typedef struct memsim {
+    const vae_program *p;
+    const vae_loops *l;
+    const int *vh, *vw;
+    const vae_plan_request *rq;
+    const vae_plan_trim *trims;
+    int n_trims;
+    int *uses, *refs, *win_of, *cut; /* cut: the value is cut by an active loop (a view) */
+    int64_t *held;                   /* bytes held by each value */
+    int64_t *cache;                  /* per op: cache bytes allocated (persist between steps) */
+    int *cache_frames;               /* per op: list-mode cache frames allocated */
+    int *zero;                       /* per op: zero frame allocated */
+    int64_t *temp;                   /* per value: its trim temporary */
+    int64_t live, peak;
+    int gather_cap, gathered;
+    int64_t gather_bytes;
+} memsim;
+
+static int64_t rounded(const memsim *m, int64_t bytes) {
+    if (bytes <= 0) return 0;
+    return m->rq->round ? (int64_t)m->rq->round((size_t)bytes) : bytes;
+}
+
+static void add(memsim *m, int64_t bytes) {
+    m->live += bytes;
+    if (m->live > m->peak) m->peak = m->live;
+}
+
+static int64_t frame_bytes(const memsim *m, int v, int c) {
+    return (int64_t)m->vh[v] * m->vw[v] * c * (int64_t)m->rq->elem;
+}
+
+static const vae_plan_trim *trim_of(const memsim *m, int v) {
+    for (int i = 0; i < m->n_trims; i++)
+        if (m->trims[i].value == v) return &m->trims[i];
+    return NULL;
+}
+
+static void free_value(memsim *m, int v) {
+    m->live -= m->held[v];
+    m->held[v] = 0;
+}
+
+/* the windowed op's allocations around its output (exec_window.c) */
+static void window_allocs(memsim *m, int i, const vae_op_frames *f, int64_t fb, int before) {
+    const vae_op *op = &m->p->ops[i];
+    const int contig = m->win_of[op->in[0]] == i;
+    if (before) {
+        if (!contig && f->pad > 0 && op->tpad_mode == VAE_TPAD_ZERO && !m->zero[i]) {
+            m->zero[i] = 1;
+            m->cache[i] += rounded(m, fb);
+            add(m, rounded(m, fb));
+        }
+        return;
+    }
+    if (contig && f->keep > 0 && m->cache_frames[i] == 0) {
+        m->cache_frames[i] = op->kt - 1;
+        int64_t b = rounded(m, (int64_t)(op->kt - 1) * fb);
+        m->cache[i] += b;
+        add(m, b);
+    }
+    for (; !contig && m->cache_frames[i] < f->keep; m->cache_frames[i]++) {
+        m->cache[i] += rounded(m, fb);
+        add(m, rounded(m, fb));
+    }
+}
+
+static void on_op(memsim *m, int i, const vae_op_frames *f, const int *tv) {
+    const vae_op *op = &m->p->ops[i];
+    const int x = op->in[0], y = op->out, windowed = vae_op_is_windowed(op);
+    const int64_t fb_in = frame_bytes(m, x, op->c_in);
+    if (windowed) window_allocs(m, i, f, fb_in, 1);
+    if (f->t_out > 0) {
+        int64_t fb = frame_bytes(m, y, op->c_out);
+        int64_t head = m->win_of[y] >= 0 ? (int64_t)(m->p->ops[m->win_of[y]].kt - 1) * fb : 0;
+        m->held[y] = rounded(m, fb * f->t_out + head);
+        add(m, m->held[y]);
+        if (op->kind == VAE_OP_CONV && op->up > 1 && !m->rq->conv_upsample) { /* temporary */
+            int64_t tmp = rounded(m, fb_in * op->up * op->up * tv[x]);
+            add(m, tmp);
+            m->live -= tmp;
+        }
+    }
+    if (windowed) window_allocs(m, i, f, fb_in, 0);
+    if (y == m->p->output && m->l->n && f->t_out > 0) { /* gathered, then freed */
+        if (!m->gathered) {
+            m->gather_bytes = rounded(m, frame_bytes(m, y, op->c_out) * m->gather_cap);
+            add(m, m->gather_bytes);
+            m->gathered = 1;
+        }
+        free_value(m, y);
+    } else if (m->uses[y] == 0 && y != m->p->output) {
+        free_value(m, y);
+    }
+    m->refs[y] = m->uses[y];
+    for (int k = 0; k < 2; k++) {
+        int v = op->in[k];
+        if (v < 0 || (k == 1 && v == x)) continue;
+        m->refs[v] -= (k == 0 && op->in[1] == v) ? 2 : 1;
+        if (m->refs[v] <= 0 && !m->cut[v] && v != m->p->input && v != m->p->output)
+            free_value(m, v);
+    }
+}
+
+static void on_event(void *user, vae_walk_event ev, int index, const vae_op_frames *f,
+                     const int *tv) {
+    memsim *m = user;
+    if (ev == VAE_WALK_OP) {
+        on_op(m, index, f, tv);
+        return;
+    }
+    const vae_loops *l = m->l;
+    for (int j = l->cross_at[index]; j < l->cross_at[index + 1]; j++) {
+        const int v = l->cross[j];
+        const vae_plan_trim *t = trim_of(m, v);
+        if (ev == VAE_WALK_FRAME) {
+            m->cut[v] = 1;
+            if (t) {
+                const int c = v == m->p->input ? m->p->in_channels : m->p->ops[v - 1].c_out;
+                m->temp[v] = rounded(m, (int64_t)t->h * t->w * c * (int64_t)m->rq->elem);
+                add(m, m->temp[v]);
+            }
+        } else if (ev == VAE_WALK_FRAME_END) {
+            m->live -= m->temp[v];
+            m->temp[v] = 0;
+        } else { /* the loop is done with the whole values */
+            m->cut[v] = 0;
+            if (v != m->p->input) free_value(m, v);
+        }
+    }
+}
+
+int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const int *vh,
+                          const int *vw, const vae_plan_request *rq, int t_first, int t_next,
+                          int n_steps, const vae_plan_trim *trims, int n_trims) {
+    memsim m = {.p = p, .l = loops, .vh = vh, .vw = vw, .rq = rq, .trims = trims,
+                .n_trims = n_trims};
+    const size_t nv = (size_t)p->n_values, no = (size_t)p->n_ops + 1;
+    m.uses = vae_calloc(nv, sizeof *m.uses);
+    m.refs = vae_calloc(nv, sizeof *m.refs);
+    m.win_of = vae_calloc(nv, sizeof *m.win_of);
+    m.cut = vae_calloc(nv, sizeof *m.cut);
+    m.held = vae_calloc(nv, sizeof *m.held);
+    m.temp = vae_calloc(nv, sizeof *m.temp);
+    m.cache = vae_calloc(no, sizeof *m.cache);
+    m.cache_frames = vae_calloc(no, sizeof *m.cache_frames);
+    m.zero = vae_calloc(no, sizeof *m.zero);
+    vae_op_clock *clk = vae_calloc(no, sizeof *clk), *clk2 = vae_calloc(no, sizeof *clk2);
+    int *tv = vae_calloc(nv, sizeof *tv);
+    int64_t peak = -1;
+    if (!m.uses || !m.refs || !m.win_of || !m.cut || !m.held || !m.temp || !m.cache ||
+        !m.cache_frames || !m.zero || !clk || !clk2 || !tv)
+        goto done;
+    for (int i = 0; i < p->n_ops; i++)
+        for (int k = 0; k < 2; k++)
+            if (p->ops[i].in[k] >= 0) m.uses[p->ops[i].in[k]]++;
+    /* contiguous windows, as executor.c plan_windows (backends are assumed to accept them) */
+    for (size_t v = 0; v < nv; v++) m.win_of[v] = -1;
+    for (int i = 0; i < p->n_ops; i++) {
+        const vae_op *op = &p->ops[i];
+        const int x = op->in[0];
+        if (op->kind == VAE_OP_CONV && op->kt >= 2 && x != p->input && x != p->output &&
+            op->in[1] != x && m.uses[x] == 1 && op->tpad <= op->kt - 1 && !trim_of(&m, x))
+            m.win_of[x] = i;
+    }
+    for (int s = 0; s < n_steps; s++) {
+        const int t_in = s == 0 ? t_first : t_next;
+        free_value(&m, p->output); /* the previous step's output, released by the next step */
+        m.live -= m.gather_bytes;
+        m.gather_bytes = 0;
+        m.gathered = 0;
+        int out = 0;
+        memcpy(clk2, clk, no * sizeof *clk);
+        if (vae_program_walk_step(p, loops, clk2, tv, t_in, NULL, NULL, &out)) goto done;
+        m.gather_cap = out;
+        if (vae_program_walk_step(p, loops, clk, tv, t_in, on_event, &m, &out)) goto done;
+        if (m.gathered) m.held[p->output] = 0; /* the gather buffer is the output */
+    }
+    peak = m.peak;
+done:
+    vae_free(m.uses);
+    vae_free(m.refs);
+    vae_free(m.win_of);
+    vae_free(m.cut);
+    vae_free(m.held);
+    vae_free(m.temp);
+    vae_free(m.cache);
+    vae_free(m.cache_frames);
+    vae_free(m.zero);
+    vae_free(clk);
+    vae_free(clk2);
+    vae_free(tv);
+    return peak;
+}

@@ -1,0 +1,490 @@
+/* runner.c -- carries out a plan: parts, stores, tiles, host output (runner.h).
+ *
+ * Allocation rule of the executor (executor.h): while an executor holds a graph, nothing else
+ * allocates from the backend between its steps. So every buffer a part's stream needs (its input
+ * chunk, a tile's crop, the stores) is allocated before that stream's first step and released
+ * after its last; only the executor itself allocates in between.
+ */
+#include "runner.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core.h"
+#include "executor.h"
+
+typedef struct rpart {
+    int present, from, to, n_loops, loops[VAE_MAX_LOOPS];
+    vae_program prog;
+    vae_exec *e;
+} rpart;
+
+struct vae_runner {
+    vae_backend *be;
+    const vae_program *p;
+    vae_settings set;
+    rpart part[3];
+    float *planar, *cl; /* host staging without asynchronous transfers */
+    size_t planar_cap, cl_cap;
+};
+
+/* one call of vae_runner_run */
+typedef struct run {
+    vae_runner *r;
+    const vae_plan *plan;
+    vae_read_fn read;
+    void *read_user;
+    vae_frames_fn emit;
+    void *emit_user;
+    int emitted;
+    int direct;             /* outputs go to emit as they come (else into out) */
+    float *out, *wsum;      /* the assembled output [c][t][h][w] (tiled, blend), blend weights */
+    const vae_plan_tile *tile;
+    /* one download in flight */
+    int q_pending, q_first, q_n, q_c, q_h, q_w;
+    const float *q_host;
+    const vae_plan_tile *q_tile;
+} run;
+
+static void part_clear(vae_runner *r, rpart *q) {
+    vae_exec_free(q->e);
+    if (q->present) vae_program_free(&q->prog);
+    memset(q, 0, sizeof *q);
+}
+
+int vae_runner_create(vae_runner **out, vae_backend *be, const vae_program *p,
+                      const vae_settings *set) {
+    vae_runner *r = vae_calloc(1, sizeof *r);
+    if (!r) return vae_fail(VAE_ENOMEM, "out of memory");
+    r->be = be;
+    r->p = p;
+    r->set = *set;
+    *out = r;
+    return VAE_OK;
+}
+
+void vae_runner_free(vae_runner *r) {
+    if (!r) return;
+    for (int k = 0; k < 3; k++) part_clear(r, &r->part[k]);
+    vae_free(r->planar);
+    vae_free(r->cl);
+    vae_free(r);
+}
+
+/* Executors for the plan's parts: kept when a part is unchanged, else made anew (the old ones
+ * are freed first, so that their weights are not on the device twice). */
+static int runner_prepare(vae_runner *r, const vae_plan *plan) {
+    for (int k = 0; k < 3; k++) {
+        const vae_plan_part *pp = &plan->part[k];
+        rpart *q = &r->part[k];
+        const int want = pp->to > pp->from;
+        if (q->present && want && q->from == pp->from && q->to == pp->to &&
+            q->n_loops == pp->n_loops &&
+            memcmp(q->loops, pp->loops, sizeof(int) * (size_t)pp->n_loops) == 0)
+            continue;
+        part_clear(r, q);
+    }
+    for (int k = 0; k < 3; k++) {
+        const vae_plan_part *pp = &plan->part[k];
+        rpart *q = &r->part[k];
+        if (q->present || pp->to <= pp->from) continue;
+        int rc = vae_program_slice(r->p, pp->from, pp->to, &q->prog);
+        if (rc) return rc;
+        q->present = 1;
+        q->from = pp->from, q->to = pp->to, q->n_loops = pp->n_loops;
+        memcpy(q->loops, pp->loops, sizeof q->loops);
+        vae_exec_config cfg = {&r->set, q->loops, q->n_loops};
+        if ((rc = vae_exec_create(&q->e, &q->prog, r->be, &cfg))) {
+            part_clear(r, q);
+            return rc;
+        }
+    }
+    return VAE_OK;
+}
+
+static int grow(float **buf, size_t *cap, size_t n) {
+    if (n <= *cap) return VAE_OK;
+    vae_free(*buf);
+    *buf = vae_malloc(n * sizeof **buf);
+    *cap = *buf ? n : 0;
+    return *buf ? VAE_OK : vae_fail(VAE_ENOMEM, "out of host memory for %zu values", n);
+}
+
+/* ---- transfers ------------------------------------------------------------------------------ */
+static int async_io(const vae_backend *be) {
+    return be->v->stage_in && be->v->upload_planar && be->v->download_planar &&
+           be->v->download_wait;
+}
+
+/* Input frames [f, f+n) of the crop y x x into dst ([n][h][w][c], backend dtype). */
+static int upload_input(run *s, void *dst, int f, int n, vae_span y, vae_span x) {
+    vae_runner *r = s->r;
+    vae_backend *be = r->be;
+    const int h = y.hi - y.lo, w = x.hi - x.lo, c = r->p->in_channels;
+    const size_t vals = (size_t)n * h * w * c;
+    if (async_io(be)) {
+        float *stage = be->v->stage_in(be, vals * sizeof(float));
+        if (!stage) return vae_fail(VAE_ENOMEM, "out of pinned host memory for %d frames", n);
+        int rc = s->read(s->read_user, stage, f, n, y, x);
+        return rc ? rc : be->v->upload_planar(be, dst, stage, n, h, w, c);
+    }
+    int rc = grow(&r->planar, &r->planar_cap, vals);
+    if (rc == VAE_OK) rc = grow(&r->cl, &r->cl_cap, vals);
+    if (rc == VAE_OK) rc = s->read(s->read_user, r->planar, f, n, y, x);
+    if (rc) return rc;
+    const size_t plane = (size_t)n * h * w; /* [c][plane] -> [plane][c] */
+    for (size_t i = 0; i < plane; i++)
+        for (int k = 0; k < c; k++) r->cl[i * c + k] = r->planar[k * plane + i];
+    return be->v->upload(be, dst, r->cl, vals);
+}
+
+/* What to do with downloaded output frames (planar [c][n][h][w]) of the current tile. */
+static int take_output(run *s, const float *fr, int first, int n, int c, int h, int w,
+                       const vae_plan_tile *tile);
+
+static int out_flush(run *s) {
+    if (!s->q_pending) return VAE_OK;
+    s->q_pending = 0;
+    int rc = s->r->be->v->download_wait(s->r->be, s->q_host);
+    return rc ? rc : take_output(s, s->q_host, s->q_first, s->q_n, s->q_c, s->q_h, s->q_w,
+                                 s->q_tile);
+}
+
+/* Output chunk o (frames first..) of the current tile: downloaded while the next step computes
+ * (asynchronous backends), or at once. */
+static int out_push(run *s, const vae_chunk *o, int first) {
+    vae_runner *r = s->r;
+    vae_backend *be = r->be;
+    if (o->t == 0) return VAE_OK;
+    if (async_io(be)) {
+        float *host;
+        int rc = be->v->download_planar(be, o->data, o->t, o->h, o->w, o->c, &host);
+        if (rc == VAE_OK) rc = out_flush(s); /* the previous one, while this one copies */
+        s->q_pending = rc == VAE_OK;
+        s->q_host = host, s->q_first = first, s->q_n = o->t, s->q_c = o->c;
+        s->q_h = o->h, s->q_w = o->w, s->q_tile = s->tile;
+        return rc;
+    }
+    const size_t vals = (size_t)o->t * o->h * o->w * o->c, plane = vals / (size_t)o->c;
+    int rc = grow(&r->cl, &r->cl_cap, vals);
+    if (rc == VAE_OK) rc = grow(&r->planar, &r->planar_cap, vals);
+    if (rc == VAE_OK) rc = be->v->download(be, r->cl, o->data, vals);
+    if (rc) return rc;
+    for (size_t i = 0; i < plane; i++)
+        for (int k = 0; k < o->c; k++) r->planar[k * plane + i] = r->cl[i * o->c + k];
+    return take_output(s, r->planar, first, o->t, o->c, o->h, o->w, s->tile);
+}
+
+/* ---- output on the host --------------------------------------------------------------------- */
+static int emit_frames(run *s, const float *fr, int first, int n, int c, int h, int w) {
+    if (s->emit && s->emit(fr, first, n, c, h, w, s->emit_user))
+        return vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %d frames",
+                        s->plan->encode ? "encode" : "decode", first + n);
+    s->emitted += n;
+    return VAE_OK;
+}
+
+/* Blend weight of row i of a tile's output span `out` in a frame of n rows: raised-cosine ramps
+ * of `ov` rows at the edges that other tiles overlap. */
+static float ramp(int i, vae_span out, int n, int ov) {
+    float wgt = 1.0f;
+    if (ov <= 0) return wgt;
+    const int a = i - out.lo, b = out.hi - 1 - i;
+    if (out.lo > 0 && a < ov) wgt *= 0.5f - 0.5f * cosf(3.14159265f * (a + 0.5f) / ov);
+    if (out.hi < n && b < ov) wgt *= 0.5f - 0.5f * cosf(3.14159265f * (b + 0.5f) / ov);
+    return wgt;
+}
+
+static int take_output(run *s, const float *fr, int first, int n, int c, int h, int w,
+                       const vae_plan_tile *t) {
+    const vae_plan *pl = s->plan;
+    if (s->direct) return emit_frames(s, fr, first, n, c, h, w);
+    const int T = pl->t_out, H = pl->h_out, W = pl->w_out;
+    if (first + n > T || t->out_y.hi - t->out_y.lo != h || t->out_x.hi - t->out_x.lo != w)
+        return vae_fail(VAE_EINVAL, "internal: tile output %dx%d at frame %d", h, w, first);
+    const int blend = pl->kind == VAE_PLAN_BLEND;
+    for (int k = 0; k < c; k++)
+        for (int j = 0; j < n; j++)
+            for (int yy = t->own_y.lo; yy < t->own_y.hi; yy++) {
+                const float *src = fr + (((size_t)k * n + j) * h + (yy - t->out_y.lo)) * w +
+                                   (t->own_x.lo - t->out_x.lo);
+                float *dst = s->out + (((size_t)k * T + first + j) * H + yy) * W + t->own_x.lo;
+                const int len = t->own_x.hi - t->own_x.lo;
+                if (!blend) {
+                    memcpy(dst, src, (size_t)len * sizeof *dst);
+                    continue;
+                }
+                const float wy = ramp(yy, t->out_y, H, pl->blend_overlap);
+                for (int xx = 0; xx < len; xx++)
+                    dst[xx] += wy * ramp(t->own_x.lo + xx, t->out_x, W, pl->blend_overlap) * src[xx];
+            }
+    return VAE_OK;
+}
+
+/* Hands the assembled output to emit, a few frames at a time (blend: divided by the weights). */
+static int emit_assembled(run *s) {
+    const vae_plan *pl = s->plan;
+    const int T = pl->t_out, C = pl->c_out;
+    const size_t plane = (size_t)pl->h_out * pl->w_out;
+    int rc = grow(&s->r->planar, &s->r->planar_cap, (size_t)4 * C * plane);
+    for (int f = 0; rc == VAE_OK && f < T; f += 4) {
+        const int n = T - f < 4 ? T - f : 4;
+        for (int k = 0; k < C; k++) {
+            float *dst = s->r->planar + (size_t)k * n * plane;
+            memcpy(dst, s->out + ((size_t)k * T + f) * plane, (size_t)n * plane * sizeof *dst);
+            if (s->wsum)
+                for (size_t i = 0; i < (size_t)n * plane; i++) dst[i] /= s->wsum[i % plane];
+        }
+        rc = emit_frames(s, s->r->planar, f, n, C, pl->h_out, pl->w_out);
+    }
+    return rc;
+}
+
+/* ---- stores: a part's output over the whole video, between parts ------------------------------- */
+typedef struct store {
+    void *dev;   /* [t][h][w][c] in the backend's dtype, or NULL: */
+    float *host; /* the same as float32 on the host */
+    int t, h, w, c;
+} store;
+
+static size_t px_bytes(const vae_runner *r, int c) { return (size_t)c * r->be->elem_size; }
+
+static int store_open(run *s, store *st, int k) {
+    const vae_plan *pl = s->plan;
+    memset(st, 0, sizeof *st);
+    st->t = pl->store_t[k], st->h = pl->store_h[k], st->w = pl->store_w[k], st->c = pl->store_c[k];
+    const size_t vals = (size_t)st->t * st->h * st->w * st->c;
+    if (!pl->store_host[k]) {
+        st->dev = s->r->be->v->alloc(s->r->be, vals * s->r->be->elem_size);
+        if (!st->dev)
+            return vae_fail(VAE_ENOMEM, "out of %s memory for a store of %d frames of %dx%dx%d",
+                            s->r->be->v->name, st->t, st->h, st->w, st->c);
+        return VAE_OK;
+    }
+    st->host = vae_malloc(vals * sizeof(float));
+    return st->host ? VAE_OK : vae_fail(VAE_ENOMEM, "out of host memory for a store of %d frames",
+                                        st->t);
+}
+
+static void store_close(run *s, store *st) {
+    if (st->dev) s->r->be->v->release(s->r->be, st->dev);
+    vae_free(st->host);
+    memset(st, 0, sizeof *st);
+}
+
+/* Frames [first, first + o->t) of the store <- the rows/columns `own` of o (o covers `out`). */
+static int store_put(run *s, store *st, const vae_chunk *o, int first, vae_span out_y,
+                     vae_span out_x, vae_span own_y, vae_span own_x) {
+    vae_runner *r = s->r;
+    vae_backend *be = r->be;
+    if (first + o->t > st->t || o->c != st->c)
+        return vae_fail(VAE_EINVAL, "internal: %d frames into a store of %d at %d", o->t, st->t,
+                        first);
+    const int rows = own_y.hi - own_y.lo, cols = own_x.hi - own_x.lo;
+    const size_t px = px_bytes(r, o->c);
+    if (st->dev) {
+        for (int j = 0; j < o->t; j++) {
+            const char *src = (const char *)o->data +
+                              (((size_t)j * o->h + (own_y.lo - out_y.lo)) * o->w +
+                               (own_x.lo - out_x.lo)) * px;
+            char *dst = (char *)st->dev +
+                        (((size_t)(first + j) * st->h + own_y.lo) * st->w + own_x.lo) * px;
+            int rc = be->v->copy2d(be, dst, (size_t)st->w * px, src, (size_t)o->w * px,
+                                   (size_t)cols * px, (size_t)rows);
+            if (rc) return rc;
+        }
+        return VAE_OK;
+    }
+    const size_t vals = (size_t)o->t * o->h * o->w * o->c;
+    int rc = grow(&r->cl, &r->cl_cap, vals);
+    if (rc == VAE_OK) rc = be->v->download(be, r->cl, o->data, vals);
+    for (int j = 0; rc == VAE_OK && j < o->t; j++)
+        for (int yy = own_y.lo; yy < own_y.hi; yy++)
+            memcpy(st->host + (((size_t)(first + j) * st->h + yy) * st->w + own_x.lo) * st->c,
+                   r->cl + (((size_t)j * o->h + yy - out_y.lo) * o->w + own_x.lo - out_x.lo) *
+                               o->c,
+                   (size_t)cols * o->c * sizeof(float));
+    return rc;
+}
+
+/* Frame f of the store, rows y and columns x, into dst (a device frame [h][w][c]). */
+static int store_get(run *s, const store *st, int f, vae_span y, vae_span x, void *dst) {
+    vae_runner *r = s->r;
+    vae_backend *be = r->be;
+    const int rows = y.hi - y.lo, cols = x.hi - x.lo;
+    const size_t px = px_bytes(r, st->c);
+    if (st->dev)
+        return be->v->copy2d(be, dst, (size_t)cols * px,
+                             (const char *)st->dev + (((size_t)f * st->h + y.lo) * st->w + x.lo) * px,
+                             (size_t)st->w * px, (size_t)cols * px, (size_t)rows);
+    const size_t vals = (size_t)rows * cols * st->c;
+    int rc = grow(&r->cl, &r->cl_cap, vals);
+    for (int yy = 0; rc == VAE_OK && yy < rows; yy++)
+        memcpy(r->cl + (size_t)yy * cols * st->c,
+               st->host + (((size_t)f * st->h + y.lo + yy) * st->w + x.lo) * st->c,
+               (size_t)cols * st->c * sizeof(float));
+    return rc ? rc : be->v->upload(be, dst, r->cl, vals);
+}
+
+/* ---- streams through one part ----------------------------------------------------------------- */
+/* where a part's output chunks go: to the host output, or into a store */
+typedef struct sink {
+    store *st;              /* NULL: the host output (out_push) */
+    vae_span out_y, out_x;  /* the part's computed output rows / columns */
+    vae_span own_y, own_x;  /* the ones kept */
+} sink;
+
+static int sink_put(run *s, const sink *k, const vae_chunk *o, int first) {
+    if (!k->st) return out_push(s, o, first);
+    return store_put(s, k->st, o, first, k->out_y, k->out_x, k->own_y, k->own_x);
+}
+
+/* The user's input, rows y x columns x, through part q in the program's chunks. */
+static int stream_input(run *s, rpart *q, vae_span y, vae_span x, const sink *k) {
+    vae_runner *r = s->r;
+    const vae_program *p = r->p;
+    const int T = s->plan->t_in, h = y.hi - y.lo, w = x.hi - x.lo, c = p->in_channels;
+    const int max_chunk = p->first_chunk > p->chunk ? p->first_chunk : p->chunk;
+    void *dev_in = r->be->v->alloc(r->be, (size_t)max_chunk * h * w * px_bytes(r, c));
+    if (!dev_in)
+        return vae_fail(VAE_ENOMEM, "out of %s memory for an input chunk of %d frames of %dx%dx%d",
+                        r->be->v->name, max_chunk, h, w, c);
+    int rc = VAE_OK, fo = 0;
+    for (int pos = 0; rc == VAE_OK && pos < T;) {
+        const int n = pos == 0 ? p->first_chunk : p->chunk;
+        vae_chunk in = {dev_in, n, h, w, c}, o;
+        rc = upload_input(s, dev_in, pos, n, y, x);
+        if (rc == VAE_OK) rc = vae_exec_step(q->e, &in, &o);
+        if (rc == VAE_OK) rc = sink_put(s, k, &o, fo);
+        fo += o.t;
+        pos += n;
+    }
+    if (rc == VAE_OK) rc = out_flush(s);
+    vae_exec_reset(q->e); /* caches and graph go before the buffers they were recorded with */
+    r->be->v->release(r->be, dev_in);
+    return rc;
+}
+
+/* The frames of a store, rows y x columns x, through part q one frame at a time. */
+static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span x, const sink *k) {
+    vae_runner *r = s->r;
+    const int h = y.hi - y.lo, w = x.hi - x.lo;
+    const int whole = h == st->h && w == st->w && st->dev;
+    void *buf = whole ? NULL : r->be->v->alloc(r->be, (size_t)h * w * px_bytes(r, st->c));
+    if (!whole && !buf)
+        return vae_fail(VAE_ENOMEM, "out of %s memory for a tile of %dx%dx%d", r->be->v->name, h,
+                        w, st->c);
+    int rc = VAE_OK, fo = 0;
+    for (int f = 0; rc == VAE_OK && f < st->t; f++) {
+        vae_chunk in = {buf, 1, h, w, st->c}, o;
+        if (whole) in.data = (char *)st->dev + (size_t)f * h * w * px_bytes(r, st->c);
+        else rc = store_get(s, st, f, y, x, buf);
+        if (rc == VAE_OK) rc = vae_exec_step(q->e, &in, &o);
+        if (rc == VAE_OK) rc = sink_put(s, k, &o, fo);
+        fo += o.t;
+    }
+    if (rc == VAE_OK) rc = out_flush(s);
+    vae_exec_reset(q->e);
+    if (buf) r->be->v->release(r->be, buf);
+    return rc;
+}
+
+/* ---- plans ------------------------------------------------------------------------------------ */
+static const vae_span span0 = {0, 0};
+
+static int set_trims(rpart *q, const vae_plan_tile *t) {
+    for (int i = 0; i < t->n_trims; i++) {
+        const vae_plan_trim *tr = &t->trims[i];
+        int rc = vae_exec_set_trim(q->e, tr->value, tr->y0, tr->x0, tr->h, tr->w);
+        if (rc) return rc;
+    }
+    return VAE_OK;
+}
+
+static int run_whole(run *s) {
+    const vae_plan *pl = s->plan;
+    s->direct = 1;
+    s->tile = &pl->tiles[0];
+    sink k = {NULL, span0, span0, span0, span0};
+    return stream_input(s, &s->r->part[1], (vae_span){0, pl->h_in}, (vae_span){0, pl->w_in}, &k);
+}
+
+static int run_tiled(run *s) {
+    vae_runner *r = s->r;
+    const vae_plan *pl = s->plan;
+    rpart *pa = &r->part[0], *pb = &r->part[1], *pc = &r->part[2];
+    store sa = {0}, sb = {0};
+    int rc = VAE_OK;
+    if (pa->present) { /* A over the whole video into its store */
+        rc = store_open(s, &sa, 0);
+        const vae_span all_y = {0, sa.h}, all_x = {0, sa.w};
+        sink k = {&sa, all_y, all_x, all_y, all_x};
+        if (rc == VAE_OK)
+            rc = stream_input(s, pa, (vae_span){0, pl->h_in}, (vae_span){0, pl->w_in}, &k);
+    }
+    if (rc == VAE_OK && pc->present) rc = store_open(s, &sb, 1);
+    for (int i = 0; rc == VAE_OK && i < pl->n_tiles; i++) { /* B, tile by tile */
+        const vae_plan_tile *t = &pl->tiles[i];
+        s->tile = t;
+        sink k = {pc->present ? &sb : NULL, t->out_y, t->out_x, t->own_y, t->own_x};
+        rc = set_trims(pb, t);
+        if (rc == VAE_OK)
+            rc = pa->present ? stream_store(s, pb, &sa, t->in_y, t->in_x, &k)
+                             : stream_input(s, pb, t->in_y, t->in_x, &k);
+    }
+    store_close(s, &sa);
+    if (rc == VAE_OK && pc->present) { /* C over B's store, whole frames */
+        s->direct = 1;
+        sink k = {NULL, span0, span0, span0, span0};
+        rc = stream_store(s, pc, &sb, (vae_span){0, sb.h}, (vae_span){0, sb.w}, &k);
+    }
+    store_close(s, &sb);
+    return rc;
+}
+
+static int run_blend(run *s) {
+    const vae_plan *pl = s->plan;
+    const int W = pl->w_out, H = pl->h_out;
+    int rc = VAE_OK;
+    for (int i = 0; rc == VAE_OK && i < pl->n_tiles; i++) {
+        const vae_plan_tile *t = &pl->tiles[i];
+        s->tile = t;
+        for (int yy = t->out_y.lo; yy < t->out_y.hi; yy++)
+            for (int xx = t->out_x.lo; xx < t->out_x.hi; xx++)
+                s->wsum[(size_t)yy * W + xx] += ramp(yy, t->out_y, H, pl->blend_overlap) *
+                                                ramp(xx, t->out_x, W, pl->blend_overlap);
+        sink k = {NULL, t->out_y, t->out_x, t->own_y, t->own_x};
+        rc = stream_input(s, &s->r->part[1], t->in_y, t->in_x, &k);
+    }
+    return rc;
+}
+
+int vae_runner_run(vae_runner *r, const vae_plan *plan, vae_read_fn read, void *read_user,
+                   vae_frames_fn emit, void *emit_user, int *emitted) {
+    run s = {.r = r, .plan = plan, .read = read, .read_user = read_user, .emit = emit,
+             .emit_user = emit_user};
+    int rc = runner_prepare(r, plan);
+    const size_t out_vals = (size_t)plan->c_out * plan->t_out * plan->h_out * plan->w_out;
+    const int assemble = plan->kind == VAE_PLAN_BLEND ||
+                         (plan->kind == VAE_PLAN_TILED && !r->part[2].present);
+    if (rc == VAE_OK && assemble) {
+        s.out = vae_calloc(out_vals, sizeof *s.out);
+        if (plan->kind == VAE_PLAN_BLEND)
+            s.wsum = vae_calloc((size_t)plan->h_out * plan->w_out, sizeof *s.wsum);
+        if (!s.out || (plan->kind == VAE_PLAN_BLEND && !s.wsum))
+            rc = vae_fail(VAE_ENOMEM, "out of host memory for the output (%.2f GiB)",
+                          (double)out_vals * 4 / (1 << 30));
+    }
+    if (rc == VAE_OK)
+        rc = plan->kind == VAE_PLAN_WHOLE ? run_whole(&s)
+             : plan->kind == VAE_PLAN_TILED ? run_tiled(&s) : run_blend(&s);
+    if (rc == VAE_OK && assemble) rc = emit_assembled(&s);
+    if (rc && s.q_pending) { /* nothing may stay in flight into a host buffer */
+        s.q_pending = 0;
+        r->be->v->download_wait(r->be, s.q_host);
+    }
+    vae_free(s.out);
+    vae_free(s.wsum);
+    *emitted = s.emitted;
+    return rc;
+}

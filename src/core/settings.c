@@ -1,0 +1,143 @@
+/* settings.c -- the switch table: defaults, API parameters, environment overrides (settings.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "settings.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+/* One row per switch, in VAE_PARAM_* order. Values are integers; `words` lists accepted names
+ * for the values 0, 1, 2, ... of a switch that the environment spells as words. */
+typedef struct setting {
+    vae_param param;
+    const char *env;
+    size_t offset;
+    int is_u64;
+    int64_t def, lo, hi;
+    const char *words[3];
+} setting;
+
+#define OFF(f) offsetof(vae_settings, f)
+static const setting table[] = {
+    {VAE_PARAM_EXEC_CONTIG, "VAE_EXEC_CONTIG", OFF(exec_contig), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_EXEC_GRAPH, "VAE_EXEC_GRAPH", OFF(exec_graph), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_EXEC_CHECK, "VAE_EXEC_CHECK", OFF(exec_check), 0, 0, 0, 1, {0}},
+    {VAE_PARAM_EXEC_FRAMES, "VAE_EXEC_FRAMES", OFF(exec_frames), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_CUDA_SCRATCH_MB, "VAE_CUDA_SCRATCH_MB", OFF(cuda_scratch_mb), 0, 256, 1, 1 << 20, {0}},
+    {VAE_PARAM_CUDA_PROFILE, "VAE_CUDA_PROFILE", OFF(cuda_profile), 0, 0, 0, 2, {0}},
+    {VAE_PARAM_CUDA_CONV, "VAE_CUDA_CONV", OFF(cuda_conv), 0, 0, 0, 2, {"auto", "gemm", "cudnn"}},
+    {VAE_PARAM_CUDA_CONV3D, "VAE_CUDA_CONV3D", OFF(cuda_conv3d), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_CUDA_FUSE, "VAE_CUDA_FUSE", OFF(cuda_fuse), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_CUDA_POISON, "VAE_CUDA_POISON", OFF(cuda_poison), 0, 0, 0, 1, {0}},
+    {VAE_PARAM_CUDA_TUNE, "VAE_CUDA_TUNE", OFF(cuda_tune), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_CUDA_TUNE_SEED, NULL, OFF(cuda_tune_seed), 1, 0, 0, INT64_MAX, {0}},
+    {VAE_PARAM_CUDA_PW_GEMM, "VAE_CUDA_PW", OFF(cuda_pw_gemm), 0, 0, 0, 1, {"dnn", "gemm"}},
+    {VAE_PARAM_CUDA_PHASE, "VAE_CUDA_PHASE", OFF(cuda_phase), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_CUDA_PAD3D, "VAE_CUDA_PAD3D", OFF(cuda_pad3d), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_CUDA_CPAD, "VAE_CUDA_CPAD", OFF(cuda_cpad), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_CUDA_KPAD, "VAE_CUDA_KPAD", OFF(cuda_kpad), 0, 1, 0, 1, {0}},
+};
+#undef OFF
+enum { N_SETTINGS = sizeof table / sizeof table[0] };
+_Static_assert((int)N_SETTINGS == (int)VAE_PARAM_COUNT, "one settings row per VAE_PARAM_*");
+
+static void put(vae_settings *s, const setting *t, int64_t v) {
+    char *p = (char *)s + t->offset;
+    if (t->is_u64) {
+        uint64_t u = (uint64_t)v;
+        memcpy(p, &u, sizeof u);
+    } else {
+        int i = (int)v;
+        memcpy(p, &i, sizeof i);
+    }
+}
+
+static int64_t get(const vae_settings *s, const setting *t) {
+    const char *p = (const char *)s + t->offset;
+    if (t->is_u64) {
+        uint64_t u;
+        memcpy(&u, p, sizeof u);
+        return (int64_t)u;
+    }
+    int i;
+    memcpy(&i, p, sizeof i);
+    return i;
+}
+
+void vae_settings_default(vae_settings *s) {
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < N_SETTINGS; i++) put(s, &table[i], table[i].def);
+}
+
+int vae_param_check(vae_param p, int64_t value) {
+    if ((int)p < 0 || (int)p >= N_SETTINGS)
+        return vae_fail(VAE_EINVAL, "unknown parameter %d (known: 0..%d)", (int)p, N_SETTINGS - 1);
+    const setting *t = &table[p];
+    if (value < t->lo || value > t->hi)
+        return vae_fail(VAE_EINVAL, "parameter %d (%s): %lld is outside %lld..%lld", (int)p,
+                        t->env ? t->env : "VAE_CUDA_TUNE=seed:N", (long long)value,
+                        (long long)t->lo, (long long)t->hi);
+    return VAE_OK;
+}
+
+/* The environment's spelling of a value: a number, or one of the row's words. VAE_CUDA_TUNE
+ * also takes seed:N (paths chosen by a hash of N instead of timing). */
+static int parse_env(vae_settings *s, const setting *t, const char *v) {
+    if (t->param == VAE_PARAM_CUDA_TUNE && strncmp(v, "seed:", 5) == 0) {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(v + 5, &end, 10);
+        if (errno || end == v + 5 || *end) goto bad;
+        s->cuda_tune = 1;
+        s->cuda_tune_seed = n | 1;
+        return VAE_OK;
+    }
+    for (int w = 0; w < 3 && t->words[w]; w++)
+        if (strcmp(v, t->words[w]) == 0) {
+            put(s, t, w);
+            return VAE_OK;
+        }
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n < t->lo || n > t->hi) goto bad;
+    put(s, t, n);
+    return VAE_OK;
+bad:
+    return vae_fail(VAE_EINVAL, "environment %s='%s': expected %s%lld..%lld%s", t->env, v,
+                    t->words[0] ? "a name or " : "", (long long)t->lo, (long long)t->hi,
+                    t->param == VAE_PARAM_CUDA_TUNE ? " or seed:N" : "");
+}
+
+int vae_settings_resolve(vae_settings *s, const vae_session_options *o) {
+    for (int i = 0; i < N_SETTINGS; i++) {
+        if (!(o->params_set & (1ull << i))) continue;
+        int rc = vae_param_check((vae_param)i, o->params[i]);
+        if (rc) return rc;
+        put(s, &table[i], o->params[i]);
+    }
+    for (int i = 0; i < N_SETTINGS; i++) {
+        const char *v = table[i].env ? getenv(table[i].env) : NULL;
+        if (!v || !*v) continue;
+        int rc = parse_env(s, &table[i], v);
+        if (rc) return rc;
+        VAE_DEBUG("settings: %s=%s from the environment", table[i].env, v);
+    }
+    return VAE_OK;
+}
+
+void vae_settings_describe(const vae_settings *s, char *buf, size_t len) {
+    size_t n = 0;
+    if (len) buf[0] = 0;
+    for (int i = 0; i < N_SETTINGS && n < len; i++) {
+        const setting *t = &table[i];
+        const char *name = t->env ? t->env + 4 : "CUDA_TUNE_SEED"; /* without "VAE_" */
+        int k = snprintf(buf + n, len - n, "%s%s=%lld", i ? " " : "", name,
+                         (long long)get(s, t));
+        if (k < 0) break;
+        n += (size_t)k;
+    }
+}
