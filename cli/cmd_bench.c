@@ -11,11 +11,13 @@
 static const char help[] =
     "usage: vae bench ARCH [--op decode|encode] [--frames N] [--size HxW] [--dtype bf16|fp16|fp32]\n"
     "                 [--device cuda|cpu] [--runs N] [--warmup N] [--config JSON] [--threads N]\n"
+    "                 [--max-memory SIZE] [--tile-mode M] [--tile HxW] [--tile-size PX] ...\n"
     "\n"
     "ARCH: wan2.1, wan2.2, seedvr2, with synthetic weights of the released configuration (or\n"
     "--config). N video frames of HxW pixels (decode: the matching latent). Prints the median wall\n"
     "time of --runs runs after --warmup, the achieved TFLOP/s from the model's FLOP count and the\n"
-    "peak backend memory, then one line 'BENCH {json}' for scripts.\n"
+    "peak backend memory (and the plan's prediction), then one line 'BENCH {json}' for scripts.\n"
+    "The memory options are those of 'vae decode' (below).\n"
     "\n"
     "example:\n"
     "  vae bench wan2.1 --op decode --frames 81 --size 480x832 --dtype bf16 --device cuda\n";
@@ -41,7 +43,8 @@ int cmd_bench(int argc, char **argv) {
     const char *op = "decode", *frames_s = "81", *size = "480x832", *dtype = "bf16",
                *device = NULL, *runs_s = "5", *warm_s = "1", *config = NULL, *threads = NULL,
                *hflag = NULL, *pos[1];
-    const cli_opt opts[] = {{"--op", NULL, 1, &op},         {"--frames", NULL, 1, &frames_s},
+    cli_mem_args mem = {0};
+    const cli_opt opts[] = {CLI_MEM_OPTS(mem),{"--op", NULL, 1, &op},         {"--frames", NULL, 1, &frames_s},
                             {"--size", NULL, 1, &size},     {"--dtype", NULL, 1, &dtype},
                             {"--device", NULL, 1, &device}, {"--runs", NULL, 1, &runs_s},
                             {"--warmup", NULL, 1, &warm_s}, {"--config", NULL, 1, &config},
@@ -51,6 +54,7 @@ int cmd_bench(int argc, char **argv) {
     if (rc) return rc;
     if (hflag) {
         fputs(help, stdout);
+        fputs(cli_mem_help, stdout);
         return CLI_OK;
     }
     if (npos != 1) return cli_usage_error("bench", "expected ARCH (wan2.1, wan2.2, seedvr2)");
@@ -64,6 +68,7 @@ int cmd_bench(int argc, char **argv) {
     vae_session_options_default(&so);
     if (!device) device = vae_device_available(VAE_DEVICE_CUDA) ? "cuda" : "cpu";
     if ((rc = cli_session_options("bench", device, dtype, threads, &so))) return rc;
+    if ((rc = cli_memory_options("bench", &mem, &so))) return rc;
 
     vae_model *m = NULL;
     vae_session *s = NULL;
@@ -104,6 +109,12 @@ int cmd_bench(int argc, char **argv) {
         rc = cli_report(rc, device);
         goto done;
     }
+    vae_plan_info plan;
+    if ((rc = vae_session_plan(s, encode, in.shape, 5, &plan))) {
+        rc = cli_report(rc, "bench");
+        goto done;
+    }
+    if (!cli_quiet) fprintf(stderr, "vae bench: plan: %s\n", plan.text);
     int out_frames = 0;
     for (int i = 0; i < warm + runs; i++) {
         out_frames = 0;
@@ -120,15 +131,19 @@ int cmd_bench(int argc, char **argv) {
     qsort(times, (size_t)runs, sizeof *times, cmp_double);
     double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
     double peak = (double)vae_session_peak_bytes(s);
+    static const char *const order[] = {"whole", "tiled", "blend"};
     printf("%s %s %dx%dx%d (%s, %s): median %.3f s (min %.3f, %d runs), %.1f TFLOP/s "
-           "(%.1f TFLOP), peak memory %.2f GiB, %d frames out\n",
+           "(%.1f TFLOP), peak memory %.2f GiB (predicted %.2f), %s %dx%d, %d frames out\n",
            info.arch, op, frames, H, W, device, dtype, med, times[0], runs, flops / med / 1e12,
-           flops / 1e12, peak / (1 << 30), out_frames);
+           flops / 1e12, peak / (1 << 30), (double)plan.peak_bytes / (1 << 30),
+           order[plan.order], plan.tiles_y, plan.tiles_x, out_frames);
     printf("BENCH {\"arch\":\"%s\",\"op\":\"%s\",\"frames\":%d,\"height\":%d,\"width\":%d,"
            "\"device\":\"%s\",\"dtype\":\"%s\",\"median_s\":%.4f,\"min_s\":%.4f,\"runs\":%d,"
-           "\"tflop\":%.2f,\"tflops\":%.2f,\"peak_bytes\":%.0f}\n",
+           "\"tflop\":%.2f,\"tflops\":%.2f,\"peak_bytes\":%.0f,\"predicted_bytes\":%lld,"
+           "\"budget_bytes\":%lld,\"order\":\"%s\",\"tiles\":\"%dx%d\",\"plan_tflop\":%.2f}\n",
            info.arch, op, frames, H, W, device, dtype, med, times[0], runs, flops / 1e12,
-           flops / med / 1e12, peak);
+           flops / med / 1e12, peak, (long long)plan.peak_bytes, (long long)plan.budget_bytes,
+           order[plan.order], plan.tiles_y, plan.tiles_x, plan.flops / 1e12);
     rc = CLI_OK;
 done:
     free(in.data);

@@ -333,6 +333,7 @@ int cmd_run(int argc, char **argv, int encode) {
                *start_s = NULL, *frames_s = NULL, *size_s = NULL, *fit_s = NULL, *fps_s = NULL,
                *codec = NULL, *crf_s = NULL, *preset = NULL, *depth_s = NULL, *lframes_s = NULL,
                *config = NULL;
+    cli_mem_args mem = {0};
     const cli_opt opts_dec[] = {{"--model", "-m", 1, &model},
                                 {"--input", "-i", 1, &input},
                                 {"--output", "-o", 1, &output},
@@ -349,6 +350,7 @@ int cmd_run(int argc, char **argv, int encode) {
                                 {"--crf", NULL, 1, &crf_s},
                                 {"--preset", NULL, 1, &preset},
                                 {"--bit-depth", NULL, 1, &depth_s},
+                                CLI_MEM_OPTS(mem),
                                 {"--help", "-h", 0, &help},
                                 {NULL, NULL, 0, NULL}};
     const cli_opt opts_enc[] = {{"--model", "-m", 1, &model},
@@ -365,6 +367,7 @@ int cmd_run(int argc, char **argv, int encode) {
                                 {"--frames", NULL, 1, &frames_s},
                                 {"--size", NULL, 1, &size_s},
                                 {"--fit", NULL, 1, &fit_s},
+                                CLI_MEM_OPTS(mem),
                                 {"--help", "-h", 0, &help},
                                 {NULL, NULL, 0, NULL}};
     const char *pos[1];
@@ -372,6 +375,7 @@ int cmd_run(int argc, char **argv, int encode) {
     if (rc) return rc;
     if (help) {
         fputs(encode ? help_encode : help_decode, stdout);
+        fputs(cli_mem_help, stdout);
         return CLI_OK;
     }
     if (!model) return cli_usage_error(cmd, "missing -m MODEL");
@@ -380,6 +384,7 @@ int cmd_run(int argc, char **argv, int encode) {
     vae_session_options so;
     vae_session_options_default(&so);
     if ((rc = cli_session_options(cmd, device, dtype, threads, &so))) return rc;
+    if ((rc = cli_memory_options(cmd, &mem, &so))) return rc;
     int latent_space = 0; /* 0 auto, 1 diffusion, 2 raw */
     if (space) {
         if (strcmp(space, "diffusion") == 0)

@@ -124,7 +124,9 @@ int cmd_roundtrip_video(int argc, char **argv) {
                *dtype = "fp32", *threads = NULL, *hflag = NULL, *start_s = NULL, *frames_s = NULL,
                *size_s = NULL, *fit_s = NULL, *fps_s = NULL, *codec = NULL, *crf_s = NULL,
                *preset = NULL, *depth_s = NULL, *pos[1];
-    const cli_opt opts[] = {{"--encoder", "-e", 1, &enc},     {"--decoder", "-d", 1, &dec},
+    cli_mem_args mem = {0};
+    const cli_opt opts[] = {CLI_MEM_OPTS(mem),
+                            {"--encoder", "-e", 1, &enc},     {"--decoder", "-d", 1, &dec},
                             {"--input", "-i", 1, &input},     {"--output", "-o", 1, &output},
                             {"--device", NULL, 1, &device},   {"--dtype", NULL, 1, &dtype},
                             {"--threads", NULL, 1, &threads}, {"--start", NULL, 1, &start_s},
@@ -138,6 +140,7 @@ int cmd_roundtrip_video(int argc, char **argv) {
     if (rc) return rc;
     if (hflag) {
         fputs(help, stdout);
+        fputs(cli_mem_help, stdout);
         return CLI_OK;
     }
     if (!enc || !dec || !input)
@@ -145,6 +148,7 @@ int cmd_roundtrip_video(int argc, char **argv) {
     vae_session_options so;
     vae_session_options_default(&so);
     if ((rc = cli_session_options(cmd, device, dtype, threads, &so))) return rc;
+    if ((rc = cli_memory_options(cmd, &mem, &so))) return rc;
     int fps_num = 0, fps_den = 1, crf = -1, depth = 8;
     cli_read_args ra;
     if ((rc = cli_read_args_parse(cmd, start_s, frames_s, size_s, fit_s, &ra))) return rc;

@@ -196,7 +196,7 @@ typedef struct vae_session_options {
     /* VAE_TILE_AUTO: force exact tiles of this size in pixels of the video side (rounded to the
      * model's alignment); 0 = the planner's choice. */
     int tile_height, tile_width;
-    /* VAE_TILE_BLEND: tile size and overlap in pixels of the video side (0 = 512 and 64). */
+    /* VAE_TILE_BLEND: tile size and overlap in pixels of the video side (0: 512, tile / 8). */
     int blend_tile, blend_overlap;
     /* developer switches: vae_session_options_set */
     int64_t params[32];

@@ -114,6 +114,67 @@ static int same_shape(const vae_tensor *a, const cJSON *shape) {
     return 1;
 }
 
+/* The case once more in a fresh session with other tiling options: exact tiles (at least n per
+ * axis where the size allows) must meet the fixture's tolerance and stay within tol_tiles of the
+ * untiled output; blended tiles (blend > 0: tile size in pixels) report their distance to it and
+ * must stay finite. Both check the planner's predicted peak against the measured one (CPU: within
+ * 10%, never more than 2% under). */
+static void check_tiles(const vae_model *m, const vae_session_options *base, int encode,
+                        const vae_tensor *in, const vae_tensor *untiled, const vae_tensor *ref,
+                        double tol, double tol_tiles, int n, int blend, const char *label) {
+    vae_model_info info;
+    vae_model_get_info(m, &info);
+    const int f = info.spatial_factor;
+    const vae_tensor *vid = encode ? in : untiled;
+    const int64_t H = vid->shape[vid->ndim - 2], W = vid->shape[vid->ndim - 1];
+    vae_session_options so = *base;
+    if (blend) {
+        so.tile_mode = VAE_TILE_BLEND, so.blend_tile = blend, so.blend_overlap = blend / 4;
+    } else {
+        so.tile_height = (int)(H / n / f * f), so.tile_width = (int)(W / n / f * f);
+        if (so.tile_height < f) so.tile_height = f;
+        if (so.tile_width < f) so.tile_width = f;
+    }
+    vae_session *s = NULL;
+    vae_plan_info plan;
+    vae_tensor out = {0};
+    int rc = vae_session_create(&s, m, &so);
+    if (rc == VAE_OK) rc = vae_session_plan(s, encode, in->shape, in->ndim, &plan);
+    double t0 = now();
+    if (rc == VAE_OK) rc = encode ? vae_encode_tensor(s, in, &out) : vae_decode_tensor(s, in, &out);
+    const double dt = now() - t0;
+    if (rc) {
+        check(0, "%s %s: %s", label, blend ? "blend" : "tiles", vae_last_error());
+        vae_session_free(s);
+        return;
+    }
+    int64_t bad_ref, bad_untiled;
+    const double e_ref = rel_error(&out, ref, &bad_ref), e_un = rel_error(&out, untiled, &bad_untiled);
+    if (blend) {
+        check(bad_ref == 0 && e_un < 1.0,
+              "%s blend %dx%d tiles of %d px (overlap %d): distance to exact %.2e (to the "
+              "reference %.2e)  %.2f s", label, plan.tiles_y, plan.tiles_x, blend, blend / 4,
+              e_un, e_ref, dt);
+    } else {
+        const int want_y = H / f >= n ? n : (int)(H / f), want_x = W / f >= n ? n : (int)(W / f);
+        check(plan.order == VAE_ORDER_TILED && plan.tiles_y >= want_y && plan.tiles_x >= want_x &&
+                  e_ref <= tol && e_un <= tol_tiles && bad_ref == 0,
+              "%s tiles %dx%d of %dx%d px: rel_err %.2e (tol %.0e), vs untiled %.2e (tol %.0e)  "
+              "%.2f s", label, plan.tiles_y, plan.tiles_x, so.tile_height, so.tile_width, e_ref,
+              tol, e_un, tol_tiles, dt);
+    }
+    const double measured = (double)vae_session_peak_bytes(s), predicted = (double)plan.peak_bytes;
+    if (so.device == VAE_DEVICE_CPU)
+        check(measured <= 1.02 * predicted && measured >= 0.9 * predicted,
+              "%s: predicted peak %.0f bytes, measured %.0f (%+.1f%%)", label, predicted, measured,
+              100.0 * (measured / predicted - 1));
+    else
+        printf("INFO %s: predicted peak %.1f MiB, measured %.1f MiB (%+.1f%%)\n", label,
+               predicted / 1048576, measured / 1048576, 100.0 * (measured / predicted - 1));
+    vae_tensor_free(&out);
+    vae_session_free(s);
+}
+
 /* The synthesiser against the fixture's checksums: every key, shape, sum and first values. */
 static void check_checksums(const char *ckpt, const cJSON *sums) {
     int n = 0, bad = 0;
@@ -145,12 +206,13 @@ static void check_checksums(const char *ckpt, const cJSON *sums) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s SHARED_DIR FIXTURE [--device D] [--dtype T] [--tol X]\n", argv[0]);
+        fprintf(stderr, "usage: %s SHARED_DIR FIXTURE [--device D] [--dtype T] [--tol X] "
+                        "[--tiles N] [--blend PX] [--tile HxW] [--max-memory BYTES]\n", argv[0]);
         return 2;
     }
     const char *shared = argv[1], *name = argv[2], *device = "cpu", *dtype = "fp32";
     double tol = -1;
-    int tile_h = 0, tile_w = 0, blend = 0;
+    int tile_h = 0, tile_w = 0, blend = 0, tiles = 0;
     long long max_mem = 0;
     for (int i = 3; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--device") == 0) device = argv[i + 1];
@@ -158,6 +220,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--tol") == 0) tol = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--tile") == 0) sscanf(argv[i + 1], "%dx%d", &tile_h, &tile_w);
         else if (strcmp(argv[i], "--blend") == 0) sscanf(argv[i + 1], "%d", &blend);
+        else if (strcmp(argv[i], "--tiles") == 0) sscanf(argv[i + 1], "%d", &tiles);
         else if (strcmp(argv[i], "--max-memory") == 0) sscanf(argv[i + 1], "%lld", &max_mem);
     }
     const char *lv = getenv("VAE_TEST_LOG");
@@ -177,7 +240,6 @@ int main(int argc, char **argv) {
                : strcmp(dtype, "fp16") == 0 ? VAE_DTYPE_F16 : VAE_DTYPE_F32;
     if (tol < 0) tol = so.dtype == VAE_DTYPE_F32 ? 1e-4 : 2e-2;
     so.tile_height = tile_h, so.tile_width = tile_w, so.max_memory = max_mem;
-    if (blend) so.tile_mode = VAE_TILE_BLEND, so.blend_tile = blend, so.blend_overlap = blend / 4;
 
     char path[4096], io[4096], ckpt[4096], ckpt2[4096] = "";
     snprintf(path, sizeof path, "%s/fixtures/%s.json", shared, name);
@@ -258,6 +320,12 @@ int main(int argc, char **argv) {
                       pass ? " [diffusers names]" : "", cname, encode ? "encode" : "decode", err,
                       tol, (long long)nonfinite, dt);
                 if (!(err <= tol && nonfinite == 0)) print_frame_errors(&out, &ref, tol);
+                char label[256];
+                snprintf(label, sizeof label, "%s %s", name, cname);
+                const vae_model *mm = encode ? enc : dec;
+                const double tol_tiles = so.dtype == VAE_DTYPE_F32 ? 1e-5 : 2e-2;
+                if (tiles) check_tiles(mm, &so, encode, &in, &out, &ref, tol, tol_tiles, tiles, 0, label);
+                if (blend) check_tiles(mm, &so, encode, &in, &out, &ref, tol, tol_tiles, 0, blend, label);
             }
             vae_tensor_free(&in);
             vae_tensor_free(&ref);

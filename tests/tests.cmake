@@ -24,6 +24,16 @@ foreach(fx wan21_tiny wan21_small wan22_tiny seedvr2_tiny taef2_real wan21_full 
   add_test(NAME fixture_${fx} COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx})
   set_tests_properties(fixture_${fx} PROPERTIES LABELS fixture)
 endforeach()
+# exact tiles: every case again with at least 3 tiles per axis (within the fixture's tolerance and
+# 1e-5 of the untiled output, the planner's predicted peak within 10% of the measured one), and
+# blended tiles with their distance to the exact output
+foreach(fx wan21_tiny wan21_small wan22_tiny seedvr2_tiny taef2_real)
+  add_test(NAME fixture_tiles_${fx} COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --tiles 3)
+  set_tests_properties(fixture_tiles_${fx} PROPERTIES LABELS fixture)
+endforeach()
+add_test(NAME fixture_blend_taef2_real COMMAND test_fixtures ${VAE_SHARED_DIR} taef2_real --blend 128)
+add_test(NAME fixture_blend_wan21_small COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_small --blend 32)
+set_tests_properties(fixture_blend_taef2_real fixture_blend_wan21_small PROPERTIES LABELS fixture)
 # every fixture on the GPU in each precision (fp32: 1e-4, bf16 / fp16: 2e-2)
 foreach(fx wan21_tiny wan21_small wan22_tiny seedvr2_tiny taef2_real wan21_full seedvr2_full wan22_full)
   foreach(dt fp32 bf16 fp16)
@@ -43,6 +53,15 @@ foreach(fx wan21_tiny wan22_tiny seedvr2_tiny taef2_real)
              COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype ${dt})
     set_tests_properties(gpu_poisoned_${fx}_${dt} PROPERTIES LABELS gpu
                          ENVIRONMENT "VAE_CUDA_POISON=1;VAE_EXEC_CHECK=1"
+                         SKIP_REGULAR_EXPRESSION "skipped: no GPU")
+  endforeach()
+endforeach()
+# exact tiles on the GPU (fp32 within 1e-5 of the untiled output; bf16 within 2e-2)
+foreach(fx wan21_tiny wan22_tiny seedvr2_tiny taef2_real wan21_small)
+  foreach(dt fp32 bf16)
+    add_test(NAME gpu_tiles_${fx}_${dt}
+             COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype ${dt} --tiles 3)
+    set_tests_properties(gpu_tiles_${fx}_${dt} PROPERTIES LABELS gpu
                          SKIP_REGULAR_EXPRESSION "skipped: no GPU")
   endforeach()
 endforeach()

@@ -212,9 +212,9 @@ static int session_plan(vae_session *s, int encode, const geom *g, int64_t budge
         .elem = be->elem_size, .budget = budget > 0 ? budget : session_budget(s, avail),
         .fixed = reserve, .conv_upsample = be->v->conv_upsample, .round = be->v->alloc_size,
         .mode = o->tile_mode, .tile_h = o->tile_height, .tile_w = o->tile_width,
-        .blend_tile = o->blend_tile, .blend_overlap = o->blend_tile > 0 ? o->blend_overlap : -1,
+        .blend_tile = o->blend_tile > 0 ? o->blend_tile : 512,
         .video_factor = vae_config_spatial_factor(&m->cfg), .frame_loops = s->set.exec_frames};
-    if (o->blend_overlap > 0) rq.blend_overlap = o->blend_overlap;
+    rq.blend_overlap = o->blend_overlap > 0 ? o->blend_overlap : rq.blend_tile / 8;
     return vae_plan_make(plan, &rq);
 }
 

@@ -6,7 +6,16 @@
 
 #include "core.h"
 
-#define GIB(x) ((double)(x) / (1024.0 * 1024.0 * 1024.0))
+/* "812.4 MiB", "3.25 GiB" (four of them per message at most: rotating buffers) */
+static const char *size_str(int64_t bytes) {
+    static _Thread_local char buf[4][32];
+    static _Thread_local int next;
+    char *b = buf[next++ & 3];
+    const double v = (double)bytes;
+    if (v >= 1024.0 * 1024 * 1024) snprintf(b, 32, "%.2f GiB", v / (1024.0 * 1024 * 1024));
+    else snprintf(b, 32, "%.1f MiB", v / (1024.0 * 1024));
+    return b;
+}
 
 /* ---- walking the untiled program -------------------------------------------------------------- */
 typedef struct walk_sum {
@@ -553,8 +562,7 @@ static int try_blend(planner *pl, cand *c, vae_plan *plan) {
     const vae_plan_request *rq = pl->rq;
     const part *b = &pl->whole;
     const int f = rq->video_factor > 0 ? rq->video_factor : 1;
-    int tile = rq->blend_tile > 0 ? rq->blend_tile : 512;
-    int overlap = rq->blend_overlap >= 0 ? rq->blend_overlap : 64;
+    const int tile = rq->blend_tile, overlap = rq->blend_overlap;
     if (overlap >= tile) return vae_fail(VAE_EINVAL, "blend overlap %d px is not below the tile "
                                                      "size %d px", overlap, tile);
     /* crops of B's input: latent pixels for a decoder, video pixels for an encoder */
@@ -739,18 +747,18 @@ static void describe(const planner *pl, vae_plan *plan, int64_t whole) {
     for (int k = 0; k < 2 && n < (int)sizeof plan->why; k++)
         if (plan->store_t[k])
             n += snprintf(plan->why + n, sizeof plan->why - n,
-                          ", store %c of %d frames %dx%dx%d on the %s (%.2f GiB)", 'A' + k,
+                          ", store %c of %d frames %dx%dx%d on the %s (%s)", 'A' + k,
                           plan->store_t[k], plan->store_h[k], plan->store_w[k], plan->store_c[k],
                           plan->store_host[k] ? "host" : "device",
-                          GIB((int64_t)plan->store_t[k] * plan->store_h[k] * plan->store_w[k] *
-                              plan->store_c[k] * (int64_t)rq->elem));
+                          size_str((int64_t)plan->store_t[k] * plan->store_h[k] *
+                                   plan->store_w[k] * plan->store_c[k] * (int64_t)rq->elem));
     if (n < (int)sizeof plan->why)
         n += snprintf(plan->why + n, sizeof plan->why - n,
-                      "; frame loops at %d op%s; predicted peak %.2f GiB (%.2f GiB fixed) of a "
-                      "budget of %s%.2f GiB; whole frames would need %.2f GiB; work %+.1f%%",
+                      "; frame loops at %d op%s; predicted peak %s (%s of it weights and backend "
+                      "reserve) for a budget of %s; whole frames would need %s; work %+.1f%%",
                       plan->part[1].n_loops, plan->part[1].n_loops == 1 ? "" : "s",
-                      GIB(plan->peak), GIB(rq->fixed), rq->budget > 0 ? "" : "(unlimited) ",
-                      GIB(rq->budget > 0 ? rq->budget : 0), GIB(whole),
+                      size_str(plan->peak), size_str(rq->fixed),
+                      rq->budget > 0 ? size_str(rq->budget) : "(none)", size_str(whole),
                       100.0 * (plan->macs / (plan->macs_whole > 0 ? plan->macs_whole : 1) - 1));
 }
 
@@ -803,10 +811,10 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
         rc = VAE_ENOMEM;
     if (rc == VAE_ENOMEM)
         rc = vae_fail(VAE_ENOMEM,
-                      "memory budget %.2f GiB is below what %s needs: %.2f GiB (the exact floor: "
-                      "%.2f GiB; weights and backend reserve %.2f GiB). Raise --max-memory%s",
-                      GIB(rq->budget), rq->mode == VAE_TILE_NONE ? "whole frames" : "this input",
-                      GIB(plan->peak), GIB(plan->floor), GIB(rq->fixed),
+                      "memory budget %s is below what %s needs: %s (the exact floor: %s, of "
+                      "which weights and backend reserve %s). Raise --max-memory%s",
+                      size_str(rq->budget), rq->mode == VAE_TILE_NONE ? "whole frames" : "this input",
+                      size_str(plan->peak), size_str(plan->floor), size_str(rq->fixed),
                       rq->mode == VAE_TILE_BLEND ? " or use smaller --tile-size"
                       : rq->mode == VAE_TILE_NONE ? " or allow tiles"
                                                  : ", or use --tile-mode blend (not exact)");
