@@ -17,6 +17,10 @@
 #   --torch     also bench/pytorch_ref.py alone for the four Wan workloads (--runs N runs)
 #   --compare   also bench/compare.sh (needs diffusers on the machine, see bench/README.md)
 #   --runs N    timed runs per workload for --bench/--torch/--compare (default 2; compare: 5)
+#   --tiles     also the tiny fixtures with forced exact tiles (>= 3 per axis, fp32 and bf16:
+#               within 1e-5 / 2e-2 of the untiled output) and blended tiles
+#   --budget    also the memory-budget workloads of the planner issue (vae bench --max-memory,
+#               each beside its untiled run; BUDGET_LIST overrides: 'WORKLOAD|BUDGET;...')
 #   --no-ops / --no-fixtures  skip the op tests / the fixture tests
 #   --repeat S  also, for S seconds, the fixture REPEAT_FIXTURE (default wan21_tiny) in
 #               REPEAT_DTYPE (default fp32) over and over, REPEAT_PAR (default 4) processes at
@@ -34,7 +38,7 @@ SHARED=${1:?usage: bench/gpu_check.sh SHARED_DIR [--deps DIR] [--full] [--bench]
 shift
 DEPS=""
 [ -d build-gpu-deps ] && DEPS=$ROOT/build-gpu-deps
-FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1 REPEAT=0 SANITIZE=0
+FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1 REPEAT=0 SANITIZE=0 TILES=0 BUDGET=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --deps) DEPS=$(cd "$2" && pwd); shift ;;
@@ -48,6 +52,8 @@ while [ $# -gt 0 ]; do
     --repeat) REPEAT=$2; shift ;;
     --sanitize) SANITIZE=1 ;;
     --compare) COMPARE=1 ;;
+    --tiles) TILES=1 ;;
+    --budget) BUDGET=1 ;;
     *) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -183,12 +189,13 @@ fi
 # ---- fixtures on the GPU ------------------------------------------------------------------------
 # one fixture on the GPU: fixture_run LABEL FIXTURE DTYPE [VAR=value ...] (logged, summarised)
 fixture_run() {
-    local label=$1 fx=$2 dt=$3 t0
+    local label=$1 fx=$2 dt=$3 t0 args=()
     shift 3
+    while [ $# -gt 0 ] && [ "${1#--}" != "$1" ]; do args+=("$1" "$2"); shift 2; done
     t0=$(date +%s)
     echo "=== $label" >>"$OUT/fixtures.log"
-    (cd build-gpu && env "$@" timeout 90 ./test_fixtures "$SHARED" $fx --device cuda --dtype $dt) \
-        >>"$OUT/fixtures.log" 2>&1
+    (cd build-gpu && env "$@" timeout 90 ./test_fixtures "$SHARED" $fx --device cuda --dtype $dt \
+        ${args[@]+"${args[@]}"}) >>"$OUT/fixtures.log" 2>&1
     say "$label: rc $? in $(($(date +%s) - t0)) s: $(tail -1 "$OUT/fixtures.log")"
 }
 FX="wan21_tiny wan22_tiny seedvr2_tiny taef2_real"
@@ -213,8 +220,16 @@ if [ $FIXTURES = 1 ]; then
         fixture_run "tune seed $seed wan21_tiny fp32" wan21_tiny fp32 VAE_CUDA_TUNE=seed:$seed
     done
 fi
+if [ $TILES = 1 ]; then
+    for fx in wan21_tiny wan22_tiny seedvr2_tiny taef2_real wan21_small; do
+        for dt in fp32 bf16; do
+            fixture_run "tiles $fx $dt" $fx $dt --tiles 3
+        done
+    done
+    fixture_run "blend taef2_real fp32" taef2_real fp32 --blend 128
+fi
 grep -E "^FAIL" "$OUT/fixtures.log" | head -40 >>"$SUMMARY"
-grep -E "^PASS .*rel_err" "$OUT/fixtures.log" >>"$SUMMARY"
+grep -E "^PASS .*rel_err|^INFO .*predicted" "$OUT/fixtures.log" >>"$SUMMARY"
 
 # ---- optional benchmarks ------------------------------------------------------------------------
 # bf16, with the backend's GPU-time profile per op category (VAE_CUDA_PROFILE=1, logged with -v)
@@ -232,6 +247,24 @@ if [ $BENCH = 1 ] && [ -x build-gpu/vae ]; then
         grep "cuda profile" "$OUT/bench.log" | tail -13 >>"$SUMMARY"
         grep "cuda op profile" "$OUT/bench.log" | tail -30 | cut -c1-140 >>"$SUMMARY"
         grep "conv blocks" "$OUT/bench.log" | tail -1 >>"$SUMMARY"
+    done
+fi
+# the planner issue's budget table: each workload untiled (the time to compare with) and under
+# its budget; vae prints the plan (-v) and the BENCH line has the measured and predicted peaks
+BUDGET_DEFAULT="wan2.1 --op decode --frames 81 --size 720x1280|3G;\
+wan2.2 --op decode --frames 121 --size 704x1280|4G;\
+seedvr2 --op decode --frames 81 --size 720x1248|8G"
+if [ $BUDGET = 1 ] && [ -x build-gpu/vae ]; then
+    IFS=';' read -r -a BL <<<"${BUDGET_LIST:-$BUDGET_DEFAULT}"
+    for entry in "${BL[@]}"; do
+        w=${entry%%|*} b=${entry#*|}
+        for mem in "" "$b"; do
+            echo "=== budget [${mem:-none}] $w" >>"$OUT/bench.log"
+            timeout 400 build-gpu/vae -v bench $w --dtype bf16 --device cuda --warmup 1 \
+                --runs "${RUNS:-2}" ${mem:+--max-memory $mem} >>"$OUT/bench.log" 2>&1
+            say "budget [${mem:-none}] $w: rc $? $(grep BENCH "$OUT/bench.log" | tail -1 | sed 's/.*median_s/median_s/')"
+            grep "plan:" "$OUT/bench.log" | tail -1 | cut -c1-400 >>"$SUMMARY"
+        done
     done
 fi
 if [ $TORCH = 1 ]; then

@@ -247,10 +247,10 @@ typedef struct vae_plan_info {
 int vae_session_plan(vae_session *session, int encode, const int64_t *shape, int ndim,
                      vae_plan_info *info);
 
-/* Peak bytes of backend memory held by the session since creation. CUDA: everything the backend
- * held on the device at its worst moment (weights in the session's layouts, activations and
- * caches, scratch, cuDNN workspace). CPU: activations, caches and scratch (the weights are the
- * model's, shared by its sessions). */
+/* Peak bytes of backend memory held during the session's last encode/decode call (before any:
+ * since creation). CUDA: everything the backend held on the device at its worst moment (weights
+ * in the session's layouts, activations and caches, scratch, cuDNN workspace). CPU: activations,
+ * caches and stores (the weights are the model's, shared by its sessions). */
 int64_t vae_session_peak_bytes(const vae_session *session);
 
 /* ---- files ----------------------------------------------------------------------------------- */

@@ -26,6 +26,7 @@ struct vae_session {
     vae_settings set;
     vae_backend *be;
     vae_runner *enc, *dec; /* made on first use */
+    int64_t model_error[2]; /* decode, encode: bytes a run held beyond the memory model's plan */
 };
 
 #endif

@@ -199,7 +199,7 @@ static int64_t session_budget(const vae_session *s, int64_t avail) {
     return avail > 2 * margin ? avail - margin : avail / 2;
 }
 
-static int session_plan(vae_session *s, int encode, const geom *g, int64_t budget, vae_plan *plan) {
+static int session_plan(vae_session *s, int encode, const geom *g, vae_plan *plan) {
     const vae_model *m = s->model;
     const vae_program *p = encode ? &m->enc : &m->dec;
     vae_backend *be = s->be;
@@ -209,8 +209,8 @@ static int session_plan(vae_session *s, int encode, const geom *g, int64_t budge
     const vae_session_options *o = &s->opts;
     vae_plan_request rq = {
         .prog = p, .encode = encode, .t = frames_used(p, g->t), .h = g->h, .w = g->w,
-        .elem = be->elem_size, .budget = budget > 0 ? budget : session_budget(s, avail),
-        .fixed = reserve, .conv_upsample = be->v->conv_upsample, .round = be->v->alloc_size,
+        .elem = be->elem_size, .budget = session_budget(s, avail),
+        .fixed = reserve + s->model_error[encode], .conv_upsample = be->v->conv_upsample, .round = be->v->alloc_size,
         .mode = o->tile_mode, .tile_h = o->tile_height, .tile_w = o->tile_width,
         .blend_tile = o->blend_tile > 0 ? o->blend_tile : 512,
         .video_factor = vae_config_spatial_factor(&m->cfg), .frame_loops = s->set.exec_frames};
@@ -249,24 +249,31 @@ static int session_run(vae_session *s, int encode, const vae_tensor *in, vae_fra
     if (t_used < g.t)
         VAE_WARN("%s: %d frames given, the model uses the first %d (%s takes 1 + %d*k frames)",
                  what, g.t, t_used, m->cfg.arch->name, p->chunk);
-    int64_t budget = 0;
     double t0 = vae_seconds();
+    int64_t *model_error = &s->model_error[encode];
     for (int attempt = 0;; attempt++) {
         vae_plan plan;
-        if ((rc = session_plan(s, encode, &g, budget, &plan))) return rc;
+        if ((rc = session_plan(s, encode, &g, &plan))) return rc;
         VAE_INFO("plan: %s", plan.why);
         int emitted = 0;
+        vae_backend *be = s->be;
+        be->limit = plan.budget; /* the backend refuses to go over it */
+        be->bytes_peak = be->bytes_in_use;
         rc = run_once(s, encode, in, &g, &plan, fn, user, &emitted);
-        const int64_t predicted = plan.peak;
-        const int can_retry = rc == VAE_ENOMEM && emitted == 0 && attempt < 2 &&
-                              s->opts.tile_mode == VAE_TILE_AUTO && !s->opts.tile_height &&
-                              !s->opts.tile_width && plan.floor < predicted;
+        be->limit = 0;
+        /* what the model missed (the backend's own temporaries, allocator effects): later
+         * plans of this session add it */
+        const int64_t modelled = plan.peak - *model_error, missed = be->bytes_peak - modelled;
+        const int retry = rc == VAE_ENOMEM && emitted == 0 && attempt < 2 && plan.budget > 0 &&
+                          s->opts.tile_mode != VAE_TILE_NONE;
+        if (missed > *model_error) *model_error = missed;
+        if (retry && plan.budget - modelled + plan.budget / 20 > *model_error)
+            *model_error = plan.budget - modelled + plan.budget / 20;
         vae_plan_free(&plan);
-        if (!can_retry) break;
-        budget = predicted - (predicted - plan.floor) / 2;
-        VAE_WARN("%s: an allocation failed (%s) below the predicted peak of %.2f GiB; planning "
-                 "again for %.2f GiB", encode ? "encode" : "decode", vae_last_error(),
-                 (double)predicted / (1 << 30), (double)budget / (1 << 30));
+        if (!retry) break;
+        VAE_WARN("%s: %s; planning again with %.1f MiB more for what the memory model misses",
+                 encode ? "encode" : "decode", vae_last_error(),
+                 (double)*model_error / (1 << 20));
         vae_error_clear();
     }
     if (rc == VAE_OK)
@@ -290,7 +297,7 @@ int vae_session_plan(vae_session *s, int encode, const int64_t *shape, int ndim,
     int rc = tensor_geom(&probe, encode ? "encode input video" : "decode input latent",
                          p->in_channels, &g);
     vae_plan plan;
-    if (rc == VAE_OK) rc = session_plan(s, encode, &g, 0, &plan);
+    if (rc == VAE_OK) rc = session_plan(s, encode, &g, &plan);
     if (rc && rc != VAE_ENOMEM) return rc;
     info->order = (vae_plan_order)plan.kind;
     info->tiles_y = plan.tiles_y, info->tiles_x = plan.tiles_x;

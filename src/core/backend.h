@@ -106,6 +106,10 @@ struct vae_backend {
     vae_dtype dtype;  /* activation dtype */
     size_t elem_size; /* bytes per activation value */
     int64_t bytes_in_use, bytes_peak;
+    /* > 0: the memory budget; an allocation that would take what the backend holds over it
+     * fails (VAE_ENOMEM naming the budget), so that a plan the model got wrong fails cleanly and
+     * is made again, instead of taking the device's memory from others */
+    int64_t limit;
 };
 
 /* Backend constructors (NULL-safe failure with vae_fail). */

@@ -20,6 +20,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
@@ -94,7 +95,9 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be,
         for (int k = 0; k < 2; k++)
             if (p->ops[i].in[k] >= 0) e->uses[p->ops[i].in[k]]++;
     }
-    if (rc == VAE_OK) rc = vae_loops_init(&e->loops, p, cfg ? cfg->loops : NULL, cfg ? cfg->n_loops : 0);
+    if (rc == VAE_OK)
+        rc = vae_loops_init(&e->loops, p, cfg ? cfg->loops : NULL, cfg ? cfg->whole : NULL,
+                            cfg ? cfg->n_loops : 0);
     e->graph_ok = !e->set.exec_check && e->set.exec_graph && be->v->graph_begin &&
                   be->v->graph_end && be->v->graph_launch && be->v->graph_free;
     for (int i = 0; rc == VAE_OK && i < p->n_ops; i++)
@@ -358,26 +361,29 @@ static int gather_output(vae_exec *e) {
     return rc;
 }
 
-/* The frame-sized value for frame f of parent (its trim applied into a temporary). */
-static int cut_frame(vae_exec *e, int v, const value *parent, int f, value *out) {
+/* Frames [f, f+n) of parent as the value that the ops after a loop see: a view, or its trim in a
+ * temporary. */
+static int cut_frames(vae_exec *e, int v, const value *parent, int f, int n, value *out) {
     const size_t fb = exec_vox_bytes(e, (int64_t)parent->h * parent->w * parent->c);
     const char *src = (const char *)parent->buf + (size_t)f * fb;
     const trim *tr = &e->trims[v];
-    *out = (value){.buf = (void *)src, .base = parent->base, .t = 1, .h = parent->h,
+    *out = (value){.buf = (void *)src, .base = parent->base, .t = n, .h = parent->h,
                    .w = parent->w, .c = parent->c, .refs = 1 << 30, .kind = VALUE_VIEW};
-    if (!tr->on) return VAE_OK;
+    if (!tr->on || n == 0) return VAE_OK;
     if (tr->y0 + tr->h > parent->h || tr->x0 + tr->w > parent->w)
         return vae_fail(VAE_ESHAPE, "internal: trim %d,%d %dx%d of a %dx%d frame", tr->y0, tr->x0,
                         tr->h, tr->w, parent->h, parent->w);
-    value t = {.t = 1, .h = tr->h, .w = tr->w, .c = parent->c};
+    value t = {.t = n, .h = tr->h, .w = tr->w, .c = parent->c};
     int rc = exec_alloc_value(e, &t, v);
     if (rc) return rc;
-    const size_t px = exec_vox_bytes(e, parent->c);
-    rc = e->be->v->copy2d(e->be, t.buf, px * tr->w, src + (tr->y0 * (size_t)parent->w + tr->x0) * px,
-                          px * parent->w, px * tr->w, (size_t)tr->h);
     t.refs = 1 << 30;
     t.kind = VALUE_TEMP;
     *out = t;
+    const size_t px = exec_vox_bytes(e, parent->c), tb = px * tr->w * tr->h;
+    for (int j = 0; j < n && rc == VAE_OK; j++)
+        rc = e->be->v->copy2d(e->be, (char *)t.buf + j * tb, px * tr->w,
+                              src + j * fb + (tr->y0 * (size_t)parent->w + tr->x0) * px,
+                              px * parent->w, px * tr->w, (size_t)tr->h);
     return rc;
 }
 
@@ -390,11 +396,13 @@ static int run_level(vae_exec *e, int k) {
     if (k == l->n) return l->n ? gather_output(e) : VAE_OK;
     const int *cv = l->cross + l->cross_at[k], nc = l->cross_at[k + 1] - l->cross_at[k];
     value par[16];
-    if (nc > 16) return vae_fail(VAE_EUNSUPPORTED, "executor: %d values cut by a loop", nc);
+    if (nc < 1 || nc > 16) return vae_fail(VAE_EUNSUPPORTED, "executor: %d values cut by a loop", nc);
     for (int j = 0; j < nc; j++) par[j] = e->val[cv[j]];
     int rc = VAE_OK;
-    for (int f = 0; rc == VAE_OK && f < par[0].t; f++) {
-        for (int j = 0; rc == VAE_OK && j < nc; j++) rc = cut_frame(e, cv[j], &par[j], f, &e->val[cv[j]]);
+    const int whole = l->whole[k], steps = whole ? 1 : par[0].t;
+    for (int f = 0; rc == VAE_OK && f < steps; f++) {
+        for (int j = 0; rc == VAE_OK && j < nc; j++)
+            rc = cut_frames(e, cv[j], &par[j], whole ? 0 : f, whole ? par[j].t : 1, &e->val[cv[j]]);
         if (rc == VAE_OK) rc = run_level(e, k + 1);
         for (int j = 0; j < nc; j++) {
             value *v = &e->val[cv[j]];

@@ -21,7 +21,8 @@ typedef struct vae_exec_config {
      * per frame, depth first. Streams give the same result (program.h: chunking does not matter)
      * while the later, larger stages hold one frame instead of a chunk. */
     const int *loops;
-    int n_loops; /* at most VAE_MAX_LOOPS */
+    const int *whole; /* NULL, or per loop 1: the chunk passes on whole (a trim point only) */
+    int n_loops;      /* at most VAE_MAX_LOOPS */
 } vae_exec_config;
 
 int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be,
@@ -29,7 +30,7 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be,
 void vae_exec_free(vae_exec *e);
 /* Starts a new stream: clears caches, frame counters and trims (weights stay prepared). */
 void vae_exec_reset(vae_exec *e);
-/* Tiles: every frame of `value` (which must cross a frame-loop boundary) is cut to rows
+/* Tiles: every frame of `value` (which must cross a loop boundary) is cut to rows
  * [y0, y0+h) and columns [x0, x0+w) of itself before the ops after the boundary see it. Between
  * streams only; h = 0 removes the trim. */
 int vae_exec_set_trim(vae_exec *e, int value, int y0, int x0, int h, int w);

@@ -2,6 +2,7 @@
 #include "plan.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
@@ -87,8 +88,8 @@ static void probe_op(void *user, vae_walk_event ev, int i, const vae_op_frames *
     }
 }
 
-static int probe_pos(const vae_program *p, const int *loops, int n_loops, int pos, int first,
-                     int chunk, probe *q) {
+static int probe_pos(const vae_program *p, const int *loops, const int *whole, int n_loops,
+                     int pos, int first, int chunk, probe *q) {
     memset(q, 0, sizeof *q);
     q->p = p;
     q->pos = pos;
@@ -102,7 +103,7 @@ static int probe_pos(const vae_program *p, const int *loops, int n_loops, int po
     int rc = VAE_OK, t_out;
     vae_op_clock *clk = vae_calloc((size_t)p->n_ops + 1, sizeof *clk);
     int *tv = vae_calloc((size_t)p->n_values, sizeof *tv);
-    if (!clk || !tv || vae_loops_init(&l, p, loops, n_loops)) {
+    if (!clk || !tv || vae_loops_init(&l, p, loops, whole, n_loops)) {
         vae_free(clk);
         vae_free(tv);
         return vae_fail(VAE_ENOMEM, "out of memory planning");
@@ -120,22 +121,25 @@ static int is_upsampling(const vae_op *op) {
            (op->kind == VAE_OP_SHUFFLE_UP && op->fs > 1);
 }
 
-/* Frame loops of a part fed first, then chunk frames per step: one at the first position after
- * each rise of the frame count where the crossing values stay in step (frame granularity), and,
- * for a tiled part (trims != NULL), one at each single-value position just before an upsampling
- * op or, failing that, the first one after it (where its crop is trimmed to the tile's need). */
-static int choose_loops(const vae_program *p, int first, int chunk, int frames, int *loops,
-                        int *n_loops, int *trim_at, int *n_trims) {
+/* Loops of a part fed first, then chunk frames per step. With frames: a frame loop at the first
+ * position after each rise of the frame count where the crossing values stay in step (frame
+ * granularity). With trims (a tiled part): a trim point at each single-value position just
+ * before an upsampling op or, failing that, the first one after it, where the tile's crop is cut
+ * to what it needs (a whole-chunk loop where it is not a frame loop already). */
+static int choose_loops(const vae_program *p, int first, int chunk, int frames, int trims,
+                        int *loops, int *whole, int *n_loops, int *trim_at, int *n_trims) {
     int n = 0, nt = 0, want_trim = 0;
-    for (int pos = 0; pos < p->n_ops && n < VAE_MAX_LOOPS; pos++) {
+    for (int pos = 0; pos < p->n_ops && n < VAE_MAX_LOOPS && (frames || trims); pos++) {
         const int up = is_upsampling(&p->ops[pos]);
-        if (!frames && !trim_at) break;
         probe q;
-        int rc = probe_pos(p, loops, n, pos, first, chunk, &q);
+        int rc = probe_pos(p, loops, whole, n, pos, first, chunk, &q);
         if (rc) return rc;
         const int frame_loop = frames && q.equal && q.most > 1;
-        const int trim = trim_at && q.n_cross == 1 && pos > 0 && (up || want_trim);
-        if (frame_loop || trim) loops[n++] = pos;
+        const int trim = trims && q.n_cross == 1 && pos > 0 && (up || want_trim);
+        if (frame_loop || trim) {
+            whole[n] = !frame_loop;
+            loops[n++] = pos;
+        }
         if (trim) {
             trim_at[nt++] = pos;
             want_trim = 0;
@@ -144,7 +148,7 @@ static int choose_loops(const vae_program *p, int first, int chunk, int frames, 
         }
     }
     *n_loops = n;
-    if (n_trims) *n_trims = nt;
+    *n_trims = nt;
     return VAE_OK;
 }
 
@@ -255,8 +259,10 @@ typedef struct part {
     vae_program prog; /* the slice (or a copy of the whole program's ops) */
     int from, to, present;
     int first, chunk; /* input frames per step */
-    vae_loops loops;
-    int loop_at[VAE_MAX_LOOPS], n_loops;
+    /* two ways through it: [0] whole chunks (trim points only), [1] frame by frame after
+     * temporal upsampling (less memory, a little slower on GPUs) */
+    vae_loops loops[2];
+    int loop_at[2][VAE_MAX_LOOPS], whole[2][VAE_MAX_LOOPS], n_loops[2];
     int trim_at[VAE_MAX_LOOPS], n_trim_at;
     int *vh, *vw;     /* whole-frame shapes of the slice's values */
 } part;
@@ -270,6 +276,8 @@ typedef struct planner {
     part whole, pa, pb, pc;
     int tiled_ok;       /* a tiled plan exists (B without global ops) */
     int own_align;      /* owned tile edges in B's output are multiples of this */
+    int fr;             /* the loops being evaluated: 0 whole chunks, 1 frame by frame */
+    double macs_whole;  /* of the untiled program */
     /* scratch for tilers */
     vae_span *need, *crop, *valid;
     int *len_y, *len_x;
@@ -277,7 +285,8 @@ typedef struct planner {
 
 static void part_free(part *q) {
     if (q->present) vae_program_free(&q->prog);
-    vae_loops_free(&q->loops);
+    vae_loops_free(&q->loops[0]);
+    vae_loops_free(&q->loops[1]);
     vae_free(q->vh);
     vae_free(q->vw);
     memset(q, 0, sizeof *q);
@@ -301,9 +310,13 @@ static int part_make(planner *pl, part *q, int from, int to, int first, int chun
         q->vh[v] = pl->vh[whole];
         q->vw[v] = pl->vw[whole];
     }
-    rc = choose_loops(&q->prog, first, chunk, pl->rq->frame_loops, q->loop_at, &q->n_loops,
-                      tiled ? q->trim_at : NULL, &q->n_trim_at);
-    if (rc == VAE_OK) rc = vae_loops_init(&q->loops, &q->prog, q->loop_at, q->n_loops);
+    for (int fr = 0; fr < 2 && rc == VAE_OK; fr++) {
+        rc = choose_loops(&q->prog, first, chunk, fr && pl->rq->frame_loops, tiled,
+                          q->loop_at[fr], q->whole[fr], &q->n_loops[fr], q->trim_at, &q->n_trim_at);
+        if (rc == VAE_OK)
+            rc = vae_loops_init(&q->loops[fr], &q->prog, q->loop_at[fr], q->whole[fr],
+                                q->n_loops[fr]);
+    }
     return rc;
 }
 
@@ -319,8 +332,8 @@ static int64_t part_mem(const planner *pl, const part *q, const int *vh, const i
     if (!q->present) return 0;
     int steps = part_steps(pl, q, t_in);
     if (steps > 8) steps = 8; /* caches are full and the step is steady well before */
-    return vae_plan_mem_part(&q->prog, &q->loops, vh, vw, pl->rq, q->first, q->chunk, steps,
-                             trims, n_trims);
+    return vae_plan_mem_part(&q->prog, &q->loops[pl->fr], vh, vw, pl->rq, q->first, q->chunk,
+                             steps, trims, n_trims);
 }
 
 static int64_t rounded(const planner *pl, int64_t bytes) {
@@ -337,6 +350,7 @@ static int64_t frames_bytes(const planner *pl, const part *q, int v, int t, int 
 /* ---- candidates --------------------------------------------------------------------------------- */
 typedef struct cand {
     vae_plan_kind kind;
+    int fr;              /* the loops it was evaluated with */
     int ty, tx;          /* tile grid */
     int tile_h, tile_w;  /* owned tile size in B's output (TILED), or input crop size (BLEND) */
     int64_t peak, peak_alloc;
@@ -535,6 +549,7 @@ static int try_spans(planner *pl, const part *b, const vae_span *sy, int ny, con
     if (rc == VAE_OK) rc = axis_tiles_make(pl, b, 1, sx, nx, blend, ax);
     if (rc == VAE_OK) rc = eval_tiles(pl, b, ay, ax, blend, c);
     c->kind = blend ? VAE_PLAN_BLEND : VAE_PLAN_TILED;
+    c->fr = pl->fr;
     c->ty = ny, c->tx = nx;
     if (rc == VAE_OK && plan) {
         plan->tiles = vae_calloc((size_t)ny * nx, sizeof *plan->tiles);
@@ -651,11 +666,12 @@ static int planner_init(planner *pl, const vae_plan_request *rq, vae_plan *plan)
     return VAE_OK;
 }
 
-static void plan_set_part(vae_plan_part *dst, const part *src) {
+static void plan_set_part(vae_plan_part *dst, const part *src, int fr) {
     memset(dst, 0, sizeof *dst);
     if (!src->present) return;
-    dst->from = src->from, dst->to = src->to, dst->n_loops = src->n_loops;
-    memcpy(dst->loops, src->loop_at, sizeof dst->loops);
+    dst->from = src->from, dst->to = src->to, dst->n_loops = src->n_loops[fr];
+    memcpy(dst->loops, src->loop_at[fr], sizeof dst->loops);
+    memcpy(dst->whole, src->whole[fr], sizeof dst->whole);
 }
 
 /* Fills the plan's parts and stores for the chosen candidate. */
@@ -666,7 +682,7 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
     plan->macs = c->macs;
     plan->tile_h = c->tile_h, plan->tile_w = c->tile_w;
     if (c->kind == VAE_PLAN_WHOLE) {
-        plan_set_part(&plan->part[1], &pl->whole);
+        plan_set_part(&plan->part[1], &pl->whole, c->fr);
         plan->tiles = vae_calloc(1, sizeof *plan->tiles);
         if (!plan->tiles) return vae_fail(VAE_ENOMEM, "out of memory planning");
         vae_plan_tile *t = &plan->tiles[0];
@@ -678,13 +694,13 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
         return VAE_OK;
     }
     if (c->kind == VAE_PLAN_BLEND) {
-        plan_set_part(&plan->part[1], &pl->whole);
+        plan_set_part(&plan->part[1], &pl->whole, c->fr);
         cand again;
         return try_blend(pl, &again, plan);
     }
-    plan_set_part(&plan->part[0], &pl->pa);
-    plan_set_part(&plan->part[1], &pl->pb);
-    plan_set_part(&plan->part[2], &pl->pc);
+    plan_set_part(&plan->part[0], &pl->pa, c->fr);
+    plan_set_part(&plan->part[1], &pl->pb, c->fr);
+    plan_set_part(&plan->part[2], &pl->pc, c->fr);
     for (int k = 0; k < 2; k++) {
         const part *q = k == 0 ? &pl->pa : &pl->pc;
         if (!q->present) continue;
@@ -705,6 +721,7 @@ static const char *kind_name(vae_plan_kind k) {
 
 /* Searches tile grids from few to many tiles: the first whose peak fits, or the smallest peak. */
 static int search_tiles(planner *pl, cand *best, cand *floor_c) {
+    memset(floor_c, 0, sizeof *floor_c);
     const part *b = &pl->pb;
     const int hb = b->vh[b->prog.output], wb = b->vw[b->prog.output];
     const int64_t budget = pl->rq->budget;
@@ -733,33 +750,104 @@ static int search_tiles(planner *pl, cand *best, cand *floor_c) {
     return VAE_ENOMEM;
 }
 
-static void describe(const planner *pl, vae_plan *plan, int64_t whole) {
+static void describe(const planner *pl, vae_plan *plan) {
     const vae_plan_request *rq = pl->rq;
-    int n = snprintf(plan->why, sizeof plan->why,
-                     "%s %dx%dx%d: %s", rq->encode ? "encode" : "decode", rq->t, rq->h, rq->w,
-                     kind_name(plan->kind));
-    if (plan->kind != VAE_PLAN_WHOLE && n < (int)sizeof plan->why)
-        n += snprintf(plan->why + n, sizeof plan->why - n,
-                      ", %dx%d tiles of %dx%d (%s), ops %d..%d tiled", plan->tiles_y,
-                      plan->tiles_x, plan->tile_h, plan->tile_w,
-                      plan->kind == VAE_PLAN_BLEND ? "input crops" : "output rows x columns",
-                      plan->part[1].from, plan->part[1].to);
-    for (int k = 0; k < 2 && n < (int)sizeof plan->why; k++)
+    char *w = plan->why;
+    const size_t cap = sizeof plan->why;
+    size_t n = (size_t)snprintf(w, cap, "%s %dx%dx%d: %s", rq->encode ? "encode" : "decode",
+                                rq->t, rq->h, rq->w, kind_name(plan->kind));
+    if (plan->kind != VAE_PLAN_WHOLE && n < cap)
+        n += (size_t)snprintf(w + n, cap - n, ", %dx%d tiles of %dx%d (%s), ops %d..%d tiled",
+                              plan->tiles_y, plan->tiles_x, plan->tile_h, plan->tile_w,
+                              plan->kind == VAE_PLAN_BLEND ? "input crops" : "output rows x cols",
+                              plan->part[1].from, plan->part[1].to);
+    for (int k = 0; k < 2 && n < cap; k++)
         if (plan->store_t[k])
-            n += snprintf(plan->why + n, sizeof plan->why - n,
-                          ", store %c of %d frames %dx%dx%d on the %s (%s)", 'A' + k,
-                          plan->store_t[k], plan->store_h[k], plan->store_w[k], plan->store_c[k],
-                          plan->store_host[k] ? "host" : "device",
-                          size_str((int64_t)plan->store_t[k] * plan->store_h[k] *
-                                   plan->store_w[k] * plan->store_c[k] * (int64_t)rq->elem));
-    if (n < (int)sizeof plan->why)
-        n += snprintf(plan->why + n, sizeof plan->why - n,
-                      "; frame loops at %d op%s; predicted peak %s (%s of it weights and backend "
-                      "reserve) for a budget of %s; whole frames would need %s; work %+.1f%%",
-                      plan->part[1].n_loops, plan->part[1].n_loops == 1 ? "" : "s",
-                      size_str(plan->peak), size_str(rq->fixed),
-                      rq->budget > 0 ? size_str(rq->budget) : "(none)", size_str(whole),
-                      100.0 * (plan->macs / (plan->macs_whole > 0 ? plan->macs_whole : 1) - 1));
+            n += (size_t)snprintf(w + n, cap - n, ", store %c of %d frames %dx%dx%d on the %s (%s)",
+                                  'A' + k, plan->store_t[k], plan->store_h[k], plan->store_w[k],
+                                  plan->store_c[k], plan->store_host[k] ? "host" : "device",
+                                  size_str((int64_t)plan->store_t[k] * plan->store_h[k] *
+                                           plan->store_w[k] * plan->store_c[k] *
+                                           (int64_t)rq->elem));
+    int frame_loops = 0;
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < plan->part[k].n_loops; i++) frame_loops += !plan->part[k].whole[i];
+    if (n < cap)
+        n += (size_t)snprintf(w + n, cap - n, "; %s", frame_loops ? "frame by frame after "
+                                                                    "temporal upsampling"
+                                                                  : "chunks whole");
+    if (n < cap)
+        snprintf(w + n, cap - n,
+                 "; predicted peak %s (weights and backend reserve %s) for a budget of %s "
+                 "(the exact floor: %s); work %+.1f%%",
+                 size_str(plan->peak), size_str(rq->fixed),
+                 rq->budget > 0 ? size_str(rq->budget) : "none", size_str(plan->floor),
+                 100.0 * (plan->macs / (plan->macs_whole > 0 ? plan->macs_whole : 1) - 1));
+}
+
+/* The candidate to run: the first that fits, in the order of speed: whole frames in chunks,
+ * whole frames frame by frame, then (auto mode) tiles in chunks, tiles frame by frame; *floor_c:
+ * the smallest exact peak met on the way. VAE_ENOMEM when none fits (best: the smallest). */
+static int choose(planner *pl, cand *best, cand *floor_c) {
+    const vae_plan_request *rq = pl->rq;
+    const int64_t budget = rq->budget;
+    const int n_fr = rq->frame_loops ? 2 : 1;
+    floor_c->peak = -1;
+    int rc = VAE_OK;
+    if (rq->mode == VAE_TILE_BLEND) {
+        for (int fr = 0; fr < n_fr; fr++) {
+            pl->fr = fr;
+            if ((rc = try_blend(pl, best, NULL))) return rc;
+            best->fr = fr;
+            if (budget <= 0 || best->peak <= budget) return VAE_OK;
+        }
+        return VAE_ENOMEM;
+    }
+    const int forced = rq->tile_h > 0 || rq->tile_w > 0;
+    if (forced && !pl->tiled_ok)
+        return vae_fail(VAE_EUNSUPPORTED, "exact tiles: this model has no part that tiles (every "
+                                          "stage has an op global per frame); use the blend mode");
+    if (forced) {
+        const part *b = &pl->pb;
+        /* video-side pixels per pixel of B's output */
+        int r = rq->encode ? b->vh[0] / (b->vh[b->prog.output] ? b->vh[b->prog.output] : 1) : 1;
+        if (r < 1) r = 1;
+        const int th = rq->tile_h > 0 ? (rq->tile_h + r - 1) / r : b->vh[b->prog.output];
+        const int tw = rq->tile_w > 0 ? (rq->tile_w + r - 1) / r : b->vw[b->prog.output];
+        for (int fr = 0; fr < n_fr; fr++) {
+            pl->fr = fr;
+            if ((rc = try_tiled(pl, th, tw, best, NULL))) return rc;
+            best->fr = fr;
+            if (budget <= 0 || best->peak <= budget) break;
+        }
+        *floor_c = *best;
+        return VAE_OK; /* forced: runs even over the budget (the backend still enforces it) */
+    }
+    for (int fr = 0; fr < n_fr; fr++) {
+        pl->fr = fr;
+        cand c;
+        memset(&c, 0, sizeof c);
+        c.kind = VAE_PLAN_WHOLE, c.fr = fr, c.macs = pl->macs_whole;
+        c.peak_alloc = whole_peak(pl);
+        if (c.peak_alloc < 0) return vae_fail(VAE_ENOMEM, "out of memory planning");
+        c.peak = rq->fixed + c.peak_alloc;
+        if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
+        if (budget <= 0 || c.peak <= budget) {
+            *best = c;
+            return VAE_OK;
+        }
+    }
+    *best = *floor_c;
+    if (rq->mode == VAE_TILE_NONE || !pl->tiled_ok) return VAE_ENOMEM;
+    for (int fr = 0; fr < n_fr; fr++) {
+        pl->fr = fr;
+        cand tf;
+        rc = search_tiles(pl, best, &tf);
+        if (tf.peak > 0 && tf.peak < floor_c->peak) *floor_c = tf;
+        if (rc != VAE_ENOMEM) return rc;
+    }
+    *best = *floor_c;
+    return VAE_ENOMEM;
 }
 
 int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
@@ -769,54 +857,27 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
     plan->t_in = rq->t, plan->h_in = rq->h, plan->w_in = rq->w;
     plan->c_in = rq->prog->in_channels;
     planner pl;
-    int rc = planner_init(&pl, rq, plan);
     cand best, floor_c;
     memset(&best, 0, sizeof best);
     memset(&floor_c, 0, sizeof floor_c);
-    const int64_t whole_alloc = rc ? -1 : whole_peak(&pl);
-    const int64_t whole = rq->fixed + whole_alloc;
-    if (rc == VAE_OK && whole_alloc < 0) rc = vae_fail(VAE_ENOMEM, "out of memory planning");
-    const int forced = rq->mode == VAE_TILE_AUTO && (rq->tile_h > 0 || rq->tile_w > 0);
-    if (rc) {
-        /* reported below */
-    } else if (rq->mode == VAE_TILE_BLEND) {
-        rc = try_blend(&pl, &best, NULL);
-    } else if (forced && !pl.tiled_ok) {
-        rc = vae_fail(VAE_EUNSUPPORTED, "exact tiles: this model has no part that tiles (every "
-                                        "stage has an op global per frame); use the blend mode");
-    } else if (forced) {
-        const part *b = &pl.pb;
-        /* video-side pixels per pixel of B's output */
-        int r = rq->encode ? b->vh[0] / (b->vh[b->prog.output] ? b->vh[b->prog.output] : 1) : 1;
-        if (r < 1) r = 1;
-        int th = rq->tile_h > 0 ? (rq->tile_h + r - 1) / r : b->vh[b->prog.output];
-        int tw = rq->tile_w > 0 ? (rq->tile_w + r - 1) / r : b->vw[b->prog.output];
-        rc = try_tiled(&pl, th, tw, &best, NULL);
-    } else if (rq->budget <= 0 || whole <= rq->budget || rq->mode == VAE_TILE_NONE ||
-               !pl.tiled_ok) {
-        best.kind = VAE_PLAN_WHOLE;
-        best.peak = whole, best.peak_alloc = whole_alloc, best.macs = plan->macs_whole;
-    } else {
-        rc = search_tiles(&pl, &best, &floor_c);
-        if (rc == VAE_ENOMEM) best = floor_c;
-    }
-    plan->floor = floor_c.peak > 0 && floor_c.peak < whole ? floor_c.peak : whole;
-    if (best.kind == VAE_PLAN_TILED && best.peak < plan->floor) plan->floor = best.peak;
+    int rc = planner_init(&pl, rq, plan);
+    pl.macs_whole = plan->macs_whole;
+    if (rc == VAE_OK) rc = choose(&pl, &best, &floor_c);
+    plan->floor = floor_c.peak;
     if (rc == VAE_OK || rc == VAE_ENOMEM) {
+        pl.fr = best.fr;
         int rc2 = plan_fill(&pl, &best, plan);
         if (rc2) rc = rc2;
+        else describe(&pl, plan);
     }
-    if (rc == VAE_OK || rc == VAE_ENOMEM) describe(&pl, plan, whole);
-    if (rc == VAE_OK && rq->budget > 0 && plan->peak > rq->budget && !forced)
-        rc = VAE_ENOMEM;
     if (rc == VAE_ENOMEM)
         rc = vae_fail(VAE_ENOMEM,
                       "memory budget %s is below what %s needs: %s (the exact floor: %s, of "
                       "which weights and backend reserve %s). Raise --max-memory%s",
                       size_str(rq->budget), rq->mode == VAE_TILE_NONE ? "whole frames" : "this input",
                       size_str(plan->peak), size_str(plan->floor), size_str(rq->fixed),
-                      rq->mode == VAE_TILE_BLEND ? " or use smaller --tile-size"
-                      : rq->mode == VAE_TILE_NONE ? " or allow tiles"
+                      rq->mode == VAE_TILE_BLEND ? " or use a smaller --tile-size"
+                      : rq->mode == VAE_TILE_NONE ? " or allow tiles (--tile-mode auto)"
                                                  : ", or use --tile-mode blend (not exact)");
     planner_free(&pl);
     if (rc && rc != VAE_ENOMEM) vae_plan_free(plan);

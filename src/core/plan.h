@@ -38,7 +38,8 @@ enum { VAE_PLAN_MAX_TRIMS = 16 };
 typedef struct vae_plan_part {
     int from, to;                /* ops [from, to); from == to: absent */
     int n_loops;
-    int loops[VAE_MAX_LOOPS];    /* frame loops, op indices relative to `from` */
+    int loops[VAE_MAX_LOOPS];    /* loops, op indices relative to `from` */
+    int whole[VAE_MAX_LOOPS];    /* 1: a trim point that keeps the chunk whole, 0: frame by frame */
 } vae_plan_part;
 
 typedef struct vae_plan_trim {

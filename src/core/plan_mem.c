@@ -8,6 +8,8 @@
  * (held until the next step). Frees happen at the last consumer, as in the executor. The peak of
  * the running total is the part's peak. Sizes go through the backend's allocator rounding.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
@@ -51,6 +53,13 @@ static const vae_plan_trim *trim_of(const memsim *m, int v) {
     return NULL;
 }
 
+/* one input frame of v as the op reading it sees it: trimmed while a loop cuts it */
+static int64_t input_frame_bytes(const memsim *m, int v, int c) {
+    const vae_plan_trim *t = m->cut[v] ? trim_of(m, v) : NULL;
+    if (!t) return frame_bytes(m, v, c);
+    return (int64_t)t->h * t->w * c * (int64_t)m->rq->elem;
+}
+
 static void free_value(memsim *m, int v) {
     m->live -= m->held[v];
     m->held[v] = 0;
@@ -83,7 +92,7 @@ static void window_allocs(memsim *m, int i, const vae_op_frames *f, int64_t fb, 
 static void on_op(memsim *m, int i, const vae_op_frames *f, const int *tv) {
     const vae_op *op = &m->p->ops[i];
     const int x = op->in[0], y = op->out, windowed = vae_op_is_windowed(op);
-    const int64_t fb_in = frame_bytes(m, x, op->c_in);
+    const int64_t fb_in = input_frame_bytes(m, x, op->c_in);
     if (windowed) window_allocs(m, i, f, fb_in, 1);
     if (f->t_out > 0) {
         int64_t fb = frame_bytes(m, y, op->c_out);
@@ -132,7 +141,10 @@ static void on_event(void *user, vae_walk_event ev, int index, const vae_op_fram
             m->cut[v] = 1;
             if (t) {
                 const int c = v == m->p->input ? m->p->in_channels : m->p->ops[v - 1].c_out;
-                m->temp[v] = rounded(m, (int64_t)t->h * t->w * c * (int64_t)m->rq->elem);
+                /* a frame, or the whole chunk (tv: the frames the loop passes on) */
+                m->temp[v] = tv[v] ? rounded(m, (int64_t)tv[v] * t->h * t->w * c *
+                                                    (int64_t)m->rq->elem)
+                                   : 0;
                 add(m, m->temp[v]);
             }
         } else if (ev == VAE_WALK_FRAME_END) {

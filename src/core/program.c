@@ -115,7 +115,7 @@ int vae_program_slice(const vae_program *p, int from, int to, vae_program *out) 
 }
 
 /* ---- frame loops ------------------------------------------------------------------------------ */
-int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, int n) {
+int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, const int *whole, int n) {
     memset(l, 0, sizeof *l);
     if (n < 0 || n > VAE_MAX_LOOPS)
         return vae_fail(VAE_EINVAL, "%d frame loops (at most %d)", n, VAE_MAX_LOOPS);
@@ -124,6 +124,7 @@ int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, int n) {
         if (at[k] < 0 || at[k] >= p->n_ops || (k > 0 && at[k] <= at[k - 1]))
             return vae_fail(VAE_EINVAL, "frame loop at op %d of %d", at[k], p->n_ops);
         l->at[k] = at[k];
+        l->whole[k] = whole ? whole[k] : 0;
         l->cross_at[k] = total;
         total += vae_program_crossing(p, at[k], NULL, 0);
     }
@@ -158,6 +159,14 @@ static int walk_level(const vae_program *p, const vae_loops *l, int k, vae_op_cl
     }
     const int *cv = l->cross + l->cross_at[k], nc = l->cross_at[k + 1] - l->cross_at[k];
     const int t = tv[cv[0]];
+    if (l->whole[k]) {
+        if (fn) fn(user, VAE_WALK_FRAME, k, NULL, tv);
+        int rc = walk_level(p, l, k + 1, clk, tv, fn, user, t_out);
+        if (rc) return rc;
+        if (fn) fn(user, VAE_WALK_FRAME_END, k, NULL, tv);
+        if (fn) fn(user, VAE_WALK_LOOP_END, k, NULL, tv);
+        return VAE_OK;
+    }
     for (int j = 1; j < nc; j++)
         if (tv[cv[j]] != t)
             return vae_fail(VAE_EINVAL, "a frame loop at op %d (%s) would cut values of %d and %d "

@@ -127,18 +127,20 @@ enum { VAE_MAX_LOOPS = 8 };
 typedef struct vae_loops {
     int n;                           /* loops; level k runs ops [at[k-1], at[k]) (at[-1] = 0) */
     int at[VAE_MAX_LOOPS + 1];       /* at[n] = n_ops */
+    int whole[VAE_MAX_LOOPS];        /* 1: the loop keeps the chunk whole (a trim point only) */
     int cross_at[VAE_MAX_LOOPS + 1]; /* cross[cross_at[k] .. cross_at[k+1]) are cut at at[k] */
     int *cross;
 } vae_loops;
-/* Loops at op indices at[0..n) (ascending, < n_ops); n = 0: none. */
-int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, int n);
+/* Loops at op indices at[0..n) (ascending, < n_ops); n = 0: none. whole[k] (NULL: all 0): loop
+ * k passes the chunk on whole, once, instead of frame by frame. */
+int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, const int *whole, int n);
 void vae_loops_free(vae_loops *l);
 
 struct vae_op_clock;
 struct vae_op_frames;
 /* What a step does, in the executor's order: an op runs (index = the op, f its frame counts);
- * a frame of loop `index` begins (the cut values hold that one frame) or ends; loop `index` has
- * done all its frames. tv: the frame count of every value in the current (sub-)step. */
+ * a frame of loop `index` begins (the cut values hold that one frame, or the whole chunk for a
+ * whole loop) or ends; loop `index` has done all its frames. tv: the frame count of every value in the current (sub-)step. */
 typedef enum { VAE_WALK_OP, VAE_WALK_FRAME, VAE_WALK_FRAME_END, VAE_WALK_LOOP_END } vae_walk_event;
 typedef void (*vae_walk_fn)(void *user, vae_walk_event ev, int index,
                             const struct vae_op_frames *f, const int *tv);

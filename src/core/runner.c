@@ -8,13 +8,15 @@
 #include "runner.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
 #include "executor.h"
 
 typedef struct rpart {
-    int present, from, to, n_loops, loops[VAE_MAX_LOOPS];
+    int present, from, to, n_loops, loops[VAE_MAX_LOOPS], whole[VAE_MAX_LOOPS];
     vae_program prog;
     vae_exec *e;
 } rpart;
@@ -80,7 +82,8 @@ static int runner_prepare(vae_runner *r, const vae_plan *plan) {
         const int want = pp->to > pp->from;
         if (q->present && want && q->from == pp->from && q->to == pp->to &&
             q->n_loops == pp->n_loops &&
-            memcmp(q->loops, pp->loops, sizeof(int) * (size_t)pp->n_loops) == 0)
+            memcmp(q->loops, pp->loops, sizeof(int) * (size_t)pp->n_loops) == 0 &&
+            memcmp(q->whole, pp->whole, sizeof(int) * (size_t)pp->n_loops) == 0)
             continue;
         part_clear(r, q);
     }
@@ -93,7 +96,8 @@ static int runner_prepare(vae_runner *r, const vae_plan *plan) {
         q->present = 1;
         q->from = pp->from, q->to = pp->to, q->n_loops = pp->n_loops;
         memcpy(q->loops, pp->loops, sizeof q->loops);
-        vae_exec_config cfg = {&r->set, q->loops, q->n_loops};
+        memcpy(q->whole, pp->whole, sizeof q->whole);
+        vae_exec_config cfg = {&r->set, q->loops, q->whole, q->n_loops};
         if ((rc = vae_exec_create(&q->e, &q->prog, r->be, &cfg))) {
             part_clear(r, q);
             return rc;

@@ -38,9 +38,23 @@ cudaDataType_t cu_blas_type(vae_dtype dt) {
     }
 }
 
+/* Everything the backend holds on the device now. */
+static int64_t cu_held(const cuda_backend *cb) {
+    return cb->base.bytes_in_use + (int64_t)(cb->scratch_bytes + cb->retired_bytes) +
+           (int64_t)cb->ws_bytes + cb->weight_bytes;
+}
+
+int cu_over_budget(cuda_backend *cb, size_t more, const char *who) {
+    const int64_t limit = cb->base.limit, held = cu_held(cb);
+    if (limit <= 0 || held + (int64_t)more <= limit) return VAE_OK;
+    return vae_fail(VAE_ENOMEM, "%s: %.1f MiB more would exceed the memory budget of %.1f MiB "
+                                "(%.1f MiB held)", who, (double)more / 1048576.0,
+                    (double)limit / 1048576.0, (double)held / 1048576.0);
+}
+
 void cu_note_peak(cuda_backend *cb) {
     const int64_t scratch = (int64_t)(cb->scratch_bytes + cb->retired_bytes);
-    int64_t total = cb->base.bytes_in_use + scratch + (int64_t)cb->ws_bytes + cb->weight_bytes;
+    const int64_t total = cu_held(cb);
     if (total <= cb->base.bytes_peak) return;
     cb->base.bytes_peak = total;
     cb->peak_parts[0] = cb->weight_bytes;
@@ -217,6 +231,10 @@ void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who) {
     /* grow by at least 1/4 so that slowly growing requests do not reallocate every time */
     size_t want = bytes + bytes / 4;
     want = (want + 0xFFFFF) & ~(size_t)0xFFFFF;
+    if (cb->base.limit > 0 && cu_over_budget(cb, want - cb->scratch_bytes, who)) {
+        want = (bytes + 0xFFFFF) & ~(size_t)0xFFFFF; /* no room to grow ahead: just enough */
+        if (cu_over_budget(cb, want - cb->scratch_bytes, who)) return NULL;
+    }
     cu_retire(cb, cb->scratch, cb->scratch_bytes);
     cb->scratch = NULL;
     cb->scratch_bytes = 0;
@@ -322,7 +340,8 @@ static void cuda_destroy(vae_backend *be) {
 
 static void *cuda_alloc(vae_backend *be, size_t bytes) {
     cuda_backend *cb = cu_be(be);
-    if (cu_enter(cb, "cuda alloc")) return NULL;
+    if (cu_enter(cb, "cuda alloc") || cu_over_budget(cb, cu_pool_round(bytes), "cuda alloc"))
+        return NULL;
     size_t got = 0;
     cudaError_t e;
     void *p = cu_pool_alloc(&cb->pool, bytes, &got, &e);

@@ -255,6 +255,9 @@ int cu_prof_begin(cuda_backend *cb, int cat);
 void cu_prof_end(cuda_backend *cb, int h);
 /* bytes_peak = max(bytes_peak, weights + bytes_in_use + scratch + workspace) */
 void cu_note_peak(cuda_backend *cb);
+/* VAE_ENOMEM (and the message) when holding `more` bytes besides what the backend holds would
+ * exceed its memory budget (base.limit > 0) */
+int cu_over_budget(cuda_backend *cb, size_t more, const char *who);
 /* Frees a device buffer that queued work may still use (after a stream synchronisation); while
  * work graphs exist (they replay on the addresses they recorded) or one is being recorded, it is
  * kept until the last graph is freed (or the recording failed). */
