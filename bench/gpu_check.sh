@@ -20,7 +20,8 @@
 #   --tiles     also the tiny fixtures with forced exact tiles (>= 3 per axis, fp32 and bf16:
 #               within 1e-5 / 2e-2 of the untiled output) and blended tiles
 #   --budget    also the memory-budget workloads of the planner issue (vae bench --max-memory,
-#               each beside its untiled run; BUDGET_LIST overrides: 'WORKLOAD|BUDGET;...')
+#               each beside its untiled run; BUDGET_LIST overrides: 'WORKLOAD|FLAGS;...';
+#               UNTILED=skip leaves the untiled runs out)
 #   --no-ops / --no-fixtures  skip the op tests / the fixture tests
 #   --repeat S  also, for S seconds, the fixture REPEAT_FIXTURE (default wan21_tiny) in
 #               REPEAT_DTYPE (default fp32) over and over, REPEAT_PAR (default 4) processes at
@@ -249,21 +250,23 @@ if [ $BENCH = 1 ] && [ -x build-gpu/vae ]; then
         grep "conv blocks" "$OUT/bench.log" | tail -1 >>"$SUMMARY"
     done
 fi
-# the planner issue's budget table: each workload untiled (the time to compare with) and under
-# its budget; vae prints the plan (-v) and the BENCH line has the measured and predicted peaks
-BUDGET_DEFAULT="wan2.1 --op decode --frames 81 --size 720x1280|3G;\
-wan2.2 --op decode --frames 121 --size 704x1280|4G;\
-seedvr2 --op decode --frames 81 --size 720x1248|8G"
+# the planner issue's budget table: each workload untiled (the time to compare with) and with
+# its flags (budget, tile mode); vae prints the plan (-v) and the BENCH line has the measured and
+# predicted peaks and the host's max RSS. BUDGET_LIST overrides: 'WORKLOAD|FLAGS;...'
+BUDGET_DEFAULT="wan2.1 --op decode --frames 81 --size 720x1280|--max-memory 3G;\
+wan2.2 --op decode --frames 121 --size 704x1280|--max-memory 4G;\
+seedvr2 --op decode --frames 81 --size 720x1248|--max-memory 8G"
 if [ $BUDGET = 1 ] && [ -x build-gpu/vae ]; then
     IFS=';' read -r -a BL <<<"${BUDGET_LIST:-$BUDGET_DEFAULT}"
     for entry in "${BL[@]}"; do
-        w=${entry%%|*} b=${entry#*|}
-        for mem in "" "$b"; do
-            echo "=== budget [${mem:-none}] $w" >>"$OUT/bench.log"
+        w=${entry%%|*} flags=${entry#*|}
+        for f in "${UNTILED:-}" "$flags"; do
+            [ "$f" = "skip" ] && continue
+            echo "=== budget [${f:-untiled}] $w" >>"$OUT/bench.log"
             timeout 400 build-gpu/vae -v bench $w --dtype bf16 --device cuda --warmup 1 \
-                --runs "${RUNS:-2}" ${mem:+--max-memory $mem} >>"$OUT/bench.log" 2>&1
-            say "budget [${mem:-none}] $w: rc $? $(grep BENCH "$OUT/bench.log" | tail -1 | sed 's/.*median_s/median_s/')"
-            grep "plan:" "$OUT/bench.log" | tail -1 | cut -c1-400 >>"$SUMMARY"
+                --runs "${RUNS:-2}" $f >>"$OUT/bench.log" 2>&1
+            say "budget [${f:-untiled}] $w: rc $? $(grep BENCH "$OUT/bench.log" | tail -1 | sed 's/.*median_s/median_s/')"
+            grep "plan:" "$OUT/bench.log" | tail -1 | cut -c1-500 >>"$SUMMARY"
         done
     done
 fi

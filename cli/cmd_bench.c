@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <math.h>
+#include <sys/resource.h>
 
 #include "cli.h"
 
@@ -17,6 +19,7 @@ static const char help[] =
     "--config). N video frames of HxW pixels (decode: the matching latent). Prints the median wall\n"
     "time of --runs runs after --warmup, the achieved TFLOP/s from the model's FLOP count and the\n"
     "peak backend memory (and the plan's prediction), then one line 'BENCH {json}' for scripts.\n"
+    "--psnr: also the output's PSNR against an untiled session's (blend mode: its distance).\n"
     "The memory options are those of 'vae decode' (below).\n"
     "\n"
     "example:\n"
@@ -28,10 +31,30 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int discard(const float *f, int first, int n, int c, int h, int w, void *user) {
-    (void)f, (void)first, (void)c, (void)h, (void)w;
-    *(int *)user += n;
+/* Counts the output frames; with `keep`, also collects them ([c][t][h][w]) for --psnr. */
+typedef struct sink {
+    int frames, t_total;
+    float *keep;
+} sink;
+
+static int collect(const float *f, int first, int n, int c, int h, int w, void *user) {
+    sink *k = user;
+    k->frames += n;
+    if (k->keep && first + n <= k->t_total)
+        for (int ch = 0; ch < c; ch++)
+            memcpy(k->keep + ((size_t)ch * k->t_total + first) * h * w,
+                   f + (size_t)ch * n * h * w, (size_t)n * h * w * sizeof *f);
     return 0;
+}
+
+/* PSNR of a against the reference b over [-1,1] pixels (peak-to-peak 2). */
+static double psnr(const float *a, const float *b, size_t n) {
+    double se = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        se += d * d;
+    }
+    return se > 0 ? 10 * log10(4.0 / (se / (double)n)) : INFINITY;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -42,9 +65,9 @@ static int cmp_double(const void *a, const void *b) {
 int cmd_bench(int argc, char **argv) {
     const char *op = "decode", *frames_s = "81", *size = "480x832", *dtype = "bf16",
                *device = NULL, *runs_s = "5", *warm_s = "1", *config = NULL, *threads = NULL,
-               *hflag = NULL, *pos[1];
+               *hflag = NULL, *pos[1], *psnr_flag = NULL;
     cli_mem_args mem = {0};
-    const cli_opt opts[] = {CLI_MEM_OPTS(mem),{"--op", NULL, 1, &op},         {"--frames", NULL, 1, &frames_s},
+    const cli_opt opts[] = {CLI_MEM_OPTS(mem), {"--psnr", NULL, 0, &psnr_flag},{"--op", NULL, 1, &op},         {"--frames", NULL, 1, &frames_s},
                             {"--size", NULL, 1, &size},     {"--dtype", NULL, 1, &dtype},
                             {"--device", NULL, 1, &device}, {"--runs", NULL, 1, &runs_s},
                             {"--warmup", NULL, 1, &warm_s}, {"--config", NULL, 1, &config},
@@ -74,6 +97,7 @@ int cmd_bench(int argc, char **argv) {
     vae_session *s = NULL;
     vae_tensor in = {0};
     double *times = NULL;
+    sink k = {0, 0, NULL};
     if ((rc = vae_model_synth(&m, pos[0], config))) return cli_report(rc, pos[0]);
     vae_model_info info;
     vae_model_get_info(m, &info);
@@ -115,11 +139,24 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     if (!cli_quiet) fprintf(stderr, "vae bench: plan: %s\n", plan.text);
+    int64_t oshape[8];
+    int ond = 0;
+    if ((rc = vae_model_output_shape(m, encode, in.shape, 5, oshape, &ond))) {
+        rc = cli_report(rc, "bench");
+        goto done;
+    }
+    const size_t out_vals = (size_t)(oshape[1] * oshape[2] * oshape[3] * oshape[4]);
+    k.t_total = (int)oshape[2];
+    if (psnr_flag && !(k.keep = malloc(out_vals * sizeof(float)))) {
+        rc = cli_report(VAE_ENOMEM, "bench --psnr");
+        goto done;
+    }
     int out_frames = 0;
     for (int i = 0; i < warm + runs; i++) {
-        out_frames = 0;
+        k.frames = 0;
         double t0 = now();
-        rc = encode ? vae_encode(s, &in, discard, &out_frames) : vae_decode(s, &in, discard, &out_frames);
+        rc = encode ? vae_encode(s, &in, collect, &k) : vae_decode(s, &in, collect, &k);
+        out_frames = k.frames;
         double dt = now() - t0;
         if (rc) {
             rc = cli_report(rc, "bench");
@@ -128,6 +165,26 @@ int cmd_bench(int argc, char **argv) {
         if (i >= warm) times[i - warm] = dt;
         if (!cli_quiet) fprintf(stderr, "vae bench: run %d: %.3f s\n", i + 1, dt);
     }
+    double db = NAN;
+    if (psnr_flag) { /* the same input through an untiled session: the exact output */
+        vae_session_options ro = so;
+        ro.tile_mode = VAE_TILE_NONE, ro.max_memory = 0, ro.tile_height = ro.tile_width = 0;
+        vae_session *ref = NULL;
+        sink r = {0, k.t_total, malloc(out_vals * sizeof(float))};
+        rc = r.keep ? vae_session_create(&ref, m, &ro) : VAE_ENOMEM;
+        if (rc == VAE_OK)
+            rc = encode ? vae_encode(ref, &in, collect, &r) : vae_decode(ref, &in, collect, &r);
+        if (rc == VAE_OK) db = psnr(k.keep, r.keep, out_vals);
+        vae_session_free(ref);
+        free(r.keep);
+        if (rc) {
+            rc = cli_report(rc, "bench --psnr reference");
+            goto done;
+        }
+        if (!cli_quiet) fprintf(stderr, "vae bench: PSNR against the untiled output: %.2f dB\n", db);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
     qsort(times, (size_t)runs, sizeof *times, cmp_double);
     double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
     double peak = (double)vae_session_peak_bytes(s);
@@ -140,14 +197,16 @@ int cmd_bench(int argc, char **argv) {
     printf("BENCH {\"arch\":\"%s\",\"op\":\"%s\",\"frames\":%d,\"height\":%d,\"width\":%d,"
            "\"device\":\"%s\",\"dtype\":\"%s\",\"median_s\":%.4f,\"min_s\":%.4f,\"runs\":%d,"
            "\"tflop\":%.2f,\"tflops\":%.2f,\"peak_bytes\":%.0f,\"predicted_bytes\":%lld,"
-           "\"budget_bytes\":%lld,\"order\":\"%s\",\"tiles\":\"%dx%d\",\"plan_tflop\":%.2f}\n",
+           "\"budget_bytes\":%lld,\"order\":\"%s\",\"tiles\":\"%dx%d\",\"plan_tflop\":%.2f,"
+           "\"max_rss_kib\":%ld,\"psnr_db\":%.2f}\n",
            info.arch, op, frames, H, W, device, dtype, med, times[0], runs, flops / 1e12,
            flops / med / 1e12, peak, (long long)plan.peak_bytes, (long long)plan.budget_bytes,
-           order[plan.order], plan.tiles_y, plan.tiles_x, plan.flops / 1e12);
+           order[plan.order], plan.tiles_y, plan.tiles_x, plan.flops / 1e12, ru.ru_maxrss, db);
     rc = CLI_OK;
 done:
     free(in.data);
     free(times);
+    free(k.keep);
     vae_session_free(s);
     vae_model_free(m);
     return rc;

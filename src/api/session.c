@@ -203,14 +203,16 @@ static int session_plan(vae_session *s, int encode, const geom *g, vae_plan *pla
     const vae_model *m = s->model;
     const vae_program *p = encode ? &m->enc : &m->dec;
     vae_backend *be = s->be;
-    int64_t avail = 0, reserve = 0;
-    int rc = be->v->mem_info ? be->v->mem_info(be, p, &avail, &reserve) : VAE_OK;
+    int64_t avail = 0, reserve = 0, scratch = 0;
+    int rc = be->v->mem_info ? be->v->mem_info(be, p, &avail, &reserve, &scratch) : VAE_OK;
     if (rc) return rc;
     const vae_session_options *o = &s->opts;
     vae_plan_request rq = {
         .prog = p, .encode = encode, .t = frames_used(p, g->t), .h = g->h, .w = g->w,
         .elem = be->elem_size, .budget = session_budget(s, avail),
-        .fixed = reserve + s->model_error[encode], .conv_upsample = be->v->conv_upsample, .round = be->v->alloc_size,
+        .fixed = reserve + s->model_error[encode], .conv_upsample = be->v->conv_upsample,
+        .round = be->v->alloc_size, .scratch_need = be->v->scratch_need, .be = be,
+        .scratch_now = scratch, .planar_io = be->v->stage_in != NULL,
         .mode = o->tile_mode, .tile_h = o->tile_height, .tile_w = o->tile_width,
         .blend_tile = o->blend_tile > 0 ? o->blend_tile : 512,
         .video_factor = vae_config_spatial_factor(&m->cfg), .frame_loops = s->set.exec_frames};
@@ -223,6 +225,8 @@ static int run_once(vae_session *s, int encode, const vae_tensor *in, const geom
     const vae_program *p = encode ? &s->model->enc : &s->model->dec;
     vae_runner **rp = encode ? &s->enc : &s->dec;
     int rc = *rp ? VAE_OK : vae_runner_create(rp, s->be, p, &s->set);
+    if (rc == VAE_OK && s->be->v->scratch_reserve) /* grown now, not in the middle of a graph */
+        rc = s->be->v->scratch_reserve(s->be, (size_t)plan->scratch);
     if (rc) return rc;
     reader rd = {in, *g, encode ? "encode input video" : "decode input latent"};
     return vae_runner_run(*rp, plan, read_input, &rd, fn, user, emitted);

@@ -83,9 +83,15 @@ typedef struct vae_backend_vtbl {
     /* Optional (NULL: nothing is held besides the executor's buffers, the machine's available
      * memory is unknown): for memory budgets. *avail: the bytes this session may use on the
      * device now (free device memory plus what this backend already holds; CPU: available RAM);
-     * *reserve: what the backend will hold for program p besides the buffers it hands out
-     * (weights in its layouts, scratch, workspace). */
-    int (*mem_info)(vae_backend *be, const vae_program *p, int64_t *avail, int64_t *reserve);
+     * *reserve: what the backend will hold for program p besides the buffers it hands out and
+     * its scratch area (weights in its layouts, workspace); *scratch: the scratch area now. */
+    int (*mem_info)(vae_backend *be, const vae_program *p, int64_t *avail, int64_t *reserve,
+                    int64_t *scratch);
+    /* Optional (NULL: none): the scratch bytes an op needs at least for t input frames of h x w
+     * (what no blocking can make smaller), and the scratch area grown to `bytes` before a run
+     * so that it does not grow (and keep its old block alive for recorded graphs) during one. */
+    int64_t (*scratch_need)(vae_backend *be, const vae_op *op, int t, int h, int w);
+    int (*scratch_reserve)(vae_backend *be, size_t bytes);
     /* Optional (NULL: exact): the bytes an allocation of `bytes` really takes. */
     size_t (*alloc_size)(size_t bytes);
 

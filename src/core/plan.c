@@ -328,12 +328,15 @@ static int part_steps(const planner *pl, const part *q, int t_in) {
 
 /* The part's memory for value shapes vh x vw (a tile's, or the whole frame's). */
 static int64_t part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
-                        const vae_plan_trim *trims, int n_trims) {
+                        const vae_plan_trim *trims, int n_trims, int64_t *scratch) {
     if (!q->present) return 0;
     int steps = part_steps(pl, q, t_in);
     if (steps > 8) steps = 8; /* caches are full and the step is steady well before */
-    return vae_plan_mem_part(&q->prog, &q->loops[pl->fr], vh, vw, pl->rq, q->first, q->chunk,
-                             steps, trims, n_trims);
+    int64_t need = 0;
+    const int64_t m = vae_plan_mem_part(&q->prog, &q->loops[pl->fr], vh, vw, pl->rq, q->first,
+                                        q->chunk, steps, trims, n_trims, &need);
+    if (need > *scratch) *scratch = need;
+    return m;
 }
 
 static int64_t rounded(const planner *pl, int64_t bytes) {
@@ -353,17 +356,17 @@ typedef struct cand {
     int fr;              /* the loops it was evaluated with */
     int ty, tx;          /* tile grid */
     int tile_h, tile_w;  /* owned tile size in B's output (TILED), or input crop size (BLEND) */
-    int64_t peak, peak_alloc;
+    int64_t peak, peak_alloc, scratch;
     int store_host[2];
     double macs;
 } cand;
 
-static int64_t whole_peak(const planner *pl) {
+static int64_t whole_peak(const planner *pl, int64_t *scratch) {
     const vae_plan_request *rq = pl->rq;
     const part *q = &pl->whole;
     const int max_chunk = q->first > q->chunk ? q->first : q->chunk;
     int64_t dev_in = rounded(pl, frames_bytes(pl, q, 0, max_chunk, rq->h, rq->w));
-    int64_t m = part_mem(pl, q, q->vh, q->vw, rq->t, NULL, 0);
+    int64_t m = part_mem(pl, q, q->vh, q->vw, rq->t, NULL, 0, scratch);
     return m < 0 ? -1 : dev_in + m;
 }
 
@@ -469,7 +472,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
                       int blend, cand *c) {
     const vae_plan_request *rq = pl->rq;
     const int nv = b->prog.n_values, t_b = part_in_frames(pl, b);
-    int64_t mem_b = 0;
+    int64_t mem_b = 0, scratch = pl->rq->scratch_now;
     double macs = 0;
     for (int iy = 0; iy < ay->n; iy++)
         for (int ix = 0; ix < ax->n; ix++) {
@@ -481,7 +484,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             if (ay->cls[iy] != iy || ax->cls[ix] != ix) continue; /* same memory as an earlier one */
             vae_plan_trim trims[VAE_PLAN_MAX_TRIMS];
             int nt = tile_trims(b, ay, iy, ax, ix, trims);
-            int64_t m = part_mem(pl, b, ly, lx, t_b, trims, nt);
+            int64_t m = part_mem(pl, b, ly, lx, t_b, trims, nt, &scratch);
             if (m < 0) return vae_fail(VAE_ENOMEM, "out of memory planning");
             /* its input: a crop of one frame of A's store, or of the user's input chunk */
             const int in_frames = b->from == 0 ? (b->first > b->chunk ? b->first : b->chunk) : 1;
@@ -495,12 +498,12 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         store_a = rounded(pl, frames_bytes(pl, pa, v, part_in_frames(pl, b), pa->vh[v], pa->vw[v]));
         const int mc = pa->first > pa->chunk ? pa->first : pa->chunk;
         phase_a = rounded(pl, frames_bytes(pl, pa, 0, mc, rq->h, rq->w)) +
-                  part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0);
+                  part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0, &scratch);
         macs += 0; /* A's work is counted below from the untiled walk */
     }
     if (!blend && pc->present) {
         store_b = rounded(pl, frames_bytes(pl, pc, 0, part_in_frames(pl, pc), pc->vh[0], pc->vw[0]));
-        phase_c = part_mem(pl, pc, pc->vh, pc->vw, part_in_frames(pl, pc), NULL, 0);
+        phase_c = part_mem(pl, pc, pc->vh, pc->vw, part_in_frames(pl, pc), NULL, 0, &scratch);
     }
     /* the stores live on the device when that fits, else on the host (one frame staged) */
     c->store_host[0] = c->store_host[1] = 0;
@@ -511,7 +514,8 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         if (sa + mem_b + sb > pk) pk = sa + mem_b + sb;
         if (sb + phase_c > pk) pk = sb + phase_c;
         c->peak_alloc = pk;
-        c->peak = rq->fixed + pk;
+        c->scratch = scratch;
+        c->peak = rq->fixed + scratch + pk;
         c->store_host[0] = host && store_a;
         c->store_host[1] = host && store_b;
         if (rq->budget <= 0 || c->peak <= rq->budget) break;
@@ -679,6 +683,7 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
     plan->kind = c->kind;
     plan->peak = c->peak;
     plan->peak_alloc = c->peak_alloc;
+    plan->scratch = c->scratch;
     plan->macs = c->macs;
     plan->tile_h = c->tile_h, plan->tile_w = c->tile_w;
     if (c->kind == VAE_PLAN_WHOLE) {
@@ -778,9 +783,9 @@ static void describe(const planner *pl, vae_plan *plan) {
                                                                   : "chunks whole");
     if (n < cap)
         snprintf(w + n, cap - n,
-                 "; predicted peak %s (weights and backend reserve %s) for a budget of %s "
+                 "; predicted peak %s (weights and workspace %s, scratch %s) for a budget of %s "
                  "(the exact floor: %s); work %+.1f%%",
-                 size_str(plan->peak), size_str(rq->fixed),
+                 size_str(plan->peak), size_str(rq->fixed), size_str(plan->scratch),
                  rq->budget > 0 ? size_str(rq->budget) : "none", size_str(plan->floor),
                  100.0 * (plan->macs / (plan->macs_whole > 0 ? plan->macs_whole : 1) - 1));
 }
@@ -828,9 +833,10 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         cand c;
         memset(&c, 0, sizeof c);
         c.kind = VAE_PLAN_WHOLE, c.fr = fr, c.macs = pl->macs_whole;
-        c.peak_alloc = whole_peak(pl);
+        c.scratch = rq->scratch_now;
+        c.peak_alloc = whole_peak(pl, &c.scratch);
         if (c.peak_alloc < 0) return vae_fail(VAE_ENOMEM, "out of memory planning");
-        c.peak = rq->fixed + c.peak_alloc;
+        c.peak = rq->fixed + c.scratch + c.peak_alloc;
         if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
         if (budget <= 0 || c.peak <= budget) {
             *best = c;

@@ -30,6 +30,8 @@
 #include "program.h"
 #include "vae.h"
 
+struct vae_backend;
+
 typedef enum { VAE_PLAN_WHOLE = 0, VAE_PLAN_TILED = 1, VAE_PLAN_BLEND = 2 } vae_plan_kind;
 
 enum { VAE_PLAN_MAX_TRIMS = 16 };
@@ -67,6 +69,12 @@ typedef struct vae_plan_request {
                                * (weights on the device, scratch, workspace) */
     int conv_upsample;        /* the backend upsamples inside conv (no temporary) */
     size_t (*round)(size_t);  /* the backend allocator's block size for a request (NULL: exact) */
+    /* the backend's scratch: what an op needs at least (NULL: none) and what it holds now;
+     * planar_io: chunks pass through it as float32 on their way in and out */
+    int64_t (*scratch_need)(struct vae_backend *be, const vae_op *op, int t, int h, int w);
+    struct vae_backend *be;
+    int64_t scratch_now;
+    int planar_io;
     vae_tile_mode mode;
     int tile_h, tile_w;       /* forced exact tiles, pixels of the video side (0: planner) */
     int blend_tile, blend_overlap; /* pixels of the video side */
@@ -92,6 +100,7 @@ typedef struct vae_plan {
     int64_t peak;              /* predicted peak bytes: fixed + what the plan allocates */
     int64_t peak_alloc;        /* the part of it the plan allocates (activations, caches, stores,
                                 * input chunks): what a CPU backend counts */
+    int64_t scratch;           /* the backend scratch it needs (reserved before the run) */
     int64_t floor;             /* the smallest exact plan's peak */
     int64_t budget;
     char why[1024];            /* the decision, for -v and errors */
@@ -109,9 +118,10 @@ int vae_plan_walk(const vae_program *p, int t, int h, int w, int *t_out, int *h_
 /* ---- plan_mem.c: the memory model --------------------------------------------------------- */
 /* Peak bytes of running slice `prog` (an executor with `loops`, trims `trims`) over a stream of
  * steps of t_first then t_next input frames (n_steps in all) of h x w: values, caches, temporaries
- * and the step output held between steps, as the executor allocates them. */
+ * and the step output held between steps, as the executor allocates them; *scratch: the most
+ * backend scratch one of its ops needs. -1 when out of memory. */
 int64_t vae_plan_mem_part(const vae_program *prog, const vae_loops *loops, const int *vh,
                           const int *vw, const vae_plan_request *rq, int t_first, int t_next,
-                          int n_steps, const vae_plan_trim *trims, int n_trims);
+                          int n_steps, const vae_plan_trim *trims, int n_trims, int64_t *scratch);
 
 #endif

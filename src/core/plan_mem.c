@@ -28,7 +28,7 @@ typedef struct memsim {
     int *cache_frames;               /* per op: list-mode cache frames allocated */
     int *zero;                       /* per op: zero frame allocated */
     int64_t *temp;                   /* per value: its trim temporary */
-    int64_t live, peak;
+    int64_t live, peak, scratch;
     int gather_cap, gathered;
     int64_t gather_bytes;
 } memsim;
@@ -89,10 +89,23 @@ static void window_allocs(memsim *m, int i, const vae_op_frames *f, int64_t fb, 
     }
 }
 
+/* the input's extent as the op sees it (trimmed while a loop cuts it) */
+static void input_size(const memsim *m, int v, int *h, int *w) {
+    const vae_plan_trim *t = m->cut[v] ? trim_of(m, v) : NULL;
+    *h = t ? t->h : m->vh[v];
+    *w = t ? t->w : m->vw[v];
+}
+
 static void on_op(memsim *m, int i, const vae_op_frames *f, const int *tv) {
     const vae_op *op = &m->p->ops[i];
     const int x = op->in[0], y = op->out, windowed = vae_op_is_windowed(op);
     const int64_t fb_in = input_frame_bytes(m, x, op->c_in);
+    if (m->rq->scratch_need && (windowed ? f->total : tv[x]) > 0) {
+        int h, w;
+        input_size(m, x, &h, &w);
+        int64_t need = m->rq->scratch_need(m->rq->be, op, windowed ? f->total : tv[x], h, w);
+        if (need > m->scratch) m->scratch = need;
+    }
     if (windowed) window_allocs(m, i, f, fb_in, 1);
     if (f->t_out > 0) {
         int64_t fb = frame_bytes(m, y, op->c_out);
@@ -159,7 +172,7 @@ static void on_event(void *user, vae_walk_event ev, int index, const vae_op_fram
 
 int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const int *vh,
                           const int *vw, const vae_plan_request *rq, int t_first, int t_next,
-                          int n_steps, const vae_plan_trim *trims, int n_trims) {
+                          int n_steps, const vae_plan_trim *trims, int n_trims, int64_t *scratch) {
     memsim m = {.p = p, .l = loops, .vh = vh, .vw = vw, .rq = rq, .trims = trims,
                 .n_trims = n_trims};
     const size_t nv = (size_t)p->n_values, no = (size_t)p->n_ops + 1;
@@ -200,10 +213,17 @@ int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const in
         memcpy(clk2, clk, no * sizeof *clk);
         if (vae_program_walk_step(p, loops, clk2, tv, t_in, NULL, NULL, &out)) goto done;
         m.gather_cap = out;
+        if (rq->planar_io) { /* chunks in and out pass through the scratch area as float32 */
+            int64_t io_in = (int64_t)t_in * vh[p->input] * vw[p->input] * p->in_channels * 4;
+            int64_t io_out = (int64_t)out * vh[p->output] * vw[p->output] * p->out_channels * 4;
+            if (io_in > m.scratch) m.scratch = io_in;
+            if (io_out > m.scratch) m.scratch = io_out;
+        }
         if (vae_program_walk_step(p, loops, clk, tv, t_in, on_event, &m, &out)) goto done;
         if (m.gathered) m.held[p->output] = 0; /* the gather buffer is the output */
     }
     peak = m.peak;
+    *scratch = m.scratch;
 done:
     vae_free(m.uses);
     vae_free(m.refs);

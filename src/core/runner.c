@@ -40,7 +40,7 @@ typedef struct run {
     void *emit_user;
     int emitted;
     int direct;             /* outputs go to emit as they come (else into out) */
-    float *out, *wsum;      /* the assembled output [c][t][h][w] (tiled, blend), blend weights */
+    float *out, *wsum;      /* the assembled output [t][c][h][w] (tiled, blend), blend weights */
     const vae_plan_tile *tile;
     /* one download in flight */
     int q_pending, q_first, q_n, q_c, q_h, q_w;
@@ -203,8 +203,8 @@ static int take_output(run *s, const float *fr, int first, int n, int c, int h, 
                        const vae_plan_tile *t) {
     const vae_plan *pl = s->plan;
     if (s->direct) return emit_frames(s, fr, first, n, c, h, w);
-    const int T = pl->t_out, H = pl->h_out, W = pl->w_out;
-    if (first + n > T || t->out_y.hi - t->out_y.lo != h || t->out_x.hi - t->out_x.lo != w)
+    const int H = pl->h_out, W = pl->w_out;
+    if (first + n > pl->t_out || t->out_y.hi - t->out_y.lo != h || t->out_x.hi - t->out_x.lo != w)
         return vae_fail(VAE_EINVAL, "internal: tile output %dx%d at frame %d", h, w, first);
     const int blend = pl->kind == VAE_PLAN_BLEND;
     for (int k = 0; k < c; k++)
@@ -212,7 +212,7 @@ static int take_output(run *s, const float *fr, int first, int n, int c, int h, 
             for (int yy = t->own_y.lo; yy < t->own_y.hi; yy++) {
                 const float *src = fr + (((size_t)k * n + j) * h + (yy - t->out_y.lo)) * w +
                                    (t->own_x.lo - t->out_x.lo);
-                float *dst = s->out + (((size_t)k * T + first + j) * H + yy) * W + t->own_x.lo;
+                float *dst = s->out + (((size_t)(first + j) * c + k) * H + yy) * W + t->own_x.lo;
                 const int len = t->own_x.hi - t->own_x.lo;
                 if (!blend) {
                     memcpy(dst, src, (size_t)len * sizeof *dst);
@@ -225,21 +225,17 @@ static int take_output(run *s, const float *fr, int first, int n, int c, int h, 
     return VAE_OK;
 }
 
-/* Hands the assembled output to emit, a few frames at a time (blend: divided by the weights). */
+/* Hands the assembled output ([t][c][h][w]: each frame is a planar [c][1][h][w] chunk) to emit
+ * frame by frame (blend: divided by the weights first). */
 static int emit_assembled(run *s) {
     const vae_plan *pl = s->plan;
-    const int T = pl->t_out, C = pl->c_out;
-    const size_t plane = (size_t)pl->h_out * pl->w_out;
-    int rc = grow(&s->r->planar, &s->r->planar_cap, (size_t)4 * C * plane);
-    for (int f = 0; rc == VAE_OK && f < T; f += 4) {
-        const int n = T - f < 4 ? T - f : 4;
-        for (int k = 0; k < C; k++) {
-            float *dst = s->r->planar + (size_t)k * n * plane;
-            memcpy(dst, s->out + ((size_t)k * T + f) * plane, (size_t)n * plane * sizeof *dst);
-            if (s->wsum)
-                for (size_t i = 0; i < (size_t)n * plane; i++) dst[i] /= s->wsum[i % plane];
-        }
-        rc = emit_frames(s, s->r->planar, f, n, C, pl->h_out, pl->w_out);
+    const size_t plane = (size_t)pl->h_out * pl->w_out, frame = plane * pl->c_out;
+    int rc = VAE_OK;
+    for (int f = 0; rc == VAE_OK && f < pl->t_out; f++) {
+        float *fr = s->out + (size_t)f * frame;
+        if (s->wsum)
+            for (size_t i = 0; i < frame; i++) fr[i] /= s->wsum[i % plane];
+        rc = emit_frames(s, fr, f, 1, pl->c_out, pl->h_out, pl->w_out);
     }
     return rc;
 }

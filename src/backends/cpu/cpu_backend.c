@@ -170,9 +170,10 @@ static int cpu_sync(vae_backend *be) {
 
 /* Available RAM (/proc/meminfo MemAvailable; else free pages): the CPU backend's weights are the
  * model's float32 arrays, already in memory, so it reserves nothing more. */
-static int cpu_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, int64_t *reserve) {
+static int cpu_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, int64_t *reserve,
+                        int64_t *scratch) {
     (void)be, (void)p;
-    *reserve = 0;
+    *reserve = *scratch = 0;
     *avail = 0;
     FILE *f = fopen("/proc/meminfo", "r");
     char line[256];

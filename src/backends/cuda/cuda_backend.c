@@ -39,7 +39,7 @@ cudaDataType_t cu_blas_type(vae_dtype dt) {
 }
 
 /* Everything the backend holds on the device now. */
-static int64_t cu_held(const cuda_backend *cb) {
+int64_t cu_held(const cuda_backend *cb) {
     return cb->base.bytes_in_use + (int64_t)(cb->scratch_bytes + cb->retired_bytes) +
            (int64_t)cb->ws_bytes + cb->weight_bytes;
 }
@@ -551,18 +551,17 @@ static int cuda_copy2d(vae_backend *be, void *dst, size_t dst_pitch, const void 
 }
 
 /* avail: free device memory plus what this backend holds already; reserve: weights in the
- * layouts prepare() makes (a quarter more than dense for channel padding), the scratch area and
- * the cuDNN workspace as far as they have grown or will (at least the blocking target, 64 MiB) */
-static int cuda_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, int64_t *reserve) {
+ * layouts prepare() makes (a quarter more than dense for channel padding) and the cuDNN workspace
+ * as far as it has grown (at least 64 MiB); scratch: the scratch area now */
+static int cuda_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, int64_t *reserve,
+                         int64_t *scratch) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda memory info");
     if (rc) return rc;
     size_t free_b = 0, total_b = 0;
     if ((rc = cu_check(cudaMemGetInfo(&free_b, &total_b), "cuda memory info", "cudaMemGetInfo")))
         return rc;
-    const int64_t held = (int64_t)(cb->pool.reserved_bytes + cb->scratch_bytes + cb->ws_bytes +
-                                   cb->retired_bytes) + cb->weight_bytes;
-    *avail = (int64_t)free_b + held;
+    *avail = (int64_t)free_b + cu_held(cb);
     double w = 0;
     for (int i = 0; i < p->n_ops; i++) {
         const vae_op *op = &p->ops[i];
@@ -572,10 +571,16 @@ static int cuda_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, 
         else if (op->w)
             w += 8.0 * op->c_out;
     }
-    size_t scratch = cb->scratch_bytes > cb->scratch_limit ? cb->scratch_bytes : cb->scratch_limit;
-    size_t ws = cb->ws_bytes > ((size_t)64 << 20) ? cb->ws_bytes : (size_t)64 << 20;
-    *reserve = (int64_t)w + (int64_t)scratch + (int64_t)ws;
+    const size_t ws = cb->ws_bytes > ((size_t)64 << 20) ? cb->ws_bytes : (size_t)64 << 20;
+    *reserve = (int64_t)w + (int64_t)ws;
+    *scratch = (int64_t)cb->scratch_bytes;
     return VAE_OK;
+}
+
+static int cuda_scratch_reserve(vae_backend *be, size_t bytes) {
+    cuda_backend *cb = cu_be(be);
+    if (bytes <= cb->scratch_bytes) return VAE_OK;
+    return cu_scratch(cb, bytes, "scratch reserve") ? VAE_OK : VAE_ENOMEM;
 }
 
 static int cuda_zero(vae_backend *be, void *dst, size_t bytes) {
@@ -680,6 +685,8 @@ static const vae_backend_vtbl cuda_vtbl = {
     .copy2d = cuda_copy2d,
     .mem_info = cuda_mem_info,
     .alloc_size = cu_pool_round,
+    .scratch_need = cuda_scratch_need,
+    .scratch_reserve = cuda_scratch_reserve,
     .zero = cuda_zero,
     .sync = cuda_sync,
     .prepare = cuda_prepare,

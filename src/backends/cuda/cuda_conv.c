@@ -935,3 +935,38 @@ int cuda_conv_window(vae_backend *be, const vae_op *op, void *state) {
         return 0;
     return s->main_nin > 0 ? s->main_path == PATH_3D : 1;
 }
+
+/* The scratch a conv needs at least for t input frames of h x w, from the rules above: the
+ * gathered block (at least one output frame's kt frames, else as many as scratch_limit holds),
+ * the channel-padded 3-D window (16-bit, likewise) and the four phase planes of an upsampling
+ * conv; the largest of the paths tuning may choose. */
+int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, int h, int w) {
+    const vae_backend *be = &cb->base;
+    const int64_t es = (int64_t)be->elem_size, lim = (int64_t)cb->scratch_limit;
+    const int f16 = be->dtype != VAE_DTYPE_F32, frames = t > 1 ? t : 1;
+    const int spatial = op->kh > 1 || op->kw > 1 || op->kt > 1;
+    int kp = op->c_out;
+    if (f16 && spatial && op->c_out % 8 && op->c_out < 64 && cb->conv_mode != CU_CONV_GEMM &&
+        cb->kpad)
+        kp = (op->c_out + 7) / 8 * 8;
+#define FIT(one, all) ((one) > (lim < (all) ? lim : (all)) ? (one) : (lim < (all) ? lim : (all)))
+    if (op->up == 2 && cb->phase && op->kt == 1 && op->kh == 3 && op->kw == 3) {
+        const int64_t ph = 4 * (int64_t)(h + 1) * (w + 1) * kp * es;
+        return FIT(ph, ph * frames);
+    }
+    if (op->up > 1 || !spatial) return 0; /* upsampled temporaries come from the pool */
+    int cg = op->kt * op->c_in;
+    if (f16 && cg % 8 && (op->kh > 1 || op->kw > 1) && cb->cpad) cg = (cg + 7) / 8 * 8;
+    const int64_t per = (int64_t)(h + op->pad_h[0] + op->pad_h[1]) *
+                        (w + op->pad_w[0] + op->pad_w[1]) * cg * es;
+    int64_t need = FIT(per, per * frames);
+    const int sym = op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
+    if (f16 && op->kt > 1 && sym && op->c_in % 8 == 0 && op->c_in % 64 && op->c_in >= 32 &&
+        cb->pad3d) {
+        const int64_t in_frame = (int64_t)h * w * ((op->c_in + 63) / 64 * 64) * es;
+        const int64_t p = FIT(op->kt * in_frame, (frames + op->kt - 1) * in_frame);
+        if (p > need) need = p;
+    }
+#undef FIT
+    return need;
+}

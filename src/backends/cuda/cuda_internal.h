@@ -255,6 +255,8 @@ int cu_prof_begin(cuda_backend *cb, int cat);
 void cu_prof_end(cuda_backend *cb, int h);
 /* bytes_peak = max(bytes_peak, weights + bytes_in_use + scratch + workspace) */
 void cu_note_peak(cuda_backend *cb);
+/* everything the backend holds on the device now */
+int64_t cu_held(const cuda_backend *cb);
 /* VAE_ENOMEM (and the message) when holding `more` bytes besides what the backend holds would
  * exceed its memory budget (base.limit > 0) */
 int cu_over_budget(cuda_backend *cb, size_t more, const char *who);
@@ -285,6 +287,9 @@ void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state);
 int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
               int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
 int cuda_conv_window(vae_backend *be, const vae_op *op, void *state);
+/* vtbl scratch_need (cuda_ops.c), and its conv part (cuda_conv.c) */
+int64_t cuda_scratch_need(vae_backend *be, const vae_op *op, int t, int h, int w);
+int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, int h, int w);
 int cuda_ops_prepare(vae_backend *be, const vae_op *op, void **state);
 void cuda_ops_destroy(cuda_backend *cb); /* frees the shuffle tables */
 void cuda_ops_unprepare(vae_backend *be, const vae_op *op, void *state);
