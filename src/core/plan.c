@@ -790,9 +790,8 @@ static void describe(const planner *pl, vae_plan *plan) {
                  100.0 * (plan->macs / (plan->macs_whole > 0 ? plan->macs_whole : 1) - 1));
 }
 
-/* The candidate to run: the first that fits, in the order of speed: whole frames in chunks,
- * whole frames frame by frame, then (auto mode) tiles in chunks, tiles frame by frame; *floor_c:
- * the smallest exact peak met on the way. VAE_ENOMEM when none fits (best: the smallest). */
+/* The candidate to run: the first that fits, in the order of speed (below); *floor_c: the
+ * smallest exact peak met on the way. VAE_ENOMEM when none fits (best: the smallest). */
 static int choose(planner *pl, cand *best, cand *floor_c) {
     const vae_plan_request *rq = pl->rq;
     const int64_t budget = rq->budget;
@@ -828,6 +827,8 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         *floor_c = *best;
         return VAE_OK; /* forced: runs even over the budget (the backend still enforces it) */
     }
+    /* in the order of speed on a GPU: whole frames in chunks, tiles in chunks, then frame by frame
+     * (which needs the least memory but runs 1-frame kernels) */
     for (int fr = 0; fr < n_fr; fr++) {
         pl->fr = fr;
         cand c;
@@ -842,11 +843,7 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
             *best = c;
             return VAE_OK;
         }
-    }
-    *best = *floor_c;
-    if (rq->mode == VAE_TILE_NONE || !pl->tiled_ok) return VAE_ENOMEM;
-    for (int fr = 0; fr < n_fr; fr++) {
-        pl->fr = fr;
+        if (rq->mode == VAE_TILE_NONE || !pl->tiled_ok) continue;
         cand tf;
         rc = search_tiles(pl, best, &tf);
         if (tf.peak > 0 && tf.peak < floor_c->peak) *floor_c = tf;

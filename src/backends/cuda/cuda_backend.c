@@ -561,7 +561,9 @@ static int cuda_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, 
     size_t free_b = 0, total_b = 0;
     if ((rc = cu_check(cudaMemGetInfo(&free_b, &total_b), "cuda memory info", "cudaMemGetInfo")))
         return rc;
-    *avail = (int64_t)free_b + cu_held(cb);
+    /* what this backend holds, its allocator's cached blocks included */
+    *avail = (int64_t)free_b + cu_held(cb) + (int64_t)cb->pool.reserved_bytes -
+             cb->base.bytes_in_use;
     double w = 0;
     for (int i = 0; i < p->n_ops; i++) {
         const vae_op *op = &p->ops[i];
