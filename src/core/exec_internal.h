@@ -11,7 +11,7 @@ typedef struct window {
     void *cbuf;       /* contiguous mode: one buffer of kt-1 frames (the cache) */
     void *zero_frame; /* one zero frame, for zero front padding */
     size_t frame_bytes;
-    int h, w, c;      /* the frames it holds */
+    int h, w, c; /* the frames it holds */
 } window;
 
 typedef struct op_state {
@@ -40,15 +40,15 @@ struct vae_exec {
     vae_settings set;
     op_state *st;
     value *val;
-    int *uses;   /* static number of consumers of each value */
-    int *win_of; /* per value: the op whose contiguous window it fills, or -1 */
-    trim *trims; /* per value */
+    int *uses;           /* static number of consumers of each value */
+    int *win_of;         /* per value: the op whose contiguous window it fills, or -1 */
+    trim *trims;         /* per value */
     const void **frames; /* scratch frame-pointer list */
     int frames_cap;
-    vae_loops loops; /* frame loops (program.h) */
+    vae_loops loops;   /* frame loops (program.h) */
     vae_op_clock *clk; /* scratch: op clocks for counting a step's output frames */
     int *tv;           /* scratch: frame counts per value */
-    value gather; /* with loops: the step's output frames, gathered */
+    value gather;      /* with loops: the step's output frames, gathered */
     int gather_t, gather_cap;
     /* work graph of the steady-state step (see executor.c) */
     void *graph;                      /* the recorded step, or NULL */

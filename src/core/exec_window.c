@@ -38,7 +38,8 @@ static int gather_list(vae_exec *e, const vae_op *op, window *w, int pending, co
         if (!w->cache) return vae_fail(VAE_ENOMEM, "out of memory");
     }
     int k = 0;
-    for (int i = 0; i < pending; i++) e->frames[k++] = w->cache[i];
+    for (int i = 0; i < pending; i++)
+        e->frames[k++] = w->cache[i];
     if (f->pad > 0 && op->tpad_mode == VAE_TPAD_ZERO && !w->zero_frame) {
         w->zero_frame = e->be->v->alloc(e->be, fb);
         if (!w->zero_frame) return vae_fail(VAE_ENOMEM, "out of device memory");
@@ -46,7 +47,8 @@ static int gather_list(vae_exec *e, const vae_op *op, window *w, int pending, co
     }
     for (int i = 0; i < f->pad; i++)
         e->frames[k++] = op->tpad_mode == VAE_TPAD_ZERO ? w->zero_frame : x->buf;
-    for (int i = 0; i < x->t; i++) e->frames[k++] = (const char *)x->buf + (size_t)i * fb;
+    for (int i = 0; i < x->t; i++)
+        e->frames[k++] = (const char *)x->buf + (size_t)i * fb;
     return VAE_OK;
 }
 
@@ -76,7 +78,8 @@ static int gather_contig(vae_exec *e, const vae_op *op, window *w, int pending, 
     if (rc) return rc;
     const size_t fb = w->frame_bytes;
     if (x->t == 0) {
-        for (int k = 0; k < f->total; k++) e->frames[k] = (char *)w->cbuf + (size_t)k * fb;
+        for (int k = 0; k < f->total; k++)
+            e->frames[k] = (char *)w->cbuf + (size_t)k * fb;
         return VAE_OK;
     }
     char *head = (char *)x->buf - (size_t)(pending + f->pad) * fb; /* inside x's allocation */
@@ -86,7 +89,8 @@ static int gather_contig(vae_exec *e, const vae_op *op, window *w, int pending, 
         rc = op->tpad_mode == VAE_TPAD_ZERO ? be->v->zero(be, slot, fb)
                                             : be->v->copy(be, slot, x->buf, fb);
     }
-    for (int k = 0; k < f->total; k++) e->frames[k] = head + (size_t)k * fb;
+    for (int k = 0; k < f->total; k++)
+        e->frames[k] = head + (size_t)k * fb;
     return rc;
 }
 
@@ -116,7 +120,8 @@ int exec_run_windowed(vae_exec *e, int i, const value *x, value *y) {
         w->frame_bytes = exec_vox_bytes(e, (int64_t)x->h * x->w * x->c);
         w->h = x->h, w->w = x->w, w->c = x->c;
     }
-    int rc = contig ? gather_contig(e, op, w, pending, x, &f) : gather_list(e, op, w, pending, x, &f);
+    int rc =
+        contig ? gather_contig(e, op, w, pending, x, &f) : gather_list(e, op, w, pending, x, &f);
     if (rc) return rc;
     y->t = f.t_out;
     y->c = op->c_out;
@@ -125,8 +130,8 @@ int exec_run_windowed(vae_exec *e, int i, const value *x, value *y) {
         if ((rc = vae_op_out_size(op, w->h, w->w, &y->h, &y->w))) return rc;
         const value *res = op->in[1] >= 0 ? &e->val[op->in[1]] : NULL;
         if (res && (res->t != y->t || res->h != y->h || res->w != y->w || res->c != y->c))
-            return vae_fail(VAE_ESHAPE, "residual of %s: [%d,%d,%d,%d] vs [%d,%d,%d,%d]",
-                            op->name, res->t, res->h, res->w, res->c, y->t, y->h, y->w, y->c);
+            return vae_fail(VAE_ESHAPE, "residual of %s: [%d,%d,%d,%d] vs [%d,%d,%d,%d]", op->name,
+                            res->t, res->h, res->w, res->c, y->t, y->h, y->w, y->c);
         if ((rc = exec_alloc_value(e, y, op->out))) return rc;
         if (op->kind == VAE_OP_CONV)
             rc = e->be->v->conv(e->be, op, s->prep, e->frames, f.total, w->h, w->w,

@@ -26,7 +26,9 @@
 #include "core.h"
 #include "exec_internal.h"
 
-size_t exec_vox_bytes(const vae_exec *e, int64_t n) { return (size_t)n * e->be->elem_size; }
+size_t exec_vox_bytes(const vae_exec *e, int64_t n) {
+    return (size_t)n * e->be->elem_size;
+}
 
 int exec_frames_reserve(vae_exec *e, int n) {
     if (n <= e->frames_cap) return VAE_OK;
@@ -56,7 +58,8 @@ int exec_alloc_value(vae_exec *e, value *v, int v_id) {
 /* Which values get a contiguous window (win_of); only between streams (no value is live). */
 static void plan_windows(vae_exec *e) {
     const vae_program *p = e->p;
-    for (int v = 0; v < p->n_values; v++) e->win_of[v] = -1;
+    for (int v = 0; v < p->n_values; v++)
+        e->win_of[v] = -1;
     if (!e->set.exec_contig) return;
     for (int i = 0; i < p->n_ops; i++) {
         const vae_op *op = &p->ops[i];
@@ -76,8 +79,10 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be,
     if (!e) return vae_fail(VAE_ENOMEM, "out of memory creating an executor");
     e->p = p;
     e->be = be;
-    if (cfg && cfg->settings) e->set = *cfg->settings;
-    else vae_settings_default(&e->set);
+    if (cfg && cfg->settings)
+        e->set = *cfg->settings;
+    else
+        vae_settings_default(&e->set);
     e->st = vae_calloc((size_t)p->n_ops + 1, sizeof *e->st);
     e->val = vae_calloc((size_t)p->n_values, sizeof *e->val);
     e->uses = vae_calloc((size_t)p->n_values, sizeof *e->uses);
@@ -136,7 +141,8 @@ static void values_release(vae_exec *e) {
         if (i != e->p->input) value_free(e, &e->val[i]);
         memset(&e->val[i], 0, sizeof e->val[i]);
     }
-    if (e->gather.buf && !(e->graph && e->gather.buf == e->graph_out.buf)) value_free(e, &e->gather);
+    if (e->gather.buf && !(e->graph && e->gather.buf == e->graph_out.buf))
+        value_free(e, &e->gather);
     memset(&e->gather, 0, sizeof e->gather);
 }
 
@@ -158,11 +164,12 @@ void vae_exec_reset(vae_exec *e) {
 
 int vae_exec_set_trim(vae_exec *e, int v, int y0, int x0, int h, int w) {
     int crossing = 0;
-    for (int k = 0; k < e->loops.cross_at[e->loops.n]; k++) crossing |= e->loops.cross[k] == v;
+    for (int k = 0; k < e->loops.cross_at[e->loops.n]; k++)
+        crossing |= e->loops.cross[k] == v;
     if (v < 0 || v >= e->p->n_values || !crossing || y0 < 0 || x0 < 0 || h < 0 || w < 0 ||
         (h > 0) != (w > 0))
-        return vae_fail(VAE_EINVAL, "executor: trim of value %d (%d,%d %dx%d) at no frame loop",
-                        v, y0, x0, h, w);
+        return vae_fail(VAE_EINVAL, "executor: trim of value %d (%d,%d %dx%d) at no frame loop", v,
+                        y0, x0, h, w);
     e->trims[v] = (trim){h > 0, y0, x0, h, w};
     plan_windows(e);
     return VAE_OK;
@@ -206,7 +213,8 @@ static int check_same(const vae_op *op, const value *a, const value *b, const ch
 static int list_frames(vae_exec *e, const value *x) {
     int rc = exec_frames_reserve(e, x->t);
     size_t fb = exec_vox_bytes(e, (int64_t)x->h * x->w * x->c);
-    for (int f = 0; rc == VAE_OK && f < x->t; f++) e->frames[f] = (const char *)x->buf + f * fb;
+    for (int f = 0; rc == VAE_OK && f < x->t; f++)
+        e->frames[f] = (const char *)x->buf + f * fb;
     return rc;
 }
 
@@ -234,7 +242,8 @@ static int conv_plain(vae_exec *e, const vae_op *op, op_state *s, const value *x
     if (rc == VAE_OK) {
         vae_op o = *op;
         o.up = 0;
-        for (int f = 0; f < x->t; f++) e->frames[f] = (const char *)tmp + (size_t)f * fbu;
+        for (int f = 0; f < x->t; f++)
+            e->frames[f] = (const char *)tmp + (size_t)f * fbu;
         rc = be->v->conv(be, &o, s->prep, e->frames, x->t, hu, wu, res, y->buf, y->t, y->h, y->w);
     }
     be->v->release(be, tmp);
@@ -284,7 +293,8 @@ static int op_compute(vae_exec *e, int i, const value *x, const value *x2, value
         if (x->t == 0) y->h = x2->h, y->w = x2->w;
         if (y->t == 0 || (rc = exec_alloc_value(e, y, op->out))) return rc;
         if ((rc = copy_frames(e, y->buf, x, 0, x->t)) || x2->t == 0) return rc;
-        return copy_frames(e, (char *)y->buf + exec_vox_bytes(e, (int64_t)x->t * x->h * x->w * x->c),
+        return copy_frames(e,
+                           (char *)y->buf + exec_vox_bytes(e, (int64_t)x->t * x->h * x->w * x->c),
                            x2, 0, x2->t);
     case VAE_OP_ATTENTION:
         if (x->t == 0 || (rc = exec_alloc_value(e, y, op->out))) return rc;
@@ -339,7 +349,8 @@ static int run_op(vae_exec *e, int i) {
     return VAE_OK;
 }
 
-/* ---- frame loops ------------------------------------------------------------------------------ */
+/* ---- frame loops ------------------------------------------------------------------------------
+ */
 /* Appends the frames of the (deepest level's) output value to the gather buffer. */
 static int gather_output(vae_exec *e) {
     value *o = &e->val[e->p->output];
@@ -352,8 +363,8 @@ static int gather_output(vae_exec *e) {
         e->gather_t = 0;
     }
     if (e->gather_t + o->t > e->gather_cap || o->h != g->h || o->w != g->w || o->c != g->c)
-        return vae_fail(VAE_EINVAL, "internal: step output of %d frames %dx%d after %d of %d",
-                        o->t, o->h, o->w, e->gather_t, e->gather_cap);
+        return vae_fail(VAE_EINVAL, "internal: step output of %d frames %dx%d after %d of %d", o->t,
+                        o->h, o->w, e->gather_t, e->gather_cap);
     size_t fb = exec_vox_bytes(e, (int64_t)o->h * o->w * o->c);
     int rc = copy_frames(e, (char *)g->buf + (size_t)e->gather_t * fb, o, 0, o->t);
     e->gather_t += o->t;
@@ -367,8 +378,14 @@ static int cut_frames(vae_exec *e, int v, const value *parent, int f, int n, val
     const size_t fb = exec_vox_bytes(e, (int64_t)parent->h * parent->w * parent->c);
     const char *src = (const char *)parent->buf + (size_t)f * fb;
     const trim *tr = &e->trims[v];
-    *out = (value){.buf = (void *)src, .base = parent->base, .t = n, .h = parent->h,
-                   .w = parent->w, .c = parent->c, .refs = 1 << 30, .kind = VALUE_VIEW};
+    *out = (value){.buf = (void *)src,
+                   .base = parent->base,
+                   .t = n,
+                   .h = parent->h,
+                   .w = parent->w,
+                   .c = parent->c,
+                   .refs = 1 << 30,
+                   .kind = VALUE_VIEW};
     if (!tr->on || n == 0) return VAE_OK;
     if (tr->y0 + tr->h > parent->h || tr->x0 + tr->w > parent->w)
         return vae_fail(VAE_ESHAPE, "internal: trim %d,%d %dx%d of a %dx%d frame", tr->y0, tr->x0,
@@ -396,8 +413,10 @@ static int run_level(vae_exec *e, int k) {
     if (k == l->n) return l->n ? gather_output(e) : VAE_OK;
     const int *cv = l->cross + l->cross_at[k], nc = l->cross_at[k + 1] - l->cross_at[k];
     value par[16];
-    if (nc < 1 || nc > 16) return vae_fail(VAE_EUNSUPPORTED, "executor: %d values cut by a loop", nc);
-    for (int j = 0; j < nc; j++) par[j] = e->val[cv[j]];
+    if (nc < 1 || nc > 16)
+        return vae_fail(VAE_EUNSUPPORTED, "executor: %d values cut by a loop", nc);
+    for (int j = 0; j < nc; j++)
+        par[j] = e->val[cv[j]];
     int rc = VAE_OK;
     const int whole = l->whole[k], steps = whole ? 1 : par[0].t;
     for (int f = 0; rc == VAE_OK && f < steps; f++) {
@@ -423,9 +442,10 @@ static int run_ops(vae_exec *e, int t_in) {
     if (e->loops.n) { /* the step's output frames: its stream rules on copies of the clocks */
         memset(&e->gather, 0, sizeof e->gather);
         e->gather_t = 0;
-        for (int i = 0; i < e->p->n_ops; i++) e->clk[i] = e->st[i].clock;
-        rc = vae_program_walk_step(e->p, &e->loops, e->clk, e->tv, t_in, NULL, NULL,
-                                   &e->gather_cap);
+        for (int i = 0; i < e->p->n_ops; i++)
+            e->clk[i] = e->st[i].clock;
+        rc =
+            vae_program_walk_step(e->p, &e->loops, e->clk, e->tv, t_in, NULL, NULL, &e->gather_cap);
     }
     if (rc == VAE_OK) rc = run_level(e, 0);
     if (rc == VAE_OK && e->loops.n) { /* the gathered frames are the step's output */
@@ -439,7 +459,8 @@ static int run_ops(vae_exec *e, int t_in) {
     return rc;
 }
 
-/* ---- steps and graphs ------------------------------------------------------------------------- */
+/* ---- steps and graphs -------------------------------------------------------------------------
+ */
 /* FNV-1a over what decides a step's work and buffers: the input, and every op's stream state. */
 static uint64_t sig_mix(uint64_t h, uint64_t v) {
     for (int i = 0; i < 8; i++, v >>= 8)
@@ -473,7 +494,8 @@ static uint64_t state_sig(const vae_exec *e, const vae_chunk *in) {
 static int step_record(vae_exec *e, uint64_t sig, int t_in) {
     vae_backend *be = e->be;
     const vae_program *p = e->p;
-    for (int i = 0; i < p->n_ops; i++) e->graph_seen[i] = e->st[i].clock.seen;
+    for (int i = 0; i < p->n_ops; i++)
+        e->graph_seen[i] = e->st[i].clock.seen;
     const value in = e->val[p->input]; /* a failing run_ops clears every value, the input too */
     int rc = be->v->graph_begin(be);
     if (rc == VAE_OK) {
@@ -496,7 +518,8 @@ static int step_record(vae_exec *e, uint64_t sig, int t_in) {
     }
     VAE_DEBUG("executor: step not recorded as a graph (%s); running ops one by one",
               rc ? vae_last_error() : "no graph");
-    for (int i = 0; i < p->n_ops; i++) e->st[i].clock.seen = e->graph_seen[i];
+    for (int i = 0; i < p->n_ops; i++)
+        e->st[i].clock.seen = e->graph_seen[i];
     e->graph_ok = 0;
     vae_error_clear();
     return VAE_EUNSUPPORTED;
@@ -511,20 +534,29 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
     if (in->c != p->in_channels)
         return vae_fail(VAE_ESHAPE, "input has %d channels, the model expects %d", in->c,
                         p->in_channels);
-    e->val[p->input] = (value){.buf = in->data, .base = NULL, .t = in->t, .h = in->h, .w = in->w,
-                               .c = in->c, .refs = e->uses[p->input], .kind = VALUE_VIEW};
+    e->val[p->input] = (value){.buf = in->data,
+                               .base = NULL,
+                               .t = in->t,
+                               .h = in->h,
+                               .w = in->w,
+                               .c = in->c,
+                               .refs = e->uses[p->input],
+                               .kind = VALUE_VIEW};
     int rc = VAE_EUNSUPPORTED;
     if (e->graph || e->graph_ok) {
         const uint64_t sig = state_sig(e, in);
         const int replay = e->graph && sig == e->graph_sig;
         /* the state before this step is the one before and after the previous step */
-        const int steady = e->graph_ok && e->have_prev && sig == e->prev_before &&
-                           e->prev_before == e->prev_after;
+        const int steady =
+            e->graph_ok && e->have_prev && sig == e->prev_before && e->prev_before == e->prev_after;
         VAE_DEBUG("executor: step of %d frames %dx%d: %s", in->t, in->h, in->w,
-                  replay ? "graph replay" : steady ? "recording" : "ops");
+                  replay   ? "graph replay"
+                  : steady ? "recording"
+                           : "ops");
         if (replay) {
             if ((rc = e->be->v->graph_launch(e->be, e->graph))) return rc;
-            for (int i = 0; i < p->n_ops; i++) e->st[i].clock.seen += e->graph_seen[i];
+            for (int i = 0; i < p->n_ops; i++)
+                e->st[i].clock.seen += e->graph_seen[i];
             e->val[p->output] = e->graph_out;
         } else {
             graph_drop(e);

@@ -47,8 +47,8 @@ int vae_op_check(const vae_op *op) {
     case VAE_OP_CONV: return check_conv(op);
     case VAE_OP_GROUP_NORM:
         if (op->groups < 1 || op->c_in % op->groups || op->c_out != op->c_in)
-            return vae_fail(VAE_EINVAL, "%s: %d channels cannot form %d groups", op->name,
-                            op->c_in, op->groups);
+            return vae_fail(VAE_EINVAL, "%s: %d channels cannot form %d groups", op->name, op->c_in,
+                            op->groups);
         return VAE_OK;
     case VAE_OP_RMS_NORM:
     case VAE_OP_ACT:
@@ -124,7 +124,9 @@ int vae_op_out_size(const vae_op *op, int h, int w, int *h_out, int *w_out) {
     return VAE_OK;
 }
 
-static int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+static int floor_div(int a, int b) {
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
 
 vae_span vae_op_in_span(const vae_op *op, int axis, vae_span out, int n_in) {
     if (vae_op_is_global(op)) return (vae_span){0, n_in};
@@ -152,8 +154,10 @@ int vae_op_map_crop(const vae_op *op, int axis, int n, vae_span crop, vae_span v
                     vae_span *out_crop, vae_span *out_valid) {
     axis_rule r = axis_of(op, axis);
     if (((int64_t)crop.lo * r.u) % r.s)
-        return vae_fail(VAE_ESHAPE, "op %s: a crop starting at row %d is not aligned to its "
-                                    "stride %d", op->name, crop.lo, r.s);
+        return vae_fail(VAE_ESHAPE,
+                        "op %s: a crop starting at row %d is not aligned to its "
+                        "stride %d",
+                        op->name, crop.lo, r.s);
     const int o0 = (int)((int64_t)crop.lo * r.u / r.s);
     out_crop->lo = o0;
     out_crop->hi = o0 + vae_op_out_len(op, axis, crop.hi - crop.lo);
@@ -165,7 +169,8 @@ int vae_op_map_crop(const vae_op *op, int axis, int n, vae_span crop, vae_span v
     /* output row j is exact when the rows it reads inside the frame, in upsampled units
      * [max(j*s - p0, 0), min(j*s - p0 + k, n*u)), lie in the valid part [valid.lo*u, valid.hi*u);
      * both ends grow with j, so the exact rows are one interval */
-    const int64_t vlo = (int64_t)valid.lo * r.u, vhi = (int64_t)valid.hi * r.u, nu = (int64_t)n * r.u;
+    const int64_t vlo = (int64_t)valid.lo * r.u, vhi = (int64_t)valid.hi * r.u,
+                  nu = (int64_t)n * r.u;
     int lo = out_crop->hi, hi = out_crop->lo;
     for (int j = out_crop->lo; j < out_crop->hi; j++) {
         int64_t a = (int64_t)j * r.s - r.p0, b = a + r.k;
@@ -228,14 +233,16 @@ double vae_op_macs(const vae_op *op, int t, int h_out, int w_out) {
     }
 }
 
-int vae_op_cache_frames(const vae_op *op) { return vae_op_is_windowed(op) ? op->kt - 1 : 0; }
+int vae_op_cache_frames(const vae_op *op) {
+    return vae_op_is_windowed(op) ? op->kt - 1 : 0;
+}
 
 /* ---- shuffles ------------------------------------------------------------------------------- */
 int vae_shuffle_up_table(const vae_op *op, int **out, size_t *n_out) {
     const int ft = op->ft, fs = op->fs, ci = op->c_in, co = op->c_out, group = op->group;
     if (ft < 1 || fs < 1 || group < 1 || ci < 1 || co < 1)
-        return vae_fail(VAE_EINVAL, "%s: shuffle-up (ft %d, fs %d, group %d, %d->%d ch)",
-                        op->name, ft, fs, group, ci, co);
+        return vae_fail(VAE_EINVAL, "%s: shuffle-up (ft %d, fs %d, group %d, %d->%d ch)", op->name,
+                        ft, fs, group, ci, co);
     size_t n = (size_t)ft * fs * fs * co;
     int *tab = vae_malloc(n * sizeof *tab);
     if (!tab) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
@@ -269,7 +276,8 @@ int vae_shuffle_down_table(const vae_op *op, int **out, size_t *n_out) {
                         op->name, ft, fs, group, ci, co);
     int *tab = vae_malloc((size_t)total * 4 * sizeof *tab);
     if (!tab) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
-    for (int64_t f = 0; f < total; f++) tab[f * 4] = -1;
+    for (int64_t f = 0; f < total; f++)
+        tab[f * 4] = -1;
     for (int c = 0; c < ci; c++)
         for (int ti = 0; ti < ft; ti++)
             for (int hi = 0; hi < fs; hi++)

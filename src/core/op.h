@@ -71,12 +71,12 @@ typedef struct vae_op_clock {
 } vae_op_clock;
 
 typedef struct vae_op_frames {
-    int pad;     /* windowed: front-padding frames added in this step */
-    int total;   /* windowed: pending + pad + new frames, the window's frame list */
-    int t_out;   /* output frames of this step */
-    int used;    /* windowed: frames consumed from the front of the list (t_out * st) */
-    int keep;    /* windowed: frames kept for the next step (the last `keep` of the list) */
-    int from;    /* TIME_HEAD / TIME_DROP: first input frame copied */
+    int pad;   /* windowed: front-padding frames added in this step */
+    int total; /* windowed: pending + pad + new frames, the window's frame list */
+    int t_out; /* output frames of this step */
+    int used;  /* windowed: frames consumed from the front of the list (t_out * st) */
+    int keep;  /* windowed: frames kept for the next step (the last `keep` of the list) */
+    int from;  /* TIME_HEAD / TIME_DROP: first input frame copied */
 } vae_op_frames;
 
 /* Does op see the stream through a temporal window (cache ++ chunk)? */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "plan_internal.h"
 
 /* "812.4 MiB", "3.25 GiB" (four of them per message at most: rotating buffers) */
 static const char *size_str(int64_t bytes) {
@@ -13,248 +14,15 @@ static const char *size_str(int64_t bytes) {
     static _Thread_local int next;
     char *b = buf[next++ & 3];
     const double v = (double)bytes;
-    if (v >= 1024.0 * 1024 * 1024) snprintf(b, 32, "%.2f GiB", v / (1024.0 * 1024 * 1024));
-    else snprintf(b, 32, "%.1f MiB", v / (1024.0 * 1024));
+    if (v >= 1024.0 * 1024 * 1024)
+        snprintf(b, 32, "%.2f GiB", v / (1024.0 * 1024 * 1024));
+    else
+        snprintf(b, 32, "%.1f MiB", v / (1024.0 * 1024));
     return b;
 }
 
-/* ---- walking the untiled program -------------------------------------------------------------- */
-typedef struct walk_sum {
-    const vae_program *p;
-    const int *vh, *vw;
-    double macs;
-    int64_t *frames; /* per op: output frames over the stream (NULL: not wanted) */
-} walk_sum;
-
-static void sum_op(void *user, vae_walk_event ev, int i, const vae_op_frames *f, const int *tv) {
-    walk_sum *s = user;
-    if (ev != VAE_WALK_OP) return;
-    const vae_op *op = &s->p->ops[i];
-    s->macs += vae_op_macs(op, f->t_out, s->vh[op->out], s->vw[op->out]);
-    if (s->frames) s->frames[i] += f->t_out;
-}
-
-/* Steps through the whole stream of t input frames (first chunk, then chunks). */
-static int walk_stream(const vae_program *p, const vae_loops *l, int t, int first, int chunk,
-                       walk_sum *sum, int *t_out) {
-    vae_op_clock *clk = vae_calloc((size_t)p->n_ops + 1, sizeof *clk);
-    int *tv = vae_calloc((size_t)p->n_values, sizeof *tv);
-    int rc = clk && tv ? VAE_OK : vae_fail(VAE_ENOMEM, "out of memory planning");
-    *t_out = 0;
-    for (int pos = 0; rc == VAE_OK && pos < t;) {
-        int n = pos == 0 ? first : chunk, out = 0;
-        if (pos + n > t) n = t - pos;
-        rc = vae_program_walk_step(p, l, clk, tv, n, sum ? sum_op : NULL, sum, &out);
-        *t_out += out;
-        pos += n;
-    }
-    vae_free(clk);
-    vae_free(tv);
-    return rc;
-}
-
-int vae_plan_walk(const vae_program *p, int t, int h, int w, int *t_out, int *h_out, int *w_out,
-                  double *macs) {
-    int *vh = vae_calloc((size_t)p->n_values, sizeof *vh);
-    int *vw = vae_calloc((size_t)p->n_values, sizeof *vw);
-    int rc = vh && vw ? vae_program_shapes(p, h, w, vh, vw) : vae_fail(VAE_ENOMEM, "out of memory");
-    walk_sum sum = {p, vh, vw, 0, NULL};
-    if (rc == VAE_OK) rc = walk_stream(p, NULL, t, p->first_chunk, p->chunk, &sum, t_out);
-    if (rc == VAE_OK) {
-        *h_out = vh[p->output];
-        *w_out = vw[p->output];
-        if (macs) *macs = sum.macs;
-    }
-    vae_free(vh);
-    vae_free(vw);
-    return rc;
-}
-
-/* ---- frame loops ------------------------------------------------------------------------------- */
-/* What a candidate loop position sees over the first steps: whether the values crossing it always
- * have equal frame counts, and the most frames they have in one (sub-)step. */
-typedef struct probe {
-    const vae_program *p;
-    int pos, n_cross, cross[16];
-    int equal, most;
-} probe;
-
-static void probe_op(void *user, vae_walk_event ev, int i, const vae_op_frames *f, const int *tv) {
-    probe *q = user;
-    if (ev != VAE_WALK_OP || i != q->pos) return;
-    for (int j = 0; j < q->n_cross; j++) {
-        if (tv[q->cross[j]] != tv[q->cross[0]]) q->equal = 0;
-        if (tv[q->cross[j]] > q->most) q->most = tv[q->cross[j]];
-    }
-}
-
-static int probe_pos(const vae_program *p, const int *loops, const int *whole, int n_loops,
-                     int pos, int first, int chunk, probe *q) {
-    memset(q, 0, sizeof *q);
-    q->p = p;
-    q->pos = pos;
-    q->equal = 1;
-    q->n_cross = vae_program_crossing(p, pos, q->cross, 16);
-    if (q->n_cross < 1 || q->n_cross > 16) {
-        q->equal = 0;
-        return VAE_OK;
-    }
-    vae_loops l;
-    int rc = VAE_OK, t_out;
-    vae_op_clock *clk = vae_calloc((size_t)p->n_ops + 1, sizeof *clk);
-    int *tv = vae_calloc((size_t)p->n_values, sizeof *tv);
-    if (!clk || !tv || vae_loops_init(&l, p, loops, whole, n_loops)) {
-        vae_free(clk);
-        vae_free(tv);
-        return vae_fail(VAE_ENOMEM, "out of memory planning");
-    }
-    for (int s = 0; s < 4 && rc == VAE_OK; s++)
-        rc = vae_program_walk_step(p, &l, clk, tv, s ? chunk : first, probe_op, q, &t_out);
-    vae_loops_free(&l);
-    vae_free(clk);
-    vae_free(tv);
-    return rc;
-}
-
-static int is_upsampling(const vae_op *op) {
-    return (op->kind == VAE_OP_CONV && op->up > 1) || op->kind == VAE_OP_UPSAMPLE ||
-           (op->kind == VAE_OP_SHUFFLE_UP && op->fs > 1);
-}
-
-/* Loops of a part fed first, then chunk frames per step. With frames: a frame loop at the first
- * position after each rise of the frame count where the crossing values stay in step (frame
- * granularity). With trims (a tiled part): a trim point at each single-value position just
- * before an upsampling op or, failing that, the first one after it, where the tile's crop is cut
- * to what it needs (a whole-chunk loop where it is not a frame loop already). */
-static int choose_loops(const vae_program *p, int first, int chunk, int frames, int trims,
-                        int *loops, int *whole, int *n_loops, int *trim_at, int *n_trims) {
-    int n = 0, nt = 0, want_trim = 0;
-    for (int pos = 0; pos < p->n_ops && n < VAE_MAX_LOOPS && (frames || trims); pos++) {
-        const int up = is_upsampling(&p->ops[pos]);
-        probe q;
-        int rc = probe_pos(p, loops, whole, n, pos, first, chunk, &q);
-        if (rc) return rc;
-        const int frame_loop = frames && q.equal && q.most > 1;
-        const int trim = trims && q.n_cross == 1 && pos > 0 && (up || want_trim);
-        if (frame_loop || trim) {
-            whole[n] = !frame_loop;
-            loops[n++] = pos;
-        }
-        if (trim) {
-            trim_at[nt++] = pos;
-            want_trim = 0;
-        } else if (up) {
-            want_trim = 1;
-        }
-    }
-    *n_loops = n;
-    *n_trims = nt;
-    return VAE_OK;
-}
-
-/* ---- tiles: spans per axis ----------------------------------------------------------------------- */
-typedef struct tiler {
-    const vae_program *b; /* the tiled part */
-    int axis;
-    const int *n;         /* whole-frame length of each value along the axis */
-    const int *trim_at;   /* loop positions where single crossing values are trimmed */
-    int n_trim_at;
-    int align_in;         /* crop starts and ends of B's input are multiples of this */
-    vae_span *need, *crop, *valid;
-} tiler;
-
-static vae_span span_union(vae_span a, vae_span b) {
-    if (a.hi <= a.lo) return b;
-    if (b.hi <= b.lo) return a;
-    return (vae_span){a.lo < b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi};
-}
-
-static vae_span span_clip(vae_span a, int lo, int hi) {
-    if (a.lo < lo) a.lo = lo;
-    if (a.hi > hi) a.hi = hi;
-    if (a.hi < a.lo) a.hi = a.lo;
-    return a;
-}
-
-/* need[v]: the rows of each value that the output rows `own` depend on (clipped to the frame). */
-static void tile_need(const tiler *t, vae_span own) {
-    const vae_program *b = t->b;
-    for (int v = 0; v < b->n_values; v++) t->need[v] = (vae_span){0, 0};
-    t->need[b->output] = own;
-    for (int i = b->n_ops - 1; i >= 0; i--) {
-        const vae_op *op = &b->ops[i];
-        vae_span o = t->need[op->out];
-        if (o.hi <= o.lo) continue;
-        int x = op->in[0];
-        vae_span s = span_clip(vae_op_in_span(op, t->axis, o, t->n[x]), 0, t->n[x]);
-        t->need[x] = span_union(t->need[x], s);
-        if (op->in[1] >= 0) /* residual, addend, concat: the output's rows */
-            t->need[op->in[1]] = span_union(t->need[op->in[1]], span_clip(o, 0, t->n[op->in[1]]));
-    }
-}
-
-/* Forward from B's input crop: every value's crop and exact part (trims applied at trim_at);
- * rel[k]: the trim at trim_at[k] relative to the value's crop; len[v]: each value's extent as
- * it is made (before a trim). */
-static int tile_forward(const tiler *t, vae_span in, vae_span *rel, int *len) {
-    const vae_program *b = t->b;
-    t->crop[b->input] = in;
-    t->valid[b->input] = in;
-    len[b->input] = in.hi - in.lo;
-    int k = 0;
-    for (int i = 0; i < b->n_ops; i++) {
-        const vae_op *op = &b->ops[i];
-        if (k < t->n_trim_at && t->trim_at[k] == i) {
-            int v;
-            vae_program_crossing(b, i, &v, 1);
-            vae_span c = t->crop[v], s = span_clip(t->need[v], c.lo, c.hi);
-            if (s.hi <= s.lo) s = c;
-            rel[k++] = (vae_span){s.lo - c.lo, s.hi - s.lo};
-            t->crop[v] = s;
-            t->valid[v] = span_clip(t->valid[v], s.lo, s.hi);
-        }
-        const int x = op->in[0], y = op->out;
-        int rc = vae_op_map_crop(op, t->axis, t->n[x], t->crop[x], t->valid[x], &t->crop[y],
-                                 &t->valid[y]);
-        if (rc) return rc;
-        len[y] = t->crop[y].hi - t->crop[y].lo;
-        const int x2 = op->in[1];
-        if (x2 >= 0) {
-            if (t->crop[x2].lo != t->crop[y].lo || t->crop[x2].hi != t->crop[y].hi)
-                return vae_fail(VAE_EINVAL, "internal: tile crops differ at %s (%d..%d vs %d..%d)",
-                                op->name, t->crop[x2].lo, t->crop[x2].hi, t->crop[y].lo,
-                                t->crop[y].hi);
-            t->valid[y] = span_clip(t->valid[y], t->valid[x2].lo, t->valid[x2].hi);
-        }
-    }
-    return VAE_OK;
-}
-
-/* The input crop for output rows own, and everything forward from it. exact: own must come out
- * exact (TILED), else any crop will do (BLEND passes its own crop in *in). */
-static int tile_axis(const tiler *t, vae_span own, int exact, vae_span *in, vae_span *rel,
-                     int *len) {
-    const vae_program *b = t->b;
-    const int n_in = t->n[b->input], a = t->align_in;
-    if (exact) {
-        tile_need(t, own);
-        vae_span s = t->need[b->input];
-        s.lo = s.lo / a * a;
-        s.hi = (s.hi + a - 1) / a * a;
-        *in = span_clip(s, 0, n_in);
-    } else {
-        tile_need(t, (vae_span){0, t->n[b->output]}); /* no trims: need = everything */
-    }
-    int rc = tile_forward(t, *in, rel, len);
-    if (rc) return rc;
-    const vae_span v = t->valid[b->output];
-    if (exact && (own.lo < v.lo || own.hi > v.hi))
-        return vae_fail(VAE_EINVAL, "internal: tile rows %d..%d are not exact (exact %d..%d)",
-                        own.lo, own.hi, v.lo, v.hi);
-    return VAE_OK;
-}
-
-/* ---- parts ------------------------------------------------------------------------------------- */
+/* ---- parts -------------------------------------------------------------------------------------
+ */
 typedef struct part {
     vae_program prog; /* the slice (or a copy of the whole program's ops) */
     int from, to, present;
@@ -264,7 +32,7 @@ typedef struct part {
     vae_loops loops[2];
     int loop_at[2][VAE_MAX_LOOPS], whole[2][VAE_MAX_LOOPS], n_loops[2];
     int trim_at[VAE_MAX_LOOPS], n_trim_at;
-    int *vh, *vw;     /* whole-frame shapes of the slice's values */
+    int *vh, *vw; /* whole-frame shapes of the slice's values */
 } part;
 
 typedef struct planner {
@@ -274,10 +42,10 @@ typedef struct planner {
     int64_t *op_frames; /* per op: output frames over the stream */
     int steps;          /* steps of the whole stream */
     part whole, pa, pb, pc;
-    int tiled_ok;       /* a tiled plan exists (B without global ops) */
-    int own_align;      /* owned tile edges in B's output are multiples of this */
-    int fr;             /* the loops being evaluated: 0 whole chunks, 1 frame by frame */
-    double macs_whole;  /* of the untiled program */
+    int tiled_ok;      /* a tiled plan exists (B without global ops) */
+    int own_align;     /* owned tile edges in B's output are multiples of this */
+    int fr;            /* the loops being evaluated: 0 whole chunks, 1 frame by frame */
+    double macs_whole; /* of the untiled program */
     /* scratch for tilers */
     vae_span *need, *crop, *valid;
     int *len_y, *len_x;
@@ -311,8 +79,9 @@ static int part_make(planner *pl, part *q, int from, int to, int first, int chun
         q->vw[v] = pl->vw[whole];
     }
     for (int fr = 0; fr < 2 && rc == VAE_OK; fr++) {
-        rc = choose_loops(&q->prog, first, chunk, fr && pl->rq->frame_loops, tiled,
-                          q->loop_at[fr], q->whole[fr], &q->n_loops[fr], q->trim_at, &q->n_trim_at);
+        rc = plan_choose_loops(&q->prog, first, chunk, fr && pl->rq->frame_loops, tiled,
+                               q->loop_at[fr], q->whole[fr], &q->n_loops[fr], q->trim_at,
+                               &q->n_trim_at);
         if (rc == VAE_OK)
             rc = vae_loops_init(&q->loops[fr], &q->prog, q->loop_at[fr], q->whole[fr],
                                 q->n_loops[fr]);
@@ -350,12 +119,13 @@ static int64_t frames_bytes(const planner *pl, const part *q, int v, int t, int 
     return (int64_t)t * h * w * c * (int64_t)pl->rq->elem;
 }
 
-/* ---- candidates --------------------------------------------------------------------------------- */
+/* ---- candidates ---------------------------------------------------------------------------------
+ */
 typedef struct cand {
     vae_plan_kind kind;
-    int fr;              /* the loops it was evaluated with */
-    int ty, tx;          /* tile grid */
-    int tile_h, tile_w;  /* owned tile size in B's output (TILED), or input crop size (BLEND) */
+    int fr;             /* the loops it was evaluated with */
+    int ty, tx;         /* tile grid */
+    int tile_h, tile_w; /* owned tile size in B's output (TILED), or input crop size (BLEND) */
     int64_t peak, peak_alloc, scratch;
     int store_host[2];
     double macs;
@@ -370,38 +140,8 @@ static int64_t whole_peak(const planner *pl, int64_t *scratch) {
     return m < 0 ? -1 : dev_in + m;
 }
 
-/* Owned spans of n rows in pieces of `size` (multiples of align, the last one what is left). */
-static int split_axis(int n, int size, int align, vae_span *out, int max) {
-    if (size < align) size = align;
-    size = (size + align - 1) / align * align;
-    int k = 0;
-    for (int lo = 0; lo < n && k < max; lo += size) out[k++] = (vae_span){lo, lo + size < n ? lo + size : n};
-    if (k >= 2 && out[k - 1].hi - out[k - 1].lo < align) { /* fold a sliver into its neighbour */
-        out[k - 2].hi = n;
-        k--;
-    }
-    return k;
-}
-
-/* Blend crops of B's input (n rows): tiles of `size` rows every size - overlap, the last one
- * ending at n, starts multiples of align. */
-static int split_blend(int n, int size, int overlap, int align, vae_span *out, int max) {
-    size = (size + align - 1) / align * align;
-    if (size >= n) {
-        out[0] = (vae_span){0, n};
-        return 1;
-    }
-    int step = (size - overlap) / align * align, k = 0;
-    if (step < align) step = align;
-    for (int lo = 0; k < max; lo += step) {
-        int a = lo + size >= n ? (n - size) / align * align : lo;
-        out[k++] = (vae_span){a, a + size < n ? a + size : n};
-        if (a + size >= n) break;
-    }
-    return k;
-}
-
-/* ---- tiles of part B ------------------------------------------------------------------------------ */
+/* ---- tiles of part B
+ * ------------------------------------------------------------------------------ */
 enum { MAX_SPANS = 96 };
 
 typedef struct axis_tiles {
@@ -413,7 +153,8 @@ typedef struct axis_tiles {
 } axis_tiles;
 
 static int b_align_in(const planner *pl, const part *b, int blend) {
-    const int a = blend ? pl->rq->video_factor : b->vh[0] / (b->vh[b->prog.output] ? b->vh[b->prog.output] : 1);
+    const int a = blend ? pl->rq->video_factor
+                        : b->vh[0] / (b->vh[b->prog.output] ? b->vh[b->prog.output] : 1);
     return pl->rq->encode && a > 1 ? a : 1;
 }
 
@@ -423,12 +164,19 @@ static int axis_tiles_make(planner *pl, const part *b, int axis, const vae_span 
     at->n = n;
     at->len = vae_calloc((size_t)n * nv, sizeof *at->len);
     if (!at->len) return vae_fail(VAE_ENOMEM, "out of memory planning tiles");
-    tiler t = {&b->prog, axis, axis ? b->vw : b->vh, b->trim_at, blend ? 0 : b->n_trim_at,
-               b_align_in(pl, b, blend), pl->need, pl->crop, pl->valid};
+    plan_tiler t = {&b->prog,
+                    axis,
+                    axis ? b->vw : b->vh,
+                    b->trim_at,
+                    blend ? 0 : b->n_trim_at,
+                    b_align_in(pl, b, blend),
+                    pl->need,
+                    pl->crop,
+                    pl->valid};
     for (int k = 0; k < n; k++) {
         vae_span in = spans[k];
         int *len = at->len + (size_t)k * nv;
-        int rc = tile_axis(&t, spans[k], !blend, &in, at->rel[k], len);
+        int rc = plan_tile_axis(&t, spans[k], !blend, &in, at->rel[k], len);
         if (rc) return rc;
         at->in[k] = in;
         at->out[k] = pl->crop[b->prog.output];
@@ -481,7 +229,8 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
                 const vae_op *op = &b->prog.ops[i];
                 macs += vae_op_macs(op, (int)pl->op_frames[b->from + i], ly[op->out], lx[op->out]);
             }
-            if (ay->cls[iy] != iy || ax->cls[ix] != ix) continue; /* same memory as an earlier one */
+            if (ay->cls[iy] != iy || ax->cls[ix] != ix)
+                continue; /* same memory as an earlier one */
             vae_plan_trim trims[VAE_PLAN_MAX_TRIMS];
             int nt = tile_trims(b, ay, iy, ax, ix, trims);
             int64_t m = part_mem(pl, b, ly, lx, t_b, trims, nt, &scratch);
@@ -502,14 +251,23 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         macs += 0; /* A's work is counted below from the untiled walk */
     }
     if (!blend && pc->present) {
-        store_b = rounded(pl, frames_bytes(pl, pc, 0, part_in_frames(pl, pc), pc->vh[0], pc->vw[0]));
+        store_b =
+            rounded(pl, frames_bytes(pl, pc, 0, part_in_frames(pl, pc), pc->vh[0], pc->vw[0]));
         phase_c = part_mem(pl, pc, pc->vh, pc->vw, part_in_frames(pl, pc), NULL, 0, &scratch);
     }
     /* the stores live on the device when that fits, else on the host (one frame staged) */
     c->store_host[0] = c->store_host[1] = 0;
     for (int host = 0; host < 2; host++) {
-        int64_t sa = host ? (store_a ? rounded(pl, store_a / (part_in_frames(pl, b) ? part_in_frames(pl, b) : 1)) : 0) : store_a;
-        int64_t sb = host ? (store_b ? rounded(pl, store_b / (part_in_frames(pl, pc) ? part_in_frames(pl, pc) : 1)) : 0) : store_b;
+        int64_t sa =
+            host ? (store_a
+                        ? rounded(pl, store_a / (part_in_frames(pl, b) ? part_in_frames(pl, b) : 1))
+                        : 0)
+                 : store_a;
+        int64_t sb =
+            host ? (store_b ? rounded(pl, store_b /
+                                              (part_in_frames(pl, pc) ? part_in_frames(pl, pc) : 1))
+                            : 0)
+                 : store_b;
         int64_t pk = phase_a + sa;
         if (sa + mem_b + sb > pk) pk = sa + mem_b + sb;
         if (sb + phase_c > pk) pk = sb + phase_c;
@@ -529,8 +287,8 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     return VAE_OK;
 }
 
-static void fill_tiles(const planner *pl, const part *b, const axis_tiles *ay,
-                       const axis_tiles *ax, vae_plan *plan) {
+static void fill_tiles(const planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
+                       vae_plan *plan) {
     int k = 0;
     for (int iy = 0; iy < ay->n; iy++)
         for (int ix = 0; ix < ax->n; ix++, k++) {
@@ -557,8 +315,10 @@ static int try_spans(planner *pl, const part *b, const vae_span *sy, int ny, con
     c->ty = ny, c->tx = nx;
     if (rc == VAE_OK && plan) {
         plan->tiles = vae_calloc((size_t)ny * nx, sizeof *plan->tiles);
-        if (!plan->tiles) rc = vae_fail(VAE_ENOMEM, "out of memory planning tiles");
-        else fill_tiles(pl, b, ay, ax, plan);
+        if (!plan->tiles)
+            rc = vae_fail(VAE_ENOMEM, "out of memory planning tiles");
+        else
+            fill_tiles(pl, b, ay, ax, plan);
     }
     if (ay) axis_tiles_free(ay);
     if (ax) axis_tiles_free(ax);
@@ -571,8 +331,8 @@ static int try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *pla
     const part *b = &pl->pb;
     vae_span sy[MAX_SPANS], sx[MAX_SPANS];
     const int hb = b->vh[b->prog.output], wb = b->vw[b->prog.output];
-    int ny = split_axis(hb, tile_h, pl->own_align, sy, MAX_SPANS);
-    int nx = split_axis(wb, tile_w, pl->own_align, sx, MAX_SPANS);
+    int ny = plan_split_axis(hb, tile_h, pl->own_align, sy, MAX_SPANS);
+    int nx = plan_split_axis(wb, tile_w, pl->own_align, sx, MAX_SPANS);
     c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
     return try_spans(pl, b, sy, ny, sx, nx, 0, c, plan);
 }
@@ -582,14 +342,17 @@ static int try_blend(planner *pl, cand *c, vae_plan *plan) {
     const part *b = &pl->whole;
     const int f = rq->video_factor > 0 ? rq->video_factor : 1;
     const int tile = rq->blend_tile, overlap = rq->blend_overlap;
-    if (overlap >= tile) return vae_fail(VAE_EINVAL, "blend overlap %d px is not below the tile "
-                                                     "size %d px", overlap, tile);
+    if (overlap >= tile)
+        return vae_fail(VAE_EINVAL,
+                        "blend overlap %d px is not below the tile "
+                        "size %d px",
+                        overlap, tile);
     /* crops of B's input: latent pixels for a decoder, video pixels for an encoder */
     const int unit = rq->encode ? 1 : f, align = rq->encode ? f : 1;
     int ti = (tile + unit - 1) / unit, ov = (overlap + unit - 1) / unit;
     vae_span sy[MAX_SPANS], sx[MAX_SPANS];
-    int ny = split_blend(b->vh[0], ti, ov, align, sy, MAX_SPANS);
-    int nx = split_blend(b->vw[0], ti, ov, align, sx, MAX_SPANS);
+    int ny = plan_split_blend(b->vh[0], ti, ov, align, sy, MAX_SPANS);
+    int nx = plan_split_blend(b->vw[0], ti, ov, align, sx, MAX_SPANS);
     c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
     if (plan) plan->blend_overlap = rq->encode ? (overlap + f - 1) / f : overlap;
     return try_spans(pl, b, sy, ny, sx, nx, 1, c, plan);
@@ -614,6 +377,15 @@ static int make_parts(planner *pl) {
         pl->tiled_ok = rc == VAE_OK;
         return rc;
     }
+    /* B starts at the last single-value position before the first upsampling (in space or time):
+     * the stages before it are at the latent resolution, cheap to run whole, and their halos
+     * would cost the tiles the most (the widest receptive field at the coarsest scale) */
+    int up = last_g + 1;
+    while (up < p->n_ops && !plan_is_upsampling(&p->ops[up]) &&
+           !(p->ops[up].kind == VAE_OP_SHUFFLE_UP && p->ops[up].ft > 1))
+        up++;
+    for (int pos = up < p->n_ops ? up : p->n_ops - 1; pos > last_g && cut < 0; pos--)
+        if (pos == 0 || vae_program_crossing(p, pos, NULL, 0) == 1) cut = pos;
     for (int pos = last_g + 1; pos < p->n_ops && cut < 0; pos++)
         if (pos == 0 || vae_program_crossing(p, pos, NULL, 0) == 1) cut = pos;
     if (cut < 0) return VAE_OK;
@@ -623,7 +395,8 @@ static int make_parts(planner *pl) {
     return rc;
 }
 
-/* ---- the decision ------------------------------------------------------------------------------ */
+/* ---- the decision ------------------------------------------------------------------------------
+ */
 static void planner_free(planner *pl) {
     part_free(&pl->whole);
     part_free(&pl->pa);
@@ -653,8 +426,8 @@ static int planner_init(planner *pl, const vae_plan_request *rq, vae_plan *plan)
         return vae_fail(VAE_ENOMEM, "out of memory planning");
     int rc = vae_program_shapes(p, rq->h, rq->w, pl->vh, pl->vw);
     if (rc) return rc;
-    walk_sum sum = {p, pl->vh, pl->vw, 0, pl->op_frames};
-    if ((rc = walk_stream(p, NULL, rq->t, p->first_chunk, p->chunk, &sum, &plan->t_out)))
+    plan_walk_sum sum = {p, pl->vh, pl->vw, 0, pl->op_frames};
+    if ((rc = plan_walk_stream(p, NULL, rq->t, p->first_chunk, p->chunk, &sum, &plan->t_out)))
         return rc;
     if (plan->t_out == 0) return vae_fail(VAE_ESHAPE, "input of %d frames gives no output", rq->t);
     plan->macs_whole = sum.macs;
@@ -720,8 +493,9 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
 }
 
 static const char *kind_name(vae_plan_kind k) {
-    return k == VAE_PLAN_WHOLE ? "whole frames" : k == VAE_PLAN_TILED ? "exact tiles, tile-major"
-                                                                      : "blended tiles";
+    return k == VAE_PLAN_WHOLE   ? "whole frames"
+           : k == VAE_PLAN_TILED ? "exact tiles, tile-major"
+                                 : "blended tiles";
 }
 
 /* Searches tile grids from few to many tiles: the first whose peak fits, or the smallest peak. */
@@ -759,8 +533,8 @@ static void describe(const planner *pl, vae_plan *plan) {
     const vae_plan_request *rq = pl->rq;
     char *w = plan->why;
     const size_t cap = sizeof plan->why;
-    size_t n = (size_t)snprintf(w, cap, "%s %dx%dx%d: %s", rq->encode ? "encode" : "decode",
-                                rq->t, rq->h, rq->w, kind_name(plan->kind));
+    size_t n = (size_t)snprintf(w, cap, "%s %dx%dx%d: %s", rq->encode ? "encode" : "decode", rq->t,
+                                rq->h, rq->w, kind_name(plan->kind));
     if (plan->kind != VAE_PLAN_WHOLE && n < cap)
         n += (size_t)snprintf(w + n, cap - n, ", %dx%d tiles of %dx%d (%s), ops %d..%d tiled",
                               plan->tiles_y, plan->tiles_x, plan->tile_h, plan->tile_w,
@@ -768,19 +542,21 @@ static void describe(const planner *pl, vae_plan *plan) {
                               plan->part[1].from, plan->part[1].to);
     for (int k = 0; k < 2 && n < cap; k++)
         if (plan->store_t[k])
-            n += (size_t)snprintf(w + n, cap - n, ", store %c of %d frames %dx%dx%d on the %s (%s)",
-                                  'A' + k, plan->store_t[k], plan->store_h[k], plan->store_w[k],
-                                  plan->store_c[k], plan->store_host[k] ? "host" : "device",
-                                  size_str((int64_t)plan->store_t[k] * plan->store_h[k] *
-                                           plan->store_w[k] * plan->store_c[k] *
-                                           (int64_t)rq->elem));
+            n +=
+                (size_t)snprintf(w + n, cap - n, ", store %c of %d frames %dx%dx%d on the %s (%s)",
+                                 'A' + k, plan->store_t[k], plan->store_h[k], plan->store_w[k],
+                                 plan->store_c[k], plan->store_host[k] ? "host" : "device",
+                                 size_str((int64_t)plan->store_t[k] * plan->store_h[k] *
+                                          plan->store_w[k] * plan->store_c[k] * (int64_t)rq->elem));
     int frame_loops = 0;
     for (int k = 0; k < 3; k++)
-        for (int i = 0; i < plan->part[k].n_loops; i++) frame_loops += !plan->part[k].whole[i];
+        for (int i = 0; i < plan->part[k].n_loops; i++)
+            frame_loops += !plan->part[k].whole[i];
     if (n < cap)
-        n += (size_t)snprintf(w + n, cap - n, "; %s", frame_loops ? "frame by frame after "
-                                                                    "temporal upsampling"
-                                                                  : "chunks whole");
+        n += (size_t)snprintf(w + n, cap - n, "; %s",
+                              frame_loops ? "frame by frame after "
+                                            "temporal upsampling"
+                                          : "chunks whole");
     if (n < cap)
         snprintf(w + n, cap - n,
                  "; predicted peak %s (weights and workspace %s, scratch %s) for a budget of %s "
@@ -870,18 +646,21 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
     if (rc == VAE_OK || rc == VAE_ENOMEM) {
         pl.fr = best.fr;
         int rc2 = plan_fill(&pl, &best, plan);
-        if (rc2) rc = rc2;
-        else describe(&pl, plan);
+        if (rc2)
+            rc = rc2;
+        else
+            describe(&pl, plan);
     }
     if (rc == VAE_ENOMEM)
         rc = vae_fail(VAE_ENOMEM,
                       "memory budget %s is below what %s needs: %s (the exact floor: %s, of "
                       "which weights and backend reserve %s). Raise --max-memory%s",
-                      size_str(rq->budget), rq->mode == VAE_TILE_NONE ? "whole frames" : "this input",
+                      size_str(rq->budget),
+                      rq->mode == VAE_TILE_NONE ? "whole frames" : "this input",
                       size_str(plan->peak), size_str(plan->floor), size_str(rq->fixed),
-                      rq->mode == VAE_TILE_BLEND ? " or use a smaller --tile-size"
+                      rq->mode == VAE_TILE_BLEND  ? " or use a smaller --tile-size"
                       : rq->mode == VAE_TILE_NONE ? " or allow tiles (--tile-mode auto)"
-                                                 : ", or use --tile-mode blend (not exact)");
+                                                  : ", or use --tile-mode blend (not exact)");
     planner_free(&pl);
     if (rc && rc != VAE_ENOMEM) vae_plan_free(plan);
     return rc;

@@ -38,15 +38,15 @@ enum { VAE_PLAN_MAX_TRIMS = 16 };
 
 /* A slice of the program run by one executor. */
 typedef struct vae_plan_part {
-    int from, to;                /* ops [from, to); from == to: absent */
+    int from, to; /* ops [from, to); from == to: absent */
     int n_loops;
-    int loops[VAE_MAX_LOOPS];    /* loops, op indices relative to `from` */
-    int whole[VAE_MAX_LOOPS];    /* 1: a trim point that keeps the chunk whole, 0: frame by frame */
+    int loops[VAE_MAX_LOOPS]; /* loops, op indices relative to `from` */
+    int whole[VAE_MAX_LOOPS]; /* 1: a trim point that keeps the chunk whole, 0: frame by frame */
 } vae_plan_part;
 
 typedef struct vae_plan_trim {
-    int value;                   /* value id in the part's slice */
-    int y0, x0, h, w;            /* rows/columns kept of that value's frames */
+    int value;        /* value id in the part's slice */
+    int y0, x0, h, w; /* rows/columns kept of that value's frames */
 } vae_plan_trim;
 
 typedef struct vae_plan_tile {
@@ -62,13 +62,13 @@ typedef struct vae_plan_tile {
 typedef struct vae_plan_request {
     const vae_program *prog;
     int encode;
-    int t, h, w;              /* input frames and size (the frames used: 1 + k*chunk) */
-    size_t elem;              /* bytes per activation value */
-    int64_t budget;           /* bytes; <= 0: unlimited */
-    int64_t fixed;            /* bytes the backend holds besides what the plan allocates
-                               * (weights on the device, scratch, workspace) */
-    int conv_upsample;        /* the backend upsamples inside conv (no temporary) */
-    size_t (*round)(size_t);  /* the backend allocator's block size for a request (NULL: exact) */
+    int t, h, w;             /* input frames and size (the frames used: 1 + k*chunk) */
+    size_t elem;             /* bytes per activation value */
+    int64_t budget;          /* bytes; <= 0: unlimited */
+    int64_t fixed;           /* bytes the backend holds besides what the plan allocates
+                              * (weights on the device, scratch, workspace) */
+    int conv_upsample;       /* the backend upsamples inside conv (no temporary) */
+    size_t (*round)(size_t); /* the backend allocator's block size for a request (NULL: exact) */
     /* the backend's scratch: what an op needs at least (NULL: none) and what it holds now;
      * planar_io: chunks pass through it as float32 on their way in and out */
     int64_t (*scratch_need)(struct vae_backend *be, const vae_op *op, int t, int h, int w);
@@ -76,10 +76,10 @@ typedef struct vae_plan_request {
     int64_t scratch_now;
     int planar_io;
     vae_tile_mode mode;
-    int tile_h, tile_w;       /* forced exact tiles, pixels of the video side (0: planner) */
+    int tile_h, tile_w;            /* forced exact tiles, pixels of the video side (0: planner) */
     int blend_tile, blend_overlap; /* pixels of the video side */
-    int video_factor;         /* pixels of the video side per pixel of the latent side */
-    int frame_loops;          /* settings.exec_frames */
+    int video_factor;              /* pixels of the video side per pixel of the latent side */
+    int frame_loops;               /* settings.exec_frames */
 } vae_plan_request;
 
 typedef struct vae_plan {
@@ -87,23 +87,23 @@ typedef struct vae_plan {
     int encode;
     int t_in, h_in, w_in, c_in;
     int t_out, h_out, w_out, c_out;
-    vae_plan_part part[3];     /* A, B (tiled; WHOLE: the whole program), C */
+    vae_plan_part part[3]; /* A, B (tiled; WHOLE: the whole program), C */
     /* stores between parts: A's and B's outputs over the whole video, [t][h][w][c] */
     int store_t[2], store_h[2], store_w[2], store_c[2];
-    int store_host[2];         /* the store is kept on the host (it would not fit the budget) */
+    int store_host[2]; /* the store is kept on the host (it would not fit the budget) */
     int tiles_y, tiles_x, n_tiles;
-    vae_plan_tile *tiles;      /* row-major */
-    int tile_h, tile_w;        /* B-output size of the (non-edge) owned tile */
-    int blend_overlap;         /* BLEND: ramp width in B-output pixels */
-    double macs;               /* including the tiles' redundant halo work */
-    double macs_whole;         /* of the untiled program */
-    int64_t peak;              /* predicted peak bytes: fixed + what the plan allocates */
-    int64_t peak_alloc;        /* the part of it the plan allocates (activations, caches, stores,
-                                * input chunks): what a CPU backend counts */
-    int64_t scratch;           /* the backend scratch it needs (reserved before the run) */
-    int64_t floor;             /* the smallest exact plan's peak */
+    vae_plan_tile *tiles; /* row-major */
+    int tile_h, tile_w;   /* B-output size of the (non-edge) owned tile */
+    int blend_overlap;    /* BLEND: ramp width in B-output pixels */
+    double macs;          /* including the tiles' redundant halo work */
+    double macs_whole;    /* of the untiled program */
+    int64_t peak;         /* predicted peak bytes: fixed + what the plan allocates */
+    int64_t peak_alloc;   /* the part of it the plan allocates (activations, caches, stores,
+                           * input chunks): what a CPU backend counts */
+    int64_t scratch;      /* the backend scratch it needs (reserved before the run) */
+    int64_t floor;        /* the smallest exact plan's peak */
     int64_t budget;
-    char why[1024];            /* the decision, for -v and errors */
+    char why[1024]; /* the decision, for -v and errors */
 } vae_plan;
 
 /* Plans the call; VAE_ENOMEM (with the floor and the option to use in the message) when no exact

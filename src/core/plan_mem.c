@@ -155,9 +155,8 @@ static void on_event(void *user, vae_walk_event ev, int index, const vae_op_fram
             if (t) {
                 const int c = v == m->p->input ? m->p->in_channels : m->p->ops[v - 1].c_out;
                 /* a frame, or the whole chunk (tv: the frames the loop passes on) */
-                m->temp[v] = tv[v] ? rounded(m, (int64_t)tv[v] * t->h * t->w * c *
-                                                    (int64_t)m->rq->elem)
-                                   : 0;
+                m->temp[v] =
+                    tv[v] ? rounded(m, (int64_t)tv[v] * t->h * t->w * c * (int64_t)m->rq->elem) : 0;
                 add(m, m->temp[v]);
             }
         } else if (ev == VAE_WALK_FRAME_END) {
@@ -173,8 +172,8 @@ static void on_event(void *user, vae_walk_event ev, int index, const vae_op_fram
 int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const int *vh,
                           const int *vw, const vae_plan_request *rq, int t_first, int t_next,
                           int n_steps, const vae_plan_trim *trims, int n_trims, int64_t *scratch) {
-    memsim m = {.p = p, .l = loops, .vh = vh, .vw = vw, .rq = rq, .trims = trims,
-                .n_trims = n_trims};
+    memsim m = {
+        .p = p, .l = loops, .vh = vh, .vw = vw, .rq = rq, .trims = trims, .n_trims = n_trims};
     const size_t nv = (size_t)p->n_values, no = (size_t)p->n_ops + 1;
     m.uses = vae_calloc(nv, sizeof *m.uses);
     m.refs = vae_calloc(nv, sizeof *m.refs);
@@ -195,7 +194,8 @@ int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const in
         for (int k = 0; k < 2; k++)
             if (p->ops[i].in[k] >= 0) m.uses[p->ops[i].in[k]]++;
     /* contiguous windows, as executor.c plan_windows (backends are assumed to accept them) */
-    for (size_t v = 0; v < nv; v++) m.win_of[v] = -1;
+    for (size_t v = 0; v < nv; v++)
+        m.win_of[v] = -1;
     for (int i = 0; i < p->n_ops; i++) {
         const vae_op *op = &p->ops[i];
         const int x = op->in[0];

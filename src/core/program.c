@@ -92,19 +92,25 @@ int vae_program_slice(const vae_program *p, int from, int to, vae_program *out) 
     int in = -1, outv = -1;
     if (from < 0 || to > p->n_ops || from >= to || vae_program_crossing(p, from, &in, 1) != 1 ||
         (to < p->n_ops && vae_program_crossing(p, to, &outv, 1) != 1))
-        return vae_fail(VAE_EINVAL, "internal: ops %d..%d of %d are not a slice with one input "
-                                    "and one output", from, to, p->n_ops);
+        return vae_fail(VAE_EINVAL,
+                        "internal: ops %d..%d of %d are not a slice with one input "
+                        "and one output",
+                        from, to, p->n_ops);
     if (to == p->n_ops) outv = p->output;
     if (outv != p->ops[to - 1].out)
-        return vae_fail(VAE_EINVAL, "internal: the slice ending at op %d does not output its last "
-                                    "value", to);
+        return vae_fail(VAE_EINVAL,
+                        "internal: the slice ending at op %d does not output its last "
+                        "value",
+                        to);
     const int c_in = in == p->input ? p->in_channels : p->ops[in - 1].c_out;
     vae_program_init(out, c_in);
     for (int i = from; i < to; i++) {
         vae_op op = p->ops[i];
         for (int k = 0; k < 2; k++)
-            if (op.in[k] == in) op.in[k] = 0;
-            else if (op.in[k] >= 0) op.in[k] -= from; /* made by op in[k]-1 >= from */
+            if (op.in[k] == in)
+                op.in[k] = 0;
+            else if (op.in[k] >= 0)
+                op.in[k] -= from; /* made by op in[k]-1 >= from */
         if (vae_program_add(out, &op) < 0) {
             vae_program_free(out);
             return vae_fail(VAE_ENOMEM, "out of memory slicing a program");
@@ -114,7 +120,8 @@ int vae_program_slice(const vae_program *p, int from, int to, vae_program *out) 
     return VAE_OK;
 }
 
-/* ---- frame loops ------------------------------------------------------------------------------ */
+/* ---- frame loops ------------------------------------------------------------------------------
+ */
 int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, const int *whole, int n) {
     memset(l, 0, sizeof *l);
     if (n < 0 || n > VAE_MAX_LOOPS)
@@ -169,10 +176,13 @@ static int walk_level(const vae_program *p, const vae_loops *l, int k, vae_op_cl
     }
     for (int j = 1; j < nc; j++)
         if (tv[cv[j]] != t)
-            return vae_fail(VAE_EINVAL, "a frame loop at op %d (%s) would cut values of %d and %d "
-                                        "frames", l->at[k], p->ops[l->at[k]].name, t, tv[cv[j]]);
+            return vae_fail(VAE_EINVAL,
+                            "a frame loop at op %d (%s) would cut values of %d and %d "
+                            "frames",
+                            l->at[k], p->ops[l->at[k]].name, t, tv[cv[j]]);
     for (int f = 0; f < t; f++) {
-        for (int j = 0; j < nc; j++) tv[cv[j]] = 1;
+        for (int j = 0; j < nc; j++)
+            tv[cv[j]] = 1;
         if (fn) fn(user, VAE_WALK_FRAME, k, NULL, tv);
         int rc = walk_level(p, l, k + 1, clk, tv, fn, user, t_out);
         if (rc) return rc;

@@ -1,10 +1,10 @@
 /* program.h -- a model as data: a list of ops over numbered activation values (internal).
  *
- * A model file (one per architecture in src/models) reads a checkpoint and builds one program per direction (encode,
- * decode). The executor (executor.c) runs a program on any backend, streaming the video through
- * it chunk by chunk. Activations are channels-last chunks: [t][h][w][c], contiguous, where t is
- * the number of frames of this chunk (it may be 0: e.g. a stride-2 conv that has not yet seen a
- * whole window emits nothing).
+ * A model file (one per architecture in src/models) reads a checkpoint and builds one program per
+ * direction (encode, decode). The executor (executor.c) runs a program on any backend, streaming
+ * the video through it chunk by chunk. Activations are channels-last chunks: [t][h][w][c],
+ * contiguous, where t is the number of frames of this chunk (it may be 0: e.g. a stride-2 conv that
+ * has not yet seen a whole window emits nothing).
  *
  * Time is causal and streamed. An op with temporal extent (conv with kt > 1 or st > 1, temporal
  * shuffle-down) sees its input as one endless sequence: the executor keeps the frames that a
@@ -99,9 +99,9 @@ typedef struct vae_program {
     vae_op *ops;
     int n_ops, cap_ops;
     int n_values;
-    int input, output;          /* value ids */
+    int input, output; /* value ids */
     int in_channels, out_channels;
-    int first_chunk, chunk;     /* input frames in the first chunk and in each later one */
+    int first_chunk, chunk; /* input frames in the first chunk and in each later one */
 } vae_program;
 
 void vae_program_init(vae_program *p, int in_channels);
@@ -140,10 +140,11 @@ struct vae_op_clock;
 struct vae_op_frames;
 /* What a step does, in the executor's order: an op runs (index = the op, f its frame counts);
  * a frame of loop `index` begins (the cut values hold that one frame, or the whole chunk for a
- * whole loop) or ends; loop `index` has done all its frames. tv: the frame count of every value in the current (sub-)step. */
+ * whole loop) or ends; loop `index` has done all its frames. tv: the frame count of every value in
+ * the current (sub-)step. */
 typedef enum { VAE_WALK_OP, VAE_WALK_FRAME, VAE_WALK_FRAME_END, VAE_WALK_LOOP_END } vae_walk_event;
-typedef void (*vae_walk_fn)(void *user, vae_walk_event ev, int index,
-                            const struct vae_op_frames *f, const int *tv);
+typedef void (*vae_walk_fn)(void *user, vae_walk_event ev, int index, const struct vae_op_frames *f,
+                            const int *tv);
 /* One step of t_in input frames through p, depth first through the loops, with the op clocks
  * clk [n_ops] (advanced) and tv [n_values] as scratch; *t_out: the output frames of the step.
  * VAE_EINVAL when a loop would cut values of different frame counts. fn may be NULL. */

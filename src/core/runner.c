@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "assemble.h"
 #include "core.h"
 #include "executor.h"
 
@@ -39,8 +40,8 @@ typedef struct run {
     vae_frames_fn emit;
     void *emit_user;
     int emitted;
-    int direct;             /* outputs go to emit as they come (else into out) */
-    float *out, *wsum;      /* the assembled output [t][c][h][w] (tiled, blend), blend weights */
+    int direct;        /* outputs go to emit as they come (else into out) */
+    vae_assembly *out; /* tiled and blended plans: the output until every tile has run */
     const vae_plan_tile *tile;
     /* one download in flight */
     int q_pending, q_first, q_n, q_c, q_h, q_w;
@@ -67,7 +68,8 @@ int vae_runner_create(vae_runner **out, vae_backend *be, const vae_program *p,
 
 void vae_runner_free(vae_runner *r) {
     if (!r) return;
-    for (int k = 0; k < 3; k++) part_clear(r, &r->part[k]);
+    for (int k = 0; k < 3; k++)
+        part_clear(r, &r->part[k]);
     vae_free(r->planar);
     vae_free(r->cl);
     vae_free(r);
@@ -138,7 +140,8 @@ static int upload_input(run *s, void *dst, int f, int n, vae_span y, vae_span x)
     if (rc) return rc;
     const size_t plane = (size_t)n * h * w; /* [c][plane] -> [plane][c] */
     for (size_t i = 0; i < plane; i++)
-        for (int k = 0; k < c; k++) r->cl[i * c + k] = r->planar[k * plane + i];
+        for (int k = 0; k < c; k++)
+            r->cl[i * c + k] = r->planar[k * plane + i];
     return be->v->upload(be, dst, r->cl, vals);
 }
 
@@ -150,8 +153,8 @@ static int out_flush(run *s) {
     if (!s->q_pending) return VAE_OK;
     s->q_pending = 0;
     int rc = s->r->be->v->download_wait(s->r->be, s->q_host);
-    return rc ? rc : take_output(s, s->q_host, s->q_first, s->q_n, s->q_c, s->q_h, s->q_w,
-                                 s->q_tile);
+    return rc ? rc
+              : take_output(s, s->q_host, s->q_first, s->q_n, s->q_c, s->q_h, s->q_w, s->q_tile);
 }
 
 /* Output chunk o (frames first..) of the current tile: downloaded while the next step computes
@@ -175,7 +178,8 @@ static int out_push(run *s, const vae_chunk *o, int first) {
     if (rc == VAE_OK) rc = be->v->download(be, r->cl, o->data, vals);
     if (rc) return rc;
     for (size_t i = 0; i < plane; i++)
-        for (int k = 0; k < o->c; k++) r->planar[k * plane + i] = r->cl[i * o->c + k];
+        for (int k = 0; k < o->c; k++)
+            r->planar[k * plane + i] = r->cl[i * o->c + k];
     return take_output(s, r->planar, first, o->t, o->c, o->h, o->w, s->tile);
 }
 
@@ -188,66 +192,23 @@ static int emit_frames(run *s, const float *fr, int first, int n, int c, int h, 
     return VAE_OK;
 }
 
-/* Blend weight of row i of a tile's output span `out` in a frame of n rows: raised-cosine ramps
- * of `ov` rows at the edges that other tiles overlap. */
-static float ramp(int i, vae_span out, int n, int ov) {
-    float wgt = 1.0f;
-    if (ov <= 0) return wgt;
-    const int a = i - out.lo, b = out.hi - 1 - i;
-    if (out.lo > 0 && a < ov) wgt *= 0.5f - 0.5f * cosf(3.14159265f * (a + 0.5f) / ov);
-    if (out.hi < n && b < ov) wgt *= 0.5f - 0.5f * cosf(3.14159265f * (b + 0.5f) / ov);
-    return wgt;
-}
-
 static int take_output(run *s, const float *fr, int first, int n, int c, int h, int w,
                        const vae_plan_tile *t) {
-    const vae_plan *pl = s->plan;
     if (s->direct) return emit_frames(s, fr, first, n, c, h, w);
-    const int H = pl->h_out, W = pl->w_out;
-    if (first + n > pl->t_out || t->out_y.hi - t->out_y.lo != h || t->out_x.hi - t->out_x.lo != w)
-        return vae_fail(VAE_EINVAL, "internal: tile output %dx%d at frame %d", h, w, first);
-    const int blend = pl->kind == VAE_PLAN_BLEND;
-    for (int k = 0; k < c; k++)
-        for (int j = 0; j < n; j++)
-            for (int yy = t->own_y.lo; yy < t->own_y.hi; yy++) {
-                const float *src = fr + (((size_t)k * n + j) * h + (yy - t->out_y.lo)) * w +
-                                   (t->own_x.lo - t->out_x.lo);
-                float *dst = s->out + (((size_t)(first + j) * c + k) * H + yy) * W + t->own_x.lo;
-                const int len = t->own_x.hi - t->own_x.lo;
-                if (!blend) {
-                    memcpy(dst, src, (size_t)len * sizeof *dst);
-                    continue;
-                }
-                const float wy = ramp(yy, t->out_y, H, pl->blend_overlap);
-                for (int xx = 0; xx < len; xx++)
-                    dst[xx] += wy * ramp(t->own_x.lo + xx, t->out_x, W, pl->blend_overlap) * src[xx];
-            }
-    return VAE_OK;
+    return vae_assembly_put(s->out, (int)(t - s->plan->tiles), fr, first, n, c, h, w);
 }
 
-/* Hands the assembled output ([t][c][h][w]: each frame is a planar [c][1][h][w] chunk) to emit
- * frame by frame (blend: divided by the weights first). */
-static int emit_assembled(run *s) {
-    const vae_plan *pl = s->plan;
-    const size_t plane = (size_t)pl->h_out * pl->w_out, frame = plane * pl->c_out;
-    int rc = VAE_OK;
-    for (int f = 0; rc == VAE_OK && f < pl->t_out; f++) {
-        float *fr = s->out + (size_t)f * frame;
-        if (s->wsum)
-            for (size_t i = 0; i < frame; i++) fr[i] /= s->wsum[i % plane];
-        rc = emit_frames(s, fr, f, 1, pl->c_out, pl->h_out, pl->w_out);
-    }
-    return rc;
-}
-
-/* ---- stores: a part's output over the whole video, between parts ------------------------------- */
+/* ---- stores: a part's output over the whole video, between parts -------------------------------
+ */
 typedef struct store {
     void *dev;   /* [t][h][w][c] in the backend's dtype, or NULL: */
     float *host; /* the same as float32 on the host */
     int t, h, w, c;
 } store;
 
-static size_t px_bytes(const vae_runner *r, int c) { return (size_t)c * r->be->elem_size; }
+static size_t px_bytes(const vae_runner *r, int c) {
+    return (size_t)c * r->be->elem_size;
+}
 
 static int store_open(run *s, store *st, int k) {
     const vae_plan *pl = s->plan;
@@ -262,8 +223,8 @@ static int store_open(run *s, store *st, int k) {
         return VAE_OK;
     }
     st->host = vae_malloc(vals * sizeof(float));
-    return st->host ? VAE_OK : vae_fail(VAE_ENOMEM, "out of host memory for a store of %d frames",
-                                        st->t);
+    return st->host ? VAE_OK
+                    : vae_fail(VAE_ENOMEM, "out of host memory for a store of %d frames", st->t);
 }
 
 static void store_close(run *s, store *st) {
@@ -284,9 +245,9 @@ static int store_put(run *s, store *st, const vae_chunk *o, int first, vae_span 
     const size_t px = px_bytes(r, o->c);
     if (st->dev) {
         for (int j = 0; j < o->t; j++) {
-            const char *src = (const char *)o->data +
-                              (((size_t)j * o->h + (own_y.lo - out_y.lo)) * o->w +
-                               (own_x.lo - out_x.lo)) * px;
+            const char *src =
+                (const char *)o->data +
+                (((size_t)j * o->h + (own_y.lo - out_y.lo)) * o->w + (own_x.lo - out_x.lo)) * px;
             char *dst = (char *)st->dev +
                         (((size_t)(first + j) * st->h + own_y.lo) * st->w + own_x.lo) * px;
             int rc = be->v->copy2d(be, dst, (size_t)st->w * px, src, (size_t)o->w * px,
@@ -301,8 +262,7 @@ static int store_put(run *s, store *st, const vae_chunk *o, int first, vae_span 
     for (int j = 0; rc == VAE_OK && j < o->t; j++)
         for (int yy = own_y.lo; yy < own_y.hi; yy++)
             memcpy(st->host + (((size_t)(first + j) * st->h + yy) * st->w + own_x.lo) * st->c,
-                   r->cl + (((size_t)j * o->h + yy - out_y.lo) * o->w + own_x.lo - out_x.lo) *
-                               o->c,
+                   r->cl + (((size_t)j * o->h + yy - out_y.lo) * o->w + own_x.lo - out_x.lo) * o->c,
                    (size_t)cols * o->c * sizeof(float));
     return rc;
 }
@@ -315,7 +275,8 @@ static int store_get(run *s, const store *st, int f, vae_span y, vae_span x, voi
     const size_t px = px_bytes(r, st->c);
     if (st->dev)
         return be->v->copy2d(be, dst, (size_t)cols * px,
-                             (const char *)st->dev + (((size_t)f * st->h + y.lo) * st->w + x.lo) * px,
+                             (const char *)st->dev +
+                                 (((size_t)f * st->h + y.lo) * st->w + x.lo) * px,
                              (size_t)st->w * px, (size_t)cols * px, (size_t)rows);
     const size_t vals = (size_t)rows * cols * st->c;
     int rc = grow(&r->cl, &r->cl_cap, vals);
@@ -326,12 +287,13 @@ static int store_get(run *s, const store *st, int f, vae_span y, vae_span x, voi
     return rc ? rc : be->v->upload(be, dst, r->cl, vals);
 }
 
-/* ---- streams through one part ----------------------------------------------------------------- */
+/* ---- streams through one part -----------------------------------------------------------------
+ */
 /* where a part's output chunks go: to the host output, or into a store */
 typedef struct sink {
-    store *st;              /* NULL: the host output (out_push) */
-    vae_span out_y, out_x;  /* the part's computed output rows / columns */
-    vae_span own_y, own_x;  /* the ones kept */
+    store *st;             /* NULL: the host output (out_push) */
+    vae_span out_y, out_x; /* the part's computed output rows / columns */
+    vae_span own_y, own_x; /* the ones kept */
 } sink;
 
 static int sink_put(run *s, const sink *k, const vae_chunk *o, int first) {
@@ -372,13 +334,15 @@ static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span 
     const int whole = h == st->h && w == st->w && st->dev;
     void *buf = whole ? NULL : r->be->v->alloc(r->be, (size_t)h * w * px_bytes(r, st->c));
     if (!whole && !buf)
-        return vae_fail(VAE_ENOMEM, "out of %s memory for a tile of %dx%dx%d", r->be->v->name, h,
-                        w, st->c);
+        return vae_fail(VAE_ENOMEM, "out of %s memory for a tile of %dx%dx%d", r->be->v->name, h, w,
+                        st->c);
     int rc = VAE_OK, fo = 0;
     for (int f = 0; rc == VAE_OK && f < st->t; f++) {
         vae_chunk in = {buf, 1, h, w, st->c}, o;
-        if (whole) in.data = (char *)st->dev + (size_t)f * h * w * px_bytes(r, st->c);
-        else rc = store_get(s, st, f, y, x, buf);
+        if (whole)
+            in.data = (char *)st->dev + (size_t)f * h * w * px_bytes(r, st->c);
+        else
+            rc = store_get(s, st, f, y, x, buf);
         if (rc == VAE_OK) rc = vae_exec_step(q->e, &in, &o);
         if (rc == VAE_OK) rc = sink_put(s, k, &o, fo);
         fo += o.t;
@@ -389,7 +353,8 @@ static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span 
     return rc;
 }
 
-/* ---- plans ------------------------------------------------------------------------------------ */
+/* ---- plans ------------------------------------------------------------------------------------
+ */
 static const vae_span span0 = {0, 0};
 
 static int set_trims(rpart *q, const vae_plan_tile *t) {
@@ -444,15 +409,10 @@ static int run_tiled(run *s) {
 
 static int run_blend(run *s) {
     const vae_plan *pl = s->plan;
-    const int W = pl->w_out, H = pl->h_out;
     int rc = VAE_OK;
     for (int i = 0; rc == VAE_OK && i < pl->n_tiles; i++) {
         const vae_plan_tile *t = &pl->tiles[i];
         s->tile = t;
-        for (int yy = t->out_y.lo; yy < t->out_y.hi; yy++)
-            for (int xx = t->out_x.lo; xx < t->out_x.hi; xx++)
-                s->wsum[(size_t)yy * W + xx] += ramp(yy, t->out_y, H, pl->blend_overlap) *
-                                                ramp(xx, t->out_x, W, pl->blend_overlap);
         sink k = {NULL, t->out_y, t->out_x, t->own_y, t->own_x};
         rc = stream_input(s, &s->r->part[1], t->in_y, t->in_x, &k);
     }
@@ -461,30 +421,27 @@ static int run_blend(run *s) {
 
 int vae_runner_run(vae_runner *r, const vae_plan *plan, vae_read_fn read, void *read_user,
                    vae_frames_fn emit, void *emit_user, int *emitted) {
-    run s = {.r = r, .plan = plan, .read = read, .read_user = read_user, .emit = emit,
+    run s = {.r = r,
+             .plan = plan,
+             .read = read,
+             .read_user = read_user,
+             .emit = emit,
              .emit_user = emit_user};
     int rc = runner_prepare(r, plan);
-    const size_t out_vals = (size_t)plan->c_out * plan->t_out * plan->h_out * plan->w_out;
-    const int assemble = plan->kind == VAE_PLAN_BLEND ||
-                         (plan->kind == VAE_PLAN_TILED && !r->part[2].present);
-    if (rc == VAE_OK && assemble) {
-        s.out = vae_calloc(out_vals, sizeof *s.out);
-        if (plan->kind == VAE_PLAN_BLEND)
-            s.wsum = vae_calloc((size_t)plan->h_out * plan->w_out, sizeof *s.wsum);
-        if (!s.out || (plan->kind == VAE_PLAN_BLEND && !s.wsum))
-            rc = vae_fail(VAE_ENOMEM, "out of host memory for the output (%.2f GiB)",
-                          (double)out_vals * 4 / (1 << 30));
-    }
+    const int assemble =
+        plan->kind == VAE_PLAN_BLEND || (plan->kind == VAE_PLAN_TILED && !r->part[2].present);
+    if (rc == VAE_OK && assemble)
+        rc = vae_assembly_open(&s.out, plan, (int64_t)r->set.exec_host_mb << 20);
     if (rc == VAE_OK)
-        rc = plan->kind == VAE_PLAN_WHOLE ? run_whole(&s)
-             : plan->kind == VAE_PLAN_TILED ? run_tiled(&s) : run_blend(&s);
-    if (rc == VAE_OK && assemble) rc = emit_assembled(&s);
+        rc = plan->kind == VAE_PLAN_WHOLE   ? run_whole(&s)
+             : plan->kind == VAE_PLAN_TILED ? run_tiled(&s)
+                                            : run_blend(&s);
+    if (rc == VAE_OK && assemble) rc = vae_assembly_emit(s.out, emit, emit_user, &s.emitted);
     if (rc && s.q_pending) { /* nothing may stay in flight into a host buffer */
         s.q_pending = 0;
         r->be->v->download_wait(r->be, s.q_host);
     }
-    vae_free(s.out);
-    vae_free(s.wsum);
+    vae_assembly_free(s.out);
     *emitted = s.emitted;
     return rc;
 }

@@ -26,7 +26,15 @@ static const setting table[] = {
     {VAE_PARAM_EXEC_GRAPH, "VAE_EXEC_GRAPH", OFF(exec_graph), 0, 1, 0, 1, {0}},
     {VAE_PARAM_EXEC_CHECK, "VAE_EXEC_CHECK", OFF(exec_check), 0, 0, 0, 1, {0}},
     {VAE_PARAM_EXEC_FRAMES, "VAE_EXEC_FRAMES", OFF(exec_frames), 0, 1, 0, 1, {0}},
-    {VAE_PARAM_CUDA_SCRATCH_MB, "VAE_CUDA_SCRATCH_MB", OFF(cuda_scratch_mb), 0, 256, 1, 1 << 20, {0}},
+    {VAE_PARAM_EXEC_HOST_MB, "VAE_EXEC_HOST_MB", OFF(exec_host_mb), 0, 2048, 0, 1 << 24, {0}},
+    {VAE_PARAM_CUDA_SCRATCH_MB,
+     "VAE_CUDA_SCRATCH_MB",
+     OFF(cuda_scratch_mb),
+     0,
+     256,
+     1,
+     1 << 20,
+     {0}},
     {VAE_PARAM_CUDA_PROFILE, "VAE_CUDA_PROFILE", OFF(cuda_profile), 0, 0, 0, 2, {0}},
     {VAE_PARAM_CUDA_CONV, "VAE_CUDA_CONV", OFF(cuda_conv), 0, 0, 0, 2, {"auto", "gemm", "cudnn"}},
     {VAE_PARAM_CUDA_CONV3D, "VAE_CUDA_CONV3D", OFF(cuda_conv3d), 0, 1, 0, 1, {0}},
@@ -69,7 +77,8 @@ static int64_t get(const vae_settings *s, const setting *t) {
 
 void vae_settings_default(vae_settings *s) {
     memset(s, 0, sizeof *s);
-    for (int i = 0; i < N_SETTINGS; i++) put(s, &table[i], table[i].def);
+    for (int i = 0; i < N_SETTINGS; i++)
+        put(s, &table[i], table[i].def);
 }
 
 int vae_param_check(vae_param p, int64_t value) {
@@ -135,8 +144,7 @@ void vae_settings_describe(const vae_settings *s, char *buf, size_t len) {
     for (int i = 0; i < N_SETTINGS && n < len; i++) {
         const setting *t = &table[i];
         const char *name = t->env ? t->env + 4 : "CUDA_TUNE_SEED"; /* without "VAE_" */
-        int k = snprintf(buf + n, len - n, "%s%s=%lld", i ? " " : "", name,
-                         (long long)get(s, t));
+        int k = snprintf(buf + n, len - n, "%s%s=%lld", i ? " " : "", name, (long long)get(s, t));
         if (k < 0) break;
         n += (size_t)k;
     }

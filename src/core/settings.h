@@ -15,24 +15,26 @@
 
 typedef struct vae_settings {
     /* executor */
-    int exec_contig; /* VAE_EXEC_CONTIG: temporal convs read a contiguous window (1) */
-    int exec_graph;  /* VAE_EXEC_GRAPH: steady-state steps recorded as backend graphs (1) */
-    int exec_check;  /* VAE_EXEC_CHECK: every op's output read back, must be finite (0) */
-    int exec_frames; /* VAE_EXEC_FRAMES: frame-granular streaming after temporal upsampling (1) */
+    int exec_contig;  /* VAE_EXEC_CONTIG: temporal convs read a contiguous window (1) */
+    int exec_graph;   /* VAE_EXEC_GRAPH: steady-state steps recorded as backend graphs (1) */
+    int exec_check;   /* VAE_EXEC_CHECK: every op's output read back, must be finite (0) */
+    int exec_frames;  /* VAE_EXEC_FRAMES: frame-granular streaming after temporal upsampling (1) */
+    int exec_host_mb; /* VAE_EXEC_HOST_MB: tiled output held in memory up to this, else in a
+                       * temporary file (2048) */
     /* CUDA backend */
-    int cuda_scratch_mb; /* VAE_CUDA_SCRATCH_MB: blocking target of the scratch area (256) */
-    int cuda_profile;    /* VAE_CUDA_PROFILE: 1 per category, 2 per op (0) */
-    int cuda_conv;       /* VAE_CUDA_CONV: 0 tuned, 1 gemm only, 2 cudnn only */
-    int cuda_conv3d;     /* VAE_CUDA_CONV3D: 3-D cuDNN convs over contiguous windows (1) */
-    int cuda_fuse;       /* VAE_CUDA_FUSE: fused norm/activation passes in 16-bit (1) */
-    int cuda_poison;     /* VAE_CUDA_POISON: every block handed out is filled with NaN (0) */
-    int cuda_tune;       /* VAE_CUDA_TUNE: 1 time the conv paths, 0 take the first (1) */
+    int cuda_scratch_mb;     /* VAE_CUDA_SCRATCH_MB: blocking target of the scratch area (256) */
+    int cuda_profile;        /* VAE_CUDA_PROFILE: 1 per category, 2 per op (0) */
+    int cuda_conv;           /* VAE_CUDA_CONV: 0 tuned, 1 gemm only, 2 cudnn only */
+    int cuda_conv3d;         /* VAE_CUDA_CONV3D: 3-D cuDNN convs over contiguous windows (1) */
+    int cuda_fuse;           /* VAE_CUDA_FUSE: fused norm/activation passes in 16-bit (1) */
+    int cuda_poison;         /* VAE_CUDA_POISON: every block handed out is filled with NaN (0) */
+    int cuda_tune;           /* VAE_CUDA_TUNE: 1 time the conv paths, 0 take the first (1) */
     uint64_t cuda_tune_seed; /* VAE_CUDA_TUNE=seed:N: paths chosen by hash (0 = timing) */
-    int cuda_pw_gemm;    /* VAE_CUDA_PW=gemm: pointwise convs on cuBLAS only (0) */
-    int cuda_phase;      /* VAE_CUDA_PHASE: upsample convs as four phase convs (1) */
-    int cuda_pad3d;      /* VAE_CUDA_PAD3D: channel-padded 3-D windows (1) */
-    int cuda_cpad;       /* VAE_CUDA_CPAD: channel-padded 2-D gathers (1) */
-    int cuda_kpad;       /* VAE_CUDA_KPAD: filter-padded small convs (1) */
+    int cuda_pw_gemm;        /* VAE_CUDA_PW=gemm: pointwise convs on cuBLAS only (0) */
+    int cuda_phase;          /* VAE_CUDA_PHASE: upsample convs as four phase convs (1) */
+    int cuda_pad3d;          /* VAE_CUDA_PAD3D: channel-padded 3-D windows (1) */
+    int cuda_cpad;           /* VAE_CUDA_CPAD: channel-padded 2-D gathers (1) */
+    int cuda_kpad;           /* VAE_CUDA_KPAD: filter-padded small convs (1) */
 } vae_settings;
 
 void vae_settings_default(vae_settings *s);

@@ -1,0 +1,25 @@
+/* assemble.h -- the output of tiled and blended plans, put together on the host (internal).
+ *
+ * Used by the runner: a tile's downloaded output rows go in (its own part, or its weighted part
+ * for blends), whole frames come out in order once every tile has run.
+ */
+#ifndef VAE_ASSEMBLE_H
+#define VAE_ASSEMBLE_H
+
+#include <stdint.h>
+
+#include "plan.h"
+
+typedef struct vae_assembly vae_assembly;
+
+/* In memory when the output takes at most max_host_bytes, else in a temporary file. */
+int vae_assembly_open(vae_assembly **a, const vae_plan *plan, int64_t max_host_bytes);
+void vae_assembly_free(vae_assembly *a);
+/* Frames [first, first+n) of tile `tile`'s output, planar float32 [c][n][h][w] over its out
+ * rows/columns. */
+int vae_assembly_put(vae_assembly *a, int tile, const float *frames, int first, int n, int c, int h,
+                     int w);
+/* Every frame to emit in order (one frame a call); *emitted counts them. */
+int vae_assembly_emit(vae_assembly *a, vae_frames_fn emit, void *user, int *emitted);
+
+#endif
