@@ -21,20 +21,14 @@ typedef struct setting {
 } setting;
 
 #define OFF(f) offsetof(vae_settings, f)
+/* clang-format off */
 static const setting table[] = {
     {VAE_PARAM_EXEC_CONTIG, "VAE_EXEC_CONTIG", OFF(exec_contig), 0, 1, 0, 1, {0}},
     {VAE_PARAM_EXEC_GRAPH, "VAE_EXEC_GRAPH", OFF(exec_graph), 0, 1, 0, 1, {0}},
     {VAE_PARAM_EXEC_CHECK, "VAE_EXEC_CHECK", OFF(exec_check), 0, 0, 0, 1, {0}},
     {VAE_PARAM_EXEC_FRAMES, "VAE_EXEC_FRAMES", OFF(exec_frames), 0, 1, 0, 1, {0}},
     {VAE_PARAM_EXEC_HOST_MB, "VAE_EXEC_HOST_MB", OFF(exec_host_mb), 0, 2048, 0, 1 << 24, {0}},
-    {VAE_PARAM_CUDA_SCRATCH_MB,
-     "VAE_CUDA_SCRATCH_MB",
-     OFF(cuda_scratch_mb),
-     0,
-     256,
-     1,
-     1 << 20,
-     {0}},
+    {VAE_PARAM_CUDA_SCRATCH_MB, "VAE_CUDA_SCRATCH_MB", OFF(cuda_scratch_mb), 0, 256, 1, 1 << 20, {0}},
     {VAE_PARAM_CUDA_PROFILE, "VAE_CUDA_PROFILE", OFF(cuda_profile), 0, 0, 0, 2, {0}},
     {VAE_PARAM_CUDA_CONV, "VAE_CUDA_CONV", OFF(cuda_conv), 0, 0, 0, 2, {"auto", "gemm", "cudnn"}},
     {VAE_PARAM_CUDA_CONV3D, "VAE_CUDA_CONV3D", OFF(cuda_conv3d), 0, 1, 0, 1, {0}},
@@ -48,6 +42,7 @@ static const setting table[] = {
     {VAE_PARAM_CUDA_CPAD, "VAE_CUDA_CPAD", OFF(cuda_cpad), 0, 1, 0, 1, {0}},
     {VAE_PARAM_CUDA_KPAD, "VAE_CUDA_KPAD", OFF(cuda_kpad), 0, 1, 0, 1, {0}},
 };
+/* clang-format on */
 #undef OFF
 enum { N_SETTINGS = sizeof table / sizeof table[0] };
 _Static_assert((int)N_SETTINGS == (int)VAE_PARAM_COUNT, "one settings row per VAE_PARAM_*");
