@@ -5,12 +5,13 @@
  * chunk, a tile's crop, the stores) is allocated before that stream's first step and released
  * after its last; only the executor itself allocates in between.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "runner.h"
 
-#include <math.h>
+#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "assemble.h"
 #include "core.h"
@@ -202,9 +203,32 @@ static int take_output(run *s, const float *fr, int first, int n, int c, int h, 
  */
 typedef struct store {
     void *dev;   /* [t][h][w][c] in the backend's dtype, or NULL: */
-    float *host; /* the same as float32 on the host */
+    float *host; /* the same as float32 on the host, or one frame of it when: */
+    FILE *file;  /* (above VAE_EXEC_HOST_MB) it is kept in a temporary file */
     int t, h, w, c;
 } store;
+
+/* Frame f of a host store: in memory, or read from its file into the one-frame buffer. */
+static float *store_frame(const store *st, int f, int load) {
+    const size_t n = (size_t)st->h * st->w * st->c;
+    if (!st->file) return st->host + (size_t)f * n;
+    if (load && pread(fileno(st->file), st->host, n * sizeof(float), (off_t)(f * n * sizeof(float))) !=
+                    (ssize_t)(n * sizeof(float))) {
+        vae_fail(VAE_EIO, "temporary store file: cannot read frame %d", f);
+        return NULL;
+    }
+    return st->host;
+}
+
+/* After frame f of a file-backed store was changed: written back. */
+static int store_frame_done(const store *st, int f) {
+    const size_t n = (size_t)st->h * st->w * st->c;
+    if (!st->file ||
+        pwrite(fileno(st->file), st->host, n * sizeof(float), (off_t)(f * n * sizeof(float))) ==
+            (ssize_t)(n * sizeof(float)))
+        return VAE_OK;
+    return vae_fail(VAE_EIO, "temporary store file: cannot write frame %d", f);
+}
 
 static size_t px_bytes(const vae_runner *r, int c) {
     return (size_t)c * r->be->elem_size;
@@ -222,13 +246,22 @@ static int store_open(run *s, store *st, int k) {
                             s->r->be->v->name, st->t, st->h, st->w, st->c);
         return VAE_OK;
     }
-    st->host = vae_malloc(vals * sizeof(float));
-    return st->host ? VAE_OK
-                    : vae_fail(VAE_ENOMEM, "out of host memory for a store of %d frames", st->t);
+    const size_t frame = (size_t)st->h * st->w * st->c;
+    const int spill = vals * sizeof(float) > ((size_t)s->r->set.exec_host_mb << 20);
+    st->host = vae_calloc(spill ? frame : vals, sizeof(float));
+    if (!st->host)
+        return vae_fail(VAE_ENOMEM, "out of host memory for a store of %d frames", st->t);
+    /* a sparse file of the whole size: frames not written yet read as zeros */
+    if (spill && (!(st->file = tmpfile()) ||
+                  ftruncate(fileno(st->file), (off_t)(vals * sizeof(float))) != 0))
+        return vae_fail(VAE_EIO, "cannot create a temporary file for a store of %d frames: %s",
+                        st->t, strerror(errno));
+    return VAE_OK;
 }
 
 static void store_close(run *s, store *st) {
     if (st->dev) s->r->be->v->release(s->r->be, st->dev);
+    if (st->file) fclose(st->file);
     vae_free(st->host);
     memset(st, 0, sizeof *st);
 }
@@ -259,11 +292,16 @@ static int store_put(run *s, store *st, const vae_chunk *o, int first, vae_span 
     const size_t vals = (size_t)o->t * o->h * o->w * o->c;
     int rc = grow(&r->cl, &r->cl_cap, vals);
     if (rc == VAE_OK) rc = be->v->download(be, r->cl, o->data, vals);
-    for (int j = 0; rc == VAE_OK && j < o->t; j++)
+    const int whole = rows == st->h && cols == st->w;
+    for (int j = 0; rc == VAE_OK && j < o->t; j++) {
+        float *fr = store_frame(st, first + j, !whole);
+        if (!fr) return VAE_EIO;
         for (int yy = own_y.lo; yy < own_y.hi; yy++)
-            memcpy(st->host + (((size_t)(first + j) * st->h + yy) * st->w + own_x.lo) * st->c,
+            memcpy(fr + ((size_t)yy * st->w + own_x.lo) * st->c,
                    r->cl + (((size_t)j * o->h + yy - out_y.lo) * o->w + own_x.lo - out_x.lo) * o->c,
                    (size_t)cols * o->c * sizeof(float));
+        rc = store_frame_done(st, first + j);
+    }
     return rc;
 }
 
@@ -279,10 +317,10 @@ static int store_get(run *s, const store *st, int f, vae_span y, vae_span x, voi
                                  (((size_t)f * st->h + y.lo) * st->w + x.lo) * px,
                              (size_t)st->w * px, (size_t)cols * px, (size_t)rows);
     const size_t vals = (size_t)rows * cols * st->c;
-    int rc = grow(&r->cl, &r->cl_cap, vals);
+    const float *fr = store_frame(st, f, 1);
+    int rc = fr ? grow(&r->cl, &r->cl_cap, vals) : VAE_EIO;
     for (int yy = 0; rc == VAE_OK && yy < rows; yy++)
-        memcpy(r->cl + (size_t)yy * cols * st->c,
-               st->host + (((size_t)f * st->h + y.lo + yy) * st->w + x.lo) * st->c,
+        memcpy(r->cl + (size_t)yy * cols * st->c, fr + ((size_t)(y.lo + yy) * st->w + x.lo) * st->c,
                (size_t)cols * st->c * sizeof(float));
     return rc ? rc : be->v->upload(be, dst, r->cl, vals);
 }
