@@ -286,20 +286,26 @@ static int session_run(vae_session *s, int encode, const vae_tensor *in, vae_fra
     return rc;
 }
 
+/* The geometry of an input shape (no data) for direction `encode` of model m. */
+static int shape_geom(const vae_model *m, int encode, const int64_t *shape, int ndim, geom *g) {
+    const vae_program *p = encode ? &m->enc : &m->dec;
+    if (p->n_ops == 0)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: this checkpoint has no %s", m->path,
+                        encode ? "encoder" : "decoder");
+    if (ndim < 0 || ndim > 8) return vae_fail(VAE_ESHAPE, "bad rank %d", ndim);
+    vae_tensor probe = {.ndim = ndim, .dtype = VAE_DTYPE_F32, .data = (void *)1};
+    memcpy(probe.shape, shape, (size_t)ndim * sizeof *shape);
+    return tensor_geom(&probe, encode ? "encode input video" : "decode input latent",
+                       p->in_channels, g);
+}
+
 int vae_session_plan(vae_session *s, int encode, const int64_t *shape, int ndim,
                      vae_plan_info *info) {
     vae_error_clear();
     if (!s || !shape || !info) return vae_fail(VAE_EINVAL, "vae_session_plan: NULL argument");
     memset(info, 0, sizeof *info);
-    const vae_program *p = encode ? &s->model->enc : &s->model->dec;
-    if (p->n_ops == 0) return vae_fail(VAE_EUNSUPPORTED, "this checkpoint has no %s",
-                                       encode ? "encoder" : "decoder");
-    if (ndim < 0 || ndim > 8) return vae_fail(VAE_ESHAPE, "bad rank %d", ndim);
-    vae_tensor probe = {.ndim = ndim, .dtype = VAE_DTYPE_F32, .data = (void *)1};
-    memcpy(probe.shape, shape, (size_t)ndim * sizeof *shape);
     geom g;
-    int rc = tensor_geom(&probe, encode ? "encode input video" : "decode input latent",
-                         p->in_channels, &g);
+    int rc = shape_geom(s->model, encode, shape, ndim, &g);
     vae_plan plan;
     if (rc == VAE_OK) rc = session_plan(s, encode, &g, &plan);
     if (rc && rc != VAE_ENOMEM) return rc;
@@ -385,15 +391,8 @@ static int dry_run(const vae_model *m, int encode, const int64_t *in_shape, int 
                    int64_t *out_shape, int *out_ndim, double *macs) {
     if (!m || !in_shape) return vae_fail(VAE_EINVAL, "NULL argument");
     const vae_program *p = encode ? &m->enc : &m->dec;
-    if (p->n_ops == 0)
-        return vae_fail(VAE_EUNSUPPORTED, "%s: this checkpoint has no %s", m->path,
-                        encode ? "encoder" : "decoder");
-    if (in_ndim < 0 || in_ndim > 8) return vae_fail(VAE_ESHAPE, "bad rank %d", in_ndim);
-    vae_tensor probe = {.ndim = in_ndim, .dtype = VAE_DTYPE_F32, .data = (void *)1};
-    memcpy(probe.shape, in_shape, (size_t)in_ndim * sizeof *in_shape);
     geom g;
-    int rc = tensor_geom(&probe, encode ? "encode input video" : "decode input latent",
-                         p->in_channels, &g);
+    int rc = shape_geom(m, encode, in_shape, in_ndim, &g);
     if (rc) return rc;
     int t_out = 0, h = 0, w = 0, c = p->out_channels;
     if ((rc = vae_plan_walk(p, frames_used(p, g.t), g.h, g.w, &t_out, &h, &w, macs))) return rc;

@@ -35,6 +35,8 @@ char *vae_strdup(const char *s);
 void vae_alloc_fail_after(long n);
 
 int64_t vae_shape_numel(const int64_t *shape, int ndim);
+/* Greatest common divisor of two non-negative ints (gcd(a, 0) = a). */
+int vae_gcd(int a, int b);
 /* Seconds on a monotonic clock (for logged timings). */
 double vae_seconds(void);
 /* "[1,16,3,4,6]" into buf. */

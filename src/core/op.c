@@ -136,18 +136,9 @@ vae_span vae_op_in_span(const vae_op *op, int axis, vae_span out, int n_in) {
     return (vae_span){floor_div(lo, r.u), floor_div(hi - 1, r.u) + 1};
 }
 
-static int gcd(int a, int b) {
-    while (b) {
-        int t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 int vae_op_align(const vae_op *op, int axis) {
     axis_rule r = axis_of(op, axis);
-    return r.s / gcd(r.u, r.s);
+    return r.s / vae_gcd(r.u, r.s);
 }
 
 int vae_op_map_crop(const vae_op *op, int axis, int n, vae_span crop, vae_span valid,

@@ -8,8 +8,6 @@
  * (held until the next step). Frees happen at the last consumer, as in the executor. The peak of
  * the running total is the part's peak. Sizes go through the backend's allocator rounding.
  */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"

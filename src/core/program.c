@@ -165,23 +165,14 @@ static int walk_level(const vae_program *p, const vae_loops *l, int k, vae_op_cl
         return VAE_OK;
     }
     const int *cv = l->cross + l->cross_at[k], nc = l->cross_at[k + 1] - l->cross_at[k];
-    const int t = tv[cv[0]];
-    if (l->whole[k]) {
-        if (fn) fn(user, VAE_WALK_FRAME, k, NULL, tv);
-        int rc = walk_level(p, l, k + 1, clk, tv, fn, user, t_out);
-        if (rc) return rc;
-        if (fn) fn(user, VAE_WALK_FRAME_END, k, NULL, tv);
-        if (fn) fn(user, VAE_WALK_LOOP_END, k, NULL, tv);
-        return VAE_OK;
-    }
-    for (int j = 1; j < nc; j++)
+    const int t = tv[cv[0]], whole = l->whole[k];
+    for (int j = 1; j < nc && !whole; j++)
         if (tv[cv[j]] != t)
             return vae_fail(VAE_EINVAL,
-                            "a frame loop at op %d (%s) would cut values of %d and %d "
-                            "frames",
+                            "a frame loop at op %d (%s) would cut values of %d and %d frames",
                             l->at[k], p->ops[l->at[k]].name, t, tv[cv[j]]);
-    for (int f = 0; f < t; f++) {
-        for (int j = 0; j < nc; j++)
+    for (int f = 0; f < (whole ? 1 : t); f++) { /* a whole loop passes the chunk on once */
+        for (int j = 0; j < nc && !whole; j++)
             tv[cv[j]] = 1;
         if (fn) fn(user, VAE_WALK_FRAME, k, NULL, tv);
         int rc = walk_level(p, l, k + 1, clk, tv, fn, user, t_out);

@@ -534,15 +534,6 @@ static int dim_at(const vae_store_tensor *t, int i) {
     return (int)t->shape[i];
 }
 
-static int gcd(int a, int b) {
-    while (b) {
-        int t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 /* One side's levels: widths (out channels of each level), temporal flags, resample presence. */
 typedef struct side_info {
     int present;
@@ -720,7 +711,7 @@ int wan_config_from_store(vae_config *cfg, const vae_store *s, const char *prefi
         } else {
             int D = d.first;
             for (int i = 0; i < n; i++)
-                D = gcd(D, d.width[i]);
+                D = vae_gcd(D, d.width[i]);
             w->dec_dim = D;
             w->dim = is22 ? 0 : D;
             w->z_dim = d.zc;
