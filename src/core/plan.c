@@ -88,8 +88,7 @@ static int part_make(planner *pl, part *q, int from, int to, int first, int chun
     return rc;
 }
 
-static int part_steps(const planner *pl, const part *q, int t_in) {
-    (void)pl;
+static int part_steps(const part *q, int t_in) {
     if (t_in <= 0) return 0;
     return t_in <= q->first ? 1 : 1 + (t_in - q->first + q->chunk - 1) / q->chunk;
 }
@@ -98,7 +97,7 @@ static int part_steps(const planner *pl, const part *q, int t_in) {
 static int64_t part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
                         const vae_plan_trim *trims, int n_trims, int64_t *scratch) {
     if (!q->present) return 0;
-    int steps = part_steps(pl, q, t_in);
+    int steps = part_steps(q, t_in);
     if (steps > 8) steps = 8; /* caches are full and the step is steady well before */
     int64_t need = 0;
     const int64_t m = vae_plan_mem_part(&q->prog, &q->loops[pl->fr], vh, vw, pl->rq, q->first,
@@ -247,7 +246,6 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         const int mc = pa->first > pa->chunk ? pa->first : pa->chunk;
         phase_a = rounded(pl, frames_bytes(pl, pa, 0, mc, rq->h, rq->w)) +
                   part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0, &scratch);
-        macs += 0; /* A's work is counted below from the untiled walk */
     }
     if (!blend && pc->present) {
         store_b =
@@ -286,7 +284,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     return VAE_OK;
 }
 
-static void fill_tiles(const planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
+static void fill_tiles(const part *b, const axis_tiles *ay, const axis_tiles *ax,
                        vae_plan *plan) {
     int k = 0;
     for (int iy = 0; iy < ay->n; iy++)
@@ -298,7 +296,6 @@ static void fill_tiles(const planner *pl, const part *b, const axis_tiles *ay, c
             t->n_trims = tile_trims(b, ay, iy, ax, ix, t->trims);
         }
     plan->tiles_y = ay->n, plan->tiles_x = ax->n, plan->n_tiles = k;
-    (void)pl;
 }
 
 /* Tiles of B as spans sy x sx (owned output spans, or BLEND input crops); fills plan when given. */
@@ -317,7 +314,7 @@ static int try_spans(planner *pl, const part *b, const vae_span *sy, int ny, con
         if (!plan->tiles)
             rc = vae_fail(VAE_ENOMEM, "out of memory planning tiles");
         else
-            fill_tiles(pl, b, ay, ax, plan);
+            fill_tiles(b, ay, ax, plan);
     }
     if (ay) axis_tiles_free(ay);
     if (ax) axis_tiles_free(ax);

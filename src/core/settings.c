@@ -46,6 +46,7 @@ static const setting table[] = {
 #undef OFF
 enum { N_SETTINGS = sizeof table / sizeof table[0] };
 _Static_assert((int)N_SETTINGS == (int)VAE_PARAM_COUNT, "one settings row per VAE_PARAM_*");
+_Static_assert((int)VAE_PARAM_COUNT <= 32, "vae_session_options.params has 32 slots");
 
 static void put(vae_settings *s, const setting *t, int64_t v) {
     char *p = (char *)s + t->offset;
