@@ -298,8 +298,8 @@ wan2.1 --op decode --frames 81 --size 480x832|"
         env $envs timeout 120 build-gpu/vae -v bench $w --dtype bf16 --device cuda --warmup 1 \
             --runs "${RUNS:-2}" >>"$OUT/bench.log" 2>&1
         say "A/B [$envs] $w: rc $? $(grep BENCH "$OUT/bench.log" | tail -1 | sed 's/.*median_s/median_s/' | cut -c1-120)"
-        # host time queueing vs waiting (last run), memory and graph launches
-        grep -E "frames out in" "$OUT/bench.log" | tail -1 | cut -c1-200 >>"$SUMMARY"
+        # the last run's wall time and peak, memory and graph launches
+        grep -E "(de|en)code: done in" "$OUT/bench.log" | tail -1 | cut -c1-200 >>"$SUMMARY"
         grep -E "conv blocks" "$OUT/bench.log" | tail -1 | sed 's/.*GEMM, //' >>"$SUMMARY"
     done
 fi

@@ -239,10 +239,13 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             if (m > mem_b) mem_b = m;
         }
     const part *pa = &pl->pa, *pc = &pl->pc;
-    int64_t store_a = 0, store_b = 0, phase_a = 0, phase_c = 0;
+    /* the stores hold the whole video on the device when that fits, else one frame is staged
+     * there and the rest lives on the host */
+    int64_t store_a = 0, store_b = 0, frame_a = 0, frame_b = 0, phase_a = 0, phase_c = 0;
     if (!blend && pa->present) {
         const int v = pa->prog.output;
         store_a = rounded(pl, frames_bytes(pl, pa, v, part_in_frames(pl, b), pa->vh[v], pa->vw[v]));
+        frame_a = rounded(pl, frames_bytes(pl, pa, v, 1, pa->vh[v], pa->vw[v]));
         const int mc = pa->first > pa->chunk ? pa->first : pa->chunk;
         phase_a = rounded(pl, frames_bytes(pl, pa, 0, mc, rq->h, rq->w)) +
                   part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0, &scratch);
@@ -250,21 +253,12 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     if (!blend && pc->present) {
         store_b =
             rounded(pl, frames_bytes(pl, pc, 0, part_in_frames(pl, pc), pc->vh[0], pc->vw[0]));
+        frame_b = rounded(pl, frames_bytes(pl, pc, 0, 1, pc->vh[0], pc->vw[0]));
         phase_c = part_mem(pl, pc, pc->vh, pc->vw, part_in_frames(pl, pc), NULL, 0, &scratch);
     }
-    /* the stores live on the device when that fits, else on the host (one frame staged) */
     c->store_host[0] = c->store_host[1] = 0;
     for (int host = 0; host < 2; host++) {
-        int64_t sa =
-            host ? (store_a
-                        ? rounded(pl, store_a / (part_in_frames(pl, b) ? part_in_frames(pl, b) : 1))
-                        : 0)
-                 : store_a;
-        int64_t sb =
-            host ? (store_b ? rounded(pl, store_b /
-                                              (part_in_frames(pl, pc) ? part_in_frames(pl, pc) : 1))
-                            : 0)
-                 : store_b;
+        const int64_t sa = host ? frame_a : store_a, sb = host ? frame_b : store_b;
         int64_t pk = phase_a + sa;
         if (sa + mem_b + sb > pk) pk = sa + mem_b + sb;
         if (sb + phase_c > pk) pk = sb + phase_c;
@@ -277,7 +271,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     }
     /* work outside B: A and C run untiled */
     for (int i = 0; i < pl->p->n_ops; i++)
-        if (blend ? 0 : (i < b->from || i >= b->to))
+        if (!blend && (i < b->from || i >= b->to))
             macs += vae_op_macs(&pl->p->ops[i], (int)pl->op_frames[i], pl->vh[pl->p->ops[i].out],
                                 pl->vw[pl->p->ops[i].out]);
     c->macs = macs;

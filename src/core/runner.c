@@ -356,7 +356,7 @@ static int stream_input(run *s, rpart *q, vae_span y, vae_span x, const sink *k)
         rc = upload_input(s, dev_in, pos, n, y, x);
         if (rc == VAE_OK) rc = vae_exec_step(q->e, &in, &o);
         if (rc == VAE_OK) rc = sink_put(s, k, &o, fo);
-        fo += o.t;
+        if (rc == VAE_OK) fo += o.t;
         pos += n;
     }
     if (rc == VAE_OK) rc = out_flush(s);
@@ -383,7 +383,7 @@ static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span 
             rc = store_get(s, st, f, y, x, buf);
         if (rc == VAE_OK) rc = vae_exec_step(q->e, &in, &o);
         if (rc == VAE_OK) rc = sink_put(s, k, &o, fo);
-        fo += o.t;
+        if (rc == VAE_OK) fo += o.t;
     }
     if (rc == VAE_OK) rc = out_flush(s);
     vae_exec_reset(q->e);
