@@ -22,6 +22,9 @@
 #   --budget    also the memory-budget workloads of the planner issue (vae bench --max-memory,
 #               each beside its untiled run; BUDGET_LIST overrides: 'WORKLOAD|FLAGS;...';
 #               UNTILED=skip leaves the untiled runs out)
+#   --python    also the Python package: pytest python/tests with build-gpu/libvae.so (CUDA
+#               tensors in place; diffusers from the carried .whl folder) and bench/vaec_bench.py
+#               beside `vae bench` of the same workload (Wan2.1 decode 81x480x832, bf16)
 #   --no-ops / --no-fixtures  skip the op tests / the fixture tests
 #   --repeat S  also, for S seconds, the fixture REPEAT_FIXTURE (default wan21_tiny) in
 #               REPEAT_DTYPE (default fp32) over and over, REPEAT_PAR (default 4) processes at
@@ -40,6 +43,7 @@ shift
 DEPS=""
 [ -d build-gpu-deps ] && DEPS=$ROOT/build-gpu-deps
 FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1 REPEAT=0 SANITIZE=0 TILES=0 BUDGET=0
+PYTHON=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --deps) DEPS=$(cd "$2" && pwd); shift ;;
@@ -55,6 +59,7 @@ while [ $# -gt 0 ]; do
     --compare) COMPARE=1 ;;
     --tiles) TILES=1 ;;
     --budget) BUDGET=1 ;;
+    --python) PYTHON=1 ;;
     *) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -269,6 +274,25 @@ if [ $BUDGET = 1 ] && [ -x build-gpu/vae ]; then
             grep "plan:" "$OUT/bench.log" | tail -1 | cut -c1-500 >>"$SUMMARY"
         done
     done
+fi
+if [ $PYTHON = 1 ] && [ -f build-gpu/libvae.so ]; then
+    SITE=/tmp/vaec-site
+    if [ -d .whl ] && [ ! -d $SITE ]; then
+        python3 -m pip install -q --no-index --no-deps --target $SITE .whl/*.whl >>"$OUT/env.log" 2>&1
+    fi
+    export VAEC_LIBRARY=$ROOT/build-gpu/libvae.so VAE_SHARED_DIR=$SHARED
+    export PYTHONPATH=$ROOT/python:$ROOT/python/tests${PYTHONPATH:+:$PYTHONPATH}:$SITE
+    t0=$(date +%s)
+    timeout 500 python3 -m pytest -q -rs python/tests >"$OUT/pytest.log" 2>&1
+    say "pytest python/tests: rc $? in $(($(date +%s) - t0)) s: $(tail -1 "$OUT/pytest.log")"
+    grep -E "^(FAILED|ERROR|SKIPPED)" "$OUT/pytest.log" | head -20 >>"$SUMMARY"
+    echo "=== vae bench wan2.1 decode 81x480x832 (beside vaec)" >>"$OUT/bench.log"
+    timeout 150 build-gpu/vae bench wan2.1 --op decode --frames 81 --size 480x832 --dtype bf16 \
+        --device cuda --warmup 1 --runs "${RUNS:-5}" >>"$OUT/bench.log" 2>&1
+    say "vae bench 480p: rc $? $(grep BENCH "$OUT/bench.log" | tail -1 | sed 's/.*median_s/median_s/' | cut -c1-160)"
+    timeout 300 python3 bench/vaec_bench.py --runs "${RUNS:-5}" >>"$OUT/bench.log" 2>&1
+    say "vaec_bench: rc $?"
+    grep "^VAEC" "$OUT/bench.log" | cut -c1-400 >>"$SUMMARY"
 fi
 if [ $TORCH = 1 ]; then
     for w in wan2.1:decode:81:480x832 wan2.1:decode:81:720x1280 wan2.1:encode:81:480x832 \

@@ -20,14 +20,21 @@
 extern "C" {
 #endif
 
+/* Every public function is exported from libvae.so; everything else in the library is hidden. */
+#if defined(__GNUC__) || defined(__clang__)
+#define VAE_API __attribute__((visibility("default")))
+#else
+#define VAE_API
+#endif
+
 #define VAE_VERSION_MAJOR 0
 #define VAE_VERSION_MINOR 1
 #define VAE_VERSION_PATCH 0
 #define VAE_VERSION_NUMBER (VAE_VERSION_MAJOR * 10000 + VAE_VERSION_MINOR * 100 + VAE_VERSION_PATCH)
 #define VAE_VERSION_STRING "0.1.0"
 
-unsigned vae_version_number(void);
-const char *vae_version_string(void);
+VAE_API unsigned vae_version_number(void);
+VAE_API const char *vae_version_string(void);
 
 /* ---- errors ---------------------------------------------------------------------------------- */
 enum {
@@ -44,15 +51,15 @@ enum {
     VAE_EDEVICE = -10,     /* device (GPU) error */
     VAE_EINTERRUPTED = -11 /* stopped by the user (callback returned non-zero) */
 };
-const char *vae_strerror(int code);
+VAE_API const char *vae_strerror(int code);
 /* Detail message of the last failure of a vae_* call on this thread ("" if none). */
-const char *vae_last_error(void);
+VAE_API const char *vae_last_error(void);
 
 /* ---- logging --------------------------------------------------------------------------------- */
 enum { VAE_LOG_DEBUG = 0, VAE_LOG_INFO = 1, VAE_LOG_WARN = 2, VAE_LOG_ERROR = 3 };
 typedef void (*vae_log_fn)(int level, const char *message, void *user);
 /* Installs the process-wide log sink; messages below min_level are dropped. NULL silences. */
-void vae_set_log_callback(vae_log_fn fn, void *user, int min_level);
+VAE_API void vae_set_log_callback(vae_log_fn fn, void *user, int min_level);
 
 /* ---- tensors --------------------------------------------------------------------------------- */
 typedef enum {
@@ -60,24 +67,34 @@ typedef enum {
     VAE_DTYPE_F16 = 1,
     VAE_DTYPE_BF16 = 2,
 } vae_dtype;
-const char *vae_dtype_name(vae_dtype dtype);
+VAE_API const char *vae_dtype_name(vae_dtype dtype);
 
-/* A dense row-major host tensor borrowed by the library (never freed by it). */
+/* ---- devices (declared here: tensors name the device their data lives on) ------------------ */
+typedef enum { VAE_DEVICE_CPU = 0, VAE_DEVICE_CUDA = 1 } vae_device;
+
+/* A tensor borrowed by the library (never freed by it). Zero-initialised fields give a dense
+ * row-major host tensor, so `vae_tensor t = {.ndim = 5, .shape = {..}, .data = p}` is one.
+ * strides: in elements, PyTorch's meaning (all zero: dense row-major); any non-negative strides
+ * are accepted (torch's non-contiguous views: slices, permutes, channels-last).
+ * device: where data lives; VAE_DEVICE_CUDA tensors (device memory of GPU device_index) are read
+ * and written by a CUDA session on that GPU without any host copy. */
 typedef struct vae_tensor {
     int ndim;
     int64_t shape[8];
     vae_dtype dtype;
     void *data;
+    int64_t strides[8];
+    vae_device device;
+    int device_index;
 } vae_tensor;
 
 /* ---- devices --------------------------------------------------------------------------------- */
-typedef enum { VAE_DEVICE_CPU = 0, VAE_DEVICE_CUDA = 1 } vae_device;
 /* 1 when this build has the backend and it can run here (e.g. a CUDA GPU is present). */
-int vae_device_available(vae_device device);
+VAE_API int vae_device_available(vae_device device);
 /* 1 when this build includes the backend (whether or not a device is present). */
-int vae_device_compiled(vae_device device);
+VAE_API int vae_device_compiled(vae_device device);
 /* Number of devices of this kind usable here (CPU: 1). */
-int vae_device_count(vae_device device);
+VAE_API int vae_device_count(vae_device device);
 
 typedef struct vae_device_info {
     char name[256];
@@ -89,9 +106,9 @@ typedef struct vae_device_info {
     int fp16, bf16, fp32;                /* precisions the backend runs on it */
     char kernels[256];                   /* e.g. "cuDNN convolutions, cuBLAS GEMM, own norms" */
 } vae_device_info;
-int vae_device_get_info(vae_device device, int index, vae_device_info *info);
+VAE_API int vae_device_get_info(vae_device device, int index, vae_device_info *info);
 /* What this build contains: backends, BLAS, CUDA architectures. */
-const char *vae_build_info(void);
+VAE_API const char *vae_build_info(void);
 
 /* ---- models ---------------------------------------------------------------------------------- */
 typedef struct vae_model vae_model;
@@ -105,12 +122,12 @@ typedef struct vae_model_options {
      * shapes cannot tell (e.g. {"norm_num_groups": 8} for SeedVR2); NULL = none. */
     const char *config_json;
 } vae_model_options;
-void vae_model_options_default(vae_model_options *opts);
+VAE_API void vae_model_options_default(vae_model_options *opts);
 
 /* Opens a checkpoint (.safetensors, .pth, .gguf), detects architecture and configuration from
  * tensor names and shapes, and checks that every tensor is present with the right shape. */
-int vae_model_open(vae_model **model, const char *path, const vae_model_options *opts);
-void vae_model_free(vae_model *model);
+VAE_API int vae_model_open(vae_model **model, const char *path, const vae_model_options *opts);
+VAE_API void vae_model_free(vae_model *model);
 
 typedef struct vae_model_info {
     const char *arch;          /* "wan2.1", "wan2.2", "seedvr2", "taesd" */
@@ -128,22 +145,22 @@ typedef struct vae_model_info {
     const char *normalisation; /* human-readable description of the latent normalisation */
 } vae_model_info;
 /* Fills info; the strings stay valid until vae_model_free. */
-int vae_model_get_info(const vae_model *model, vae_model_info *info);
+VAE_API int vae_model_get_info(const vae_model *model, vae_model_info *info);
 
 /* The latent normalisation: diffusion = (raw - mean[c]) / std[c] for c < n (returned count, up
  * to max). Models with raw latents (TAESD) return mean 0, std 1. */
-int vae_model_latent_norm(const vae_model *model, float *mean, float *std, int max);
+VAE_API int vae_model_latent_norm(const vae_model *model, float *mean, float *std, int max);
 
 /* Output shape for an input shape. op: 0 = decode (latent -> video), 1 = encode. */
-int vae_model_output_shape(const vae_model *model, int encode, const int64_t *in_shape, int in_ndim,
+VAE_API int vae_model_output_shape(const vae_model *model, int encode, const int64_t *in_shape, int in_ndim,
                            int64_t *out_shape, int *out_ndim);
 
 /* A model with synthetic weights (the fixtures' rule) built in memory, for benchmarks and tests:
  * arch "wan2.1", "wan2.2" or "seedvr2"; config_json as for vae_synth_checkpoint (NULL = released). */
-int vae_model_synth(vae_model **model, const char *arch, const char *config_json);
+VAE_API int vae_model_synth(vae_model **model, const char *arch, const char *config_json);
 
 /* Floating-point operations (2 per multiply-add) of encoding/decoding an input of this shape. */
-int vae_model_flops(const vae_model *model, int encode, const int64_t *in_shape, int in_ndim,
+VAE_API int vae_model_flops(const vae_model *model, int encode, const int64_t *in_shape, int in_ndim,
                     double *flops);
 
 /* ---- sessions -------------------------------------------------------------------------------- */
@@ -203,14 +220,26 @@ typedef struct vae_session_options {
     /* developer switches: vae_session_options_set */
     int64_t params[32];
     uint64_t params_set; /* bit p: params[p] was set */
+    /* Optional device allocator (CUDA sessions; NULL: cudaMalloc/cudaFree): every block of
+     * device memory the session holds comes from alloc and goes back through free, so that a
+     * host's memory pool (torch's caching allocator) serves and sees it. alloc returns NULL on
+     * failure; stream is the session's CUDA stream (cudaStream_t) the block is used on. The
+     * engine still caches blocks it got until vae_session_trim or vae_session_free. */
+    void *(*dev_alloc)(size_t bytes, int device_index, void *stream, void *user);
+    void (*dev_free)(void *ptr, size_t bytes, int device_index, void *stream, void *user);
+    void *dev_alloc_user;
+    /* Optional with dev_alloc: bytes the host's pool holds free (cached, not given back to the
+     * driver), which the default budget (max_memory 0) counts as available besides the
+     * driver's free memory. */
+    int64_t (*dev_pool_free)(int device_index, void *user);
 } vae_session_options;
-void vae_session_options_default(vae_session_options *opts);
+VAE_API void vae_session_options_default(vae_session_options *opts);
 /* Sets a developer switch; VAE_EINVAL for an unknown parameter or a value out of its range. */
-int vae_session_options_set(vae_session_options *opts, vae_param param, int64_t value);
+VAE_API int vae_session_options_set(vae_session_options *opts, vae_param param, int64_t value);
 
-int vae_session_create(vae_session **session, const vae_model *model,
+VAE_API int vae_session_create(vae_session **session, const vae_model *model,
                        const vae_session_options *opts);
-void vae_session_free(vae_session *session);
+VAE_API void vae_session_free(vae_session *session);
 
 /* Called once per chunk of output frames, in order. frames: float32 [C][n][H][W] for frames
  * first_frame .. first_frame+n-1 of the output (channel-major, like the PyTorch layout with T
@@ -219,16 +248,50 @@ typedef int (*vae_frames_fn)(const float *frames, int first_frame, int n, int ch
                              int width, void *user);
 
 /* Decodes a latent [1,C,T,h,w] (diffusion space; image models also accept [1,C,h,w]). */
-int vae_decode(vae_session *session, const vae_tensor *latent, vae_frames_fn on_frames, void *user);
+VAE_API int vae_decode(vae_session *session, const vae_tensor *latent, vae_frames_fn on_frames, void *user);
 /* Encodes a video [1,3,T,H,W] (image models also accept [1,3,H,W]) to the posterior mean in
  * diffusion space. */
-int vae_encode(vae_session *session, const vae_tensor *video, vae_frames_fn on_frames, void *user);
+VAE_API int vae_encode(vae_session *session, const vae_tensor *video, vae_frames_fn on_frames, void *user);
 
 /* Convenience: runs the whole op and returns a newly allocated float32 tensor (free with
  * vae_tensor_free). The output keeps the input's rank (4-D in, 4-D out). */
-int vae_decode_tensor(vae_session *session, const vae_tensor *latent, vae_tensor *out);
-int vae_encode_tensor(vae_session *session, const vae_tensor *video, vae_tensor *out);
-void vae_tensor_free(vae_tensor *t);
+VAE_API int vae_decode_tensor(vae_session *session, const vae_tensor *latent, vae_tensor *out);
+VAE_API int vae_encode_tensor(vae_session *session, const vae_tensor *video, vae_tensor *out);
+VAE_API void vae_tensor_free(vae_tensor *t);
+
+/* Progress of a call: done of total units of work (input chunks per tile and part); called on
+ * the calling thread between units. Return non-zero to stop (VAE_EINTERRUPTED). */
+typedef int (*vae_progress_fn)(int64_t done, int64_t total, void *user);
+
+typedef struct vae_call_options {
+    /* CUDA sessions: the caller's cudaStream_t (NULL: the legacy default stream). The engine's
+     * work is ordered after everything queued on it before the call, and everything queued on
+     * it after the call runs after the engine's work (the call returns without waiting for the
+     * device), as if the engine had run on that stream (PyTorch's current stream). */
+    void *cuda_stream;
+    vae_progress_fn progress;
+    void *progress_user;
+} vae_call_options;
+VAE_API void vae_call_options_default(vae_call_options *o);
+
+/* Decodes `latent` (diffusion space) into `out`, which the caller allocated with the shape
+ * vae_model_output_shape gives (any dtype, any strides). Input and output may each be host or
+ * device tensors: a CUDA session reads and writes device tensors on its GPU directly (no host
+ * copy; tiles write their part of the output in place). A CPU session takes host tensors only.
+ * On failure the output holds no meaningful values. opts NULL: defaults. */
+VAE_API int vae_decode_into(vae_session *session, const vae_tensor *latent, const vae_tensor *out,
+                            const vae_call_options *opts);
+/* Encodes `video` into `out` (the posterior mean in diffusion space), as vae_decode_into. */
+VAE_API int vae_encode_into(vae_session *session, const vae_tensor *video, const vae_tensor *out,
+                            const vae_call_options *opts);
+
+/* Asks a running call of this session (on another thread) to stop: it returns VAE_EINTERRUPTED
+ * at the next unit of work. Safe from any thread and from signal handlers; a call that starts
+ * after it clears the request. */
+VAE_API void vae_session_cancel(vae_session *session);
+/* Gives the device memory the session cached between calls back (to cudaFree or dev_free);
+ * the next call allocates again. */
+VAE_API int vae_session_trim(vae_session *session);
 
 /* The plan for an input shape under the session's options, before running (a host reserving
  * memory asks it): how frames are tiled and streamed, and the predicted peak. */
@@ -246,25 +309,31 @@ typedef struct vae_plan_info {
     char text[1024];             /* the decision in words (what -v prints) */
 } vae_plan_info;
 /* VAE_ENOMEM (info filled, peak and floor telling what is needed) when nothing fits the budget. */
-int vae_session_plan(vae_session *session, int encode, const int64_t *shape, int ndim,
+VAE_API int vae_session_plan(vae_session *session, int encode, const int64_t *shape, int ndim,
                      vae_plan_info *info);
 
 /* Peak bytes of backend memory held during the session's last encode/decode call (before any:
  * since creation). CUDA: everything the backend held on the device at its worst moment (weights
  * in the session's layouts, activations and caches, scratch, cuDNN workspace). CPU: activations,
  * caches and stores (the weights are the model's, shared by its sessions). */
-int64_t vae_session_peak_bytes(const vae_session *session);
+VAE_API int64_t vae_session_peak_bytes(const vae_session *session);
 
 /* ---- files ----------------------------------------------------------------------------------- */
 /* Reads one tensor from .safetensors/.pth/.gguf/.npy as float32. name NULL = the file must hold
  * exactly one tensor. Free with vae_tensor_free. */
-int vae_tensor_load(const char *path, const char *name, vae_tensor *out);
+VAE_API int vae_tensor_load(const char *path, const char *name, vae_tensor *out);
 /* Writes named float32 tensors to a .safetensors file (temporary name, then rename). */
-int vae_tensor_save(const char *path, const char *const *names, const vae_tensor *tensors, int n);
+VAE_API int vae_tensor_save(const char *path, const char *const *names, const vae_tensor *tensors, int n);
+
+/* Opens a model from named tensors in host memory (e.g. a framework module's state dict) instead
+ * of a file: n tensors, PyTorch key names and shapes, float32/float16/bfloat16 (strides are
+ * honoured). The data is converted when the model is built and not referenced afterwards. */
+VAE_API int vae_model_open_tensors(vae_model **model, const char *const *names,
+                                   const vae_tensor *tensors, int n, const vae_model_options *opts);
 
 /* Writes a checkpoint of arch ("wan2.1", "wan2.2", "seedvr2") with the synthetic-weight rule of the
  * fixtures. config_json: upstream constructor arguments; keys left out take released values. */
-int vae_synth_checkpoint(const char *arch, const char *config_json, const char *path);
+VAE_API int vae_synth_checkpoint(const char *arch, const char *config_json, const char *path);
 
 #ifdef __cplusplus
 }

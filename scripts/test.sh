@@ -10,3 +10,9 @@ bash scripts/build.sh build
 bash scripts/build.sh build-asan -DVAE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVAE_CUDA=OFF
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 1500 \
     -E 'fixture_(wan21_full|wan22_full|seedvr2_full|wan21_small)|gpu_')
+# Python: the package as the README installs it (pip install .: scikit-build-core builds
+# libvae.so), torch (the PyPI wheel, used on the CPU here) and diffusers from PyPI, then pytest on
+# the installed package (python/tests; the ComfyUI tests run inside ComfyUI with COMFYUI_PATH).
+python3 -m pip install -q torch diffusers safetensors pytest tqdm
+python3 -m pip install -q ./
+python3 -m pytest -q -rs python/tests

@@ -31,7 +31,8 @@
 /* The CUDA entry points exist only in builds with the backend: weak, so that this test links (and
  * skips) without it. */
 int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index,
-                            const vae_settings *settings) __attribute__((weak));
+                            const vae_settings *settings, const vae_dev_allocator *alloc)
+    __attribute__((weak));
 int vae_cuda_available(void) __attribute__((weak));
 const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) __attribute__((weak));
 
@@ -612,9 +613,9 @@ static void test_buffers(void) {
 
 static void test_errors(void) {
     vae_backend *be = NULL;
-    int rc = vae_cuda_backend_create(&be, VAE_DTYPE_F32, 999, NULL);
+    int rc = vae_cuda_backend_create(&be, VAE_DTYPE_F32, 999, NULL, NULL);
     check(rc == VAE_EDEVICE && !be, "device 999 -> VAE_EDEVICE (%s)", vae_last_error());
-    rc = vae_cuda_backend_create(&be, (vae_dtype)7, 0, NULL);
+    rc = vae_cuda_backend_create(&be, (vae_dtype)7, 0, NULL, NULL);
     check(rc == VAE_EUNSUPPORTED && !be, "dtype 7 -> VAE_EUNSUPPORTED");
     float w[8 * 8 * 9] = {0};
     vae_op op = vae_op_make(VAE_OP_CONV, 0, 8, 8);
@@ -843,7 +844,7 @@ static int make_gpu(const variant_def *v) {
     vae_session_options_default(&so);
     vae_settings_default(&set);
     int rc = vae_settings_resolve(&set, &so);
-    if (rc == VAE_OK) rc = vae_cuda_backend_create(&gpu, v->dtype, 0, &set);
+    if (rc == VAE_OK) rc = vae_cuda_backend_create(&gpu, v->dtype, 0, &set, NULL);
     if (name[0]) unsetenv(name);
     unsetenv("VAE_CUDA_CONV");
     unsetenv("VAE_CUDA_SCRATCH_MB");

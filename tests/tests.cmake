@@ -93,3 +93,8 @@ if(VAE_CUDA AND EXISTS ${CMAKE_SOURCE_DIR}/tests/test_cuda_ops.c)
   add_test(NAME gpu_ops COMMAND test_cuda_ops)
   set_tests_properties(gpu_ops PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "skipped: no GPU")
 endif()
+
+# the installed library: exported symbols = vae.h's API, pkg-config, a client built against it
+add_test(NAME install COMMAND bash ${CMAKE_SOURCE_DIR}/tests/check_install.sh ${CMAKE_BINARY_DIR}
+         ${CMAKE_SOURCE_DIR} ${VAE_SHARED_DIR})
+set_tests_properties(install PROPERTIES LABELS unit)

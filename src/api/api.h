@@ -2,6 +2,8 @@
 #ifndef VAE_API_H
 #define VAE_API_H
 
+#include <stdatomic.h>
+
 #include "core/backend.h"
 #include "core/plan.h"
 #include "core/runner.h"
@@ -27,6 +29,16 @@ struct vae_session {
     vae_backend *be;
     vae_runner *enc, *dec; /* made on first use */
     int64_t model_error[2]; /* decode, encode: bytes a run held beyond the memory model's plan */
+    atomic_int cancel;      /* vae_session_cancel, from any thread */
 };
+
+/* tensor_view.c: the caller's tensors as [c][t][h][w] views */
+int vae_tensor_view(const vae_tensor *x, const char *what, int channels, vae_io_view *v);
+/* planar float32 [c][n][rows][cols] <- frames [f, f+n), the crop, of a host view; NaN/Inf fail */
+int vae_view_read_host(const vae_io_view *v, const char *what, float *dst, int f, int n, int y0,
+                       int rows, int x0, int cols);
+/* frames [first, first+n) of a host view <- planar float32 whole frames [c][n][h][w] */
+int vae_view_write_host(const vae_io_view *v, const float *frames, int first, int n);
+int vae_view_nan_error(const vae_io_view *v, const char *what, int64_t linear_index);
 
 #endif

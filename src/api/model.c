@@ -117,52 +117,108 @@ static int apply_config_json(vae_config *cfg, const char *text, const char *path
     return rc;
 }
 
-int vae_model_open(vae_model **out, const char *path, const vae_model_options *opts) {
-    vae_error_clear();
-    if (!out || !path) return vae_fail(VAE_EINVAL, "vae_model_open: NULL argument");
-    *out = NULL;
+/* Detects, configures and builds a model from an open store (a file's or the caller's). */
+static int model_from_store(vae_model *m, const vae_store *s, const vae_model_options *opts) {
+    char prefix[128] = "";
+    vae_builder *b = NULL;
+    m->path = vae_strdup(s->path);
+    m->file_dtypes = describe_dtypes(s);
+    int rc = detect(s, opts, &m->cfg.arch, prefix);
+    if (rc) return rc;
+    vae_name_map_fn map = NULL;
+    /* `vae synth` records its configuration: things shapes cannot tell (GroupNorm groups). */
+    const char *meta_arch = vae_store_metadata(s, "vae.arch");
+    const char *meta_cfg = vae_store_metadata(s, "vae.config");
+    if ((rc = m->cfg.arch->config_from_store(&m->cfg, s, prefix, &map))) return rc;
+    if (meta_arch && meta_cfg && strcmp(meta_arch, m->cfg.arch->name) == 0 &&
+        (rc = apply_config_json(&m->cfg, meta_cfg, s->path, "metadata vae.config")))
+        return rc;
+    if (opts->config_json &&
+        (rc = apply_config_json(&m->cfg, opts->config_json, s->path, "the configuration override")))
+        return rc;
+    if ((rc = vae_builder_create_file(&b, s, prefix, map)) == VAE_OK) rc = model_build(m, b);
+    vae_builder_free(b);
+    return rc;
+}
+
+static int model_finish(vae_model **out, vae_model *m, vae_store *s, const vae_model_options *opts) {
     vae_model_options defaults;
     if (!opts) {
         vae_model_options_default(&defaults);
         opts = &defaults;
     }
-    vae_store *s = NULL;
-    int rc = vae_store_open(&s, path);
-    if (rc) return rc;
-    vae_model *m = vae_calloc(1, sizeof *m);
-    vae_builder *b = NULL;
-    char prefix[128] = "";
-    if (!m) {
-        rc = vae_fail(VAE_ENOMEM, "out of memory");
-        goto done;
-    }
-    m->path = vae_strdup(path);
-    m->file_dtypes = describe_dtypes(s);
-    if ((rc = detect(s, opts, &m->cfg.arch, prefix))) goto done;
-    vae_name_map_fn map = NULL;
-    /* `vae synth` records its configuration: things shapes cannot tell (GroupNorm groups). */
-    const char *meta_arch = vae_store_metadata(s, "vae.arch");
-    const char *meta_cfg = vae_store_metadata(s, "vae.config");
-    if ((rc = m->cfg.arch->config_from_store(&m->cfg, s, prefix, &map))) goto done;
-    if (meta_arch && meta_cfg && strcmp(meta_arch, m->cfg.arch->name) == 0 &&
-        (rc = apply_config_json(&m->cfg, meta_cfg, path, "metadata vae.config")))
-        goto done;
-    if (opts->config_json &&
-        (rc = apply_config_json(&m->cfg, opts->config_json, path, "the configuration override")))
-        goto done;
-    if ((rc = vae_builder_create_file(&b, s, prefix, map))) goto done;
-    rc = model_build(m, b);
-done:
-    vae_builder_free(b);
+    int rc = m ? model_from_store(m, s, opts) : vae_fail(VAE_ENOMEM, "out of memory");
     vae_store_free(s);
     if (rc) {
         vae_model_free(m);
         return rc;
     }
-    VAE_INFO("%s: %s, %lld parameters in %d tensors", path, m->cfg.arch->name,
+    VAE_INFO("%s: %s, %lld parameters in %d tensors", m->path, m->cfg.arch->name,
              (long long)m->params, m->tensors);
     *out = m;
     return VAE_OK;
+}
+
+int vae_model_open(vae_model **out, const char *path, const vae_model_options *opts) {
+    vae_error_clear();
+    if (!out || !path) return vae_fail(VAE_EINVAL, "vae_model_open: NULL argument");
+    *out = NULL;
+    vae_store *s = NULL;
+    int rc = vae_store_open(&s, path);
+    return rc ? rc : model_finish(out, vae_calloc(1, sizeof(vae_model)), s, opts);
+}
+
+/* Tensor i of the caller's list into the store: borrowed when dense, else gathered densely. */
+static int store_add_user(vae_store *s, const char *name, const vae_tensor *t) {
+    static const vae_storage_type st[] = {[VAE_DTYPE_F32] = VAE_ST_F32, [VAE_DTYPE_F16] = VAE_ST_F16,
+                                          [VAE_DTYPE_BF16] = VAE_ST_BF16};
+    if (!name || !t || t->ndim < 0 || t->ndim > 8 || (unsigned)t->dtype > VAE_DTYPE_BF16 ||
+        t->device != VAE_DEVICE_CPU)
+        return vae_fail(VAE_EINVAL, "vae_model_open_tensors: tensor '%s' is not a host tensor of "
+                        "float32/float16/bfloat16 with at most 8 dimensions", name ? name : "(null)");
+    int64_t dense = 1, run = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] < 0 || t->strides[i] < 0)
+            return vae_fail(VAE_EINVAL, "vae_model_open_tensors: tensor '%s' has a negative size "
+                            "or stride", name);
+        dense &= t->strides[i] == 0 || t->strides[i] == run || t->shape[i] == 1;
+        run *= t->shape[i];
+    }
+    const int64_t numel = run;
+    const size_t es = t->dtype == VAE_DTYPE_F32 ? 4 : 2, bytes = (size_t)numel * es;
+    if (numel && !t->data)
+        return vae_fail(VAE_EINVAL, "vae_model_open_tensors: tensor '%s' has no data", name);
+    const void *data = t->data;
+    if (!dense) { /* gathered into a dense copy owned by the store */
+        char *d = vae_store_owned_alloc(s, bytes ? bytes : 1);
+        if (!d) return vae_fail(VAE_ENOMEM, "out of memory copying tensor '%s'", name);
+        int64_t idx[8] = {0};
+        for (int64_t k = 0; k < numel; k++) {
+            int64_t off = 0;
+            for (int i = 0; i < t->ndim; i++) off += idx[i] * t->strides[i];
+            memcpy(d + k * es, (const char *)t->data + off * es, es);
+            for (int i = t->ndim - 1; i >= 0 && ++idx[i] == t->shape[i]; i--) idx[i] = 0;
+        }
+        data = d;
+    }
+    return vae_store_add(s, name, strlen(name), st[t->dtype], t->ndim, t->shape, data, bytes);
+}
+
+int vae_model_open_tensors(vae_model **out, const char *const *names, const vae_tensor *tensors,
+                           int n, const vae_model_options *opts) {
+    vae_error_clear();
+    if (!out || (n > 0 && (!names || !tensors)) || n < 0)
+        return vae_fail(VAE_EINVAL, "vae_model_open_tensors: NULL argument or negative count");
+    *out = NULL;
+    vae_store *s = NULL;
+    int rc = vae_store_new(&s, "(tensors)");
+    for (int i = 0; rc == VAE_OK && i < n; i++) rc = store_add_user(s, names[i], &tensors[i]);
+    if (rc == VAE_OK) rc = vae_store_index(s);
+    if (rc) {
+        vae_store_free(s);
+        return rc;
+    }
+    return model_finish(out, vae_calloc(1, sizeof(vae_model)), s, opts);
 }
 
 void vae_model_free(vae_model *m) {

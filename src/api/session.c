@@ -35,6 +35,9 @@ static int check_options(const vae_session_options *o) {
     if (o->blend_tile > 0 && o->blend_overlap * 2 > o->blend_tile)
         return vae_fail(VAE_EINVAL, "blend overlap %d px is more than half the tile (%d px)",
                         o->blend_overlap, o->blend_tile);
+    if (!o->dev_alloc != !o->dev_free || (o->dev_pool_free && !o->dev_alloc))
+        return vae_fail(VAE_EINVAL, "dev_alloc and dev_free come together (one of them is NULL), "
+                        "dev_pool_free only with them");
     if ((o->tile_height || o->tile_width) && o->tile_mode != VAE_TILE_AUTO)
         return vae_fail(VAE_EINVAL, "a forced exact tile size needs the auto (exact) tile mode");
     return VAE_OK;
@@ -79,7 +82,8 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
         rc = vae_cpu_backend_create(&s->be, o.dtype, o.threads);
     } else if (o.device == VAE_DEVICE_CUDA) {
 #ifdef VAE_HAVE_CUDA
-        rc = vae_cuda_backend_create(&s->be, o.dtype, o.device_index, &s->set);
+        const vae_dev_allocator al = {o.dev_alloc, o.dev_free, o.dev_alloc_user, o.dev_pool_free};
+        rc = vae_cuda_backend_create(&s->be, o.dtype, o.device_index, &s->set, &al);
 #else
         rc = vae_fail(VAE_EUNSUPPORTED, "device cuda: this build of vae has no CUDA backend "
                                         "(rebuild where nvcc is installed)");
@@ -114,80 +118,27 @@ void vae_session_free(vae_session *s) {
 
 int64_t vae_session_peak_bytes(const vae_session *s) { return s && s->be ? s->be->bytes_peak : 0; }
 
-static float read_elem(const vae_tensor *t, int64_t i) {
-    switch (t->dtype) {
-    case VAE_DTYPE_F16: return vae_f16_to_f32(((const uint16_t *)t->data)[i]);
-    case VAE_DTYPE_BF16: return vae_bf16_to_f32(((const uint16_t *)t->data)[i]);
-    default: return ((const float *)t->data)[i];
-    }
-}
-
-/* Geometry of a user tensor: [1,C,T,H,W] or [1,C,H,W] (one frame). */
-typedef struct geom {
-    int c, t, h, w;
-} geom;
-
-static int tensor_geom(const vae_tensor *x, const char *what, int channels, geom *g) {
-    char sb[128];
-    if (!x->data) return vae_fail(VAE_EINVAL, "%s: tensor has no data", what);
-    if (x->dtype != VAE_DTYPE_F32 && x->dtype != VAE_DTYPE_F16 && x->dtype != VAE_DTYPE_BF16)
-        return vae_fail(VAE_EDTYPE, "%s: dtype %d is not float32, float16 or bfloat16", what,
-                        (int)x->dtype);
-    if ((x->ndim != 5 && x->ndim != 4) || x->shape[0] != 1)
-        return vae_fail(VAE_ESHAPE, "%s: shape %s, expected [1,%d,T,H,W] or [1,%d,H,W]", what,
-                        vae_shape_str(x->shape, x->ndim, sb, sizeof sb), channels, channels);
-    for (int i = 0; i < x->ndim; i++)
-        if (x->shape[i] <= 0 || x->shape[i] > (1 << 20))
-            return vae_fail(VAE_ESHAPE, "%s: shape %s has an empty or huge dimension", what,
-                            vae_shape_str(x->shape, x->ndim, sb, sizeof sb));
-    g->c = (int)x->shape[1];
-    g->t = x->ndim == 5 ? (int)x->shape[2] : 1;
-    g->h = (int)x->shape[x->ndim - 2];
-    g->w = (int)x->shape[x->ndim - 1];
-    if (g->c != channels)
-        return vae_fail(VAE_ESHAPE, "%s: shape %s has %d channels, the model expects %d", what,
-                        vae_shape_str(x->shape, x->ndim, sb, sizeof sb), g->c, channels);
-    return VAE_OK;
-}
-
 /* How many input frames a program consumes: the first chunk, then whole chunks. */
 static int frames_used(const vae_program *p, int t) {
     if (t < p->first_chunk) return 0;
     return p->first_chunk + (t - p->first_chunk) / p->chunk * p->chunk;
 }
 
-/* ---- reading the user's tensor ------------------------------------------------------------------ */
+/* ---- the caller's tensors on the host ------------------------------------------------------ */
 typedef struct reader {
-    const vae_tensor *in;
-    geom g;
+    const vae_io_view *v;
     const char *what;
 } reader;
 
-/* planar float32 [c][n][rows][cols] <- frames [f, f+n), rows y, columns x of the NCTHW tensor,
- * every value checked finite */
 static int read_input(void *user, float *dst, int f, int n, vae_span y, vae_span x) {
     const reader *r = user;
-    const vae_tensor *in = r->in;
-    const int64_t plane = (int64_t)r->g.h * r->g.w, rows = y.hi - y.lo, cols = x.hi - x.lo;
-    for (int c = 0; c < r->g.c; c++)
-        for (int j = 0; j < n; j++)
-            for (int64_t yy = 0; yy < rows; yy++) {
-                const int64_t src = ((int64_t)c * r->g.t + f + j) * plane + (y.lo + yy) * r->g.w + x.lo;
-                float *d = dst + (((int64_t)c * n + j) * rows + yy) * cols;
-                int bad = 0;
-                if (in->dtype == VAE_DTYPE_F32) {
-                    const float *sp = (const float *)in->data + src;
-                    for (int64_t i = 0; i < cols; i++) bad |= !isfinite(d[i] = sp[i]);
-                } else {
-                    for (int64_t i = 0; i < cols; i++) bad |= !isfinite(d[i] = read_elem(in, src + i));
-                }
-                for (int64_t i = 0; bad && i < cols; i++)
-                    if (!isfinite(d[i]))
-                        return vae_fail(VAE_ENAN, "%s: NaN or Inf at channel %d, frame %d, pixel "
-                                        "%lld", r->what, c, f + j,
-                                        (long long)((y.lo + yy) * r->g.w + x.lo + i));
-            }
-    return VAE_OK;
+    return vae_view_read_host(r->v, r->what, dst, f, n, y.lo, y.hi - y.lo, x.lo, x.hi - x.lo);
+}
+
+static int write_output(const float *frames, int first, int n, int c, int h, int w, void *user) {
+    const vae_io_view *v = user;
+    if (c != v->c || h != v->h || w != v->w || first + n > v->t) return 1;
+    return vae_view_write_host(v, frames, first, n) != VAE_OK;
 }
 
 /* ---- planning ------------------------------------------------------------------------------------ */
@@ -199,7 +150,7 @@ static int64_t session_budget(const vae_session *s, int64_t avail) {
     return avail > 2 * margin ? avail - margin : avail / 2;
 }
 
-static int session_plan(vae_session *s, int encode, const geom *g, vae_plan *plan) {
+static int session_plan(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan) {
     const vae_model *m = s->model;
     const vae_program *p = encode ? &m->enc : &m->dec;
     vae_backend *be = s->be;
@@ -220,50 +171,30 @@ static int session_plan(vae_session *s, int encode, const geom *g, vae_plan *pla
     return vae_plan_make(plan, &rq);
 }
 
-static int run_once(vae_session *s, int encode, const vae_tensor *in, const geom *g,
-                    const vae_plan *plan, vae_frames_fn fn, void *user, int *emitted) {
+static int run_once(vae_session *s, int encode, const vae_plan *plan, const vae_run_io *io,
+                    int *emitted) {
     const vae_program *p = encode ? &s->model->enc : &s->model->dec;
     vae_runner **rp = encode ? &s->enc : &s->dec;
     int rc = *rp ? VAE_OK : vae_runner_create(rp, s->be, p, &s->set);
     if (rc == VAE_OK && s->be->v->scratch_reserve) /* grown now, not in the middle of a graph */
         rc = s->be->v->scratch_reserve(s->be, (size_t)plan->scratch);
-    if (rc) return rc;
-    reader rd = {in, *g, encode ? "encode input video" : "decode input latent"};
-    return vae_runner_run(*rp, plan, read_input, &rd, fn, user, emitted);
+    return rc ? rc : vae_runner_run(*rp, plan, io, emitted);
 }
 
-static int session_run(vae_session *s, int encode, const vae_tensor *in, vae_frames_fn fn,
-                       void *user) {
-    const vae_model *m = s->model;
-    const vae_program *p = encode ? &m->enc : &m->dec;
-    const char *what = encode ? "encode input video" : "decode input latent";
-    if (p->n_ops == 0)
-        return vae_fail(VAE_EUNSUPPORTED, "%s: this %s checkpoint has no %s", m->path,
-                        m->cfg.arch->name, encode ? "encoder" : "decoder");
-    geom g;
-    int rc = tensor_geom(in, what, p->in_channels, &g);
-    if (rc) return rc;
-    if (encode) {
-        int f = vae_config_spatial_factor(&m->cfg);
-        if (g.h % f || g.w % f)
-            return vae_fail(VAE_ESHAPE, "%s: size %dx%d is not a multiple of %d (%s)", what, g.h,
-                            g.w, f, m->cfg.arch->name);
-    }
-    int t_used = frames_used(p, g.t);
-    if (t_used < g.t)
-        VAE_WARN("%s: %d frames given, the model uses the first %d (%s takes 1 + %d*k frames)",
-                 what, g.t, t_used, m->cfg.arch->name, p->chunk);
-    double t0 = vae_seconds();
+/* Runs plans until one succeeds: a plan the backend refused (over the budget) before any frame
+ * was handed out is made again with what the memory model missed. */
+static int run_planned(vae_session *s, int encode, const vae_io_view *g, const vae_run_io *io) {
     int64_t *model_error = &s->model_error[encode];
+    int rc = VAE_OK;
     for (int attempt = 0;; attempt++) {
         vae_plan plan;
-        if ((rc = session_plan(s, encode, &g, &plan))) return rc;
+        if ((rc = session_plan(s, encode, g, &plan))) return rc;
         VAE_INFO("plan: %s", plan.why);
         int emitted = 0;
         vae_backend *be = s->be;
         be->limit = plan.budget; /* the backend refuses to go over it */
         be->bytes_peak = be->bytes_in_use;
-        rc = run_once(s, encode, in, &g, &plan, fn, user, &emitted);
+        rc = run_once(s, encode, &plan, io, &emitted);
         be->limit = 0;
         /* what the model missed (the backend's own temporaries, allocator effects): later
          * plans of this session add it */
@@ -274,11 +205,97 @@ static int session_run(vae_session *s, int encode, const vae_tensor *in, vae_fra
         if (retry && plan.budget - modelled + plan.budget / 20 > *model_error)
             *model_error = plan.budget - modelled + plan.budget / 20;
         vae_plan_free(&plan);
-        if (!retry) break;
+        if (!retry) return rc;
         VAE_WARN("%s: %s; planning again with %.1f MiB more for what the memory model misses",
                  encode ? "encode" : "decode", vae_last_error(),
                  (double)*model_error / (1 << 20));
         vae_error_clear();
+    }
+}
+
+/* A tensor's memory must be where the session computes, or the host. */
+static int check_device(const vae_session *s, const vae_tensor *x, const char *what) {
+    if (x->device == VAE_DEVICE_CPU) return VAE_OK;
+    if (s->opts.device != VAE_DEVICE_CUDA || x->device_index != s->opts.device_index)
+        return vae_fail(VAE_EINVAL, "%s is in the memory of CUDA device %d, but the session runs "
+                        "on %s%s", what, x->device_index,
+                        s->opts.device == VAE_DEVICE_CUDA ? "CUDA device " : "the CPU",
+                        s->opts.device == VAE_DEVICE_CUDA ? "another index" : "");
+    if (!s->be->v->view_import)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: the %s backend cannot read device tensors", what,
+                        s->be->v->name);
+    return VAE_OK;
+}
+
+/* One encode/decode: input `in`; output into `out` (a tensor) or to fn (frames as they come). */
+typedef struct call {
+    const vae_tensor *in, *out;
+    vae_frames_fn fn;
+    void *user;
+    vae_call_options co;
+} call;
+
+static int call_views(vae_session *s, int encode, const call *k, vae_io_view *iv, vae_io_view *ov) {
+    const vae_model *m = s->model;
+    const vae_program *p = encode ? &m->enc : &m->dec;
+    const char *what = encode ? "encode input video" : "decode input latent";
+    const char *what_out = encode ? "encode output latent" : "decode output video";
+    if (p->n_ops == 0)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: this %s checkpoint has no %s", m->path,
+                        m->cfg.arch->name, encode ? "encoder" : "decoder");
+    int rc = vae_tensor_view(k->in, what, p->in_channels, iv);
+    if (rc == VAE_OK) rc = check_device(s, k->in, what);
+    if (rc) return rc;
+    if (encode) {
+        int f = vae_config_spatial_factor(&m->cfg);
+        if (iv->h % f || iv->w % f)
+            return vae_fail(VAE_ESHAPE, "%s: size %dx%d is not a multiple of %d (%s)", what, iv->h,
+                            iv->w, f, m->cfg.arch->name);
+    }
+    if (!k->out) return VAE_OK;
+    int64_t want[8] = {0};
+    int nd = 0;
+    char a[128], b[128];
+    if ((rc = vae_model_output_shape(m, encode, k->in->shape, k->in->ndim, want, &nd))) return rc;
+    if (k->out->ndim != nd || memcmp(k->out->shape, want, (size_t)nd * sizeof *want) != 0)
+        return vae_fail(VAE_ESHAPE, "%s: shape %s, expected %s for input %s", what_out,
+                        vae_shape_str(k->out->shape, k->out->ndim, a, sizeof a),
+                        vae_shape_str(want, nd, b, sizeof b),
+                        vae_shape_str(k->in->shape, k->in->ndim, a + 64, 64));
+    rc = vae_tensor_view(k->out, what_out, p->out_channels, ov);
+    return rc ? rc : check_device(s, k->out, what_out);
+}
+
+static int session_run(vae_session *s, int encode, const call *k) {
+    const vae_model *m = s->model;
+    const vae_program *p = encode ? &m->enc : &m->dec;
+    const char *what = encode ? "encode input video" : "decode input latent";
+    vae_io_view iv, ov;
+    int rc = call_views(s, encode, k, &iv, &ov);
+    if (rc) return rc;
+    int t_used = frames_used(p, iv.t);
+    if (t_used < iv.t)
+        VAE_WARN("%s: %d frames given, the model uses the first %d (%s takes 1 + %d*k frames)",
+                 what, iv.t, t_used, m->cfg.arch->name, p->chunk);
+    const int dev_in = k->in->device == VAE_DEVICE_CUDA;
+    const int dev_out = k->out && k->out->device == VAE_DEVICE_CUDA;
+    vae_backend *be = s->be;
+    if ((dev_in || dev_out) && (rc = be->v->stream_join(be, k->co.cuda_stream, 0))) return rc;
+    if (dev_in) { /* checked whole first: a device tensor cannot be checked while it is read */
+        int64_t bad = -1;
+        if ((rc = be->v->view_finite(be, &iv, &bad))) return rc;
+        if (bad >= 0) return vae_view_nan_error(&iv, what, bad);
+    }
+    reader rd = {&iv, what};
+    vae_run_io io = {.read = read_input, .read_user = &rd, .in_view = dev_in ? &iv : NULL,
+                     .emit = k->out ? write_output : k->fn, .emit_user = k->out ? (void *)&ov : k->user,
+                     .out_view = dev_out ? &ov : NULL, .progress = k->co.progress,
+                     .progress_user = k->co.progress_user, .cancel = &s->cancel};
+    double t0 = vae_seconds();
+    rc = run_planned(s, encode, &iv, &io);
+    if ((dev_in || dev_out)) { /* the caller's stream waits for the engine, even after a failure */
+        int rj = be->v->stream_join(be, k->co.cuda_stream, 1);
+        if (rc == VAE_OK) rc = rj;
     }
     if (rc == VAE_OK)
         VAE_INFO("%s: done in %.3f s, peak backend memory %.1f MiB", encode ? "encode" : "decode",
@@ -287,7 +304,8 @@ static int session_run(vae_session *s, int encode, const vae_tensor *in, vae_fra
 }
 
 /* The geometry of an input shape (no data) for direction `encode` of model m. */
-static int shape_geom(const vae_model *m, int encode, const int64_t *shape, int ndim, geom *g) {
+static int shape_geom(const vae_model *m, int encode, const int64_t *shape, int ndim,
+                      vae_io_view *g) {
     const vae_program *p = encode ? &m->enc : &m->dec;
     if (p->n_ops == 0)
         return vae_fail(VAE_EUNSUPPORTED, "%s: this checkpoint has no %s", m->path,
@@ -295,8 +313,8 @@ static int shape_geom(const vae_model *m, int encode, const int64_t *shape, int 
     if (ndim < 0 || ndim > 8) return vae_fail(VAE_ESHAPE, "bad rank %d", ndim);
     vae_tensor probe = {.ndim = ndim, .dtype = VAE_DTYPE_F32, .data = (void *)1};
     memcpy(probe.shape, shape, (size_t)ndim * sizeof *shape);
-    return tensor_geom(&probe, encode ? "encode input video" : "decode input latent",
-                       p->in_channels, g);
+    return vae_tensor_view(&probe, encode ? "encode input video" : "decode input latent",
+                           p->in_channels, g);
 }
 
 int vae_session_plan(vae_session *s, int encode, const int64_t *shape, int ndim,
@@ -304,7 +322,7 @@ int vae_session_plan(vae_session *s, int encode, const int64_t *shape, int ndim,
     vae_error_clear();
     if (!s || !shape || !info) return vae_fail(VAE_EINVAL, "vae_session_plan: NULL argument");
     memset(info, 0, sizeof *info);
-    geom g;
+    vae_io_view g;
     int rc = shape_geom(s->model, encode, shape, ndim, &g);
     vae_plan plan;
     if (rc == VAE_OK) rc = session_plan(s, encode, &g, &plan);
@@ -320,16 +338,46 @@ int vae_session_plan(vae_session *s, int encode, const int64_t *shape, int ndim,
     return rc;
 }
 
-int vae_decode(vae_session *s, const vae_tensor *latent, vae_frames_fn fn, void *user) {
+void vae_call_options_default(vae_call_options *o) { memset(o, 0, sizeof *o); }
+
+static int session_call(vae_session *s, int encode, const vae_tensor *in, const vae_tensor *out,
+                        vae_frames_fn fn, void *user, const vae_call_options *co) {
     vae_error_clear();
-    if (!s || !latent) return vae_fail(VAE_EINVAL, "vae_decode: NULL argument");
-    return session_run(s, 0, latent, fn, user);
+    if (!s || !in) return vae_fail(VAE_EINVAL, "vae_%s: NULL argument", encode ? "encode" : "decode");
+    atomic_store(&s->cancel, 0);
+    call k = {in, out, fn, user, {0}};
+    if (co) k.co = *co;
+    return session_run(s, encode, &k);
+}
+
+int vae_decode(vae_session *s, const vae_tensor *latent, vae_frames_fn fn, void *user) {
+    return session_call(s, 0, latent, NULL, fn, user, NULL);
 }
 
 int vae_encode(vae_session *s, const vae_tensor *video, vae_frames_fn fn, void *user) {
+    return session_call(s, 1, video, NULL, fn, user, NULL);
+}
+
+int vae_decode_into(vae_session *s, const vae_tensor *latent, const vae_tensor *out,
+                    const vae_call_options *co) {
+    if (!out) return vae_fail(VAE_EINVAL, "vae_decode_into: NULL output");
+    return session_call(s, 0, latent, out, NULL, NULL, co);
+}
+
+int vae_encode_into(vae_session *s, const vae_tensor *video, const vae_tensor *out,
+                    const vae_call_options *co) {
+    if (!out) return vae_fail(VAE_EINVAL, "vae_encode_into: NULL output");
+    return session_call(s, 1, video, out, NULL, NULL, co);
+}
+
+void vae_session_cancel(vae_session *s) {
+    if (s) atomic_store(&s->cancel, 1);
+}
+
+int vae_session_trim(vae_session *s) {
     vae_error_clear();
-    if (!s || !video) return vae_fail(VAE_EINVAL, "vae_encode: NULL argument");
-    return session_run(s, 1, video, fn, user);
+    if (!s) return vae_fail(VAE_EINVAL, "vae_session_trim: NULL session");
+    return s->be->v->trim ? s->be->v->trim(s->be) : VAE_OK;
 }
 
 /* ---- whole-tensor convenience --------------------------------------------------------------- */
@@ -360,13 +408,17 @@ static int collect_frames(const float *frames, int first, int n, int c, int h, i
 static int run_tensor(vae_session *s, int encode, const vae_tensor *in, vae_tensor *out) {
     vae_error_clear();
     if (!s || !in || !out) return vae_fail(VAE_EINVAL, "NULL argument");
+    if (in->device != VAE_DEVICE_CPU)
+        return vae_fail(VAE_EINVAL, "vae_%s_tensor: the input must be in host memory (device "
+                        "tensors: vae_%s_into)", encode ? "encode" : "decode",
+                        encode ? "encode" : "decode");
     memset(out, 0, sizeof *out);
     int64_t oshape[8] = {0};
     int ond = 0;
     int rc = vae_model_output_shape(s->model, encode, in->shape, in->ndim, oshape, &ond);
     if (rc) return rc;
     collect k = {out, ond == 5 ? (int)oshape[2] : 1, ond == 4};
-    rc = session_run(s, encode, in, collect_frames, &k);
+    rc = session_call(s, encode, in, NULL, collect_frames, &k, NULL);
     if (rc == VAE_EINTERRUPTED && !out->data) rc = vae_fail(VAE_ENOMEM, "out of memory for output");
     if (rc) vae_tensor_free(out);
     return rc;
@@ -391,7 +443,7 @@ static int dry_run(const vae_model *m, int encode, const int64_t *in_shape, int 
                    int64_t *out_shape, int *out_ndim, double *macs) {
     if (!m || !in_shape) return vae_fail(VAE_EINVAL, "NULL argument");
     const vae_program *p = encode ? &m->enc : &m->dec;
-    geom g;
+    vae_io_view g;
     int rc = shape_geom(m, encode, in_shape, in_ndim, &g);
     if (rc) return rc;
     int t_out = 0, h = 0, w = 0, c = p->out_channels;

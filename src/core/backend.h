@@ -17,6 +17,15 @@
 
 typedef struct vae_backend vae_backend;
 
+/* A video-side or latent tensor in the caller's memory, seen as [c][t][h][w] with strides in
+ * elements (any non-negative strides: PyTorch views), in a user dtype. */
+typedef struct vae_io_view {
+    void *data;
+    vae_dtype dtype;
+    int c, t, h, w;
+    int64_t sc, st, sh, sw;
+} vae_io_view;
+
 typedef struct vae_backend_vtbl {
     const char *name;
     void (*destroy)(vae_backend *be);
@@ -73,6 +82,26 @@ typedef struct vae_backend_vtbl {
                            float **host);
     int (*download_wait)(vae_backend *be, const float *host);
 
+    /* Optional (all four or none; NULL: the backend cannot use the caller's device memory): tensors
+     * the caller holds on this backend's device, read and written in place.
+     * view_finite: *first_bad = linear index ([c][t][h][w] order) of the first NaN/Inf, or -1.
+     * view_import: dst [n][rows][cols][c] (activation dtype) <- frames [f, f+n), rows
+     *   [y0, y0+rows), columns [x0, x0+cols) of src.
+     * view_export: frames [f, f+t) of dst, rows [y0, y0+rows), columns [x0, x0+cols) <- the same
+     *   size window at (sy, sx) of src [t][h][w][c] (activation dtype).
+     * stream_join: after = 0: work queued from now on runs after what is queued on the caller's
+     *   stream (a cudaStream_t; NULL: the default stream) so far; after = 1: work queued on
+     *   the caller's stream from now on runs after the backend's work so far. */
+    int (*view_finite)(vae_backend *be, const vae_io_view *v, int64_t *first_bad);
+    int (*view_import)(vae_backend *be, void *dst, const vae_io_view *src, int f, int n, int y0,
+                       int rows, int x0, int cols);
+    int (*view_export)(vae_backend *be, const void *src, int t, int h, int w, int sy, int sx,
+                       int rows, int cols, const vae_io_view *dst, int f, int y0, int x0);
+    int (*stream_join)(vae_backend *be, void *stream, int after);
+
+    /* Optional (NULL: nothing cached): gives cached free device blocks back. */
+    int (*trim)(vae_backend *be);
+
     /* Optional (NULL: always yes): does this temporal conv want its input as a contiguous window
      * (see executor.c)? Asked at the start of each stream, so a backend may answer from what it
      * measured on an earlier stream. */
@@ -118,12 +147,20 @@ struct vae_backend {
     int64_t limit;
 };
 
+/* The host's device allocator (vae_session_options.dev_alloc); alloc NULL: cudaMalloc. */
+typedef struct vae_dev_allocator {
+    void *(*alloc)(size_t bytes, int device_index, void *stream, void *user);
+    void (*free)(void *ptr, size_t bytes, int device_index, void *stream, void *user);
+    void *user;
+    int64_t (*pool_free)(int device_index, void *user); /* optional: its cached free bytes */
+} vae_dev_allocator;
+
 /* Backend constructors (NULL-safe failure with vae_fail). */
 int vae_cpu_backend_create(vae_backend **out, vae_dtype dtype, int threads);
 #ifdef VAE_HAVE_CUDA
 struct vae_settings;
 int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index,
-                            const struct vae_settings *settings);
+                            const struct vae_settings *settings, const vae_dev_allocator *alloc);
 int vae_cuda_available(void);
 #endif
 

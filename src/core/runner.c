@@ -36,11 +36,9 @@ struct vae_runner {
 typedef struct run {
     vae_runner *r;
     const vae_plan *plan;
-    vae_read_fn read;
-    void *read_user;
-    vae_frames_fn emit;
-    void *emit_user;
+    const vae_run_io *io;
     int emitted;
+    int64_t done, total; /* units of work (executor steps) */
     int direct;        /* outputs go to emit as they come (else into out) */
     vae_assembly *out; /* tiled and blended plans: the output until every tile has run */
     const vae_plan_tile *tile;
@@ -129,15 +127,16 @@ static int upload_input(run *s, void *dst, int f, int n, vae_span y, vae_span x)
     vae_backend *be = r->be;
     const int h = y.hi - y.lo, w = x.hi - x.lo, c = r->p->in_channels;
     const size_t vals = (size_t)n * h * w * c;
+    if (s->io->in_view) return be->v->view_import(be, dst, s->io->in_view, f, n, y.lo, h, x.lo, w);
     if (async_io(be)) {
         float *stage = be->v->stage_in(be, vals * sizeof(float));
         if (!stage) return vae_fail(VAE_ENOMEM, "out of pinned host memory for %d frames", n);
-        int rc = s->read(s->read_user, stage, f, n, y, x);
+        int rc = s->io->read(s->io->read_user, stage, f, n, y, x);
         return rc ? rc : be->v->upload_planar(be, dst, stage, n, h, w, c);
     }
     int rc = grow(&r->planar, &r->planar_cap, vals);
     if (rc == VAE_OK) rc = grow(&r->cl, &r->cl_cap, vals);
-    if (rc == VAE_OK) rc = s->read(s->read_user, r->planar, f, n, y, x);
+    if (rc == VAE_OK) rc = s->io->read(s->io->read_user, r->planar, f, n, y, x);
     if (rc) return rc;
     const size_t plane = (size_t)n * h * w; /* [c][plane] -> [plane][c] */
     for (size_t i = 0; i < plane; i++)
@@ -164,6 +163,16 @@ static int out_push(run *s, const vae_chunk *o, int first) {
     vae_runner *r = s->r;
     vae_backend *be = r->be;
     if (o->t == 0) return VAE_OK;
+    if (s->io->out_view && s->plan->kind != VAE_PLAN_BLEND) { /* in place, the tile's own part */
+        const vae_plan_tile *t = s->tile;
+        const int whole = s->direct;
+        const int sy = whole ? 0 : t->own_y.lo - t->out_y.lo, sx = whole ? 0 : t->own_x.lo - t->out_x.lo;
+        const int rows = whole ? o->h : t->own_y.hi - t->own_y.lo;
+        const int cols = whole ? o->w : t->own_x.hi - t->own_x.lo;
+        return be->v->view_export(be, o->data, o->t, o->h, o->w, sy, sx, rows, cols,
+                                  s->io->out_view, first, whole ? 0 : t->own_y.lo,
+                                  whole ? 0 : t->own_x.lo);
+    }
     if (async_io(be)) {
         float *host;
         int rc = be->v->download_planar(be, o->data, o->t, o->h, o->w, o->c, &host);
@@ -186,7 +195,7 @@ static int out_push(run *s, const vae_chunk *o, int first) {
 
 /* ---- output on the host --------------------------------------------------------------------- */
 static int emit_frames(run *s, const float *fr, int first, int n, int c, int h, int w) {
-    if (s->emit && s->emit(fr, first, n, c, h, w, s->emit_user))
+    if (s->io->emit && s->io->emit(fr, first, n, c, h, w, s->io->emit_user))
         return vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %d frames",
                         s->plan->encode ? "encode" : "decode", first + n);
     s->emitted += n;
@@ -197,6 +206,50 @@ static int take_output(run *s, const float *fr, int first, int n, int c, int h, 
                        const vae_plan_tile *t) {
     if (s->direct) return emit_frames(s, fr, first, n, c, h, w);
     return vae_assembly_put(s->out, (int)(t - s->plan->tiles), fr, first, n, c, h, w);
+}
+
+/* Blended plans with device output: each assembled host frame goes to the device in place. */
+static int emit_to_view(const float *fr, int first, int n, int c, int h, int w, void *user) {
+    run *s = user;
+    vae_runner *r = s->r;
+    vae_backend *be = r->be;
+    const size_t vals = (size_t)n * h * w * c, plane = vals / (size_t)c;
+    int rc = grow(&r->cl, &r->cl_cap, vals);
+    if (rc) return rc;
+    for (size_t i = 0; i < plane; i++) /* [c][plane] -> [plane][c] */
+        for (int k = 0; k < c; k++)
+            r->cl[i * c + k] = fr[k * plane + i];
+    void *dev = be->v->alloc(be, vals * be->elem_size);
+    if (!dev)
+        return vae_fail(VAE_ENOMEM, "out of %s memory for an output frame", be->v->name);
+    rc = be->v->upload(be, dev, r->cl, vals);
+    if (rc == VAE_OK)
+        rc = be->v->view_export(be, dev, n, h, w, 0, 0, h, w, s->io->out_view, first, 0, 0);
+    if (rc == VAE_OK) rc = be->v->sync(be); /* r->cl is reused by the next frame */
+    be->v->release(be, dev);
+    return rc;
+}
+
+/* After each executor step: progress, and the caller's request to stop. */
+static int tick(run *s) {
+    s->done++;
+    const vae_run_io *io = s->io;
+    if ((io->cancel && atomic_load_explicit(io->cancel, memory_order_relaxed)) ||
+        (io->progress && io->progress(s->done, s->total, io->progress_user)))
+        return vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %lld of %lld steps",
+                        s->plan->encode ? "encode" : "decode", (long long)s->done,
+                        (long long)s->total);
+    return VAE_OK;
+}
+
+/* Units of work of the plan: executor steps over every part and tile. */
+static int64_t plan_steps(const vae_runner *r, const vae_plan *pl) {
+    const vae_program *p = r->p;
+    const int64_t chunks = pl->t_in < p->first_chunk ? 0 : 1 + (pl->t_in - p->first_chunk) / p->chunk;
+    if (pl->kind != VAE_PLAN_TILED) return chunks * pl->n_tiles;
+    const int a = r->part[0].present, c = r->part[2].present;
+    return (a ? chunks : 0) + (int64_t)pl->n_tiles * (a ? pl->store_t[0] : chunks) +
+           (c ? pl->store_t[1] : 0);
 }
 
 /* ---- stores: a part's output over the whole video, between parts -------------------------------
@@ -355,6 +408,7 @@ static int stream_input(run *s, rpart *q, vae_span y, vae_span x, const sink *k)
         vae_chunk in = {dev_in, n, h, w, c}, o;
         rc = upload_input(s, dev_in, pos, n, y, x);
         if (rc == VAE_OK) rc = vae_exec_step(q->e, &in, &o);
+        if (rc == VAE_OK) rc = tick(s);
         if (rc == VAE_OK) rc = sink_put(s, k, &o, fo);
         if (rc == VAE_OK) fo += o.t;
         pos += n;
@@ -382,6 +436,7 @@ static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span 
         else
             rc = store_get(s, st, f, y, x, buf);
         if (rc == VAE_OK) rc = vae_exec_step(q->e, &in, &o);
+        if (rc == VAE_OK) rc = tick(s);
         if (rc == VAE_OK) rc = sink_put(s, k, &o, fo);
         if (rc == VAE_OK) fo += o.t;
     }
@@ -457,24 +512,27 @@ static int run_blend(run *s) {
     return rc;
 }
 
-int vae_runner_run(vae_runner *r, const vae_plan *plan, vae_read_fn read, void *read_user,
-                   vae_frames_fn emit, void *emit_user, int *emitted) {
-    run s = {.r = r,
-             .plan = plan,
-             .read = read,
-             .read_user = read_user,
-             .emit = emit,
-             .emit_user = emit_user};
+int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, int *emitted) {
+    run s = {.r = r, .plan = plan, .io = io};
+    vae_backend *be = r->be;
+    if ((io->in_view || io->out_view) && !be->v->view_import)
+        return vae_fail(VAE_EUNSUPPORTED, "the %s backend cannot use tensors in device memory",
+                        be->v->name);
     int rc = runner_prepare(r, plan);
-    const int assemble =
-        plan->kind == VAE_PLAN_BLEND || (plan->kind == VAE_PLAN_TILED && !r->part[2].present);
+    s.total = plan_steps(r, plan);
+    /* device output is written in place by the tiles, except for blended plans */
+    const int assemble = plan->kind == VAE_PLAN_BLEND ||
+                         (plan->kind == VAE_PLAN_TILED && !r->part[2].present && !io->out_view);
     if (rc == VAE_OK && assemble)
         rc = vae_assembly_open(&s.out, plan, (int64_t)r->set.exec_host_mb << 20);
     if (rc == VAE_OK)
         rc = plan->kind == VAE_PLAN_WHOLE   ? run_whole(&s)
              : plan->kind == VAE_PLAN_TILED ? run_tiled(&s)
                                             : run_blend(&s);
-    if (rc == VAE_OK && assemble) rc = vae_assembly_emit(s.out, emit, emit_user, &s.emitted);
+    if (rc == VAE_OK && assemble)
+        rc = io->out_view ? vae_assembly_emit(s.out, emit_to_view, &s, &s.emitted)
+                          : vae_assembly_emit(s.out, io->emit, io->emit_user, &s.emitted);
+    if (io->out_view) s.emitted = 0;
     if (rc && s.q_pending) { /* nothing may stay in flight into a host buffer */
         s.q_pending = 0;
         r->be->v->download_wait(r->be, s.q_host);

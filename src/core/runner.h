@@ -9,6 +9,8 @@
 #ifndef VAE_RUNNER_H
 #define VAE_RUNNER_H
 
+#include <stdatomic.h>
+
 #include "backend.h"
 #include "plan.h"
 #include "settings.h"
@@ -19,12 +21,25 @@ typedef struct vae_runner vae_runner;
  * (already checked and converted: the session reads the user's tensor). */
 typedef int (*vae_read_fn)(void *user, float *dst, int f, int n, vae_span y, vae_span x);
 
+/* Where a run's input comes from and its output goes, and who watches it. */
+typedef struct vae_run_io {
+    vae_read_fn read;             /* host input (when in_view is NULL) */
+    void *read_user;
+    const vae_io_view *in_view;   /* or input in device memory (backend's view_import) */
+    vae_frames_fn emit;           /* host output (when out_view is NULL), frames in order */
+    void *emit_user;
+    const vae_io_view *out_view;  /* or output written in place into device memory; tiles
+                                   * write their own part, nothing is assembled on the host */
+    vae_progress_fn progress;     /* optional: after each unit of work (an executor step) */
+    void *progress_user;
+    const atomic_int *cancel;     /* optional: non-zero stops the run at the next unit */
+} vae_run_io;
+
 int vae_runner_create(vae_runner **out, vae_backend *be, const vae_program *p,
                       const vae_settings *set);
 void vae_runner_free(vae_runner *r);
-/* Runs the plan: input through read, output frames (planar float32, vae_frames_fn) to emit, in
- * order. *emitted: frames handed to emit (0 when a failure came before any). */
-int vae_runner_run(vae_runner *r, const vae_plan *plan, vae_read_fn read, void *read_user,
-                   vae_frames_fn emit, void *emit_user, int *emitted);
+/* Runs the plan with io's input and output. *emitted: frames handed to io->emit (0 when a
+ * failure came before any; always 0 for device output, which a new run simply overwrites). */
+int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, int *emitted);
 
 #endif

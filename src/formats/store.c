@@ -220,22 +220,33 @@ const vae_store_tensor *vae_store_find(const vae_store *s, const char *name) {
 
 int64_t vae_store_numel(const vae_store_tensor *t) { return vae_shape_numel(t->shape, t->ndim); }
 
-int vae_store_open(vae_store **out, const char *path) {
-    if (!out || !path) return vae_fail(VAE_EINVAL, "vae_store_open: NULL argument");
+int vae_store_new(vae_store **out, const char *label) {
     *out = NULL;
     vae_store *s = vae_calloc(1, sizeof *s);
     store_priv *p = vae_calloc(1, sizeof *p);
-    char *pathcopy = vae_strdup(path);
-    if (!s || !p || !pathcopy) {
+    char *copy = vae_strdup(label);
+    if (!s || !p || !copy) {
         vae_free(s);
         vae_free(p);
-        vae_free(pathcopy);
-        return vae_fail(VAE_ENOMEM, "%s: out of memory", path);
+        vae_free(copy);
+        return vae_fail(VAE_ENOMEM, "%s: out of memory", label);
     }
-    s->path = pathcopy;
+    s->path = copy;
     s->owned = p;
+    s->format = "memory";
+    *out = s;
+    return VAE_OK;
+}
 
-    int rc = VAE_OK;
+int vae_store_index(vae_store *s) { return build_index(s); }
+
+int vae_store_open(vae_store **out, const char *path) {
+    if (!out || !path) return vae_fail(VAE_EINVAL, "vae_store_open: NULL argument");
+    *out = NULL;
+    vae_store *s = NULL;
+    int rc = vae_store_new(&s, path);
+    if (rc) return rc;
+    s->format = NULL; /* from the content, below */
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0) {

@@ -87,6 +87,10 @@ int vae_safetensors_write_meta(const char *path, const vae_out_tensor *tensors, 
 size_t vae_storage_type_size(vae_storage_type t);
 /* Heap memory that lives as long as the store (inflated zip entries, contiguous copies). */
 void *vae_store_owned_alloc(vae_store *s, size_t bytes);
+/* A store of tensors in memory (no file): made empty, filled with vae_store_add (data borrowed
+ * or in vae_store_owned_alloc blocks), then indexed once (duplicate names fail there). */
+int vae_store_new(vae_store **out, const char *label);
+int vae_store_index(vae_store *s);
 /* Appends a tensor after checking ndim, the shape (no negative dims, no overflow) and, for types
  * with a known size, that nbytes == numel * size (Q8_0: innermost dim a multiple of 32 and
  * nbytes == numel / 32 * 34). The name is copied (name_len bytes, need not be NUL-terminated).

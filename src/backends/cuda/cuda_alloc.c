@@ -104,7 +104,7 @@ void cu_pool_trim(cu_pool *pool) {
     for (int i = 0; i < pool->n_bins; i++) {
         cu_bin *b = &pool->bins[i];
         for (int k = 0; k < b->n; k++) {
-            cudaFree(b->v[k]);
+            cu_dev_free(pool, b->v[k], b->size);
             pool->reserved_bytes -= b->size;
         }
         b->n = 0;
@@ -125,11 +125,11 @@ void *cu_pool_alloc(cu_pool *pool, size_t bytes, size_t *got, cudaError_t *err) 
         p = b->v[--b->n];
         pool->cached_bytes -= size;
     } else {
-        cudaError_t e = cudaMalloc(&p, size);
+        cudaError_t e = cu_dev_malloc(pool, &p, size);
         if (e != cudaSuccess) {
             cudaGetLastError(); /* not sticky: clear it */
             cu_pool_trim(pool);
-            e = cudaMalloc(&p, size);
+            e = cu_dev_malloc(pool, &p, size);
             if (e != cudaSuccess) {
                 cudaGetLastError();
                 *err = e;
@@ -139,7 +139,7 @@ void *cu_pool_alloc(cu_pool *pool, size_t bytes, size_t *got, cudaError_t *err) 
         pool->reserved_bytes += size;
     }
     if (map_put(pool, p, size)) { /* host OOM: give the block back */
-        cudaFree(p);
+        cu_dev_free(pool, p, size);
         pool->reserved_bytes -= size;
         *err = cudaErrorMemoryAllocation;
         return NULL;
@@ -162,7 +162,7 @@ size_t cu_pool_free(cu_pool *pool, void *p) {
         pool->cached_bytes += size;
     } else { /* host OOM: free it for real */
         if (pool->stream) cudaStreamSynchronize(pool->stream);
-        cudaFree(p);
+        cu_dev_free(pool, p, size);
         pool->reserved_bytes -= size;
     }
     return size;
@@ -172,9 +172,25 @@ void cu_pool_destroy(cu_pool *pool) {
     pool->graphs = 0;
     cu_pool_trim(pool);
     for (size_t i = 0; i < pool->map_cap; i++)
-        if (pool->map[i].p) cudaFree(pool->map[i].p);
+        if (pool->map[i].p) cu_dev_free(pool, pool->map[i].p, pool->map[i].size);
     for (int i = 0; i < pool->n_bins; i++) vae_free(pool->bins[i].v);
     vae_free(pool->bins);
     vae_free(pool->map);
     memset(pool, 0, sizeof *pool);
+}
+
+/* ---- where device blocks come from ---- */
+cudaError_t cu_dev_malloc(const cu_pool *pool, void **p, size_t bytes) {
+    *p = NULL;
+    if (!pool->al.alloc) return cudaMalloc(p, bytes);
+    *p = pool->al.alloc(bytes, pool->device, (void *)pool->stream, pool->al.user);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+void cu_dev_free(const cu_pool *pool, void *p, size_t bytes) {
+    if (!p) return;
+    if (pool->al.free)
+        pool->al.free(p, bytes, pool->device, (void *)pool->stream, pool->al.user);
+    else
+        cudaFree(p);
 }

@@ -200,21 +200,22 @@ void cu_retire(cuda_backend *cb, void *p, size_t bytes) {
     /* a recorded graph may still use it, or (while recording) work queued before: keep it till
      * the last graph is gone */
     if (cb->pool.graphs > 0 || cb->recording) {
-        void **r = vae_realloc(cb->retired, (size_t)(cb->n_retired + 1) * sizeof *r);
+        struct cu_block *r = vae_realloc(cb->retired, (size_t)(cb->n_retired + 1) * sizeof *r);
         if (r) {
             cb->retired = r;
-            cb->retired[cb->n_retired++] = p;
+            cb->retired[cb->n_retired++] = (struct cu_block){p, bytes};
             cb->retired_bytes += bytes;
             return;
         }
     }
     cudaStreamSynchronize(cb->stream); /* pending work may still read it */
-    cudaFree(p);
+    cu_dev_free(&cb->pool, p, bytes);
 }
 
 /* After the last graph is gone: what cu_retire kept. */
 static void retired_free(cuda_backend *cb) {
-    for (int i = 0; i < cb->n_retired; i++) cudaFree(cb->retired[i]);
+    for (int i = 0; i < cb->n_retired; i++)
+        cu_dev_free(&cb->pool, cb->retired[i].p, cb->retired[i].bytes);
     vae_free(cb->retired);
     cb->retired = NULL;
     cb->n_retired = 0;
@@ -239,12 +240,12 @@ void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who) {
     cb->scratch = NULL;
     cb->scratch_bytes = 0;
     void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, want);
+    cudaError_t e = cu_dev_malloc(&cb->pool, &p, want);
     if (e != cudaSuccess) {
         cudaGetLastError();
         cu_pool_trim(&cb->pool);
         want = bytes;
-        e = cudaMalloc(&p, want);
+        e = cu_dev_malloc(&cb->pool, &p, want);
     }
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -291,12 +292,12 @@ int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, vo
         host = tmp;
     }
     void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, bytes);
+    cudaError_t e = cu_dev_malloc(&cb->pool, &p, bytes);
     int rc = e == cudaSuccess ? cu_upload_host(cb, p, host, bytes, who)
                               : cu_check(e, who, "allocating weights");
     vae_free(tmp);
     if (rc) {
-        if (p) cudaFree(p);
+        if (p) cu_dev_free(&cb->pool, p, bytes);
         return rc;
     }
     cb->weight_bytes += (int64_t)bytes;
@@ -307,7 +308,7 @@ int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, vo
 
 void cu_free_param(cuda_backend *cb, void *p, size_t bytes) {
     if (!p) return;
-    cudaFree(p);
+    cu_dev_free(&cb->pool, p, bytes);
     cb->weight_bytes -= (int64_t)bytes;
 }
 
@@ -331,8 +332,8 @@ static void cuda_destroy(vae_backend *be) {
         if (cb->tune_ev[i]) cudaEventDestroy(cb->tune_ev[i]);
     if (cb->cublas) cublasDestroy(cb->cublas);
     cu_pool_destroy(&cb->pool);
-    if (cb->scratch) cudaFree(cb->scratch);
-    if (cb->ws) cudaFree(cb->ws);
+    if (cb->scratch) cu_dev_free(&cb->pool, cb->scratch, cb->scratch_bytes);
+    if (cb->ws) cu_dev_free(&cb->pool, cb->ws, cb->ws_bytes);
     retired_free(cb);
     if (cb->stream) cudaStreamDestroy(cb->stream);
     vae_free(cb);
@@ -561,9 +562,11 @@ static int cuda_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, 
     size_t free_b = 0, total_b = 0;
     if ((rc = cu_check(cudaMemGetInfo(&free_b, &total_b), "cuda memory info", "cudaMemGetInfo")))
         return rc;
-    /* what this backend holds, its allocator's cached blocks included */
+    /* what this backend holds, its allocator's cached blocks included, and what the host's
+     * pool (dev_alloc) holds free */
     *avail = (int64_t)free_b + cu_held(cb) + (int64_t)cb->pool.reserved_bytes -
              cb->base.bytes_in_use;
+    if (cb->pool.al.pool_free) *avail += cb->pool.al.pool_free(cb->device, cb->pool.al.user);
     double w = 0;
     for (int i = 0; i < p->n_ops; i++) {
         const vae_op *op = &p->ops[i];
@@ -577,6 +580,13 @@ static int cuda_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, 
     *reserve = (int64_t)w + (int64_t)ws;
     *scratch = (int64_t)cb->scratch_bytes;
     return VAE_OK;
+}
+
+static int cuda_trim(vae_backend *be) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda trim");
+    if (rc == VAE_OK) cu_pool_trim(&cb->pool);
+    return rc;
 }
 
 static int cuda_scratch_reserve(vae_backend *be, size_t bytes) {
@@ -702,6 +712,11 @@ static const vae_backend_vtbl cuda_vtbl = {
     .upload_planar = cuda_upload_planar,
     .download_planar = cuda_download_planar,
     .download_wait = cuda_download_wait,
+    .view_finite = cu_view_finite,
+    .view_import = cu_view_import,
+    .view_export = cu_view_export,
+    .stream_join = cu_stream_join,
+    .trim = cuda_trim,
     .conv_window = cuda_conv_window,
     .conv_upsample = 1,
     .graph_begin = cuda_graph_begin,
@@ -744,7 +759,7 @@ int vae_cuda_available(void) {
 }
 
 int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index,
-                            const vae_settings *settings) {
+                            const vae_settings *settings, const vae_dev_allocator *alloc) {
     vae_settings defaults;
     vae_settings_default(&defaults);
     const vae_settings *st = settings ? settings : &defaults;
@@ -805,6 +820,8 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
                        "cuda backend", "cudaStreamCreate")))
         goto fail;
     cb->pool.stream = cb->stream;
+    cb->pool.device = device_index;
+    if (alloc && alloc->alloc && alloc->free) cb->pool.al = *alloc;
     cublasStatus_t bst = cublasCreate(&cb->cublas);
     if (bst != CUBLAS_STATUS_SUCCESS) {
         cb->cublas = NULL;

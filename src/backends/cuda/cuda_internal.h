@@ -104,6 +104,24 @@ cudaError_t cuk_im2col(cudaStream_t s, size_t elem, const cuk_frames *frames, in
                        int kt, int h, int w, int c, int kh, int kw, int sh, int sw, int pt, int pl,
                        int ho, int wo, int64_t p0, int64_t np, void *col);
 
+/* A caller's tensor in device memory: [c][t][h][w], strides in elements, dtype a vae_dtype
+ * (core/backend.h's vae_io_view, without the C headers). */
+typedef struct cuk_view {
+    void *data;
+    int dtype;
+    int c, t, h, w;
+    int64_t sc, st, sh, sw;
+} cuk_view;
+/* dst [n][rows][cols][c] (act dtype) <- frames [f, f+n), rows [y0, ..), columns [x0, ..) of v */
+cudaError_t cuk_view_import(cudaStream_t s, int act, const cuk_view *v, void *dst, int f, int n,
+                            int y0, int rows, int x0, int cols);
+/* frames [f, f+t), rows [y0, ..), columns [x0, ..) of v <- the rows x cols window at (sy, sx) of
+ * src [t][h][w][c] (act dtype) */
+cudaError_t cuk_view_export(cudaStream_t s, int act, const void *src, int t, int h, int w, int sy,
+                            int sx, int rows, int cols, const cuk_view *v, int f, int y0, int x0);
+/* *first = min(*first, linear index of each NaN/Inf of v) */
+cudaError_t cuk_view_finite(cudaStream_t s, const cuk_view *v, unsigned long long *first);
+
 /* Single-head attention per frame f < t: qkv [t][n][3c] (q, k, v = channels [0,c), [c,2c),
  * [2c,3c)), y [t][n][c] = softmax(scale * q k^T) v; fused, no global scratch. */
 cudaError_t cuk_attention(cudaStream_t s, int dtype, const void *qkv, void *y, int t, int n, int c,
@@ -141,7 +159,14 @@ typedef struct cu_pool {
     size_t reserved_bytes; /* cudaMalloc'd through the pool (live + cached) */
     cudaStream_t stream;   /* synchronised before cached blocks are really freed */
     int graphs;            /* live work graphs: cached blocks are never freed then */
+    vae_dev_allocator al;  /* the host's allocator (al.alloc NULL: cudaMalloc) */
+    int device;
 } cu_pool;
+
+/* Every device block of the backend comes from and goes back through these two: the host's
+ * allocator (vae_session_options.dev_alloc) when it gave one, else cudaMalloc / cudaFree. */
+cudaError_t cu_dev_malloc(const cu_pool *pool, void **p, size_t bytes);
+void cu_dev_free(const cu_pool *pool, void *p, size_t bytes);
 
 size_t cu_pool_round(size_t bytes);
 /* NULL on failure (*err says why). */
@@ -195,7 +220,8 @@ typedef struct cuda_backend {
     void *ws;
     size_t ws_bytes;
     size_t scratch_limit; /* blocking target for what uses the scratch area (bytes) */
-    void **retired;       /* scratch / workspace buffers outgrown while graphs were alive */
+    struct cu_block { void *p; size_t bytes; } *retired; /* scratch / workspace buffers
+                                                           * outgrown while graphs were alive */
     int n_retired;
     size_t retired_bytes;
     /* switches from the session's settings (core/settings.h, VAE_CUDA_*) */
@@ -318,6 +344,14 @@ typedef struct cu_dnn_epi {
     const float *bias_f32; /* epi = 1: the same bias in float32 */
     const void *z;        /* epi = 1: residual, y-shaped and not y, or NULL */
 } cu_dnn_epi;
+/* cuda_io.c: the caller's device tensors and stream (vtbl entries) */
+int cu_view_finite(vae_backend *be, const vae_io_view *v, int64_t *first_bad);
+int cu_view_import(vae_backend *be, void *dst, const vae_io_view *src, int f, int n, int y0,
+                   int rows, int x0, int cols);
+int cu_view_export(vae_backend *be, const void *src, int t, int h, int w, int sy, int sx, int rows,
+                   int cols, const vae_io_view *dst, int f, int y0, int x0);
+int cu_stream_join(vae_backend *be, void *stream, int after);
+
 int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const void *w,
                     const cu_dnn_epi *epi, void *y, const char *who);
 void cu_dnn_destroy(cuda_backend *cb);

@@ -65,12 +65,12 @@ static int shuffle_table_ex(cuda_backend *cb, const vae_op *op, const int **out,
     int ca = op->kind == VAE_OP_SHUFFLE_UP ? shuffle_up_contig(tab, op->ft * op->fs * op->fs, op->c_out)
                                            : 0;
     int *dev = NULL;
-    cudaError_t e = cudaMalloc((void **)&dev, n * sizeof(int));
+    cudaError_t e = cu_dev_malloc(&cb->pool, (void **)&dev, n * sizeof(int));
     rc = e == cudaSuccess ? cu_upload_host(cb, dev, tab, n * sizeof(int), op->name)
                           : cu_check(e, op->name, "allocating the shuffle table");
     vae_free(tab);
     if (rc) {
-        if (dev) cudaFree(dev);
+        if (dev) cu_dev_free(&cb->pool, dev, n * sizeof(int));
         return rc;
     }
     cu_table *t = &cb->tables[cb->n_tables++];
@@ -85,7 +85,8 @@ static int shuffle_table_ex(cuda_backend *cb, const vae_op *op, const int **out,
 }
 
 void cuda_ops_destroy(cuda_backend *cb) {
-    for (int i = 0; i < cb->n_tables; i++) cudaFree(cb->tables[i].dev);
+    for (int i = 0; i < cb->n_tables; i++)
+        cu_dev_free(&cb->pool, cb->tables[i].dev, cb->tables[i].bytes);
     vae_free(cb->tables);
     cb->tables = NULL;
     cb->n_tables = cb->cap_tables = 0;

@@ -135,11 +135,11 @@ static int ws_reserve(cuda_backend *cb, size_t bytes, const char *who) {
     cb->ws = NULL;
     cb->ws_bytes = 0;
     size_t want = (bytes + 0xFFFFF) & ~(size_t)0xFFFFF;
-    cudaError_t e = cudaMalloc(&cb->ws, want);
+    cudaError_t e = cu_dev_malloc(&cb->pool, &cb->ws, want);
     if (e != cudaSuccess) {
         cudaGetLastError();
         cu_pool_trim(&cb->pool);
-        e = cudaMalloc(&cb->ws, want);
+        e = cu_dev_malloc(&cb->pool, &cb->ws, want);
     }
     if (e != cudaSuccess) {
         cb->ws = NULL;

@@ -1,0 +1,7 @@
+"""vae.c nodes for ComfyUI: put this folder in ComfyUI/custom_nodes (see README.md)."""
+from . import nodes, vaec_core
+
+NODE_CLASS_MAPPINGS = {name: getattr(nodes, name) for name in vaec_core.NODE_NAMES}
+NODE_DISPLAY_NAME_MAPPINGS = dict(vaec_core.NODE_NAMES)
+
+__all__ = ["NODE_CLASS_MAPPINGS", "NODE_DISPLAY_NAME_MAPPINGS"]

@@ -1,0 +1,88 @@
+"""The parts of the vae.c ComfyUI nodes that need no ComfyUI: node names, option parsing, and the
+conversions between ComfyUI's conventions and the engine's. ComfyUI keeps latents raw (its latent
+formats normalise them outside the VAE: the nodes call the engine with raw=True) and images as
+[N,H,W,3] in 0..1; the engine takes videos [B,3,T,H,W] in its model's pixel range.
+Importable, and tested, without ComfyUI.
+"""
+import torch
+
+# Class names (the keys workflows refer to) and the names the UI shows.
+NODE_NAMES = {
+    "VaecVAELoader": "Load VAE (vae.c)",
+    "VaecVAEDecode": "VAE Decode (vae.c)",
+    "VaecVAEEncode": "VAE Encode (vae.c)",
+}
+
+DEVICES = ("auto", "cuda", "cpu")
+DTYPES = ("auto", "bf16", "fp16", "fp32")
+TILE_MODES = ("auto", "none", "blend")
+SUPPORTED_ARCHS = ("wan2.1", "wan2.2", "seedvr2", "taesd")
+
+
+def engine_options(device, dtype="auto", max_memory="", tile_mode="auto", tile_size=0):
+    """Keyword arguments for vaec.load / vaec.from_state_dict from the nodes' widget values.
+
+    device: "cpu", "cuda" or "cuda:N", already resolved (the node maps "auto" to ComfyUI's VAE
+    device). dtype "auto": bf16 on CUDA (what ComfyUI picks for Wan VAEs), fp32 on the CPU (the
+    CPU backend computes in fp32 only). max_memory "": the engine's default budget. tile_size 0:
+    the engine chooses; otherwise pixels: the exact tile size in "auto" mode, the blend tile in
+    "blend" mode.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+    if tile_mode not in TILE_MODES:
+        raise ValueError(f"tile_mode {tile_mode!r}: expected one of {', '.join(TILE_MODES)}")
+    if tile_size < 0:
+        raise ValueError(f"tile_size {tile_size}: expected 0 (the engine's choice) or pixels")
+    cuda = str(device).startswith("cuda")
+    if dtype == "auto":
+        dtype = "bf16" if cuda else "fp32"
+    opts = {"device": str(device), "dtype": dtype, "tile_mode": tile_mode,
+            "max_memory": str(max_memory).strip() or None}
+    if tile_size and tile_mode == "blend":
+        opts["blend_tile"] = int(tile_size)
+    elif tile_size and tile_mode == "auto":
+        opts["tile"] = int(tile_size)
+    return opts
+
+
+def to_unit(video, image_min, image_max):
+    """Pixels in the model's range -> 0..1, clamped (ComfyUI's VAE.process_output)."""
+    return ((video - image_min) / (image_max - image_min)).clamp(0.0, 1.0)
+
+
+def video_to_images(video, image_min, image_max):
+    """The engine's output [B,3,T,H,W] (image models [B,3,H,W]) in its pixel range -> ComfyUI's
+    [B,T,H,W,3] ([B,H,W,3]) in 0..1, as ComfyUI's VAE.decode returns it."""
+    return to_unit(video, image_min, image_max).movedim(1, -1)
+
+
+def crop_pixels(pixels, factor):
+    """Centre-crops the spatial dimensions of [...,H,W,C] to multiples of factor, as ComfyUI's
+    VAE does before encoding (the encoder needs whole latent pixels)."""
+    for dim in (-3, -2):
+        size = pixels.shape[dim]
+        keep = size // factor * factor
+        if keep != size:
+            pixels = pixels.narrow(dim, (size % factor) // 2, keep)
+    return pixels
+
+
+def images_to_video(pixels, info):
+    """ComfyUI pixels [N,H,W,C] (for a video model: N frames of one video) or [B,T,H,W,C], in
+    0..1 -> the engine's input [1,3,T,H,W] / [B,3,T,H,W] (image models [N,3,H,W]) in the model's
+    pixel range. Video frames past the last whole latent frame (1 + k * temporal factor) are
+    dropped, as ComfyUI's Wan encoder does."""
+    x = crop_pixels(pixels[..., :3], info["spatial_factor"]).movedim(-1, 1)
+    if info["is_video"]:
+        if x.dim() == 4:
+            x = x.movedim(1, 0).unsqueeze(0)
+        tf = info["temporal_factor"]
+        x = x[:, :, : 1 + (x.shape[2] - 1) // tf * tf]
+    lo, hi = info["image_min"], info["image_max"]
+    return x * (hi - lo) + lo
+
+
+def batch_progress(index, batch, done, total):
+    """(value, total) for ComfyUI's progress bar while item index of batch reports done/total."""
+    return index * total + done, batch * total

@@ -1,0 +1,222 @@
+"""vaec with torch tensors: every fixture case, layouts and dtypes, errors, cancellation."""
+import threading
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import vaec
+from conftest import FIXTURES, SHARED, fixture, rel_err
+
+ALL = ["wan21_tiny", "wan21_small", "wan22_tiny", "seedvr2_tiny", "taef2_real", "wan21_full",
+       "seedvr2_full", "wan22_full"]
+
+
+def open_models(name, tmp_path):
+    """(encoder model, decoder model) of a fixture, as the C fixture test builds them."""
+    fx = fixture(name)
+    if name == "taef2_real":
+        return (vaec.load(SHARED / "models" / "taef2_encoder.pth"),
+                vaec.load(SHARED / "models" / "taef2_decoder.pth"))
+    if fx["weights"] == "synthetic":
+        path = tmp_path / f"{name}.safetensors"
+        vaec.synth_checkpoint(fx["arch"], path, fx["config"])
+    else:
+        path = FIXTURES / f"{name}.safetensors"
+    m = vaec.load(path)
+    return m, m
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_fixture_cases(name, shared, tmp_path):
+    """Every case of every fixture through vaec on CPU tensors, within 1e-4 of the reference."""
+    enc, dec = open_models(name, tmp_path)
+    io = load_file(str(FIXTURES / f"{name}.io.safetensors"))
+    for case in fixture(name)["cases"]:
+        x, ref = io[case["input"]], io[case["expect"]]
+        y = enc.encode(x) if case["op"] == "encode" else dec.decode(x)
+        assert tuple(y.shape) == tuple(case["out_shape"]), case["name"]
+        assert y.dtype == x.dtype and y.device == x.device
+        err = rel_err(y, ref)
+        assert err < 1e-4, f"{name}/{case['name']}: relative error {err:.3g}"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return vaec.load(FIXTURES / "wan21_tiny.safetensors")
+
+
+@pytest.fixture(scope="module")
+def tiny_io():
+    return load_file(str(FIXTURES / "wan21_tiny.io.safetensors"))
+
+
+def test_info_and_shapes(tiny):
+    assert tiny.info["arch"] == "wan2.1" and tiny.info["latent_channels"] == 16
+    assert len(tiny.latents_mean) == 16 and len(tiny.latents_std) == 16
+    assert tiny.output_shape((1, 16, 3, 4, 6)) == (1, 3, 9, 32, 48)
+    assert tiny.output_shape((1, 3, 9, 32, 48), encode=True) == (1, 16, 3, 4, 6)
+    plan = tiny.plan((1, 16, 3, 4, 6))
+    assert plan["fits"] and plan["peak_bytes"] > 0 and plan["order"] == "whole"
+
+
+def test_non_contiguous_in_and_out(tiny, tiny_io):
+    """Strided views in (a channels-last copy, a slice of a wider tensor) and out."""
+    x, ref = tiny_io["dec_t3.latent"], tiny_io["dec_t3.video"]
+    cl = x.permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3)  # channels-last storage
+    assert not cl.is_contiguous()
+    assert rel_err(tiny.decode(cl), ref) < 1e-4
+    wide = torch.zeros(1, 16, 3, 4, 9)
+    wide[..., 2:8] = x
+    assert rel_err(tiny.decode(wide[..., 2:8]), ref) < 1e-4
+    big = torch.full((1, 3, 9, 32, 60), float("nan"))
+    out = big[..., 5:53]
+    tiny.decode(x, out=out)
+    assert rel_err(out, ref) < 1e-4
+    assert big[..., :5].isnan().all() and big[..., 53:].isnan().all()  # nothing outside written
+
+
+def test_half_precision_tensors(tiny, tiny_io):
+    """bf16 / fp16 tensors in: the output has the input's dtype (computed in fp32 on the CPU)."""
+    x, ref = tiny_io["dec_t3.latent"], tiny_io["dec_t3.video"]
+    for dt in (torch.bfloat16, torch.float16):
+        y = tiny.decode(x.to(dt))
+        assert y.dtype == dt
+        # the error of rounding the input and the output to 16 bits
+        assert rel_err(y, ref) < (2e-2 if dt == torch.bfloat16 else 3e-3)
+    v = tiny_io["enc_t9.video"].to(torch.bfloat16)
+    assert rel_err(tiny.encode(v), tiny_io["enc_t9.latent"]) < 3e-2
+
+
+def test_batch_and_unbatched(tiny, tiny_io):
+    x, ref = tiny_io["dec_t3.latent"], tiny_io["dec_t3.video"]
+    y = tiny.decode(torch.cat([x, 2 * x]))
+    assert y.shape[0] == 2 and rel_err(y[:1], ref) < 1e-4
+    assert rel_err(y[1:], tiny.decode(2 * x)) < 1e-6
+    assert rel_err(tiny.decode(x[0]), ref[0]) < 1e-4  # [C,T,h,w] -> [3,T,H,W]
+
+
+def test_state_dict_equals_file(tiny, tiny_io):
+    sd = load_file(str(FIXTURES / "wan21_tiny.safetensors"))
+    m = vaec.from_state_dict(sd)
+    x = tiny_io["dec_t3.latent"]
+    assert rel_err(m.decode(x), tiny.decode(x)) < 1e-7
+    # transposed (non-contiguous) weights are gathered, not misread
+    sd2 = {k: (v.t().contiguous().t() if v.dim() == 2 else v) for k, v in sd.items()}
+    assert rel_err(vaec.from_state_dict(sd2).decode(x), tiny.decode(x)) < 1e-7
+
+
+def test_exact_tiles_and_blend(tiny_io):
+    x, ref = tiny_io["dec_t6_odd.latent"], tiny_io["dec_t6_odd.video"]
+    m = vaec.load(FIXTURES / "wan21_tiny.safetensors", tile=16)
+    assert m.plan(tuple(x.shape))["order"] == "tiled"
+    assert rel_err(m.decode(x), ref) < 1e-4
+    b = vaec.load(FIXTURES / "wan21_tiny.safetensors", tile_mode="blend", blend_tile=32,
+                  blend_overlap=8)
+    assert rel_err(b.decode(x), ref) < 0.5  # blended tiles are approximate, but close
+
+
+def test_progress_and_cancel(tiny, tiny_io):
+    x = tiny_io["dec_t6_odd.latent"]
+    seen = []
+    tiny.decode(x, callback=lambda done, total: seen.append((done, total)) and False)
+    assert seen and seen[-1][0] == seen[-1][1] and [d for d, _ in seen] == list(range(1, len(seen) + 1))
+    with pytest.raises(vaec.Error) as e:
+        tiny.decode(x, callback=lambda done, total: done >= 2)
+    assert e.value.name == "EINTERRUPTED"
+    # from another thread, as a UI's interrupt button does
+    started = threading.Event()
+
+    def slow(done, total):
+        started.set()
+        threading.Event().wait(0.05)
+        return False
+
+    t = threading.Timer(0.0, lambda: (started.wait(), tiny.cancel()))
+    t.start()
+    with pytest.raises(vaec.Error) as e:
+        tiny.decode(x, callback=slow)
+    t.join()
+    assert e.value.name == "EINTERRUPTED"
+    assert rel_err(tiny.decode(x), tiny_io["dec_t6_odd.video"]) < 1e-4  # usable afterwards
+
+
+def test_errors(tiny, tiny_io, tmp_path):
+    x = tiny_io["dec_t3.latent"]
+    cases = [
+        (lambda: tiny.decode(x[:, :8]), "ESHAPE", "channels"),
+        (lambda: tiny.decode(x.to(torch.float64)), "EDTYPE", "float64"),
+        (lambda: tiny.decode(torch.full_like(x, float("nan"))), "ENAN", "NaN"),
+        (lambda: tiny.encode(torch.zeros(1, 3, 9, 30, 48)), "ESHAPE", "multiple"),
+        (lambda: tiny.decode(x, out=torch.empty(1, 3, 9, 32, 47)), "ESHAPE", "out shape"),
+        (lambda: tiny.decode([1, 2]), "EINVAL", "torch.Tensor"),
+        (lambda: vaec.load(tmp_path / "missing.safetensors"), "EIO", "missing.safetensors"),
+        (lambda: vaec.load(FIXTURES / "wan21_tiny.json"), "EFORMAT", "wan21_tiny.json"),
+        (lambda: vaec.load(FIXTURES / "wan21_tiny.safetensors", device="tpu"), "EINVAL", "tpu"),
+        (lambda: vaec.load(FIXTURES / "wan21_tiny.safetensors", dtype="int8"), "EINVAL", "int8"),
+        (lambda: vaec.load(FIXTURES / "wan21_tiny.safetensors", max_memory="lots"), "EINVAL", "lots"),
+        (lambda: vaec.load(FIXTURES / "wan21_tiny.safetensors", tile_mode="grid"), "EINVAL", "grid"),
+        (lambda: vaec.load(FIXTURES / "wan21_tiny.safetensors", config={"nope": 1}), None, "nope"),
+        (lambda: vaec.load(FIXTURES / "wan21_tiny.safetensors", max_memory="1K").decode(x),
+         "ENOMEM", "floor"),
+    ]
+    for fn, code, text in cases:
+        with pytest.raises(vaec.Error) as e:
+            fn()
+        assert code is None or e.value.name == code, (code, e.value.name, str(e.value))
+        assert text in str(e.value), (text, str(e.value))
+    if not vaec.cuda_available():
+        with pytest.raises(vaec.Error):
+            vaec.load(FIXTURES / "wan21_tiny.safetensors", device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not vaec.cuda_available(),
+                    reason="no CUDA device (the GPU variant runs on the device machine)")
+def test_cuda_tensors_in_place(tiny_io):
+    """CUDA tensors in and out, on torch's current stream, bf16 and fp32, strided."""
+    m = vaec.load(FIXTURES / "wan21_tiny.safetensors", device="cuda")
+    x, ref = tiny_io["dec_t3.latent"].cuda(), tiny_io["dec_t3.video"]
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        y = m.decode(x)
+        z = y * 1  # queued on s after the engine's work
+    s.synchronize()
+    assert y.is_cuda and rel_err(z, ref) < 1e-4
+    wide = torch.zeros(1, 16, 3, 4, 9, device="cuda")
+    wide[..., 2:8] = x
+    assert rel_err(m.decode(wide[..., 2:8]), ref) < 1e-4
+    mb = vaec.load(FIXTURES / "wan21_tiny.safetensors", device="cuda", dtype="bf16")
+    assert rel_err(mb.decode(x.bfloat16()), ref) < 3e-2
+    assert rel_err(m.encode(tiny_io["enc_t9.video"].cuda()), tiny_io["enc_t9.latent"]) < 1e-4
+    mt = vaec.load(FIXTURES / "wan21_tiny.safetensors", device="cuda", tile=16)
+    x6 = tiny_io["dec_t6_odd.latent"].cuda()
+    assert rel_err(mt.decode(x6), tiny_io["dec_t6_odd.video"]) < 1e-4
+    with pytest.raises(vaec.Error) as e:
+        m.decode(torch.full_like(x, float("inf")))
+    assert e.value.name == "ENAN"
+
+
+def test_raw_latent_space(tiny, tiny_io):
+    """raw=True: the VAE's own latent space (diffusers', ComfyUI's), converted in float32."""
+    fx = fixture("wan21_tiny")
+    mean = torch.tensor(fx["latent_mean"]).view(1, -1, 1, 1, 1)
+    std = torch.tensor(fx["latent_std"]).view(1, -1, 1, 1, 1)
+    x, ref = tiny_io["dec_t3.latent"], tiny_io["dec_t3.video"]
+    assert rel_err(tiny.decode(x * std + mean, raw=True), ref) < 1e-4
+    v, lat = tiny_io["enc_t9.video"], tiny_io["enc_t9.latent"]
+    assert rel_err(tiny.encode(v, raw=True), lat * std + mean) < 1e-4
+    y = tiny.decode((x * std + mean).bfloat16(), raw=True)
+    assert y.dtype == torch.bfloat16 and rel_err(y, ref) < 2e-2
+
+
+def test_sessions_share_weights(tiny, tiny_io):
+    x = tiny_io["dec_t6_odd.latent"]
+    t = tiny.with_options(tile=16)
+    assert t._weights is tiny._weights and t.options["tile"] == 16 and tiny.options["tile"] is None
+    assert t.plan(tuple(x.shape))["order"] == "tiled"
+    assert rel_err(t.decode(x), tiny.decode(x)) < 1e-5
+    t.close()
+    assert rel_err(tiny.decode(x), tiny_io["dec_t6_odd.video"]) < 1e-4  # the weights stay
+    with pytest.raises(vaec.Error) as e:
+        tiny.with_options(tiles=3)
+    assert "tiles" in str(e.value)

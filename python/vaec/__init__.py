@@ -1,0 +1,392 @@
+"""vaec: the vae.c engine for torch tensors (Wan2.1/2.2, SeedVR2, TAESD VAEs).
+
+    m = vaec.load("wan_2.1_vae.safetensors", device="cuda", dtype="bf16")
+    video = m.decode(latent)     # latent [B,C,T,h,w] (diffusion space) -> video [B,3,T',H,W]
+    latent = m.encode(video)
+
+Tensors stay where they are: CUDA tensors are read and written by the engine in place on torch's
+current stream (no host copy), CPU tensors by the CPU backend. Failures raise vaec.Error with the
+library's message.
+"""
+import ctypes as C
+import json
+import threading
+
+from . import _lib
+from ._lib import Error
+
+__all__ = ["load", "from_state_dict", "Model", "Error", "version", "build_info",
+           "cuda_available", "synth_checkpoint"]
+
+
+def version():
+    return _lib.lib.vae_version_string().decode()
+
+
+def build_info():
+    return _lib.lib.vae_build_info().decode()
+
+
+def cuda_available():
+    return bool(_lib.lib.vae_device_available(_lib.DEVICE_CUDA))
+
+
+def synth_checkpoint(arch, path, config=None):
+    """Writes a checkpoint of arch ("wan2.1", "wan2.2", "seedvr2") with the fixtures' synthetic
+    weights (config: upstream constructor arguments, dict or JSON; None: the released ones)."""
+    cfg = None if config is None else (config if isinstance(config, str) else json.dumps(config))
+    _lib.check(_lib.lib.vae_synth_checkpoint(arch.encode(), cfg.encode() if cfg else None,
+                                             str(path).encode()))
+
+
+_DTYPES = {"fp32": _lib.DTYPE_F32, "float32": _lib.DTYPE_F32, "fp16": _lib.DTYPE_F16,
+           "float16": _lib.DTYPE_F16, "bf16": _lib.DTYPE_BF16, "bfloat16": _lib.DTYPE_BF16}
+_TILES = {"auto": _lib.TILE_AUTO, "none": _lib.TILE_NONE, "blend": _lib.TILE_BLEND}
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _torch_dtype_code(t):
+    torch = _torch()
+    codes = {torch.float32: _lib.DTYPE_F32, torch.float16: _lib.DTYPE_F16,
+             torch.bfloat16: _lib.DTYPE_BF16}
+    if t.dtype not in codes:
+        raise Error(-8, f"tensor dtype {t.dtype} is not float32, float16 or bfloat16")
+    return codes[t.dtype]
+
+
+def _as_c_tensor(t):
+    """A vae_tensor describing torch tensor t in place (pointer, shape, strides, device)."""
+    if t.dim() > 8:
+        raise Error(-6, f"tensor of rank {t.dim()}: at most 8 dimensions")
+    ct = _lib.Tensor()
+    ct.ndim = t.dim()
+    ct.dtype = _torch_dtype_code(t)
+    ct.data = t.data_ptr() if t.numel() else None
+    for i, (n, s) in enumerate(zip(t.shape, t.stride())):
+        ct.shape[i], ct.strides[i] = n, s
+    if t.is_cuda:
+        ct.device, ct.device_index = _lib.DEVICE_CUDA, t.device.index or 0
+    elif t.device.type != "cpu":
+        raise Error(-1, f"tensor on device {t.device}: vaec takes CPU and CUDA tensors")
+    return ct
+
+
+def _parse_memory(v):
+    """max_memory: bytes (int) or a string like "13G", "800M"; None: the engine's default."""
+    if v is None:
+        return 0
+    if isinstance(v, int):
+        return v
+    s = str(v).strip().upper().rstrip("B").rstrip("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        return int(float(s[:-1]) * mult[s[-1]]) if s and s[-1] in mult else int(s)
+    except ValueError:
+        raise Error(-1, f"max_memory {v!r}: expected bytes or a size like 13G, 800M") from None
+
+
+class _TorchAllocator:
+    """The engine's device memory from torch's caching allocator, so that torch (and ComfyUI's
+    memory manager, which only sees torch) accounts for it."""
+
+    def __init__(self):
+        torch = _torch()
+
+        @_lib.DevAlloc
+        def alloc(size, device, stream, user):
+            try:
+                return torch.cuda.caching_allocator_alloc(int(size), device, stream or 0)
+            except Exception:  # out of memory: the engine reports VAE_ENOMEM
+                return None
+
+        @_lib.DevFree
+        def free(ptr, size, device, stream, user):
+            torch.cuda.caching_allocator_delete(ptr)
+
+        @_lib.DevPoolFree
+        def pool_free(device, user):
+            # what torch has reserved but not handed out: the engine's budget may use it
+            return torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+
+        self.alloc, self.free, self.pool_free = alloc, free, pool_free
+
+
+class _Weights:
+    """The C model (checkpoint, architecture, weights on the host), shared by the Models (sessions)
+    made from it; freed when the last one goes."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        info = _lib.ModelInfo()
+        _lib.check(_lib.lib.vae_model_get_info(handle, C.byref(info)))
+        self.info = {f: (v.decode() if isinstance(v, bytes) else v)
+                     for f, v in ((n, getattr(info, n)) for n, _ in _lib.ModelInfo._fields_)}
+        self.info["config"] = json.loads(self.info.pop("config_json"))
+        n = self.info["latent_channels"]
+        mean, std = (C.c_float * n)(), (C.c_float * n)()
+        _lib.lib.vae_model_latent_norm(handle, mean, std, n)
+        self.latents_mean, self.latents_std = list(mean), list(std)
+
+    def __del__(self):
+        if self.handle:
+            _lib.lib.vae_model_free(self.handle)
+            self.handle = None
+
+
+_DEFAULTS = dict(device="cpu", dtype="fp32", max_memory=None, tile_mode="auto", tile=None,
+                 blend_tile=0, blend_overlap=0, threads=0, allocator="torch")
+
+
+def _session_options(o):
+    """vae_session_options from the Python options (validated: unknown values are errors)."""
+    opts = _lib.SessionOptions()
+    _lib.lib.vae_session_options_default(C.byref(opts))
+    dev = str(o["device"])
+    if dev.startswith("cuda"):
+        opts.device = _lib.DEVICE_CUDA
+        idx = dev.split(":")[1] if ":" in dev else "0"
+        if not idx.isdigit():
+            raise Error(-1, f"device {dev!r}: expected 'cpu', 'cuda' or 'cuda:N'")
+        opts.device_index = int(idx)
+    elif dev != "cpu":
+        raise Error(-1, f"device {dev!r}: expected 'cpu', 'cuda' or 'cuda:N'")
+    if o["dtype"] not in _DTYPES:
+        raise Error(-1, f"dtype {o['dtype']!r}: expected one of fp32, bf16, fp16")
+    if o["tile_mode"] not in _TILES:
+        raise Error(-1, f"tile_mode {o['tile_mode']!r}: expected auto, none or blend")
+    if o["allocator"] not in ("torch", "cuda"):
+        raise Error(-1, f"allocator {o['allocator']!r}: expected 'torch' or 'cuda'")
+    opts.dtype = _DTYPES[o["dtype"]]
+    opts.threads = o["threads"]
+    opts.max_memory = _parse_memory(o["max_memory"])
+    opts.tile_mode = _TILES[o["tile_mode"]]
+    tile = o["tile"]
+    if tile:
+        opts.tile_height, opts.tile_width = (tile, tile) if isinstance(tile, int) else tile
+    opts.blend_tile, opts.blend_overlap = o["blend_tile"], o["blend_overlap"]
+    return opts
+
+
+class Model:
+    """A checkpoint bound to a device with its options (a session): decode/encode torch tensors.
+    Use vaec.load() / vaec.from_state_dict(); with_options() gives another session of the same
+    weights."""
+
+    def __init__(self, weights, **options):
+        self._weights = weights
+        self._session = None
+        self._lock = threading.Lock()
+        unknown = set(options) - set(_DEFAULTS)
+        if unknown:
+            raise Error(-1, f"unknown option(s) {sorted(unknown)}: expected {sorted(_DEFAULTS)}")
+        self.options = {**_DEFAULTS, **options}
+        opts = _session_options(self.options)
+        self._alloc = None
+        if opts.device == _lib.DEVICE_CUDA and self.options["allocator"] == "torch":
+            self._alloc = _TorchAllocator()
+            opts.dev_alloc, opts.dev_free = self._alloc.alloc, self._alloc.free
+            opts.dev_pool_free = self._alloc.pool_free
+        s = C.c_void_p()
+        _lib.check(_lib.lib.vae_session_create(C.byref(s), weights.handle, C.byref(opts)))
+        self._session = s
+        self.device, self.dtype = str(self.options["device"]), self.options["dtype"]
+        self.info = weights.info
+        self.latents_mean, self.latents_std = weights.latents_mean, weights.latents_std
+
+    @property
+    def _model(self):
+        return self._weights.handle
+
+    def with_options(self, **overrides):
+        """Another session of the same weights with some options changed (dtype, tiles, budget,
+        device...): the checkpoint is not read again."""
+        return Model(self._weights, **{**self.options, **overrides})
+
+    def close(self):
+        """Frees the session (its device memory, weights included); the Model is unusable after.
+        """
+        if self._session:
+            _lib.lib.vae_session_free(self._session)
+            self._session = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return (f"vaec.Model({self.info['arch']}, device={self.device}, dtype={self.dtype}, "
+                f"{self.info['param_count']} parameters)")
+
+    # ---- shapes and plans ----
+    def output_shape(self, shape, encode=False):
+        """The output shape for one input of this shape ([1,C,T,h,w] or [1,C,h,w])."""
+        ins = (C.c_int64 * 8)(*shape)
+        outs, nd = (C.c_int64 * 8)(), C.c_int()
+        _lib.check(_lib.lib.vae_model_output_shape(self._model, int(encode), ins, len(shape),
+                                                   outs, C.byref(nd)))
+        return tuple(outs[: nd.value])
+
+    def plan(self, shape, encode=False):
+        """The engine's plan for one input of this shape under the session's budget: peak bytes,
+        tiles, order and the decision in words (before running; a host reserves memory with it).
+        """
+        ins = (C.c_int64 * 8)(*shape)
+        p = _lib.PlanInfo()
+        rc = _lib.lib.vae_session_plan(self._session, int(encode), ins, len(shape), C.byref(p))
+        if rc not in (0, -4):
+            _lib.check(rc)
+        return {"fits": rc == 0, "order": ("whole", "tiled", "blend")[p.order],
+                "tiles": (p.tiles_y, p.tiles_x), "tile_size": (p.tile_height, p.tile_width),
+                "peak_bytes": p.peak_bytes, "floor_bytes": p.floor_bytes,
+                "budget_bytes": p.budget_bytes, "flops": p.flops, "text": p.text.decode()}
+
+    def peak_bytes(self):
+        """Peak device (CPU: host) memory the engine held during the last call."""
+        return _lib.lib.vae_session_peak_bytes(self._session)
+
+    def cancel(self):
+        """Stops a decode/encode running on another thread (it raises Error EINTERRUPTED)."""
+        if self._session:
+            _lib.lib.vae_session_cancel(self._session)
+
+    def trim(self):
+        """Gives the device memory the engine cached between calls back."""
+        _lib.check(_lib.lib.vae_session_trim(self._session))
+
+    # ---- running ----
+    def decode(self, latent, out=None, raw=False, progress=False, callback=None):
+        """latent [B,C,T,h,w] or [C,T,h,w] (video) / [B,C,h,w] (image models) -> video
+        [B,3,T',H,W] (images [B,3,H,W]) in the input's dtype, on the input's device, unclamped.
+        The latent is in diffusion space (normalised), or raw=True: the VAE's own latent space
+        (what diffusers' vae.decode and ComfyUI's VAE take). out: a tensor to write into (any
+        strides). progress: a tqdm bar; callback(done, total) -> True stops (Error EINTERRUPTED).
+        """
+        dtype = latent.dtype if hasattr(latent, "dtype") else None
+        if raw:
+            mean, std = self._norm(latent)
+            latent = (latent.float() - mean) / std  # float32: no extra rounding
+        return self._run(latent, False, out, dtype, progress, callback)
+
+    def encode(self, video, out=None, raw=False, progress=False, callback=None):
+        """video [B,3,T,H,W] (images [B,3,H,W]) in the model's pixel range -> latent (posterior
+        mean) in diffusion space, or raw=True: the VAE's own latent space; in the input's dtype,
+        on the input's device."""
+        if not raw:
+            return self._run(video, True, out, None, progress, callback)
+        mean, std = self._norm(video)
+        mu = self._run(video, True, None, _torch().float32, progress, callback) * std + mean
+        if out is None:
+            return mu.to(video.dtype)
+        out.copy_(mu)
+        return out
+
+    __call__ = decode
+
+    def _norm(self, like):
+        """latents_mean / latents_std as float32 [1,C,1,1,1] (5-D) or [1,C,1,1] tensors on like's
+        device, made once per device (no host-to-device copy per call)."""
+        torch = _torch()
+        if not isinstance(like, torch.Tensor):
+            raise Error(-1, f"expected a torch.Tensor, got {type(like).__name__}")
+        key = (like.device, like.dim())
+        cache = self.__dict__.setdefault("_norm_cache", {})
+        if key not in cache:
+            shape = (1, -1) + (1,) * (max(like.dim(), 3) - 2)
+            cache[key] = tuple(torch.tensor(v, dtype=torch.float32, device=like.device).view(shape)
+                               for v in (self.latents_mean, self.latents_std))
+        return cache[key]
+
+    def _run(self, x, encode, out, out_dtype, progress, callback):
+        torch = _torch()
+        if not isinstance(x, torch.Tensor):
+            raise Error(-1, f"expected a torch.Tensor, got {type(x).__name__}")
+        video_rank = 5 if self.info["is_video"] else 4
+        squeeze = x.dim() == video_rank - 1 and self.info["is_video"]
+        if squeeze:
+            x = x.unsqueeze(0)
+        if x.dim() not in (4, 5) or x.shape[0] < 1:
+            raise Error(-6, f"input shape {tuple(x.shape)}: expected [B,C,T,H,W] or [B,C,H,W]")
+        one = (1,) + tuple(x.shape[1:])
+        oshape = (x.shape[0],) + self.output_shape(one, encode)[1:]
+        if out is None:
+            out = torch.empty(oshape, dtype=out_dtype or x.dtype, device=x.device)
+        elif tuple(out.shape) != oshape:
+            raise Error(-6, f"out shape {tuple(out.shape)}: expected {oshape}")
+        co = _lib.CallOptions()
+        if x.is_cuda or out.is_cuda:
+            dev = x.device if x.is_cuda else out.device
+            co.cuda_stream = torch.cuda.current_stream(dev).cuda_stream or None
+        bar = None
+        if progress or callback:
+            if progress:
+                from tqdm.auto import tqdm
+                bar = tqdm(total=0, desc="vaec " + ("encode" if encode else "decode"),
+                           unit="step")
+
+            @_lib.Progress
+            def on_progress(done, total, user):
+                if bar is not None:
+                    bar.total = total * x.shape[0]
+                    bar.update(1)
+                return 1 if callback is not None and callback(done, total) else 0
+
+            co.progress = on_progress
+        fn = _lib.lib.vae_encode_into if encode else _lib.lib.vae_decode_into
+        try:
+            with self._lock:  # one call at a time per session
+                for b in range(x.shape[0]):
+                    ci, cout = _as_c_tensor(x[b : b + 1]), _as_c_tensor(out[b : b + 1])
+                    _lib.check(fn(self._session, C.byref(ci), C.byref(cout), C.byref(co)))
+        finally:
+            if bar is not None:
+                bar.close()
+        return out.squeeze(0) if squeeze else out
+
+
+def _model_options(prefix, arch, config):
+    o = _lib.ModelOptions()
+    _lib.lib.vae_model_options_default(C.byref(o))
+    o.prefix = prefix.encode() if prefix is not None else None
+    o.arch = arch.encode() if arch else None
+    if config is not None:
+        o.config_json = (config if isinstance(config, str) else json.dumps(config)).encode()
+    return o
+
+
+def load(path, arch=None, prefix=None, config=None, **options):
+    """Opens a checkpoint (.safetensors, .pth, .gguf; architecture detected) on a device.
+
+    options: device "cpu", "cuda" or "cuda:N"; dtype "fp32", "bf16", "fp16" (CPU: fp32);
+    max_memory: budget ("13G", bytes; None: free memory minus a margin); tile_mode "auto" (exact
+    tiles as the budget needs), "none", "blend"; tile: force exact tiles (px, or (h, w));
+    blend_tile / blend_overlap: blend mode sizes in pixels (0: 512 / 64); threads (CPU, 0: all);
+    allocator "torch" (device memory from torch's caching allocator, so torch and its users see
+    it) or "cuda" (the engine's own cudaMalloc). arch / prefix / config: what the checkpoint
+    cannot tell (e.g. config={"norm_num_groups": 8} for SeedVR2).
+    """
+    h = C.c_void_p()
+    o = _model_options(prefix, arch, config)
+    _lib.check(_lib.lib.vae_model_open(C.byref(h), str(path).encode(), C.byref(o)))
+    return Model(_Weights(h), **options)
+
+
+def from_state_dict(state_dict, arch=None, prefix=None, config=None, **options):
+    """A Model from named tensors (a module's state_dict(), upstream or diffusers key names)
+    instead of a file; the weights are converted once, the tensors are not kept. options: load's.
+    """
+    torch = _torch()
+    items = [(k, v) for k, v in state_dict.items() if isinstance(v, torch.Tensor)
+             and v.is_floating_point()]
+    host = [v.detach().to("cpu") for _, v in items]  # weights are converted on the host
+    names = (C.c_char_p * len(items))(*[k.encode() for k, _ in items])
+    ts = (_lib.Tensor * len(items))(*[_as_c_tensor(t) for t in host])
+    h = C.c_void_p()
+    o = _model_options(prefix, arch, config)
+    _lib.check(_lib.lib.vae_model_open_tensors(C.byref(h), names, ts, len(items), C.byref(o)))
+    return Model(_Weights(h), **options)

@@ -1,0 +1,154 @@
+"""ctypes binding of libvae.so (include/vae.h): structs, signatures, errors, logging.
+
+Only this module knows the C layout. Nothing here copies tensor data: tensors are passed to the
+library as pointers with shape and strides.
+"""
+import ctypes as C
+import logging
+import os
+import pathlib
+
+_log = logging.getLogger("vaec")
+
+
+class Error(RuntimeError):
+    """A failure reported by the library: `code` (VAE_E*), `name` ("EINVAL"...), and the
+    library's message (which file, tensor or argument, and what was expected)."""
+
+    def __init__(self, code, message):
+        self.code = code
+        self.name = _CODES.get(code, str(code))
+        super().__init__(message)
+
+
+_CODES = {-1: "EINVAL", -2: "EIO", -3: "EFORMAT", -4: "ENOMEM", -5: "EUNSUPPORTED",
+          -6: "ESHAPE", -7: "EKEY", -8: "EDTYPE", -9: "ENAN", -10: "EDEVICE",
+          -11: "EINTERRUPTED"}
+EINTERRUPTED = -11
+
+DTYPE_F32, DTYPE_F16, DTYPE_BF16 = 0, 1, 2
+DEVICE_CPU, DEVICE_CUDA = 0, 1
+TILE_AUTO, TILE_NONE, TILE_BLEND = 0, 1, 2
+
+
+class Tensor(C.Structure):
+    _fields_ = [("ndim", C.c_int), ("shape", C.c_int64 * 8), ("dtype", C.c_int),
+                ("data", C.c_void_p), ("strides", C.c_int64 * 8), ("device", C.c_int),
+                ("device_index", C.c_int)]
+
+
+DevAlloc = C.CFUNCTYPE(C.c_void_p, C.c_size_t, C.c_int, C.c_void_p, C.c_void_p)
+DevFree = C.CFUNCTYPE(None, C.c_void_p, C.c_size_t, C.c_int, C.c_void_p, C.c_void_p)
+DevPoolFree = C.CFUNCTYPE(C.c_int64, C.c_int, C.c_void_p)
+Progress = C.CFUNCTYPE(C.c_int, C.c_int64, C.c_int64, C.c_void_p)
+LogFn = C.CFUNCTYPE(None, C.c_int, C.c_char_p, C.c_void_p)
+
+
+class SessionOptions(C.Structure):
+    _fields_ = [("device", C.c_int), ("dtype", C.c_int), ("threads", C.c_int),
+                ("device_index", C.c_int), ("max_memory", C.c_int64), ("tile_mode", C.c_int),
+                ("tile_height", C.c_int), ("tile_width", C.c_int), ("blend_tile", C.c_int),
+                ("blend_overlap", C.c_int), ("params", C.c_int64 * 32),
+                ("params_set", C.c_uint64), ("dev_alloc", DevAlloc), ("dev_free", DevFree),
+                ("dev_alloc_user", C.c_void_p), ("dev_pool_free", DevPoolFree)]
+
+
+class ModelOptions(C.Structure):
+    _fields_ = [("prefix", C.c_char_p), ("arch", C.c_char_p), ("config_json", C.c_char_p)]
+
+
+class ModelInfo(C.Structure):
+    _fields_ = [("arch", C.c_char_p), ("config_json", C.c_char_p), ("can_encode", C.c_int),
+                ("can_decode", C.c_int), ("image_channels", C.c_int),
+                ("latent_channels", C.c_int), ("spatial_factor", C.c_int),
+                ("temporal_factor", C.c_int), ("is_video", C.c_int), ("image_min", C.c_float),
+                ("image_max", C.c_float), ("param_count", C.c_int64), ("tensor_count", C.c_int),
+                ("file_dtypes", C.c_char_p), ("normalisation", C.c_char_p)]
+
+
+class CallOptions(C.Structure):
+    _fields_ = [("cuda_stream", C.c_void_p), ("progress", Progress),
+                ("progress_user", C.c_void_p)]
+
+
+class PlanInfo(C.Structure):
+    _fields_ = [("order", C.c_int), ("tiles_y", C.c_int), ("tiles_x", C.c_int),
+                ("tile_height", C.c_int), ("tile_width", C.c_int), ("frame_loops", C.c_int),
+                ("peak_bytes", C.c_int64), ("floor_bytes", C.c_int64),
+                ("budget_bytes", C.c_int64), ("flops", C.c_double), ("text", C.c_char * 1024)]
+
+
+def _find_library():
+    """libvae.so: $VAEC_LIBRARY (a developer's build), else the one installed in the package."""
+    env = os.environ.get("VAEC_LIBRARY")
+    if env:
+        return env
+    here = pathlib.Path(__file__).resolve().parent
+    for name in ("libvae.so", "libvae.dylib", "vae.dll"):
+        if (here / name).exists():
+            return str(here / name)
+    raise ImportError("vaec: libvae.so is not installed next to the package (pip install . builds "
+                      "it) and VAEC_LIBRARY is not set")
+
+
+_P, _I, _V = C.c_void_p, C.c_int, None
+_SIGS = {
+    "vae_version_string": (C.c_char_p, []),
+    "vae_strerror": (C.c_char_p, [_I]),
+    "vae_last_error": (C.c_char_p, []),
+    "vae_set_log_callback": (_V, [LogFn, _P, _I]),
+    "vae_build_info": (C.c_char_p, []),
+    "vae_device_available": (_I, [_I]),
+    "vae_device_count": (_I, [_I]),
+    "vae_model_options_default": (_V, [C.POINTER(ModelOptions)]),
+    "vae_model_open": (_I, [C.POINTER(_P), C.c_char_p, C.POINTER(ModelOptions)]),
+    "vae_model_open_tensors": (_I, [C.POINTER(_P), C.POINTER(C.c_char_p), C.POINTER(Tensor), _I,
+                                    C.POINTER(ModelOptions)]),
+    "vae_model_free": (_V, [_P]),
+    "vae_model_get_info": (_I, [_P, C.POINTER(ModelInfo)]),
+    "vae_model_latent_norm": (_I, [_P, C.POINTER(C.c_float), C.POINTER(C.c_float), _I]),
+    "vae_model_output_shape": (_I, [_P, _I, C.POINTER(C.c_int64), _I, C.POINTER(C.c_int64),
+                                    C.POINTER(_I)]),
+    "vae_session_options_default": (_V, [C.POINTER(SessionOptions)]),
+    "vae_session_options_set": (_I, [C.POINTER(SessionOptions), _I, C.c_int64]),
+    "vae_session_create": (_I, [C.POINTER(_P), _P, C.POINTER(SessionOptions)]),
+    "vae_session_free": (_V, [_P]),
+    "vae_session_cancel": (_V, [_P]),
+    "vae_session_trim": (_I, [_P]),
+    "vae_session_peak_bytes": (C.c_int64, [_P]),
+    "vae_session_plan": (_I, [_P, _I, C.POINTER(C.c_int64), _I, C.POINTER(PlanInfo)]),
+    "vae_call_options_default": (_V, [C.POINTER(CallOptions)]),
+    "vae_synth_checkpoint": (_I, [C.c_char_p, C.c_char_p, C.c_char_p]),
+    "vae_decode_into": (_I, [_P, C.POINTER(Tensor), C.POINTER(Tensor), C.POINTER(CallOptions)]),
+    "vae_encode_into": (_I, [_P, C.POINTER(Tensor), C.POINTER(Tensor), C.POINTER(CallOptions)]),
+}
+
+
+def _load():
+    lib = C.CDLL(_find_library())
+    for name, (res, args) in _SIGS.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+    return lib
+
+
+lib = _load()
+
+
+def check(rc):
+    """Raises Error with the library's message for a non-zero return code."""
+    if rc != 0:
+        msg = (lib.vae_last_error() or b"").decode("utf-8", "replace")
+        raise Error(rc, msg or lib.vae_strerror(rc).decode())
+    return rc
+
+
+_LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR}
+
+
+@LogFn
+def _on_log(level, message, user):
+    _log.log(_LEVELS.get(level, logging.INFO), "%s", message.decode("utf-8", "replace"))
+
+
+lib.vae_set_log_callback(_on_log, None, 1)  # INFO and up go to logging.getLogger("vaec")
