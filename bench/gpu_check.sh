@@ -25,6 +25,9 @@
 #   --python    also the Python package: pytest python/tests with build-gpu/libvae.so (CUDA
 #               tensors in place; diffusers from the carried .whl folder) and bench/vaec_bench.py
 #               beside `vae bench` of the same workload (Wan2.1 decode 81x480x832, bf16)
+#   --cold      also the cold start with the conv path cache (--tune-cache): Wan2.1 decode 480p in
+#               a fresh process without a cache, then again with the cache it wrote, then with
+#               that cache damaged, then two processes at once on a new cache file
 #   --no-ops / --no-fixtures  skip the op tests / the fixture tests
 #   --repeat S  also, for S seconds, the fixture REPEAT_FIXTURE (default wan21_tiny) in
 #               REPEAT_DTYPE (default fp32) over and over, REPEAT_PAR (default 4) processes at
@@ -43,7 +46,7 @@ shift
 DEPS=""
 [ -d build-gpu-deps ] && DEPS=$ROOT/build-gpu-deps
 FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1 REPEAT=0 SANITIZE=0 TILES=0 BUDGET=0
-PYTHON=0
+PYTHON=0 COLD=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --deps) DEPS=$(cd "$2" && pwd); shift ;;
@@ -60,6 +63,7 @@ while [ $# -gt 0 ]; do
     --tiles) TILES=1 ;;
     --budget) BUDGET=1 ;;
     --python) PYTHON=1 ;;
+    --cold) COLD=1 ;;
     *) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -293,6 +297,29 @@ if [ $PYTHON = 1 ] && [ -f build-gpu/libvae.so ]; then
     timeout 300 python3 bench/vaec_bench.py --runs "${RUNS:-5}" >>"$OUT/bench.log" 2>&1
     say "vaec_bench: rc $?"
     grep "^VAEC" "$OUT/bench.log" | cut -c1-400 >>"$SUMMARY"
+fi
+if [ $COLD = 1 ] && [ -x build-gpu/vae ]; then
+    TC=/tmp/vae-tune-check.txt
+    cold_run() { # label: one fresh process, its first (cold) run beside the warm median
+        echo "=== cold: $1" >>"$OUT/bench.log"
+        timeout 150 build-gpu/vae bench wan2.1 --op decode --frames 81 --size 480x832 --dtype bf16 \
+            --device cuda --warmup 1 --runs 3 --tune-cache "$TC" >>"$OUT/bench.log" 2>&1
+        say "cold [$1]: rc $? $(grep BENCH "$OUT/bench.log" | tail -1 | grep -oE '"(median_s|cold_s)":[0-9.]+' | tr '\n' ' ')"
+    }
+    rm -f $TC
+    cold_run "no cache yet"
+    say "tune cache: $(wc -l <$TC) lines"
+    cold_run "cache from the run before"
+    printf 'garbage \x01\x02\nvae-tune-1 x y 99\n%0600d\nvae-tune-1 cut' 0 >>$TC
+    cold_run "cache with damaged lines appended"
+    rm -f $TC
+    for k in 1 2; do
+        timeout 150 build-gpu/vae bench wan2.1 --op decode --frames 81 --size 480x832 --dtype bf16 \
+            --device cuda --warmup 0 --runs 1 --tune-cache "$TC" >"$OUT/cold_par$k.log" 2>&1 &
+    done
+    wait
+    say "two processes at once: $(grep -c BENCH "$OUT"/cold_par*.log | tr '\n' ' '); cache $(wc -l <$TC) lines, $(grep -vc '^vae-tune-1 [^ ]* [^ ]* [0-9]$' $TC) not parsing"
+    rm -f "$OUT"/cold_par*.log
 fi
 if [ $TORCH = 1 ]; then
     for w in wan2.1:decode:81:480x832 wan2.1:decode:81:720x1280 wan2.1:encode:81:480x832 \

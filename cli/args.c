@@ -94,7 +94,9 @@ const char cli_mem_help[] =
     "                          (not exact; for sizes whose exact floor does not fit)\n"
     "  --tile HxW              force exact tiles of H x W pixels of the video side\n"
     "  --tile-size PX          blend: tile size in pixels of the video side (default 512)\n"
-    "  --tile-overlap PX       blend: overlap in pixels of the video side (default: tile / 8)\n";
+    "  --tile-overlap PX       blend: overlap in pixels of the video side (default: tile / 8)\n"
+    "  --tune-cache PATH       cuda: file of the conv path choices kept between runs (default:\n"
+    "                          ~/.cache/vae.c/cuda-tune.txt; '' keeps none)\n";
 
 int cli_parse_bytes(const char *cmd, const char *flag, const char *s, int64_t *out) {
     char *end;
@@ -117,6 +119,7 @@ bad:
 
 int cli_memory_options(const char *cmd, const cli_mem_args *a, vae_session_options *so) {
     int rc;
+    if (a->tune_cache) so->tune_cache = a->tune_cache;
     if (a->max_memory && (rc = cli_parse_bytes(cmd, "--max-memory", a->max_memory, &so->max_memory)))
         return rc;
     if (a->tile_mode) {

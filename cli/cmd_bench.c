@@ -17,7 +17,8 @@ static const char help[] =
     "\n"
     "ARCH: wan2.1, wan2.2, seedvr2, with synthetic weights of the released configuration (or\n"
     "--config). N video frames of HxW pixels (decode: the matching latent). Prints the median wall\n"
-    "time of --runs runs after --warmup, the achieved TFLOP/s from the model's FLOP count and the\n"
+    "time of --runs runs after --warmup (and the first run's: the cold start, conv paths timed or\n"
+    "taken from the tune cache), the achieved TFLOP/s from the model's FLOP count and the\n"
     "peak backend memory (and the plan's prediction), then one line 'BENCH {json}' for scripts.\n"
     "--psnr: also the output's PSNR against an untiled session's (blend mode: its distance).\n"
     "The memory options are those of 'vae decode' (below).\n"
@@ -152,6 +153,7 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     int out_frames = 0;
+    double cold = 0;
     for (int i = 0; i < warm + runs; i++) {
         k.frames = 0;
         double t0 = now();
@@ -163,6 +165,7 @@ int cmd_bench(int argc, char **argv) {
             goto done;
         }
         if (i >= warm) times[i - warm] = dt;
+        if (i == 0) cold = dt;
         if (!cli_quiet) fprintf(stderr, "vae bench: run %d: %.3f s\n", i + 1, dt);
     }
     double db = NAN;
@@ -189,17 +192,19 @@ int cmd_bench(int argc, char **argv) {
     double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
     double peak = (double)vae_session_peak_bytes(s);
     static const char *const order[] = {"whole", "tiled", "blend"};
-    printf("%s %s %dx%dx%d (%s, %s): median %.3f s (min %.3f, %d runs), %.1f TFLOP/s "
-           "(%.1f TFLOP), peak memory %.2f GiB (predicted %.2f), %s %dx%d, %d frames out\n",
-           info.arch, op, frames, H, W, device, dtype, med, times[0], runs, flops / med / 1e12,
+    printf("%s %s %dx%dx%d (%s, %s): median %.3f s (min %.3f, %d runs; first run %.3f s), "
+           "%.1f TFLOP/s (%.1f TFLOP), peak memory %.2f GiB (predicted %.2f), %s %dx%d, %d frames "
+           "out\n",
+           info.arch, op, frames, H, W, device, dtype, med, times[0], runs, cold, flops / med / 1e12,
            flops / 1e12, peak / (1 << 30), (double)plan.peak_bytes / (1 << 30),
            order[plan.order], plan.tiles_y, plan.tiles_x, out_frames);
     printf("BENCH {\"arch\":\"%s\",\"op\":\"%s\",\"frames\":%d,\"height\":%d,\"width\":%d,"
            "\"device\":\"%s\",\"dtype\":\"%s\",\"median_s\":%.4f,\"min_s\":%.4f,\"runs\":%d,"
+           "\"cold_s\":%.4f,"
            "\"tflop\":%.2f,\"tflops\":%.2f,\"peak_bytes\":%.0f,\"predicted_bytes\":%lld,"
            "\"budget_bytes\":%lld,\"order\":\"%s\",\"tiles\":\"%dx%d\",\"plan_tflop\":%.2f,"
            "\"max_rss_kib\":%ld,\"psnr_db\":%.2f}\n",
-           info.arch, op, frames, H, W, device, dtype, med, times[0], runs, flops / 1e12,
+           info.arch, op, frames, H, W, device, dtype, med, times[0], runs, cold, flops / 1e12,
            flops / med / 1e12, peak, (long long)plan.peak_bytes, (long long)plan.budget_bytes,
            order[plan.order], plan.tiles_y, plan.tiles_x, plan.flops / 1e12, ru.ru_maxrss, db);
     rc = CLI_OK;

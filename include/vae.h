@@ -34,6 +34,9 @@ extern "C" {
 #define VAE_VERSION_STRING "0.1.0"
 
 VAE_API unsigned vae_version_number(void);
+/* sizeof of a public struct by its name ("vae_tensor", "vae_session_options", ...; 0: unknown),
+ * for bindings that lay the structs out themselves (Python's ctypes) to check their layout. */
+VAE_API size_t vae_struct_size(const char *name);
 VAE_API const char *vae_version_string(void);
 
 /* ---- errors ---------------------------------------------------------------------------------- */
@@ -232,6 +235,12 @@ typedef struct vae_session_options {
      * driver), which the default budget (max_memory 0) counts as available besides the
      * driver's free memory. */
     int64_t (*dev_pool_free)(int device_index, void *user);
+    /* CUDA: where the conv path choices (timed on first sight of each shape) are kept between
+     * processes, so that a later process's first call runs at warm speed. NULL: the user's cache
+     * directory ($XDG_CACHE_HOME or ~/.cache, /vae.c/cuda-tune.txt); "": none. Entries are keyed
+     * by GPU, driver, cuDNN and engine versions, dtype and shape; concurrent writers and damaged
+     * files are safe (a bad line is ignored and timed again). VAE_TUNE_CACHE overrides it. */
+    const char *tune_cache;
 } vae_session_options;
 VAE_API void vae_session_options_default(vae_session_options *opts);
 /* Sets a developer switch; VAE_EINVAL for an unknown parameter or a value out of its range. */

@@ -20,6 +20,8 @@ if [ "$want" != "$got" ]; then
 fi
 echo "exports: $(echo "$got" | wc -l) functions, all in vae.h"
 export PKG_CONFIG_PATH=$(dirname "$pc")
-cc -std=c11 -Wall -Werror "$src/tests/install_client.c" -o "$prefix/client" \
+san=() # a sanitized library (the ASan build) needs its runtime in the client too
+ldd "$lib" | grep -q libasan && san=(-fsanitize=address,undefined)
+cc -std=c11 -Wall -Werror ${san[@]+"${san[@]}"} "$src/tests/install_client.c" -o "$prefix/client" \
     $(pkg-config --cflags --libs vae) -lm
 LD_LIBRARY_PATH=$(dirname "$lib") "$prefix/client" "$shared"

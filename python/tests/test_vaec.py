@@ -191,6 +191,12 @@ def test_cuda_tensors_in_place(tiny_io):
     mt = vaec.load(FIXTURES / "wan21_tiny.safetensors", device="cuda", tile=16)
     x6 = tiny_io["dec_t6_odd.latent"].cuda()
     assert rel_err(mt.decode(x6), tiny_io["dec_t6_odd.video"]) < 1e-4
+    v9 = tiny_io["enc_t9.video"].cuda()
+    assert rel_err(mt.encode(v9), tiny_io["enc_t9.latent"]) < 1e-4  # tiled encode in place
+    # blended tiles: assembled on the host, then written into the CUDA output
+    opts = dict(tile_mode="blend", blend_tile=32, blend_overlap=8)
+    mbl, cbl = m.with_options(**opts), vaec.load(FIXTURES / "wan21_tiny.safetensors", **opts)
+    assert rel_err(mbl.decode(x6), cbl.decode(x6.cpu())) < 1e-4
     with pytest.raises(vaec.Error) as e:
         m.decode(torch.full_like(x, float("inf")))
     assert e.value.name == "ENAN"

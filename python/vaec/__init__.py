@@ -138,7 +138,7 @@ class _Weights:
 
 
 _DEFAULTS = dict(device="cpu", dtype="fp32", max_memory=None, tile_mode="auto", tile=None,
-                 blend_tile=0, blend_overlap=0, threads=0, allocator="torch")
+                 blend_tile=0, blend_overlap=0, threads=0, allocator="torch", tune_cache=None)
 
 
 def _session_options(o):
@@ -168,6 +168,8 @@ def _session_options(o):
     if tile:
         opts.tile_height, opts.tile_width = (tile, tile) if isinstance(tile, int) else tile
     opts.blend_tile, opts.blend_overlap = o["blend_tile"], o["blend_overlap"]
+    if o["tune_cache"] is not None:
+        opts.tune_cache = str(o["tune_cache"]).encode()
     return opts
 
 
@@ -367,7 +369,8 @@ def load(path, arch=None, prefix=None, config=None, **options):
     tiles as the budget needs), "none", "blend"; tile: force exact tiles (px, or (h, w));
     blend_tile / blend_overlap: blend mode sizes in pixels (0: 512 / 64); threads (CPU, 0: all);
     allocator "torch" (device memory from torch's caching allocator, so torch and its users see
-    it) or "cuda" (the engine's own cudaMalloc). arch / prefix / config: what the checkpoint
+    it) or "cuda" (the engine's own cudaMalloc); tune_cache: file of the CUDA conv path choices
+    kept between processes (None: ~/.cache/vae.c/cuda-tune.txt; "": none). arch / prefix / config: what the checkpoint
     cannot tell (e.g. config={"norm_num_groups": 8} for SeedVR2).
     """
     h = C.c_void_p()

@@ -50,7 +50,8 @@ class SessionOptions(C.Structure):
                 ("tile_height", C.c_int), ("tile_width", C.c_int), ("blend_tile", C.c_int),
                 ("blend_overlap", C.c_int), ("params", C.c_int64 * 32),
                 ("params_set", C.c_uint64), ("dev_alloc", DevAlloc), ("dev_free", DevFree),
-                ("dev_alloc_user", C.c_void_p), ("dev_pool_free", DevPoolFree)]
+                ("dev_alloc_user", C.c_void_p), ("dev_pool_free", DevPoolFree),
+                ("tune_cache", C.c_char_p)]
 
 
 class ModelOptions(C.Structure):
@@ -78,6 +79,11 @@ class PlanInfo(C.Structure):
                 ("budget_bytes", C.c_int64), ("flops", C.c_double), ("text", C.c_char * 1024)]
 
 
+_STRUCTS = {"vae_tensor": Tensor, "vae_session_options": SessionOptions,
+            "vae_model_options": ModelOptions, "vae_model_info": ModelInfo,
+            "vae_call_options": CallOptions, "vae_plan_info": PlanInfo}
+
+
 def _find_library():
     """libvae.so: $VAEC_LIBRARY (a developer's build), else the one installed in the package."""
     env = os.environ.get("VAEC_LIBRARY")
@@ -94,6 +100,7 @@ def _find_library():
 _P, _I, _V = C.c_void_p, C.c_int, None
 _SIGS = {
     "vae_version_string": (C.c_char_p, []),
+    "vae_struct_size": (C.c_size_t, [C.c_char_p]),
     "vae_strerror": (C.c_char_p, [_I]),
     "vae_last_error": (C.c_char_p, []),
     "vae_set_log_callback": (_V, [LogFn, _P, _I]),
@@ -129,6 +136,12 @@ def _load():
     for name, (res, args) in _SIGS.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
+    # this module lays the structs out itself: they must match the library's
+    for cname, cls in _STRUCTS.items():
+        if lib.vae_struct_size(cname.encode()) != C.sizeof(cls):
+            raise ImportError(f"vaec: {cname} is {lib.vae_struct_size(cname.encode())} bytes in "
+                              f"{lib._name} but {C.sizeof(cls)} here: the library and the "
+                              "package are from different versions")
     return lib
 
 

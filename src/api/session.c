@@ -340,6 +340,22 @@ int vae_session_plan(vae_session *s, int encode, const int64_t *shape, int ndim,
 
 void vae_call_options_default(vae_call_options *o) { memset(o, 0, sizeof *o); }
 
+size_t vae_struct_size(const char *name) {
+    static const struct {
+        const char *name;
+        size_t size;
+    } sizes[] = {{"vae_tensor", sizeof(vae_tensor)},
+                 {"vae_session_options", sizeof(vae_session_options)},
+                 {"vae_model_options", sizeof(vae_model_options)},
+                 {"vae_model_info", sizeof(vae_model_info)},
+                 {"vae_call_options", sizeof(vae_call_options)},
+                 {"vae_plan_info", sizeof(vae_plan_info)},
+                 {"vae_device_info", sizeof(vae_device_info)}};
+    for (size_t i = 0; name && i < sizeof sizes / sizeof *sizes; i++)
+        if (strcmp(name, sizes[i].name) == 0) return sizes[i].size;
+    return 0;
+}
+
 static int session_call(vae_session *s, int encode, const vae_tensor *in, const vae_tensor *out,
                         vae_frames_fn fn, void *user, const vae_call_options *co) {
     vae_error_clear();

@@ -117,6 +117,26 @@ bad:
                     t->param == VAE_PARAM_CUDA_TUNE ? " or seed:N" : "");
 }
 
+/* The tune cache file: the option, the environment, else the user's cache directory. */
+static int resolve_tune_cache(vae_settings *s, const vae_session_options *o) {
+    const char *v = getenv("VAE_TUNE_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n;
+    if (v) /* a developer override, "" included (none) */
+        n = snprintf(s->tune_cache, sizeof s->tune_cache, "%s", v);
+    else if (o->tune_cache)
+        n = snprintf(s->tune_cache, sizeof s->tune_cache, "%s", o->tune_cache);
+    else if (xdg && *xdg)
+        n = snprintf(s->tune_cache, sizeof s->tune_cache, "%s/vae.c/cuda-tune.txt", xdg);
+    else if (home && *home)
+        n = snprintf(s->tune_cache, sizeof s->tune_cache, "%s/.cache/vae.c/cuda-tune.txt", home);
+    else
+        n = snprintf(s->tune_cache, sizeof s->tune_cache, "%s", "");
+    if (n < 0 || (size_t)n >= sizeof s->tune_cache)
+        return vae_fail(VAE_EINVAL, "tune cache path is longer than %zu bytes",
+                        sizeof s->tune_cache - 1);
+    return VAE_OK;
+}
+
 int vae_settings_resolve(vae_settings *s, const vae_session_options *o) {
     for (int i = 0; i < N_SETTINGS; i++) {
         if (!(o->params_set & (1ull << i))) continue;
@@ -131,7 +151,7 @@ int vae_settings_resolve(vae_settings *s, const vae_session_options *o) {
         if (rc) return rc;
         VAE_DEBUG("settings: %s=%s from the environment", table[i].env, v);
     }
-    return VAE_OK;
+    return resolve_tune_cache(s, o);
 }
 
 void vae_settings_describe(const vae_settings *s, char *buf, size_t len) {
@@ -144,4 +164,5 @@ void vae_settings_describe(const vae_settings *s, char *buf, size_t len) {
         if (k < 0) break;
         n += (size_t)k;
     }
+    if (n < len) snprintf(buf + n, len - n, " TUNE_CACHE=%s", s->tune_cache[0] ? s->tune_cache : "(none)");
 }

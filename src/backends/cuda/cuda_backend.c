@@ -336,6 +336,7 @@ static void cuda_destroy(vae_backend *be) {
     if (cb->ws) cu_dev_free(&cb->pool, cb->ws, cb->ws_bytes);
     retired_free(cb);
     if (cb->stream) cudaStreamDestroy(cb->stream);
+    cu_tune_cache_free(cb);
     vae_free(cb);
 }
 
@@ -807,6 +808,7 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->fuse = dtype != VAE_DTYPE_F32 && st->cuda_fuse;
     cb->poison = st->cuda_poison;
     cb->tune = st->cuda_tune;
+    snprintf(cb->tc.file, sizeof cb->tc.file, "%s", st->tune_cache);
     /* seed:N -- no timing: each (op, shape) gets a path chosen by a hash of N (tests explore the
      * combinations of paths that timing noise can produce) */
     cb->tune_seed = st->cuda_tune_seed;

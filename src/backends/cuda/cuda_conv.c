@@ -674,7 +674,20 @@ static uint64_t seed_hash(uint64_t seed, const char *name, int n_in, int h, int 
     return x ^ (x >> 29);
 }
 
-/* A temporal conv: the path measured fastest for this shape (timed on first sight). */
+/* The key of a tuning decision in the cache file: everything the paths' speed depends on. */
+static void tune_key(const conv_call *cc, int n_in, const int *cand, int nc, char *key,
+                     size_t len) {
+    const vae_op *op = cc->op;
+    int n = snprintf(key, len, "c%d-%d|k%dx%dx%d|s%dx%dx%d|p%d.%d.%d.%d|u%d|n%d|%dx%d|r%d|f%d|",
+                     op->c_in, op->c_out, op->kt, op->kh, op->kw, op->st, op->sh, op->sw,
+                     op->pad_h[0], op->pad_h[1], op->pad_w[0], op->pad_w[1], op->up, n_in, cc->h,
+                     cc->w, cc->res != NULL, cc->fuse);
+    for (int k = 0; k < nc && n > 0 && (size_t)n < len; k++) /* the paths it was chosen from */
+        n += snprintf(key + n, len - (size_t)n, "%d", cand[k]);
+}
+
+/* A temporal conv: the path measured fastest for this shape (timed on first sight, or taken
+ * from the tune cache of an earlier process). */
 static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_out, int consec) {
     conv_state *s = cc->s;
     for (int i = 0; i < s->n_tune; i++)
@@ -698,9 +711,15 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
         return run_path(cc, frames, t_out, cand[0]);
     float ms[3] = {0, 0, 0};
     int best = -1;
-    if (cc->cb->tune_seed) {
+    char key[256];
+    tune_key(cc, n_in, cand, nc, key, sizeof key);
+    const int cached = cc->cb->tune_seed ? -1 : cu_tune_lookup(cc->cb, key);
+    for (int k = 0; k < nc; k++)
+        if (cand[k] == cached) best = k; /* chosen by an earlier process (a path offered here) */
+    const int from_cache = best >= 0;
+    if (!from_cache && cc->cb->tune_seed) {
         best = (int)(seed_hash(cc->cb->tune_seed, cc->op->name, n_in, cc->h, cc->w) % (uint64_t)nc);
-    } else {
+    } else if (!from_cache) {
         for (int k = 0; k < nc; k++) {
             int rc = timed_path(cc, frames, t_out, cand[k], &ms[k]);
             if (rc) return rc;
@@ -710,7 +729,8 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
         }
     }
     const int path = best >= 0 ? cand[best] : PATH_BLOCKS;
-    if (path != cand[nc - 1] || cc->cb->tune_seed) { /* y from the chosen path (later calls') */
+    const int timed = !from_cache && !cc->cb->tune_seed;
+    if (path != cand[nc - 1] || !timed) { /* y from the chosen path (the last timed one made it) */
         int rc = run_path(cc, frames, t_out, path);
         if (rc) return rc;
     }
@@ -719,8 +739,9 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
     for (int k = 0; k < nc && len < (int)sizeof msg; k++)
         len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s %.3f ms", k ? ", " : "",
                         path_names[cand[k]], ms[k]);
-    VAE_DEBUG("%s: %d frames %dx%d: %s -> %s", cc->op->name, n_in, cc->h, cc->w, msg,
-              path_names[path]);
+    VAE_DEBUG("%s: %d frames %dx%d: %s -> %s", cc->op->name, n_in, cc->h, cc->w,
+              from_cache ? "from the tune cache" : msg, path_names[path]);
+    if (timed) cu_tune_store(cc->cb, key, path);
     s->tune[s->n_tune++] = (conv_tune){n_in, cc->h, cc->w, path};
     if (n_in >= s->main_nin) s->main_nin = n_in, s->main_path = path;
     conv_trim_tuned(cc->cb, cc->op, s);

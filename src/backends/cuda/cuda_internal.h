@@ -202,6 +202,17 @@ typedef struct cu_host_buf {
     int pending;
 } cu_host_buf;
 
+/* The conv path choices on disk (cuda_tune_cache.c). */
+typedef struct cu_tune_cache {
+    char file[1024];   /* "" : none */
+    char device[256];  /* this backend's device key */
+    struct cu_tune_entry {
+        char shape[256];
+        int path;
+    } *v;              /* this device's choices, from the file and from this process */
+    int n, cap, loaded;
+} cu_tune_cache;
+
 typedef struct cuda_backend {
     vae_backend base;
     int device;
@@ -247,6 +258,7 @@ typedef struct cuda_backend {
     int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
     cu_host_buf hin[2], hout[2];       /* stage_in / download_planar buffers, used in turn */
     int hin_next, hout_next;
+    cu_tune_cache tc;                  /* conv path choices kept between processes */
     int prof;                          /* VAE_CUDA_PROFILE */
     cudaEvent_t *prof_ev;              /* event pairs (begin, end) */
     int *prof_cat;
@@ -344,6 +356,12 @@ typedef struct cu_dnn_epi {
     const float *bias_f32; /* epi = 1: the same bias in float32 */
     const void *z;        /* epi = 1: residual, y-shaped and not y, or NULL */
 } cu_dnn_epi;
+/* cuda_tune_cache.c: a conv path choice for a shape key (no spaces), from the file or this
+ * process (-1: none), and a new one (kept, and appended to the file) */
+int cu_tune_lookup(cuda_backend *cb, const char *shape);
+void cu_tune_store(cuda_backend *cb, const char *shape, int path);
+void cu_tune_cache_free(cuda_backend *cb);
+
 /* cuda_io.c: the caller's device tensors and stream (vtbl entries) */
 int cu_view_finite(vae_backend *be, const vae_io_view *v, int64_t *first_bad);
 int cu_view_import(vae_backend *be, void *dst, const vae_io_view *src, int f, int n, int y0,
