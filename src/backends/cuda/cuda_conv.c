@@ -94,23 +94,29 @@ static int upload_weights(cuda_backend *cb, const vae_op *op, const conv_state *
                           int width, void **out, size_t *bytes) {
     const int ci = op->c_in, kt = op->kt, kh = op->kh, kw = op->kw;
     const size_t per = (size_t)(three_d ? kt : 1) * kh * kw * width, n = per * s->kp;
-    float *host = vae_calloc(n, sizeof(float));
-    if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory for weights", op->name);
-    for (int o = 0; o < s->co; o++)
-        for (int c = 0; c < ci; c++)
-            for (int dt = 0; dt < kt; dt++)
-                for (int dh = 0; dh < kh; dh++)
-                    for (int dw = 0; dw < kw; dw++) {
-                        size_t dst = three_d ? (((size_t)dt * kh + dh) * kw + dw) * width + c
-                                             : ((size_t)dh * kw + dw) * width + dt * ci + c;
-                        host[(size_t)o * per + dst] =
-                            op->w[((((size_t)o * ci + c) * kt + dt) * kh + dh) * kw + dw];
-                    }
-    *bytes = n * cb->base.elem_size;
+    const size_t src_n = (size_t)s->co * ci * kt * kh * kw;
     VAE_DEBUG("%s: weights in the %s layout, width %d", op->name, three_d ? "3-D" : "2-D", width);
-    int rc = cu_upload_param(cb, host, n, 0, out, op->name);
-    vae_free(host);
-    return rc;
+    /* the filters as they are (one copy), laid out and converted by a kernel */
+    float *src = NULL;
+    int rc = cu_upload_param(cb, op->w, src_n, 1, (void **)&src, op->name);
+    if (rc) return rc;
+    void *dst = NULL;
+    *bytes = n * cb->base.elem_size;
+    cudaError_t e = cu_dev_malloc(&cb->pool, &dst, *bytes);
+    rc = e == cudaSuccess
+             ? cu_check(cuk_weight_layout(cb->stream, cb->base.dtype, src, dst, s->co, s->kp, ci,
+                                          kt, kh, kw, three_d, width),
+                        op->name, "weight layout")
+             : cu_check(e, op->name, "allocating weights");
+    cu_free_param(cb, src, src_n * sizeof(float)); /* after the kernel (stream order) */
+    if (rc) {
+        if (dst) cu_dev_free(&cb->pool, dst, *bytes);
+        return rc;
+    }
+    cb->weight_bytes += (int64_t)*bytes;
+    cu_note_peak(cb);
+    *out = dst;
+    return VAE_OK;
 }
 
 static int need_w2(cuda_backend *cb, const vae_op *op, conv_state *s) {
@@ -168,14 +174,8 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     if (be->dtype != VAE_DTYPE_F32 && spatial && op->c_out % 8 && op->c_out < 64 &&
         cb->conv_mode != CU_CONV_GEMM && cb->kpad)
         s->kp = (op->c_out + 7) / 8 * 8;
-    /* the layout the model's streams will use (the other one only if a call needs it) */
-    const int sym = op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
-    if (op->up == 2 && cb->phase && !s->use_gemm)
-        rc = VAE_OK; /* the phase filters, made on first use */
-    else if (op->kt > 1 && cb->conv3d && sym && !s->use_gemm)
-        rc = need_w3(cb, op, s);
-    else
-        rc = need_w2(cb, op, s);
+    /* the weight layouts are made on first use: the path chosen for the first shape (timed, or
+     * from the tune cache) decides which one, so none is made only to be freed again */
     if (rc == VAE_OK && op->b) {
         rc = upload_bias(cb, op, s, 1, (void **)&s->bias);
         s->b_bytes = (size_t)s->kp * sizeof(float);

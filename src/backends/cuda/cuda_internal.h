@@ -52,6 +52,11 @@ cudaError_t cuk_act_to_planar(cudaStream_t s, int dtype, const void *src, float 
 cudaError_t cuk_eltwise(cudaStream_t s, int dtype, int kind, int act, float act_scale,
                         const void *a, const void *b, const float *w, const float *sh, void *y,
                         int64_t n_vox, int c);
+/* A conv's weights in a device layout (dtype) from its float32 filters src [co][ci][kt][kh][kw]
+ * on the device: dst [kp][kt][kh][kw][width] (three_d; ci < width) or [kp][kh][kw][width] (taps
+ * next to the channels: dt * ci + c < width); filters past co and channels past the real ones 0 */
+cudaError_t cuk_weight_layout(cudaStream_t s, int dtype, const float *src, void *dst, int co,
+                              int kp, int ci, int kt, int kh, int kw, int three_d, int width);
 /* y[r][k] = src[r][k] (+ res[r][k]) for k < c; src rows have cs >= c channels */
 cudaError_t cuk_narrow(cudaStream_t s, int dtype, const void *src, int cs, const void *res, void *y,
                        int c, int64_t rows);
