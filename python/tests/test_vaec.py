@@ -170,6 +170,22 @@ def test_errors(tiny, tiny_io, tmp_path):
             vaec.load(FIXTURES / "wan21_tiny.safetensors", device="cuda")
 
 
+def test_unknown_config_keys_for_every_architecture(tmp_path):
+    """A configuration key the engine does not read is an error naming it, for every arch."""
+    sv = tmp_path / "seedvr2.safetensors"
+    vaec.synth_checkpoint("seedvr2", sv, fixture("seedvr2_tiny")["config"])
+    cases = [(FIXTURES / "wan21_tiny.safetensors", {"dims": 8}, "dims"),
+             (sv, {"norm_num_group": 8}, "norm_num_group"),
+             (sv, {"spatial_downsample_factor": 16}, "spatial_downsample_factor"),
+             (SHARED / "models" / "taef2_decoder.pth", {"widht": 64}, "widht"),
+             (SHARED / "models" / "taef2_decoder.pth", {"arch_variant": "flux_3"}, "arch_variant")]
+    for path, cfg, text in cases:
+        with pytest.raises(vaec.Error) as e:
+            vaec.load(path, config=cfg)
+        assert text in str(e.value), (path, str(e.value))
+    assert vaec.load(sv, config={"norm_num_groups": 8}).info["arch"] == "seedvr2"
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or not vaec.cuda_available(),
                     reason="no CUDA device (the GPU variant runs on the device machine)")
 def test_cuda_tensors_in_place(tiny_io):

@@ -363,7 +363,9 @@ static int session_call(vae_session *s, int encode, const vae_tensor *in, const 
     atomic_store(&s->cancel, 0);
     call k = {in, out, fn, user, {0}};
     if (co) k.co = *co;
-    return session_run(s, encode, &k);
+    int rc = session_run(s, encode, &k);
+    if (rc == VAE_OK) vae_error_clear(); /* nothing a recovered fallback said stays behind */
+    return rc;
 }
 
 int vae_decode(vae_session *s, const vae_tensor *latent, vae_frames_fn fn, void *user) {

@@ -81,6 +81,9 @@ extern const vae_arch vae_arch_wan21, vae_arch_wan22, vae_arch_seedvr2, vae_arch
 /* All known architectures, NULL-terminated, in detection order. */
 extern const vae_arch *const vae_archs[];
 const vae_arch *vae_arch_by_name(const char *name);
+/* VAE_EINVAL naming the first key of the JSON object that is not in known (NULL-terminated):
+ * a configuration key the engine does not read is an error, not ignored. */
+int vae_config_check_keys(const struct cJSON *obj, const char *const *known, const char *arch);
 
 /* The spatial and temporal compression of a configuration (released Wan2.2: 16 and 4). */
 int vae_config_spatial_factor(const vae_config *cfg);

@@ -1,6 +1,8 @@
-/* registry.c -- the architectures this build knows, in detection order. */
+/* registry.c -- the architectures this build knows, in detection order; what they share. */
+#include <cjson/cJSON.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "models/model.h"
 
 /* TAESD's bare Sequential indices and SeedVR2's diffusers-like names are the most specific keys,
@@ -36,4 +38,19 @@ int vae_config_temporal_factor(const vae_config *cfg) {
         return 1 << (n < levels ? n : levels);
     }
     return a->temporal_factor;
+}
+
+int vae_config_check_keys(const cJSON *obj, const char *const *known, const char *arch) {
+    for (const cJSON *it = obj ? obj->child : NULL; it; it = it->next) {
+        int ok = 0;
+        for (int i = 0; known[i] && !ok; i++) ok = it->string && strcmp(it->string, known[i]) == 0;
+        if (ok) continue;
+        vae_strbuf list = {0};
+        for (int i = 0; known[i]; i++) vae_strbuf_printf(&list, "%s%s", i ? ", " : "", known[i]);
+        int rc = vae_fail(VAE_EINVAL, "%s config: unknown key '%s' (known: %s)", arch,
+                          it->string ? it->string : "?", list.s ? list.s : "");
+        vae_strbuf_free(&list);
+        return rc;
+    }
+    return VAE_OK;
 }

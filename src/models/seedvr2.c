@@ -624,6 +624,50 @@ static int json_int(const cJSON *js, const char *key, int *dst) {
     return VAE_OK;
 }
 
+/* Every key of the upstream constructor this engine reads or checks; the ones that only select
+ * what the architecture already is (block types, factors, inflation, slicing) must say so. */
+static int sv_check_keys(const cJSON *js) {
+    static const char *const known[] = {
+        "block_out_channels", "layers_per_block", "latent_channels", "in_channels",
+        "out_channels", "temporal_scale_num", "norm_num_groups", "act_fn", "time_receptive_field",
+        "attention", "use_quant_conv", "use_post_quant_conv", "slicing_up_num",
+        "slicing_sample_min_size", "down_block_types", "up_block_types", "inflation_mode",
+        "spatial_downsample_factor", "temporal_downsample_factor", NULL};
+    int rc = vae_config_check_keys(js, known, "seedvr2");
+    if (rc) return rc;
+    static const char *const types[2][2] = {{"down_block_types", "DownEncoderBlock3D"},
+                                            {"up_block_types", "UpDecoderBlock3D"}};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(js, types[k][0]), *e;
+        if (!a) continue;
+        if (!cJSON_IsArray(a))
+            return vae_fail(VAE_EINVAL, "seedvr2 config: %s must be an array", types[k][0]);
+        cJSON_ArrayForEach(e, a) if (!cJSON_IsString(e) || strcmp(e->valuestring, types[k][1]))
+            return vae_fail(VAE_EUNSUPPORTED, "seedvr2 config: %s: only %s is supported",
+                            types[k][0], types[k][1]);
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(js, "inflation_mode");
+    if (v && !(cJSON_IsString(v) && strcmp(v->valuestring, "pad") == 0))
+        return vae_fail(VAE_EUNSUPPORTED, "seedvr2 config: only inflation_mode 'pad' is supported");
+    v = cJSON_GetObjectItemCaseSensitive(js, "slicing_sample_min_size"); /* memory only */
+    if (v && !cJSON_IsNumber(v))
+        return vae_fail(VAE_EINVAL, "seedvr2 config: slicing_sample_min_size must be a number");
+    return VAE_OK;
+}
+
+/* The factors given must be the ones the blocks make (2^(levels-1) and 2^temporal_scale_num). */
+static int sv_check_factors(const cJSON *js, const vae_seedvr2_config *c) {
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(js, "spatial_downsample_factor");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(js, "temporal_downsample_factor");
+    const int sf = 1 << (c->n_levels - 1), tf = 1 << c->temporal_scale_num;
+    if ((s && !(cJSON_IsNumber(s) && s->valuedouble == sf)) ||
+        (t && !(cJSON_IsNumber(t) && t->valuedouble == tf)))
+        return vae_fail(VAE_EINVAL, "seedvr2 config: spatial_downsample_factor must be %d and "
+                        "temporal_downsample_factor %d for %d levels and temporal_scale_num %d",
+                        sf, tf, c->n_levels, c->temporal_scale_num);
+    return VAE_OK;
+}
+
 static int sv_config_from_json(vae_config *cfg, const cJSON *js) {
     /* applied after config_from_store (metadata) keeps which halves the file has */
     int had = cfg->arch == &vae_arch_seedvr2 &&
@@ -638,6 +682,7 @@ static int sv_config_from_json(vae_config *cfg, const cJSON *js) {
         if (!cJSON_IsObject(js)) return vae_fail(VAE_EINVAL, "seedvr2 config: not a JSON object");
         const cJSON *cfgobj = cJSON_GetObjectItemCaseSensitive(js, "config");
         if (cJSON_IsObject(cfgobj)) js = cfgobj;
+        if ((rc = sv_check_keys(js))) return rc;
         const cJSON *bo = cJSON_GetObjectItemCaseSensitive(js, "block_out_channels");
         if (bo) {
             int n = cJSON_GetArraySize(bo);
@@ -679,9 +724,10 @@ static int sv_config_from_json(vae_config *cfg, const cJSON *js) {
             return vae_fail(VAE_EUNSUPPORTED, "seedvr2 config: use_quant_conv is not supported");
         if ((v = cJSON_GetObjectItemCaseSensitive(js, "use_post_quant_conv")) && cJSON_IsTrue(v))
             return vae_fail(VAE_EUNSUPPORTED, "seedvr2 config: use_post_quant_conv is not supported");
-        if ((v = cJSON_GetObjectItemCaseSensitive(js, "slicing_up_num")) && cJSON_IsNumber(v) &&
-            v->valuedouble != 0)
+        if ((v = cJSON_GetObjectItemCaseSensitive(js, "slicing_up_num")) &&
+            !(cJSON_IsNumber(v) && v->valuedouble == 0))
             return vae_fail(VAE_EUNSUPPORTED, "seedvr2 config: slicing_up_num must be 0");
+        if ((rc = sv_check_factors(js, c))) return rc;
     }
     if (!groups_given) c->norm_num_groups = default_groups(c);
     set_norm(cfg);

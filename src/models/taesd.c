@@ -202,15 +202,23 @@ static int ts_config_from_json(vae_config *cfg, const cJSON *js) {
     }
     if (js) {
         if (!cJSON_IsObject(js)) return vae_fail(VAE_EINVAL, "taesd config: not a JSON object");
+        static const char *const known[] = {"latent_channels", "width", "is_decoder",
+                                            "arch_variant", NULL};
+        int rc = vae_config_check_keys(js, known, "taesd");
+        if (rc) return rc;
         const cJSON *v;
-        if ((v = cJSON_GetObjectItemCaseSensitive(js, "latent_channels")) && cJSON_IsNumber(v))
-            c->latent_channels = (int)v->valuedouble;
-        if ((v = cJSON_GetObjectItemCaseSensitive(js, "width")) && cJSON_IsNumber(v))
-            c->width = (int)v->valuedouble;
+        if ((v = cJSON_GetObjectItemCaseSensitive(js, "latent_channels")) && !cJSON_IsNumber(v))
+            return vae_fail(VAE_EINVAL, "taesd config: latent_channels must be a number");
+        if (v) c->latent_channels = (int)v->valuedouble;
+        if ((v = cJSON_GetObjectItemCaseSensitive(js, "width")) && !cJSON_IsNumber(v))
+            return vae_fail(VAE_EINVAL, "taesd config: width must be a number");
+        if (v) c->width = (int)v->valuedouble;
         if ((v = cJSON_GetObjectItemCaseSensitive(js, "is_decoder")))
             c->is_decoder = cJSON_IsTrue(v) || (cJSON_IsNumber(v) && v->valuedouble != 0);
-        if ((v = cJSON_GetObjectItemCaseSensitive(js, "arch_variant")) && cJSON_IsString(v) &&
-            strcmp(v->valuestring, "flux_2") == 0 && c->latent_channels != 32)
+        if ((v = cJSON_GetObjectItemCaseSensitive(js, "arch_variant")) &&
+            !(cJSON_IsString(v) && strcmp(v->valuestring, "flux_2") == 0))
+            return vae_fail(VAE_EUNSUPPORTED, "taesd config: arch_variant: only 'flux_2' is known");
+        if (v && c->latent_channels != 32)
             return vae_fail(VAE_EUNSUPPORTED, "taesd config: flux_2 has 32 latent channels");
     }
     if (c->latent_channels < 1 || c->latent_channels > 64 || c->width < 1)

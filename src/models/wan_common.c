@@ -779,24 +779,11 @@ int wan_config_from_json(vae_config *cfg, const struct cJSON *json, int is22) {
     const cJSON *j = json;
     if (j) {
         if (!cJSON_IsObject(j)) return vae_fail(VAE_EINVAL, "config: expected a JSON object");
-        for (const cJSON *it = j->child; it; it = it->next) {
-            static const char *known[] = {"dim",
-                                          "dec_dim",
-                                          "z_dim",
-                                          "dim_mult",
-                                          "num_res_blocks",
-                                          "attn_scales",
-                                          "temperal_downsample",
-                                          "dropout",
-                                          NULL};
-            int ok = 0;
-            for (int i = 0; known[i]; i++)
-                ok |= it->string && strcmp(it->string, known[i]) == 0;
-            if (!ok)
-                return vae_fail(VAE_EINVAL, "config: unknown key '%s' for %s",
-                                it->string ? it->string : "?", is22 ? "wan2.2" : "wan2.1");
-        }
-        int rc;
+        static const char *const known[] = {"dim",         "dec_dim",        "z_dim",
+                                            "dim_mult",    "num_res_blocks", "attn_scales",
+                                            "temperal_downsample", "dropout", NULL};
+        int rc = vae_config_check_keys(j, known, is22 ? "wan2.2" : "wan2.1");
+        if (rc) return rc;
         if ((rc = json_int(j, "dim", &w->dim, 1, 65536))) return rc;
         if (!is22) w->dec_dim = w->dim;
         if ((rc = json_int(j, "dec_dim", &w->dec_dim, 1, 65536))) return rc;

@@ -302,6 +302,7 @@ static int dnn_block(conv_call *cc, cu_dnn_conv *g, const void *x, const void *w
             return VAE_OK;
         }
         if (rc != VAE_EUNSUPPORTED) return rc;
+        vae_error_clear(); /* expected: unfused below */
     }
     if ((rc = block_epi(cc, j0, tb))) return rc;
     cu_dnn_epi epi = {cc->beta, NULL, NULL, NULL};
@@ -612,13 +613,17 @@ static int run_blocks(conv_call *cc, const void *const *frames, int t_out) {
                 rc = block_cudnn(cc, fr, j0, tb);
                 if (rc == VAE_EUNSUPPORTED) s->pw_gemm = 1;
             }
-            if (rc == VAE_EUNSUPPORTED) rc = block_pointwise(cc, fr, j0, tb, y);
+            if (rc == VAE_EUNSUPPORTED) {
+                vae_error_clear(); /* expected: cuBLAS instead */
+                rc = block_pointwise(cc, fr, j0, tb, y);
+            }
         } else {
             rc = VAE_EUNSUPPORTED;
             if (!s->use_gemm) {
                 rc = block_cudnn(cc, fr, j0, tb);
                 if (rc == VAE_EUNSUPPORTED && cb->conv_mode != CU_CONV_CUDNN) {
                     VAE_DEBUG("%s: %s; using im2col + GEMM", op->name, vae_last_error());
+                    vae_error_clear();
                     s->use_gemm = 1;
                 }
             }
@@ -635,12 +640,14 @@ static int run_path(conv_call *cc, const void *const *frames, int t_out, int pat
         int rc = conv3d(cc, frames[0], t_out);
         if (rc != VAE_EUNSUPPORTED) return rc;
         VAE_DEBUG("%s: %s; using the per-block path", cc->op->name, vae_last_error());
+        vae_error_clear();
         s->no3d = 1;
     }
     if (path == PATH_3DPAD && s->cp) {
         int rc = conv3d_pad(cc, frames, t_out);
         if (rc != VAE_EUNSUPPORTED) return rc;
         VAE_DEBUG("%s: %s; using the per-block path", cc->op->name, vae_last_error());
+        vae_error_clear();
         s->cp = 0;
     }
     return run_blocks(cc, frames, t_out);
@@ -827,6 +834,7 @@ static int conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s,
                     cu_prof_end(cb, ph);
                     break;
                 }
+                vae_error_clear(); /* expected: unfused, the bias added after */
                 cu_dnn_epi epi = {0.0f, NULL, NULL, NULL};
                 rc = cu_dnn_conv_run(cb, &g, x, wp, &epi, out, op->name);
                 add_bias = s->bias != NULL;
@@ -872,6 +880,7 @@ static int conv_up(cuda_backend *cb, const vae_op *op, conv_state *s, const void
         if (rc == VAE_OK && s->w) conv_trim_layouts(cb, s, 0, 0, 0); /* phase filters only */
         if (rc != VAE_EUNSUPPORTED) return rc;
         VAE_DEBUG("%s: %s; upsampling first", op->name, vae_last_error());
+        vae_error_clear();
         s->nophase = 1;
     }
     const int hu = h * up, wu = w * up;
