@@ -182,6 +182,7 @@ class Model:
         self._weights = weights
         self._session = None
         self._lock = threading.Lock()
+        self._cancelled = False
         unknown = set(options) - set(_DEFAULTS)
         if unknown:
             raise Error(-1, f"unknown option(s) {sorted(unknown)}: expected {sorted(_DEFAULTS)}")
@@ -209,11 +210,12 @@ class Model:
         return Model(self._weights, **{**self.options, **overrides})
 
     def close(self):
-        """Frees the session (its device memory, weights included); the Model is unusable after.
-        """
-        if self._session:
-            _lib.lib.vae_session_free(self._session)
-            self._session = None
+        """Frees the session (its device memory, weights included) once a running call has
+        returned; the Model is unusable after."""
+        with self._lock:
+            if self._session:
+                _lib.lib.vae_session_free(self._session)
+                self._session = None
 
     def __del__(self):
         try:
@@ -228,7 +230,7 @@ class Model:
     # ---- shapes and plans ----
     def output_shape(self, shape, encode=False):
         """The output shape for one input of this shape ([1,C,T,h,w] or [1,C,h,w])."""
-        ins = (C.c_int64 * 8)(*shape)
+        ins = _shape_array(shape)
         outs, nd = (C.c_int64 * 8)(), C.c_int()
         _lib.check(_lib.lib.vae_model_output_shape(self._model, int(encode), ins, len(shape),
                                                    outs, C.byref(nd)))
@@ -238,7 +240,7 @@ class Model:
         """The engine's plan for one input of this shape under the session's budget: peak bytes,
         tiles, order and the decision in words (before running; a host reserves memory with it).
         """
-        ins = (C.c_int64 * 8)(*shape)
+        ins = _shape_array(shape)
         p = _lib.PlanInfo()
         rc = _lib.lib.vae_session_plan(self._session, int(encode), ins, len(shape), C.byref(p))
         if rc not in (0, -4):
@@ -253,7 +255,9 @@ class Model:
         return _lib.lib.vae_session_peak_bytes(self._session)
 
     def cancel(self):
-        """Stops a decode/encode running on another thread (it raises Error EINTERRUPTED)."""
+        """Stops a decode/encode running on another thread (it raises Error EINTERRUPTED), also
+        between the items of a batch."""
+        self._cancelled = True
         if self._session:
             _lib.lib.vae_session_cancel(self._session)
 
@@ -340,15 +344,24 @@ class Model:
 
             co.progress = on_progress
         fn = _lib.lib.vae_encode_into if encode else _lib.lib.vae_decode_into
+        self._cancelled = False
         try:
             with self._lock:  # one call at a time per session
                 for b in range(x.shape[0]):
+                    if self._cancelled:  # a cancel that came between two items
+                        raise Error(_lib.EINTERRUPTED, f"stopped by the caller before item {b}")
                     ci, cout = _as_c_tensor(x[b : b + 1]), _as_c_tensor(out[b : b + 1])
                     _lib.check(fn(self._session, C.byref(ci), C.byref(cout), C.byref(co)))
         finally:
             if bar is not None:
                 bar.close()
         return out.squeeze(0) if squeeze else out
+
+
+def _shape_array(shape):
+    if len(shape) > 8:
+        raise Error(-6, f"shape {tuple(shape)}: at most 8 dimensions")
+    return (C.c_int64 * 8)(*shape)
 
 
 def _model_options(prefix, arch, config):
