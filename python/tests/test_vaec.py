@@ -139,6 +139,7 @@ def test_progress_and_cancel(tiny, tiny_io):
     t.join()
     assert e.value.name == "EINTERRUPTED"
     assert rel_err(tiny.decode(x), tiny_io["dec_t6_odd.video"]) < 1e-4  # usable afterwards
+    assert rel_err(tiny.decode(x, progress=True), tiny_io["dec_t6_odd.video"]) < 1e-4  # tqdm
 
 
 def test_errors(tiny, tiny_io, tmp_path):

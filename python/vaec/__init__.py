@@ -331,7 +331,10 @@ class Model:
         bar = None
         if progress or callback:
             if progress:
-                from tqdm.auto import tqdm
+                try:
+                    from tqdm.auto import tqdm
+                except ImportError:
+                    raise Error(-5, "progress=True shows a tqdm bar: pip install tqdm") from None
                 bar = tqdm(total=0, desc="vaec " + ("encode" if encode else "decode"),
                            unit="step")
 
