@@ -98,3 +98,11 @@ endif()
 add_test(NAME install COMMAND bash ${CMAKE_SOURCE_DIR}/tests/check_install.sh ${CMAKE_BINARY_DIR}
          ${CMAKE_SOURCE_DIR} ${VAE_SHARED_DIR})
 set_tests_properties(install PROPERTIES LABELS unit)
+
+# every host allocation of a session's life failing in turn: VAE_ENOMEM, no leak, the session
+# works afterwards (decode and encode; whole frames, exact and blended tiles)
+add_executable(test_alloc_fail tests/test_alloc_fail.c)
+target_include_directories(test_alloc_fail PRIVATE include src)
+target_link_libraries(test_alloc_fail PRIVATE vae ${CJSON_LIB} m)
+add_test(NAME alloc_fail COMMAND test_alloc_fail ${VAE_SHARED_DIR})
+set_tests_properties(alloc_fail PROPERTIES LABELS unit)

@@ -29,6 +29,7 @@ struct vae_session {
     vae_backend *be;
     vae_runner *enc, *dec; /* made on first use */
     int64_t model_error[2]; /* decode, encode: bytes a run held beyond the memory model's plan */
+    int64_t retry_budget;   /* > 0: this call's next plan after the device or host ran out */
     atomic_int cancel;      /* vae_session_cancel, from any thread */
 };
 

@@ -144,6 +144,7 @@ static int write_output(const float *frames, int first, int n, int c, int h, int
 /* ---- planning ------------------------------------------------------------------------------------ */
 /* The budget: the option, else what the device has available minus a margin (0: unknown). */
 static int64_t session_budget(const vae_session *s, int64_t avail) {
+    if (s->retry_budget > 0) return s->retry_budget;
     if (s->opts.max_memory > 0) return s->opts.max_memory;
     if (avail <= 0) return 0;
     int64_t margin = ((int64_t)256 << 20) + avail / 20;
@@ -186,31 +187,49 @@ static int run_once(vae_session *s, int encode, const vae_plan *plan, const vae_
 static int run_planned(vae_session *s, int encode, const vae_io_view *g, const vae_run_io *io) {
     int64_t *model_error = &s->model_error[encode];
     int rc = VAE_OK;
+    s->retry_budget = 0;
     for (int attempt = 0;; attempt++) {
         vae_plan plan;
-        if ((rc = session_plan(s, encode, g, &plan))) return rc;
+        if ((rc = session_plan(s, encode, g, &plan))) {
+            vae_plan_free(&plan); /* a plan that does not fit keeps its tiles for the caller */
+            break;
+        }
         VAE_INFO("plan: %s", plan.why);
         int emitted = 0;
         vae_backend *be = s->be;
         be->limit = plan.budget; /* the backend refuses to go over it */
+        be->refused = 0;
         be->bytes_peak = be->bytes_in_use;
         rc = run_once(s, encode, &plan, io, &emitted);
         be->limit = 0;
         /* what the model missed (the backend's own temporaries, allocator effects): later
          * plans of this session add it */
         const int64_t modelled = plan.peak - *model_error, missed = be->bytes_peak - modelled;
-        const int retry = rc == VAE_ENOMEM && emitted == 0 && attempt < 2 && plan.budget > 0 &&
-                          s->opts.tile_mode != VAE_TILE_NONE;
         if (missed > *model_error) *model_error = missed;
-        if (retry && plan.budget - modelled + plan.budget / 20 > *model_error)
+        /* planned again if nothing was handed out yet: a refusal by the budget is the memory
+         * model's error (later plans of this session add what it missed); a device or host that
+         * ran out says nothing about the model: this call plans for 80% of what it held then,
+         * if an exact plan that small exists */
+        const int64_t ran_out_at = be->bytes_peak * 4 / 5;
+        const int retry = rc == VAE_ENOMEM && emitted == 0 && attempt < 2 && plan.budget > 0 &&
+                          s->opts.tile_mode != VAE_TILE_NONE &&
+                          (be->refused || ran_out_at >= plan.floor);
+        if (retry && be->refused && plan.budget - modelled + plan.budget / 20 > *model_error)
             *model_error = plan.budget - modelled + plan.budget / 20;
+        if (retry && !be->refused) s->retry_budget = ran_out_at;
         vae_plan_free(&plan);
-        if (!retry) return rc;
-        VAE_WARN("%s: %s; planning again with %.1f MiB more for what the memory model misses",
-                 encode ? "encode" : "decode", vae_last_error(),
-                 (double)*model_error / (1 << 20));
+        if (!retry) break;
+        if (s->retry_budget > 0)
+            VAE_WARN("%s: %s; planning again for %.1f MiB", encode ? "encode" : "decode",
+                     vae_last_error(), (double)s->retry_budget / (1 << 20));
+        else
+            VAE_WARN("%s: %s; planning again with %.1f MiB more for what the memory model misses",
+                     encode ? "encode" : "decode", vae_last_error(),
+                     (double)*model_error / (1 << 20));
         vae_error_clear();
     }
+    s->retry_budget = 0; /* later calls start from the budget again */
+    return rc;
 }
 
 /* A tensor's memory must be where the session computes, or the host. */

@@ -145,6 +145,8 @@ struct vae_backend {
      * fails (VAE_ENOMEM naming the budget), so that a plan the model got wrong fails cleanly and
      * is made again, instead of taking the device's memory from others */
     int64_t limit;
+    int refused; /* set when the limit refused an allocation (what a new plan can fix, unlike
+                  * a device or host that ran out) */
 };
 
 /* The host's device allocator (vae_session_options.dev_alloc); alloc NULL: cudaMalloc. */

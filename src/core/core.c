@@ -69,23 +69,41 @@ void vae_log(int level, const char *fmt, ...) {
 }
 
 /* ---- allocation ---- */
-static long alloc_countdown;
+/* atomic: sessions run on several threads at once (the counters are for tests, not hot) */
+static _Atomic long alloc_countdown, alloc_live;
 
-void vae_alloc_fail_after(long n) { alloc_countdown = n; }
+long vae_alloc_fail_after(long n) {
+    long left = alloc_countdown;
+    alloc_countdown = n;
+    return left;
+}
+long vae_alloc_live(void) { return alloc_live; }
 
 static int alloc_should_fail(void) {
     if (alloc_countdown <= 0) return 0;
     return --alloc_countdown == 0;
 }
 
-void *vae_malloc(size_t bytes) { return alloc_should_fail() ? NULL : malloc(bytes ? bytes : 1); }
+static void *counted(void *p) {
+    if (p) alloc_live++;
+    return p;
+}
+
+void *vae_malloc(size_t bytes) {
+    return alloc_should_fail() ? NULL : counted(malloc(bytes ? bytes : 1));
+}
 void *vae_calloc(size_t n, size_t size) {
-    return alloc_should_fail() ? NULL : calloc(n ? n : 1, size ? size : 1);
+    return alloc_should_fail() ? NULL : counted(calloc(n ? n : 1, size ? size : 1));
 }
 void *vae_realloc(void *p, size_t bytes) {
-    return alloc_should_fail() ? NULL : realloc(p, bytes ? bytes : 1);
+    if (alloc_should_fail()) return NULL;
+    void *q = realloc(p, bytes ? bytes : 1);
+    return p ? q : counted(q);
 }
-void vae_free(void *p) { free(p); }
+void vae_free(void *p) {
+    if (p) alloc_live--;
+    free(p);
+}
 
 char *vae_strdup(const char *s) {
     size_t n = strlen(s) + 1;
@@ -118,8 +136,9 @@ void vae_strbuf_printf(vae_strbuf *b, const char *fmt, ...) {
     if (b->len + (size_t)n + 1 > b->cap) {
         size_t cap = (b->cap ? b->cap * 2 : 256);
         while (cap < b->len + (size_t)n + 1) cap *= 2;
-        char *s = realloc(b->s, cap);
+        char *s = realloc(b->s, cap); /* not injected: messages must survive a failing test */
         if (!s) return;
+        if (!b->s) alloc_live++; /* freed with vae_free, like every block of the library */
         b->s = s;
         b->cap = cap;
     }
@@ -130,7 +149,7 @@ void vae_strbuf_printf(vae_strbuf *b, const char *fmt, ...) {
 }
 
 void vae_strbuf_free(vae_strbuf *b) {
-    free(b->s);
+    vae_free(b->s);
     b->s = NULL;
     b->len = b->cap = 0;
 }

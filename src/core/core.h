@@ -31,8 +31,11 @@ void *vae_calloc(size_t n, size_t size);
 void *vae_realloc(void *p, size_t bytes);
 void vae_free(void *p);
 char *vae_strdup(const char *s);
-/* Test hook: the n-th allocation from now fails (0 = off). */
-void vae_alloc_fail_after(long n);
+/* Test hooks: the n-th allocation from now fails (0 = off; returns what was left of the previous
+ * countdown: > 0 when its failure never came); the number of blocks allocated through these
+ * functions and not freed yet (leak checks between calls). */
+long vae_alloc_fail_after(long n);
+long vae_alloc_live(void);
 
 int64_t vae_shape_numel(const int64_t *shape, int ndim);
 /* Greatest common divisor of two non-negative ints (gcd(a, 0) = a). */

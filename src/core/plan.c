@@ -516,7 +516,7 @@ static int search_tiles(planner *pl, cand *best, cand *floor_c) {
                 return VAE_OK;
             }
         }
-    return VAE_ENOMEM;
+    return PLAN_NOFIT;
 }
 
 static void describe(const planner *pl, vae_plan *plan) {
@@ -557,7 +557,8 @@ static void describe(const planner *pl, vae_plan *plan) {
 }
 
 /* The candidate to run: the first that fits, in the order of speed (below); *floor_c: the
- * smallest exact peak met on the way. VAE_ENOMEM when none fits (best: the smallest). */
+ * smallest exact peak met on the way. PLAN_NOFIT when none fits (best: the smallest); VAE_ENOMEM
+ * only when the host ran out of memory. */
 static int choose(planner *pl, cand *best, cand *floor_c) {
     const vae_plan_request *rq = pl->rq;
     const int64_t budget = rq->budget;
@@ -571,7 +572,7 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
             best->fr = fr;
             if (budget <= 0 || best->peak <= budget) return VAE_OK;
         }
-        return VAE_ENOMEM;
+        return PLAN_NOFIT;
     }
     const int forced = rq->tile_h > 0 || rq->tile_w > 0;
     if (forced && !pl->tiled_ok)
@@ -613,10 +614,10 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         cand tf;
         rc = search_tiles(pl, best, &tf);
         if (tf.peak > 0 && tf.peak < floor_c->peak) *floor_c = tf;
-        if (rc != VAE_ENOMEM) return rc;
+        if (rc != PLAN_NOFIT) return rc;
     }
     *best = *floor_c;
-    return VAE_ENOMEM;
+    return PLAN_NOFIT;
 }
 
 int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
@@ -633,7 +634,7 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
     pl.macs_whole = plan->macs_whole;
     if (rc == VAE_OK) rc = choose(&pl, &best, &floor_c);
     plan->floor = floor_c.peak;
-    if (rc == VAE_OK || rc == VAE_ENOMEM) {
+    if (rc == VAE_OK || rc == PLAN_NOFIT) {
         pl.fr = best.fr;
         int rc2 = plan_fill(&pl, &best, plan);
         if (rc2)
@@ -641,7 +642,8 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
         else
             describe(&pl, plan);
     }
-    if (rc == VAE_ENOMEM)
+    const int nofit = rc == PLAN_NOFIT; /* a plan to describe, unlike a host allocation failure */
+    if (nofit)
         rc = vae_fail(VAE_ENOMEM,
                       "memory budget %s is below what %s needs: %s (the exact floor: %s, of "
                       "which weights and backend reserve %s). Raise --max-memory%s",
@@ -652,7 +654,7 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
                       : rq->mode == VAE_TILE_NONE ? " or allow tiles (--tile-mode auto)"
                                                   : ", or use --tile-mode blend (not exact)");
     planner_free(&pl);
-    if (rc && rc != VAE_ENOMEM) vae_plan_free(plan);
+    if (rc && !nofit) vae_plan_free(plan);
     return rc;
 }
 

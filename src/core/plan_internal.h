@@ -5,6 +5,10 @@
 
 #include "plan.h"
 
+/* The planner's own result code (positive, never returned by vae_plan_make): no candidate fits
+ * the budget, the best one is described. VAE_ENOMEM means the host ran out of memory. */
+enum { PLAN_NOFIT = 1 };
+
 /* ---- the stream walk ------------------------------------------------------------------------ */
 typedef struct plan_walk_sum {
     const vae_program *p;

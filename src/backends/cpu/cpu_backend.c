@@ -119,6 +119,7 @@ static void pool_put(cpu_backend *cb, void *p) {
 
 static void *cpu_alloc(vae_backend *be, size_t bytes) {
     if (be->limit > 0 && be->bytes_in_use + (int64_t)bytes > be->limit) {
+        be->refused = 1;
         vae_fail(VAE_ENOMEM, "cpu: %zu more bytes would exceed the memory budget of %lld bytes "
                              "(%lld in use)", bytes, (long long)be->limit, (long long)be->bytes_in_use);
         return NULL;

@@ -47,6 +47,7 @@ int64_t cu_held(const cuda_backend *cb) {
 int cu_over_budget(cuda_backend *cb, size_t more, const char *who) {
     const int64_t limit = cb->base.limit, held = cu_held(cb);
     if (limit <= 0 || held + (int64_t)more <= limit) return VAE_OK;
+    cb->base.refused = 1;
     return vae_fail(VAE_ENOMEM, "%s: %.1f MiB more would exceed the memory budget of %.1f MiB "
                                 "(%.1f MiB held)", who, (double)more / 1048576.0,
                     (double)limit / 1048576.0, (double)held / 1048576.0);

@@ -1,0 +1,127 @@
+/* test_alloc_fail.c -- every host allocation of a session's life made to fail in turn.
+ *
+ * For each scenario (decode and encode; whole frames, exact tiles, blended tiles) and each k, the
+ * k-th allocation from the session's creation on fails (core.c's vae_alloc_fail_after): the call
+ * that meets it returns VAE_ENOMEM with a message, nothing leaks (the library's live-block count
+ * comes back to where it was), and the same session, if it was made, then runs again and gives
+ * the output of a run without failures. The sweep ends when k passes the last allocation.
+ * usage: test_alloc_fail SHARED_DIR */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "vae.h"
+
+static int n_fail;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            n_fail++;                                                                              \
+            printf("FAIL ");                                                                       \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
+
+typedef struct scenario {
+    const char *name, *input;
+    int encode;
+    vae_tile_mode mode;
+    int tile, blend;
+} scenario;
+
+static double rel_diff(const vae_tensor *a, const vae_tensor *b) {
+    int64_t n = vae_shape_numel(a->shape, a->ndim);
+    if (n != vae_shape_numel(b->shape, b->ndim)) return INFINITY;
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = ((const float *)a->data)[i], y = ((const float *)b->data)[i];
+        num += (x - y) * (x - y), den += y * y;
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static int run(vae_session *s, const scenario *sc, const vae_tensor *in, vae_tensor *out) {
+    return sc->encode ? vae_encode_tensor(s, in, out) : vae_decode_tensor(s, in, out);
+}
+
+/* One scenario: the reference, then the sweep. Returns the number of allocations it met. */
+static long sweep(const vae_model *m, const scenario *sc, const vae_tensor *in) {
+    vae_session_options so;
+    vae_session_options_default(&so);
+    so.threads = 1;
+    so.tile_mode = sc->mode;
+    so.tile_height = so.tile_width = sc->tile;
+    so.blend_tile = sc->blend, so.blend_overlap = sc->blend / 4;
+    vae_session *s = NULL;
+    vae_tensor ref = {0}, out = {0};
+    int rc = vae_session_create(&s, m, &so);
+    if (rc == VAE_OK) rc = run(s, sc, in, &ref);
+    vae_session_free(s);
+    CHECK(rc == VAE_OK, "%s: reference run: %s", sc->name, vae_last_error());
+    if (rc) return 0;
+    long k = 1;
+    for (; k < 100000; k++) {
+        const long live = vae_alloc_live();
+        s = NULL;
+        vae_alloc_fail_after(k);
+        int rc_create = vae_session_create(&s, m, &so);
+        rc = rc_create ? rc_create : run(s, sc, in, &out);
+        /* done: the k-th allocation never came; a success after it failed is a recovery (the
+         * session planned again for less) */
+        const int done = vae_alloc_fail_after(0) > 0;
+        CHECK(rc == VAE_OK || (rc == VAE_ENOMEM && vae_last_error()[0]),
+              "%s: allocation %ld failing: %s (%s), expected VAE_ENOMEM", sc->name, k,
+              vae_strerror(rc), vae_last_error());
+        CHECK(!rc_create || s == NULL, "%s: allocation %ld: a failed create left a session",
+              sc->name, k);
+        if (s && rc) { /* the same session works afterwards */
+            vae_tensor_free(&out);
+            int rc2 = run(s, sc, in, &out);
+            CHECK(rc2 == VAE_OK && rel_diff(&out, &ref) < 1e-6,
+                  "%s: after allocation %ld failed, the session's next run: %s, diff %.2g",
+                  sc->name, k, rc2 ? vae_last_error() : "ok", rc2 ? 0.0 : rel_diff(&out, &ref));
+        }
+        if (!rc) CHECK(rel_diff(&out, &ref) < 1e-6, "%s: allocation %ld: output differs", sc->name, k);
+        vae_tensor_free(&out);
+        vae_session_free(s);
+        CHECK(vae_alloc_live() == live, "%s: allocation %ld failing leaked %ld blocks", sc->name,
+              k, vae_alloc_live() - live);
+        if (done || n_fail > 20) break;
+    }
+    vae_tensor_free(&ref);
+    return k - 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    char path[1024], io[1024];
+    snprintf(path, sizeof path, "%s/fixtures/wan21_tiny.safetensors", argv[1]);
+    snprintf(io, sizeof io, "%s/fixtures/wan21_tiny.io.safetensors", argv[1]);
+    vae_model *m = NULL;
+    vae_tensor lat = {0}, img = {0};
+    if (vae_model_open(&m, path, NULL) || vae_tensor_load(io, "dec_img.latent", &lat) ||
+        vae_tensor_load(io, "enc_img.video", &img)) {
+        printf("FAIL setup: %s\n", vae_last_error());
+        return 1;
+    }
+    const scenario scs[] = {
+        {"decode, whole frames", "dec_img.latent", 0, VAE_TILE_AUTO, 0, 0},
+        {"encode, whole frames", "enc_img.video", 1, VAE_TILE_AUTO, 0, 0},
+        {"decode, exact 16 px tiles", "dec_img.latent", 0, VAE_TILE_AUTO, 16, 0},
+        {"encode, exact 16 px tiles", "enc_img.video", 1, VAE_TILE_AUTO, 16, 0},
+        {"decode, blended 32 px tiles", "dec_img.latent", 0, VAE_TILE_BLEND, 0, 32},
+    };
+    for (size_t i = 0; i < sizeof scs / sizeof *scs; i++) {
+        const long before = n_fail;
+        long n = sweep(m, &scs[i], scs[i].encode ? &img : &lat);
+        printf("%s %s: %ld allocations, each failing in turn\n", n_fail == before ? "PASS" : "FAIL",
+               scs[i].name, n);
+    }
+    vae_tensor_free(&lat);
+    vae_tensor_free(&img);
+    vae_model_free(m);
+    printf("%s: %d failures\n", n_fail ? "FAILED" : "OK", n_fail);
+    return n_fail != 0;
+}
