@@ -106,6 +106,8 @@ target_include_directories(test_alloc_fail PRIVATE include src)
 target_link_libraries(test_alloc_fail PRIVATE vae ${CJSON_LIB} m)
 add_test(NAME alloc_fail COMMAND test_alloc_fail ${VAE_SHARED_DIR})
 set_tests_properties(alloc_fail PROPERTIES LABELS unit)
+add_test(NAME gpu_alloc_fail COMMAND test_alloc_fail ${VAE_SHARED_DIR} cuda)
+set_tests_properties(gpu_alloc_fail PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "skipped: no GPU")
 
 # one model, sessions on several threads at once (scripts/test.sh also runs it under TSan)
 find_package(Threads REQUIRED)

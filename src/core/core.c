@@ -84,6 +84,8 @@ static int alloc_should_fail(void) {
     return --alloc_countdown == 0;
 }
 
+int vae_alloc_inject(void) { return alloc_should_fail(); }
+
 static void *counted(void *p) {
     if (p) alloc_live++;
     return p;

@@ -35,6 +35,9 @@ char *vae_strdup(const char *s);
  * countdown: > 0 when its failure never came); the number of blocks allocated through these
  * functions and not freed yet (leak checks between calls). */
 long vae_alloc_fail_after(long n);
+/* The same countdown for allocations outside these functions (a backend's device memory):
+ * 1 when this one is to fail. */
+int vae_alloc_inject(void);
 long vae_alloc_live(void);
 
 int64_t vae_shape_numel(const int64_t *shape, int ndim);

@@ -182,6 +182,7 @@ void cu_pool_destroy(cu_pool *pool) {
 /* ---- where device blocks come from ---- */
 cudaError_t cu_dev_malloc(const cu_pool *pool, void **p, size_t bytes) {
     *p = NULL;
+    if (vae_alloc_inject()) return cudaErrorMemoryAllocation; /* tests: test_alloc_fail cuda */
     if (!pool->al.alloc) return cudaMalloc(p, bytes);
     *p = pool->al.alloc(bytes, pool->device, (void *)pool->stream, pool->al.user);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
