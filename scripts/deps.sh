@@ -2,7 +2,8 @@
 # Installs the Debian packages the build and tests need (only those missing).
 set -eu
 pkgs="cmake gcc g++ make pkg-config python3 libopenblas-dev libcjson-dev libpng-dev zlib1g-dev
-      libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg"
+      libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
+      clang libclang-rt-14-dev libomp-14-dev"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -116,3 +116,6 @@ target_include_directories(test_threads PRIVATE include)
 target_link_libraries(test_threads PRIVATE vae Threads::Threads ${CJSON_LIB} m)
 add_test(NAME threads COMMAND test_threads ${VAE_SHARED_DIR})
 set_tests_properties(threads PROPERTIES LABELS unit)
+
+# fuzzing: the replay of every seed and regression input, then 30 s per target (tests/fuzz/)
+include(${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz.cmake)

@@ -1,0 +1,7 @@
+/* fuzz_gguf.c -- libFuzzer entry: the gguf reader (vae_gguf_parse) on arbitrary bytes, then the
+ * name index, lookups and float32 conversion of every tensor it accepted. */
+#include "fuzz_common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    return fuzz_store_parse(data, size, "gguf", vae_gguf_parse);
+}
