@@ -2,6 +2,7 @@
 #ifndef VAE_CLI_H
 #define VAE_CLI_H
 
+#include <stdio.h>
 #include "vae.h"
 
 /* Exit codes (documented in README.md and `vae --help`). */
@@ -33,6 +34,10 @@ int cli_has_ext(const char *path, const char *ext);
 /* Loads an input tensor (any tensor file; PNG for images) as float32. For PNG: [1,3,H,W] mapped
  * to [lo,hi]. */
 int cli_load_input(const char *arg, float lo, float hi, vae_tensor *out);
+
+/* Opens an existing regular file for reading into *out: 0, -1 when it cannot be opened (errno
+ * says why) or -2 when it is not a regular file (a folder, FIFO or device: never waits on one). */
+int cli_open_regular(const char *path, FILE **out);
 
 /* PNG I/O (8-bit RGB). */
 int cli_png_read(const char *path, float lo, float hi, vae_tensor *out);

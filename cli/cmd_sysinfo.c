@@ -123,8 +123,8 @@ int cmd_sysinfo(int argc, char **argv) {
 
 /* ---- `vae info` on other files -------------------------------------------------------------- */
 static int info_safetensors(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
+    FILE *f;
+    if (cli_open_regular(path, &f)) return -1; /* FIFOs too: they would block */
     unsigned char b8[8];
     uint64_t n = 0;
     char *js = NULL;

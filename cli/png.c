@@ -1,4 +1,5 @@
 /* png.c -- 8-bit RGB PNG read/write through libpng. */
+#include <errno.h>
 #include <math.h>
 #include <png.h>
 #include <stdio.h>
@@ -6,14 +7,30 @@
 #include <string.h>
 
 #include "cli.h"
+/* header-only constants: the image bounds are the library's, stated once */
 
 int cli_png_read(const char *path, float lo, float hi, vae_tensor *out) {
     memset(out, 0, sizeof *out);
     png_image img;
     memset(&img, 0, sizeof img);
     img.version = PNG_IMAGE_VERSION;
-    if (!png_image_begin_read_from_file(&img, path)) {
+    FILE *f;
+    int o = cli_open_regular(path, &f);
+    if (o == -2) return cli_set_error(VAE_EIO, "%s: not a regular file (a folder, FIFO or device)", path);
+    if (o) return cli_set_error(VAE_EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (!png_image_begin_read_from_stdio(&img, f)) {
+        fclose(f);
         return cli_set_error(VAE_EFORMAT, "%s: not a readable PNG: %s", path, img.message);
+    }
+    /* The header alone is read: its size is checked before anything is allocated for the pixels
+     * (a PNG of a few KiB can declare 20000x20000). */
+    if ((int64_t)img.width * img.height > VAE_MAX_IMAGE_PIXELS || img.width > VAE_MAX_IMAGE_SIDE ||
+        img.height > VAE_MAX_IMAGE_SIDE) {
+        png_image_free(&img);
+        fclose(f);
+        return cli_set_error(VAE_EUNSUPPORTED, "%s: PNG of %ux%u pixels is larger than supported (at most %lld "
+                             "pixels, %d per side)", path, img.width, img.height, (long long)VAE_MAX_IMAGE_PIXELS,
+                             VAE_MAX_IMAGE_SIDE);
     }
     img.format = PNG_FORMAT_RGB;
     size_t n = (size_t)img.width * img.height;
@@ -23,10 +40,12 @@ int cli_png_read(const char *path, float lo, float hi, vae_tensor *out) {
         int rc = cli_set_error(buf && data ? VAE_EFORMAT : VAE_ENOMEM, "%s: cannot decode PNG: %s",
                                path, buf && data ? img.message : "out of memory");
         png_image_free(&img);
+        fclose(f);
         free(buf);
         free(data);
         return rc;
     }
+    fclose(f);
     for (size_t i = 0; i < n; i++)
         for (int c = 0; c < 3; c++) data[c * n + i] = lo + (hi - lo) * (float)buf[i * 3 + c] / 255.0f;
     free(buf);

@@ -72,6 +72,12 @@ typedef enum {
 } vae_dtype;
 VAE_API const char *vae_dtype_name(vae_dtype dtype);
 
+/* The largest image or video frame the readers accept: width x height at most 2^26 pixels
+ * (8192x8192; 8K UHD is 33M) and either side at most 32768 (a float RGB copy of such a frame is
+ * already 768 MiB; a PNG of a few KiB can declare 20000x20000). */
+#define VAE_MAX_IMAGE_PIXELS (1ll << 26)
+#define VAE_MAX_IMAGE_SIDE 32768
+
 /* ---- devices (declared here: tensors name the device their data lives on) ------------------ */
 typedef enum { VAE_DEVICE_CPU = 0, VAE_DEVICE_CUDA = 1 } vae_device;
 

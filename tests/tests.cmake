@@ -81,6 +81,15 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/tests/test_cli.sh)
   set_tests_properties(cli PROPERTIES LABELS cli)
 endif()
 
+# the small hostile files of tests/regress/ (issue 12): clear errors within 10 s and 512 MiB
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_FOUND)
+  add_test(NAME cli_regress COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_regress.py
+           $<TARGET_FILE:vae_cli> ${VAE_SHARED_DIR} $<IF:$<BOOL:${VAE_HAVE_MEDIA}>,media,nomedia>
+           $<IF:$<BOOL:${VAE_SANITIZE}>,sanitized,plain>)
+  set_tests_properties(cli_regress PROPERTIES LABELS cli TIMEOUT 300)
+endif()
+
 if(VAE_HAVE_MEDIA AND EXISTS ${CMAKE_SOURCE_DIR}/tests/test_media.sh)
   add_test(NAME media COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_media.sh $<TARGET_FILE:vae_cli> ${VAE_SHARED_DIR})
   set_tests_properties(media PROPERTIES LABELS cli)

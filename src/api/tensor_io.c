@@ -26,6 +26,11 @@ int vae_tensor_load(const char *path, const char *name, vae_tensor *out) {
     } else {
         t = &s->tensors[0];
     }
+    /* The dtype before the buffer: a tensor we cannot convert must not cost numel * 4 bytes first
+     * (an unknown dtype's shape is bounded only loosely by its bytes). */
+    if (rc == VAE_OK && !vae_storage_type_size(t->type) && t->type != VAE_ST_Q8_0)
+        rc = vae_fail(VAE_EDTYPE, "%s: tensor '%s' has storage type %s, not convertible to float32", path,
+                      t->name, vae_storage_type_name(t->type));
     if (rc == VAE_OK) {
         int64_t n = vae_store_numel(t);
         out->data = vae_malloc((size_t)n * sizeof(float));

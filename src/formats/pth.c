@@ -11,6 +11,7 @@
 #include "formats/store.h"
 
 #include "core/core.h"
+#include "formats/limits.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,6 +58,10 @@ typedef struct pk_vm {
     size_t capmemo, nmemo;
     const uint8_t **inflated; /* per zip entry, so that a shared deflated storage inflates once */
     long visited;             /* nodes visited while flattening (bounds DAG blow-up) */
+    uint64_t heap;            /* bytes the VM has allocated, against VAE_PICKLE_MAX_HEAP */
+    int over_budget;          /* set when an allocation was refused for the heap bound */
+    uint64_t storage_bytes;   /* bytes of the distinct storages referenced so far */
+    uint64_t gathered;        /* bytes copied out of strided views so far */
 } pk_vm;
 
 /* Fails with the file name and the position in data.pkl. */
@@ -70,11 +75,23 @@ static int pk_fail(pk_vm *vm, int code, const char *fmt, ...) {
     return vae_fail(code, "%s: data.pkl byte %ld: %s", vm->s->path, (long)(vm->p - vm->start), msg);
 }
 
+/* Counts bytes against the VM's heap bound; 0 when they fit. A pickle can create an object per
+ * byte, so this (not the pickle size alone) is what keeps its memory in proportion. */
+static int charge(pk_vm *vm, uint64_t bytes) {
+    if (vm->heap + bytes > VAE_PICKLE_MAX_HEAP) {
+        vm->over_budget = 1;
+        return -1;
+    }
+    vm->heap += bytes;
+    return 0;
+}
+
 /* Grows *arr (of elements of size el) to hold at least want elements. */
-static int grow(void **arr, size_t *cap, size_t want, size_t el) {
+static int grow(pk_vm *vm, void **arr, size_t *cap, size_t want, size_t el) {
     if (want <= *cap) return 0;
     size_t c = *cap ? *cap : 16;
     while (c < want) c *= 2;
+    if (charge(vm, (uint64_t)(c - *cap) * el)) return -1;
     void *a = vae_realloc(*arr, c * el);
     if (!a) return -1;
     *arr = a;
@@ -83,7 +100,8 @@ static int grow(void **arr, size_t *cap, size_t want, size_t el) {
 }
 
 static pk_obj *pk_new(pk_vm *vm, pk_kind kind) {
-    if (grow((void **)&vm->objs, &vm->capobjs, vm->nobjs + 1, sizeof(pk_obj *))) return NULL;
+    if (grow(vm, (void **)&vm->objs, &vm->capobjs, vm->nobjs + 1, sizeof(pk_obj *))) return NULL;
+    if (charge(vm, sizeof(pk_obj) + 16)) return NULL; /* + the allocator's own header */
     pk_obj *o = vae_calloc(1, sizeof *o);
     if (!o) return NULL;
     o->kind = kind;
@@ -91,17 +109,24 @@ static pk_obj *pk_new(pk_vm *vm, pk_kind kind) {
     return o;
 }
 
-static int pk_append(pk_obj *c, pk_obj *v) {
-    if (grow((void **)&c->items, &c->cap, c->n + 1, sizeof(pk_obj *))) return -1;
+static int pk_append(pk_vm *vm, pk_obj *c, pk_obj *v) {
+    if (grow(vm, (void **)&c->items, &c->cap, c->n + 1, sizeof(pk_obj *))) return -1;
     c->items[c->n++] = v;
     return 0;
 }
 
-#define NOMEM() pk_fail(vm, VAE_ENOMEM, "out of memory")
+/* An allocation failed: for real, or refused by the heap bound (then the pickle is the problem). */
+static int pk_nomem(pk_vm *vm) {
+    if (vm->over_budget)
+        return pk_fail(vm, VAE_EUNSUPPORTED, "unpickling needs more than %llu MiB (%zu objects so far): not a "
+                       "state dict of tensors", (unsigned long long)(VAE_PICKLE_MAX_HEAP >> 20), vm->nobjs);
+    return pk_fail(vm, VAE_ENOMEM, "out of memory");
+}
+#define NOMEM() pk_nomem(vm)
 
 static int push(pk_vm *vm, pk_obj *o) {
     if (!o) return NOMEM();
-    if (grow((void **)&vm->stack, &vm->capstack, vm->sp + 1, sizeof(pk_obj *))) return NOMEM();
+    if (grow(vm, (void **)&vm->stack, &vm->capstack, vm->sp + 1, sizeof(pk_obj *))) return NOMEM();
     vm->stack[vm->sp++] = o;
     return VAE_OK;
 }
@@ -120,7 +145,7 @@ static int pop_mark(pk_vm *vm, pk_kind kind, pk_obj **out) {
     pk_obj *t = pk_new(vm, kind);
     if (!t) return NOMEM();
     for (size_t i = m; i < vm->sp; i++)
-        if (pk_append(t, vm->stack[i])) return NOMEM();
+        if (pk_append(vm, t, vm->stack[i])) return NOMEM();
     vm->sp = m;
     *out = t;
     return VAE_OK;
@@ -205,9 +230,10 @@ static int persistent_load(pk_vm *vm, pk_obj *pid, pk_obj **out) {
     const vae_zip_entry *e = vae_zip_find(vm->z, ename, elen);
     if (!e) return pk_fail(vm, VAE_EFORMAT, "storage record '%.*s' is missing from the archive", (int)elen, ename);
     size_t ei = (size_t)(e - vm->z->entries);
-    if (!vm->inflated[ei]) {
+    if (!vm->inflated[ei]) { /* first reference: the storage's bytes count once toward the view budget */
         int rc = vae_zip_extract(vm->s, e, &vm->inflated[ei]);
         if (rc) return rc;
+        vm->storage_bytes += e->usize;
     }
     int64_t numel = pid->items[4]->i;
     if (numel < 0 || (uint64_t)numel > e->usize / type->elsize)
@@ -280,6 +306,17 @@ static int rebuild_tensor(pk_vm *vm, pk_obj *args, int v3, pk_obj **out) {
     if (contiguous) {
         t->data = st->data + (uint64_t)offset * es;
     } else { /* gather element by element with an n-d counter */
+        /* Zero or overlapping strides can name far more elements than the storage holds: the
+         * copies are bounded by the storage bytes present (limits.h), numel by cap * stride
+         * products otherwise. */
+        uint64_t budget = VAE_VIEW_COPY_FACTOR * vm->storage_bytes + VAE_VIEW_COPY_SLACK;
+        if ((uint64_t)numel > UINT64_MAX / es || t->nbytes > budget - (vm->gathered < budget ? vm->gathered : budget))
+            return pk_fail(vm, VAE_EUNSUPPORTED, "strided view of storage '%.*s' (%llu bytes) would copy %llu bytes, "
+                           "%llu already copied: zero or overlapping strides repeat more data than the file holds "
+                           "(at most %ux its %llu storage bytes + 1 MiB)", (int)st->keylen, st->key,
+                           (unsigned long long)st->nbytes, (unsigned long long)t->nbytes, (unsigned long long)vm->gathered,
+                           VAE_VIEW_COPY_FACTOR, (unsigned long long)vm->storage_bytes);
+        vm->gathered += t->nbytes;
         uint8_t *dst = vae_store_owned_alloc(vm->s, (size_t)t->nbytes);
         if (!dst) return NOMEM();
         int64_t idx[VAE_MAX_DIMS] = {0};
@@ -331,7 +368,7 @@ static int memo_put(pk_vm *vm, uint64_t idx) {
     /* Every memo entry costs at least one opcode byte, so a valid index is below the pickle size. */
     if (idx > (uint64_t)(vm->end - vm->start)) return pk_fail(vm, VAE_EFORMAT, "memo index %llu too large", (unsigned long long)idx);
     size_t old = vm->capmemo;
-    if (grow((void **)&vm->memo, &vm->capmemo, (size_t)idx + 1, sizeof(pk_obj *))) return NOMEM();
+    if (grow(vm, (void **)&vm->memo, &vm->capmemo, (size_t)idx + 1, sizeof(pk_obj *))) return NOMEM();
     memset(vm->memo + old, 0, (vm->capmemo - old) * sizeof(pk_obj *));
     if (!vm->memo[idx]) vm->nmemo++;
     vm->memo[idx] = vm->stack[vm->sp - 1];
@@ -374,7 +411,7 @@ static int run_pickle(pk_vm *vm, pk_obj **result) {
             if ((rc = pop(vm, result))) return rc;
             return VAE_OK;
         case '(':                                                 /* MARK */
-            if (grow((void **)&vm->marks, &vm->capmarks, vm->nmarks + 1, sizeof(size_t))) return NOMEM();
+            if (grow(vm, (void **)&vm->marks, &vm->capmarks, vm->nmarks + 1, sizeof(size_t))) return NOMEM();
             vm->marks[vm->nmarks++] = vm->sp;
             break;
         case '}': rc = push(vm, pk_new(vm, PK_DICT)); break;      /* EMPTY_DICT */
@@ -419,7 +456,7 @@ static int run_pickle(pk_vm *vm, pk_obj **result) {
             if (rc) break;
             if (!(a = pk_new(vm, PK_TUPLE))) return NOMEM();
             for (int i = 0; i < n; i++)
-                if (pk_append(a, it[i])) return NOMEM();
+                if (pk_append(vm, a, it[i])) return NOMEM();
             rc = push(vm, a);
             break;
         }
@@ -451,7 +488,7 @@ static int run_pickle(pk_vm *vm, pk_obj **result) {
         case 's':                                                 /* SETITEM */
             if ((rc = pop(vm, &b)) || (rc = pop(vm, &a))) break;
             if (!vm->sp || (c = vm->stack[vm->sp - 1])->kind != PK_DICT) return pk_fail(vm, VAE_EFORMAT, "SETITEM on a non-dict");
-            if (pk_append(c, a) || pk_append(c, b)) return NOMEM();
+            if (pk_append(vm, c, a) || pk_append(vm, c, b)) return NOMEM();
             break;
         case 'u': case 'e': {                                     /* SETITEMS, APPENDS */
             if ((rc = pop_mark(vm, PK_LIST, &a))) break;
@@ -459,13 +496,13 @@ static int run_pickle(pk_vm *vm, pk_obj **result) {
             if (!c || c->kind != (op == 'u' ? PK_DICT : PK_LIST) || (op == 'u' && a->n % 2))
                 return pk_fail(vm, VAE_EFORMAT, "%s on a %s", op == 'u' ? "SETITEMS" : "APPENDS", c ? kind_name[c->kind] : "empty stack");
             for (size_t i = 0; i < a->n; i++)
-                if (pk_append(c, a->items[i])) return NOMEM();
+                if (pk_append(vm, c, a->items[i])) return NOMEM();
             break;
         }
         case 'a':                                                 /* APPEND */
             if ((rc = pop(vm, &a))) break;
             if (!vm->sp || (c = vm->stack[vm->sp - 1])->kind != PK_LIST) return pk_fail(vm, VAE_EFORMAT, "APPEND on a non-list");
-            if (pk_append(c, a)) return NOMEM();
+            if (pk_append(vm, c, a)) return NOMEM();
             break;
         case '0': rc = pop(vm, &a); break;                        /* POP */
         case '1':                                                 /* POP_MARK */
@@ -493,7 +530,7 @@ static int run_pickle(pk_vm *vm, pk_obj **result) {
 /* ---- flattening the result into named tensors ---- */
 
 static int flatten(pk_vm *vm, pk_obj *o, char *name, size_t len, int depth) {
-    if (++vm->visited > (1L << 22) || depth > 64)
+    if (++vm->visited > VAE_PICKLE_MAX_VISITS || depth > VAE_PICKLE_MAX_DEPTH)
         return vae_fail(VAE_EFORMAT, "%s: pickle structure too deep or too large (cyclic?)", vm->s->path);
     if (o->kind == PK_TENSOR)
         return vae_store_add(vm->s, name, len, o->st, o->ndim, o->shape, o->data, (size_t)o->nbytes);
@@ -556,6 +593,11 @@ int vae_pth_parse(vae_store *s) {
     vm.inflated = vae_calloc((size_t)(z.n ? z.n : 1), sizeof *vm.inflated);
     const uint8_t *pk = NULL;
     if (!vm.inflated) rc = vae_fail(VAE_ENOMEM, "%s: out of memory", s->path);
+    /* Its size is known before inflating: a pickle beyond the bound (limits.h) is refused unread. */
+    if (!rc && pkl->usize > VAE_PICKLE_MAX_BYTES)
+        rc = vae_fail(VAE_EUNSUPPORTED, "%s: '%.*s' is %llu bytes (at most %llu MiB): a state dict's pickle holds only "
+                      "names and shapes", s->path, (int)pkl->name_len, pkl->name, (unsigned long long)pkl->usize,
+                      (unsigned long long)(VAE_PICKLE_MAX_BYTES >> 20));
     if (!rc) rc = vae_zip_extract(s, pkl, &pk);
     pk_obj *root = NULL;
     if (!rc) {

@@ -7,6 +7,7 @@
 
 #include "core/core.h"
 #include "core/dtype.h"
+#include "formats/limits.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -62,6 +63,10 @@ int vae_safetensors_parse(vae_store *s) {
     if (hlen < 2 || hlen > s->map_size - 8)
         return vae_fail(VAE_EFORMAT, "%s: safetensors header length %llu does not fit in the %zu-byte file",
                         path, (unsigned long long)hlen, s->map_size);
+    /* cJSON needs ~30x the header's bytes: a bound like the reference implementation's (limits.h). */
+    if (hlen > VAE_SAFETENSORS_MAX_HEADER)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: safetensors header of %llu bytes (at most %llu MiB)", path,
+                        (unsigned long long)hlen, (unsigned long long)(VAE_SAFETENSORS_MAX_HEADER >> 20));
     const char *hdr = (const char *)m + 8;
     const uint8_t *base = m + 8 + hlen;
     uint64_t data_size = s->map_size - 8 - hlen;
@@ -135,6 +140,13 @@ int vae_safetensors_parse(vae_store *s) {
             ((uint64_t)numel > UINT64_MAX / elsize || (uint64_t)numel * elsize != en - b)) {
             rc = vae_fail(VAE_EFORMAT, "%s: tensor '%s' (%s) has %llu bytes, shape needs a different size", path,
                           name, dt->valuestring, (unsigned long long)(en - b));
+            break;
+        }
+        /* An unknown dtype has no size to check the shape against, but no element takes less
+         * than a bit: without this a 4-byte tensor could claim 2^40 elements. */
+        if (!elsize && (vae_shape_checked_numel(shape, ndim, &numel) != 0 || (uint64_t)numel > 8 * (en - b))) {
+            rc = vae_fail(VAE_EFORMAT, "%s: tensor '%s' has unknown dtype '%.60s' and a shape of more elements than "
+                          "the bits of its %llu bytes", path, name, dt->valuestring, (unsigned long long)(en - b));
             break;
         }
         rc = vae_store_add(s, name, strlen(name), t, ndim, shape, base + b, (size_t)(en - b));

@@ -5,6 +5,7 @@
 
 #include "core/core.h"
 #include "core/dtype.h"
+#include "formats/limits.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,7 @@ typedef struct store_priv {
     int *sorted;
     char **meta; /* key, value, key, value, ... (safetensors __metadata__) */
     int n_meta, cap_meta;
+    uint64_t name_bytes; /* of all tensor names, against VAE_STORE_MAX_NAME_BYTES */
 } store_priv;
 
 const char *vae_storage_type_name(vae_storage_type t) {
@@ -111,8 +113,13 @@ int vae_store_add(vae_store *s, const char *name, size_t name_len, vae_storage_t
                         s->path, (int)(name_len > 200 ? 200 : name_len), name,
                         vae_storage_type_name(type), vae_shape_str(shape, ndim, sh, sizeof sh),
                         (unsigned long long)expect, (unsigned long long)nbytes);
+    /* Names are copied, and a pickle can make them repeat far beyond its own size (limits.h). */
+    if (s->n >= VAE_STORE_MAX_TENSORS || p->name_bytes + name_len + 1 > VAE_STORE_MAX_NAME_BYTES)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: more than %d tensors or %llu MiB of tensor names (at tensor %d, '%.*s')",
+                        s->path, VAE_STORE_MAX_TENSORS, (unsigned long long)(VAE_STORE_MAX_NAME_BYTES >> 20), s->n,
+                        (int)(name_len > 80 ? 80 : name_len), name);
+    p->name_bytes += name_len + 1;
     if (s->n == p->cap) {
-        if (p->cap > (1 << 28)) return vae_fail(VAE_EFORMAT, "%s: too many tensors", s->path);
         int cap = p->cap ? p->cap * 2 : 64;
         vae_store_tensor *t = vae_realloc(s->tensors, (size_t)cap * sizeof *t);
         if (!t) return vae_fail(VAE_ENOMEM, "%s: out of memory listing tensors", s->path);
@@ -247,7 +254,9 @@ int vae_store_open(vae_store **out, const char *path) {
     int rc = vae_store_new(&s, path);
     if (rc) return rc;
     s->format = NULL; /* from the content, below */
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; it is
+     * refused below, and on a regular file the flag changes nothing. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     if (fd < 0) {
         rc = vae_fail(VAE_EIO, "%s: cannot open: %s", path, strerror(errno));
@@ -255,7 +264,7 @@ int vae_store_open(vae_store **out, const char *path) {
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        rc = vae_fail(VAE_EIO, "%s: not a regular file", path);
+        rc = vae_fail(VAE_EIO, "%s: not a regular file (a folder, FIFO or device)", path);
         goto fail;
     }
     if (st.st_size == 0) {

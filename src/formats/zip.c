@@ -5,6 +5,7 @@
 #include "formats/store.h"
 
 #include "core/core.h"
+#include "formats/limits.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,26 @@ static int zip64_extra(const uint8_t *ex, size_t exlen, uint64_t *usize, uint64_
     return 0;
 }
 
+/* Each entry's bytes (local header + data) must be its own: central records that share or overlap
+ * bytes let a small file claim the same deflate stream many times over, which would defeat the
+ * per-entry ratio bound (limits.h). ranges[i] = {start, end, entry index}, sorted here. */
+typedef struct { uint64_t start, end; int idx; } zip_range;
+static int cmp_range(const void *a, const void *b) {
+    const zip_range *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+static int check_disjoint(const vae_zip *z, zip_range *r, const char *path) {
+    qsort(r, (size_t)z->n, sizeof *r, cmp_range);
+    for (int i = 1; i < z->n; i++)
+        if (r[i].start < r[i - 1].end) {
+            const vae_zip_entry *a = &z->entries[r[i - 1].idx], *b = &z->entries[r[i].idx];
+            return vae_fail(VAE_EFORMAT, "%s: zip entries '%.*s' and '%.*s' overlap (bytes %llu..%llu shared): "
+                            "a corrupt or hostile archive", path, (int)a->name_len, a->name, (int)b->name_len,
+                            b->name, (unsigned long long)r[i].start, (unsigned long long)r[i - 1].end);
+        }
+    return VAE_OK;
+}
+
 int vae_zip_open(vae_zip *z, vae_store *s) {
     const uint8_t *m = s->map;
     uint64_t n = s->map_size;
@@ -80,7 +101,12 @@ int vae_zip_open(vae_zip *z, vae_store *s) {
         return vae_fail(VAE_EFORMAT, "%s: zip central directory claims %llu entries in %llu bytes", path,
                         (unsigned long long)count, (unsigned long long)cd_size);
     z->entries = vae_calloc((size_t)(count ? count : 1), sizeof *z->entries);
-    if (!z->entries) return vae_fail(VAE_ENOMEM, "%s: out of memory", path);
+    zip_range *ranges = vae_calloc((size_t)(count ? count : 1), sizeof *ranges);
+    if (!z->entries || !ranges) {
+        vae_free(ranges);
+        vae_zip_close(z);
+        return vae_fail(VAE_ENOMEM, "%s: out of memory", path);
+    }
 
     uint64_t p = cd_off, cd_end = cd_off + cd_size;
     for (uint64_t k = 0; k < count; k++) {
@@ -93,28 +119,33 @@ int vae_zip_open(vae_zip *z, vae_store *s) {
         const char *name = (const char *)m + p + 46;
         if (zip64_extra(m + p + 46 + nl, xl, &usize, &csize, &lho) != 0) goto bad_cd;
         if (flags & 1) {
+            vae_free(ranges);
             vae_zip_close(z);
             return vae_fail(VAE_EUNSUPPORTED, "%s: zip entry '%.*s' is encrypted", path, (int)nl, name);
         }
         /* The data follows the local header, whose name and extra lengths may differ from the
          * central ones (torch pads the local extra field to align tensor data). */
         if (!in_range(lho, 30, n) || rd32(m + lho) != 0x04034b50u) {
+            vae_free(ranges);
             vae_zip_close(z);
             return vae_fail(VAE_EFORMAT, "%s: zip entry '%.*s': local header missing or out of range", path, (int)nl, name);
         }
         uint64_t data = lho + 30 + rd16(m + lho + 26) + rd16(m + lho + 28);
         if (!in_range(data, csize, n)) {
+            vae_free(ranges);
             vae_zip_close(z);
             return vae_fail(VAE_EFORMAT, "%s: zip entry '%.*s' (%llu bytes) extends past the end of the file (truncated?)",
                             path, (int)nl, name, (unsigned long long)csize);
         }
         if ((method == 0 && csize != usize) || (method != 0 && method != 8)) {
+            vae_free(ranges);
             vae_zip_close(z);
             if (method != 0 && method != 8)
                 return vae_fail(VAE_EUNSUPPORTED, "%s: zip entry '%.*s' uses compression method %u (only stored and deflate)",
                                 path, (int)nl, name, method);
             return vae_fail(VAE_EFORMAT, "%s: stored zip entry '%.*s' has different sizes", path, (int)nl, name);
         }
+        ranges[z->n] = (zip_range){lho, data + csize, z->n};
         vae_zip_entry *e = &z->entries[z->n++];
         e->name = name;
         e->name_len = nl;
@@ -125,9 +156,16 @@ int vae_zip_open(vae_zip *z, vae_store *s) {
         e->method = method;
         p += 46 + nl + xl + cl;
     }
+    int rc = check_disjoint(z, ranges, path);
+    vae_free(ranges);
+    if (rc) {
+        vae_zip_close(z);
+        return rc;
+    }
     qsort(z->entries, (size_t)z->n, sizeof *z->entries, cmp_entry);
     return VAE_OK;
 bad_cd:
+    vae_free(ranges);
     vae_zip_close(z);
     return vae_fail(VAE_EFORMAT, "%s: zip central directory is corrupt (at byte %llu)", path, (unsigned long long)p);
 }
@@ -149,9 +187,9 @@ int vae_zip_extract(vae_store *s, const vae_zip_entry *e, const uint8_t **data) 
         *data = src;
         return VAE_OK;
     }
-    /* Deflate cannot expand data more than ~1032:1; a larger claim is a corrupt header and would
-     * otherwise make us allocate whatever it says. */
-    if (e->usize > e->csize * 1032 + 1024 || e->usize > SIZE_MAX - 64)
+    /* A claim beyond the deflate maximum (limits.h) is a corrupt header and would otherwise make
+     * us allocate whatever it says. */
+    if (e->usize > e->csize * VAE_ZIP_MAX_RATIO + 1024 || e->usize > SIZE_MAX - 64)
         return vae_fail(VAE_EFORMAT, "%s: zip entry '%.*s' claims an impossible size", s->path, (int)e->name_len, e->name);
     uint8_t *out = vae_store_owned_alloc(s, (size_t)e->usize);
     if (!out) return vae_fail(VAE_ENOMEM, "%s: out of memory inflating '%.*s'", s->path, (int)e->name_len, e->name);

@@ -136,11 +136,25 @@ static void src_free(vm_src *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* avformat_find_stream_info decodes a first frame of each stream: the image size bound applies
+ * there already, not only to our own decoder. */
+static int find_stream_info(AVFormatContext *fmt) {
+    AVDictionary **opts = av_calloc(fmt->nb_streams ? fmt->nb_streams : 1, sizeof *opts);
+    if (!opts) return AVERROR(ENOMEM);
+    for (unsigned i = 0; i < fmt->nb_streams; i++) av_dict_set_int(&opts[i], "max_pixels", VAE_MAX_IMAGE_PIXELS, 0);
+    int r = avformat_find_stream_info(fmt, opts);
+    for (unsigned i = 0; i < fmt->nb_streams; i++) av_dict_free(&opts[i]);
+    av_free(opts);
+    return r;
+}
+
 static int src_open_file(vm_src *s, const char *path) {
     struct stat st;
     vm_av_last_clear();
     if (stat(path, &st) != 0) return vm_fail(VAE_EIO, "%s: %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode)) return vm_fail(VAE_EIO, "%s: is a folder", path);
+    /* FFmpeg's open of a FIFO waits for a writer forever, and a device streams without end. */
+    if (!S_ISREG(st.st_mode)) return vm_fail(VAE_EIO, "%s: not a regular file (a FIFO or device)", path);
     if (st.st_size == 0) return vm_fail(VAE_EFORMAT, "%s: file is empty (0 bytes)", path);
     AVDictionary *o = NULL;
     av_dict_set(&o, "pattern_type", "none", 0); /* image2: a '%' in a real name is not a pattern */
@@ -155,7 +169,7 @@ static int src_open_file(vm_src *s, const char *path) {
     if (strcmp(dn, "tty") == 0 || strcmp(dn, "data") == 0 || strcmp(dn, "bin") == 0)
         return vm_fail(VAE_EFORMAT, "%s: not a video or image file (FFmpeg sees %s data)", path,
                        dn);
-    if ((r = avformat_find_stream_info(s->fmt, NULL)) < 0)
+    if ((r = find_stream_info(s->fmt)) < 0)
         return vm_fail(VAE_EFORMAT, "%s: cannot read the stream headers: %s", path, vm_averr(r));
     const AVCodec *codec = NULL;
     s->stream = av_find_best_stream(s->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
@@ -169,7 +183,14 @@ static int src_open_file(vm_src *s, const char *path) {
     for (unsigned i = 0; i < s->fmt->nb_streams; i++)
         if ((int)i != s->stream) s->fmt->streams[i]->discard = AVDISCARD_ALL;
     if (vs->codecpar->width <= 0 || vs->codecpar->height <= 0)
-        return vm_fail(VAE_EFORMAT, "%s: video stream has no frame size (corrupt header?)", path);
+        /* find_stream_info leaves it unknown too when max_pixels refused the first frame */
+        return vm_fail(VAE_EFORMAT, "%s: video stream has no frame size (a corrupt header, or frames larger "
+                       "than the %lld pixels supported)", path, (long long)VAE_MAX_IMAGE_PIXELS);
+    if ((int64_t)vs->codecpar->width * vs->codecpar->height > VAE_MAX_IMAGE_PIXELS ||
+        vs->codecpar->width > VAE_MAX_IMAGE_SIDE || vs->codecpar->height > VAE_MAX_IMAGE_SIDE)
+        return vm_fail(VAE_EUNSUPPORTED, "%s: frames of %dx%d pixels are larger than supported (at most %lld pixels, "
+                       "%d per side)", path, vs->codecpar->width, vs->codecpar->height,
+                       (long long)VAE_MAX_IMAGE_PIXELS, VAE_MAX_IMAGE_SIDE);
     s->dec = avcodec_alloc_context3(codec);
     if (!s->dec) return vm_fail(VAE_ENOMEM, "out of memory");
     if ((r = avcodec_parameters_to_context(s->dec, vs->codecpar)) < 0)
@@ -177,6 +198,7 @@ static int src_open_file(vm_src *s, const char *path) {
     s->dec->pkt_timebase = vs->time_base;
     s->dec->thread_count = s->is_sequence ? 1 : 0;
     s->dec->err_recognition |= AV_EF_EXPLODE; /* corrupt data is an error, not concealed */
+    s->dec->max_pixels = VAE_MAX_IMAGE_PIXELS; /* a frame that changes size mid-stream is refused too */
     if ((r = avcodec_open2(s->dec, codec, NULL)) < 0)
         return vm_fail(vm_code_from_av(r, 1), "%s: cannot open the %s decoder: %s", path,
                        codec->name, vm_averr(r));

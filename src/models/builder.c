@@ -147,10 +147,40 @@ static int shapes_match(const int64_t *a, int na, const int64_t *b, int nb) {
     return 1;
 }
 
+/* The file's tensor for a weight: present, of the expected shape, of a type convertible to
+ * float32; NULL with the builder's error set otherwise. */
+static const vae_store_tensor *find_weight(vae_builder *b, const char *name, int ndim,
+                                           const int64_t *shape, char *key, size_t keylen) {
+    char sbuf[128], got[128];
+    file_name(b, name, key, keylen);
+    const vae_store_tensor *t = vae_store_find(b->store, key);
+    if (!t) {
+        vb_error(b, VAE_EKEY, "%s: missing tensor '%s' (expected shape %s)", b->store->path, key,
+                 vae_shape_str(shape, ndim, sbuf, sizeof sbuf));
+        return NULL;
+    }
+    if (!shapes_match(t->shape, t->ndim, shape, ndim)) {
+        vb_error(b, VAE_ESHAPE, "%s: tensor '%s' has shape %s, expected %s", b->store->path, key,
+                 vae_shape_str(t->shape, t->ndim, got, sizeof got),
+                 vae_shape_str(shape, ndim, sbuf, sizeof sbuf));
+        return NULL;
+    }
+    if (!vae_storage_type_size(t->type) && t->type != VAE_ST_Q8_0) {
+        vb_error(b, VAE_EDTYPE, "%s: tensor '%s' (%s) cannot be used as weights", b->store->path,
+                 key, vae_storage_type_name(t->type));
+        return NULL;
+    }
+    return t;
+}
+
 const float *vb_weight(vae_builder *b, const char *name, int ndim, const int64_t *shape) {
     if (b->status != VAE_OK) return NULL;
     int64_t n = vae_shape_numel(shape, ndim);
-    char sbuf[128], key[640];
+    char key[640];
+    /* From a file: the tensor is found and checked before its buffer exists, so that a shape or
+     * dtype the file gets wrong costs nothing. */
+    const vae_store_tensor *t = b->store ? find_weight(b, name, ndim, shape, key, sizeof key) : NULL;
+    if (b->store && !t) return NULL;
     float *dst = vb_alloc(b, n);
     if (!dst) return NULL;
     if (!b->store) { /* synth mode */
@@ -176,20 +206,6 @@ const float *vb_weight(vae_builder *b, const char *name, int ndim, const int64_t
         r->data = dst;
         b->n_recs++;
     } else {
-        file_name(b, name, key, sizeof key);
-        const vae_store_tensor *t = vae_store_find(b->store, key);
-        if (!t) {
-            vb_error(b, VAE_EKEY, "%s: missing tensor '%s' (expected shape %s)", b->store->path,
-                     key, vae_shape_str(shape, ndim, sbuf, sizeof sbuf));
-            return NULL;
-        }
-        if (!shapes_match(t->shape, t->ndim, shape, ndim)) {
-            char got[128];
-            vb_error(b, VAE_ESHAPE, "%s: tensor '%s' has shape %s, expected %s", b->store->path,
-                     key, vae_shape_str(t->shape, t->ndim, got, sizeof got),
-                     vae_shape_str(shape, ndim, sbuf, sizeof sbuf));
-            return NULL;
-        }
         int rc = vae_store_to_f32(b->store, t, dst);
         if (rc) {
             vb_error(b, rc, "%s: tensor '%s' (%s) cannot be used as weights", b->store->path, key,
