@@ -127,6 +127,8 @@ int main(int argc, char **argv) {
         {"decode, blended 32 px tiles", "dec_img.latent", 0, VAE_TILE_BLEND, 0, 32},
     };
     for (size_t i = 0; i < sizeof scs / sizeof *scs; i++) {
+        /* on the GPU every try makes a CUDA backend (~0.1 s): the decodes, whole and tiled */
+        if (device == VAE_DEVICE_CUDA && (scs[i].encode || scs[i].mode == VAE_TILE_BLEND)) continue;
         const long before = n_fail;
         long n = sweep(m, &scs[i], scs[i].encode ? &img : &lat);
         printf("%s %s: %ld allocations, each failing in turn\n", n_fail == before ? "PASS" : "FAIL",
