@@ -28,11 +28,12 @@ int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     conv_state *s = vae_calloc(1, sizeof *s);
     if (!s) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
     s->k = taps * ci_n;
-    s->wp = cpu_aligned_alloc((size_t)s->k * co_n * sizeof(float));
+    const size_t bytes = (size_t)s->k * co_n * sizeof(float);
+    s->wp = cpu_aligned_alloc(bytes);
     if (!s->wp) {
         vae_free(s);
         return vae_fail(VAE_ENOMEM, "%s: cannot allocate %zu bytes of packed weights", op->name,
-                        (size_t)s->k * co_n * sizeof(float));
+                        bytes);
     }
     /* PyTorch w[co][ci][tap] (tap = (dt*kh + dh)*kw + dw) -> wp[tap*c_in + ci][co] */
     for (int co = 0; co < co_n; co++)
