@@ -11,6 +11,7 @@
 #include <libavformat/avformat.h>
 #include <libavutil/error.h>
 #include <libavutil/log.h>
+#include <libavutil/mem.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
 
@@ -85,6 +86,10 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_impl(void) {
     av_log_set_callback(av_hook);
     av_log_set_level(AV_LOG_VERBOSE);
+    /* FFmpeg's own blocks: no larger than the largest frame we accept at 8 bytes a pixel. A
+     * 261-byte PNG made its demuxer ask for 1.3 GB (found by tests/fuzz: fuzz_media); with
+     * the cap that allocation fails and the open reports an error. */
+    av_max_alloc((size_t)VAE_MAX_IMAGE_PIXELS * 8);
 }
 void vm_init(void) {
     pthread_once(&init_once, init_impl);
