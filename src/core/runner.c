@@ -121,6 +121,13 @@ static int async_io(const vae_backend *be) {
            be->v->download_wait;
 }
 
+/* cl [plane][c] <- planar [c][plane]: the user's layout to the backends' channels-last one */
+static void planar_to_cl(float *cl, const float *planar, size_t plane, int c) {
+    for (size_t i = 0; i < plane; i++)
+        for (int k = 0; k < c; k++)
+            cl[i * c + k] = planar[k * plane + i];
+}
+
 /* Input frames [f, f+n) of the crop y x x into dst ([n][h][w][c], backend dtype). */
 static int upload_input(run *s, void *dst, int f, int n, vae_span y, vae_span x) {
     vae_runner *r = s->r;
@@ -138,10 +145,7 @@ static int upload_input(run *s, void *dst, int f, int n, vae_span y, vae_span x)
     if (rc == VAE_OK) rc = grow(&r->cl, &r->cl_cap, vals);
     if (rc == VAE_OK) rc = s->io->read(s->io->read_user, r->planar, f, n, y, x);
     if (rc) return rc;
-    const size_t plane = (size_t)n * h * w; /* [c][plane] -> [plane][c] */
-    for (size_t i = 0; i < plane; i++)
-        for (int k = 0; k < c; k++)
-            r->cl[i * c + k] = r->planar[k * plane + i];
+    planar_to_cl(r->cl, r->planar, (size_t)n * h * w, c);
     return be->v->upload(be, dst, r->cl, vals);
 }
 
@@ -213,12 +217,10 @@ static int emit_to_view(const float *fr, int first, int n, int c, int h, int w, 
     run *s = user;
     vae_runner *r = s->r;
     vae_backend *be = r->be;
-    const size_t vals = (size_t)n * h * w * c, plane = vals / (size_t)c;
+    const size_t vals = (size_t)n * h * w * c;
     int rc = grow(&r->cl, &r->cl_cap, vals);
     if (rc) return rc;
-    for (size_t i = 0; i < plane; i++) /* [c][plane] -> [plane][c] */
-        for (int k = 0; k < c; k++)
-            r->cl[i * c + k] = fr[k * plane + i];
+    planar_to_cl(r->cl, fr, (size_t)n * h * w, c);
     void *dev = be->v->alloc(be, vals * be->elem_size);
     if (!dev)
         return vae_fail(VAE_ENOMEM, "out of %s memory for an output frame", be->v->name);
