@@ -18,13 +18,16 @@
 #   --compare   also bench/compare.sh (needs diffusers on the machine, see bench/README.md)
 #   --runs N    timed runs per workload for --bench/--torch/--compare (default 2; compare: 5)
 #   --tiles     also the tiny fixtures with forced exact tiles (>= 3 per axis, fp32 and bf16:
-#               within 1e-5 / 2e-2 of the untiled output) and blended tiles
+#               within 1e-5 / 2e-2 of the untiled output; also from a later cut with the store
+#               pinned on the host) and blended tiles
 #   --budget    also the memory-budget workloads of the planner issue (vae bench --max-memory,
 #               each beside its untiled run; BUDGET_LIST overrides: 'WORKLOAD|FLAGS;...';
 #               UNTILED=skip leaves the untiled runs out)
 #   --python    also the Python package: pytest python/tests with build-gpu/libvae.so (CUDA
 #               tensors in place; diffusers from the carried .whl folder) and bench/vaec_bench.py
 #               beside `vae bench` of the same workload (Wan2.1 decode 81x480x832, bf16)
+#   --perf      also bench/perf_ops (every conv shape of the three models on every conv path, with
+#               TFLOP/s and GB/s) at the bench sizes: perf.log, the totals in the summary
 #   --cold      also the cold start with the conv path cache (--tune-cache): Wan2.1 decode 480p in
 #               a fresh process without a cache, then again with the cache it wrote, then with
 #               that cache damaged, then two processes at once on a new cache file
@@ -46,7 +49,7 @@ shift
 DEPS=""
 [ -d build-gpu-deps ] && DEPS=$ROOT/build-gpu-deps
 FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1 REPEAT=0 SANITIZE=0 TILES=0 BUDGET=0
-PYTHON=0 COLD=0
+PYTHON=0 COLD=0 PERF=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --deps) DEPS=$(cd "$2" && pwd); shift ;;
@@ -64,6 +67,7 @@ while [ $# -gt 0 ]; do
     --budget) BUDGET=1 ;;
     --python) PYTHON=1 ;;
     --cold) COLD=1 ;;
+    --perf) PERF=1 ;;
     *) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -236,6 +240,12 @@ if [ $TILES = 1 ]; then
             fixture_run "tiles $fx $dt" $fx $dt --tiles 3
         done
     done
+    # B from a later cut of the planner, its store pinned on the host
+    for fx in wan21_small wan22_tiny taef2_real; do
+        for dt in fp32 bf16; do
+            fixture_run "tiles cut1 host $fx $dt" $fx $dt --tiles 3 VAE_PLAN_CUT=1 VAE_EXEC_STORE_HOST=1
+        done
+    done
     fixture_run "blend taef2_real fp32" taef2_real fp32 --blend 128
 fi
 grep -E "^FAIL" "$OUT/fixtures.log" | head -40 >>"$SUMMARY"
@@ -277,6 +287,14 @@ if [ $BUDGET = 1 ] && [ -x build-gpu/vae ]; then
             say "budget [${f:-untiled}] $w: rc $? $(grep BENCH "$OUT/bench.log" | tail -1 | sed 's/.*median_s/median_s/')"
             grep "plan:" "$OUT/bench.log" | tail -1 | cut -c1-500 >>"$SUMMARY"
         done
+    done
+fi
+if [ $PERF = 1 ] && [ -x build-gpu/perf_ops ]; then
+    for w in "wan2.1 --frames 81 --size 480x832" "wan2.2 --frames 121 --size 704x1280" \
+        "seedvr2 --frames 81 --size 720x1248"; do
+        timeout 300 build-gpu/perf_ops --arch $w --dtype bf16 --device cuda >>"$OUT/perf.log" 2>&1
+        say "perf_ops $w: rc $?"
+        grep "^TOTAL" "$OUT/perf.log" | tail -6 >>"$SUMMARY"
     done
 fi
 if [ $PYTHON = 1 ] && [ -f build-gpu/libvae.so ]; then

@@ -20,6 +20,7 @@ static const char help[] =
     "time of --runs runs after --warmup (and the first run's: the cold start, conv paths timed or\n"
     "taken from the tune cache), the achieved TFLOP/s from the model's FLOP count and the\n"
     "peak backend memory (and the plan's prediction), then one line 'BENCH {json}' for scripts.\n"
+    "--plan-only: print the plan for this shape and budget (peak, floor, tiles, why), run nothing.\n"
     "--psnr: also the output's PSNR against an untiled session's (blend mode: its distance).\n"
     "The memory options are those of 'vae decode' (below).\n"
     "\n"
@@ -66,13 +67,21 @@ static int cmp_double(const void *a, const void *b) {
 int cmd_bench(int argc, char **argv) {
     const char *op = "decode", *frames_s = "81", *size = "480x832", *dtype = "bf16",
                *device = NULL, *runs_s = "5", *warm_s = "1", *config = NULL, *threads = NULL,
-               *hflag = NULL, *pos[1], *psnr_flag = NULL;
+               *hflag = NULL, *pos[1], *psnr_flag = NULL, *plan_only = NULL;
     cli_mem_args mem = {0};
-    const cli_opt opts[] = {CLI_MEM_OPTS(mem), {"--psnr", NULL, 0, &psnr_flag},{"--op", NULL, 1, &op},         {"--frames", NULL, 1, &frames_s},
-                            {"--size", NULL, 1, &size},     {"--dtype", NULL, 1, &dtype},
-                            {"--device", NULL, 1, &device}, {"--runs", NULL, 1, &runs_s},
-                            {"--warmup", NULL, 1, &warm_s}, {"--config", NULL, 1, &config},
-                            {"--threads", NULL, 1, &threads}, {"--help", "-h", 0, &hflag},
+    const cli_opt opts[] = {CLI_MEM_OPTS(mem),
+                            {"--psnr", NULL, 0, &psnr_flag},
+                            {"--plan-only", NULL, 0, &plan_only},
+                            {"--op", NULL, 1, &op},
+                            {"--frames", NULL, 1, &frames_s},
+                            {"--size", NULL, 1, &size},
+                            {"--dtype", NULL, 1, &dtype},
+                            {"--device", NULL, 1, &device},
+                            {"--runs", NULL, 1, &runs_s},
+                            {"--warmup", NULL, 1, &warm_s},
+                            {"--config", NULL, 1, &config},
+                            {"--threads", NULL, 1, &threads},
+                            {"--help", "-h", 0, &hflag},
                             {NULL, NULL, 0, NULL}};
     int npos, rc = cli_parse("bench", argc, argv, opts, pos, 1, &npos);
     if (rc) return rc;
@@ -139,7 +148,13 @@ int cmd_bench(int argc, char **argv) {
         rc = cli_report(rc, "bench");
         goto done;
     }
-    if (!cli_quiet) fprintf(stderr, "vae bench: plan: %s\n", plan.text);
+    if (!cli_quiet || plan_only) fprintf(stderr, "vae bench: plan: %s\n", plan.text);
+    if (plan_only) { /* the plan for this shape and budget, nothing run */
+        printf("plan: peak %.2f GiB, exact floor %.2f GiB, %d x %d tiles\n",
+               (double)plan.peak_bytes / (1 << 30), (double)plan.floor_bytes / (1 << 30),
+               plan.tiles_y, plan.tiles_x);
+        goto done;
+    }
     int64_t oshape[8];
     int ond = 0;
     if ((rc = vae_model_output_shape(m, encode, in.shape, 5, oshape, &ond))) {

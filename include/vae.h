@@ -207,6 +207,10 @@ typedef enum {
     VAE_PARAM_CUDA_PAD3D,        /* channel-padded 3-D windows (1) */
     VAE_PARAM_CUDA_CPAD,         /* channel-padded 2-D gathers (1) */
     VAE_PARAM_CUDA_KPAD,         /* filter-padded small convs (1) */
+    VAE_PARAM_PLAN_CUT,          /* exact tiles start at this cut candidate of the planner
+                                  * (-1: the cheapest that fits) */
+    VAE_PARAM_EXEC_STORE_HOST,   /* 1: the stores of tiled plans are kept on the host (0: only
+                                  * when the device store does not fit the budget) */
     VAE_PARAM_COUNT
 } vae_param;
 

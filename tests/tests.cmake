@@ -34,6 +34,17 @@ endforeach()
 # the tiled output through the temporary file instead of memory (VAE_EXEC_HOST_MB=0)
 add_test(NAME fixture_tiles_spill_wan21_small COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_small --tiles 3)
 set_tests_properties(fixture_tiles_spill_wan21_small PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_HOST_MB=0")
+# B from later cuts of the planner (less halo, a larger store of A's output), the store on the
+# host (pinned on a GPU: read and written in place), and in a temporary file
+add_test(NAME fixture_tiles_cut1_host_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3)
+set_tests_properties(fixture_tiles_cut1_host_wan22_tiny PROPERTIES LABELS fixture
+                     ENVIRONMENT "VAE_PLAN_CUT=1;VAE_EXEC_STORE_HOST=1")
+add_test(NAME fixture_tiles_cut2_host_taef2_real COMMAND test_fixtures ${VAE_SHARED_DIR} taef2_real --tiles 3)
+set_tests_properties(fixture_tiles_cut2_host_taef2_real PROPERTIES LABELS fixture
+                     ENVIRONMENT "VAE_PLAN_CUT=2;VAE_EXEC_STORE_HOST=1")
+add_test(NAME fixture_tiles_cut1_file_wan21_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_tiny --tiles 3)
+set_tests_properties(fixture_tiles_cut1_file_wan21_tiny PROPERTIES LABELS fixture
+                     ENVIRONMENT "VAE_PLAN_CUT=1;VAE_EXEC_STORE_HOST=1;VAE_EXEC_HOST_MB=0")
 add_test(NAME fixture_blend_taef2_real COMMAND test_fixtures ${VAE_SHARED_DIR} taef2_real --blend 128)
 add_test(NAME fixture_blend_wan21_small COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_small --blend 32)
 set_tests_properties(fixture_blend_taef2_real fixture_blend_wan21_small PROPERTIES LABELS fixture)
@@ -65,6 +76,16 @@ foreach(fx wan21_tiny wan22_tiny seedvr2_tiny taef2_real wan21_small)
     add_test(NAME gpu_tiles_${fx}_${dt}
              COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype ${dt} --tiles 3)
     set_tests_properties(gpu_tiles_${fx}_${dt} PROPERTIES LABELS gpu
+                         SKIP_REGULAR_EXPRESSION "skipped: no GPU")
+  endforeach()
+endforeach()
+# ... from a later cut, with the store pinned on the host
+foreach(fx wan21_small wan22_tiny)
+  foreach(dt fp32 bf16)
+    add_test(NAME gpu_tiles_cut1_host_${fx}_${dt}
+             COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype ${dt} --tiles 3)
+    set_tests_properties(gpu_tiles_cut1_host_${fx}_${dt} PROPERTIES LABELS gpu
+                         ENVIRONMENT "VAE_PLAN_CUT=1;VAE_EXEC_STORE_HOST=1"
                          SKIP_REGULAR_EXPRESSION "skipped: no GPU")
   endforeach()
 endforeach()

@@ -165,9 +165,12 @@ static int session_plan(vae_session *s, int encode, const vae_io_view *g, vae_pl
         .fixed = reserve + s->model_error[encode], .conv_upsample = be->v->conv_upsample,
         .round = be->v->alloc_size, .scratch_need = be->v->scratch_need, .be = be,
         .scratch_now = scratch, .planar_io = be->v->stage_in != NULL,
+        .host_direct = be->v->host_alloc != NULL,
         .mode = o->tile_mode, .tile_h = o->tile_height, .tile_w = o->tile_width,
         .blend_tile = o->blend_tile > 0 ? o->blend_tile : 512,
-        .video_factor = vae_config_spatial_factor(&m->cfg), .frame_loops = s->set.exec_frames};
+        .video_factor = vae_config_spatial_factor(&m->cfg), .frame_loops = s->set.exec_frames,
+        .cut = s->set.plan_cut, .store_host = s->set.exec_store_host,
+        .host_store_max = (int64_t)s->set.exec_host_mb << 20};
     rq.blend_overlap = o->blend_overlap > 0 ? o->blend_overlap : rq.blend_tile / 8;
     return vae_plan_make(plan, &rq);
 }

@@ -41,6 +41,13 @@ typedef struct vae_backend_vtbl {
                   size_t row_bytes, size_t rows);
     int (*zero)(vae_backend *be, void *dst, size_t bytes);
     int (*sync)(vae_backend *be);
+    /* Optional (both or none; NULL: host stores keep float32 frames and go through
+     * upload/download): `bytes` of host memory that copy2d reads and writes like a buffer
+     * (pinned on a GPU: copies at the bus's speed, in stream order). host_free may keep the
+     * block for a later host_alloc (trim and destroy give it back). NULL when there is none; no
+     * error is left behind (the caller falls back). */
+    void *(*host_alloc)(vae_backend *be, size_t bytes);
+    void (*host_free)(vae_backend *be, void *p);
 
     /* Per-op weights in the backend's layout, made once per session. *state may stay NULL. */
     int (*prepare)(vae_backend *be, const vae_op *op, void **state);

@@ -1,4 +1,5 @@
-/* plan.c -- the planner: frame loops, parts, tiles and their memory (plan.h). */
+/* plan.c -- the planner's decision: parts and where tiles start, the search over grids, the
+ * order of candidates, the description (plan.h; what a candidate costs: plan_tiles.c). */
 #include "plan.h"
 
 #include <stdio.h>
@@ -19,36 +20,6 @@ static const char *size_str(int64_t bytes) {
         snprintf(b, 32, "%.1f MiB", v / (1024.0 * 1024));
     return b;
 }
-
-/* ---- parts -------------------------------------------------------------------------------------
- */
-typedef struct part {
-    vae_program prog; /* the slice (or a copy of the whole program's ops) */
-    int from, to, present;
-    int first, chunk; /* input frames per step */
-    /* two ways through it: [0] whole chunks (trim points only), [1] frame by frame after
-     * temporal upsampling (less memory, a little slower on GPUs) */
-    vae_loops loops[2];
-    int loop_at[2][VAE_MAX_LOOPS], whole[2][VAE_MAX_LOOPS], n_loops[2];
-    int trim_at[VAE_MAX_LOOPS], n_trim_at;
-    int *vh, *vw; /* whole-frame shapes of the slice's values */
-} part;
-
-typedef struct planner {
-    const vae_plan_request *rq;
-    const vae_program *p;
-    int *vh, *vw;       /* the whole program's value shapes */
-    int64_t *op_frames; /* per op: output frames over the stream */
-    int steps;          /* steps of the whole stream */
-    part whole, pa, pb, pc;
-    int tiled_ok;      /* a tiled plan exists (B without global ops) */
-    int own_align;     /* owned tile edges in B's output are multiples of this */
-    int fr;            /* the loops being evaluated: 0 whole chunks, 1 frame by frame */
-    double macs_whole; /* of the untiled program */
-    /* scratch for tilers */
-    vae_span *need, *crop, *valid;
-    int *len_y, *len_x;
-} planner;
 
 static void part_free(part *q) {
     if (q->present) vae_program_free(&q->prog);
@@ -88,301 +59,87 @@ static int part_make(planner *pl, part *q, int from, int to, int first, int chun
     return rc;
 }
 
-static int part_steps(const part *q, int t_in) {
-    if (t_in <= 0) return 0;
-    return t_in <= q->first ? 1 : 1 + (t_in - q->first + q->chunk - 1) / q->chunk;
-}
-
-/* The part's memory for value shapes vh x vw (a tile's, or the whole frame's). */
-static int64_t part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
-                        const vae_plan_trim *trims, int n_trims, int64_t *scratch) {
-    if (!q->present) return 0;
-    int steps = part_steps(q, t_in);
-    if (steps > 8) steps = 8; /* caches are full and the step is steady well before */
-    int64_t need = 0;
-    const int64_t m = vae_plan_mem_part(&q->prog, &q->loops[pl->fr], vh, vw, pl->rq, q->first,
-                                        q->chunk, steps, trims, n_trims, &need);
-    if (need > *scratch) *scratch = need;
-    return m;
-}
-
-static int64_t rounded(const planner *pl, int64_t bytes) {
-    if (bytes <= 0) return 0;
-    return pl->rq->round ? (int64_t)pl->rq->round((size_t)bytes) : bytes;
-}
-
-/* bytes of t frames of value v of part q at h x w */
-static int64_t frames_bytes(const planner *pl, const part *q, int v, int t, int h, int w) {
-    const int c = v == 0 ? q->prog.in_channels : q->prog.ops[v - 1].c_out;
-    return (int64_t)t * h * w * c * (int64_t)pl->rq->elem;
-}
-
-/* ---- candidates ---------------------------------------------------------------------------------
- */
-typedef struct cand {
-    vae_plan_kind kind;
-    int fr;             /* the loops it was evaluated with */
-    int ty, tx;         /* tile grid */
-    int tile_h, tile_w; /* owned tile size in B's output (TILED), or input crop size (BLEND) */
-    int64_t peak, peak_alloc, scratch;
-    int store_host[2];
-    double macs;
-} cand;
-
 static int64_t whole_peak(const planner *pl, int64_t *scratch) {
     const vae_plan_request *rq = pl->rq;
     const part *q = &pl->whole;
     const int max_chunk = q->first > q->chunk ? q->first : q->chunk;
-    int64_t dev_in = rounded(pl, frames_bytes(pl, q, 0, max_chunk, rq->h, rq->w));
-    int64_t m = part_mem(pl, q, q->vh, q->vw, rq->t, NULL, 0, scratch);
+    int64_t dev_in = plan_rounded(pl, plan_frames_bytes(pl, q, 0, max_chunk, rq->h, rq->w));
+    int64_t m = plan_part_mem(pl, q, q->vh, q->vw, rq->t, NULL, 0, scratch);
     return m < 0 ? -1 : dev_in + m;
 }
 
-/* ---- tiles of part B
- * ------------------------------------------------------------------------------ */
-enum { MAX_SPANS = 96 };
-
-typedef struct axis_tiles {
-    int n;
-    vae_span own[MAX_SPANS], in[MAX_SPANS], out[MAX_SPANS];
-    vae_span rel[MAX_SPANS][VAE_MAX_LOOPS]; /* trims: offset and length in the value's crop */
-    int *len;                               /* [n][n_values]: each value's extent (as made) */
-    int cls[MAX_SPANS];                     /* first span with the same extents and trims */
-} axis_tiles;
-
-static int b_align_in(const planner *pl, const part *b, int blend) {
-    const int a = blend ? pl->rq->video_factor
-                        : b->vh[0] / (b->vh[b->prog.output] ? b->vh[b->prog.output] : 1);
-    return pl->rq->encode && a > 1 ? a : 1;
-}
-
-static int axis_tiles_make(planner *pl, const part *b, int axis, const vae_span *spans, int n,
-                           int blend, axis_tiles *at) {
-    const int nv = b->prog.n_values;
-    at->n = n;
-    at->len = vae_calloc((size_t)n * nv, sizeof *at->len);
-    if (!at->len) return vae_fail(VAE_ENOMEM, "out of memory planning tiles");
-    plan_tiler t = {&b->prog,
-                    axis,
-                    axis ? b->vw : b->vh,
-                    b->trim_at,
-                    blend ? 0 : b->n_trim_at,
-                    b_align_in(pl, b, blend),
-                    pl->need,
-                    pl->crop,
-                    pl->valid};
-    for (int k = 0; k < n; k++) {
-        vae_span in = spans[k];
-        int *len = at->len + (size_t)k * nv;
-        int rc = plan_tile_axis(&t, spans[k], !blend, &in, at->rel[k], len);
-        if (rc) return rc;
-        at->in[k] = in;
-        at->out[k] = pl->crop[b->prog.output];
-        at->own[k] = blend ? at->out[k] : spans[k];
-        at->cls[k] = k;
-        for (int j = 0; j < k; j++)
-            if (memcmp(len, at->len + (size_t)j * nv, (size_t)nv * sizeof *len) == 0 &&
-                memcmp(at->rel[k], at->rel[j], sizeof at->rel[k]) == 0) {
-                at->cls[k] = j;
-                break;
-            }
-    }
-    return VAE_OK;
-}
-
-static void axis_tiles_free(axis_tiles *a) {
-    vae_free(a->len);
-    a->len = NULL;
-}
-
-static int tile_trims(const part *b, const axis_tiles *ay, int iy, const axis_tiles *ax, int ix,
-                      vae_plan_trim *out) {
-    for (int k = 0; k < b->n_trim_at; k++) {
-        int v;
-        vae_program_crossing(&b->prog, b->trim_at[k], &v, 1);
-        out[k] = (vae_plan_trim){v, ay->rel[iy][k].lo, ax->rel[ix][k].lo, ay->rel[iy][k].hi,
-                                 ax->rel[ix][k].hi};
-    }
-    return b->n_trim_at;
-}
-
-/* frames of the whole stream that part b's input and output carry */
-static int part_in_frames(const planner *pl, const part *q) {
-    if (q->from == 0) return pl->rq->t;
-    return (int)pl->op_frames[q->from - 1];
-}
-
-/* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
- * the tiles), into c. */
-static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
-                      int blend, cand *c) {
-    const vae_plan_request *rq = pl->rq;
-    const int nv = b->prog.n_values, t_b = part_in_frames(pl, b);
-    int64_t mem_b = 0, scratch = pl->rq->scratch_now;
-    double macs = 0;
-    for (int iy = 0; iy < ay->n; iy++)
-        for (int ix = 0; ix < ax->n; ix++) {
-            const int *ly = ay->len + (size_t)iy * nv, *lx = ax->len + (size_t)ix * nv;
-            for (int i = 0; i < b->prog.n_ops; i++) {
-                const vae_op *op = &b->prog.ops[i];
-                macs += vae_op_macs(op, (int)pl->op_frames[b->from + i], ly[op->out], lx[op->out]);
-            }
-            if (ay->cls[iy] != iy || ax->cls[ix] != ix)
-                continue; /* same memory as an earlier one */
-            vae_plan_trim trims[VAE_PLAN_MAX_TRIMS];
-            int nt = tile_trims(b, ay, iy, ax, ix, trims);
-            int64_t m = part_mem(pl, b, ly, lx, t_b, trims, nt, &scratch);
-            if (m < 0) return vae_fail(VAE_ENOMEM, "out of memory planning");
-            /* its input: a crop of one frame of A's store, or of the user's input chunk */
-            const int in_frames = b->from == 0 ? (b->first > b->chunk ? b->first : b->chunk) : 1;
-            m += rounded(pl, frames_bytes(pl, b, 0, in_frames, ly[0], lx[0]));
-            if (m > mem_b) mem_b = m;
-        }
-    const part *pa = &pl->pa, *pc = &pl->pc;
-    /* the stores hold the whole video on the device when that fits, else one frame is staged
-     * there and the rest lives on the host */
-    int64_t store_a = 0, store_b = 0, frame_a = 0, frame_b = 0, phase_a = 0, phase_c = 0;
-    if (!blend && pa->present) {
-        const int v = pa->prog.output;
-        store_a = rounded(pl, frames_bytes(pl, pa, v, part_in_frames(pl, b), pa->vh[v], pa->vw[v]));
-        frame_a = rounded(pl, frames_bytes(pl, pa, v, 1, pa->vh[v], pa->vw[v]));
-        const int mc = pa->first > pa->chunk ? pa->first : pa->chunk;
-        phase_a = rounded(pl, frames_bytes(pl, pa, 0, mc, rq->h, rq->w)) +
-                  part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0, &scratch);
-    }
-    if (!blend && pc->present) {
-        store_b =
-            rounded(pl, frames_bytes(pl, pc, 0, part_in_frames(pl, pc), pc->vh[0], pc->vw[0]));
-        frame_b = rounded(pl, frames_bytes(pl, pc, 0, 1, pc->vh[0], pc->vw[0]));
-        phase_c = part_mem(pl, pc, pc->vh, pc->vw, part_in_frames(pl, pc), NULL, 0, &scratch);
-    }
-    c->store_host[0] = c->store_host[1] = 0;
-    for (int host = 0; host < 2; host++) {
-        const int64_t sa = host ? frame_a : store_a, sb = host ? frame_b : store_b;
-        int64_t pk = phase_a + sa;
-        if (sa + mem_b + sb > pk) pk = sa + mem_b + sb;
-        if (sb + phase_c > pk) pk = sb + phase_c;
-        c->peak_alloc = pk;
-        c->scratch = scratch;
-        c->peak = rq->fixed + scratch + pk;
-        c->store_host[0] = host && store_a;
-        c->store_host[1] = host && store_b;
-        if (rq->budget <= 0 || c->peak <= rq->budget) break;
-    }
-    /* work outside B: A and C run untiled */
-    for (int i = 0; i < pl->p->n_ops; i++)
-        if (!blend && (i < b->from || i >= b->to))
-            macs += vae_op_macs(&pl->p->ops[i], (int)pl->op_frames[i], pl->vh[pl->p->ops[i].out],
-                                pl->vw[pl->p->ops[i].out]);
-    c->macs = macs;
-    return VAE_OK;
-}
-
-static void fill_tiles(const part *b, const axis_tiles *ay, const axis_tiles *ax,
-                       vae_plan *plan) {
-    int k = 0;
-    for (int iy = 0; iy < ay->n; iy++)
-        for (int ix = 0; ix < ax->n; ix++, k++) {
-            vae_plan_tile *t = &plan->tiles[k];
-            t->in_y = ay->in[iy], t->in_x = ax->in[ix];
-            t->out_y = ay->out[iy], t->out_x = ax->out[ix];
-            t->own_y = ay->own[iy], t->own_x = ax->own[ix];
-            t->n_trims = tile_trims(b, ay, iy, ax, ix, t->trims);
-        }
-    plan->tiles_y = ay->n, plan->tiles_x = ax->n, plan->n_tiles = k;
-}
-
-/* Tiles of B as spans sy x sx (owned output spans, or BLEND input crops); fills plan when given. */
-static int try_spans(planner *pl, const part *b, const vae_span *sy, int ny, const vae_span *sx,
-                     int nx, int blend, cand *c, vae_plan *plan) {
-    axis_tiles *ay = vae_calloc(1, sizeof *ay), *ax = vae_calloc(1, sizeof *ax);
-    int rc = ay && ax ? VAE_OK : vae_fail(VAE_ENOMEM, "out of memory planning tiles");
-    if (rc == VAE_OK) rc = axis_tiles_make(pl, b, 0, sy, ny, blend, ay);
-    if (rc == VAE_OK) rc = axis_tiles_make(pl, b, 1, sx, nx, blend, ax);
-    if (rc == VAE_OK) rc = eval_tiles(pl, b, ay, ax, blend, c);
-    c->kind = blend ? VAE_PLAN_BLEND : VAE_PLAN_TILED;
-    c->fr = pl->fr;
-    c->ty = ny, c->tx = nx;
-    if (rc == VAE_OK && plan) {
-        plan->tiles = vae_calloc((size_t)ny * nx, sizeof *plan->tiles);
-        if (!plan->tiles)
-            rc = vae_fail(VAE_ENOMEM, "out of memory planning tiles");
-        else
-            fill_tiles(b, ay, ax, plan);
-    }
-    if (ay) axis_tiles_free(ay);
-    if (ax) axis_tiles_free(ax);
-    vae_free(ay);
-    vae_free(ax);
-    return rc;
-}
-
-static int try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan) {
-    const part *b = &pl->pb;
-    vae_span sy[MAX_SPANS], sx[MAX_SPANS];
-    const int hb = b->vh[b->prog.output], wb = b->vw[b->prog.output];
-    int ny = plan_split_axis(hb, tile_h, pl->own_align, sy, MAX_SPANS);
-    int nx = plan_split_axis(wb, tile_w, pl->own_align, sx, MAX_SPANS);
-    c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
-    return try_spans(pl, b, sy, ny, sx, nx, 0, c, plan);
-}
-
-static int try_blend(planner *pl, cand *c, vae_plan *plan) {
-    const vae_plan_request *rq = pl->rq;
-    const part *b = &pl->whole;
-    const int f = rq->video_factor > 0 ? rq->video_factor : 1;
-    const int tile = rq->blend_tile, overlap = rq->blend_overlap;
-    if (overlap >= tile)
-        return vae_fail(VAE_EINVAL,
-                        "blend overlap %d px is not below the tile "
-                        "size %d px",
-                        overlap, tile);
-    /* crops of B's input: latent pixels for a decoder, video pixels for an encoder */
-    const int unit = rq->encode ? 1 : f, align = rq->encode ? f : 1;
-    int ti = (tile + unit - 1) / unit, ov = (overlap + unit - 1) / unit;
-    vae_span sy[MAX_SPANS], sx[MAX_SPANS];
-    int ny = plan_split_blend(b->vh[0], ti, ov, align, sy, MAX_SPANS);
-    int nx = plan_split_blend(b->vw[0], ti, ov, align, sx, MAX_SPANS);
-    c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
-    if (plan) plan->blend_overlap = rq->encode ? (overlap + f - 1) / f : overlap;
-    return try_spans(pl, b, sy, ny, sx, nx, 1, c, plan);
-}
-
-/* The tiled parts: B after the last op global per frame (decoders) or before the first
- * (encoders), cut where one value crosses. */
-static int make_parts(planner *pl) {
+/* Where B may start. Encoders: one cut, before their first op global per frame (B = [0, cut),
+ * C = the middle and head). Decoders: after their last global op; the first candidate is the
+ * last single-value position before the first upsampling (in space or time): the stages before
+ * it are at the latent resolution, cheap to run whole, and their halos would cost the tiles the
+ * most (the widest receptive field at the coarsest scale); later candidates start B before each
+ * further upsampling, trading a larger store of A's output for smaller halos. */
+static void find_cuts(planner *pl) {
     const vae_program *p = pl->p;
-    int first_g = p->n_ops, last_g = -1, cut = -1;
+    int first_g = p->n_ops, last_g = -1;
+    pl->n_cuts = 0;
     for (int i = 0; i < p->n_ops; i++)
         if (vae_op_is_global(&p->ops[i])) {
             if (first_g == p->n_ops) first_g = i;
             last_g = i;
         }
     if (pl->rq->encode) {
-        for (int pos = first_g; pos >= 1 && cut < 0; pos--)
-            if (pos == p->n_ops || vae_program_crossing(p, pos, NULL, 0) == 1) cut = pos;
-        if (cut < 1) return VAE_OK;
-        int rc = part_make(pl, &pl->pb, 0, cut, p->first_chunk, p->chunk, 1);
-        if (rc == VAE_OK) rc = part_make(pl, &pl->pc, cut, p->n_ops, 1, 1, 0);
-        pl->tiled_ok = rc == VAE_OK;
-        return rc;
+        for (int pos = first_g; pos >= 1; pos--)
+            if (pos == p->n_ops || vae_program_crossing(p, pos, NULL, 0) == 1) {
+                pl->cuts[pl->n_cuts++] = pos;
+                break;
+            }
+        return;
     }
-    /* B starts at the last single-value position before the first upsampling (in space or time):
-     * the stages before it are at the latent resolution, cheap to run whole, and their halos
-     * would cost the tiles the most (the widest receptive field at the coarsest scale) */
-    int up = last_g + 1;
-    while (up < p->n_ops && !plan_is_upsampling(&p->ops[up]) &&
-           !(p->ops[up].kind == VAE_OP_SHUFFLE_UP && p->ops[up].ft > 1))
-        up++;
-    for (int pos = up < p->n_ops ? up : p->n_ops - 1; pos > last_g && cut < 0; pos--)
-        if (pos == 0 || vae_program_crossing(p, pos, NULL, 0) == 1) cut = pos;
-    for (int pos = last_g + 1; pos < p->n_ops && cut < 0; pos++)
-        if (pos == 0 || vae_program_crossing(p, pos, NULL, 0) == 1) cut = pos;
-    if (cut < 0) return VAE_OK;
-    int rc = part_make(pl, &pl->pa, 0, cut, p->first_chunk, p->chunk, 0);
-    if (rc == VAE_OK) rc = part_make(pl, &pl->pb, cut, p->n_ops, 1, 1, 1);
-    pl->tiled_ok = rc == VAE_OK;
-    return rc;
+    int lo = last_g + 1; /* no cut before this */
+    for (int up = lo; up < p->n_ops && pl->n_cuts < MAX_CUTS; up++) {
+        const vae_op *op = &p->ops[up];
+        const int first = pl->n_cuts == 0;
+        if (!plan_is_upsampling(op) && !(op->kind == VAE_OP_SHUFFLE_UP && op->ft > 1)) continue;
+        int cut = -1;
+        for (int pos = up; pos >= lo && cut < 0; pos--)
+            if (pos == 0 || vae_program_crossing(p, pos, NULL, 0) == 1) cut = pos;
+        if (cut >= 0 && (first || cut > pl->cuts[pl->n_cuts - 1])) pl->cuts[pl->n_cuts++] = cut;
+        if (cut >= 0) lo = cut + 1;
+    }
+    if (pl->n_cuts == 0) /* no upsampling: the last single-value position after the global ops */
+        for (int pos = p->n_ops - 1; pos > last_g; pos--)
+            if (pos == 0 || vae_program_crossing(p, pos, NULL, 0) == 1) {
+                pl->cuts[pl->n_cuts++] = pos;
+                break;
+            }
+}
+
+/* Builds parts A, B, C for cut candidate k. */
+static int parts_at(planner *pl, int k) {
+    if (pl->cut_k == k && pl->pb.present) return VAE_OK;
+    part_free(&pl->pa);
+    part_free(&pl->pb);
+    part_free(&pl->pc);
+    pl->cut_k = k;
+    const vae_program *p = pl->p;
+    const int cut = pl->cuts[k];
+    /* the part after the cut takes its input in the steps the untiled stream has there (a
+     * decoder's later cut after a temporal upsampling: 1 frame, then 2 per step), so that its
+     * convs see the untiled chunk sizes; 1 frame per step where the steps are not steady */
+    int first = p->first_chunk, chunk = p->chunk;
+    if (cut > 0) {
+        first = (int)pl->step_frames[0][cut - 1], chunk = (int)pl->step_frames[1][cut - 1];
+        if (first < 1 || chunk < 1 || pl->step_frames[2][cut - 1] != chunk) first = chunk = 1;
+    }
+    int rc;
+    if (pl->rq->encode) {
+        rc = part_make(pl, &pl->pb, 0, cut, p->first_chunk, p->chunk, 1);
+        if (rc == VAE_OK) rc = part_make(pl, &pl->pc, cut, p->n_ops, first, chunk, 0);
+    } else {
+        rc = part_make(pl, &pl->pa, 0, cut, p->first_chunk, p->chunk, 0);
+        if (rc == VAE_OK) rc = part_make(pl, &pl->pb, cut, p->n_ops, first, chunk, 1);
+    }
+    if (rc) return rc;
+    const part *b = &pl->pb;
+    const int in = b->vh[0], out = b->vh[b->prog.output];
+    pl->own_align = !pl->rq->encode && out > in && in > 0 ? out / in : 1;
+    return VAE_OK;
 }
 
 /* ---- the decision ------------------------------------------------------------------------------
@@ -395,6 +152,8 @@ static void planner_free(planner *pl) {
     vae_free(pl->vh);
     vae_free(pl->vw);
     vae_free(pl->op_frames);
+    for (int k = 0; k < 3; k++)
+        vae_free(pl->step_frames[k]);
     vae_free(pl->need);
     vae_free(pl->crop);
     vae_free(pl->valid);
@@ -423,20 +182,33 @@ static int planner_init(planner *pl, const vae_plan_request *rq, vae_plan *plan)
     plan->macs_whole = sum.macs;
     plan->h_out = pl->vh[p->output], plan->w_out = pl->vw[p->output];
     plan->c_out = p->out_channels;
-    if ((rc = part_make(pl, &pl->whole, 0, p->n_ops, p->first_chunk, p->chunk, 0))) return rc;
-    if ((rc = make_parts(pl))) return rc;
-    if (pl->tiled_ok) {
-        const part *b = &pl->pb;
-        int in = b->vh[0], out = b->vh[b->prog.output];
-        pl->own_align = !rq->encode && out > in && in > 0 ? out / in : 1;
+    /* the frames each op makes in the first three steps (cumulative walks, then differences) */
+    for (int k = 0; k < 3 && rc == VAE_OK; k++) {
+        int64_t *f = pl->step_frames[k] = vae_calloc((size_t)p->n_ops + 1, sizeof *f);
+        plan_walk_sum one = {p, pl->vh, pl->vw, 0, f};
+        int dummy;
+        rc = f ? plan_walk_stream(p, NULL, p->first_chunk + k * p->chunk, p->first_chunk, p->chunk,
+                                  &one, &dummy)
+               : vae_fail(VAE_ENOMEM, "out of memory planning");
     }
-    return VAE_OK;
+    for (int k = 2; k > 0 && rc == VAE_OK; k--)
+        for (int i = 0; i < p->n_ops; i++)
+            pl->step_frames[k][i] -= pl->step_frames[k - 1][i];
+    if (rc) return rc;
+    if ((rc = part_make(pl, &pl->whole, 0, p->n_ops, p->first_chunk, p->chunk, 0))) return rc;
+    find_cuts(pl);
+    pl->cut_k = -1;
+    if (pl->n_cuts == 0) return VAE_OK;
+    rc = parts_at(pl, 0);
+    pl->tiled_ok = rc == VAE_OK;
+    return rc;
 }
 
 static void plan_set_part(vae_plan_part *dst, const part *src, int fr) {
     memset(dst, 0, sizeof *dst);
     if (!src->present) return;
     dst->from = src->from, dst->to = src->to, dst->n_loops = src->n_loops[fr];
+    dst->first = src->first, dst->chunk = src->chunk;
     memcpy(dst->loops, src->loop_at[fr], sizeof dst->loops);
     memcpy(dst->whole, src->whole[fr], sizeof dst->whole);
 }
@@ -464,8 +236,10 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
     if (c->kind == VAE_PLAN_BLEND) {
         plan_set_part(&plan->part[1], &pl->whole, c->fr);
         cand again;
-        return try_blend(pl, &again, plan);
+        return plan_try_blend(pl, &again, plan);
     }
+    int rc = parts_at(pl, c->cut);
+    if (rc) return rc;
     plan_set_part(&plan->part[0], &pl->pa, c->fr);
     plan_set_part(&plan->part[1], &pl->pb, c->fr);
     plan_set_part(&plan->part[2], &pl->pc, c->fr);
@@ -473,13 +247,13 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
         const part *q = k == 0 ? &pl->pa : &pl->pc;
         if (!q->present) continue;
         const int v = k == 0 ? q->prog.output : 0;
-        plan->store_t[k] = k == 0 ? part_in_frames(pl, &pl->pb) : part_in_frames(pl, q);
+        plan->store_t[k] = k == 0 ? plan_part_in_frames(pl, &pl->pb) : plan_part_in_frames(pl, q);
         plan->store_h[k] = q->vh[v], plan->store_w[k] = q->vw[v];
         plan->store_c[k] = k == 0 ? q->prog.out_channels : q->prog.in_channels;
         plan->store_host[k] = c->store_host[k];
     }
     cand again;
-    return try_tiled(pl, c->tile_h, c->tile_w, &again, plan);
+    return plan_try_tiled(pl, c->tile_h, c->tile_w, &again, plan);
 }
 
 static const char *kind_name(vae_plan_kind k) {
@@ -488,35 +262,45 @@ static const char *kind_name(vae_plan_kind k) {
                                  : "blended tiles";
 }
 
-/* Searches tile grids from few to many tiles: the first whose peak fits, or the smallest peak. */
+/* the cut candidate settings.plan_cut asks for (the last one when there are fewer) */
+static int forced_cut(const planner *pl) {
+    return pl->rq->cut < pl->n_cuts ? pl->rq->cut : pl->n_cuts - 1;
+}
+
+/* Searches tile grids (from few to many tiles) at every cut: *best the cheapest that fits
+ * (cost: work including halos, and host traffic), *floor_c the smallest peak. */
 static int search_tiles(planner *pl, cand *best, cand *floor_c) {
     memset(floor_c, 0, sizeof *floor_c);
-    const part *b = &pl->pb;
-    const int hb = b->vh[b->prog.output], wb = b->vw[b->prog.output];
-    const int64_t budget = pl->rq->budget;
     floor_c->peak = -1;
-    int tried = 0;
-    for (int n = 1; n <= 48 * 48 && tried < 64; n++)
-        for (int ny = 1; ny <= n && tried < 64; ny++) {
-            if (n % ny) continue;
-            const int nx = n / ny;
-            const int th = (hb + ny - 1) / ny, tw = (wb + nx - 1) / nx;
-            if (ny > MAX_SPANS / 2 || nx > MAX_SPANS / 2 || th < 2 * pl->own_align ||
-                tw < 2 * pl->own_align || (th > 2 * tw && ny < hb) || (tw > 2 * th && nx < wb))
-                continue;
-            if (n == 1) continue; /* one tile is the whole frame */
-            cand c;
-            memset(&c, 0, sizeof c);
-            tried++;
-            int rc = try_tiled(pl, th, tw, &c, NULL);
-            if (rc) return rc;
-            if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
-            if (c.peak <= budget) {
-                *best = c;
-                return VAE_OK;
+    best->peak = -1;
+    const int64_t budget = pl->rq->budget;
+    const int forced = pl->rq->cut >= 0;
+    for (int k = forced ? forced_cut(pl) : 0; k < pl->n_cuts && (!forced || k == forced_cut(pl));
+         k++) {
+        int rc = parts_at(pl, k);
+        if (rc) return rc;
+        const part *b = &pl->pb;
+        const int hb = b->vh[b->prog.output], wb = b->vw[b->prog.output];
+        int tried = 0, fit_n = 0;
+        for (int n = 2; n <= 48 * 48 && tried < 64 && (!fit_n || n <= 2 * fit_n); n++)
+            for (int ny = 1; ny <= n && tried < 64; ny++) {
+                if (n % ny) continue;
+                const int nx = n / ny;
+                const int th = (hb + ny - 1) / ny, tw = (wb + nx - 1) / nx;
+                if (ny > MAX_SPANS / 2 || nx > MAX_SPANS / 2 || th < 2 * pl->own_align ||
+                    tw < 2 * pl->own_align || (th > 2 * tw && ny < hb) || (tw > 2 * th && nx < wb))
+                    continue;
+                cand c;
+                memset(&c, 0, sizeof c);
+                tried++;
+                if ((rc = plan_try_tiled(pl, th, tw, &c, NULL))) return rc;
+                if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
+                if (budget > 0 && c.peak > budget) continue;
+                if (!fit_n) fit_n = n;
+                if (best->peak < 0 || c.cost < best->cost) *best = c;
             }
-        }
-    return PLAN_NOFIT;
+    }
+    return best->peak < 0 ? PLAN_NOFIT : VAE_OK;
 }
 
 static void describe(const planner *pl, vae_plan *plan) {
@@ -530,6 +314,9 @@ static void describe(const planner *pl, vae_plan *plan) {
                               plan->tiles_y, plan->tiles_x, plan->tile_h, plan->tile_w,
                               plan->kind == VAE_PLAN_BLEND ? "input crops" : "output rows x cols",
                               plan->part[1].from, plan->part[1].to);
+    if (plan->kind == VAE_PLAN_TILED && n < cap)
+        n += (size_t)snprintf(w + n, cap - n, " in steps of %d then %d frames", plan->part[1].first,
+                              plan->part[1].chunk);
     for (int k = 0; k < 2 && n < cap; k++)
         if (plan->store_t[k])
             n +=
@@ -568,7 +355,7 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
     if (rq->mode == VAE_TILE_BLEND) {
         for (int fr = 0; fr < n_fr; fr++) {
             pl->fr = fr;
-            if ((rc = try_blend(pl, best, NULL))) return rc;
+            if ((rc = plan_try_blend(pl, best, NULL))) return rc;
             best->fr = fr;
             if (budget <= 0 || best->peak <= budget) return VAE_OK;
         }
@@ -579,6 +366,8 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         return vae_fail(VAE_EUNSUPPORTED, "exact tiles: this model has no part that tiles (every "
                                           "stage has an op global per frame); use the blend mode");
     if (forced) {
+        if ((rc = parts_at(pl, pl->rq->cut >= 0 ? forced_cut(pl) : 0)))
+            return rc; /* forced tiles: B from the first cut, unless told otherwise */
         const part *b = &pl->pb;
         /* video-side pixels per pixel of B's output */
         int r = rq->encode ? b->vh[0] / (b->vh[b->prog.output] ? b->vh[b->prog.output] : 1) : 1;
@@ -587,7 +376,7 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         const int tw = rq->tile_w > 0 ? (rq->tile_w + r - 1) / r : b->vw[b->prog.output];
         for (int fr = 0; fr < n_fr; fr++) {
             pl->fr = fr;
-            if ((rc = try_tiled(pl, th, tw, best, NULL))) return rc;
+            if ((rc = plan_try_tiled(pl, th, tw, best, NULL))) return rc;
             best->fr = fr;
             if (budget <= 0 || best->peak <= budget) break;
         }

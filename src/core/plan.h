@@ -38,7 +38,8 @@ enum { VAE_PLAN_MAX_TRIMS = 16 };
 
 /* A slice of the program run by one executor. */
 typedef struct vae_plan_part {
-    int from, to; /* ops [from, to); from == to: absent */
+    int from, to;     /* ops [from, to); from == to: absent */
+    int first, chunk; /* input frames of its first step, then of every later step */
     int n_loops;
     int loops[VAE_MAX_LOOPS]; /* loops, op indices relative to `from` */
     int whole[VAE_MAX_LOOPS]; /* 1: a trim point that keeps the chunk whole, 0: frame by frame */
@@ -80,6 +81,12 @@ typedef struct vae_plan_request {
     int blend_tile, blend_overlap; /* pixels of the video side */
     int video_factor;              /* pixels of the video side per pixel of the latent side */
     int frame_loops;               /* settings.exec_frames */
+    int64_t host_store_max;        /* a host store above this many bytes goes to a temporary
+                                    * file (settings.exec_host_mb; 0: no limit) */
+    int cut;                       /* settings.plan_cut: B from this cut candidate (-1: chosen) */
+    int store_host;                /* settings.exec_store_host: stores on the host */
+    int host_direct;               /* the backend reads and writes host stores in place
+                                    * (host_alloc): nothing of them is staged on the device */
 } vae_plan_request;
 
 typedef struct vae_plan {

@@ -49,4 +49,67 @@ int plan_split_axis(int n, int size, int align, vae_span *out, int max);
 /* Blend crops of n rows: `size` rows every size - overlap, the last ending at n. */
 int plan_split_blend(int n, int size, int overlap, int align, vae_span *out, int max);
 
+/* ---- the planner's state (plan.c), shared with the tile evaluation (plan_tiles.c) ----------- */
+typedef struct part {
+    vae_program prog; /* the slice (or a copy of the whole program's ops) */
+    int from, to, present;
+    int first, chunk; /* input frames per step */
+    /* two ways through it: [0] whole chunks (trim points only), [1] frame by frame after
+     * temporal upsampling (less memory, a little slower on GPUs) */
+    vae_loops loops[2];
+    int loop_at[2][VAE_MAX_LOOPS], whole[2][VAE_MAX_LOOPS], n_loops[2];
+    int trim_at[VAE_MAX_LOOPS], n_trim_at;
+    int *vh, *vw; /* whole-frame shapes of the slice's values */
+} part;
+
+enum { MAX_CUTS = 4, MAX_SPANS = 96 }; /* start points of B; tiles per axis */
+
+typedef struct planner {
+    const vae_plan_request *rq;
+    const vae_program *p;
+    int *vh, *vw;            /* the whole program's value shapes */
+    int64_t *op_frames;      /* per op: output frames over the stream */
+    int64_t *step_frames[3]; /* per op: output frames of the untiled stream's steps 1, 2, 3 */
+    int steps;               /* steps of the whole stream */
+    part whole, pa, pb, pc;
+    int tiled_ok;               /* a tiled plan exists (B without global ops) */
+    int cuts[MAX_CUTS], n_cuts; /* where B may start (find_cuts) */
+    int cut_k;                  /* the candidate pa, pb, pc are built for (-1: none) */
+    int own_align;              /* owned tile edges in B's output are multiples of this */
+    int fr;                     /* the loops being evaluated: 0 whole chunks, 1 frame by frame */
+    double macs_whole;          /* of the untiled program */
+    /* scratch for tilers */
+    vae_span *need, *crop, *valid;
+    int *len_y, *len_x;
+} planner;
+
+typedef struct cand {
+    vae_plan_kind kind;
+    int fr;             /* the loops it was evaluated with */
+    int ty, tx;         /* tile grid */
+    int tile_h, tile_w; /* owned tile size in B's output (TILED), or input crop size (BLEND) */
+    int cut;            /* TILED: the cut candidate (planner.cuts) */
+    int64_t peak, peak_alloc, scratch;
+    int store_host[2];
+    double macs;
+    double cost; /* TILED: macs plus the host store's traffic in MAC-equivalents (eval_tiles) */
+} cand;
+
+/* ---- plan_tiles.c: a part's memory, and tile grids of part B with their peak and work ------- */
+/* The part's memory for value shapes vh x vw (a tile's, or the whole frame's); *scratch raised
+ * to the backend scratch it needs. -1 when the host ran out of memory. */
+int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
+                      const vae_plan_trim *trims, int n_trims, int64_t *scratch);
+/* bytes as the backend's allocator takes them */
+int64_t plan_rounded(const planner *pl, int64_t bytes);
+/* bytes of t frames of value v of part q at h x w */
+int64_t plan_frames_bytes(const planner *pl, const part *q, int v, int t, int h, int w);
+/* frames of the whole stream that part q's input carries */
+int plan_part_in_frames(const planner *pl, const part *q);
+/* Exact tiles of B (pl->pb) with owned tiles of tile_h x tile_w in B's output; blended tiles of
+ * the whole program (the request's tile size and overlap): peak, work and cost into c, and the
+ * tiles into plan when given. */
+int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan);
+int plan_try_blend(planner *pl, cand *c, vae_plan *plan);
+
 #endif

@@ -257,7 +257,9 @@ static int64_t plan_steps(const vae_runner *r, const vae_plan *pl) {
 /* ---- stores: a part's output over the whole video, between parts -------------------------------
  */
 typedef struct store {
-    void *dev;   /* [t][h][w][c] in the backend's dtype, or NULL: */
+    void *dev;   /* [t][h][w][c] in the backend's dtype (device memory, or host memory from
+                  * host_alloc when pinned), or NULL: */
+    int pinned;
     float *host; /* the same as float32 on the host, or one frame of it when: */
     FILE *file;  /* (above VAE_EXEC_HOST_MB) it is kept in a temporary file */
     int t, h, w, c;
@@ -301,8 +303,15 @@ static int store_open(run *s, store *st, int k) {
                             s->r->be->v->name, st->t, st->h, st->w, st->c);
         return VAE_OK;
     }
+    /* on the host in the activation dtype, read and written by copy2d like a device store */
+    vae_backend *be = s->r->be;
+    const size_t raw = vals * be->elem_size, host_max = (size_t)s->r->set.exec_host_mb << 20;
+    if (be->v->host_alloc && raw <= host_max && (st->dev = be->v->host_alloc(be, raw))) {
+        st->pinned = 1;
+        return VAE_OK;
+    }
     const size_t frame = (size_t)st->h * st->w * st->c;
-    const int spill = vals * sizeof(float) > ((size_t)s->r->set.exec_host_mb << 20);
+    const int spill = vals * sizeof(float) > host_max;
     st->host = vae_calloc(spill ? frame : vals, sizeof(float));
     if (!st->host)
         return vae_fail(VAE_ENOMEM, "out of host memory for a store of %d frames", st->t);
@@ -315,7 +324,8 @@ static int store_open(run *s, store *st, int k) {
 }
 
 static void store_close(run *s, store *st) {
-    if (st->dev) s->r->be->v->release(s->r->be, st->dev);
+    if (st->dev && st->pinned) s->r->be->v->host_free(s->r->be, st->dev);
+    else if (st->dev) s->r->be->v->release(s->r->be, st->dev);
     if (st->file) fclose(st->file);
     vae_free(st->host);
     memset(st, 0, sizeof *st);
@@ -422,21 +432,28 @@ static int stream_input(run *s, rpart *q, vae_span y, vae_span x, const sink *k)
 }
 
 /* The frames of a store, rows y x columns x, through part q one frame at a time. */
-static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span x, const sink *k) {
+/* Rows y x columns x of the store through part q, `first` frames in the first step, then
+ * `chunk` per step (the steps the untiled stream has there). */
+static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span x, int first,
+                        int chunk, const sink *k) {
     vae_runner *r = s->r;
-    const int h = y.hi - y.lo, w = x.hi - x.lo;
-    const int whole = h == st->h && w == st->w && st->dev;
-    void *buf = whole ? NULL : r->be->v->alloc(r->be, (size_t)h * w * px_bytes(r, st->c));
+    const int h = y.hi - y.lo, w = x.hi - x.lo, nmax = first > chunk ? first : chunk;
+    const size_t frame = (size_t)h * w * px_bytes(r, st->c);
+    /* a device store of whole frames is read in place; crops and host stores are copied */
+    const int whole = h == st->h && w == st->w && st->dev && !st->pinned;
+    void *buf = whole ? NULL : r->be->v->alloc(r->be, (size_t)nmax * frame);
     if (!whole && !buf)
-        return vae_fail(VAE_ENOMEM, "out of %s memory for a tile of %dx%dx%d", r->be->v->name, h, w,
-                        st->c);
+        return vae_fail(VAE_ENOMEM, "out of %s memory for %d frames of a tile of %dx%dx%d",
+                        r->be->v->name, nmax, h, w, st->c);
     int rc = VAE_OK, fo = 0;
-    for (int f = 0; rc == VAE_OK && f < st->t; f++) {
-        vae_chunk in = {buf, 1, h, w, st->c}, o;
-        if (whole)
-            in.data = (char *)st->dev + (size_t)f * h * w * px_bytes(r, st->c);
-        else
-            rc = store_get(s, st, f, y, x, buf);
+    for (int f = 0; rc == VAE_OK && f < st->t;) {
+        int n = f == 0 ? first : chunk;
+        if (f + n > st->t) n = st->t - f;
+        vae_chunk in = {buf, n, h, w, st->c}, o;
+        if (whole) in.data = (char *)st->dev + (size_t)f * frame;
+        for (int j = 0; !whole && rc == VAE_OK && j < n; j++)
+            rc = store_get(s, st, f + j, y, x, (char *)buf + (size_t)j * frame);
+        f += n;
         if (rc == VAE_OK) rc = vae_exec_step(q->e, &in, &o);
         if (rc == VAE_OK) rc = tick(s);
         if (rc == VAE_OK) rc = sink_put(s, k, &o, fo);
@@ -489,14 +506,16 @@ static int run_tiled(run *s) {
         sink k = {pc->present ? &sb : NULL, t->out_y, t->out_x, t->own_y, t->own_x};
         rc = set_trims(pb, t);
         if (rc == VAE_OK)
-            rc = pa->present ? stream_store(s, pb, &sa, t->in_y, t->in_x, &k)
+            rc = pa->present ? stream_store(s, pb, &sa, t->in_y, t->in_x, pl->part[1].first,
+                                            pl->part[1].chunk, &k)
                              : stream_input(s, pb, t->in_y, t->in_x, &k);
     }
     store_close(s, &sa);
     if (rc == VAE_OK && pc->present) { /* C over B's store, whole frames */
         s->direct = 1;
         sink k = {NULL, span0, span0, span0, span0};
-        rc = stream_store(s, pc, &sb, (vae_span){0, sb.h}, (vae_span){0, sb.w}, &k);
+        rc = stream_store(s, pc, &sb, (vae_span){0, sb.h}, (vae_span){0, sb.w}, pl->part[2].first,
+                          pl->part[2].chunk, &k);
     }
     store_close(s, &sb);
     return rc;

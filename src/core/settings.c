@@ -41,6 +41,8 @@ static const setting table[] = {
     {VAE_PARAM_CUDA_PAD3D, "VAE_CUDA_PAD3D", OFF(cuda_pad3d), 0, 1, 0, 1, {0}},
     {VAE_PARAM_CUDA_CPAD, "VAE_CUDA_CPAD", OFF(cuda_cpad), 0, 1, 0, 1, {0}},
     {VAE_PARAM_CUDA_KPAD, "VAE_CUDA_KPAD", OFF(cuda_kpad), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_PLAN_CUT, "VAE_PLAN_CUT", OFF(plan_cut), 0, -1, -1, 15, {0}},
+    {VAE_PARAM_EXEC_STORE_HOST, "VAE_EXEC_STORE_HOST", OFF(exec_store_host), 0, 0, 0, 1, {0}},
 };
 /* clang-format on */
 #undef OFF

@@ -21,6 +21,8 @@ typedef struct vae_settings {
     int exec_frames;  /* VAE_EXEC_FRAMES: frame-granular streaming after temporal upsampling (1) */
     int exec_host_mb; /* VAE_EXEC_HOST_MB: tiled output held in memory up to this, else in a
                        * temporary file (2048) */
+    int exec_store_host; /* VAE_EXEC_STORE_HOST: tiled plans keep their stores on the host (0) */
+    int plan_cut;        /* VAE_PLAN_CUT: exact tiles from this cut candidate (-1: cheapest) */
     /* CUDA backend */
     int cuda_scratch_mb;     /* VAE_CUDA_SCRATCH_MB: blocking target of the scratch area (256) */
     int cuda_profile;        /* VAE_CUDA_PROFILE: 1 per category, 2 per op (0) */

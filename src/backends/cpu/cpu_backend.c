@@ -160,6 +160,16 @@ static int cpu_copy2d(vae_backend *be, void *dst, size_t dst_pitch, const void *
     return VAE_OK;
 }
 
+static void *cpu_host_alloc(vae_backend *be, size_t bytes) {
+    (void)be;
+    return vae_malloc(bytes ? bytes : 1);
+}
+
+static void cpu_host_free(vae_backend *be, void *p) {
+    (void)be;
+    vae_free(p);
+}
+
 static int cpu_zero(vae_backend *be, void *dst, size_t bytes) {
     if (bytes) memset(dst, 0, bytes);
     return VAE_OK;
@@ -208,6 +218,8 @@ static const vae_backend_vtbl cpu_vtbl = {
     .copy2d = cpu_copy2d,
     .zero = cpu_zero,
     .sync = cpu_sync,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_host_free,
     .prepare = cpu_prepare,
     .unprepare = cpu_unprepare,
     .conv = cpu_conv,

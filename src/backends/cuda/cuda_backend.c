@@ -315,6 +315,7 @@ void cu_free_param(cuda_backend *cb, void *p, size_t bytes) {
 
 /* ---- vtbl: buffers --------------------------------------------------------------------------- */
 static void host_bufs_free(cuda_backend *cb);
+static void pinned_release(cuda_backend *cb, int all);
 
 static void cuda_destroy(vae_backend *be) {
     if (!be) return;
@@ -329,6 +330,7 @@ static void cuda_destroy(vae_backend *be) {
     cu_dnn_destroy(cb);
     cuda_ops_destroy(cb);
     host_bufs_free(cb);
+    pinned_release(cb, 1);
     for (int i = 0; i < 2; i++)
         if (cb->tune_ev[i]) cudaEventDestroy(cb->tune_ev[i]);
     if (cb->cublas) cublasDestroy(cb->cublas);
@@ -442,6 +444,51 @@ static int host_buf_reserve(cuda_backend *cb, cu_host_buf *b, size_t bytes) {
     return VAE_OK;
 }
 
+/* Host stores: pinned blocks, kept for the next call (pinning gigabytes takes a while); a block
+ * is given back only after the stream has finished with it. */
+static void pinned_release(cuda_backend *cb, int all) {
+    int synced = 0;
+    for (int i = 0; i < 2; i++) {
+        struct cu_pinned *b = &cb->pinned[i];
+        if (!b->p || (b->used && !all)) continue;
+        if (!synced++) cudaStreamSynchronize(cb->stream);
+        cudaFreeHost(b->p);
+        memset(b, 0, sizeof *b);
+    }
+}
+
+static void *cuda_host_alloc(vae_backend *be, size_t bytes) {
+    cuda_backend *cb = cu_be(be);
+    if (cu_enter(cb, "cuda host store")) return NULL;
+    struct cu_pinned *pick = NULL;
+    for (int i = 0; i < 2 && !pick; i++) /* a kept block that is large enough */
+        if (!cb->pinned[i].used && cb->pinned[i].bytes >= bytes) pick = &cb->pinned[i];
+    for (int i = 0; i < 2 && !pick; i++) /* else a free slot, its old block given back */
+        if (!cb->pinned[i].used) {
+            pick = &cb->pinned[i];
+            if (pick->p) {
+                cudaStreamSynchronize(cb->stream);
+                cudaFreeHost(pick->p);
+                memset(pick, 0, sizeof *pick);
+            }
+            if (cudaHostAlloc(&pick->p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+                cudaGetLastError(); /* an expected fallback: the caller keeps a pageable store */
+                memset(pick, 0, sizeof *pick);
+                return NULL;
+            }
+            pick->bytes = bytes;
+        }
+    if (!pick) return NULL;
+    pick->used = 1;
+    return pick->p;
+}
+
+static void cuda_host_free(vae_backend *be, void *p) {
+    cuda_backend *cb = cu_be(be);
+    for (int i = 0; i < 2; i++)
+        if (p && cb->pinned[i].p == p) cb->pinned[i].used = 0;
+}
+
 static void host_bufs_free(cuda_backend *cb) {
     cu_host_buf *all[4] = {&cb->hin[0], &cb->hin[1], &cb->hout[0], &cb->hout[1]};
     for (int i = 0; i < 4; i++) {
@@ -546,8 +593,9 @@ static int cuda_copy2d(vae_backend *be, void *dst, size_t dst_pitch, const void 
     int rc = cu_enter(cb, "cuda copy2d");
     if (rc || row_bytes == 0 || rows == 0) return rc;
     int ph = cu_prof_begin(cb, CU_P_COPY);
+    /* cudaMemcpyDefault: either side may be a pinned host store (host_alloc) */
     rc = cu_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
-                                    cudaMemcpyDeviceToDevice, cb->stream),
+                                    cudaMemcpyDefault, cb->stream),
                   "cuda copy2d", "cudaMemcpy2DAsync");
     cu_prof_end(cb, ph);
     return rc;
@@ -588,6 +636,7 @@ static int cuda_trim(vae_backend *be) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda trim");
     if (rc == VAE_OK) cu_pool_trim(&cb->pool);
+    if (rc == VAE_OK) pinned_release(cb, 0);
     return rc;
 }
 
@@ -697,6 +746,8 @@ static const vae_backend_vtbl cuda_vtbl = {
     .download = cuda_download,
     .copy = cuda_copy,
     .copy2d = cuda_copy2d,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .mem_info = cuda_mem_info,
     .alloc_size = cu_pool_round,
     .scratch_need = cuda_scratch_need,

@@ -263,6 +263,12 @@ typedef struct cuda_backend {
     int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
     cu_host_buf hin[2], hout[2];       /* stage_in / download_planar buffers, used in turn */
     int hin_next, hout_next;
+    /* host_alloc: pinned blocks for host stores, kept between calls (pinning is slow) */
+    struct cu_pinned {
+        void *p;
+        size_t bytes;
+        int used;
+    } pinned[2];
     cu_tune_cache tc;                  /* conv path choices kept between processes */
     int prof;                          /* VAE_CUDA_PROFILE */
     cudaEvent_t *prof_ev;              /* event pairs (begin, end) */

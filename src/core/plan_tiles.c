@@ -1,0 +1,272 @@
+/* plan_tiles.c -- what a plan costs: a part's memory, and grids of tiles of part B (their crops,
+ * trims, peak over the parts, work with the halos, host store traffic) (plan_internal.h). */
+#include <string.h>
+
+#include "core.h"
+#include "plan_internal.h"
+
+static int part_steps(const part *q, int t_in) {
+    if (t_in <= 0) return 0;
+    return t_in <= q->first ? 1 : 1 + (t_in - q->first + q->chunk - 1) / q->chunk;
+}
+
+/* The part's memory for value shapes vh x vw (a tile's, or the whole frame's). */
+int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
+                      const vae_plan_trim *trims, int n_trims, int64_t *scratch) {
+    if (!q->present) return 0;
+    int steps = part_steps(q, t_in);
+    if (steps > 8) steps = 8; /* caches are full and the step is steady well before */
+    int64_t need = 0;
+    const int64_t m = vae_plan_mem_part(&q->prog, &q->loops[pl->fr], vh, vw, pl->rq, q->first,
+                                        q->chunk, steps, trims, n_trims, &need);
+    if (need > *scratch) *scratch = need;
+    return m;
+}
+
+int64_t plan_rounded(const planner *pl, int64_t bytes) {
+    if (bytes <= 0) return 0;
+    return pl->rq->round ? (int64_t)pl->rq->round((size_t)bytes) : bytes;
+}
+
+/* bytes of t frames of value v of part q at h x w */
+int64_t plan_frames_bytes(const planner *pl, const part *q, int v, int t, int h, int w) {
+    const int c = v == 0 ? q->prog.in_channels : q->prog.ops[v - 1].c_out;
+    return (int64_t)t * h * w * c * (int64_t)pl->rq->elem;
+}
+
+/* ---- tiles of part B -------------------------------------------------------------------------- */
+/* MACs a GPU does in the time one byte crosses between host and device (~200 TMAC/s of 16-bit
+ * tensor cores against ~20 GB/s of staged copies): the exchange rate of the tile search's cost */
+#define HOST_BYTE_MACS 1e4
+
+typedef struct axis_tiles {
+    int n;
+    vae_span own[MAX_SPANS], in[MAX_SPANS], out[MAX_SPANS];
+    vae_span rel[MAX_SPANS][VAE_MAX_LOOPS]; /* trims: offset and length in the value's crop */
+    int *len;                               /* [n][n_values]: each value's extent (as made) */
+    int cls[MAX_SPANS];                     /* first span with the same extents and trims */
+} axis_tiles;
+
+static int b_align_in(const planner *pl, const part *b, int blend) {
+    const int a = blend ? pl->rq->video_factor
+                        : b->vh[0] / (b->vh[b->prog.output] ? b->vh[b->prog.output] : 1);
+    return pl->rq->encode && a > 1 ? a : 1;
+}
+
+static int axis_tiles_make(planner *pl, const part *b, int axis, const vae_span *spans, int n,
+                           int blend, axis_tiles *at) {
+    const int nv = b->prog.n_values;
+    at->n = n;
+    at->len = vae_calloc((size_t)n * nv, sizeof *at->len);
+    if (!at->len) return vae_fail(VAE_ENOMEM, "out of memory planning tiles");
+    plan_tiler t = {&b->prog,
+                    axis,
+                    axis ? b->vw : b->vh,
+                    b->trim_at,
+                    blend ? 0 : b->n_trim_at,
+                    b_align_in(pl, b, blend),
+                    pl->need,
+                    pl->crop,
+                    pl->valid};
+    for (int k = 0; k < n; k++) {
+        vae_span in = spans[k];
+        int *len = at->len + (size_t)k * nv;
+        int rc = plan_tile_axis(&t, spans[k], !blend, &in, at->rel[k], len);
+        if (rc) return rc;
+        at->in[k] = in;
+        at->out[k] = pl->crop[b->prog.output];
+        at->own[k] = blend ? at->out[k] : spans[k];
+        at->cls[k] = k;
+        for (int j = 0; j < k; j++)
+            if (memcmp(len, at->len + (size_t)j * nv, (size_t)nv * sizeof *len) == 0 &&
+                memcmp(at->rel[k], at->rel[j], sizeof at->rel[k]) == 0) {
+                at->cls[k] = j;
+                break;
+            }
+    }
+    return VAE_OK;
+}
+
+static void axis_tiles_free(axis_tiles *a) {
+    vae_free(a->len);
+    a->len = NULL;
+}
+
+static int tile_trims(const part *b, const axis_tiles *ay, int iy, const axis_tiles *ax, int ix,
+                      vae_plan_trim *out) {
+    for (int k = 0; k < b->n_trim_at; k++) {
+        int v;
+        vae_program_crossing(&b->prog, b->trim_at[k], &v, 1);
+        out[k] = (vae_plan_trim){v, ay->rel[iy][k].lo, ax->rel[ix][k].lo, ay->rel[iy][k].hi,
+                                 ax->rel[ix][k].hi};
+    }
+    return b->n_trim_at;
+}
+
+/* frames of the whole stream that part b's input and output carry */
+int plan_part_in_frames(const planner *pl, const part *q) {
+    if (q->from == 0) return pl->rq->t;
+    return (int)pl->op_frames[q->from - 1];
+}
+
+/* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
+ * the tiles), into c. */
+static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
+                      int blend, cand *c) {
+    const vae_plan_request *rq = pl->rq;
+    const int nv = b->prog.n_values, t_b = plan_part_in_frames(pl, b);
+    int64_t mem_b = 0, scratch = pl->rq->scratch_now;
+    double macs = 0;
+    for (int iy = 0; iy < ay->n; iy++)
+        for (int ix = 0; ix < ax->n; ix++) {
+            const int *ly = ay->len + (size_t)iy * nv, *lx = ax->len + (size_t)ix * nv;
+            for (int i = 0; i < b->prog.n_ops; i++) {
+                const vae_op *op = &b->prog.ops[i];
+                macs += vae_op_macs(op, (int)pl->op_frames[b->from + i], ly[op->out], lx[op->out]);
+            }
+            if (ay->cls[iy] != iy || ax->cls[ix] != ix)
+                continue; /* same memory as an earlier one */
+            vae_plan_trim trims[VAE_PLAN_MAX_TRIMS];
+            int nt = tile_trims(b, ay, iy, ax, ix, trims);
+            int64_t m = plan_part_mem(pl, b, ly, lx, t_b, trims, nt, &scratch);
+            if (m < 0) return vae_fail(VAE_ENOMEM, "out of memory planning");
+            /* its input: a crop of one frame of A's store, or of the user's input chunk */
+            const int in_frames = b->first > b->chunk ? b->first : b->chunk;
+            m += plan_rounded(pl, plan_frames_bytes(pl, b, 0, in_frames, ly[0], lx[0]));
+            if (m > mem_b) mem_b = m;
+        }
+    const part *pa = &pl->pa, *pc = &pl->pc;
+    /* the stores hold the whole video on the device when that fits, else one frame is staged
+     * there and the rest lives on the host */
+    int64_t store_a = 0, store_b = 0, frame_a = 0, frame_b = 0, phase_a = 0, phase_c = 0;
+    if (!blend && pa->present) {
+        const int v = pa->prog.output;
+        store_a = plan_rounded(
+            pl, plan_frames_bytes(pl, pa, v, plan_part_in_frames(pl, b), pa->vh[v], pa->vw[v]));
+        frame_a = plan_rounded(pl, plan_frames_bytes(pl, pa, v, 1, pa->vh[v], pa->vw[v]));
+        const int mc = pa->first > pa->chunk ? pa->first : pa->chunk;
+        phase_a = plan_rounded(pl, plan_frames_bytes(pl, pa, 0, mc, rq->h, rq->w)) +
+                  plan_part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0, &scratch);
+    }
+    if (!blend && pc->present) {
+        store_b = plan_rounded(
+            pl, plan_frames_bytes(pl, pc, 0, plan_part_in_frames(pl, pc), pc->vh[0], pc->vw[0]));
+        /* on the host, C's steps are copied to the device (its input buffer) */
+        frame_b = plan_rounded(pl, plan_frames_bytes(pl, pc, 0,
+                                                     pc->first > pc->chunk ? pc->first : pc->chunk,
+                                                     pc->vh[0], pc->vw[0]));
+        phase_c =
+            plan_part_mem(pl, pc, pc->vh, pc->vw, plan_part_in_frames(pl, pc), NULL, 0, &scratch);
+    }
+    c->store_host[0] = c->store_host[1] = 0;
+    for (int host = rq->store_host ? 1 : 0; host < 2; host++) {
+        /* a host store of A stages a frame on the device, unless the backend copies it
+         * directly into the tiles' input */
+        const int direct_a =
+            rq->host_direct && (!rq->host_store_max || store_a <= rq->host_store_max);
+        const int64_t sa = host ? (direct_a ? 0 : frame_a) : store_a;
+        const int64_t sb = host ? frame_b : store_b;
+        int64_t pk = phase_a + sa;
+        if (sa + mem_b + sb > pk) pk = sa + mem_b + sb;
+        if (sb + phase_c > pk) pk = sb + phase_c;
+        c->peak_alloc = pk;
+        c->scratch = scratch;
+        c->peak = rq->fixed + scratch + pk;
+        c->store_host[0] = host && store_a;
+        c->store_host[1] = host && store_b;
+        if (rq->budget <= 0 || c->peak <= rq->budget) break;
+    }
+    /* work outside B: A and C run untiled */
+    for (int i = 0; i < pl->p->n_ops; i++)
+        if (!blend && (i < b->from || i >= b->to))
+            macs += vae_op_macs(&pl->p->ops[i], (int)pl->op_frames[i], pl->vh[pl->p->ops[i].out],
+                                pl->vw[pl->p->ops[i].out]);
+    c->macs = macs;
+    /* a store on the host costs its traffic: written once, read again by the tiles' crops (A)
+     * or by C (B) */
+    double host_bytes = 0;
+    if (c->store_host[0]) {
+        double crops = 0;
+        /* above host_store_max: float32 frames through a temporary file, ~4x slower */
+        for (int iy = 0; iy < ay->n; iy++)
+            for (int ix = 0; ix < ax->n; ix++)
+                crops += (double)(ay->in[iy].hi - ay->in[iy].lo) * (ax->in[ix].hi - ax->in[ix].lo);
+        host_bytes += (double)store_a * (1 + crops / ((double)b->vh[0] * b->vw[0])) *
+                      (rq->host_store_max > 0 && store_a > rq->host_store_max ? 4 : 1);
+    }
+    if (c->store_host[1])
+        host_bytes += 2.0 * (double)store_b *
+                      (rq->host_store_max > 0 && store_b > rq->host_store_max ? 4 : 1);
+    c->cost = macs + HOST_BYTE_MACS * host_bytes;
+    return VAE_OK;
+}
+
+static void fill_tiles(const part *b, const axis_tiles *ay, const axis_tiles *ax, vae_plan *plan) {
+    int k = 0;
+    for (int iy = 0; iy < ay->n; iy++)
+        for (int ix = 0; ix < ax->n; ix++, k++) {
+            vae_plan_tile *t = &plan->tiles[k];
+            t->in_y = ay->in[iy], t->in_x = ax->in[ix];
+            t->out_y = ay->out[iy], t->out_x = ax->out[ix];
+            t->own_y = ay->own[iy], t->own_x = ax->own[ix];
+            t->n_trims = tile_trims(b, ay, iy, ax, ix, t->trims);
+        }
+    plan->tiles_y = ay->n, plan->tiles_x = ax->n, plan->n_tiles = k;
+}
+
+/* Tiles of B as spans sy x sx (owned output spans, or BLEND input crops); fills plan when given. */
+static int try_spans(planner *pl, const part *b, const vae_span *sy, int ny, const vae_span *sx,
+                     int nx, int blend, cand *c, vae_plan *plan) {
+    axis_tiles *ay = vae_calloc(1, sizeof *ay), *ax = vae_calloc(1, sizeof *ax);
+    int rc = ay && ax ? VAE_OK : vae_fail(VAE_ENOMEM, "out of memory planning tiles");
+    if (rc == VAE_OK) rc = axis_tiles_make(pl, b, 0, sy, ny, blend, ay);
+    if (rc == VAE_OK) rc = axis_tiles_make(pl, b, 1, sx, nx, blend, ax);
+    if (rc == VAE_OK) rc = eval_tiles(pl, b, ay, ax, blend, c);
+    c->kind = blend ? VAE_PLAN_BLEND : VAE_PLAN_TILED;
+    c->fr = pl->fr;
+    c->cut = pl->cut_k;
+    c->ty = ny, c->tx = nx;
+    if (rc == VAE_OK && plan) {
+        plan->tiles = vae_calloc((size_t)ny * nx, sizeof *plan->tiles);
+        if (!plan->tiles)
+            rc = vae_fail(VAE_ENOMEM, "out of memory planning tiles");
+        else
+            fill_tiles(b, ay, ax, plan);
+    }
+    if (ay) axis_tiles_free(ay);
+    if (ax) axis_tiles_free(ax);
+    vae_free(ay);
+    vae_free(ax);
+    return rc;
+}
+
+int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan) {
+    const part *b = &pl->pb;
+    vae_span sy[MAX_SPANS], sx[MAX_SPANS];
+    const int hb = b->vh[b->prog.output], wb = b->vw[b->prog.output];
+    int ny = plan_split_axis(hb, tile_h, pl->own_align, sy, MAX_SPANS);
+    int nx = plan_split_axis(wb, tile_w, pl->own_align, sx, MAX_SPANS);
+    c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
+    return try_spans(pl, b, sy, ny, sx, nx, 0, c, plan);
+}
+
+int plan_try_blend(planner *pl, cand *c, vae_plan *plan) {
+    const vae_plan_request *rq = pl->rq;
+    const part *b = &pl->whole;
+    const int f = rq->video_factor > 0 ? rq->video_factor : 1;
+    const int tile = rq->blend_tile, overlap = rq->blend_overlap;
+    if (overlap >= tile)
+        return vae_fail(VAE_EINVAL,
+                        "blend overlap %d px is not below the tile "
+                        "size %d px",
+                        overlap, tile);
+    /* crops of B's input: latent pixels for a decoder, video pixels for an encoder */
+    const int unit = rq->encode ? 1 : f, align = rq->encode ? f : 1;
+    int ti = (tile + unit - 1) / unit, ov = (overlap + unit - 1) / unit;
+    vae_span sy[MAX_SPANS], sx[MAX_SPANS];
+    int ny = plan_split_blend(b->vh[0], ti, ov, align, sy, MAX_SPANS);
+    int nx = plan_split_blend(b->vw[0], ti, ov, align, sx, MAX_SPANS);
+    c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
+    if (plan) plan->blend_overlap = rq->encode ? (overlap + f - 1) / f : overlap;
+    return try_spans(pl, b, sy, ny, sx, nx, 1, c, plan);
+}
