@@ -75,7 +75,10 @@ int cli_session_options(const char *cmd, const char *device, const char *dtype,
         if (strcmp(dtype, "fp32") == 0) so->dtype = VAE_DTYPE_F32;
         else if (strcmp(dtype, "bf16") == 0) so->dtype = VAE_DTYPE_BF16;
         else if (strcmp(dtype, "fp16") == 0) so->dtype = VAE_DTYPE_F16;
-        else return cli_usage_error(cmd, "--dtype must be fp32, bf16 or fp16, not '%s'", dtype);
+        else if (strcmp(dtype, "fp8") == 0) so->dtype = VAE_DTYPE_FP8;
+        else
+            return cli_usage_error(cmd, "--dtype must be fp32, bf16, fp16 or fp8, not '%s'",
+                                   dtype);
     }
     if (threads) return cli_parse_int(cmd, "--threads", threads, 0, 1024, &so->threads);
     return CLI_OK;

@@ -11,7 +11,7 @@
 #include "cli.h"
 
 static const char help[] =
-    "usage: vae bench ARCH [--op decode|encode] [--frames N] [--size HxW] [--dtype bf16|fp16|fp32]\n"
+    "usage: vae bench ARCH [--op decode|encode] [--frames N] [--size HxW] [--dtype bf16|fp16|fp32|fp8]\n"
     "                 [--device cuda|cpu] [--runs N] [--warmup N] [--config JSON] [--threads N]\n"
     "                 [--max-memory SIZE] [--tile-mode M] [--tile HxW] [--tile-size PX] ...\n"
     "\n"

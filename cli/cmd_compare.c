@@ -7,18 +7,22 @@
 #include "cli.h"
 
 static const char help_compare[] =
-    "usage: vae compare A[:KEY] B[:KEY] [--tol X]\n"
+    "usage: vae compare A[:KEY] B[:KEY] [--tol X] [--min-psnr DB]\n"
     "\n"
-    "Prints the relative error ||A-B|| / ||B||, the largest absolute difference and NaN counts of\n"
-    "two tensors of the same shape. With --tol, exits 1 when the error is above X or any value is\n"
-    "NaN/Inf.\n"
+    "Prints the relative error ||A-B|| / ||B||, the largest absolute difference, NaN counts and the\n"
+    "PSNR of A against B (over B's value range, peak to peak) of two tensors of the same shape.\n"
+    "With --tol, exits 1 when the error is above X or any value is NaN/Inf; with --min-psnr, when\n"
+    "the PSNR is below DB.\n"
     "\n"
     "example:\n"
     "  vae compare out.safetensors:video ref.safetensors:dec_t3.video --tol 1e-4\n";
 
 int cmd_compare(int argc, char **argv) {
-    const char *tol = NULL, *hflag = NULL, *pos[2];
-    const cli_opt opts[] = {{"--tol", NULL, 1, &tol}, {"--help", "-h", 0, &hflag}, {NULL, NULL, 0, NULL}};
+    const char *tol = NULL, *min_psnr = NULL, *hflag = NULL, *pos[2];
+    const cli_opt opts[] = {{"--tol", NULL, 1, &tol},
+                            {"--min-psnr", NULL, 1, &min_psnr},
+                            {"--help", "-h", 0, &hflag},
+                            {NULL, NULL, 0, NULL}};
     int npos, rc = cli_parse("compare", argc, argv, opts, pos, 2, &npos);
     if (rc) return rc;
     if (hflag) {
@@ -44,7 +48,7 @@ int cmd_compare(int argc, char **argv) {
         return CLI_EFAIL;
     }
     const float *x = a.data, *y = b.data;
-    double num = 0, den = 0, maxd = 0;
+    double num = 0, den = 0, maxd = 0, lo = INFINITY, hi = -INFINITY;
     int64_t bad = 0;
     for (int64_t i = 0; i < na; i++) {
         if (!isfinite(x[i]) || !isfinite(y[i])) {
@@ -55,13 +59,19 @@ int cmd_compare(int argc, char **argv) {
         num += d * d;
         den += (double)y[i] * y[i];
         if (fabs(d) > maxd) maxd = fabs(d);
+        lo = fmin(lo, y[i]), hi = fmax(hi, y[i]);
     }
     double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    printf("rel_err %.3e max_abs %.3e nonfinite %lld numel %lld\n", rel, maxd, (long long)bad,
-           (long long)na);
+    const int64_t good = na - bad;
+    const double db = num > 0 && good > 0 && hi > lo
+                          ? 10 * log10((hi - lo) * (hi - lo) / (num / (double)good))
+                          : INFINITY;
+    printf("rel_err %.3e max_abs %.3e nonfinite %lld numel %lld psnr %.2f dB\n", rel, maxd,
+           (long long)bad, (long long)na, db);
     vae_tensor_free(&a);
     vae_tensor_free(&b);
     if (tol && (bad > 0 || !(rel <= atof(tol)))) return CLI_EFAIL;
+    if (min_psnr && (bad > 0 || !(db >= atof(min_psnr)))) return CLI_EFAIL;
     return CLI_OK;
 }
 

@@ -44,7 +44,7 @@ static const char help_decode[] =
     "                          latent files, which hold raw latents\n"
     "  --latent-frames N       decode only the first N latent frames\n"
     "  --device cpu|cuda       default cpu\n"
-    "  --dtype fp32|bf16|fp16  compute precision (cpu: fp32)\n"
+    "  --dtype fp32|bf16|fp16|fp8  compute precision (cpu: fp32, or fp8 emulated)\n"
     "  --threads N             CPU threads (default: all cores)\n"
     "  --prefix P              key prefix of the VAE inside the checkpoint (default: detected)\n"
     "  --arch A                wan2.1|wan2.2|seedvr2|taesd (default: detected)\n"

@@ -34,7 +34,7 @@ static const char help[] =
     "  -o, --output OUT        also write the decoded frames (.mp4, .mov, .mkv, frames/%05d.png)\n"
     "  --fps R                 output frame rate (default: the source's, else 24)\n"
     "  --codec C, --crf N, --preset P, --bit-depth 8|10   as for 'vae decode'\n"
-    "  --device cpu|cuda, --dtype fp32|bf16|fp16, --threads N\n"
+    "  --device cpu|cuda, --dtype fp32|bf16|fp16|fp8, --threads N\n"
     "\n"
     "example (the README demo, taef2 on Big Buck Bunny):\n"
     "  vae roundtrip-video -e taef2_encoder.pth -d taef2_decoder.pth \\\n"

@@ -16,6 +16,8 @@
 #include "backends/cpu/cpu_internal.h"
 #include "core/backend.h"
 #include "core/core.h"
+#include "core/dtype.h"
+#include "core/op.h"
 #include "core/program.h"
 
 static int n_pass, n_fail;
@@ -200,6 +202,84 @@ static void test_conv(const conv_case *cc) {
     free(b);
     free(res);
     free(ref);
+}
+
+/* ---- FP8 emulation (VAE_DTYPE_FP8) ----------------------------------------------------------- */
+/* E4M3 rounding: every finite code is a fixed point; a midpoint between neighbours goes to the
+ * even code; beyond 448 saturates; below half the smallest subnormal goes to zero. */
+static void test_e4m3_round(void) {
+    int bad = 0;
+    for (int code = 0; code < 256; code++) {
+        if ((code & 0x7f) == 0x7f) continue; /* NaN */
+        const float v = vae_f8e4m3_to_f32((uint8_t)code);
+        bad += vae_f32_round_e4m3(v) != v;
+        if ((code & 0x7f) < 0x7e) { /* the midpoint to the next larger magnitude */
+            const float up = vae_f8e4m3_to_f32((uint8_t)(code + 1)), mid = 0.5f * (v + up);
+            const float want = (code & 1) ? up : v; /* ties to the even code */
+            bad += vae_f32_round_e4m3(mid) != want;
+            bad += vae_f32_round_e4m3(0.75f * v + 0.25f * up) != v;
+        }
+    }
+    bad += vae_f32_round_e4m3(1e6f) != 448.0f || vae_f32_round_e4m3(-500.0f) != -448.0f;
+    bad += vae_f32_round_e4m3(ldexpf(1.0f, -11)) != 0.0f || !isnan(vae_f32_round_e4m3(NAN));
+    EXPECT(bad == 0, "e4m3 rounding: %d wrong values (fixed points, ties to even, saturation)",
+           bad);
+}
+
+/* A conv in the FP8 emulation equals the float64 conv of the scaled-E4M3 weights (per output
+ * channel) and input (per call) to float32 rounding, and is near (not equal to) the float32
+ * conv; a narrow conv (<= 16 channels) stays float32. */
+static void test_conv_fp8(int c_in, int c_out) {
+    vae_backend *be = NULL;
+    int rc = vae_cpu_backend_create(&be, VAE_DTYPE_FP8, 2);
+    EXPECT(rc == VAE_OK, "fp8 backend: %s", vae_last_error());
+    if (rc) return;
+    const conv_case cc = {"fp8", c_in, c_out, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 9, 7, 1, 1, 0, 2, 0};
+    const int K = c_in * 27, ho = cc.h, wo = cc.w;
+    const size_t fsz = (size_t)cc.h * cc.w * c_in, ysz = (size_t)ho * wo * c_out;
+    float *wt = rand_buf((size_t)c_out * K, 1.0f / sqrtf((float)K), 0.0f);
+    float *b = rand_buf(c_out, 0.5f, 0.0f), *res = rand_buf(ysz, 1.0f, 0.0f);
+    float *x = rand_buf(fsz * 3, 2.0f, 0.3f), *xq = malloc(fsz * 3 * sizeof *xq);
+    float *wq = malloc((size_t)c_out * K * sizeof *wq);
+    const float *fr[3] = {x, x + fsz, x + 2 * fsz}, *frq[3] = {xq, xq + fsz, xq + 2 * fsz};
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, c_in, c_out);
+    op.kt = op.kh = op.kw = 3, op.st = op.sh = op.sw = 1;
+    op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = 1;
+    op.w = wt, op.b = b;
+    snprintf(op.name, sizeof op.name, "test.conv.fp8.%dx%d", c_in, c_out);
+    const int fp8 = vae_op_fp8(&op);
+    /* the reference's operands: rounded as documented (or not at all for a narrow conv) */
+    float amax = 0;
+    for (size_t i = 0; i < fsz * 3; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    for (size_t i = 0; i < fsz * 3; i++)
+        xq[i] = fp8 ? vae_f32_round_e4m3(x[i] / (amax / 448)) * (amax / 448) : x[i];
+    for (int co = 0; co < c_out; co++) {
+        float m = 0;
+        for (int k = 0; k < K; k++)
+            m = fmaxf(m, fabsf(wt[(size_t)co * K + k]));
+        for (int k = 0; k < K; k++) {
+            const float v = wt[(size_t)co * K + k];
+            wq[(size_t)co * K + k] = fp8 ? vae_f32_round_e4m3(v / (m / 448)) * (m / 448) : v;
+        }
+    }
+    double *ref = malloc(ysz * sizeof *ref), *ref32 = malloc(ysz * sizeof *ref32);
+    conv_ref(&cc, wq, b, frq, res, ref, 1, ho, wo);
+    conv_ref(&cc, wt, b, fr, res, ref32, 1, ho, wo);
+    float *y = be->v->alloc(be, ysz * sizeof(float));
+    void *state = NULL;
+    rc = be->v->prepare(be, &op, &state);
+    if (rc == VAE_OK)
+        rc = be->v->conv(be, &op, state, (const void *const *)fr, 3, cc.h, cc.w, res, y, 1, ho, wo);
+    EXPECT(rc == VAE_OK, "fp8 conv %dx%d: %s", c_in, c_out, vae_last_error());
+    const double e = rel_err(y, ref, ysz), e32 = rel_err(y, ref32, ysz);
+    EXPECT(e <= TOL, "fp8 conv %d->%d: against the rounded operands %.3g", c_in, c_out, e);
+    EXPECT(fp8 ? e32 > 1e-3 && e32 < 0.1 : e32 <= TOL, "fp8 conv %d->%d (%s): against float32 %.3g",
+           c_in, c_out, fp8 ? "quantised" : "narrow, kept float32", e32);
+    if (state) be->v->unprepare(be, &op, state);
+    be->v->release(be, y);
+    be->v->destroy(be);
+    free(wt), free(b), free(res), free(x), free(xq), free(wq), free(ref), free(ref32);
 }
 
 /* ---- norms ---------------------------------------------------------------------------------- */
@@ -715,6 +795,10 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)
         test_conv(&convs[i]);
+    test_e4m3_round();
+    test_conv_fp8(32, 24);
+    test_conv_fp8(20, 40);
+    test_conv_fp8(32, 3);
 
     static const vae_act acts[] = {VAE_ACT_NONE, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE};
     for (int a = 0; a < 4; a++) {

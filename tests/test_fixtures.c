@@ -1,11 +1,15 @@
 /* test_fixtures.c -- every case of a reference fixture, through the public API.
  *
- * usage: test_fixtures SHARED_DIR FIXTURE [--device cpu|cuda] [--dtype fp32|bf16|fp16] [--tol X]
+ * usage: test_fixtures SHARED_DIR FIXTURE [--device cpu|cuda] [--dtype fp32|bf16|fp16|fp8]
+ *                     [--tol X] [--min-psnr DB] [--tiles N] [--blend PX] [--tile HxW]
+ *                     [--max-memory BYTES]
  *
  * Weights come from the shipped checkpoint ("file"), the taef2 .pth files, or a checkpoint written
  * by vae_synth_checkpoint() from the fixture's `config` (then checked against its `checksums`).
  * Each case's output must be within the relative error tolerance of the float64 reference, with no
- * NaN. Prints one line per check and "N passed, M failed".
+ * NaN (default tolerance: fp32 1e-4, bf16/fp16 2e-2, fp8 5e-2); with --min-psnr, decoded images
+ * must also be at least that many dB from the reference (over the reference's value range).
+ * Prints one line per check and "N passed, M failed".
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
@@ -88,6 +92,19 @@ static double rel_error(const vae_tensor *a, const vae_tensor *b, int64_t *nonfi
     *nonfinite = 0;
     err_sums(a->data, b->data, numel(a), &num, &den, nonfinite);
     return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* PSNR of a against the reference b over b's value range (peak to peak). */
+static double psnr(const vae_tensor *a, const vae_tensor *b) {
+    const float *x = a->data, *y = b->data;
+    const int64_t n = numel(b);
+    double se = 0, lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = (double)x[i] - y[i];
+        se += d * d;
+        lo = fmin(lo, y[i]), hi = fmax(hi, y[i]);
+    }
+    return se > 0 ? 10 * log10((hi - lo) * (hi - lo) / (se / (double)n)) : INFINITY;
 }
 
 /* After a failure of a video output [1,C,T,H,W]: which frames are off (they tell which chunk of
@@ -211,13 +228,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *shared = argv[1], *name = argv[2], *device = "cpu", *dtype = "fp32";
-    double tol = -1;
+    double tol = -1, min_psnr = 0;
     int tile_h = 0, tile_w = 0, blend = 0, tiles = 0;
     long long max_mem = 0;
     for (int i = 3; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--device") == 0) device = argv[i + 1];
         else if (strcmp(argv[i], "--dtype") == 0) dtype = argv[i + 1];
         else if (strcmp(argv[i], "--tol") == 0) tol = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--min-psnr") == 0) min_psnr = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--tile") == 0) sscanf(argv[i + 1], "%dx%d", &tile_h, &tile_w);
         else if (strcmp(argv[i], "--blend") == 0) sscanf(argv[i + 1], "%d", &blend);
         else if (strcmp(argv[i], "--tiles") == 0) sscanf(argv[i + 1], "%d", &tiles);
@@ -236,9 +254,11 @@ int main(int argc, char **argv) {
         }
         so.device = VAE_DEVICE_CUDA;
     }
-    so.dtype = strcmp(dtype, "bf16") == 0 ? VAE_DTYPE_BF16
-               : strcmp(dtype, "fp16") == 0 ? VAE_DTYPE_F16 : VAE_DTYPE_F32;
-    if (tol < 0) tol = so.dtype == VAE_DTYPE_F32 ? 1e-4 : 2e-2;
+    so.dtype = strcmp(dtype, "bf16") == 0   ? VAE_DTYPE_BF16
+               : strcmp(dtype, "fp16") == 0 ? VAE_DTYPE_F16
+               : strcmp(dtype, "fp8") == 0  ? VAE_DTYPE_FP8
+                                            : VAE_DTYPE_F32;
+    if (tol < 0) tol = so.dtype == VAE_DTYPE_F32 ? 1e-4 : so.dtype == VAE_DTYPE_FP8 ? 5e-2 : 2e-2;
     so.tile_height = tile_h, so.tile_width = tile_w, so.max_memory = max_mem;
 
     char path[4096], io[4096], ckpt[4096], ckpt2[4096] = "";
@@ -323,6 +343,11 @@ int main(int argc, char **argv) {
                       pass ? " [diffusers names]" : "", cname, encode ? "encode" : "decode", err,
                       tol, (long long)nonfinite, dt);
                 if (!(err <= tol && nonfinite == 0)) print_frame_errors(&out, &ref, tol);
+                if (min_psnr > 0 && !encode) {
+                    const double db = psnr(&out, &ref);
+                    check(db >= min_psnr, "%s %s: PSNR against the reference %.2f dB (at least %.0f)",
+                          name, cname, db, min_psnr);
+                }
                 char label[256];
                 snprintf(label, sizeof label, "%s %s", name, cname);
                 const vae_model *mm = encode ? enc : dec;

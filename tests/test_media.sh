@@ -103,6 +103,16 @@ if [ -f "$MODELS/taef2_encoder.pth" ]; then
     else bad "taef2 roundtrip-video PSNR '$psnr': $(cat "$T/rt.txt" "$T/rt.err" | tail -3)"; fi
     probe_is "roundtrip-video output" "$T/bbb.mp4" \
         "codec_name=h264 width=320 height=184 r_frame_rate=25/1 nb_read_frames=9 pix_fmt=yuv420p color_space=bt709 color_transfer=bt709 color_primaries=bt709 color_range=tv"
+    # FP8 (emulated) against fp32 on real frames: taef2 encode + decode of 9 Big Buck Bunny frames
+    for d in fp32 fp8; do
+        "$VAE" encode -q -m "$MODELS/taef2_encoder.pth" -i "$MEDIA/bigbuckbunny_720p.mp4" --start 40 \
+            --frames 9 --size 320x184 --dtype $d -o "$T/bbb_$d.npy" &&
+            "$VAE" decode -q -m "$MODELS/taef2_decoder.pth" -i "$T/bbb_$d.npy" --dtype $d \
+                -o "$T/bbb_out_$d.npy"
+    done
+    if "$VAE" compare "$T/bbb_out_fp8.npy" "$T/bbb_out_fp32.npy" --min-psnr 34.5 >"$T/fp8.txt" 2>&1; then
+        ok "taef2 fp8 (emulated) vs fp32 on Big Buck Bunny: $(grep -o 'psnr [0-9.]* dB' "$T/fp8.txt") (measured 35.1)"
+    else bad "taef2 fp8 vs fp32: $(cat "$T/fp8.txt")"; fi
     # encode a video with an image model -> [1,32,T,h,w]; decode it back frame by frame
     check "taef2 encode video -> latent .npy" "$VAE" encode -q -m "$MODELS/taef2_encoder.pth" \
         -i "$MEDIA/bigbuckbunny_720p.mp4" --start 40 --frames 3 --size 128x72 --fit crop -o "$T/taef2.npy"

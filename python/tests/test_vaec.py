@@ -51,6 +51,17 @@ def tiny_io():
     return load_file(str(FIXTURES / "wan21_tiny.io.safetensors"))
 
 
+def test_fp8_emulated_on_cpu(tiny, tiny_io):
+    """dtype="fp8" on the CPU: quantised convolutions, near the reference but not equal to it."""
+    m = tiny.with_options(dtype="fp8")
+    case = next(c for c in fixture("wan21_tiny")["cases"] if c["op"] == "decode")
+    y = m.decode(tiny_io[case["input"]])
+    err = rel_err(y, tiny_io[case["expect"]])
+    assert 1e-3 < err < 0.16, f"fp8 relative error {err:.3g}"
+    with pytest.raises(vaec.Error):
+        vaec.load(FIXTURES / "wan21_tiny.safetensors", dtype="fp4")
+
+
 def test_info_and_shapes(tiny):
     assert tiny.info["arch"] == "wan2.1" and tiny.info["latent_channels"] == 16
     assert len(tiny.latents_mean) == 16 and len(tiny.latents_std) == 16

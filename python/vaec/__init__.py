@@ -40,7 +40,8 @@ def synth_checkpoint(arch, path, config=None):
 
 
 _DTYPES = {"fp32": _lib.DTYPE_F32, "float32": _lib.DTYPE_F32, "fp16": _lib.DTYPE_F16,
-           "float16": _lib.DTYPE_F16, "bf16": _lib.DTYPE_BF16, "bfloat16": _lib.DTYPE_BF16}
+           "float16": _lib.DTYPE_F16, "bf16": _lib.DTYPE_BF16, "bfloat16": _lib.DTYPE_BF16,
+           "fp8": _lib.DTYPE_FP8}
 _TILES = {"auto": _lib.TILE_AUTO, "none": _lib.TILE_NONE, "blend": _lib.TILE_BLEND}
 
 
@@ -155,7 +156,7 @@ def _session_options(o):
     elif dev != "cpu":
         raise Error(-1, f"device {dev!r}: expected 'cpu', 'cuda' or 'cuda:N'")
     if o["dtype"] not in _DTYPES:
-        raise Error(-1, f"dtype {o['dtype']!r}: expected one of fp32, bf16, fp16")
+        raise Error(-1, f"dtype {o['dtype']!r}: expected one of fp32, bf16, fp16, fp8")
     if o["tile_mode"] not in _TILES:
         raise Error(-1, f"tile_mode {o['tile_mode']!r}: expected auto, none or blend")
     if o["allocator"] not in ("torch", "cuda"):
@@ -380,7 +381,8 @@ def _model_options(prefix, arch, config):
 def load(path, arch=None, prefix=None, config=None, **options):
     """Opens a checkpoint (.safetensors, .pth, .gguf; architecture detected) on a device.
 
-    options: device "cpu", "cuda" or "cuda:N"; dtype "fp32", "bf16", "fp16" (CPU: fp32);
+    options: device "cpu", "cuda" or "cuda:N"; dtype "fp32", "bf16", "fp16" (CPU: fp32; "fp8": FP8 convolutions,
+    emulated on the CPU only);
     max_memory: budget ("13G", bytes; None: free memory minus a margin); tile_mode "auto" (exact
     tiles as the budget needs), "none", "blend"; tile: force exact tiles (px, or (h, w));
     blend_tile / blend_overlap: blend mode sizes in pixels (0: 512 / 64); threads (CPU, 0: all);

@@ -48,6 +48,7 @@ const char *vae_dtype_name(vae_dtype d) {
     case VAE_DTYPE_F32: return "fp32";
     case VAE_DTYPE_F16: return "fp16";
     case VAE_DTYPE_BF16: return "bf16";
+    case VAE_DTYPE_FP8: return "fp8";
     }
     return "?";
 }
@@ -97,8 +98,12 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
     }
     char desc[1024];
     vae_settings_describe(&s->set, desc, sizeof desc);
-    VAE_INFO("session: %s backend, %s activations with fp32 accumulation%s; budget %s; tiles %s",
-             s->be->v->name, vae_dtype_name(o.dtype),
+    VAE_INFO("session: %s backend, %s with fp32 accumulation%s; budget %s; tiles %s",
+             s->be->v->name,
+             o.dtype == VAE_DTYPE_FP8 ? "fp8 convolutions emulated on fp32 activations"
+             : o.dtype == VAE_DTYPE_F32 ? "fp32 activations"
+             : o.dtype == VAE_DTYPE_BF16 ? "bf16 activations"
+                                         : "fp16 activations",
              o.device == VAE_DEVICE_CPU ? " (OpenMP threads)" : "",
              o.max_memory > 0 ? "set" : "free memory minus a margin",
              o.tile_mode == VAE_TILE_BLEND ? "blended" : o.tile_mode == VAE_TILE_NONE ? "off"

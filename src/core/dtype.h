@@ -79,4 +79,18 @@ static inline float vae_f8e4m3_to_f32(uint8_t v) {
 
 static inline float vae_f8e5m2_to_f32(uint8_t v) { return vae_f16_to_f32((uint16_t)(v << 8)); }
 
+/* x rounded to the nearest E4M3 value (ties to even), saturating at +-448 (what the GPU's
+ * satfinite conversion does); NaN stays NaN. Normals have 3 mantissa bits from 2^-6 up,
+ * subnormals are multiples of 2^-9. */
+static inline float vae_f32_round_e4m3(float x) {
+    if (isnan(x)) return x;
+    const float a = fabsf(x);
+    if (a >= 448.0f) return copysignf(448.0f, x);
+    int e;
+    frexpf(a, &e);                   /* a = m * 2^e, m in [0.5, 1) */
+    const int q = e - 4 < -9 ? -9 : e - 4; /* the grid step: 2^(e-1-3), subnormals 2^-9 */
+    const float r = ldexpf(nearbyintf(ldexpf(a, -q)), q); /* current rounding mode: to even */
+    return copysignf(r > 448.0f ? 448.0f : r, x);
+}
+
 #endif

@@ -88,6 +88,9 @@ void vae_op_step_frames(const vae_op *op, vae_op_clock *c, int t_in, int t_in2, 
 /* Multiply-accumulates of t frames of output h_out x w_out (attention: scores and values, over
  * h_out*w_out tokens); 0 for the ops whose cost is memory traffic. */
 double vae_op_macs(const vae_op *op, int t, int h_out, int w_out);
+/* A conv that VAE_DTYPE_FP8 runs in FP8: all but the narrow ones (at most 16 channels in or out:
+ * the network's ends, next to the pixels and the latent, cheap and the most sensitive). */
+int vae_op_fp8(const vae_op *op);
 /* Frames of input kept between steps (windowed ops: kt - 1; others 0). */
 int vae_op_cache_frames(const vae_op *op);
 

@@ -233,16 +233,17 @@ static const vae_backend_vtbl cpu_vtbl = {
 int vae_cpu_backend_create(vae_backend **out, vae_dtype dtype, int threads) {
     if (!out) return vae_fail(VAE_EINVAL, "cpu backend: NULL output pointer");
     *out = NULL;
-    if (dtype != VAE_DTYPE_F32)
+    if (dtype != VAE_DTYPE_F32 && dtype != VAE_DTYPE_FP8)
         return vae_fail(VAE_EUNSUPPORTED,
-                        "cpu backend: activation dtype %d is not supported (float32 only)",
-                        (int)dtype);
+                        "cpu backend: dtype %s is not supported (fp32, or fp8 emulated)",
+                        vae_dtype_name(dtype));
     if (threads < 0) return vae_fail(VAE_EINVAL, "cpu backend: threads = %d < 0", threads);
     cpu_backend *cb = vae_calloc(1, sizeof *cb);
     if (!cb) return vae_fail(VAE_ENOMEM, "cpu backend: out of memory");
     cb->base.v = &cpu_vtbl;
     cb->base.dtype = VAE_DTYPE_F32;
     cb->base.elem_size = sizeof(float);
+    cb->fp8 = dtype == VAE_DTYPE_FP8;
     cb->threads = threads > 0 ? threads : omp_get_max_threads();
     if (cb->threads < 1) cb->threads = 1;
     cb->scratch_limit = CPU_SCRATCH_LIMIT;

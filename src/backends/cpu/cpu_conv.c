@@ -10,15 +10,60 @@
  *  - otherwise output pixels are processed in blocks of P rows: im2col into scratch [P][K]
  *    (bounded by the backend's scratch_limit, 16 MB), then one GEMM into y.
  * Bias and residual are written into y first and the GEMMs accumulate on top (beta = 1).
+ *
+ * FP8 emulation (VAE_DTYPE_FP8, convs that vae_op_fp8 names): prepare() rounds each output
+ * channel's weights to the E4M3 grid scaled so that its largest magnitude is 448; each call finds
+ * the largest magnitude of its input frames and rounds the im2col rows (or a copy of a pointwise
+ * conv's frame) to the E4M3 grid scaled likewise. The products are then exact float32 products
+ * of FP8 values, accumulated in float32, as FP8 tensor cores compute them.
  */
+#include <math.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "core/dtype.h"
 
 typedef struct conv_state {
     float *wp; /* [K][c_out] */
     int k;     /* K = kt*kh*kw*c_in */
+    int fp8;   /* FP8 emulation: wp is on the scaled E4M3 grid, inputs are rounded per call */
 } conv_state;
+
+/* wp[K][c_out]: each output channel's column rounded to the E4M3 grid, scaled per channel */
+static void quantise_columns(float *wp, int k, int c_out) {
+    for (int co = 0; co < c_out; co++) {
+        float amax = 0;
+        for (int i = 0; i < k; i++)
+            amax = fmaxf(amax, fabsf(wp[(size_t)i * c_out + co]));
+        if (amax == 0) continue;
+        const float s = amax / 448.0f;
+        for (int i = 0; i < k; i++) {
+            float *v = &wp[(size_t)i * c_out + co];
+            *v = vae_f32_round_e4m3(*v / s) * s;
+        }
+    }
+}
+
+/* The E4M3 scale of a call's input: its largest magnitude over the frames / 448 (0: all zero) */
+static float input_scale(int nt, const float *const *frames, int n_in, size_t n) {
+    float amax = 0;
+    for (int f = 0; f < n_in; f++) {
+        const float *x = frames[f];
+        float m = 0;
+#pragma omp parallel for num_threads(nt) reduction(max : m) schedule(static)
+        for (size_t i = 0; i < n; i++)
+            m = fmaxf(m, fabsf(x[i]));
+        amax = fmaxf(amax, m);
+    }
+    return amax / 448.0f;
+}
+
+static void quantise(int nt, float *x, size_t n, float s) {
+    if (s == 0) return;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        x[i] = vae_f32_round_e4m3(x[i] / s) * s;
+}
 
 int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     *state = NULL;
@@ -41,6 +86,8 @@ int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
             for (int tap = 0; tap < taps; tap++)
                 s->wp[((size_t)tap * ci_n + ci) * co_n + co] =
                     op->w[((size_t)co * ci_n + ci) * taps + tap];
+    s->fp8 = cpu_be(be)->fp8 && vae_op_fp8(op);
+    if (s->fp8) quantise_columns(s->wp, s->k, co_n);
     *state = s;
     return VAE_OK;
 }
@@ -118,13 +165,22 @@ int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *
         beta = 1.0f;
     }
 
+    const size_t frame = (size_t)h * w * c_in;
+    const float xs = s->fp8 ? input_scale(nt, (const float *const *)frames, n_in, frame) : 0;
     int pointwise = op->kh == 1 && op->kw == 1 && op->sh == 1 && op->sw == 1 && op->pad_h[0] == 0 &&
                     op->pad_h[1] == 0 && op->pad_w[0] == 0 && op->pad_w[1] == 0;
     if (pointwise) {
+        float *q = xs > 0 ? cpu_scratch(cb, frame * sizeof(float), op->name) : NULL;
+        if (xs > 0 && !q) return VAE_ENOMEM;
         for (int j = 0; j < t_out; j++) {
             float *yj = yf + (size_t)j * hw_out * c_out;
             for (int dt = 0; dt < op->kt; dt++) {
                 const float *x = frames[j * op->st + dt];
+                if (q) { /* FP8: a rounded copy of the frame */
+                    memcpy(q, x, frame * sizeof(float));
+                    quantise(nt, q, frame, xs);
+                    x = q;
+                }
                 rc = cpu_sgemm(nt, 0, (int)hw_out, c_out, c_in, 1.0f, x, c_in,
                                s->wp + (size_t)dt * c_in * c_out, c_out, dt ? 1.0f : beta, yj,
                                c_out);
@@ -150,6 +206,7 @@ int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *
                 int64_t p = p0 + i;
                 im2col_row(op, fj, h, w, (int)(p / w_out), (int)(p % w_out), col + i * K);
             }
+            quantise(nt, col, (size_t)np * K, xs);
             rc = cpu_sgemm(nt, 0, (int)np, c_out, K, 1.0f, col, K, s->wp, c_out, beta,
                            yj + p0 * c_out, c_out);
             if (rc) return rc;

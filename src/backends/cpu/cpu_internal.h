@@ -22,6 +22,7 @@ enum { CPU_POOL_SLOTS = 64 };
 typedef struct cpu_backend {
     vae_backend base;
     int threads;          /* OpenMP threads of every parallel region (>= 1) */
+    int fp8;              /* VAE_DTYPE_FP8 emulated: convs see E4M3-rounded inputs and weights */
     float *scratch;       /* reusable work space (im2col columns, attention scores) */
     size_t scratch_bytes; /* its capacity; not counted in base.bytes_in_use */
     size_t scratch_limit; /* conv im2col blocks and attention score blocks aim below this */

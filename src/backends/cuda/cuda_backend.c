@@ -818,6 +818,9 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     const vae_settings *st = settings ? settings : &defaults;
     if (!out) return vae_fail(VAE_EINVAL, "cuda backend: NULL output pointer");
     *out = NULL;
+    if (dtype == VAE_DTYPE_FP8) /* cuDNN's FP8 3-D convs run slower than bf16 (bench/RESULTS.md) */
+        return vae_fail(VAE_EUNSUPPORTED, "cuda backend: fp8 has no GPU kernels yet (use bf16; "
+                                          "--device cpu emulates fp8 to measure its error)");
     if (dtype != VAE_DTYPE_F32 && dtype != VAE_DTYPE_BF16 && dtype != VAE_DTYPE_F16)
         return vae_fail(VAE_EUNSUPPORTED, "cuda backend: activation dtype %d is not supported",
                         (int)dtype);
