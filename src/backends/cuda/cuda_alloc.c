@@ -183,9 +183,13 @@ void cu_pool_destroy(cu_pool *pool) {
 cudaError_t cu_dev_malloc(const cu_pool *pool, void **p, size_t bytes) {
     *p = NULL;
     if (vae_alloc_inject()) return cudaErrorMemoryAllocation; /* tests: test_alloc_fail cuda */
-    if (!pool->al.alloc) return cudaMalloc(p, bytes);
-    *p = pool->al.alloc(bytes, pool->device, (void *)pool->stream, pool->al.user);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    const double t0 = cu_now();
+    cudaError_t e = cudaSuccess;
+    if (!pool->al.alloc) e = cudaMalloc(p, bytes);
+    else *p = pool->al.alloc(bytes, pool->device, (void *)pool->stream, pool->al.user);
+    if (pool->malloc_s) *pool->malloc_s += cu_now() - t0;
+    if (pool->al.alloc && !*p) e = cudaErrorMemoryAllocation;
+    return e;
 }
 
 void cu_dev_free(const cu_pool *pool, void *p, size_t bytes) {

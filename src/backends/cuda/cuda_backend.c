@@ -434,13 +434,14 @@ static int host_buf_reserve(cuda_backend *cb, cu_host_buf *b, size_t bytes) {
     b->p = NULL;
     b->bytes = 0;
     size_t want = bytes + bytes / 4;
+    const double t0 = cu_now();
     cudaError_t e = cudaHostAlloc(&b->p, want, cudaHostAllocDefault);
+    cb->host_s[CU_H_PINNED] += cu_now() - t0;
     if (e != cudaSuccess) {
         b->p = NULL;
         return cu_check(e, "cuda transfer", "cudaHostAlloc (pinned staging)");
     }
     b->bytes = want;
-    (void)cb;
     return VAE_OK;
 }
 
@@ -471,7 +472,10 @@ static void *cuda_host_alloc(vae_backend *be, size_t bytes) {
                 cudaFreeHost(pick->p);
                 memset(pick, 0, sizeof *pick);
             }
-            if (cudaHostAlloc(&pick->p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+            const double t0 = cu_now();
+            const cudaError_t e = cudaHostAlloc(&pick->p, bytes ? bytes : 1, cudaHostAllocDefault);
+            cb->host_s[CU_H_PINNED] += cu_now() - t0;
+            if (e != cudaSuccess) {
                 cudaGetLastError(); /* an expected fallback: the caller keeps a pageable store */
                 memset(pick, 0, sizeof *pick);
                 return NULL;
@@ -699,6 +703,7 @@ static int cuda_graph_end(vae_backend *be, void **graph) {
     cuda_backend *cb = cu_be(be);
     *graph = NULL;
     cudaGraph_t g = NULL;
+    const double t0 = cu_now();
     int rc = cu_check(cudaStreamEndCapture(cb->stream, &g), "cuda graph", "cudaStreamEndCapture");
     cb->recording = 0;
     if (rc == VAE_OK && !g) rc = vae_fail(VAE_EDEVICE, "cuda graph: nothing was recorded");
@@ -706,6 +711,7 @@ static int cuda_graph_end(vae_backend *be, void **graph) {
     if (rc == VAE_OK)
         rc = cu_check(cudaGraphInstantiate(&x, g, 0), "cuda graph", "cudaGraphInstantiate");
     if (g) cudaGraphDestroy(g);
+    cb->host_s[CU_H_GRAPH] += cu_now() - t0;
     if (rc) {
         cudaGetLastError(); /* a failed recording is not an error of later work */
         if (cb->pool.graphs == 0 && cb->n_retired) { /* what it outgrew (cu_retire) */
@@ -784,14 +790,18 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
     snprintf(buf, len,
              "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM, %lld "
              "graph launches; weights %.1f MiB; peak %.1f MiB (weights %.1f, activations %.1f, "
-             "scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB",
+             "scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; host set-up: device allocations "
+             "%.0f ms, pinned buffers %.0f ms, cuDNN handle %.0f ms, cuDNN plans %.0f ms, graphs "
+             "%.0f ms",
              cb->device_name, vae_dtype_name(be->dtype), cu_dnn_describe(cb, dnn, sizeof dnn),
              (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d, (long long)cb->n_conv_fused,
              (long long)cb->n_conv_gemm, (long long)cb->n_graph_launches,
              (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
              (double)cb->peak_parts[0] / 1048576.0, (double)cb->peak_parts[1] / 1048576.0,
              (double)cb->peak_parts[2] / 1048576.0, (double)cb->peak_parts[3] / 1048576.0,
-             (double)cb->pool.reserved_bytes / 1048576.0);
+             (double)cb->pool.reserved_bytes / 1048576.0, cb->host_s[CU_H_MALLOC] * 1e3,
+             cb->host_s[CU_H_PINNED] * 1e3, cb->host_s[CU_H_DNN_HANDLE] * 1e3,
+             cb->host_s[CU_H_DNN_PLAN] * 1e3, cb->host_s[CU_H_GRAPH] * 1e3);
     return buf;
 }
 
@@ -878,6 +888,7 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
         goto fail;
     cb->pool.stream = cb->stream;
     cb->pool.device = device_index;
+    cb->pool.malloc_s = &cb->host_s[CU_H_MALLOC];
     if (alloc && alloc->alloc && alloc->free) cb->pool.al = *alloc;
     cublasStatus_t bst = cublasCreate(&cb->cublas);
     if (bst != CUBLAS_STATUS_SUCCESS) {

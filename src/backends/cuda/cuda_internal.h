@@ -139,6 +139,7 @@ cudaError_t cuk_attention(cudaStream_t s, int dtype, const void *qkv, void *y, i
 /* ---- the C side (not seen by nvcc) ---------------------------------------------------------- */
 #ifndef __CUDACC__
 #include <cublas_v2.h>
+#include <time.h>
 
 #include "core/backend.h"
 #include "core/core.h"
@@ -166,6 +167,7 @@ typedef struct cu_pool {
     int graphs;            /* live work graphs: cached blocks are never freed then */
     vae_dev_allocator al;  /* the host's allocator (al.alloc NULL: cudaMalloc) */
     int device;
+    double *malloc_s; /* where the time of the device allocations is added (cold-start log) */
 } cu_pool;
 
 /* Every device block of the backend comes from and goes back through these two: the host's
@@ -218,6 +220,16 @@ typedef struct cu_tune_cache {
     int n, cap, loaded;
 } cu_tune_cache;
 
+/* one-off host work a cold first call pays, timed for the log (cuda_backend.host_s) */
+enum {
+    CU_H_MALLOC,     /* device allocations (cudaMalloc or the host's allocator) */
+    CU_H_PINNED,     /* pinned host buffers (cudaHostAlloc) */
+    CU_H_DNN_HANDLE, /* cudnnCreate */
+    CU_H_DNN_PLAN,   /* cuDNN descriptors and algorithm choice per shape */
+    CU_H_GRAPH,      /* graph capture end + instantiation */
+    CU_H_N
+};
+
 typedef struct cuda_backend {
     vae_backend base;
     int device;
@@ -263,6 +275,8 @@ typedef struct cuda_backend {
     int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
     cu_host_buf hin[2], hout[2];       /* stage_in / download_planar buffers, used in turn */
     int hin_next, hout_next;
+    /* host time of one-off set-up work (what a cold first call pays), seconds; -v prints it */
+    double host_s[CU_H_N];
     /* host_alloc: pinned blocks for host stores, kept between calls (pinning is slow) */
     struct cu_pinned {
         void *p;
@@ -284,6 +298,13 @@ typedef struct cuda_backend {
 } cuda_backend;
 
 static inline cuda_backend *cu_be(vae_backend *be) { return (cuda_backend *)be; }
+
+/* seconds, for host-time accounting (host_s) */
+static inline double cu_now(void) {
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 typedef struct cu_prof_op {
     char name[96];

@@ -69,8 +69,10 @@ static dnn_state *dnn_get(cuda_backend *cb) {
     if (cb->dnn_failed) return NULL;
     dnn_state *d = vae_calloc(1, sizeof *d);
     if (!d) return NULL;
+    const double t0 = cu_now();
     cudnnStatus_t st = cudnnCreate(&d->h);
     if (st == CUDNN_STATUS_SUCCESS) st = cudnnSetStream(d->h, cb->stream);
+    cb->host_s[CU_H_DNN_HANDLE] += cu_now() - t0;
     if (st != CUDNN_STATUS_SUCCESS) {
         VAE_WARN("cuda backend: cuDNN cannot be used (%s); convolutions run as cuBLAS GEMMs",
                  cudnnGetErrorString(st));
@@ -343,7 +345,9 @@ int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const
     memset(p, 0, sizeof *p);
     p->g = *g;
     p->dtype = cb->base.dtype;
+    const double t0 = cu_now(); /* host time: descriptors, the algorithm list, the first launch */
     int rc = plan_make_and_run(cb, d, p, x, w, epi, y, who);
+    cb->host_s[CU_H_DNN_PLAN] += cu_now() - t0;
     if (rc == VAE_OK || rc == VAE_EUNSUPPORTED) {
         /* keep the plan (a negative result is remembered too) */
         if (rc) plan_destroy_descriptors(p);
