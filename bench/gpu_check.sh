@@ -246,6 +246,12 @@ if [ $TILES = 1 ]; then
             fixture_run "tiles cut1 host $fx $dt" $fx $dt --tiles 3 VAE_PLAN_CUT=1 VAE_EXEC_STORE_HOST=1
         done
     done
+    # plans with every op's least scratch (3-D convs where gathers would not fit)
+    for fx in wan21_small wan22_tiny seedvr2_tiny; do
+        for dt in fp32 bf16; do
+            fixture_run "scratch min $fx $dt" $fx $dt VAE_PLAN_SCRATCH_MIN=1
+        done
+    done
     fixture_run "blend taef2_real fp32" taef2_real fp32 --blend 128
 fi
 grep -E "^FAIL" "$OUT/fixtures.log" | head -40 >>"$SUMMARY"

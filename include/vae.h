@@ -218,6 +218,8 @@ typedef enum {
                                   * (-1: the cheapest that fits) */
     VAE_PARAM_EXEC_STORE_HOST,   /* 1: the stores of tiled plans are kept on the host (0: only
                                   * when the device store does not fit the budget) */
+    VAE_PARAM_PLAN_SCRATCH_MIN,  /* 1: plans keep every op to its least backend scratch (0: only
+                                  * when the backend's paths of choice do not fit the budget) */
     VAE_PARAM_COUNT
 } vae_param;
 

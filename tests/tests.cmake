@@ -98,6 +98,17 @@ foreach(fx wan21_small wan22_tiny)
                          SKIP_REGULAR_EXPRESSION "skipped: no GPU")
   endforeach()
 endforeach()
+# plans with every op's least scratch (the CUDA backend keeps to the 3-D path where the gathered
+# ones need more scratch than it has): what a budget below the paths of choice runs
+foreach(fx wan21_small wan22_tiny seedvr2_tiny)
+  foreach(dt fp32 bf16)
+    add_test(NAME gpu_scratch_min_${fx}_${dt}
+             COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype ${dt})
+    set_tests_properties(gpu_scratch_min_${fx}_${dt} PROPERTIES LABELS gpu
+                         ENVIRONMENT "VAE_PLAN_SCRATCH_MIN=1"
+                         SKIP_REGULAR_EXPRESSION "skipped: no GPU")
+  endforeach()
+endforeach()
 foreach(seed 1 2 3 4 5 6)
   add_test(NAME gpu_tune_seed${seed}_wan21_tiny
            COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_tiny --device cuda --dtype fp32)

@@ -175,6 +175,7 @@ static int session_plan(vae_session *s, int encode, const vae_io_view *g, vae_pl
         .blend_tile = o->blend_tile > 0 ? o->blend_tile : 512,
         .video_factor = vae_config_spatial_factor(&m->cfg), .frame_loops = s->set.exec_frames,
         .cut = s->set.plan_cut, .store_host = s->set.exec_store_host,
+        .scratch_minimal = s->set.plan_scratch_min,
         .host_store_max = (int64_t)s->set.exec_host_mb << 20};
     rq.blend_overlap = o->blend_overlap > 0 ? o->blend_overlap : rq.blend_tile / 8;
     return vae_plan_make(plan, &rq);
@@ -186,7 +187,7 @@ static int run_once(vae_session *s, int encode, const vae_plan *plan, const vae_
     vae_runner **rp = encode ? &s->enc : &s->dec;
     int rc = *rp ? VAE_OK : vae_runner_create(rp, s->be, p, &s->set);
     if (rc == VAE_OK && s->be->v->scratch_reserve) /* grown now, not in the middle of a graph */
-        rc = s->be->v->scratch_reserve(s->be, (size_t)plan->scratch);
+        rc = s->be->v->scratch_reserve(s->be, (size_t)plan->scratch, plan->scratch_minimal);
     return rc ? rc : vae_runner_run(*rp, plan, io, emitted);
 }
 

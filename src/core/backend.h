@@ -123,11 +123,14 @@ typedef struct vae_backend_vtbl {
      * its scratch area (weights in its layouts, workspace); *scratch: the scratch area now. */
     int (*mem_info)(vae_backend *be, const vae_program *p, int64_t *avail, int64_t *reserve,
                     int64_t *scratch);
-    /* Optional (NULL: none): the scratch bytes an op needs at least for t input frames of h x w
-     * (what no blocking can make smaller), and the scratch area grown to `bytes` before a run
-     * so that it does not grow (and keep its old block alive for recorded graphs) during one. */
-    int64_t (*scratch_need)(vae_backend *be, const vae_op *op, int t, int h, int w);
-    int (*scratch_reserve)(vae_backend *be, size_t bytes);
+    /* Optional (NULL: none): the scratch bytes an op needs for t input frames of h x w, what no
+     * blocking can make smaller: minimal = 0 for any of the paths the backend may choose,
+     * minimal = 1 for the one needing the least (a conv in place instead of a gathered copy).
+     * scratch_reserve grows the scratch area to `bytes` before a run, so that it does not grow
+     * (and keep its old block alive for recorded graphs) during one; capped = 1: the run must do
+     * with it (a path needing more is not taken where another one can run). */
+    int64_t (*scratch_need)(vae_backend *be, const vae_op *op, int t, int h, int w, int minimal);
+    int (*scratch_reserve)(vae_backend *be, size_t bytes, int capped);
     /* Optional (NULL: exact): the bytes an allocation of `bytes` really takes. */
     size_t (*alloc_size)(size_t bytes);
 

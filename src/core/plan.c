@@ -334,6 +334,10 @@ static void describe(const planner *pl, vae_plan *plan) {
                               frame_loops ? "frame by frame after "
                                             "temporal upsampling"
                                           : "chunks whole");
+    if (plan->scratch_minimal && n < cap)
+        n += (size_t)snprintf(w + n, cap - n,
+                              "; every op within its least scratch (convs in "
+                              "place, not gathered)");
     if (n < cap)
         snprintf(w + n, cap - n,
                  "; predicted peak %s (weights and workspace %s, scratch %s) for a budget of %s "
@@ -409,12 +413,15 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
     return PLAN_NOFIT;
 }
 
-int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
+/* One planning pass: VAE_OK or PLAN_NOFIT with the plan filled and described, else an error
+ * (the plan freed). */
+static int plan_once(vae_plan *plan, const vae_plan_request *rq) {
     memset(plan, 0, sizeof *plan);
     plan->encode = rq->encode;
     plan->budget = rq->budget;
     plan->t_in = rq->t, plan->h_in = rq->h, plan->w_in = rq->w;
     plan->c_in = rq->prog->in_channels;
+    plan->scratch_minimal = rq->scratch_minimal;
     planner pl;
     cand best, floor_c;
     memset(&best, 0, sizeof best);
@@ -431,19 +438,44 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
         else
             describe(&pl, plan);
     }
-    const int nofit = rc == PLAN_NOFIT; /* a plan to describe, unlike a host allocation failure */
-    if (nofit)
-        rc = vae_fail(VAE_ENOMEM,
-                      "memory budget %s is below what %s needs: %s (the exact floor: %s, of "
-                      "which weights and backend reserve %s). Raise --max-memory%s",
-                      size_str(rq->budget),
-                      rq->mode == VAE_TILE_NONE ? "whole frames" : "this input",
-                      size_str(plan->peak), size_str(plan->floor), size_str(rq->fixed),
-                      rq->mode == VAE_TILE_BLEND  ? " or use a smaller --tile-size"
-                      : rq->mode == VAE_TILE_NONE ? " or allow tiles (--tile-mode auto)"
-                                                  : ", or use --tile-mode blend (not exact)");
     planner_free(&pl);
-    if (rc && !nofit) vae_plan_free(plan);
+    if (rc && rc != PLAN_NOFIT) vae_plan_free(plan);
+    return rc;
+}
+
+int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
+    int rc = plan_once(plan, rq);
+    /* nothing fits the backend's paths of choice: again with every op's least scratch (the
+     * backend then keeps to the paths that fit, e.g. convs in place instead of gathered) */
+    if (rc == PLAN_NOFIT && rq->scratch_need && !rq->scratch_minimal) {
+        vae_plan_request least = *rq;
+        least.scratch_minimal = 1;
+        vae_plan p2;
+        const int rc2 = plan_once(&p2, &least);
+        if (rc2 != VAE_OK && rc2 != PLAN_NOFIT) {
+            vae_plan_free(plan);
+            return rc2;
+        }
+        const int64_t floor = p2.floor < plan->floor ? p2.floor : plan->floor;
+        if (rc2 == VAE_OK || p2.peak < plan->peak) {
+            vae_plan_free(plan);
+            *plan = p2;
+            rc = rc2;
+        } else {
+            vae_plan_free(&p2);
+        }
+        plan->floor = floor;
+    }
+    if (rc != PLAN_NOFIT) return rc;
+    /* a plan to describe, unlike a host allocation failure */
+    rc = vae_fail(VAE_ENOMEM,
+                  "memory budget %s is below what %s needs: %s (the exact floor: %s, of "
+                  "which weights and backend reserve %s). Raise --max-memory%s",
+                  size_str(rq->budget), rq->mode == VAE_TILE_NONE ? "whole frames" : "this input",
+                  size_str(plan->peak), size_str(plan->floor), size_str(rq->fixed),
+                  rq->mode == VAE_TILE_BLEND  ? " or use a smaller --tile-size"
+                  : rq->mode == VAE_TILE_NONE ? " or allow tiles (--tile-mode auto)"
+                                              : ", or use --tile-mode blend (not exact)");
     return rc;
 }
 

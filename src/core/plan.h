@@ -72,7 +72,11 @@ typedef struct vae_plan_request {
     size_t (*round)(size_t); /* the backend allocator's block size for a request (NULL: exact) */
     /* the backend's scratch: what an op needs at least (NULL: none) and what it holds now;
      * planar_io: chunks pass through it as float32 on their way in and out */
-    int64_t (*scratch_need)(struct vae_backend *be, const vae_op *op, int t, int h, int w);
+    int64_t (*scratch_need)(struct vae_backend *be, const vae_op *op, int t, int h, int w,
+                            int minimal);
+    int scratch_minimal;           /* 1: plan with the least scratch of every op (the backend then
+                                    * keeps to its paths that fit); vae_plan_make tries this after
+                                    * nothing fit the paths of choice */
     struct vae_backend *be;
     int64_t scratch_now;
     int planar_io;
@@ -108,6 +112,7 @@ typedef struct vae_plan {
     int64_t peak_alloc;   /* the part of it the plan allocates (activations, caches, stores,
                            * input chunks): what a CPU backend counts */
     int64_t scratch;      /* the backend scratch it needs (reserved before the run) */
+    int scratch_minimal;  /* planned with the ops' least scratch: the backend must keep to it */
     int64_t floor;        /* the smallest exact plan's peak */
     int64_t budget;
     char why[1024]; /* the decision, for -v and errors */

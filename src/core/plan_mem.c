@@ -101,7 +101,8 @@ static void on_op(memsim *m, int i, const vae_op_frames *f, const int *tv) {
     if (m->rq->scratch_need && (windowed ? f->total : tv[x]) > 0) {
         int h, w;
         input_size(m, x, &h, &w);
-        int64_t need = m->rq->scratch_need(m->rq->be, op, windowed ? f->total : tv[x], h, w);
+        int64_t need = m->rq->scratch_need(m->rq->be, op, windowed ? f->total : tv[x], h, w,
+                                           m->rq->scratch_minimal);
         if (need > m->scratch) m->scratch = need;
     }
     if (windowed) window_allocs(m, i, f, fb_in, 1);

@@ -644,8 +644,9 @@ static int cuda_trim(vae_backend *be) {
     return rc;
 }
 
-static int cuda_scratch_reserve(vae_backend *be, size_t bytes) {
+static int cuda_scratch_reserve(vae_backend *be, size_t bytes, int capped) {
     cuda_backend *cb = cu_be(be);
+    cb->scratch_capped = capped;
     if (bytes <= cb->scratch_bytes) return VAE_OK;
     return cu_scratch(cb, bytes, "scratch reserve") ? VAE_OK : VAE_ENOMEM;
 }

@@ -21,7 +21,9 @@
  * Which is fastest depends on the shape: the candidates are timed once per (op, frames, size) on
  * the first call (VAE_CUDA_TUNE=0: no timing; 3-D, else padded 3-D, else per block), and the
  * executor is told (conv_window) not to build windows for ops whose steady-state shape prefers
- * another path than plain 3-D.
+ * another path than plain 3-D. Under a capped scratch area (a plan made with every op's least
+ * scratch: scratch_reserve(.., capped = 1)), paths whose one-frame need exceeds the area are
+ * left out where the 3-D path can run, and every temporal conv gets its window.
  * Bias and residual: for 16-bit activations cuDNN adds them in the convolution's epilogue (fused,
  * float32, one rounding; VAE_CUDA_FUSE=0 turns it off); otherwise y is first set to bias +
  * residual and the convolution accumulates on top (beta = 1). Each weight layout is made on first
@@ -693,6 +695,20 @@ static void tune_key(const conv_call *cc, int n_in, const int *cand, int nc, cha
         n += snprintf(key + n, len - (size_t)n, "%d", cand[k]);
 }
 
+/* Under a capped scratch area (a plan made with the least scratch), a path that needs more than
+ * the area for one output frame is not taken where the 3-D path can run. */
+static int path_too_big(const conv_call *cc, int path, int consec) {
+    const cuda_backend *cb = cc->cb;
+    const vae_op *op = cc->op;
+    if (!cb->scratch_capped || path == PATH_3D || !consec || cc->s->no3d) return 0;
+    const size_t hp = (size_t)(cc->h + op->pad_h[0] + op->pad_h[1]);
+    const size_t wp = (size_t)(cc->w + op->pad_w[0] + op->pad_w[1]);
+    const size_t need = path == PATH_3DPAD
+                            ? (size_t)op->kt * cc->h * cc->w * (size_t)cc->s->cp * cc->es
+                            : hp * wp * (size_t)cc->s->cg * cc->es; /* one gathered frame */
+    return need > cb->scratch_bytes;
+}
+
 /* A temporal conv: the path measured fastest for this shape (timed on first sight, or taken
  * from the tune cache of an earlier process). */
 static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_out, int consec) {
@@ -700,6 +716,7 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
     for (int i = 0; i < s->n_tune; i++)
         if (s->tune[i].n_in == n_in && s->tune[i].h == cc->h && s->tune[i].w == cc->w) {
             int path = s->tune[i].path;
+            if (path_too_big(cc, path, consec)) path = PATH_3D;
             if (path == PATH_3D && !consec) {
                 path = s->cp ? PATH_3DPAD : PATH_BLOCKS;
                 VAE_DEBUG("%s: %d frames %dx%d: not consecutive, %s", cc->op->name, n_in, cc->h,
@@ -709,8 +726,8 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
         }
     int cand[3], nc = 0;
     if (consec && !s->no3d) cand[nc++] = PATH_3D;
-    if (s->cp) cand[nc++] = PATH_3DPAD;
-    cand[nc++] = PATH_BLOCKS;
+    if (s->cp && !path_too_big(cc, PATH_3DPAD, consec)) cand[nc++] = PATH_3DPAD;
+    if (!path_too_big(cc, PATH_BLOCKS, consec)) cand[nc++] = PATH_BLOCKS;
     /* every run rewrites y completely, except an in-place residual (y = bias + y up front); a
      * shape first seen while recording a graph is measured on a later plain call */
     if (nc == 1 || !cc->cb->tune || cc->init_done || s->n_tune == CONV_TUNE_MAX ||
@@ -963,14 +980,18 @@ int cuda_conv_window(vae_backend *be, const vae_op *op, void *state) {
     if (!cb->conv3d || s->use_gemm || s->no3d || op->pad_h[0] != op->pad_h[1] ||
         op->pad_w[0] != op->pad_w[1])
         return 0;
-    return s->main_nin > 0 ? s->main_path == PATH_3D : 1;
+    /* capped scratch: the 3-D path may be the only one that fits, and it needs the window */
+    return s->main_nin > 0 && !cb->scratch_capped ? s->main_path == PATH_3D : 1;
 }
 
 /* The scratch a conv needs at least for t input frames of h x w, from the rules above: the
  * gathered block (at least one output frame's kt frames, else as many as scratch_limit holds),
  * the channel-padded 3-D window (16-bit, likewise) and the four phase planes of an upsampling
- * conv; the largest of the paths tuning may choose. */
-int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, int h, int w) {
+ * conv; the largest of the paths tuning may choose. minimal: the least instead, i.e. nothing for
+ * a conv the 3-D path can take over its contiguous window (run_tuned then keeps to the paths
+ * that fit, see path_too_big). */
+int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, int h, int w,
+                               int minimal) {
     const vae_backend *be = &cb->base;
     const int64_t es = (int64_t)be->elem_size, lim = (int64_t)cb->scratch_limit;
     const int f16 = be->dtype != VAE_DTYPE_F32, frames = t > 1 ? t : 1;
@@ -985,6 +1006,10 @@ int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, 
         return FIT(ph, ph * frames);
     }
     if (op->up > 1 || !spatial) return 0; /* upsampled temporaries come from the pool */
+    const int sym3 = op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
+    if (minimal && (op->kt > 1 || op->st > 1) && sym3 && cb->conv3d &&
+        cb->conv_mode != CU_CONV_GEMM)
+        return 0; /* the 3-D path over the executor's contiguous window: no scratch */
     int cg = op->kt * op->c_in;
     if (f16 && cg % 8 && (op->kh > 1 || op->kw > 1) && cb->cpad) cg = (cg + 7) / 8 * 8;
     const int64_t per = (int64_t)(h + op->pad_h[0] + op->pad_h[1]) *

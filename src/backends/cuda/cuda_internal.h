@@ -248,6 +248,7 @@ typedef struct cuda_backend {
     void *ws;
     size_t ws_bytes;
     size_t scratch_limit; /* blocking target for what uses the scratch area (bytes) */
+    int scratch_capped;   /* the run must do with scratch_bytes (scratch_reserve, capped) */
     struct cu_block { void *p; size_t bytes; } *retired; /* scratch / workspace buffers
                                                            * outgrown while graphs were alive */
     int n_retired;
@@ -358,8 +359,9 @@ int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const 
               int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
 int cuda_conv_window(vae_backend *be, const vae_op *op, void *state);
 /* vtbl scratch_need (cuda_ops.c), and its conv part (cuda_conv.c) */
-int64_t cuda_scratch_need(vae_backend *be, const vae_op *op, int t, int h, int w);
-int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, int h, int w);
+int64_t cuda_scratch_need(vae_backend *be, const vae_op *op, int t, int h, int w, int minimal);
+int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, int h, int w,
+                               int minimal);
 int cuda_ops_prepare(vae_backend *be, const vae_op *op, void **state);
 void cuda_ops_destroy(cuda_backend *cb); /* frees the shuffle tables */
 void cuda_ops_unprepare(vae_backend *be, const vae_op *op, void *state);

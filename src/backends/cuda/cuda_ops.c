@@ -313,9 +313,9 @@ static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, vo
                     "attention kernel");
 }
 
-int64_t cuda_scratch_need(vae_backend *be, const vae_op *op, int t, int h, int w) {
+int64_t cuda_scratch_need(vae_backend *be, const vae_op *op, int t, int h, int w, int minimal) {
     cuda_backend *cb = cu_be(be);
-    if (op->kind == VAE_OP_CONV) return cuda_conv_scratch_need(cb, op, t, h, w);
+    if (op->kind == VAE_OP_CONV) return cuda_conv_scratch_need(cb, op, t, h, w, minimal);
     if (op->kind == VAE_OP_GROUP_NORM)
         return (int64_t)cuk_group_norm_work(be->dtype, t, (int64_t)h * w, op->c_in, op->groups,
                                             cb->sm_count);
