@@ -431,7 +431,6 @@ static int stream_input(run *s, rpart *q, vae_span y, vae_span x, const sink *k)
     return rc;
 }
 
-/* The frames of a store, rows y x columns x, through part q one frame at a time. */
 /* Rows y x columns x of the store through part q, `first` frames in the first step, then
  * `chunk` per step (the steps the untiled stream has there). */
 static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span x, int first,
