@@ -38,6 +38,7 @@ typedef struct vae_settings {
     int cuda_pad3d;          /* VAE_CUDA_PAD3D: channel-padded 3-D windows (1) */
     int cuda_cpad;           /* VAE_CUDA_CPAD: channel-padded 2-D gathers (1) */
     int cuda_kpad;           /* VAE_CUDA_KPAD: filter-padded small convs (1) */
+    int cuda_narrow;         /* VAE_CUDA_NARROW: narrow heads on their own kernel (1) */
     /* VAE_TUNE_CACHE / vae_session_options.tune_cache: the conv path cache file ("": none) */
     char tune_cache[1024];
 } vae_settings;

@@ -68,7 +68,8 @@ void cu_note_peak(cuda_backend *cb) {
 enum { CU_PROF_CAP = 4096 }; /* event pairs resolved at once */
 static const char *const prof_names[CU_P_N] = {
     "conv cuDNN", "conv GEMM", "conv gather/im2col", "conv bias/residual init", "rms norm",
-    "group norm", "eltwise", "resample", "attention", "copy/zero", "upload", "download"};
+    "group norm", "eltwise", "resample", "attention", "copy/zero", "upload", "download",
+    "conv narrow head"};
 
 static void prof_flush(cuda_backend *cb) {
     if (!cb->prof || cb->prof_n == 0) return;
@@ -883,6 +884,7 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->pad3d = st->cuda_pad3d;
     cb->cpad = st->cuda_cpad;
     cb->kpad = st->cuda_kpad;
+    cb->narrow = st->cuda_narrow;
 
     if ((rc = cu_check(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking),
                        "cuda backend", "cudaStreamCreate")))

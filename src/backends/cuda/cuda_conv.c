@@ -36,9 +36,11 @@
  * (h+1)x(w+1) outputs each (in the scratch area, blocks of frames within scratch_limit), of which
  * phase (a,b) uses the window offset by (a,b); a kernel interleaves them into y (+ residual).
  * Other cases (or VAE_CUDA_PHASE=0) upsample into a temporary first.
- * Narrow outputs (16-bit, c_out not a multiple of 8, spatial kernels: the 3-channel heads) run
- * with c_out padded to a multiple of 8 (zero filters) into a temporary, then the real channels
- * (+ residual) are copied out: tensor-core kernels instead of cuDNN's slow narrow ones.
+ * Narrow heads (16-bit, 3x3 with stride and padding 1, at most 8 outputs, c_in a multiple of 16:
+ * the RGB heads) run a tensor-core kernel of their own (cuda_narrow_conv.cu; VAE_CUDA_NARROW=0:
+ * off). Other narrow outputs (16-bit, c_out not a multiple of 8, spatial kernels) run with c_out
+ * padded to a multiple of 8 (zero filters) into a temporary, then the real channels (+ residual)
+ * are copied out: tensor-core kernels instead of cuDNN's slow narrow ones.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -946,7 +948,39 @@ int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const 
     return cuda_conv_checked(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
 }
 
-/* After the checks (no input upsampling): narrow outputs padded, else the conv itself. */
+/* The narrow heads' own kernel (cuda_narrow_conv.cu): 16-bit, at most CUK_NARROW_MAX outputs,
+ * 3x3 with stride 1 and padding 1 (the causal temporal padding is in the frame list), input
+ * channels a multiple of 16 and frames 16-byte aligned (vector loads), one frame list for all
+ * output frames. */
+static int narrow_ok(const cuda_backend *cb, const vae_op *op, const void *const *frames,
+                     int n_in, int t_out) {
+    if (!cb->narrow || cb->base.dtype == VAE_DTYPE_F32 || op->c_out > CUK_NARROW_MAX ||
+        op->c_in % 16 || op->kh != 3 || op->kw != 3 || op->sh != 1 || op->sw != 1 ||
+        op->st != 1 || op->pad_h[0] != 1 || op->pad_h[1] != 1 || op->pad_w[0] != 1 ||
+        op->pad_w[1] != 1 || n_in > CUK_MAX_FRAMES || n_in != t_out + op->kt - 1)
+        return 0;
+    for (int i = 0; i < n_in; i++)
+        if ((uintptr_t)frames[i] % 16) return 0;
+    return 1;
+}
+
+static int run_narrow(cuda_backend *cb, const vae_op *op, conv_state *s,
+                      const void *const *frames, int n_in, int h, int w, const void *residual,
+                      void *y, int t_out) {
+    int rc = need_w3(cb, op, s); /* [kp][kt][3][3][c_in] (kt = 1: the 2-D layout, the same) */
+    if (rc) return rc;
+    cuk_frames fr;
+    memcpy(fr.p, frames, (size_t)n_in * sizeof *frames);
+    int ph = cu_prof_begin(cb, CU_P_NARROW);
+    rc = cu_check(cuk_narrow_conv(cb->stream, cb->base.dtype, &fr, op->kt, t_out, h, w, op->c_in,
+                                  op->c_out, op->kt == 1 ? s->w : s->w3, s->bias, residual, y),
+                  op->name, "narrow conv");
+    cu_prof_end(cb, ph);
+    return rc;
+}
+
+/* After the checks (no input upsampling): narrow heads by their kernel, other narrow outputs
+ * padded, else the conv itself. */
 static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
                              const void *const *frames, int n_in, int h, int w,
                              const void *residual, void *y, int t_out, int h_out, int w_out) {
@@ -954,6 +988,8 @@ static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
     int rc;
     if (h * (int64_t)w > INT32_MAX / 2 || (int64_t)h_out * w_out > INT32_MAX / 2)
         return vae_fail(VAE_EUNSUPPORTED, "%s: frame of %dx%d is too large", op->name, h, w);
+    if (narrow_ok(cb, op, frames, n_in, t_out))
+        return run_narrow(cb, op, s, frames, n_in, h, w, residual, y, t_out);
     if (s->kp == op->c_out)
         return conv_core(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
     /* narrow output: compute kp channels into a temporary, copy out the real ones (+ residual) */

@@ -58,6 +58,14 @@ cudaError_t cuk_eltwise(cudaStream_t s, int dtype, int kind, int act, float act_
 cudaError_t cuk_weight_layout(cudaStream_t s, int dtype, const float *src, void *dst, int co,
                               int kp, int ci, int kt, int kh, int kw, int three_d, int width);
 /* y[r][k] = src[r][k] (+ res[r][k]) for k < c; src rows have cs >= c channels */
+/* Narrow 3x3(x3) convs, stride 1, padding 1, c_out <= CUK_NARROW_MAX, c_in a multiple of 16,
+ * 16-bit (cuda_narrow_conv.cu): y [t_out][h][w][c_out] = bias + res + conv of frames[j .. j+kt)
+ * with the 3-D weight layout wt [>= c_out][kt][3][3][c_in]; bias float32 or NULL, res y-shaped
+ * (may be y) or NULL; frame data 16-byte aligned. */
+enum { CUK_NARROW_MAX = 8 };
+cudaError_t cuk_narrow_conv(cudaStream_t s, int dtype, const cuk_frames *frames, int kt,
+                            int t_out, int h, int w, int c_in, int c_out, const void *wt,
+                            const float *bias, const void *res, void *y);
 cudaError_t cuk_narrow(cudaStream_t s, int dtype, const void *src, int cs, const void *res, void *y,
                        int c, int64_t rows);
 /* y[r][c] = bias[c] (or 0) + res[r][c] (or 0), rows r < rows */
@@ -189,7 +197,7 @@ void cu_pool_destroy(cu_pool *pool);
  * level when the backend is destroyed. */
 enum {
     CU_P_CONV_DNN, CU_P_CONV_GEMM, CU_P_GATHER, CU_P_BIAS, CU_P_RMS, CU_P_GN, CU_P_ELT,
-    CU_P_RESAMPLE, CU_P_ATT, CU_P_COPY, CU_P_UPLOAD, CU_P_DOWNLOAD, CU_P_N
+    CU_P_RESAMPLE, CU_P_ATT, CU_P_COPY, CU_P_UPLOAD, CU_P_DOWNLOAD, CU_P_NARROW, CU_P_N
 };
 
 typedef struct cu_table {
@@ -263,6 +271,7 @@ typedef struct cuda_backend {
     uint64_t tune_seed;   /* VAE_CUDA_TUNE=seed:N: paths by hash instead of timing (0: off) */
     int pw_dnn;           /* 1x1 convs through cuDNN with the fused epilogue (VAE_CUDA_PW=gemm: off) */
     int phase;            /* nearest x2 + 3x3 conv as four 2x2 phase convs (VAE_CUDA_PHASE) */
+    int narrow;           /* narrow heads on their own tensor-core kernel (VAE_CUDA_NARROW) */
     int pad3d, cpad, kpad; /* channel-padded 3-D windows, 2-D gathers, filters (VAE_CUDA_*PAD*) */
     cudaEvent_t tune_ev[2];
     void *dnn;            /* cudnn state (cudnn_conv.c), created on first use */
