@@ -44,6 +44,15 @@ static int write_file(const char *path, const void *data, size_t n) {
     size_t w = n ? fwrite(data, 1, n, f) : 0;
     return (fclose(f) == 0 && w == n) ? 0 : -1;
 }
+/* data written to a new temporary file (its name into p), then opened with no error left over */
+static int open_written(char *p, size_t len, const char *ext, const void *data, size_t n,
+                        vae_store **s) {
+    tmp_path(p, len, ext);
+    write_file(p, data, n);
+    *s = NULL;
+    vae_error_clear();
+    return vae_store_open(s, p);
+}
 static uint8_t *read_file(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -97,11 +106,8 @@ static void expect_fail_bytes(const void *data, size_t n, const char *what) {
 /* Opens a file that may or may not be valid (fuzzing): only a clean outcome is required. */
 static void open_any(const void *data, size_t n) {
     char p[600];
-    tmp_path(p, sizeof p, ".bin");
-    write_file(p, data, n);
     vae_store *s = NULL;
-    vae_error_clear();
-    int rc = vae_store_open(&s, p);
+    int rc = open_written(p, sizeof p, ".bin", data, n, &s);
     if (rc == 0) { /* a valid result must convert without reading out of bounds */
         for (int i = 0; i < s->n; i++) {
             int64_t ne = vae_store_numel(&s->tensors[i]);
@@ -379,11 +385,8 @@ static void st_case(const char *json, size_t data_bytes, int expect_ok, const ch
     for (size_t i = 0; i < data_bytes; i++) put_u8(&x, (unsigned)i);
     if (expect_ok) {
         char p[600];
-        tmp_path(p, sizeof p, ".safetensors");
-        write_file(p, x.b, x.n);
         vae_store *s = NULL;
-        vae_error_clear();
-        int rc = vae_store_open(&s, p);
+        int rc = open_written(p, sizeof p, ".safetensors", x.b, x.n, &s);
         CHECK(rc == 0, "%s: expected to open, rc %d", what, rc);
         vae_store_free(s);
         remove(p);
@@ -478,11 +481,8 @@ static buf make_gguf(void) {
 static void test_gguf(void) {
     buf x = make_gguf();
     char p[600];
-    tmp_path(p, sizeof p, ".gguf");
-    write_file(p, x.b, x.n);
     vae_store *s = NULL;
-    vae_error_clear();
-    int rc = vae_store_open(&s, p);
+    int rc = open_written(p, sizeof p, ".gguf", x.b, x.n, &s);
     CHECK(rc == 0, "open generated gguf: %d", rc);
     if (rc == 0) {
         CHECK(!strcmp(s->format, "gguf") && s->n == 5, "gguf: %s, %d tensors", s->format, s->n);
@@ -524,10 +524,7 @@ static void test_gguf(void) {
 
     /* the same file as GGUF v2 (identical layout) */
     x.b[4] = 2;
-    tmp_path(p, sizeof p, ".gguf");
-    write_file(p, x.b, x.n);
-    vae_error_clear();
-    rc = vae_store_open(&s, p);
+    rc = open_written(p, sizeof p, ".gguf", x.b, x.n, &s);
     CHECK(rc == 0 && s->n == 5, "gguf v2 opens: rc %d", rc);
     if (rc == 0) vae_store_free(s);
     remove(p);
@@ -574,11 +571,8 @@ static buf make_npy(int major, const char *dict, const void *data, size_t n) {
 
 static void npy_check(buf x, vae_storage_type type, int ndim, const int64_t *shape, const float *want, const char *what) {
     char p[600];
-    tmp_path(p, sizeof p, ".npy");
-    write_file(p, x.b, x.n);
     vae_store *s = NULL;
-    vae_error_clear();
-    int rc = vae_store_open(&s, p);
+    int rc = open_written(p, sizeof p, ".npy", x.b, x.n, &s);
     CHECK(rc == 0, "%s: open rc %d", what, rc);
     if (rc == 0) {
         const vae_store_tensor *t = vae_store_find(s, "");
@@ -787,11 +781,8 @@ static buf make_pth(const char *variant) {
 static void test_pth_synthetic(void) {
     buf z = make_pth("");
     char p[600];
-    tmp_path(p, sizeof p, ".pth");
-    write_file(p, z.b, z.n);
     vae_store *s = NULL;
-    vae_error_clear();
-    int rc = vae_store_open(&s, p);
+    int rc = open_written(p, sizeof p, ".pth", z.b, z.n, &s);
     CHECK(rc == 0, "open synthetic pth: %d", rc);
     if (rc == 0) {
         CHECK(s->n == 5, "synthetic pth: 5 tensors (got %d)", s->n);
@@ -829,10 +820,7 @@ static void test_pth_synthetic(void) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         buf y = make_pth(bad[i].v);
-        tmp_path(p, sizeof p, ".pth");
-        write_file(p, y.b, y.n);
-        vae_error_clear();
-        rc = vae_store_open(&s, p);
+        rc = open_written(p, sizeof p, ".pth", y.b, y.n, &s);
         CHECK(rc == bad[i].code && (rc == 0 || vae_last_error()[0]), "pickle %s: rc %d (want %d)", bad[i].v, rc, bad[i].code);
         if (rc == 0) {
             const vae_store_tensor *zt = vae_store_find(s, "z");
@@ -859,11 +847,8 @@ static void test_resource_bounds(void) {
     size_t second = cdo + 46 + strlen(e[0].name);
     memset(z.b + second + 42, 0, 4); /* local header offset := 0, the first entry's */
     char p[600];
-    tmp_path(p, sizeof p, ".pth");
-    write_file(p, z.b, z.n);
     vae_store *s = NULL;
-    vae_error_clear();
-    int rc = vae_store_open(&s, p);
+    int rc = open_written(p, sizeof p, ".pth", z.b, z.n, &s);
     CHECK(rc == VAE_EFORMAT && strstr(vae_last_error(), "overlap") && strstr(vae_last_error(), p),
           "zip entries sharing bytes: rc %d (%s)", rc, vae_last_error());
     if (rc == 0) vae_store_free(s);

@@ -274,9 +274,10 @@ static int search_tiles(planner *pl, cand *best, cand *floor_c) {
     floor_c->peak = -1;
     best->peak = -1;
     const int64_t budget = pl->rq->budget;
-    const int forced = pl->rq->cut >= 0;
-    for (int k = forced ? forced_cut(pl) : 0; k < pl->n_cuts && (!forced || k == forced_cut(pl));
-         k++) {
+    /* every start point, or the one settings.plan_cut asks for */
+    const int k0 = pl->rq->cut >= 0 ? forced_cut(pl) : 0;
+    const int k1 = pl->rq->cut >= 0 ? k0 + 1 : pl->n_cuts;
+    for (int k = k0; k < k1; k++) {
         int rc = parts_at(pl, k);
         if (rc) return rc;
         const part *b = &pl->pb;

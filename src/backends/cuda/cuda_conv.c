@@ -241,6 +241,13 @@ static void fill_frames(cuk_frames *f, const void *const *frames, int n) {
     for (int i = 0; i < n && i < CUK_MAX_FRAMES; i++) f->p[i] = frames[i];
 }
 
+/* Bytes of one output frame's temporally gathered input x' with explicit zero padding
+ * ([h + pads][w + pads][cg]): what the per-block path holds in the scratch area per frame. */
+static size_t gathered_frame_bytes(const vae_op *op, int h, int w, int cg, size_t es) {
+    return (size_t)(h + op->pad_h[0] + op->pad_h[1]) * (size_t)(w + op->pad_w[0] + op->pad_w[1]) *
+           (size_t)cg * es;
+}
+
 /* frames fr[j*st] for j < tb follow each other in memory (one [tb][h][w][c] tensor) */
 static int frames_consecutive(const void *const *fr, int tb, int st, size_t fb) {
     for (int j = 1; j < tb; j++)
@@ -406,7 +413,8 @@ static int block_cudnn(conv_call *cc, const void *const *fr, int j0, int tb) {
         const int cg = cc->s->cg, padded = cg != op->kt * op->c_in;
         const int hp = cc->h + op->pad_h[0] + op->pad_h[1], wp = cc->w + op->pad_w[0] + op->pad_w[1];
         if (padded && (rc = need_w2p(cb, op, cc->s))) return rc;
-        void *gbuf = cu_scratch(cb, (size_t)tb * hp * wp * cg * cc->es, op->name);
+        const size_t frame = gathered_frame_bytes(op, cc->h, cc->w, cg, cc->es);
+        void *gbuf = cu_scratch(cb, (size_t)tb * frame, op->name);
         if (!gbuf) return VAE_ENOMEM;
         cuk_frames f;
         fill_frames(&f, fr, (tb - 1) * op->st + op->kt);
@@ -601,8 +609,7 @@ static int run_blocks(conv_call *cc, const void *const *frames, int t_out) {
     /* output frames per block: the frame list of a block fits a kernel argument, and its gathered
      * input stays within scratch_limit (at least one frame) */
     int tb_max = (CUK_MAX_FRAMES - op->kt) / op->st + 1;
-    size_t per_frame = (size_t)(h + op->pad_h[0] + op->pad_h[1]) *
-                       (w + op->pad_w[0] + op->pad_w[1]) * (size_t)s->cg * cc->es;
+    size_t per_frame = gathered_frame_bytes(op, h, w, s->cg, cc->es);
     size_t fit = per_frame ? cb->scratch_limit / per_frame : (size_t)tb_max;
     if (fit < 1) fit = 1;
     if ((size_t)tb_max > fit) tb_max = (int)fit;
@@ -703,11 +710,9 @@ static int path_too_big(const conv_call *cc, int path, int consec) {
     const cuda_backend *cb = cc->cb;
     const vae_op *op = cc->op;
     if (!cb->scratch_capped || path == PATH_3D || !consec || cc->s->no3d) return 0;
-    const size_t hp = (size_t)(cc->h + op->pad_h[0] + op->pad_h[1]);
-    const size_t wp = (size_t)(cc->w + op->pad_w[0] + op->pad_w[1]);
-    const size_t need = path == PATH_3DPAD
+    const size_t need = path == PATH_3DPAD /* one output frame's window, or gathered frame */
                             ? (size_t)op->kt * cc->h * cc->w * (size_t)cc->s->cp * cc->es
-                            : hp * wp * (size_t)cc->s->cg * cc->es; /* one gathered frame */
+                            : gathered_frame_bytes(op, cc->h, cc->w, cc->s->cg, cc->es);
     return need > cb->scratch_bytes;
 }
 
@@ -1042,16 +1047,14 @@ int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, 
         return FIT(ph, ph * frames);
     }
     if (op->up > 1 || !spatial) return 0; /* upsampled temporaries come from the pool */
-    const int sym3 = op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
-    if (minimal && (op->kt > 1 || op->st > 1) && sym3 && cb->conv3d &&
+    const int sym = op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
+    if (minimal && (op->kt > 1 || op->st > 1) && sym && cb->conv3d &&
         cb->conv_mode != CU_CONV_GEMM)
         return 0; /* the 3-D path over the executor's contiguous window: no scratch */
     int cg = op->kt * op->c_in;
     if (f16 && cg % 8 && (op->kh > 1 || op->kw > 1) && cb->cpad) cg = (cg + 7) / 8 * 8;
-    const int64_t per = (int64_t)(h + op->pad_h[0] + op->pad_h[1]) *
-                        (w + op->pad_w[0] + op->pad_w[1]) * cg * es;
+    const int64_t per = (int64_t)gathered_frame_bytes(op, h, w, cg, (size_t)es);
     int64_t need = FIT(per, per * frames);
-    const int sym = op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
     if (f16 && op->kt > 1 && sym && op->c_in % 8 == 0 && op->c_in % 64 && op->c_in >= 32 &&
         cb->pad3d) {
         const int64_t in_frame = (int64_t)h * w * ((op->c_in + 63) / 64 * 64) * es;
