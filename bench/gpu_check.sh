@@ -23,6 +23,9 @@
 #   --budget    also the memory-budget workloads of the planner issue (vae bench --max-memory,
 #               each beside its untiled run; BUDGET_LIST overrides: 'WORKLOAD|FLAGS;...';
 #               UNTILED=skip leaves the untiled runs out)
+#   --group     also the fixtures on a device group of every GPU there is (one GPU: two lanes
+#               on it; --tiles 3 --devices N), and with --budget, scaling: set BUDGET_LIST to workloads with
+#               '--devices 0,1,..' as their flags (each beside its one-GPU run)
 #   --python    also the Python package: pytest python/tests with build-gpu/libvae.so (CUDA
 #               tensors in place; diffusers from the carried .whl folder) and bench/vaec_bench.py
 #               beside `vae bench` of the same workload (Wan2.1 decode 81x480x832, bf16)
@@ -49,6 +52,7 @@ shift
 DEPS=""
 [ -d build-gpu-deps ] && DEPS=$ROOT/build-gpu-deps
 FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1 REPEAT=0 SANITIZE=0 TILES=0 BUDGET=0
+GROUP=0
 PYTHON=0 COLD=0 PERF=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -65,6 +69,7 @@ while [ $# -gt 0 ]; do
     --compare) COMPARE=1 ;;
     --tiles) TILES=1 ;;
     --budget) BUDGET=1 ;;
+    --group) GROUP=1 ;;
     --python) PYTHON=1 ;;
     --cold) COLD=1 ;;
     --perf) PERF=1 ;;
@@ -253,6 +258,19 @@ if [ $TILES = 1 ]; then
         done
     done
     fixture_run "blend taef2_real fp32" taef2_real fp32 --blend 128
+fi
+# device groups of every GPU there is (one GPU: two lanes on it): each fixture case on the
+# group's own plan and with exact tiles shared out, within 1e-5 (fp32) / 2e-2 (bf16) of one GPU's
+# output, and a blend
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$NGPU" -lt 2 ] && NGPU=2
+if [ $GROUP = 1 ]; then
+    for fx in wan21_tiny wan22_tiny seedvr2_tiny taef2_real wan21_small; do
+        for dt in fp32 bf16; do
+            fixture_run "group of $NGPU $fx $dt" $fx $dt --tiles 3 --devices $NGPU
+        done
+    done
+    fixture_run "group of $NGPU blend taef2_real fp32" taef2_real fp32 --blend 128 --devices $NGPU
 fi
 grep -E "^FAIL" "$OUT/fixtures.log" | head -40 >>"$SUMMARY"
 grep -E "^PASS .*rel_err|^INFO .*predicted" "$OUT/fixtures.log" >>"$SUMMARY"

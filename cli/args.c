@@ -99,7 +99,12 @@ const char cli_mem_help[] =
     "  --tile-size PX          blend: tile size in pixels of the video side (default 512)\n"
     "  --tile-overlap PX       blend: overlap in pixels of the video side (default: tile / 8)\n"
     "  --tune-cache PATH       cuda: file of the conv path choices kept between runs (default:\n"
-    "                          ~/.cache/vae.c/cuda-tune.txt; '' keeps none)\n";
+    "                          ~/.cache/vae.c/cuda-tune.txt; '' keeps none)\n"
+    "  --devices I,J,..        share the work among these GPUs (a device group, e.g. 0,1,2,3):\n"
+    "                          each takes every n-th exact tile; the output equals the one-GPU\n"
+    "                          output. Models whose exact plan is whole frames (seedvr2) run on\n"
+    "                          the first alone. --max-memory is each GPU's budget (a GPU listed\n"
+    "                          twice runs two lanes that split it)\n";
 
 int cli_parse_bytes(const char *cmd, const char *flag, const char *s, int64_t *out) {
     char *end;
@@ -120,9 +125,29 @@ bad:
                                 "not '%s'", flag, s);
 }
 
+/* "0,1,2,3": device indices, at most VAE_MAX_DEVICES (one listed twice: two lanes on it) */
+static int parse_devices(const char *cmd, const char *s, vae_session_options *so) {
+    int n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > 1023 || (*end && *end != ',') || n == VAE_MAX_DEVICES)
+            return cli_usage_error(cmd, "--devices: expected up to %d device indices such as 0,1,2,3, "
+                                        "not '%s'", VAE_MAX_DEVICES, s);
+        so->devices[n++] = (int)v;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) return cli_usage_error(cmd, "--devices: '%s' ends with a comma", s);
+    }
+    if (n == 0) return cli_usage_error(cmd, "--devices: expected device indices such as 0,1");
+    so->n_devices = n;
+    return CLI_OK;
+}
+
 int cli_memory_options(const char *cmd, const cli_mem_args *a, vae_session_options *so) {
     int rc;
     if (a->tune_cache) so->tune_cache = a->tune_cache;
+    if (a->devices && (rc = parse_devices(cmd, a->devices, so))) return rc;
     if (a->max_memory && (rc = cli_parse_bytes(cmd, "--max-memory", a->max_memory, &so->max_memory)))
         return rc;
     if (a->tile_mode) {

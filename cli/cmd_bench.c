@@ -187,6 +187,7 @@ int cmd_bench(int argc, char **argv) {
     if (psnr_flag) { /* the same input through an untiled session: the exact output */
         vae_session_options ro = so;
         ro.tile_mode = VAE_TILE_NONE, ro.max_memory = 0, ro.tile_height = ro.tile_width = 0;
+        ro.n_devices = 0; /* one device */
         vae_session *ref = NULL;
         sink r = {0, k.t_total, malloc(out_vals * sizeof(float))};
         rc = r.keep ? vae_session_create(&ref, m, &ro) : VAE_ENOMEM;
@@ -206,6 +207,12 @@ int cmd_bench(int argc, char **argv) {
     qsort(times, (size_t)runs, sizeof *times, cmp_double);
     double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
     double peak = (double)vae_session_peak_bytes(s);
+    int64_t dev_peaks[VAE_MAX_DEVICES];
+    const int n_dev = vae_session_device_peaks(s, dev_peaks, VAE_MAX_DEVICES);
+    char peaks_json[VAE_MAX_DEVICES * 24] = "";
+    for (int d = 0, n = 0; d < n_dev; d++)
+        n += snprintf(peaks_json + n, sizeof peaks_json - (size_t)n, "%s%lld", d ? "," : "",
+                      (long long)dev_peaks[d]);
     static const char *const order[] = {"whole", "tiled", "blend"};
     printf("%s %s %dx%dx%d (%s, %s): median %.3f s (min %.3f, %d runs; first run %.3f s), "
            "%.1f TFLOP/s (%.1f TFLOP), peak memory %.2f GiB (predicted %.2f), %s %dx%d, %d frames "
@@ -218,10 +225,11 @@ int cmd_bench(int argc, char **argv) {
            "\"cold_s\":%.4f,"
            "\"tflop\":%.2f,\"tflops\":%.2f,\"peak_bytes\":%.0f,\"predicted_bytes\":%lld,"
            "\"budget_bytes\":%lld,\"order\":\"%s\",\"tiles\":\"%dx%d\",\"plan_tflop\":%.2f,"
-           "\"max_rss_kib\":%ld,\"psnr_db\":%.2f}\n",
+           "\"max_rss_kib\":%ld,\"psnr_db\":%.2f,\"devices\":%d,\"device_peak_bytes\":[%s]}\n",
            info.arch, op, frames, H, W, device, dtype, med, times[0], runs, cold, flops / 1e12,
            flops / med / 1e12, peak, (long long)plan.peak_bytes, (long long)plan.budget_bytes,
-           order[plan.order], plan.tiles_y, plan.tiles_x, plan.flops / 1e12, ru.ru_maxrss, db);
+           order[plan.order], plan.tiles_y, plan.tiles_x, plan.flops / 1e12, ru.ru_maxrss, db, n_dev,
+           peaks_json);
     rc = CLI_OK;
 done:
     free(in.data);

@@ -182,6 +182,9 @@ VAE_API int vae_model_flops(const vae_model *model, int encode, const int64_t *i
 /* ---- sessions -------------------------------------------------------------------------------- */
 typedef struct vae_session vae_session;
 
+/* The most devices one session shares its work among (vae_session_options.devices). */
+#define VAE_MAX_DEVICES 8
+
 /* How frames are split into spatial tiles when they do not fit the memory budget whole. */
 typedef enum {
     VAE_TILE_AUTO = 0,  /* exact tiles: the output equals the untiled one (float rounding aside);
@@ -261,6 +264,19 @@ typedef struct vae_session_options {
      * by GPU, driver, cuDNN and engine versions, dtype and shape; concurrent writers and damaged
      * files are safe (a bad line is ignored and timed again). VAE_TUNE_CACHE overrides it. */
     const char *tune_cache;
+    /* A device group: n_devices > 1 devices (indices in devices[]; CUDA GPUs of this process)
+     * share each call's work; 0 or 1: device_index alone. A GPU listed k times runs k lanes
+     * that split its memory (for tests on one GPU; they overlap one lane's host work with the
+     * other's kernels). Where the exact plan has
+     * tiles (Wan2.1, Wan2.2 and TAESD-family tile-major plans), each device computes the
+     * latent-resolution part itself and every n-th tile, one host thread per device, and the
+     * output equals the one-device tiled output bit for bit; the planner takes tiles for this
+     * when sharing them beats whole frames on one device. Models whose exact plan is whole
+     * frames (SeedVR2: GroupNorm over every frame) run on devices[0] alone (a warning says so).
+     * Tensors in device memory must be on devices[0]; max_memory is each device's budget. CPU:
+     * n_devices lanes of threads / n_devices threads each (the same code path, for tests). */
+    int n_devices;
+    int devices[VAE_MAX_DEVICES];
 } vae_session_options;
 VAE_API void vae_session_options_default(vae_session_options *opts);
 /* Sets a developer switch; VAE_EINVAL for an unknown parameter or a value out of its range. */
@@ -342,10 +358,14 @@ VAE_API int vae_session_plan(vae_session *session, int encode, const int64_t *sh
                      vae_plan_info *info);
 
 /* Peak bytes of backend memory held during the session's last encode/decode call (before any:
- * since creation). CUDA: everything the backend held on the device at its worst moment (weights
- * in the session's layouts, activations and caches, scratch, cuDNN workspace). CPU: activations,
- * caches and stores (the weights are the model's, shared by its sessions). */
+ * since creation; a device group: the largest of its devices'). CUDA: everything the backend
+ * held on the device at its worst moment (weights in the session's layouts, activations and
+ * caches, scratch, cuDNN workspace). CPU: activations, caches and stores (the weights are the
+ * model's, shared by its sessions). */
 VAE_API int64_t vae_session_peak_bytes(const vae_session *session);
+/* The same for each device of the session (a device group: devices[k] of the options) into
+ * peaks[0 .. max); returns the number of devices (1 without a group). */
+VAE_API int vae_session_device_peaks(const vae_session *session, int64_t *peaks, int max);
 
 /* ---- files ----------------------------------------------------------------------------------- */
 /* Reads one tensor from .safetensors/.pth/.gguf/.npy as float32. name NULL = the file must hold

@@ -8,7 +8,9 @@
  * With "cuda", the sessions run on the GPU and the countdown also fails device allocations
  * (the backend's cudaMalloc or the host's pool); those the caching allocator recovers from (it
  * frees its cached blocks and tries again) succeed.
- * "quick" sweeps two of the scenarios (the sanitizer build, where every try is 3x slower).
+ * A device group of two lanes (threads) sweeps too: a failure on either stops both, and the call
+ * returns it.
+ * "quick" sweeps three of the scenarios (the sanitizer build, where every try is 3x slower).
  * usage: test_alloc_fail SHARED_DIR [cuda|quick] */
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +37,7 @@ typedef struct scenario {
     int encode;
     vae_tile_mode mode;
     int tile, blend;
+    int lanes; /* > 1: a device group of that many lanes (threads; a failure on one stops all) */
 } scenario;
 
 static double rel_diff(const vae_tensor *a, const vae_tensor *b) {
@@ -61,6 +64,8 @@ static long sweep(const vae_model *m, const scenario *sc, const vae_tensor *in) 
     so.tile_mode = sc->mode;
     so.tile_height = so.tile_width = sc->tile;
     so.blend_tile = sc->blend, so.blend_overlap = sc->blend / 4;
+    so.n_devices = sc->lanes;
+    so.threads = sc->lanes > 1 ? sc->lanes : 1; /* one thread per lane */
     vae_session *s = NULL;
     vae_tensor ref = {0}, out = {0};
     int rc = vae_session_create(&s, m, &so);
@@ -122,17 +127,18 @@ int main(int argc, char **argv) {
         return 1;
     }
     const scenario scs[] = {
-        {"decode, whole frames", "dec_img.latent", 0, VAE_TILE_AUTO, 0, 0},
-        {"encode, whole frames", "enc_img.video", 1, VAE_TILE_AUTO, 0, 0},
-        {"decode, exact 16 px tiles", "dec_img.latent", 0, VAE_TILE_AUTO, 16, 0},
-        {"encode, exact 16 px tiles", "enc_img.video", 1, VAE_TILE_AUTO, 16, 0},
-        {"decode, blended 32 px tiles", "dec_img.latent", 0, VAE_TILE_BLEND, 0, 32},
+        {"decode, whole frames", "dec_img.latent", 0, VAE_TILE_AUTO, 0, 0, 1},
+        {"encode, whole frames", "enc_img.video", 1, VAE_TILE_AUTO, 0, 0, 1},
+        {"decode, exact 16 px tiles", "dec_img.latent", 0, VAE_TILE_AUTO, 16, 0, 1},
+        {"encode, exact 16 px tiles", "enc_img.video", 1, VAE_TILE_AUTO, 16, 0, 1},
+        {"decode, blended 32 px tiles", "dec_img.latent", 0, VAE_TILE_BLEND, 0, 32, 1},
+        {"encode, exact 16 px tiles on 2 lanes", "enc_img.video", 1, VAE_TILE_AUTO, 16, 0, 2},
     };
     for (size_t i = 0; i < sizeof scs / sizeof *scs; i++) {
         /* on the GPU every try makes a CUDA backend (~0.1 s): the decodes, whole and tiled */
         if (device == VAE_DEVICE_CUDA && (scs[i].encode || scs[i].mode == VAE_TILE_BLEND)) continue;
-        /* quick (the sanitizer build, 3x slower): whole-frame decode and tiled encode */
-        if (quick && i != 0 && i != 3) continue;
+        /* quick (the sanitizer build, 3x slower): whole-frame decode, tiled encode, a group */
+        if (quick && i != 0 && i != 3 && i != 5) continue;
         const long before = n_fail;
         long n = sweep(m, &scs[i], scs[i].encode ? &img : &lat);
         printf("%s %s: %ld allocations, each failing in turn\n", n_fail == before ? "PASS" : "FAIL",

@@ -2,13 +2,17 @@
  *
  * usage: test_fixtures SHARED_DIR FIXTURE [--device cpu|cuda] [--dtype fp32|bf16|fp16|fp8]
  *                     [--tol X] [--min-psnr DB] [--tiles N] [--blend PX] [--tile HxW]
- *                     [--max-memory BYTES]
+ *                     [--max-memory BYTES] [--devices N]
  *
  * Weights come from the shipped checkpoint ("file"), the taef2 .pth files, or a checkpoint written
  * by vae_synth_checkpoint() from the fixture's `config` (then checked against its `checksums`).
  * Each case's output must be within the relative error tolerance of the float64 reference, with no
  * NaN (default tolerance: fp32 1e-4, bf16/fp16 2e-2, fp8 5e-2); with --min-psnr, decoded images
  * must also be at least that many dB from the reference (over the reference's value range).
+ * With --devices N, each case (and each tiled or blended run) again on a device group of N
+ * (CPU: N lanes; CUDA: GPUs 0..N-1, shared by lanes when there are fewer): exact plans must equal the one-device
+ * output bit for bit on the CPU (within the tiles' tolerance on GPUs, which tune their conv paths
+ * each by its own timing), blends within 1e-6.
  * Prints one line per check and "N passed, M failed".
  */
 #define _POSIX_C_SOURCE 200809L
@@ -24,6 +28,7 @@
 #include "vae.h"
 
 static int passed, failed;
+static int group_devices; /* --devices */
 
 static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void check(int ok, const char *fmt, ...) {
@@ -131,6 +136,58 @@ static int same_shape(const vae_tensor *a, const cJSON *shape) {
     return 1;
 }
 
+/* The same call on a device group of group_devices (options *base otherwise): its output against
+ * the one-device output `single` (bit for bit when bits, else within tol), and, on the CPU, its
+ * predicted peak against the largest measured on a device. */
+static void check_group(const vae_model *m, const vae_session_options *base, int encode,
+                        const vae_tensor *in, const vae_tensor *single, int bits, double tol,
+                        const char *label) {
+    vae_session_options so = *base;
+    so.n_devices = group_devices;
+    /* GPUs 0..N-1; with fewer GPUs, lanes share them (the same code, one device's speed) */
+    const int gpus = so.device == VAE_DEVICE_CUDA ? vae_device_count(VAE_DEVICE_CUDA) : 0;
+    for (int k = 0; k < group_devices; k++)
+        so.devices[k] = gpus > 0 ? k % gpus : k;
+    /* CPU lanes share the threads: each gets as many as the one-device session had (sums over
+     * other thread counts round differently) */
+    so.threads = (base->threads > 0 ? base->threads : (int)sysconf(_SC_NPROCESSORS_ONLN)) *
+                 group_devices;
+    /* GPUs tune their conv paths each by its own timing: equal within rounding only */
+    if (so.device == VAE_DEVICE_CUDA) bits = 0;
+    vae_session *s = NULL;
+    vae_plan_info plan;
+    vae_tensor out = {0};
+    int rc = vae_session_create(&s, m, &so);
+    if (rc == VAE_OK) rc = vae_session_plan(s, encode, in->shape, in->ndim, &plan);
+    const double t0 = now();
+    if (rc == VAE_OK) rc = encode ? vae_encode_tensor(s, in, &out) : vae_decode_tensor(s, in, &out);
+    const double dt = now() - t0;
+    if (rc) {
+        check(0, "%s on %d devices: %s", label, group_devices, vae_last_error());
+        vae_session_free(s);
+        return;
+    }
+    int64_t bad;
+    const double e = rel_error(&out, single, &bad);
+    const int same = numel(&out) == numel(single) &&
+                     memcmp(out.data, single->data, (size_t)numel(&out) * sizeof(float)) == 0;
+    static const char *const order[] = {"whole frames", "tiles", "blend"};
+    check(bad == 0 && (bits ? same : e <= tol),
+          "%s on %d devices (%s %dx%d): %s one device (rel %.2e, %s %.0e)  %.2f s", label,
+          group_devices, order[plan.order], plan.tiles_y, plan.tiles_x,
+          same ? "bit for bit as on" : "against", e, bits ? "wanted 0, tol" : "tol", tol, dt);
+    int64_t peaks[VAE_MAX_DEVICES];
+    const int n = vae_session_device_peaks(s, peaks, VAE_MAX_DEVICES);
+    const double measured = (double)vae_session_peak_bytes(s), predicted = (double)plan.peak_bytes;
+    check(n == group_devices, "%s: %d devices report a peak", label, n);
+    if (so.device == VAE_DEVICE_CPU)
+        check(measured <= 1.02 * predicted && measured >= 0.9 * predicted,
+              "%s on %d devices: predicted peak %.0f bytes, measured %.0f (%+.1f%%)", label,
+              group_devices, predicted, measured, 100.0 * (measured / predicted - 1));
+    vae_tensor_free(&out);
+    vae_session_free(s);
+}
+
 /* The case once more in a fresh session with other tiling options: exact tiles (at least n per
  * axis where the size allows) must meet the fixture's tolerance and stay within tol_tiles of the
  * untiled output; blended tiles (blend > 0: tile size in pixels) report their distance to it and
@@ -188,6 +245,11 @@ static void check_tiles(const vae_model *m, const vae_session_options *base, int
     else
         printf("INFO %s: predicted peak %.1f MiB, measured %.1f MiB (%+.1f%%)\n", label,
                predicted / 1048576, measured / 1048576, 100.0 * (measured / predicted - 1));
+    if (group_devices > 1) { /* the same tiles shared out: the same output, bit for bit */
+        char glabel[300];
+        snprintf(glabel, sizeof glabel, "%s %s", label, blend ? "blend" : "tiles");
+        check_group(m, &so, encode, in, &out, !blend, blend ? 1e-6 : tol_tiles, glabel);
+    }
     vae_tensor_free(&out);
     vae_session_free(s);
 }
@@ -224,7 +286,7 @@ static void check_checksums(const char *ckpt, const cJSON *sums) {
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s SHARED_DIR FIXTURE [--device D] [--dtype T] [--tol X] "
-                        "[--tiles N] [--blend PX] [--tile HxW] [--max-memory BYTES]\n", argv[0]);
+                        "[--tiles N] [--blend PX] [--tile HxW] [--max-memory BYTES] [--devices N]\n", argv[0]);
         return 2;
     }
     const char *shared = argv[1], *name = argv[2], *device = "cpu", *dtype = "fp32";
@@ -240,6 +302,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--blend") == 0) sscanf(argv[i + 1], "%d", &blend);
         else if (strcmp(argv[i], "--tiles") == 0) sscanf(argv[i + 1], "%d", &tiles);
         else if (strcmp(argv[i], "--max-memory") == 0) sscanf(argv[i + 1], "%lld", &max_mem);
+        else if (strcmp(argv[i], "--devices") == 0) sscanf(argv[i + 1], "%d", &group_devices);
     }
     const char *lv = getenv("VAE_TEST_LOG");
     if (lv && *lv)
@@ -352,6 +415,8 @@ int main(int argc, char **argv) {
                 snprintf(label, sizeof label, "%s %s", name, cname);
                 const vae_model *mm = encode ? enc : dec;
                 const double tol_tiles = so.dtype == VAE_DTYPE_F32 ? 1e-5 : 2e-2;
+                if (group_devices > 1) /* the planner's own choice for the group */
+                    check_group(mm, &so, encode, &in, &out, 0, tol_tiles, label);
                 if (tiles) check_tiles(mm, &so, encode, &in, &out, &ref, tol, tol_tiles, tiles, 0, label);
                 if (blend) check_tiles(mm, &so, encode, &in, &out, &ref, tol, tol_tiles, 0, blend, label);
             }

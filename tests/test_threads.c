@@ -2,7 +2,8 @@
  *
  * Each thread makes its own session of the shared model (CPU backend, one OpenMP thread, so that
  * ThreadSanitizer sees only the library's own threads) and decodes and encodes the wan21_tiny
- * cases again and again: every output equals the single-threaded one bit for bit, and the
+ * cases again and again (one of them on a device group of two CPU lanes, each on a thread of its
+ * own): every output equals the single-threaded one bit for bit (tiled: within 1e-5), and the
  * thread-local error message of a failing call on one thread is that call's own. The suite also
  * runs it under ThreadSanitizer (scripts/test.sh: build-tsan).
  * usage: test_threads SHARED_DIR */
@@ -42,6 +43,10 @@ static void *worker(void *arg) {
     so.threads = 1;
     const int tiled = j->id % 2; /* exact tiles: the same output up to float rounding */
     if (tiled) so.tile_height = so.tile_width = 16;
+    if (j->id == THREADS - 1) { /* a device group of 2 CPU lanes (one thread each) sharing them */
+        so.n_devices = 2, so.devices[0] = 0, so.devices[1] = 1;
+        so.threads = 2;
+    }
     vae_session *s = NULL;
     if (vae_session_create(&s, j->m, &so)) {
         printf("FAIL thread %d: session: %s\n", j->id, vae_last_error());

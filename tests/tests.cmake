@@ -45,6 +45,20 @@ set_tests_properties(fixture_tiles_cut2_host_taef2_real PROPERTIES LABELS fixtur
 add_test(NAME fixture_tiles_cut1_file_wan21_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_tiny --tiles 3)
 set_tests_properties(fixture_tiles_cut1_file_wan21_tiny PROPERTIES LABELS fixture
                      ENVIRONMENT "VAE_PLAN_CUT=1;VAE_EXEC_STORE_HOST=1;VAE_EXEC_HOST_MB=0")
+# device groups (CPU lanes, one thread each: the same code as GPUs): each case on the planner's
+# choice for the group, then its exact tiles and blends shared out, bit for bit as on one device;
+# seedvr2's plan is whole frames (device 0 alone); the output and B's store in temporary files
+foreach(fx wan21_tiny:2 wan22_tiny:3 seedvr2_tiny:2)
+  string(REPLACE ":" ";" fx_n ${fx})
+  list(GET fx_n 0 name)
+  list(GET fx_n 1 n)
+  add_test(NAME fixture_group${n}_${name} COMMAND test_fixtures ${VAE_SHARED_DIR} ${name} --tiles 3 --devices ${n})
+  set_tests_properties(fixture_group${n}_${name} PROPERTIES LABELS fixture)
+endforeach()
+add_test(NAME fixture_group2_blend_taef2_real COMMAND test_fixtures ${VAE_SHARED_DIR} taef2_real --blend 128 --devices 2)
+add_test(NAME fixture_group2_file_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3 --devices 2)
+set_tests_properties(fixture_group2_blend_taef2_real fixture_group2_file_wan22_tiny PROPERTIES LABELS fixture)
+set_tests_properties(fixture_group2_file_wan22_tiny PROPERTIES ENVIRONMENT "VAE_EXEC_HOST_MB=0")
 # FP8 emulated on the CPU (--dtype fp8): synthetic-weight fixtures within 0.16 relative of the
 # reference (measured 0.03-0.145: E4M3 rounds each conv's operands to 3 mantissa bits, ~4% per
 # conv), the real taef2 photos within 0.12 and decoded at >= 35 dB PSNR (measured 38.7 and 40.3)
@@ -85,6 +99,15 @@ foreach(fx wan21_tiny wan22_tiny seedvr2_tiny taef2_real wan21_small)
     add_test(NAME gpu_tiles_${fx}_${dt}
              COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype ${dt} --tiles 3)
     set_tests_properties(gpu_tiles_${fx}_${dt} PROPERTIES LABELS gpu
+                         SKIP_REGULAR_EXPRESSION "skipped: no GPU")
+  endforeach()
+endforeach()
+# device groups of 2 GPUs (a GPU alone: two lanes on it)
+foreach(fx wan21_tiny wan22_tiny seedvr2_tiny taef2_real)
+  foreach(dt fp32 bf16)
+    add_test(NAME gpu_group2_${fx}_${dt}
+             COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype ${dt} --tiles 3 --devices 2)
+    set_tests_properties(gpu_group2_${fx}_${dt} PROPERTIES LABELS gpu
                          SKIP_REGULAR_EXPRESSION "skipped: no GPU")
   endforeach()
 endforeach()

@@ -127,6 +127,23 @@ def test_exact_tiles_and_blend(tiny_io):
     assert rel_err(b.decode(x), ref) < 0.5  # blended tiles are approximate, but close
 
 
+def test_device_group_of_cpu_lanes(tiny_io):
+    """devices=[0, 1]: the exact tiles shared out (here two CPU lanes, the code GPUs run), the
+    output equal to one device's, a peak per device; bad device lists are errors."""
+    x, ref = tiny_io["dec_t6_odd.latent"], tiny_io["dec_t6_odd.video"]
+    one = vaec.load(FIXTURES / "wan21_tiny.safetensors", tile=16, threads=1)
+    two = one.with_options(devices=[0, 1], threads=2)
+    assert "shared by 2 devices" in two.plan(tuple(x.shape))["text"]
+    assert torch.equal(two.decode(x), one.decode(x))
+    assert rel_err(two.decode(x), ref) < 1e-4
+    assert len(two.device_peak_bytes()) == 2 and min(two.device_peak_bytes()) > 0
+    v = tiny_io["enc_t9.video"]
+    assert torch.equal(two.encode(v), one.encode(v))
+    for bad in ([0, -1], ["gpu1"], list(range(9))):
+        with pytest.raises(vaec.Error):
+            vaec.load(FIXTURES / "wan21_tiny.safetensors", devices=bad)
+
+
 def test_progress_and_cancel(tiny, tiny_io):
     x = tiny_io["dec_t6_odd.latent"]
     seen = []
@@ -228,6 +245,11 @@ def test_cuda_tensors_in_place(tiny_io):
     with pytest.raises(vaec.Error) as e:
         m.decode(torch.full_like(x, float("inf")))
     assert e.value.name == "ENAN"
+    if torch.cuda.device_count() >= 2:  # a device group: tensors on the first GPU
+        g = vaec.load(FIXTURES / "wan21_tiny.safetensors", device="cuda", tile=16, devices=[0, 1])
+        assert rel_err(g.decode(x6), mt.decode(x6)) < 1e-5
+        assert rel_err(g.encode(v9), mt.encode(v9)) < 1e-5
+        assert len(g.device_peak_bytes()) == 2
 
 
 def test_raw_latent_space(tiny, tiny_io):

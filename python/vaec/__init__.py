@@ -139,7 +139,25 @@ class _Weights:
 
 
 _DEFAULTS = dict(device="cpu", dtype="fp32", max_memory=None, tile_mode="auto", tile=None,
-                 blend_tile=0, blend_overlap=0, threads=0, allocator="torch", tune_cache=None)
+                 blend_tile=0, blend_overlap=0, threads=0, allocator="torch", tune_cache=None,
+                 devices=None)
+
+
+def _device_group(devices, opts):
+    """devices: GPU indices or "cuda:N" names (a device group; the tensors live on the first)."""
+    idx = []
+    for d in devices:
+        s = str(d)
+        n = s.split(":", 1)[1] if s.startswith("cuda:") else s
+        if not n.isdigit():
+            raise Error(-1, f"devices: {d!r} is not a GPU index or 'cuda:N'")
+        idx.append(int(n))
+    if not 1 <= len(idx) <= len(opts.devices):
+        raise Error(-1, f"devices {list(devices)!r}: expected 1 to {len(opts.devices)} GPUs")
+    opts.n_devices = len(idx)
+    for k, n in enumerate(idx):
+        opts.devices[k] = n
+    opts.device_index = idx[0]
 
 
 def _session_options(o):
@@ -171,6 +189,8 @@ def _session_options(o):
     opts.blend_tile, opts.blend_overlap = o["blend_tile"], o["blend_overlap"]
     if o["tune_cache"] is not None:
         opts.tune_cache = str(o["tune_cache"]).encode()
+    if o["devices"] is not None:
+        _device_group(o["devices"], opts)
     return opts
 
 
@@ -252,8 +272,15 @@ class Model:
                 "budget_bytes": p.budget_bytes, "flops": p.flops, "text": p.text.decode()}
 
     def peak_bytes(self):
-        """Peak device (CPU: host) memory the engine held during the last call."""
+        """Peak device (CPU: host) memory the engine held during the last call (a device group:
+        the largest of its devices')."""
         return _lib.lib.vae_session_peak_bytes(self._session)
+
+    def device_peak_bytes(self):
+        """The same for each device of the session (a list: one entry without a group)."""
+        peaks = (C.c_int64 * 8)()
+        n = _lib.lib.vae_session_device_peaks(self._session, peaks, 8)
+        return list(peaks[:n])
 
     def cancel(self):
         """Stops a decode/encode running on another thread (it raises Error EINTERRUPTED), also
@@ -388,7 +415,9 @@ def load(path, arch=None, prefix=None, config=None, **options):
     blend_tile / blend_overlap: blend mode sizes in pixels (0: 512 / 64); threads (CPU, 0: all);
     allocator "torch" (device memory from torch's caching allocator, so torch and its users see
     it) or "cuda" (the engine's own cudaMalloc); tune_cache: file of the CUDA conv path choices
-    kept between processes (None: ~/.cache/vae.c/cuda-tune.txt; "": none). arch / prefix / config: what the checkpoint
+    kept between processes (None: ~/.cache/vae.c/cuda-tune.txt; "": none); devices: several GPUs
+    sharing each call (e.g. [0, 1, 2, 3]; tensors on the first; exact tiles shared out, the output
+    equal to one GPU's; max_memory per GPU). arch / prefix / config: what the checkpoint
     cannot tell (e.g. config={"norm_num_groups": 8} for SeedVR2).
     """
     h = C.c_void_p()

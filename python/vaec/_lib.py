@@ -51,7 +51,7 @@ class SessionOptions(C.Structure):
                 ("blend_overlap", C.c_int), ("params", C.c_int64 * 32),
                 ("params_set", C.c_uint64), ("dev_alloc", DevAlloc), ("dev_free", DevFree),
                 ("dev_alloc_user", C.c_void_p), ("dev_pool_free", DevPoolFree),
-                ("tune_cache", C.c_char_p)]
+                ("tune_cache", C.c_char_p), ("n_devices", C.c_int), ("devices", C.c_int * 8)]
 
 
 class ModelOptions(C.Structure):
@@ -123,6 +123,7 @@ _SIGS = {
     "vae_session_cancel": (_V, [_P]),
     "vae_session_trim": (_I, [_P]),
     "vae_session_peak_bytes": (C.c_int64, [_P]),
+    "vae_session_device_peaks": (_I, [_P, C.POINTER(C.c_int64), _I]),
     "vae_session_plan": (_I, [_P, _I, C.POINTER(C.c_int64), _I, C.POINTER(PlanInfo)]),
     "vae_call_options_default": (_V, [C.POINTER(CallOptions)]),
     "vae_synth_checkpoint": (_I, [C.c_char_p, C.c_char_p, C.c_char_p]),

@@ -26,8 +26,10 @@ struct vae_session {
     const vae_model *model;
     vae_session_options opts;
     vae_settings set;
-    vae_backend *be;
-    vae_runner *enc, *dec; /* made on first use */
+    int n_lanes;                            /* devices: 1, or a device group's (options.devices) */
+    vae_backend *lane[VAE_MAX_DEVICES];     /* one backend per device */
+    vae_backend *be;                        /* lane[0]: the device of the caller's tensors */
+    vae_runner *runner[2][VAE_MAX_DEVICES]; /* [decode, encode][lane], made on first use */
     int64_t model_error[2]; /* decode, encode: bytes a run held beyond the memory model's plan */
     int64_t retry_budget;   /* > 0: this call's next plan after the device or host ran out */
     atomic_int cancel;      /* vae_session_cancel, from any thread */

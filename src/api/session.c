@@ -1,7 +1,9 @@
 /* session.c -- a model bound to a backend; streams user tensors through the programs. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "core/dtype.h"
@@ -40,6 +42,12 @@ static int check_options(const vae_session_options *o) {
                         "dev_pool_free only with them");
     if ((o->tile_height || o->tile_width) && o->tile_mode != VAE_TILE_AUTO)
         return vae_fail(VAE_EINVAL, "a forced exact tile size needs the auto (exact) tile mode");
+    if (o->n_devices < 0 || o->n_devices > VAE_MAX_DEVICES)
+        return vae_fail(VAE_EINVAL, "n_devices %d: a device group has 1 to %d devices",
+                        o->n_devices, VAE_MAX_DEVICES);
+    for (int i = 0; i < o->n_devices; i++)
+        if (o->devices[i] < 0)
+            return vae_fail(VAE_EINVAL, "devices: index %d is negative", o->devices[i]);
     return VAE_OK;
 }
 
@@ -61,6 +69,28 @@ int vae_device_available(vae_device d) {
     return 0;
 }
 
+/* The backend of one device of the session. CPU lanes of a group share the threads. */
+static int lane_create(vae_session *s, int device_index, vae_backend **be) {
+    const vae_session_options *o = &s->opts;
+    if (o->device == VAE_DEVICE_CPU) {
+        int threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        if (s->n_lanes > 1) threads = threads / s->n_lanes > 0 ? threads / s->n_lanes : 1;
+        return vae_cpu_backend_create(be, o->dtype, s->n_lanes > 1 ? threads : o->threads);
+    }
+    if (o->device == VAE_DEVICE_CUDA) {
+#ifdef VAE_HAVE_CUDA
+        const vae_dev_allocator al = {o->dev_alloc, o->dev_free, o->dev_alloc_user,
+                                      o->dev_pool_free};
+        return vae_cuda_backend_create(be, o->dtype, device_index, &s->set, &al);
+#else
+        (void)device_index;
+        return vae_fail(VAE_EUNSUPPORTED, "device cuda: this build of vae has no CUDA backend "
+                                          "(rebuild where nvcc is installed)");
+#endif
+    }
+    return vae_fail(VAE_EINVAL, "unknown device %d", (int)o->device);
+}
+
 int vae_session_create(vae_session **out, const vae_model *m, const vae_session_options *opts) {
     vae_error_clear();
     if (!out || !m) return vae_fail(VAE_EINVAL, "vae_session_create: NULL argument");
@@ -79,34 +109,29 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
         vae_free(s);
         return rc;
     }
-    if (o.device == VAE_DEVICE_CPU) {
-        rc = vae_cpu_backend_create(&s->be, o.dtype, o.threads);
-    } else if (o.device == VAE_DEVICE_CUDA) {
-#ifdef VAE_HAVE_CUDA
-        const vae_dev_allocator al = {o.dev_alloc, o.dev_free, o.dev_alloc_user, o.dev_pool_free};
-        rc = vae_cuda_backend_create(&s->be, o.dtype, o.device_index, &s->set, &al);
-#else
-        rc = vae_fail(VAE_EUNSUPPORTED, "device cuda: this build of vae has no CUDA backend "
-                                        "(rebuild where nvcc is installed)");
-#endif
-    } else {
-        rc = vae_fail(VAE_EINVAL, "unknown device %d", (int)o.device);
-    }
+    /* a device group: the options' devices; else device_index alone */
+    s->n_lanes = o.n_devices > 1 ? o.n_devices : 1;
+    if (o.n_devices >= 1) o.device_index = s->opts.device_index = o.devices[0];
+    for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++)
+        rc = lane_create(s, o.n_devices > 1 ? o.devices[k] : o.device_index, &s->lane[k]);
+    s->be = s->lane[0];
     if (rc) {
-        vae_free(s);
+        vae_session_free(s);
         return rc;
     }
-    char desc[1024];
+    char desc[1024], group[128] = "";
     vae_settings_describe(&s->set, desc, sizeof desc);
-    VAE_INFO("session: %s backend, %s with fp32 accumulation%s; budget %s; tiles %s",
-             s->be->v->name,
+    for (int k = 0, n = 0; s->n_lanes > 1 && k < s->n_lanes; k++)
+        n += snprintf(group + n, sizeof group - (size_t)n, "%s%d", k ? "," : "", o.devices[k]);
+    VAE_INFO("session: %s backend%s%s, %s with fp32 accumulation%s; budget %s%s; tiles %s",
+             s->be->v->name, s->n_lanes > 1 ? " on devices " : "", group,
              o.dtype == VAE_DTYPE_FP8 ? "fp8 convolutions emulated on fp32 activations"
              : o.dtype == VAE_DTYPE_F32 ? "fp32 activations"
              : o.dtype == VAE_DTYPE_BF16 ? "bf16 activations"
                                          : "fp16 activations",
              o.device == VAE_DEVICE_CPU ? " (OpenMP threads)" : "",
              o.max_memory > 0 ? "set" : "free memory minus a margin",
-             o.tile_mode == VAE_TILE_BLEND ? "blended" : o.tile_mode == VAE_TILE_NONE ? "off"
+             s->n_lanes > 1 ? " per device" : "", o.tile_mode == VAE_TILE_BLEND ? "blended" : o.tile_mode == VAE_TILE_NONE ? "off"
                                                                                 : "exact, as needed");
     VAE_INFO("settings: %s", desc);
     *out = s;
@@ -115,13 +140,27 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
 
 void vae_session_free(vae_session *s) {
     if (!s) return;
-    vae_runner_free(s->enc);
-    vae_runner_free(s->dec);
-    if (s->be) s->be->v->destroy(s->be);
+    for (int k = 0; k < VAE_MAX_DEVICES; k++) {
+        vae_runner_free(s->runner[0][k]);
+        vae_runner_free(s->runner[1][k]);
+        if (s->lane[k]) s->lane[k]->v->destroy(s->lane[k]);
+    }
     vae_free(s);
 }
 
-int64_t vae_session_peak_bytes(const vae_session *s) { return s && s->be ? s->be->bytes_peak : 0; }
+int64_t vae_session_peak_bytes(const vae_session *s) {
+    int64_t peak = 0;
+    for (int k = 0; s && k < s->n_lanes; k++)
+        if (s->lane[k]->bytes_peak > peak) peak = s->lane[k]->bytes_peak;
+    return peak;
+}
+
+int vae_session_device_peaks(const vae_session *s, int64_t *peaks, int max) {
+    if (!s) return 0;
+    for (int k = 0; peaks && k < s->n_lanes && k < max; k++)
+        peaks[k] = s->lane[k]->bytes_peak;
+    return s->n_lanes;
+}
 
 /* How many input frames a program consumes: the first chunk, then whole chunks. */
 static int frames_used(const vae_program *p, int t) {
@@ -156,17 +195,35 @@ static int64_t session_budget(const vae_session *s, int64_t avail) {
     return avail > 2 * margin ? avail - margin : avail / 2;
 }
 
+/* The most lanes of the session on one device (a device listed more than once). */
+static int lanes_per_device(const vae_session *s) {
+    int most = 1;
+    for (int i = 0; i < s->n_lanes; i++) {
+        int n = 0;
+        for (int j = 0; j < s->n_lanes; j++)
+            n += s->opts.n_devices > 1 && s->opts.devices[j] == s->opts.devices[i];
+        if (n > most) most = n;
+    }
+    return most;
+}
+
 static int session_plan(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan) {
     const vae_model *m = s->model;
     const vae_program *p = encode ? &m->enc : &m->dec;
     vae_backend *be = s->be;
     int64_t avail = 0, reserve = 0, scratch = 0;
     int rc = be->v->mem_info ? be->v->mem_info(be, p, &avail, &reserve, &scratch) : VAE_OK;
+    for (int k = 1; rc == VAE_OK && k < s->n_lanes && be->v->mem_info; k++) {
+        int64_t a = 0, r = 0, sc = 0; /* a group plans for its device with the least memory */
+        rc = s->lane[k]->v->mem_info(s->lane[k], p, &a, &r, &sc);
+        if (a < avail) avail = a;
+    }
     if (rc) return rc;
+    const int sharing = lanes_per_device(s); /* lanes on one device share its memory */
     const vae_session_options *o = &s->opts;
     vae_plan_request rq = {
         .prog = p, .encode = encode, .t = frames_used(p, g->t), .h = g->h, .w = g->w,
-        .elem = be->elem_size, .budget = session_budget(s, avail),
+        .elem = be->elem_size, .budget = session_budget(s, avail) / sharing,
         .fixed = reserve + s->model_error[encode], .conv_upsample = be->v->conv_upsample,
         .round = be->v->alloc_size, .scratch_need = be->v->scratch_need, .be = be,
         .scratch_now = scratch, .planar_io = be->v->stage_in != NULL,
@@ -176,7 +233,7 @@ static int session_plan(vae_session *s, int encode, const vae_io_view *g, vae_pl
         .video_factor = vae_config_spatial_factor(&m->cfg), .frame_loops = s->set.exec_frames,
         .cut = s->set.plan_cut, .store_host = s->set.exec_store_host,
         .scratch_minimal = s->set.plan_scratch_min,
-        .host_store_max = (int64_t)s->set.exec_host_mb << 20};
+        .host_store_max = (int64_t)s->set.exec_host_mb << 20, .ranks = s->n_lanes};
     rq.blend_overlap = o->blend_overlap > 0 ? o->blend_overlap : rq.blend_tile / 8;
     return vae_plan_make(plan, &rq);
 }
@@ -184,11 +241,39 @@ static int session_plan(vae_session *s, int encode, const vae_io_view *g, vae_pl
 static int run_once(vae_session *s, int encode, const vae_plan *plan, const vae_run_io *io,
                     int *emitted) {
     const vae_program *p = encode ? &s->model->enc : &s->model->dec;
-    vae_runner **rp = encode ? &s->enc : &s->dec;
-    int rc = *rp ? VAE_OK : vae_runner_create(rp, s->be, p, &s->set);
-    if (rc == VAE_OK && s->be->v->scratch_reserve) /* grown now, not in the middle of a graph */
-        rc = s->be->v->scratch_reserve(s->be, (size_t)plan->scratch, plan->scratch_minimal);
-    return rc ? rc : vae_runner_run(*rp, plan, io, emitted);
+    vae_runner **rs = s->runner[encode];
+    int rc = VAE_OK;
+    for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++) {
+        vae_backend *be = s->lane[k];
+        if (!rs[k]) rc = vae_runner_create(&rs[k], be, p, &s->set);
+        if (rc == VAE_OK && be->v->scratch_reserve) /* grown now, not in the middle of a graph */
+            rc = be->v->scratch_reserve(be, (size_t)plan->scratch, plan->scratch_minimal);
+    }
+    if (rc) return rc;
+    return s->n_lanes > 1 ? vae_runner_run_group(rs, s->n_lanes, plan, io, emitted)
+                          : vae_runner_run(rs[0], plan, io, emitted);
+}
+
+/* Each device's budget before a run; after it, the largest peak and whether any refused. */
+static void lanes_limit(vae_session *s, int64_t budget) {
+    for (int k = 0; k < s->n_lanes; k++) {
+        vae_backend *be = s->lane[k];
+        be->limit = budget; /* the backend refuses to go over it */
+        be->refused = 0;
+        be->bytes_peak = be->bytes_in_use;
+    }
+}
+
+static int64_t lanes_unlimit(vae_session *s, int *refused) {
+    int64_t peak = 0;
+    *refused = 0;
+    for (int k = 0; k < s->n_lanes; k++) {
+        vae_backend *be = s->lane[k];
+        be->limit = 0;
+        *refused |= be->refused;
+        if (be->bytes_peak > peak) peak = be->bytes_peak;
+    }
+    return peak;
 }
 
 /* Runs plans until one succeeds: a plan the backend refused (over the budget) before any frame
@@ -204,28 +289,29 @@ static int run_planned(vae_session *s, int encode, const vae_io_view *g, const v
             break;
         }
         VAE_INFO("plan: %s", plan.why);
-        int emitted = 0;
-        vae_backend *be = s->be;
-        be->limit = plan.budget; /* the backend refuses to go over it */
-        be->refused = 0;
-        be->bytes_peak = be->bytes_in_use;
+        if (s->n_lanes > 1 && plan.kind == VAE_PLAN_WHOLE && attempt == 0)
+            VAE_WARN("%s: the plan is whole frames, so device %d runs it alone (no exact tiles to "
+                     "share: the model's norms span whole frames, or the input is too small for "
+                     "tiles to pay)", encode ? "encode" : "decode", s->opts.device_index);
+        int emitted = 0, refused = 0;
+        lanes_limit(s, plan.budget);
         rc = run_once(s, encode, &plan, io, &emitted);
-        be->limit = 0;
+        const int64_t peak = lanes_unlimit(s, &refused);
         /* what the model missed (the backend's own temporaries, allocator effects): later
          * plans of this session add it */
-        const int64_t modelled = plan.peak - *model_error, missed = be->bytes_peak - modelled;
+        const int64_t modelled = plan.peak - *model_error, missed = peak - modelled;
         if (missed > *model_error) *model_error = missed;
         /* planned again if nothing was handed out yet: a refusal by the budget is the memory
          * model's error (later plans of this session add what it missed); a device or host that
          * ran out says nothing about the model: this call plans for 80% of what it held then,
          * if an exact plan that small exists */
-        const int64_t ran_out_at = be->bytes_peak * 4 / 5;
+        const int64_t ran_out_at = peak * 4 / 5;
         const int retry = rc == VAE_ENOMEM && emitted == 0 && attempt < 2 && plan.budget > 0 &&
                           s->opts.tile_mode != VAE_TILE_NONE &&
-                          (be->refused || ran_out_at >= plan.floor);
-        if (retry && be->refused && plan.budget - modelled + plan.budget / 20 > *model_error)
+                          (refused || ran_out_at >= plan.floor);
+        if (retry && refused && plan.budget - modelled + plan.budget / 20 > *model_error)
             *model_error = plan.budget - modelled + plan.budget / 20;
-        if (retry && !be->refused) s->retry_budget = ran_out_at;
+        if (retry && !refused) s->retry_budget = ran_out_at;
         vae_plan_free(&plan);
         if (!retry) break;
         if (s->retry_budget > 0)
@@ -294,6 +380,36 @@ static int call_views(vae_session *s, int encode, const call *k, vae_io_view *iv
     return rc ? rc : check_device(s, k->out, what_out);
 }
 
+/* The devices of a group read the input through the host: a tensor in device memory is copied
+ * there first (*host: float32 [c][t][h][w], as the backend's dtype holds it), a frame at a time
+ * through device 0. */
+static int input_to_host(vae_session *s, const vae_io_view *iv, float **host, vae_io_view *hv) {
+    vae_backend *be = s->be;
+    const size_t plane = (size_t)iv->h * iv->w, frame = plane * (size_t)iv->c;
+    float *h = vae_malloc((size_t)iv->t * frame * sizeof *h), *cl = vae_malloc(frame * sizeof *cl);
+    void *dev = be->v->alloc(be, frame * be->elem_size);
+    int rc = h && cl && dev ? VAE_OK
+                            : vae_fail(VAE_ENOMEM, "out of memory for a host copy of the input "
+                                                   "(%d frames of %dx%dx%d)", iv->t, iv->h, iv->w, iv->c);
+    for (int f = 0; rc == VAE_OK && f < iv->t; f++) {
+        rc = be->v->view_import(be, dev, iv, f, 1, 0, iv->h, 0, iv->w);
+        if (rc == VAE_OK) rc = be->v->download(be, cl, dev, frame);
+        for (size_t i = 0; rc == VAE_OK && i < plane; i++)
+            for (int c = 0; c < iv->c; c++)
+                h[((size_t)c * iv->t + f) * plane + i] = cl[i * iv->c + c];
+    }
+    if (dev) be->v->release(be, dev);
+    vae_free(cl);
+    if (rc) {
+        vae_free(h);
+        return rc;
+    }
+    *host = h;
+    *hv = (vae_io_view){h, VAE_DTYPE_F32, iv->c, iv->t, iv->h, iv->w,
+                        (int64_t)iv->t * (int64_t)plane, (int64_t)plane, iv->w, 1};
+    return VAE_OK;
+}
+
 static int session_run(vae_session *s, int encode, const call *k) {
     const vae_model *m = s->model;
     const vae_program *p = encode ? &m->enc : &m->dec;
@@ -314,20 +430,26 @@ static int session_run(vae_session *s, int encode, const call *k) {
         if ((rc = be->v->view_finite(be, &iv, &bad))) return rc;
         if (bad >= 0) return vae_view_nan_error(&iv, what, bad);
     }
-    reader rd = {&iv, what};
-    vae_run_io io = {.read = read_input, .read_user = &rd, .in_view = dev_in ? &iv : NULL,
+    float *host_in = NULL; /* a device group's copy of a device input */
+    vae_io_view hv;
+    const int group_in = dev_in && s->n_lanes > 1;
+    if (group_in && (rc = input_to_host(s, &iv, &host_in, &hv))) return rc;
+    reader rd = {group_in ? &hv : &iv, what};
+    vae_run_io io = {.read = read_input, .read_user = &rd,
+                     .in_view = dev_in && !group_in ? &iv : NULL,
                      .emit = k->out ? write_output : k->fn, .emit_user = k->out ? (void *)&ov : k->user,
                      .out_view = dev_out ? &ov : NULL, .progress = k->co.progress,
                      .progress_user = k->co.progress_user, .cancel = &s->cancel};
     double t0 = vae_seconds();
     rc = run_planned(s, encode, &iv, &io);
+    vae_free(host_in);
     if ((dev_in || dev_out)) { /* the caller's stream waits for the engine, even after a failure */
         int rj = be->v->stream_join(be, k->co.cuda_stream, 1);
         if (rc == VAE_OK) rc = rj;
     }
     if (rc == VAE_OK)
         VAE_INFO("%s: done in %.3f s, peak backend memory %.1f MiB", encode ? "encode" : "decode",
-                 vae_seconds() - t0, (double)s->be->bytes_peak / (1 << 20));
+                 vae_seconds() - t0, (double)vae_session_peak_bytes(s) / (1 << 20));
     return rc;
 }
 
@@ -423,7 +545,10 @@ void vae_session_cancel(vae_session *s) {
 int vae_session_trim(vae_session *s) {
     vae_error_clear();
     if (!s) return vae_fail(VAE_EINVAL, "vae_session_trim: NULL session");
-    return s->be->v->trim ? s->be->v->trim(s->be) : VAE_OK;
+    int rc = VAE_OK;
+    for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++)
+        if (s->lane[k]->v->trim) rc = s->lane[k]->v->trim(s->lane[k]);
+    return rc;
 }
 
 /* ---- whole-tensor convenience --------------------------------------------------------------- */

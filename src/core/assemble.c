@@ -4,12 +4,15 @@
  * in memory ([t][c][h][w], each frame a planar chunk handed out without a copy) when it is small,
  * else in a temporary file, one block per tile and frame (one write per tile step, one read per
  * tile and frame), so that host memory stays one frame wide for any length.
+ * The runners of a device group put their tiles at once: owned rows of an exact plan in memory
+ * are disjoint; blends (which add into shared rows) and the file's block buffer take a lock.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "assemble.h"
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,6 +27,7 @@ struct vae_assembly {
     FILE *spill;  /* else: per tile i, frame f: [c][own_h][own_w] at off[i] + f * block[i] */
     int64_t *off, *block;
     float *buf, *fbuf; /* a tile block, a frame */
+    pthread_mutex_t mu;
 };
 
 /* Blend weight of row i of a tile's output span `out` in a frame of n rows: raised-cosine ramps
@@ -45,6 +49,7 @@ int vae_assembly_open(vae_assembly **out, const vae_plan *pl, int64_t max_host_b
     vae_assembly *a = vae_calloc(1, sizeof *a);
     if (!a) return vae_fail(VAE_ENOMEM, "out of memory");
     *out = a;
+    pthread_mutex_init(&a->mu, NULL);
     a->plan = pl;
     a->frame = (size_t)pl->c_out * pl->h_out * pl->w_out;
     const int64_t bytes = (int64_t)a->frame * pl->t_out * (int64_t)sizeof(float);
@@ -90,6 +95,7 @@ oom:
 void vae_assembly_free(vae_assembly *a) {
     if (!a) return;
     if (a->spill) fclose(a->spill);
+    pthread_mutex_destroy(&a->mu);
     vae_free(a->out);
     vae_free(a->wsum);
     vae_free(a->off);
@@ -113,8 +119,8 @@ static int spill_io(vae_assembly *a, int write, float *p, int64_t n, int64_t at)
     return VAE_OK;
 }
 
-int vae_assembly_put(vae_assembly *a, int tile, const float *fr, int first, int n, int c, int h,
-                     int w) {
+static int assembly_put(vae_assembly *a, int tile, const float *fr, int first, int n, int c, int h,
+                        int w) {
     const vae_plan *pl = a->plan;
     const vae_plan_tile *t = &pl->tiles[tile];
     const int H = pl->h_out, W = pl->w_out, blend = pl->kind == VAE_PLAN_BLEND;
@@ -152,6 +158,15 @@ int vae_assembly_put(vae_assembly *a, int tile, const float *fr, int first, int 
         }
     }
     return VAE_OK;
+}
+
+int vae_assembly_put(vae_assembly *a, int tile, const float *fr, int first, int n, int c, int h,
+                     int w) {
+    const int lock = a->wsum || a->spill;
+    if (lock) pthread_mutex_lock(&a->mu);
+    const int rc = assembly_put(a, tile, fr, first, n, c, h, w);
+    if (lock) pthread_mutex_unlock(&a->mu);
+    return rc;
 }
 
 int vae_assembly_emit(vae_assembly *a, vae_frames_fn emit, void *user, int *emitted) {

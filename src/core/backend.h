@@ -108,6 +108,9 @@ typedef struct vae_backend_vtbl {
 
     /* Optional (NULL: nothing cached): gives cached free device blocks back. */
     int (*trim)(vae_backend *be);
+    /* Optional (NULL: any thread may call): makes the calling thread work on the backend's
+     * device (CUDA: cudaSetDevice); a runner of a device group calls it on its own thread. */
+    int (*bind)(vae_backend *be);
 
     /* Optional (NULL: always yes): does this temporal conv want its input as a contiguous window
      * (see executor.c)? Asked at the start of each stream, so a backend may answer from what it

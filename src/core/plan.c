@@ -285,7 +285,7 @@ static int search_tiles(planner *pl, cand *best, cand *floor_c) {
         int tried = 0, fit_n = 0;
         for (int n = 2; n <= 48 * 48 && tried < 64 && (!fit_n || n <= 2 * fit_n); n++)
             for (int ny = 1; ny <= n && tried < 64; ny++) {
-                if (n % ny) continue;
+                if (n % ny || (pl->rq->ranks > 1 && n % pl->rq->ranks)) continue;
                 const int nx = n / ny;
                 const int th = (hb + ny - 1) / ny, tw = (wb + nx - 1) / nx;
                 if (ny > MAX_SPANS / 2 || nx > MAX_SPANS / 2 || th < 2 * pl->own_align ||
@@ -318,6 +318,9 @@ static void describe(const planner *pl, vae_plan *plan) {
     if (plan->kind == VAE_PLAN_TILED && n < cap)
         n += (size_t)snprintf(w + n, cap - n, " in steps of %d then %d frames", plan->part[1].first,
                               plan->part[1].chunk);
+    if (plan->kind != VAE_PLAN_WHOLE && rq->ranks > 1 && n < cap)
+        n += (size_t)snprintf(w + n, cap - n, ", shared by %d devices (tile i to device i %% %d)",
+                              rq->ranks, rq->ranks);
     for (int k = 0; k < 2 && n < cap; k++)
         if (plan->store_t[k])
             n +=
@@ -394,18 +397,24 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         pl->fr = fr;
         cand c;
         memset(&c, 0, sizeof c);
-        c.kind = VAE_PLAN_WHOLE, c.fr = fr, c.macs = pl->macs_whole;
+        c.kind = VAE_PLAN_WHOLE, c.fr = fr, c.macs = c.cost = pl->macs_whole;
         c.scratch = rq->scratch_now;
         c.peak_alloc = whole_peak(pl, &c.scratch);
         if (c.peak_alloc < 0) return vae_fail(VAE_ENOMEM, "out of memory planning");
         c.peak = rq->fixed + c.scratch + c.peak_alloc;
         if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
+        const int tiles_ok = rq->mode != VAE_TILE_NONE && pl->tiled_ok;
+        cand tf;
         if (budget <= 0 || c.peak <= budget) {
+            /* a device group shares tiles out where that is faster than one device whole */
+            if (rq->ranks > 1 && tiles_ok && fr == 0) {
+                if ((rc = search_tiles(pl, best, &tf)) != PLAN_NOFIT && rc != VAE_OK) return rc;
+                if (rc == VAE_OK && best->cost < 0.9 * c.cost) return VAE_OK;
+            }
             *best = c;
             return VAE_OK;
         }
-        if (rq->mode == VAE_TILE_NONE || !pl->tiled_ok) continue;
-        cand tf;
+        if (!tiles_ok) continue;
         rc = search_tiles(pl, best, &tf);
         if (tf.peak > 0 && tf.peak < floor_c->peak) *floor_c = tf;
         if (rc != PLAN_NOFIT) return rc;

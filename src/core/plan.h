@@ -91,6 +91,11 @@ typedef struct vae_plan_request {
     int store_host;                /* settings.exec_store_host: stores on the host */
     int host_direct;               /* the backend reads and writes host stores in place
                                     * (host_alloc): nothing of them is staged on the device */
+    int ranks;                     /* devices of a group sharing the tiles (runner_group.c; 0 or
+                                    * 1: one device): tiles are taken where sharing them beats
+                                    * whole frames on one device, in grids of a multiple of
+                                    * `ranks` tiles, with B's store on the host (every device
+                                    * writes it); the budget is each device's */
 } vae_plan_request;
 
 typedef struct vae_plan {

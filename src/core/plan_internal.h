@@ -92,7 +92,8 @@ typedef struct cand {
     int64_t peak, peak_alloc, scratch;
     int store_host[2];
     double macs;
-    double cost; /* TILED: macs plus the host store's traffic in MAC-equivalents (eval_tiles) */
+    double cost; /* TILED: macs plus the host store's traffic in MAC-equivalents (eval_tiles),
+                  * with B's share divided among the devices of a group (vae_plan_request.ranks) */
 } cand;
 
 /* ---- plan_tiles.c: a part's memory, and tile grids of part B with their peak and work ------- */

@@ -159,13 +159,15 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             plan_part_mem(pl, pc, pc->vh, pc->vw, plan_part_in_frames(pl, pc), NULL, 0, &scratch);
     }
     c->store_host[0] = c->store_host[1] = 0;
+    const double macs_b = macs;
+    const int group = rq->ranks > 1; /* B's store: host memory every device of the group writes */
     for (int host = rq->store_host ? 1 : 0; host < 2; host++) {
         /* a host store of A stages a frame on the device, unless the backend copies it
          * directly into the tiles' input */
         const int direct_a =
             rq->host_direct && (!rq->host_store_max || store_a <= rq->host_store_max);
         const int64_t sa = host ? (direct_a ? 0 : frame_a) : store_a;
-        const int64_t sb = host ? frame_b : store_b;
+        const int64_t sb = host || group ? frame_b : store_b;
         int64_t pk = phase_a + sa;
         if (sa + mem_b + sb > pk) pk = sa + mem_b + sb;
         if (sb + phase_c > pk) pk = sb + phase_c;
@@ -173,7 +175,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         c->scratch = scratch;
         c->peak = rq->fixed + scratch + pk;
         c->store_host[0] = host && store_a;
-        c->store_host[1] = host && store_b;
+        c->store_host[1] = (host || group) && store_b;
         if (rq->budget <= 0 || c->peak <= rq->budget) break;
     }
     /* work outside B: A and C run untiled */
@@ -197,7 +199,9 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     if (c->store_host[1])
         host_bytes += 2.0 * (double)store_b *
                       (rq->host_store_max > 0 && store_b > rq->host_store_max ? 4 : 1);
-    c->cost = macs + HOST_BYTE_MACS * host_bytes;
+    /* a group's devices share B's tiles; each runs A itself */
+    const double ranks = rq->ranks > 1 ? rq->ranks : 1;
+    c->cost = macs - macs_b + macs_b / ranks + HOST_BYTE_MACS * host_bytes;
     return VAE_OK;
 }
 

@@ -1,52 +1,15 @@
-/* runner.c -- carries out a plan: parts, stores, tiles, host output (runner.h).
+/* runner.c -- carries out a plan: parts, streams, tiles, host output (runner.h; the stores:
+ * runner_store.c; several runners at once: runner_group.c).
  *
  * Allocation rule of the executor (executor.h): while an executor holds a graph, nothing else
  * allocates from the backend between its steps. So every buffer a part's stream needs (its input
  * chunk, a tile's crop, the stores) is allocated before that stream's first step and released
  * after its last; only the executor itself allocates in between.
  */
-#define _POSIX_C_SOURCE 200809L
-#include "runner.h"
-
-#include <errno.h>
-#include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "assemble.h"
 #include "core.h"
-#include "executor.h"
-
-typedef struct rpart {
-    int present, from, to, n_loops, loops[VAE_MAX_LOOPS], whole[VAE_MAX_LOOPS];
-    vae_program prog;
-    vae_exec *e;
-} rpart;
-
-struct vae_runner {
-    vae_backend *be;
-    const vae_program *p;
-    vae_settings set;
-    rpart part[3];
-    float *planar, *cl; /* host staging without asynchronous transfers */
-    size_t planar_cap, cl_cap;
-};
-
-/* one call of vae_runner_run */
-typedef struct run {
-    vae_runner *r;
-    const vae_plan *plan;
-    const vae_run_io *io;
-    int emitted;
-    int64_t done, total; /* units of work (executor steps) */
-    int direct;        /* outputs go to emit as they come (else into out) */
-    vae_assembly *out; /* tiled and blended plans: the output until every tile has run */
-    const vae_plan_tile *tile;
-    /* one download in flight */
-    int q_pending, q_first, q_n, q_c, q_h, q_w;
-    const float *q_host;
-    const vae_plan_tile *q_tile;
-} run;
+#include "runner_internal.h"
 
 static void part_clear(vae_runner *r, rpart *q) {
     vae_exec_free(q->e);
@@ -76,7 +39,7 @@ void vae_runner_free(vae_runner *r) {
 
 /* Executors for the plan's parts: kept when a part is unchanged, else made anew (the old ones
  * are freed first, so that their weights are not on the device twice). */
-static int runner_prepare(vae_runner *r, const vae_plan *plan) {
+int runner_prepare(vae_runner *r, const vae_plan *plan) {
     for (int k = 0; k < 3; k++) {
         const vae_plan_part *pp = &plan->part[k];
         rpart *q = &r->part[k];
@@ -107,14 +70,6 @@ static int runner_prepare(vae_runner *r, const vae_plan *plan) {
     return VAE_OK;
 }
 
-static int grow(float **buf, size_t *cap, size_t n) {
-    if (n <= *cap) return VAE_OK;
-    vae_free(*buf);
-    *buf = vae_malloc(n * sizeof **buf);
-    *cap = *buf ? n : 0;
-    return *buf ? VAE_OK : vae_fail(VAE_ENOMEM, "out of host memory for %zu values", n);
-}
-
 /* ---- transfers ------------------------------------------------------------------------------ */
 static int async_io(const vae_backend *be) {
     return be->v->stage_in && be->v->upload_planar && be->v->download_planar &&
@@ -141,8 +96,8 @@ static int upload_input(run *s, void *dst, int f, int n, vae_span y, vae_span x)
         int rc = s->io->read(s->io->read_user, stage, f, n, y, x);
         return rc ? rc : be->v->upload_planar(be, dst, stage, n, h, w, c);
     }
-    int rc = grow(&r->planar, &r->planar_cap, vals);
-    if (rc == VAE_OK) rc = grow(&r->cl, &r->cl_cap, vals);
+    int rc = runner_grow(&r->planar, &r->planar_cap, vals);
+    if (rc == VAE_OK) rc = runner_grow(&r->cl, &r->cl_cap, vals);
     if (rc == VAE_OK) rc = s->io->read(s->io->read_user, r->planar, f, n, y, x);
     if (rc) return rc;
     planar_to_cl(r->cl, r->planar, (size_t)n * h * w, c);
@@ -187,8 +142,8 @@ static int out_push(run *s, const vae_chunk *o, int first) {
         return rc;
     }
     const size_t vals = (size_t)o->t * o->h * o->w * o->c, plane = vals / (size_t)o->c;
-    int rc = grow(&r->cl, &r->cl_cap, vals);
-    if (rc == VAE_OK) rc = grow(&r->planar, &r->planar_cap, vals);
+    int rc = runner_grow(&r->cl, &r->cl_cap, vals);
+    if (rc == VAE_OK) rc = runner_grow(&r->planar, &r->planar_cap, vals);
     if (rc == VAE_OK) rc = be->v->download(be, r->cl, o->data, vals);
     if (rc) return rc;
     for (size_t i = 0; i < plane; i++)
@@ -213,12 +168,12 @@ static int take_output(run *s, const float *fr, int first, int n, int c, int h, 
 }
 
 /* Blended plans with device output: each assembled host frame goes to the device in place. */
-static int emit_to_view(const float *fr, int first, int n, int c, int h, int w, void *user) {
+int runner_emit_to_view(const float *fr, int first, int n, int c, int h, int w, void *user) {
     run *s = user;
     vae_runner *r = s->r;
     vae_backend *be = r->be;
     const size_t vals = (size_t)n * h * w * c;
-    int rc = grow(&r->cl, &r->cl_cap, vals);
+    int rc = runner_grow(&r->cl, &r->cl_cap, vals);
     if (rc) return rc;
     planar_to_cl(r->cl, fr, (size_t)n * h * w, c);
     void *dev = be->v->alloc(be, vals * be->elem_size);
@@ -232,162 +187,31 @@ static int emit_to_view(const float *fr, int first, int n, int c, int h, int w, 
     return rc;
 }
 
-/* After each executor step: progress, and the caller's request to stop. */
+/* After each executor step: progress (reported by runner 0 of a group: the caller's thread),
+ * the caller's request to stop, and, in a group, another runner's failure. */
 static int tick(run *s) {
     s->done++;
+    const int64_t done = s->sh ? atomic_fetch_add(&s->sh->done, 1) + 1 : s->done;
     const vae_run_io *io = s->io;
+    if (s->sh && atomic_load(&s->sh->stop))
+        return vae_fail(VAE_EINTERRUPTED, "stopped: another device of the group failed");
     if ((io->cancel && atomic_load_explicit(io->cancel, memory_order_relaxed)) ||
-        (io->progress && io->progress(s->done, s->total, io->progress_user)))
+        (io->progress && s->rank == 0 && io->progress(done, s->total, io->progress_user)))
         return vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %lld of %lld steps",
-                        s->plan->encode ? "encode" : "decode", (long long)s->done,
+                        s->plan->encode ? "encode" : "decode", (long long)done,
                         (long long)s->total);
     return VAE_OK;
 }
 
-/* Units of work of the plan: executor steps over every part and tile. */
-static int64_t plan_steps(const vae_runner *r, const vae_plan *pl) {
+/* Units of work of the plan: executor steps over every part and tile (A once per runner of a
+ * group of `world`). */
+int64_t runner_plan_steps(const vae_runner *r, const vae_plan *pl, int world) {
     const vae_program *p = r->p;
     const int64_t chunks = pl->t_in < p->first_chunk ? 0 : 1 + (pl->t_in - p->first_chunk) / p->chunk;
     if (pl->kind != VAE_PLAN_TILED) return chunks * pl->n_tiles;
     const int a = r->part[0].present, c = r->part[2].present;
-    return (a ? chunks : 0) + (int64_t)pl->n_tiles * (a ? pl->store_t[0] : chunks) +
+    return (a ? chunks * world : 0) + (int64_t)pl->n_tiles * (a ? pl->store_t[0] : chunks) +
            (c ? pl->store_t[1] : 0);
-}
-
-/* ---- stores: a part's output over the whole video, between parts -------------------------------
- */
-typedef struct store {
-    void *dev;   /* [t][h][w][c] in the backend's dtype (device memory, or host memory from
-                  * host_alloc when pinned), or NULL: */
-    int pinned;
-    float *host; /* the same as float32 on the host, or one frame of it when: */
-    FILE *file;  /* (above VAE_EXEC_HOST_MB) it is kept in a temporary file */
-    int t, h, w, c;
-} store;
-
-/* Frame f of a host store: in memory, or read from its file into the one-frame buffer. */
-static float *store_frame(const store *st, int f, int load) {
-    const size_t n = (size_t)st->h * st->w * st->c;
-    if (!st->file) return st->host + (size_t)f * n;
-    if (load && pread(fileno(st->file), st->host, n * sizeof(float), (off_t)(f * n * sizeof(float))) !=
-                    (ssize_t)(n * sizeof(float))) {
-        vae_fail(VAE_EIO, "temporary store file: cannot read frame %d", f);
-        return NULL;
-    }
-    return st->host;
-}
-
-/* After frame f of a file-backed store was changed: written back. */
-static int store_frame_done(const store *st, int f) {
-    const size_t n = (size_t)st->h * st->w * st->c;
-    if (!st->file ||
-        pwrite(fileno(st->file), st->host, n * sizeof(float), (off_t)(f * n * sizeof(float))) ==
-            (ssize_t)(n * sizeof(float)))
-        return VAE_OK;
-    return vae_fail(VAE_EIO, "temporary store file: cannot write frame %d", f);
-}
-
-static size_t px_bytes(const vae_runner *r, int c) {
-    return (size_t)c * r->be->elem_size;
-}
-
-static int store_open(run *s, store *st, int k) {
-    const vae_plan *pl = s->plan;
-    memset(st, 0, sizeof *st);
-    st->t = pl->store_t[k], st->h = pl->store_h[k], st->w = pl->store_w[k], st->c = pl->store_c[k];
-    const size_t vals = (size_t)st->t * st->h * st->w * st->c;
-    if (!pl->store_host[k]) {
-        st->dev = s->r->be->v->alloc(s->r->be, vals * s->r->be->elem_size);
-        if (!st->dev)
-            return vae_fail(VAE_ENOMEM, "out of %s memory for a store of %d frames of %dx%dx%d",
-                            s->r->be->v->name, st->t, st->h, st->w, st->c);
-        return VAE_OK;
-    }
-    /* on the host in the activation dtype, read and written by copy2d like a device store */
-    vae_backend *be = s->r->be;
-    const size_t raw = vals * be->elem_size, host_max = (size_t)s->r->set.exec_host_mb << 20;
-    if (be->v->host_alloc && raw <= host_max && (st->dev = be->v->host_alloc(be, raw))) {
-        st->pinned = 1;
-        return VAE_OK;
-    }
-    const size_t frame = (size_t)st->h * st->w * st->c;
-    const int spill = vals * sizeof(float) > host_max;
-    st->host = vae_calloc(spill ? frame : vals, sizeof(float));
-    if (!st->host)
-        return vae_fail(VAE_ENOMEM, "out of host memory for a store of %d frames", st->t);
-    /* a sparse file of the whole size: frames not written yet read as zeros */
-    if (spill && (!(st->file = tmpfile()) ||
-                  ftruncate(fileno(st->file), (off_t)(vals * sizeof(float))) != 0))
-        return vae_fail(VAE_EIO, "cannot create a temporary file for a store of %d frames: %s",
-                        st->t, strerror(errno));
-    return VAE_OK;
-}
-
-static void store_close(run *s, store *st) {
-    if (st->dev && st->pinned) s->r->be->v->host_free(s->r->be, st->dev);
-    else if (st->dev) s->r->be->v->release(s->r->be, st->dev);
-    if (st->file) fclose(st->file);
-    vae_free(st->host);
-    memset(st, 0, sizeof *st);
-}
-
-/* Frames [first, first + o->t) of the store <- the rows/columns `own` of o (o covers `out`). */
-static int store_put(run *s, store *st, const vae_chunk *o, int first, vae_span out_y,
-                     vae_span out_x, vae_span own_y, vae_span own_x) {
-    vae_runner *r = s->r;
-    vae_backend *be = r->be;
-    if (first + o->t > st->t || o->c != st->c)
-        return vae_fail(VAE_EINVAL, "internal: %d frames into a store of %d at %d", o->t, st->t,
-                        first);
-    const int rows = own_y.hi - own_y.lo, cols = own_x.hi - own_x.lo;
-    const size_t px = px_bytes(r, o->c);
-    if (st->dev) {
-        for (int j = 0; j < o->t; j++) {
-            const char *src =
-                (const char *)o->data +
-                (((size_t)j * o->h + (own_y.lo - out_y.lo)) * o->w + (own_x.lo - out_x.lo)) * px;
-            char *dst = (char *)st->dev +
-                        (((size_t)(first + j) * st->h + own_y.lo) * st->w + own_x.lo) * px;
-            int rc = be->v->copy2d(be, dst, (size_t)st->w * px, src, (size_t)o->w * px,
-                                   (size_t)cols * px, (size_t)rows);
-            if (rc) return rc;
-        }
-        return VAE_OK;
-    }
-    const size_t vals = (size_t)o->t * o->h * o->w * o->c;
-    int rc = grow(&r->cl, &r->cl_cap, vals);
-    if (rc == VAE_OK) rc = be->v->download(be, r->cl, o->data, vals);
-    const int whole = rows == st->h && cols == st->w;
-    for (int j = 0; rc == VAE_OK && j < o->t; j++) {
-        float *fr = store_frame(st, first + j, !whole);
-        if (!fr) return VAE_EIO;
-        for (int yy = own_y.lo; yy < own_y.hi; yy++)
-            memcpy(fr + ((size_t)yy * st->w + own_x.lo) * st->c,
-                   r->cl + (((size_t)j * o->h + yy - out_y.lo) * o->w + own_x.lo - out_x.lo) * o->c,
-                   (size_t)cols * o->c * sizeof(float));
-        rc = store_frame_done(st, first + j);
-    }
-    return rc;
-}
-
-/* Frame f of the store, rows y and columns x, into dst (a device frame [h][w][c]). */
-static int store_get(run *s, const store *st, int f, vae_span y, vae_span x, void *dst) {
-    vae_runner *r = s->r;
-    vae_backend *be = r->be;
-    const int rows = y.hi - y.lo, cols = x.hi - x.lo;
-    const size_t px = px_bytes(r, st->c);
-    if (st->dev)
-        return be->v->copy2d(be, dst, (size_t)cols * px,
-                             (const char *)st->dev +
-                                 (((size_t)f * st->h + y.lo) * st->w + x.lo) * px,
-                             (size_t)st->w * px, (size_t)cols * px, (size_t)rows);
-    const size_t vals = (size_t)rows * cols * st->c;
-    const float *fr = store_frame(st, f, 1);
-    int rc = fr ? grow(&r->cl, &r->cl_cap, vals) : VAE_EIO;
-    for (int yy = 0; rc == VAE_OK && yy < rows; yy++)
-        memcpy(r->cl + (size_t)yy * cols * st->c, fr + ((size_t)(y.lo + yy) * st->w + x.lo) * st->c,
-               (size_t)cols * st->c * sizeof(float));
-    return rc ? rc : be->v->upload(be, dst, r->cl, vals);
 }
 
 /* ---- streams through one part -----------------------------------------------------------------
@@ -401,7 +225,7 @@ typedef struct sink {
 
 static int sink_put(run *s, const sink *k, const vae_chunk *o, int first) {
     if (!k->st) return out_push(s, o, first);
-    return store_put(s, k->st, o, first, k->out_y, k->out_x, k->own_y, k->own_x);
+    return runner_store_put(s, k->st, o, first, k->out_y, k->out_x, k->own_y, k->own_x);
 }
 
 /* The user's input, rows y x columns x, through part q in the program's chunks. */
@@ -410,7 +234,7 @@ static int stream_input(run *s, rpart *q, vae_span y, vae_span x, const sink *k)
     const vae_program *p = r->p;
     const int T = s->plan->t_in, h = y.hi - y.lo, w = x.hi - x.lo, c = p->in_channels;
     const int max_chunk = p->first_chunk > p->chunk ? p->first_chunk : p->chunk;
-    void *dev_in = r->be->v->alloc(r->be, (size_t)max_chunk * h * w * px_bytes(r, c));
+    void *dev_in = r->be->v->alloc(r->be, (size_t)max_chunk * h * w * runner_px_bytes(r, c));
     if (!dev_in)
         return vae_fail(VAE_ENOMEM, "out of %s memory for an input chunk of %d frames of %dx%dx%d",
                         r->be->v->name, max_chunk, h, w, c);
@@ -437,7 +261,7 @@ static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span 
                         int chunk, const sink *k) {
     vae_runner *r = s->r;
     const int h = y.hi - y.lo, w = x.hi - x.lo, nmax = first > chunk ? first : chunk;
-    const size_t frame = (size_t)h * w * px_bytes(r, st->c);
+    const size_t frame = (size_t)h * w * runner_px_bytes(r, st->c);
     /* a device store of whole frames is read in place; crops and host stores are copied */
     const int whole = h == st->h && w == st->w && st->dev && !st->pinned;
     void *buf = whole ? NULL : r->be->v->alloc(r->be, (size_t)nmax * frame);
@@ -451,7 +275,7 @@ static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span 
         vae_chunk in = {buf, n, h, w, st->c}, o;
         if (whole) in.data = (char *)st->dev + (size_t)f * frame;
         for (int j = 0; !whole && rc == VAE_OK && j < n; j++)
-            rc = store_get(s, st, f + j, y, x, (char *)buf + (size_t)j * frame);
+            rc = runner_store_get(s, st, f + j, y, x, (char *)buf + (size_t)j * frame);
         f += n;
         if (rc == VAE_OK) rc = vae_exec_step(q->e, &in, &o);
         if (rc == VAE_OK) rc = tick(s);
@@ -485,45 +309,57 @@ static int run_whole(run *s) {
     return stream_input(s, &s->r->part[1], (vae_span){0, pl->h_in}, (vae_span){0, pl->w_in}, &k);
 }
 
-static int run_tiled(run *s) {
+/* A over the whole video into its store (each runner of a group runs it), then this run's
+ * tiles of B, each through every frame, into sb (C follows) or to the output. */
+int runner_run_tiles(run *s, store *sb) {
     vae_runner *r = s->r;
     const vae_plan *pl = s->plan;
-    rpart *pa = &r->part[0], *pb = &r->part[1], *pc = &r->part[2];
-    store sa = {0}, sb = {0};
+    rpart *pa = &r->part[0], *pb = &r->part[1];
+    store sa = {0};
     int rc = VAE_OK;
-    if (pa->present) { /* A over the whole video into its store */
-        rc = store_open(s, &sa, 0);
+    if (pa->present) {
+        rc = runner_store_open(s, &sa, 0);
         const vae_span all_y = {0, sa.h}, all_x = {0, sa.w};
         sink k = {&sa, all_y, all_x, all_y, all_x};
         if (rc == VAE_OK)
             rc = stream_input(s, pa, (vae_span){0, pl->h_in}, (vae_span){0, pl->w_in}, &k);
     }
-    if (rc == VAE_OK && pc->present) rc = store_open(s, &sb, 1);
-    for (int i = 0; rc == VAE_OK && i < pl->n_tiles; i++) { /* B, tile by tile */
+    for (int i = s->rank; rc == VAE_OK && i < pl->n_tiles; i += s->world) {
         const vae_plan_tile *t = &pl->tiles[i];
         s->tile = t;
-        sink k = {pc->present ? &sb : NULL, t->out_y, t->out_x, t->own_y, t->own_x};
+        sink k = {sb, t->out_y, t->out_x, t->own_y, t->own_x};
         rc = set_trims(pb, t);
         if (rc == VAE_OK)
             rc = pa->present ? stream_store(s, pb, &sa, t->in_y, t->in_x, pl->part[1].first,
                                             pl->part[1].chunk, &k)
                              : stream_input(s, pb, t->in_y, t->in_x, &k);
     }
-    store_close(s, &sa);
-    if (rc == VAE_OK && pc->present) { /* C over B's store, whole frames */
-        s->direct = 1;
-        sink k = {NULL, span0, span0, span0, span0};
-        rc = stream_store(s, pc, &sb, (vae_span){0, sb.h}, (vae_span){0, sb.w}, pl->part[2].first,
-                          pl->part[2].chunk, &k);
-    }
-    store_close(s, &sb);
+    runner_store_close(s, &sa);
     return rc;
 }
 
-static int run_blend(run *s) {
+int runner_run_c(run *s, store *sb) {
+    const vae_plan *pl = s->plan;
+    s->direct = 1;
+    sink k = {NULL, span0, span0, span0, span0};
+    return stream_store(s, &s->r->part[2], sb, (vae_span){0, sb->h}, (vae_span){0, sb->w},
+                        pl->part[2].first, pl->part[2].chunk, &k);
+}
+
+static int run_tiled(run *s) {
+    store sb = {0};
+    const int c = s->r->part[2].present;
+    int rc = c ? runner_store_open(s, &sb, 1) : VAE_OK;
+    if (rc == VAE_OK) rc = runner_run_tiles(s, c ? &sb : NULL);
+    if (rc == VAE_OK && c) rc = runner_run_c(s, &sb);
+    runner_store_close(s, &sb);
+    return rc;
+}
+
+int runner_run_blend(run *s) {
     const vae_plan *pl = s->plan;
     int rc = VAE_OK;
-    for (int i = 0; rc == VAE_OK && i < pl->n_tiles; i++) {
+    for (int i = s->rank; rc == VAE_OK && i < pl->n_tiles; i += s->world) {
         const vae_plan_tile *t = &pl->tiles[i];
         s->tile = t;
         sink k = {NULL, t->out_y, t->out_x, t->own_y, t->own_x};
@@ -532,14 +368,20 @@ static int run_blend(run *s) {
     return rc;
 }
 
+void runner_drain(run *s) {
+    if (!s->q_pending) return;
+    s->q_pending = 0;
+    s->r->be->v->download_wait(s->r->be, s->q_host);
+}
+
 int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, int *emitted) {
-    run s = {.r = r, .plan = plan, .io = io};
+    run s = {.r = r, .plan = plan, .io = io, .world = 1};
     vae_backend *be = r->be;
     if ((io->in_view || io->out_view) && !be->v->view_import)
         return vae_fail(VAE_EUNSUPPORTED, "the %s backend cannot use tensors in device memory",
                         be->v->name);
     int rc = runner_prepare(r, plan);
-    s.total = plan_steps(r, plan);
+    s.total = runner_plan_steps(r, plan, 1);
     /* device output is written in place by the tiles, except for blended plans */
     const int assemble = plan->kind == VAE_PLAN_BLEND ||
                          (plan->kind == VAE_PLAN_TILED && !r->part[2].present && !io->out_view);
@@ -548,15 +390,12 @@ int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, in
     if (rc == VAE_OK)
         rc = plan->kind == VAE_PLAN_WHOLE   ? run_whole(&s)
              : plan->kind == VAE_PLAN_TILED ? run_tiled(&s)
-                                            : run_blend(&s);
+                                            : runner_run_blend(&s);
     if (rc == VAE_OK && assemble)
-        rc = io->out_view ? vae_assembly_emit(s.out, emit_to_view, &s, &s.emitted)
+        rc = io->out_view ? vae_assembly_emit(s.out, runner_emit_to_view, &s, &s.emitted)
                           : vae_assembly_emit(s.out, io->emit, io->emit_user, &s.emitted);
     if (io->out_view) s.emitted = 0;
-    if (rc && s.q_pending) { /* nothing may stay in flight into a host buffer */
-        s.q_pending = 0;
-        r->be->v->download_wait(r->be, s.q_host);
-    }
+    if (rc) runner_drain(&s);
     vae_assembly_free(s.out);
     *emitted = s.emitted;
     return rc;

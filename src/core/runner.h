@@ -42,4 +42,16 @@ void vae_runner_free(vae_runner *r);
  * failure came before any; always 0 for device output, which a new run simply overwrites). */
 int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, int *emitted);
 
+/* Runs the plan on n runners at once, one host thread each (runners of the same program, each on
+ * its own backend: a device group). Tiled and blended plans share out their tiles (tile i to
+ * runner i % n); each runner runs part A itself (latent resolution: cheap, and no transfer);
+ * the output of B goes into one store in host memory that every device copies into (C follows
+ * on runner 0) or into one host assembly of the output, which is handed out at the end (to
+ * io->emit, or into io->out_view through runner 0). Whole-frame plans run on runner 0 alone.
+ * io->in_view must be NULL (each runner reads the input through io->read); io->out_view is a
+ * tensor on runner 0's device. A failing runner stops the others at their next step; the call
+ * returns its error. Progress is reported from the calling thread (runner 0). */
+int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, const vae_run_io *io,
+                         int *emitted);
+
 #endif

@@ -474,7 +474,7 @@ static void *cuda_host_alloc(vae_backend *be, size_t bytes) {
                 memset(pick, 0, sizeof *pick);
             }
             const double t0 = cu_now();
-            const cudaError_t e = cudaHostAlloc(&pick->p, bytes ? bytes : 1, cudaHostAllocDefault);
+            const cudaError_t e = cudaHostAlloc(&pick->p, bytes ? bytes : 1, cudaHostAllocPortable);
             cb->host_s[CU_H_PINNED] += cu_now() - t0;
             if (e != cudaSuccess) {
                 cudaGetLastError(); /* an expected fallback: the caller keeps a pageable store */
@@ -645,6 +645,8 @@ static int cuda_trim(vae_backend *be) {
     return rc;
 }
 
+static int cuda_bind(vae_backend *be) { return cu_enter(cu_be(be), "cuda device group"); }
+
 static int cuda_scratch_reserve(vae_backend *be, size_t bytes, int capped) {
     cuda_backend *cb = cu_be(be);
     cb->scratch_capped = capped;
@@ -778,6 +780,7 @@ static const vae_backend_vtbl cuda_vtbl = {
     .view_export = cu_view_export,
     .stream_join = cu_stream_join,
     .trim = cuda_trim,
+    .bind = cuda_bind,
     .conv_window = cuda_conv_window,
     .conv_upsample = 1,
     .graph_begin = cuda_graph_begin,

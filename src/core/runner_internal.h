@@ -1,0 +1,96 @@
+/* runner_internal.h -- what runner.c, runner_store.c and runner_group.c share (internal).
+ *
+ * runner_store.c  the stores between a plan's parts (device, pinned host, host, temporary file)
+ * runner.c        one runner: parts, streams, tiles, host output (uses runner_store.c)
+ * runner_group.c  several runners on one plan, one thread each (uses runner.c)
+ */
+#ifndef VAE_RUNNER_INTERNAL_H
+#define VAE_RUNNER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "assemble.h"
+#include "executor.h"
+#include "runner.h"
+
+typedef struct rpart {
+    int present, from, to, n_loops, loops[VAE_MAX_LOOPS], whole[VAE_MAX_LOOPS];
+    vae_program prog;
+    vae_exec *e;
+} rpart;
+
+struct vae_runner {
+    vae_backend *be;
+    const vae_program *p;
+    vae_settings set;
+    rpart part[3];
+    float *planar, *cl; /* host staging without asynchronous transfers */
+    size_t planar_cap, cl_cap;
+};
+
+/* A part's output over the whole video, between parts. */
+typedef struct store {
+    void *dev;   /* [t][h][w][c] in the backend's dtype (device memory, or host memory from
+                  * host_alloc when pinned), or NULL: */
+    int pinned;
+    float *host; /* the same as float32 on the host, or one frame of it when: */
+    FILE *file;  /* (above VAE_EXEC_HOST_MB) it is kept in a temporary file */
+    int t, h, w, c;
+} store;
+
+/* What the runners of a group share (runner_group.c fills it; NULL for a runner alone). */
+typedef struct run_shared {
+    atomic_llong done;  /* units of work done by every runner */
+    atomic_int stop;    /* a runner failed: the others stop at their next unit */
+    pthread_mutex_t mu; /* a store in a temporary file: one frame buffer for all */
+} run_shared;
+
+/* one call of vae_runner_run (or one runner's share of a group's call) */
+typedef struct run {
+    vae_runner *r;
+    const vae_plan *plan;
+    const vae_run_io *io;
+    int emitted;
+    int64_t done, total; /* units of work (executor steps) */
+    int rank, world;     /* this runner takes the tiles i with i % world == rank */
+    run_shared *sh;
+    int direct;        /* outputs go to emit as they come (else into out) */
+    vae_assembly *out; /* tiled and blended plans: the output until every tile has run */
+    const vae_plan_tile *tile;
+    /* one download in flight */
+    int q_pending, q_first, q_n, q_c, q_h, q_w;
+    const float *q_host;
+    const vae_plan_tile *q_tile;
+} run;
+
+/* bytes of one pixel of c channels in the runner's activation dtype */
+static inline size_t runner_px_bytes(const vae_runner *r, int c) {
+    return (size_t)c * r->be->elem_size;
+}
+
+/* ---- runner_store.c ---- */
+int runner_grow(float **buf, size_t *cap, size_t n);
+int runner_store_open(run *s, store *st, int k);
+void runner_store_close(run *s, store *st);
+/* Frames [first, first + o->t) of the store <- the rows/columns `own` of o (o covers `out`). */
+int runner_store_put(run *s, store *st, const vae_chunk *o, int first, vae_span out_y,
+                     vae_span out_x, vae_span own_y, vae_span own_x);
+/* Frame f of the store, rows y and columns x, into dst (a device frame [h][w][c]). */
+int runner_store_get(run *s, const store *st, int f, vae_span y, vae_span x, void *dst);
+
+/* ---- runner.c: the steps of a plan, for runner_group.c ---- */
+int runner_prepare(vae_runner *r, const vae_plan *plan);
+int64_t runner_plan_steps(const vae_runner *r, const vae_plan *pl, int world);
+/* A (if any) and this run's tiles of B; B's output into sb (C follows) or to the output */
+int runner_run_tiles(run *s, store *sb);
+/* C over B's store, whole frames, to the output */
+int runner_run_c(run *s, store *sb);
+int runner_run_blend(run *s);
+/* host frames of an assembled output into the caller's device tensor (emit callback; user: run) */
+int runner_emit_to_view(const float *fr, int first, int n, int c, int h, int w, void *user);
+/* after a failure: nothing may stay in flight into a host buffer */
+void runner_drain(run *s);
+
+#endif
