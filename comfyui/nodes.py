@@ -232,6 +232,8 @@ class VaecVAELoader:
             "dtype": (core.DTYPES, {"default": "auto", "tooltip": "auto: bf16 on CUDA, fp32 on the CPU."}),
             "max_memory": ("STRING", {"default": "", "tooltip": "Memory budget, e.g. 13G (empty: free memory less a margin)."}),
             "tile_mode": _RUN_OPTIONS["tile_mode"],
+        }, "optional": {
+            "devices": ("STRING", {"default": "", "tooltip": "Several GPUs sharing each decode/encode, e.g. 0,1 (exact tiles shared out; empty: the one device)."}),
         }}
 
     RETURN_TYPES = ("VAE",)
@@ -240,9 +242,11 @@ class VaecVAELoader:
     DESCRIPTION = ("Loads a Wan2.1/Wan2.2/SeedVR2/TAESD VAE on the vae.c engine. The VAE works "
                    "with every node that takes one (VAE Decode, VAE Encode, tiled...).")
 
-    def load_vae(self, vae_name, device="auto", dtype="auto", max_memory="", tile_mode="auto"):
+    def load_vae(self, vae_name, device="auto", dtype="auto", max_memory="", tile_mode="auto",
+                 devices=""):
         path = folder_paths.get_full_path_or_raise("vae", vae_name)
-        opts = core.engine_options(_resolve_device(device), dtype, max_memory, tile_mode)
+        opts = core.engine_options(_resolve_device(device), dtype, max_memory, tile_mode,
+                                   devices=devices)
         return (VaecVAE.from_file(path, opts),)
 
 

@@ -19,14 +19,27 @@ TILE_MODES = ("auto", "none", "blend")
 SUPPORTED_ARCHS = ("wan2.1", "wan2.2", "seedvr2", "taesd")
 
 
-def engine_options(device, dtype="auto", max_memory="", tile_mode="auto", tile_size=0):
+def parse_devices(devices):
+    """"0,1" (the loader's widget) -> [0, 1]; "" -> None (one device)."""
+    text = str(devices or "").replace(" ", "")
+    if not text:
+        return None
+    parts = text.split(",")
+    if not all(p.isdigit() for p in parts) or len(parts) > 8:
+        raise ValueError(f"devices {devices!r}: expected up to 8 GPU indices such as 0,1")
+    return [int(p) for p in parts]
+
+
+def engine_options(device, dtype="auto", max_memory="", tile_mode="auto", tile_size=0,
+                   devices=""):
     """Keyword arguments for vaec.load / vaec.from_state_dict from the nodes' widget values.
 
     device: "cpu", "cuda" or "cuda:N", already resolved (the node maps "auto" to ComfyUI's VAE
     device). dtype "auto": bf16 on CUDA (what ComfyUI picks for Wan VAEs), fp32 on the CPU (the
     CPU backend computes in fp32 only). max_memory "": the engine's default budget. tile_size 0:
     the engine chooses; otherwise pixels: the exact tile size in "auto" mode, the blend tile in
-    "blend" mode.
+    "blend" mode. devices "0,1": a device group of these GPUs sharing each call (the tensors on
+    the first); "": the one device.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
@@ -34,6 +47,9 @@ def engine_options(device, dtype="auto", max_memory="", tile_mode="auto", tile_s
         raise ValueError(f"tile_mode {tile_mode!r}: expected one of {', '.join(TILE_MODES)}")
     if tile_size < 0:
         raise ValueError(f"tile_size {tile_size}: expected 0 (the engine's choice) or pixels")
+    group = parse_devices(devices)
+    if group and len(group) > 1:
+        device = f"cuda:{group[0]}"
     cuda = str(device).startswith("cuda")
     if dtype == "auto":
         dtype = "bf16" if cuda else "fp32"
@@ -43,6 +59,8 @@ def engine_options(device, dtype="auto", max_memory="", tile_mode="auto", tile_s
         opts["blend_tile"] = int(tile_size)
     elif tile_size and tile_mode == "auto":
         opts["tile"] = int(tile_size)
+    if group and len(group) > 1:
+        opts["devices"] = group
     return opts
 
 

@@ -65,7 +65,10 @@ def test_engine_options():
     assert (o["device"], o["dtype"], o["max_memory"], o["tile"]) == ("cuda:1", "bf16", "13G", 256)
     assert core.engine_options("cuda", "fp16", "", "blend", 512)["blend_tile"] == 512
     assert "tile" not in core.engine_options("cpu", tile_mode="none", tile_size=64)
-    for bad in ({"dtype": "fp8"}, {"tile_mode": "x"}, {"tile_size": -1}):
+    g = core.engine_options("cuda", devices="1, 2")
+    assert (g["device"], g["devices"]) == ("cuda:1", [1, 2])
+    assert "devices" not in core.engine_options("cuda", devices="")
+    for bad in ({"dtype": "fp8"}, {"tile_mode": "x"}, {"tile_size": -1}, {"devices": "0,x"}):
         with pytest.raises(ValueError):
             core.engine_options("cpu", **bad)
 

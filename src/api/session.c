@@ -434,6 +434,9 @@ static int session_run(vae_session *s, int encode, const call *k) {
     vae_io_view hv;
     const int group_in = dev_in && s->n_lanes > 1;
     if (group_in && (rc = input_to_host(s, &iv, &host_in, &hv))) return rc;
+    /* the group's other devices write a device output without waiting on the caller's stream:
+     * what the caller queued before the call is finished first (input_to_host did it already) */
+    if (dev_out && s->n_lanes > 1 && !group_in && (rc = be->v->sync(be))) return rc;
     reader rd = {group_in ? &hv : &iv, what};
     vae_run_io io = {.read = read_input, .read_user = &rd,
                      .in_view = dev_in && !group_in ? &iv : NULL,

@@ -105,6 +105,9 @@ typedef struct vae_backend_vtbl {
     int (*view_export)(vae_backend *be, const void *src, int t, int h, int w, int sy, int sx,
                        int rows, int cols, const vae_io_view *dst, int f, int y0, int x0);
     int (*stream_join)(vae_backend *be, void *stream, int after);
+    /* Optional (NULL: no): 1 when view_export of this backend can write the device view v (it
+     * is on the backend's device, or on one it reaches directly: CUDA peer access). */
+    int (*view_reach)(vae_backend *be, const vae_io_view *v);
 
     /* Optional (NULL: nothing cached): gives cached free device blocks back. */
     int (*trim)(vae_backend *be);

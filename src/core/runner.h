@@ -49,7 +49,9 @@ int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, in
  * on runner 0) or into one host assembly of the output, which is handed out at the end (to
  * io->emit, or into io->out_view through runner 0). Whole-frame plans run on runner 0 alone.
  * io->in_view must be NULL (each runner reads the input through io->read); io->out_view is a
- * tensor on runner 0's device. A failing runner stops the others at their next step; the call
+ * tensor on runner 0's device, written in place by every runner whose device reaches it
+ * (view_reach), else assembled on the host and copied in by runner 0; the caller's earlier work
+ * on it must be finished (the other devices do not wait on its stream). A failing runner stops the others at their next step; the call
  * returns its error. Progress is reported from the calling thread (runner 0). */
 int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, const vae_run_io *io,
                          int *emitted);

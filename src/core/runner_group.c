@@ -5,8 +5,10 @@
  * then its share of B's tiles (tile i to runner i % n), each with its own halo and caches, as a
  * runner alone would. What the tiles produce lands in host memory every device can write: B's
  * store when C follows (an encoder's middle and head: runner 0 runs it once every tile is in),
- * else the output assembly, handed out at the end. Nothing is exchanged between devices while
- * they compute, so the result equals the single-device tiled run bit for bit.
+ * else the output assembly, handed out at the end; or, when the caller's output is a device
+ * tensor that every runner's device reaches (its own, or a peer's), each writes its tiles there in
+ * place. Nothing is exchanged between devices while they compute, so the result equals the
+ * single-device tiled run bit for bit.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -88,8 +90,14 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
     atomic_init(&first_failed, -1);
     if (!ln) return vae_fail(VAE_ENOMEM, "out of memory");
     pthread_mutex_init(&sh.mu, NULL);
-    vae_run_io lio = *io; /* the lanes' output: the shared store or assembly only */
-    lio.emit = NULL, lio.out_view = NULL;
+    /* the lanes' output: the shared store, the caller's device tensor in place (tiles without
+     * C, when every lane's device reaches it), or one host assembly */
+    int in_place = io->out_view && !with_c && plan->kind == VAE_PLAN_TILED;
+    for (int k = 0; k < n && in_place; k++)
+        in_place = rs[k]->be->v->view_reach && rs[k]->be->v->view_reach(rs[k]->be, io->out_view);
+    vae_run_io lio = *io;
+    lio.emit = NULL;
+    lio.out_view = in_place ? io->out_view : NULL;
     store sb = {0};
     vae_assembly *out = NULL;
     int rc = runner_prepare(rs[0], plan);
@@ -100,16 +108,16 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
         ln[k].sb = with_c ? &sb : NULL;
         ln[k].first_failed = &first_failed;
     }
-    if (rc == VAE_OK)
-        rc = with_c ? runner_store_open(&ln[0].s, &sb, 1)
-                    : vae_assembly_open(&out, plan, (int64_t)rs[0]->set.exec_host_mb << 20);
+    if (rc == VAE_OK && with_c) rc = runner_store_open(&ln[0].s, &sb, 1);
+    if (rc == VAE_OK && !with_c && !in_place)
+        rc = vae_assembly_open(&out, plan, (int64_t)rs[0]->set.exec_host_mb << 20);
     for (int k = 0; k < n; k++)
         ln[k].s.out = out;
     if (rc == VAE_OK) rc = run_lanes(ln, n, &first_failed);
     run *s0 = &ln[0].s;
     s0->io = io; /* runner 0 hands the output to the caller */
     if (rc == VAE_OK && with_c) rc = runner_run_c(s0, &sb);
-    if (rc == VAE_OK && !with_c)
+    if (rc == VAE_OK && out)
         rc = io->out_view ? vae_assembly_emit(out, runner_emit_to_view, s0, &s0->emitted)
                           : vae_assembly_emit(out, io->emit, io->emit_user, &s0->emitted);
     if (rc) runner_drain(s0);

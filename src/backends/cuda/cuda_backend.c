@@ -779,6 +779,7 @@ static const vae_backend_vtbl cuda_vtbl = {
     .view_import = cu_view_import,
     .view_export = cu_view_export,
     .stream_join = cu_stream_join,
+    .view_reach = cu_view_reach,
     .trim = cuda_trim,
     .bind = cuda_bind,
     .conv_window = cuda_conv_window,

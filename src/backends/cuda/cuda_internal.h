@@ -412,6 +412,7 @@ int cu_view_import(vae_backend *be, void *dst, const vae_io_view *src, int f, in
 int cu_view_export(vae_backend *be, const void *src, int t, int h, int w, int sy, int sx, int rows,
                    int cols, const vae_io_view *dst, int f, int y0, int x0);
 int cu_stream_join(vae_backend *be, void *stream, int after);
+int cu_view_reach(vae_backend *be, const vae_io_view *v);
 
 int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const void *w,
                     const cu_dnn_epi *epi, void *y, const char *who);

@@ -64,6 +64,27 @@ int cu_view_export(vae_backend *be, const void *src, int t, int h, int w, int sy
     return rc;
 }
 
+/* A device group's lane writes its tiles into the caller's output in place when the output is
+ * on its GPU or on one it can reach directly (peer access, e.g. over NVLink, enabled here). */
+int cu_view_reach(vae_backend *be, const vae_io_view *v) {
+    cuda_backend *cb = cu_be(be);
+    if (cu_enter(cb, "cuda output")) return 0;
+    struct cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, v->data) != cudaSuccess || at.type != cudaMemoryTypeDevice) {
+        cudaGetLastError(); /* not device memory: not reachable (an expected answer) */
+        return 0;
+    }
+    if (at.device == cb->device) return 1;
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, cb->device, at.device) != cudaSuccess || !can) {
+        cudaGetLastError();
+        return 0;
+    }
+    const cudaError_t e = cudaDeviceEnablePeerAccess(at.device, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+    return e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled;
+}
+
 int cu_stream_join(vae_backend *be, void *stream, int after) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "stream order");
