@@ -201,7 +201,8 @@ typedef enum {
     VAE_PARAM_EXEC_CONTIG = 0,   /* temporal convs read one contiguous window (1) */
     VAE_PARAM_EXEC_GRAPH,        /* steady-state steps recorded as device graphs (1) */
     VAE_PARAM_EXEC_CHECK,        /* every op's output read back and checked finite (0) */
-    VAE_PARAM_EXEC_FRAMES,       /* frame-granular streaming after temporal upsampling (1) */
+    VAE_PARAM_EXEC_FRAMES,       /* frame-granular streaming after temporal upsampling: 1 where
+                                  * the budget needs it, 2 always (measurements) (1) */
     VAE_PARAM_EXEC_HOST_MB,      /* tiled output held in host memory up to this many MiB, else in
                                   * a temporary file (2048) */
     VAE_PARAM_CUDA_SCRATCH_MB,   /* CUDA scratch blocking target in MiB (256) */

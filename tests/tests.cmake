@@ -59,6 +59,9 @@ add_test(NAME fixture_group2_blend_taef2_real COMMAND test_fixtures ${VAE_SHARED
 add_test(NAME fixture_group2_file_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3 --devices 2)
 set_tests_properties(fixture_group2_blend_taef2_real fixture_group2_file_wan22_tiny PROPERTIES LABELS fixture)
 set_tests_properties(fixture_group2_file_wan22_tiny PROPERTIES ENVIRONMENT "VAE_EXEC_HOST_MB=0")
+# frame by frame after every temporal upsampling, always (VAE_EXEC_FRAMES=2), whole and tiled
+add_test(NAME fixture_frames_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3)
+set_tests_properties(fixture_frames_wan22_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")
 # FP8 emulated on the CPU (--dtype fp8): synthetic-weight fixtures within 0.16 relative of the
 # reference (measured 0.03-0.145: E4M3 rounds each conv's operands to 3 mantissa bits, ~4% per
 # conv), the real taef2 photos within 0.12 and decoded at >= 35 dB PSNR (measured 38.7 and 40.3)

@@ -357,11 +357,11 @@ static void describe(const planner *pl, vae_plan *plan) {
 static int choose(planner *pl, cand *best, cand *floor_c) {
     const vae_plan_request *rq = pl->rq;
     const int64_t budget = rq->budget;
-    const int n_fr = rq->frame_loops ? 2 : 1;
+    const int n_fr = rq->frame_loops ? 2 : 1, fr0 = rq->frame_loops == 2; /* 2: always */
     floor_c->peak = -1;
     int rc = VAE_OK;
     if (rq->mode == VAE_TILE_BLEND) {
-        for (int fr = 0; fr < n_fr; fr++) {
+        for (int fr = fr0; fr < n_fr; fr++) {
             pl->fr = fr;
             if ((rc = plan_try_blend(pl, best, NULL))) return rc;
             best->fr = fr;
@@ -382,7 +382,7 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         if (r < 1) r = 1;
         const int th = rq->tile_h > 0 ? (rq->tile_h + r - 1) / r : b->vh[b->prog.output];
         const int tw = rq->tile_w > 0 ? (rq->tile_w + r - 1) / r : b->vw[b->prog.output];
-        for (int fr = 0; fr < n_fr; fr++) {
+        for (int fr = fr0; fr < n_fr; fr++) {
             pl->fr = fr;
             if ((rc = plan_try_tiled(pl, th, tw, best, NULL))) return rc;
             best->fr = fr;
@@ -393,7 +393,7 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
     }
     /* in the order of speed on a GPU: whole frames in chunks, tiles in chunks, then frame by frame
      * (which needs the least memory but runs 1-frame kernels) */
-    for (int fr = 0; fr < n_fr; fr++) {
+    for (int fr = fr0; fr < n_fr; fr++) {
         pl->fr = fr;
         cand c;
         memset(&c, 0, sizeof c);
@@ -407,7 +407,7 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         cand tf;
         if (budget <= 0 || c.peak <= budget) {
             /* a device group shares tiles out where that is faster than one device whole */
-            if (rq->ranks > 1 && tiles_ok && fr == 0) {
+            if (rq->ranks > 1 && tiles_ok && fr == fr0) {
                 if ((rc = search_tiles(pl, best, &tf)) != PLAN_NOFIT && rc != VAE_OK) return rc;
                 if (rc == VAE_OK && best->cost < 0.9 * c.cost) return VAE_OK;
             }

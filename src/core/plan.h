@@ -84,7 +84,7 @@ typedef struct vae_plan_request {
     int tile_h, tile_w;            /* forced exact tiles, pixels of the video side (0: planner) */
     int blend_tile, blend_overlap; /* pixels of the video side */
     int video_factor;              /* pixels of the video side per pixel of the latent side */
-    int frame_loops;               /* settings.exec_frames */
+    int frame_loops;               /* settings.exec_frames (2: frame loops always) */
     int64_t host_store_max;        /* a host store above this many bytes goes to a temporary
                                     * file (settings.exec_host_mb; 0: no limit) */
     int cut;                       /* settings.plan_cut: B from this cut candidate (-1: chosen) */

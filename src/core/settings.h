@@ -18,7 +18,8 @@ typedef struct vae_settings {
     int exec_contig;  /* VAE_EXEC_CONTIG: temporal convs read a contiguous window (1) */
     int exec_graph;   /* VAE_EXEC_GRAPH: steady-state steps recorded as backend graphs (1) */
     int exec_check;   /* VAE_EXEC_CHECK: every op's output read back, must be finite (0) */
-    int exec_frames;  /* VAE_EXEC_FRAMES: frame-granular streaming after temporal upsampling (1) */
+    int exec_frames;  /* VAE_EXEC_FRAMES: frame-granular streaming after temporal upsampling (1:
+                       * where the budget needs it; 2: always, for tests and measurements) */
     int exec_host_mb; /* VAE_EXEC_HOST_MB: tiled output held in memory up to this, else in a
                        * temporary file (2048) */
     int exec_store_host; /* VAE_EXEC_STORE_HOST: tiled plans keep their stores on the host (0) */
