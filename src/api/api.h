@@ -35,6 +35,12 @@ struct vae_session {
     atomic_int cancel;      /* vae_session_cancel, from any thread */
 };
 
+/* session_plan.c: one call's plan (VAE_ENOMEM with the plan filled when nothing fits) and its
+ * runs until one succeeds (planned again with what the memory model missed) */
+int vae_frames_used(const vae_program *p, int t);
+int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan);
+int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g, const vae_run_io *io);
+
 /* tensor_view.c: the caller's tensors as [c][t][h][w] views */
 int vae_tensor_view(const vae_tensor *x, const char *what, int channels, vae_io_view *v);
 /* planar float32 [c][n][rows][cols] <- frames [f, f+n), the crop, of a host view; NaN/Inf fail */

@@ -162,12 +162,6 @@ int vae_session_device_peaks(const vae_session *s, int64_t *peaks, int max) {
     return s->n_lanes;
 }
 
-/* How many input frames a program consumes: the first chunk, then whole chunks. */
-static int frames_used(const vae_program *p, int t) {
-    if (t < p->first_chunk) return 0;
-    return p->first_chunk + (t - p->first_chunk) / p->chunk * p->chunk;
-}
-
 /* ---- the caller's tensors on the host ------------------------------------------------------ */
 typedef struct reader {
     const vae_io_view *v;
@@ -183,148 +177,6 @@ static int write_output(const float *frames, int first, int n, int c, int h, int
     const vae_io_view *v = user;
     if (c != v->c || h != v->h || w != v->w || first + n > v->t) return 1;
     return vae_view_write_host(v, frames, first, n) != VAE_OK;
-}
-
-/* ---- planning ------------------------------------------------------------------------------------ */
-/* The budget: the option, else what the device has available minus a margin (0: unknown). */
-static int64_t session_budget(const vae_session *s, int64_t avail) {
-    if (s->retry_budget > 0) return s->retry_budget;
-    if (s->opts.max_memory > 0) return s->opts.max_memory;
-    if (avail <= 0) return 0;
-    int64_t margin = ((int64_t)256 << 20) + avail / 20;
-    return avail > 2 * margin ? avail - margin : avail / 2;
-}
-
-/* The most lanes of the session on one device (a device listed more than once). */
-static int lanes_per_device(const vae_session *s) {
-    int most = 1;
-    for (int i = 0; i < s->n_lanes; i++) {
-        int n = 0;
-        for (int j = 0; j < s->n_lanes; j++)
-            n += s->opts.n_devices > 1 && s->opts.devices[j] == s->opts.devices[i];
-        if (n > most) most = n;
-    }
-    return most;
-}
-
-static int session_plan(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan) {
-    const vae_model *m = s->model;
-    const vae_program *p = encode ? &m->enc : &m->dec;
-    vae_backend *be = s->be;
-    int64_t avail = 0, reserve = 0, scratch = 0;
-    int rc = be->v->mem_info ? be->v->mem_info(be, p, &avail, &reserve, &scratch) : VAE_OK;
-    for (int k = 1; rc == VAE_OK && k < s->n_lanes && be->v->mem_info; k++) {
-        int64_t a = 0, r = 0, sc = 0; /* a group plans for its device with the least memory */
-        rc = s->lane[k]->v->mem_info(s->lane[k], p, &a, &r, &sc);
-        if (a < avail) avail = a;
-    }
-    if (rc) return rc;
-    const int sharing = lanes_per_device(s); /* lanes on one device share its memory */
-    const vae_session_options *o = &s->opts;
-    vae_plan_request rq = {
-        .prog = p, .encode = encode, .t = frames_used(p, g->t), .h = g->h, .w = g->w,
-        .elem = be->elem_size, .budget = session_budget(s, avail) / sharing,
-        .fixed = reserve + s->model_error[encode], .conv_upsample = be->v->conv_upsample,
-        .round = be->v->alloc_size, .scratch_need = be->v->scratch_need, .be = be,
-        .scratch_now = scratch, .planar_io = be->v->stage_in != NULL,
-        .host_direct = be->v->host_alloc != NULL,
-        .mode = o->tile_mode, .tile_h = o->tile_height, .tile_w = o->tile_width,
-        .blend_tile = o->blend_tile > 0 ? o->blend_tile : 512,
-        .video_factor = vae_config_spatial_factor(&m->cfg), .frame_loops = s->set.exec_frames,
-        .cut = s->set.plan_cut, .store_host = s->set.exec_store_host,
-        .scratch_minimal = s->set.plan_scratch_min,
-        .host_store_max = (int64_t)s->set.exec_host_mb << 20, .ranks = s->n_lanes};
-    rq.blend_overlap = o->blend_overlap > 0 ? o->blend_overlap : rq.blend_tile / 8;
-    return vae_plan_make(plan, &rq);
-}
-
-static int run_once(vae_session *s, int encode, const vae_plan *plan, const vae_run_io *io,
-                    int *emitted) {
-    const vae_program *p = encode ? &s->model->enc : &s->model->dec;
-    vae_runner **rs = s->runner[encode];
-    int rc = VAE_OK;
-    for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++) {
-        vae_backend *be = s->lane[k];
-        if (!rs[k]) rc = vae_runner_create(&rs[k], be, p, &s->set);
-        if (rc == VAE_OK && be->v->scratch_reserve) /* grown now, not in the middle of a graph */
-            rc = be->v->scratch_reserve(be, (size_t)plan->scratch, plan->scratch_minimal);
-    }
-    if (rc) return rc;
-    return s->n_lanes > 1 ? vae_runner_run_group(rs, s->n_lanes, plan, io, emitted)
-                          : vae_runner_run(rs[0], plan, io, emitted);
-}
-
-/* Each device's budget before a run; after it, the largest peak and whether any refused. */
-static void lanes_limit(vae_session *s, int64_t budget) {
-    for (int k = 0; k < s->n_lanes; k++) {
-        vae_backend *be = s->lane[k];
-        be->limit = budget; /* the backend refuses to go over it */
-        be->refused = 0;
-        be->bytes_peak = be->bytes_in_use;
-    }
-}
-
-static int64_t lanes_unlimit(vae_session *s, int *refused) {
-    int64_t peak = 0;
-    *refused = 0;
-    for (int k = 0; k < s->n_lanes; k++) {
-        vae_backend *be = s->lane[k];
-        be->limit = 0;
-        *refused |= be->refused;
-        if (be->bytes_peak > peak) peak = be->bytes_peak;
-    }
-    return peak;
-}
-
-/* Runs plans until one succeeds: a plan the backend refused (over the budget) before any frame
- * was handed out is made again with what the memory model missed. */
-static int run_planned(vae_session *s, int encode, const vae_io_view *g, const vae_run_io *io) {
-    int64_t *model_error = &s->model_error[encode];
-    int rc = VAE_OK;
-    s->retry_budget = 0;
-    for (int attempt = 0;; attempt++) {
-        vae_plan plan;
-        if ((rc = session_plan(s, encode, g, &plan))) {
-            vae_plan_free(&plan); /* a plan that does not fit keeps its tiles for the caller */
-            break;
-        }
-        VAE_INFO("plan: %s", plan.why);
-        if (s->n_lanes > 1 && plan.kind == VAE_PLAN_WHOLE && attempt == 0)
-            VAE_WARN("%s: the plan is whole frames, so device %d runs it alone (no exact tiles to "
-                     "share: the model's norms span whole frames, or the input is too small for "
-                     "tiles to pay)", encode ? "encode" : "decode", s->opts.device_index);
-        int emitted = 0, refused = 0;
-        lanes_limit(s, plan.budget);
-        rc = run_once(s, encode, &plan, io, &emitted);
-        const int64_t peak = lanes_unlimit(s, &refused);
-        /* what the model missed (the backend's own temporaries, allocator effects): later
-         * plans of this session add it */
-        const int64_t modelled = plan.peak - *model_error, missed = peak - modelled;
-        if (missed > *model_error) *model_error = missed;
-        /* planned again if nothing was handed out yet: a refusal by the budget is the memory
-         * model's error (later plans of this session add what it missed); a device or host that
-         * ran out says nothing about the model: this call plans for 80% of what it held then,
-         * if an exact plan that small exists */
-        const int64_t ran_out_at = peak * 4 / 5;
-        const int retry = rc == VAE_ENOMEM && emitted == 0 && attempt < 2 && plan.budget > 0 &&
-                          s->opts.tile_mode != VAE_TILE_NONE &&
-                          (refused || ran_out_at >= plan.floor);
-        if (retry && refused && plan.budget - modelled + plan.budget / 20 > *model_error)
-            *model_error = plan.budget - modelled + plan.budget / 20;
-        if (retry && !refused) s->retry_budget = ran_out_at;
-        vae_plan_free(&plan);
-        if (!retry) break;
-        if (s->retry_budget > 0)
-            VAE_WARN("%s: %s; planning again for %.1f MiB", encode ? "encode" : "decode",
-                     vae_last_error(), (double)s->retry_budget / (1 << 20));
-        else
-            VAE_WARN("%s: %s; planning again with %.1f MiB more for what the memory model misses",
-                     encode ? "encode" : "decode", vae_last_error(),
-                     (double)*model_error / (1 << 20));
-        vae_error_clear();
-    }
-    s->retry_budget = 0; /* later calls start from the budget again */
-    return rc;
 }
 
 /* A tensor's memory must be where the session computes, or the host. */
@@ -417,7 +269,7 @@ static int session_run(vae_session *s, int encode, const call *k) {
     vae_io_view iv, ov;
     int rc = call_views(s, encode, k, &iv, &ov);
     if (rc) return rc;
-    int t_used = frames_used(p, iv.t);
+    int t_used = vae_frames_used(p, iv.t);
     if (t_used < iv.t)
         VAE_WARN("%s: %d frames given, the model uses the first %d (%s takes 1 + %d*k frames)",
                  what, iv.t, t_used, m->cfg.arch->name, p->chunk);
@@ -444,7 +296,7 @@ static int session_run(vae_session *s, int encode, const call *k) {
                      .out_view = dev_out ? &ov : NULL, .progress = k->co.progress,
                      .progress_user = k->co.progress_user, .cancel = &s->cancel};
     double t0 = vae_seconds();
-    rc = run_planned(s, encode, &iv, &io);
+    rc = vae_session_run_planned(s, encode, &iv, &io);
     vae_free(host_in);
     if ((dev_in || dev_out)) { /* the caller's stream waits for the engine, even after a failure */
         int rj = be->v->stream_join(be, k->co.cuda_stream, 1);
@@ -478,7 +330,7 @@ int vae_session_plan(vae_session *s, int encode, const int64_t *shape, int ndim,
     vae_io_view g;
     int rc = shape_geom(s->model, encode, shape, ndim, &g);
     vae_plan plan;
-    if (rc == VAE_OK) rc = session_plan(s, encode, &g, &plan);
+    if (rc == VAE_OK) rc = vae_session_plan_make(s, encode, &g, &plan);
     if (rc && rc != VAE_ENOMEM) return rc;
     info->order = (vae_plan_order)plan.kind;
     info->tiles_y = plan.tiles_y, info->tiles_x = plan.tiles_x;
@@ -621,7 +473,7 @@ static int dry_run(const vae_model *m, int encode, const int64_t *in_shape, int 
     int rc = shape_geom(m, encode, in_shape, in_ndim, &g);
     if (rc) return rc;
     int t_out = 0, h = 0, w = 0, c = p->out_channels;
-    if ((rc = vae_plan_walk(p, frames_used(p, g.t), g.h, g.w, &t_out, &h, &w, macs))) return rc;
+    if ((rc = vae_plan_walk(p, vae_frames_used(p, g.t), g.h, g.w, &t_out, &h, &w, macs))) return rc;
     if (t_out == 0) return vae_fail(VAE_ESHAPE, "input gives no output frames");
     if (in_ndim == 4 && t_out != 1) return vae_fail(VAE_ESHAPE, "4-D input gave %d frames", t_out);
     if (out_shape) {
