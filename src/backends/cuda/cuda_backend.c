@@ -797,8 +797,8 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
              "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM, %lld "
              "graph launches; weights %.1f MiB; peak %.1f MiB (weights %.1f, activations %.1f, "
              "scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; host set-up: device allocations "
-             "%.0f ms, pinned buffers %.0f ms, cuDNN handle %.0f ms, cuDNN plans %.0f ms, graphs "
-             "%.0f ms",
+             "%.0f ms, pinned buffers %.0f ms, cuDNN handle %.0f ms, cuDNN plans %.0f ms (first "
+             "launches %.0f ms), graphs %.0f ms",
              cb->device_name, vae_dtype_name(be->dtype), cu_dnn_describe(cb, dnn, sizeof dnn),
              (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d, (long long)cb->n_conv_fused,
              (long long)cb->n_conv_gemm, (long long)cb->n_graph_launches,
@@ -807,7 +807,8 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
              (double)cb->peak_parts[2] / 1048576.0, (double)cb->peak_parts[3] / 1048576.0,
              (double)cb->pool.reserved_bytes / 1048576.0, cb->host_s[CU_H_MALLOC] * 1e3,
              cb->host_s[CU_H_PINNED] * 1e3, cb->host_s[CU_H_DNN_HANDLE] * 1e3,
-             cb->host_s[CU_H_DNN_PLAN] * 1e3, cb->host_s[CU_H_GRAPH] * 1e3);
+             cb->host_s[CU_H_DNN_PLAN] * 1e3, cb->host_s[CU_H_DNN_FIRST] * 1e3,
+             cb->host_s[CU_H_GRAPH] * 1e3);
     return buf;
 }
 

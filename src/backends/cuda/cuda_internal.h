@@ -233,7 +233,8 @@ enum {
     CU_H_MALLOC,     /* device allocations (cudaMalloc or the host's allocator) */
     CU_H_PINNED,     /* pinned host buffers (cudaHostAlloc) */
     CU_H_DNN_HANDLE, /* cudnnCreate */
-    CU_H_DNN_PLAN,   /* cuDNN descriptors and algorithm choice per shape */
+    CU_H_DNN_PLAN,   /* cuDNN descriptors and algorithm choice per shape, first launch included */
+    CU_H_DNN_FIRST,  /* of which the first launch of each plan (loads its kernels) */
     CU_H_GRAPH,      /* graph capture end + instantiation */
     CU_H_N
 };

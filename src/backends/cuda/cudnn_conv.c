@@ -250,7 +250,9 @@ static int plan_make_fused(cuda_backend *cb, dnn_state *d, dnn_plan *p, const vo
         for (int f32 = 0; f32 < 2; f32++) {
             if (f32 && (st = plan_bias_desc(p, 1))) break;
             if ((f32 ? (const void *)epi->bias_f32 : epi->bias_dt) == NULL) continue;
+            const double t0 = cu_now();
             st = plan_exec(cb, d, p, x, w, epi, y);
+            cb->host_s[CU_H_DNN_FIRST] += cu_now() - t0;
             if (st == CUDNN_STATUS_SUCCESS) {
                 p->ok = 1;
                 VAE_DEBUG("%s: cuDNN fused conv+bias%s (%s bias, workspace %zu) for %dD n%d "
@@ -303,7 +305,9 @@ static int plan_make_and_run(cuda_backend *cb, dnn_state *d, dnn_plan *p, const 
         if ((rc = ws_reserve(cb, ws, who))) return rc;
         p->algo = c->algo;
         p->ws = ws;
+        const double t0 = cu_now();
         st = plan_exec(cb, d, p, x, w, epi, y);
+        cb->host_s[CU_H_DNN_FIRST] += cu_now() - t0;
         if (st == CUDNN_STATUS_SUCCESS) {
             p->ok = 1;
             VAE_DEBUG("%s: cuDNN algorithm %d (workspace %zu) for %dD n%d %dx%dx%dx%d -> %d, k "
