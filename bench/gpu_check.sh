@@ -26,6 +26,9 @@
 #   --group     also the fixtures on a device group of every GPU there is (one GPU: two lanes
 #               on it; --tiles 3 --devices N), and with --budget, scaling: set BUDGET_LIST to workloads with
 #               '--devices 0,1,..' as their flags (each beside its one-GPU run)
+#   --scaling   also device-group scaling: each workload of SCALING_LIST ('WORKLOAD;...'; default:
+#               Wan2.1 720p decode and encode, SeedVR2 1080p, Wan2.2 704p) on 1 GPU, then on
+#               groups of 2, 4, 8 (as many as there are), with the speedup and each device's peak
 #   --python    also the Python package: pytest python/tests with build-gpu/libvae.so (CUDA
 #               tensors in place; diffusers from the carried .whl folder) and bench/vaec_bench.py
 #               beside `vae bench` of the same workload (Wan2.1 decode 81x480x832, bf16)
@@ -52,7 +55,7 @@ shift
 DEPS=""
 [ -d build-gpu-deps ] && DEPS=$ROOT/build-gpu-deps
 FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1 REPEAT=0 SANITIZE=0 TILES=0 BUDGET=0
-GROUP=0
+GROUP=0 SCALING=0
 PYTHON=0 COLD=0 PERF=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -70,6 +73,7 @@ while [ $# -gt 0 ]; do
     --tiles) TILES=1 ;;
     --budget) BUDGET=1 ;;
     --group) GROUP=1 ;;
+    --scaling) SCALING=1 ;;
     --python) PYTHON=1 ;;
     --cold) COLD=1 ;;
     --perf) PERF=1 ;;
@@ -263,14 +267,14 @@ fi
 # group's own plan and with exact tiles shared out, within 1e-5 (fp32) / 2e-2 (bf16) of one GPU's
 # output, and a blend
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-[ "$NGPU" -lt 2 ] && NGPU=2
+GN=$([ "$NGPU" -lt 2 ] && echo 2 || echo "$NGPU")
 if [ $GROUP = 1 ]; then
     for fx in wan21_tiny wan22_tiny seedvr2_tiny taef2_real wan21_small; do
         for dt in fp32 bf16; do
-            fixture_run "group of $NGPU $fx $dt" $fx $dt --tiles 3 --devices $NGPU
+            fixture_run "group of $GN $fx $dt" $fx $dt --tiles 3 --devices $GN
         done
     done
-    fixture_run "group of $NGPU blend taef2_real fp32" taef2_real fp32 --blend 128 --devices $NGPU
+    fixture_run "group of $GN blend taef2_real fp32" taef2_real fp32 --blend 128 --devices $GN
 fi
 grep -E "^FAIL" "$OUT/fixtures.log" | head -40 >>"$SUMMARY"
 grep -E "^PASS .*rel_err|^INFO .*predicted" "$OUT/fixtures.log" >>"$SUMMARY"
@@ -310,6 +314,31 @@ if [ $BUDGET = 1 ] && [ -x build-gpu/vae ]; then
                 --runs "${RUNS:-2}" $f >>"$OUT/bench.log" 2>&1
             say "budget [${f:-untiled}] $w: rc $? $(grep BENCH "$OUT/bench.log" | tail -1 | sed 's/.*median_s/median_s/')"
             grep "plan:" "$OUT/bench.log" | tail -1 | cut -c1-500 >>"$SUMMARY"
+        done
+    done
+fi
+# device groups (issue 13): each workload on one GPU, then on groups of 2, 4, 8 GPUs (as many as
+# the machine has), speedup against the one-GPU run of this job and each device's peak
+SCALING_DEFAULT="wan2.1 --op decode --frames 81 --size 720x1280;\
+seedvr2 --op decode --frames 81 --size 1080x1920;\
+wan2.2 --op decode --frames 121 --size 704x1280;\
+wan2.1 --op encode --frames 81 --size 720x1280"
+if [ $SCALING = 1 ] && [ -x build-gpu/vae ]; then
+    IFS=';' read -r -a SL <<<"${SCALING_LIST:-$SCALING_DEFAULT}"
+    for w in "${SL[@]}"; do
+        one=""
+        for n in 1 2 4 8; do
+            [ "$n" -gt "$NGPU" ] && break
+            devs=$(seq -s, 0 $((n - 1)))
+            echo "=== scaling [$n GPUs] $w" >>"$OUT/bench.log"
+            timeout 300 build-gpu/vae -v bench $w --dtype bf16 --device cuda --warmup 1 \
+                --runs "${RUNS:-3}" $([ "$n" -gt 1 ] && echo --devices "$devs") >>"$OUT/bench.log" 2>&1
+            rc=$?
+            line=$(grep BENCH "$OUT/bench.log" | tail -1)
+            med=$(echo "$line" | grep -oE '"median_s":[0-9.]+' | cut -d: -f2)
+            [ "$n" = 1 ] && one=$med
+            say "scaling [$n GPUs] $w: rc $rc median ${med:-?} s, speedup $(awk -v a="$one" -v b="$med" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "?" }'), peaks $(echo "$line" | grep -oE '"device_peak_bytes":\[[0-9,]*\]' | cut -d: -f2)"
+            grep "plan:" "$OUT/bench.log" | tail -1 | cut -c1-400 >>"$SUMMARY"
         done
     done
 fi
