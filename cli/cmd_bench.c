@@ -215,11 +215,14 @@ int cmd_bench(int argc, char **argv) {
                       (long long)dev_peaks[d]);
     static const char *const order[] = {"whole", "tiled", "blend"};
     printf("%s %s %dx%dx%d (%s, %s): median %.3f s (min %.3f, %d runs; first run %.3f s), "
-           "%.1f TFLOP/s (%.1f TFLOP), peak memory %.2f GiB (predicted %.2f), %s %dx%d, %d frames "
+           "%.1f TFLOP/s (%.1f TFLOP), peak memory %.2f GiB%s (predicted %.2f), %s %dx%d, %d frames "
            "out\n",
            info.arch, op, frames, H, W, device, dtype, med, times[0], runs, cold, flops / med / 1e12,
-           flops / 1e12, peak / (1 << 30), (double)plan.peak_bytes / (1 << 30),
-           order[plan.order], plan.tiles_y, plan.tiles_x, out_frames);
+           flops / 1e12, peak / (1 << 30), n_dev > 1 ? " on the fullest device" : "",
+           (double)plan.peak_bytes / (1 << 30), order[plan.order], plan.tiles_y, plan.tiles_x,
+           out_frames);
+    for (int d = 0; n_dev > 1 && d < n_dev; d++)
+        printf("  device %d of %d: peak memory %.2f GiB\n", d, n_dev, (double)dev_peaks[d] / (1 << 30));
     printf("BENCH {\"arch\":\"%s\",\"op\":\"%s\",\"frames\":%d,\"height\":%d,\"width\":%d,"
            "\"device\":\"%s\",\"dtype\":\"%s\",\"median_s\":%.4f,\"min_s\":%.4f,\"runs\":%d,"
            "\"cold_s\":%.4f,"
