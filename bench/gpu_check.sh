@@ -153,6 +153,17 @@ if [ -n "$CUDNN_LIBF" ]; then
     EXTRA+=(-DCUDNN_LIB="$CUDNN_LIBF")
     LIBPATH=$(dirname "$CUDNN_LIBF")${LIBPATH:+:$LIBPATH}
 fi
+# CUTLASS's headers (the implicit-GEMM conv kernels): the machine's Python, else the nvidia-cutlass
+# wheel carried in .whl (unpacked; nothing is installed)
+if ! python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('cutlass_library') is None)" \
+    2>/dev/null; then
+    w=$(ls "$ROOT"/.whl/nvidia_cutlass-*.whl 2>/dev/null | head -1)
+    if [ -n "$w" ]; then
+        [ -d /tmp/vae-cutlass ] || python3 -m zipfile -e "$w" /tmp/vae-cutlass
+        EXTRA+=(-DCUTLASS_DIR=/tmp/vae-cutlass/cutlass_library/source)
+    fi
+    echo "== CUTLASS: ${w:-none (no implicit-GEMM kernels)}" >>"$OUT/env.log"
+fi
 CF=()
 [ -n "$CUDNN_INC" ] && CF=(-DCMAKE_C_FLAGS="-isystem $CUDNN_INC")
 export LD_LIBRARY_PATH=${LIBPATH}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -230,6 +241,10 @@ for fx in $FX; do
     for dt in fp32 bf16 fp16; do
         fixture_run "fixture $fx $dt" $fx $dt
     done
+done
+# bf16 with the implicit-GEMM kernels wherever they apply (sm_90 builds with CUTLASS)
+for fx in $FX; do
+    fixture_run "igemm always $fx bf16" $fx bf16 VAE_CUDA_IGEMM=always
 done
 # the tiny ones again with poisoned memory and per-op checks, and with seeded conv path choices
 # (the gpu_poisoned_* / gpu_tune_seed* ctests)

@@ -10,6 +10,8 @@
  *   pad3d    channel-padded 3-D windows (3-D path off)
  *   blocks   per block of output frames, temporally gathered 2-D cuDNN convs (3-D paths off)
  *   gemm     im2col + cuBLAS GEMM (VAE_CUDA_CONV=gemm)
+ *   igemm    the CUTLASS implicit-GEMM kernels where they apply (VAE_CUDA_IGEMM=always: bf16 on
+ *            sm_90, temporal convs over windows), else the 3-D path
  * (a path that does not apply to a shape runs the next one the backend falls back to; the cpu
  * backend has one path). Per shape and path: milliseconds (median of --reps after a warm-up),
  * TFLOP/s (2 x MACs) and GB/s (input window + output + weights, read or written once); then the
@@ -17,7 +19,7 @@
  *
  * usage: perf_ops [--arch wan2.1|wan2.2|seedvr2|all] [--op decode|encode] [--frames N]
  *                 [--size HxW] [--dtype bf16|fp16|fp32] [--device cuda|cpu] [--reps N]
- *                 [--paths tuned,3d,pad3d,blocks,gemm] [--match NAME]
+ *                 [--paths tuned,3d,pad3d,blocks,gemm,igemm] [--match NAME]
  * Lines: "PERF ..." per shape, "TOTAL ..." per path. Not a test: nothing here can fail but a
  * path's error, which is printed and counted (exit status 1).
  */
@@ -42,8 +44,8 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
                             const vae_settings *settings, const vae_dev_allocator *alloc)
     __attribute__((weak));
 
-enum { MAX_SHAPES = 256, N_PATHS = 5, MAX_FRAMES = 64 };
-static const char *const path_names[N_PATHS] = {"tuned", "3d", "pad3d", "blocks", "gemm"};
+enum { MAX_SHAPES = 256, N_PATHS = 6, MAX_FRAMES = 64 };
+static const char *const path_names[N_PATHS] = {"tuned", "3d", "pad3d", "blocks", "gemm", "igemm"};
 
 /* one distinct conv shape: the first op that has it, and how often the model runs it */
 typedef struct shape {
@@ -168,6 +170,14 @@ static int time_shape(vae_backend *be, const shape *s, int reps, double *ms) {
     return rc;
 }
 
+/* name is one of the comma-separated words of list */
+static int in_list(const char *list, const char *name) {
+    const size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
 /* A backend for path k (settings as the environment would give them, then the path's). */
 static int make_backend(int cuda, vae_dtype dtype, int k, vae_backend **be) {
     if (!cuda) return k == 0 ? vae_cpu_backend_create(be, VAE_DTYPE_F32, 0) : VAE_EUNSUPPORTED;
@@ -178,8 +188,9 @@ static int make_backend(int cuda, vae_dtype dtype, int k, vae_backend **be) {
     int rc = vae_settings_resolve(&set, &so);
     set.tune_cache[0] = 0; /* measure, never reuse an earlier process's choice */
     if (k > 0) set.cuda_tune = 0;
-    if (k >= 2) set.cuda_conv3d = 0;
-    if (k >= 3) set.cuda_pad3d = 0;
+    if (k > 0) set.cuda_igemm = k == 5 ? 2 : 0; /* igemm: where it applies, else the 3-D path */
+    if (k >= 2 && k <= 4) set.cuda_conv3d = 0;
+    if (k >= 3 && k <= 4) set.cuda_pad3d = 0;
     if (k == 4) set.cuda_conv = 1;
     return rc ? rc : vae_cuda_backend_create(be, dtype, 0, &set, NULL);
 }
@@ -216,7 +227,7 @@ static void print_shape(const char *arch, const shape *s, const int *on, size_t 
 
 int main(int argc, char **argv) {
     const char *arch_s = "all", *op_s = "decode", *size_s = "480x832", *dtype_s = "bf16",
-               *device = NULL, *paths_s = "tuned,3d,pad3d,blocks,gemm", *match = NULL;
+               *device = NULL, *paths_s = "tuned,3d,pad3d,blocks,gemm,igemm", *match = NULL;
     int frames = 81, reps = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
@@ -262,7 +273,7 @@ int main(int argc, char **argv) {
                                                  : VAE_DTYPE_BF16;
     int on[N_PATHS] = {0};
     for (int k = 0; k < N_PATHS; k++)
-        on[k] = strstr(paths_s, path_names[k]) != NULL && (cuda || !k);
+        on[k] = in_list(paths_s, path_names[k]) && (cuda || !k);
     const char *archs[3] = {"wan2.1", "wan2.2", "seedvr2"};
     int failures = 0;
     printf("perf_ops: %s %s %dx%dx%d, %s on %s, median of %d runs\n", arch_s, op_s, frames, H, W,

@@ -225,6 +225,8 @@ typedef enum {
     VAE_PARAM_PLAN_SCRATCH_MIN,  /* 1: plans keep every op to its least backend scratch (0: only
                                   * when the backend's paths of choice do not fit the budget) */
     VAE_PARAM_CUDA_NARROW,       /* narrow 3x3 heads (<= 8 outputs) on their own kernel (1) */
+    VAE_PARAM_CUDA_IGEMM,        /* implicit-GEMM convs on Hopper (CUTLASS): 0 off, 1 a tuned
+                                  * candidate, 2 wherever they apply (1) */
     VAE_PARAM_COUNT
 } vae_param;
 

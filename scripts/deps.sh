@@ -15,3 +15,8 @@ if [ -n "$missing" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
+# CUTLASS's headers (the nvidia-cutlass wheel) for the Hopper conv kernels, where CUDA is built
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+    python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('cutlass_library') is None)" ||
+        python3 -m pip install -q "nvidia-cutlass>=4.2"
+fi

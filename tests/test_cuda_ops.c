@@ -277,6 +277,17 @@ static const conv_case convs[] = {
     {"1x1_s2", 4, 6, 1, 1, 1, 1, 2, 2, 0, 0, 0, 0, 1, 7, 7, 1, 0, L_CHUNK},
     {"2x5x3_asym", 5, 7, 2, 5, 3, 1, 1, 2, 2, 1, 0, 2, 3, 9, 11, 1, 1, L_SCATTER},
     {"3x3x3_tiny_frame", 4, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 2, 1, 1, 0, L_CHUNK},
+    /* implicit-GEMM kernels (bf16 on sm_90; c_in % 32, c_out % 96 or % 128; windows): each filter
+     * and channel tile, partial pixel tiles, residual (also in place), no bias, many tiles */
+    {"3x3x3_ig_c96", 96, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 10, 13, 1, 1, L_CHUNK},
+    {"3x3x3_ig_c192", 192, 192, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 9, 7, 1, 0, L_CHUNK},
+    {"3x3x3_ig_c128_res=y", 128, 128, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 8, 11, 1, 2, L_CHUNK},
+    {"3x3x3_ig_96to192", 96, 192, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 17, 5, 0, 1, L_CHUNK},
+    {"3x3x3_ig_c384", 384, 384, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 6, 6, 1, 1, L_CHUNK},
+    {"3x3x3_ig_64to96", 64, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 40, 72, 1, 1, L_CHUNK},
+    {"3x3x3_ig_c512", 512, 512, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 5, 9, 1, 1, L_CHUNK},
+    {"3x3x3_ig_32to256", 32, 256, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 3, 4, 1, 0, L_CHUNK},
+    {"3x1x1_ig_time", 96, 192, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 6, 6, 10, 1, 0, L_CHUNK},
 };
 
 /* CONV with input upsampling (op.up = 2, the fused nearest x2 + conv of the Wan upsamplers): the
@@ -860,6 +871,22 @@ static void describe(void) {
     if (vae_cuda_backend_describe) printf("INFO [%s] %s\n", variant, vae_cuda_backend_describe(gpu, buf, sizeof buf));
 }
 
+/* A variant that forces the implicit-GEMM kernels ran some convs through them (where this build
+ * has them and the device runs them: the backend's description says). */
+static void check_igemm_ran(const char *mode) {
+    char buf[512], want[64];
+    const char *d = vae_cuda_backend_describe(gpu, buf, sizeof buf);
+    snprintf(want, sizeof want, " implicit GEMM (%s)", mode);
+    const char *p = strstr(d, want);
+    if (!p) {
+        printf("INFO [%s] no implicit-GEMM kernels (not built, or not an sm_90 device)\n", variant);
+        return;
+    }
+    while (p > d && p[-1] != ' ') p--;
+    const long n = strtol(p, NULL, 10);
+    check(n > 0, "convs through the implicit-GEMM kernels: %ld", n);
+}
+
 static void run_variant(const variant_def *v) {
     variant = v->label;
     tol = v->dtype == VAE_DTYPE_F32 ? 1e-5 : 2e-2;
@@ -954,6 +981,8 @@ static void run_variant(const variant_def *v) {
     }
     printf("TIME [%s] tests took %.2f s\n", variant, now() - t0);
     describe();
+    if (v->extra && !strncmp(v->extra, "VAE_CUDA_IGEMM=", 15) && strcmp(v->extra + 15, "off"))
+        check_igemm_ran(v->extra + 15);
     gpu->v->destroy(gpu);
     gpu = NULL;
 }
@@ -995,6 +1024,8 @@ int main(int argc, char **argv) {
         {"bf16/nopad3d", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_PAD3D=0"},
         {"bf16/nophase", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_PHASE=0"},
         {"bf16/nokpad", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_KPAD=0"},
+        {"bf16/igemm", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_IGEMM=always"},
+        {"bf16/noigemm", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_IGEMM=off"},
     };
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) run_variant(&variants[i]);
 

@@ -40,6 +40,9 @@ typedef struct vae_settings {
     int cuda_cpad;           /* VAE_CUDA_CPAD: channel-padded 2-D gathers (1) */
     int cuda_kpad;           /* VAE_CUDA_KPAD: filter-padded small convs (1) */
     int cuda_narrow;         /* VAE_CUDA_NARROW: narrow heads on their own kernel (1) */
+    int cuda_igemm;          /* VAE_CUDA_IGEMM: CUTLASS implicit-GEMM convs on sm_90: off, tuned
+                              * (a candidate timed beside cuDNN's paths, 1), always (where it
+                              * applies, untimed: tests) */
     /* VAE_TUNE_CACHE / vae_session_options.tune_cache: the conv path cache file ("": none) */
     char tune_cache[1024];
 } vae_settings;

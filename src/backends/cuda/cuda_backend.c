@@ -69,7 +69,7 @@ enum { CU_PROF_CAP = 4096 }; /* event pairs resolved at once */
 static const char *const prof_names[CU_P_N] = {
     "conv cuDNN", "conv GEMM", "conv gather/im2col", "conv bias/residual init", "rms norm",
     "group norm", "eltwise", "resample", "attention", "copy/zero", "upload", "download",
-    "conv narrow head"};
+    "conv narrow head", "conv implicit GEMM"};
 
 static void prof_flush(cuda_backend *cb) {
     if (!cb->prof || cb->prof_n == 0) return;
@@ -795,13 +795,18 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
     char dnn[64];
     snprintf(buf, len,
              "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM, %lld "
-             "graph launches; weights %.1f MiB; peak %.1f MiB (weights %.1f, activations %.1f, "
+             "implicit GEMM (%s), %lld graph launches; weights %.1f MiB; peak %.1f MiB (weights %.1f, activations %.1f, "
              "scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; host set-up: device allocations "
              "%.0f ms, pinned buffers %.0f ms, cuDNN handle %.0f ms, cuDNN plans %.0f ms (first "
              "launches %.0f ms), graphs %.0f ms",
              cb->device_name, vae_dtype_name(be->dtype), cu_dnn_describe(cb, dnn, sizeof dnn),
              (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d, (long long)cb->n_conv_fused,
-             (long long)cb->n_conv_gemm, (long long)cb->n_graph_launches,
+             (long long)cb->n_conv_gemm, (long long)cb->n_conv_igemm,
+             cb->igemm == 2   ? "always"
+             : cb->igemm      ? "tuned"
+             : cu_igemm_built() ? "off"
+                                : "not built",
+             (long long)cb->n_graph_launches,
              (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
              (double)cb->peak_parts[0] / 1048576.0, (double)cb->peak_parts[1] / 1048576.0,
              (double)cb->peak_parts[2] / 1048576.0, (double)cb->peak_parts[3] / 1048576.0,
@@ -890,6 +895,7 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->cpad = st->cuda_cpad;
     cb->kpad = st->cuda_kpad;
     cb->narrow = st->cuda_narrow;
+    cb->igemm = cu_igemm_usable() ? st->cuda_igemm : 0;
 
     if ((rc = cu_check(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking),
                        "cuda backend", "cudaStreamCreate")))

@@ -36,6 +36,11 @@
  * (h+1)x(w+1) outputs each (in the scratch area, blocks of frames within scratch_limit), of which
  * phase (a,b) uses the window offset by (a,b); a kernel interleaves them into y (+ residual).
  * Other cases (or VAE_CUDA_PHASE=0) upsample into a temporary first.
+ * Implicit GEMM (bf16 on sm_90, builds with CUTLASS: cutlass/igemm_conv.cuh): a temporal conv
+ * over a contiguous window with stride 1 and symmetric spatial padding, c_in a multiple of 32 and
+ * c_out of 96 or 128, is one CUTLASS kernel (TMA im2col loads, wgmma, bias + residual in its
+ * epilogue); a candidate of the tuner beside cuDNN's paths (VAE_CUDA_IGEMM=always: taken wherever
+ * it applies, for tests; off: never).
  * Narrow heads (16-bit, 3x3 with stride and padding 1, at most 8 outputs, c_in a multiple of 16:
  * the RGB heads) run a tensor-core kernel of their own (cuda_narrow_conv.cu; VAE_CUDA_NARROW=0:
  * off). Other narrow outputs (16-bit, c_out not a multiple of 8, spatial kernels) run with c_out
@@ -49,8 +54,8 @@
 #include "backends/cuda/cuda_internal.h"
 
 enum { CONV_TUNE_MAX = 6 };
-enum { PATH_BLOCKS = 0, PATH_3D = 1, PATH_3DPAD = 2 };
-static const char *const path_names[3] = {"per block", "3-D", "padded 3-D"};
+enum { PATH_BLOCKS = 0, PATH_3D = 1, PATH_3DPAD = 2, PATH_IGEMM = 3 };
+static const char *const path_names[4] = {"per block", "3-D", "padded 3-D", "implicit GEMM"};
 typedef struct conv_tune {
     int n_in, h, w, path;
 } conv_tune;
@@ -71,6 +76,7 @@ typedef struct conv_state {
     int co, kp; /* c_out, and the padded c_out the device computes (kp >= co) */
     int use_gemm;
     int no3d;    /* the 3-D path is unsupported for this op */
+    int noigemm; /* the implicit-GEMM kernel refused this op */
     int pw_gemm; /* cuDNN had no plan for this 1x1 conv: cuBLAS */
     conv_tune tune[CONV_TUNE_MAX]; /* PATH_* measured per shape */
     int n_tune;
@@ -526,6 +532,55 @@ static int conv3d_pad(conv_call *cc, const void *const *frames, int t_out) {
     return VAE_OK;
 }
 
+#ifdef VAE_HAVE_CUTLASS
+int cu_igemm_built(void) { return 1; }
+int cu_igemm_usable(void) { return cuk_igemm_device(); }
+#define cuk_igemm_supported_c cuk_igemm_supported
+#define cuk_igemm_conv_c cuk_igemm_conv
+#else /* a build without the kernels: the path is never offered (cb->igemm == 0) */
+int cu_igemm_built(void) { return 0; }
+int cu_igemm_usable(void) { return 0; }
+static int cuk_igemm_supported_c(int dtype, int ci, int co) { return 0; }
+static cudaError_t cuk_igemm_conv_c(cudaStream_t s, int dtype, const void *x, int t_in, int h,
+                                    int w, int ci, int co, int kt, int kh, int kw, int ph, int pw,
+                                    const void *wt, const float *bias, const void *res, void *y) {
+    return cudaErrorNotSupported;
+}
+#endif
+
+/* The implicit-GEMM kernel takes this conv over a contiguous window (frames consecutive). */
+static int igemm_ok(const conv_call *cc, int consec) {
+    const vae_op *op = cc->op;
+    return cc->cb->igemm && consec && !cc->s->noigemm && op->st == 1 && op->sh == 1 &&
+           op->sw == 1 && op->up <= 1 && cc->s->kp == op->c_out &&
+           cuk_igemm_supported_c(cc->cb->base.dtype, op->c_in, op->c_out);
+}
+
+/* Implicit-GEMM path: the whole window x0 (t_out + kt - 1 frames) in one kernel, bias and
+ * residual in its epilogue (after an up-front bias + residual init: y accumulates on itself).
+ * VAE_EUNSUPPORTED when the kernel refuses the problem (TMA limits). */
+static int conv_igemm(conv_call *cc, const void *x0, int t_out) {
+    const vae_op *op = cc->op;
+    cuda_backend *cb = cc->cb;
+    int rc = need_w3(cb, op, cc->s);
+    if (rc) return rc;
+    const float *bias = cc->init_done ? NULL : cc->s->bias;
+    const void *res = cc->init_done ? cc->y : cc->res;
+    int ph = cu_prof_begin(cb, CU_P_IGEMM);
+    cudaError_t e = cuk_igemm_conv_c(cb->stream, cb->base.dtype, x0, t_out + op->kt - 1, cc->h,
+                                     cc->w, op->c_in, op->c_out, op->kt, op->kh, op->kw,
+                                     op->pad_h[0], op->pad_w[0], cc->s->w3, bias, res, cc->y);
+    cu_prof_end(cb, ph);
+    if (e == cudaErrorNotSupported) {
+        cudaGetLastError();
+        return vae_fail(VAE_EUNSUPPORTED, "%s: the implicit-GEMM kernel cannot take %dx%d frames",
+                        op->name, cc->h, cc->w);
+    }
+    if ((rc = cu_check(e, op->name, "implicit GEMM conv"))) return rc;
+    cb->n_conv_igemm++;
+    return VAE_OK;
+}
+
 /* Frees the weight layouts that no measured path uses (tuning tries every path, so every layout
  * gets made): device memory is what a tuned op keeps. A layout freed here is made again if a
  * later call needs it (need_*: op->w stays on the host). */
@@ -552,7 +607,7 @@ static void conv_trim_tuned(cuda_backend *cb, const vae_op *op, conv_state *s) {
     int blocks = 0, three_d = 0, pad = 0;
     for (int i = 0; i < s->n_tune; i++) {
         blocks |= s->tune[i].path == PATH_BLOCKS;
-        three_d |= s->tune[i].path == PATH_3D;
+        three_d |= s->tune[i].path == PATH_3D || s->tune[i].path == PATH_IGEMM;
         pad |= s->tune[i].path == PATH_3DPAD;
     }
     /* kt == 1: the 3-D path reads the 2-D layout */
@@ -645,8 +700,18 @@ static int run_blocks(conv_call *cc, const void *const *frames, int t_out) {
     return VAE_OK;
 }
 
+/* The path, or where it falls back to: implicit GEMM -> 3-D -> per block, padded 3-D -> per
+ * block (each fallback remembered for the op). */
 static int run_path(conv_call *cc, const void *const *frames, int t_out, int path) {
     conv_state *s = cc->s;
+    if (path == PATH_IGEMM && !s->noigemm) {
+        int rc = conv_igemm(cc, frames[0], t_out);
+        if (rc != VAE_EUNSUPPORTED) return rc;
+        VAE_DEBUG("%s: %s; using the 3-D path", cc->op->name, vae_last_error());
+        vae_error_clear();
+        s->noigemm = 1;
+    }
+    if (path == PATH_IGEMM) path = PATH_3D;
     if (path == PATH_3D && !s->no3d) {
         int rc = conv3d(cc, frames[0], t_out);
         if (rc != VAE_EUNSUPPORTED) return rc;
@@ -709,7 +774,8 @@ static void tune_key(const conv_call *cc, int n_in, const int *cand, int nc, cha
 static int path_too_big(const conv_call *cc, int path, int consec) {
     const cuda_backend *cb = cc->cb;
     const vae_op *op = cc->op;
-    if (!cb->scratch_capped || path == PATH_3D || !consec || cc->s->no3d) return 0;
+    if (!cb->scratch_capped || path == PATH_3D || path == PATH_IGEMM || !consec || cc->s->no3d)
+        return 0;
     const size_t need = path == PATH_3DPAD /* one output frame's window, or gathered frame */
                             ? (size_t)op->kt * cc->h * cc->w * (size_t)cc->s->cp * cc->es
                             : gathered_frame_bytes(op, cc->h, cc->w, cc->s->cg, cc->es);
@@ -724,23 +790,26 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
         if (s->tune[i].n_in == n_in && s->tune[i].h == cc->h && s->tune[i].w == cc->w) {
             int path = s->tune[i].path;
             if (path_too_big(cc, path, consec)) path = PATH_3D;
-            if (path == PATH_3D && !consec) {
+            if ((path == PATH_3D || path == PATH_IGEMM) && !consec) {
                 path = s->cp ? PATH_3DPAD : PATH_BLOCKS;
                 VAE_DEBUG("%s: %d frames %dx%d: not consecutive, %s", cc->op->name, n_in, cc->h,
                           cc->w, path_names[path]);
             }
             return run_path(cc, frames, t_out, path);
         }
-    int cand[3], nc = 0;
+    const int igemm = igemm_ok(cc, consec);
+    if (igemm && cc->cb->igemm == 2) return run_path(cc, frames, t_out, PATH_IGEMM);
+    int cand[4], nc = 0;
     if (consec && !s->no3d) cand[nc++] = PATH_3D;
     if (s->cp && !path_too_big(cc, PATH_3DPAD, consec)) cand[nc++] = PATH_3DPAD;
     if (!path_too_big(cc, PATH_BLOCKS, consec)) cand[nc++] = PATH_BLOCKS;
+    if (igemm) cand[nc++] = PATH_IGEMM; /* last: untimed choices keep cuDNN's 3-D path first */
     /* every run rewrites y completely, except an in-place residual (y = bias + y up front); a
      * shape first seen while recording a graph is measured on a later plain call */
     if (nc == 1 || !cc->cb->tune || cc->init_done || s->n_tune == CONV_TUNE_MAX ||
         cc->cb->recording)
         return run_path(cc, frames, t_out, cand[0]);
-    float ms[3] = {0, 0, 0};
+    float ms[4] = {0, 0, 0, 0};
     int best = -1;
     char key[256];
     tune_key(cc, n_in, cand, nc, key, sizeof key);
@@ -754,7 +823,8 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
         for (int k = 0; k < nc; k++) {
             int rc = timed_path(cc, frames, t_out, cand[k], &ms[k]);
             if (rc) return rc;
-            if ((cand[k] == PATH_3D && s->no3d) || (cand[k] == PATH_3DPAD && !s->cp))
+            if ((cand[k] == PATH_3D && s->no3d) || (cand[k] == PATH_3DPAD && !s->cp) ||
+                (cand[k] == PATH_IGEMM && s->noigemm))
                 continue; /* that path turned out unsupported (it ran per block) */
             if (best < 0 || ms[k] < ms[best]) best = k;
         }
@@ -1022,7 +1092,9 @@ int cuda_conv_window(vae_backend *be, const vae_op *op, void *state) {
         op->pad_w[0] != op->pad_w[1])
         return 0;
     /* capped scratch: the 3-D path may be the only one that fits, and it needs the window */
-    return s->main_nin > 0 && !cb->scratch_capped ? s->main_path == PATH_3D : 1;
+    return s->main_nin > 0 && !cb->scratch_capped
+               ? s->main_path == PATH_3D || s->main_path == PATH_IGEMM
+               : 1;
 }
 
 /* The scratch a conv needs at least for t input frames of h x w, from the rules above: the

@@ -13,6 +13,8 @@
  *   cuda_conv.c         conv: weights layout, path choice (cuDNN, GEMM), blocking, bias/residual
  *   cudnn_conv.c        everything that talks to cuDNN (handle, plans per shape, workspace)
  *   cuda_*.cu           kernels, with C-callable launchers returning cudaError_t
+ *   cutlass/            implicit-GEMM convs for sm_90a through CUTLASS (C++; cuk_igemm_*): built
+ *                       by cmake/cutlass.cmake when CUTLASS's headers are found (VAE_HAVE_CUTLASS)
  *
  * The .cu launchers take `int dtype` (a vae_dtype) and raw pointers; they never report errors
  * themselves: the C callers turn a cudaError_t into vae_fail(..) with the op's name.
@@ -68,6 +70,16 @@ cudaError_t cuk_narrow_conv(cudaStream_t s, int dtype, const cuk_frames *frames,
                             const float *bias, const void *res, void *y);
 cudaError_t cuk_narrow(cudaStream_t s, int dtype, const void *src, int cs, const void *res, void *y,
                        int c, int64_t rows);
+/* Implicit-GEMM convs on Hopper tensor cores (cutlass/igemm_conv.cu; built with VAE_HAVE_CUTLASS):
+ * y [t_in-kt+1][h][w][co] = bias + res + conv of the window x [t_in][h][w][ci] with the 3-D weight
+ * layout wt [co][kt][kh][kw][ci], stride 1, spatial padding ph / pw on both sides, none in time
+ * (the window holds the cached frames); bias float32 or NULL, res y-shaped (may be y) or NULL;
+ * 16-byte aligned tensors. cudaErrorNotSupported where no kernel takes the problem. */
+int cuk_igemm_device(void);                         /* the current device runs sm_90a code */
+int cuk_igemm_supported(int dtype, int ci, int co); /* a kernel exists for these channels */
+cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w,
+                           int ci, int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
+                           const float *bias, const void *res, void *y);
 /* y[r][c] = bias[c] (or 0) + res[r][c] (or 0), rows r < rows */
 cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias, const void *res,
                           int64_t rows, int c);
@@ -197,7 +209,7 @@ void cu_pool_destroy(cu_pool *pool);
  * level when the backend is destroyed. */
 enum {
     CU_P_CONV_DNN, CU_P_CONV_GEMM, CU_P_GATHER, CU_P_BIAS, CU_P_RMS, CU_P_GN, CU_P_ELT,
-    CU_P_RESAMPLE, CU_P_ATT, CU_P_COPY, CU_P_UPLOAD, CU_P_DOWNLOAD, CU_P_NARROW, CU_P_N
+    CU_P_RESAMPLE, CU_P_ATT, CU_P_COPY, CU_P_UPLOAD, CU_P_DOWNLOAD, CU_P_NARROW, CU_P_IGEMM, CU_P_N
 };
 
 typedef struct cu_table {
@@ -273,6 +285,8 @@ typedef struct cuda_backend {
     int pw_dnn;           /* 1x1 convs through cuDNN with the fused epilogue (VAE_CUDA_PW=gemm: off) */
     int phase;            /* nearest x2 + 3x3 conv as four 2x2 phase convs (VAE_CUDA_PHASE) */
     int narrow;           /* narrow heads on their own tensor-core kernel (VAE_CUDA_NARROW) */
+    int igemm;            /* CUTLASS implicit-GEMM convs: 0 off (or not built / not sm_90), 1 a
+                           * tuned candidate, 2 wherever they apply (VAE_CUDA_IGEMM) */
     int pad3d, cpad, kpad; /* channel-padded 3-D windows, 2-D gathers, filters (VAE_CUDA_*PAD*) */
     cudaEvent_t tune_ev[2];
     void *dnn;            /* cudnn state (cudnn_conv.c), created on first use */
@@ -283,6 +297,7 @@ typedef struct cuda_backend {
     int64_t peak_parts[4];             /* bytes_peak as weights, activations, scratch, workspace */
     int64_t n_conv_cudnn, n_conv_gemm; /* conv blocks run by each path (diagnostics) */
     int64_t n_conv_3d, n_conv_fused;   /* of the cuDNN blocks: 3-D ones, fused-epilogue ones */
+    int64_t n_conv_igemm;              /* convs run by the CUTLASS implicit-GEMM kernels */
     int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
     cu_host_buf hin[2], hout[2];       /* stage_in / download_planar buffers, used in turn */
     int hin_next, hout_next;
@@ -368,6 +383,9 @@ void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state);
 int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
               int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
 int cuda_conv_window(vae_backend *be, const vae_op *op, void *state);
+/* The CUTLASS implicit-GEMM kernels (cutlass/) are in this build; and the device runs them. */
+int cu_igemm_built(void);
+int cu_igemm_usable(void);
 /* vtbl scratch_need (cuda_ops.c), and its conv part (cuda_conv.c) */
 int64_t cuda_scratch_need(vae_backend *be, const vae_op *op, int t, int h, int w, int minimal);
 int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, int h, int w,

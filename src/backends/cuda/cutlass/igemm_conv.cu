@@ -1,0 +1,40 @@
+/* igemm_conv.cu -- which CUTLASS implicit-GEMM kernel runs a convolution (cuda_internal.h:
+ * cuk_igemm_*; the kernels: igemm_conv.cuh, igemm_n*.cu). Built only for sm_90a, and only when
+ * CMake found CUTLASS's headers (VAE_HAVE_CUTLASS). */
+#include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cutlass/igemm_conv.cuh"
+
+enum { IGEMM_BF16 = 2 }; /* VAE_DTYPE_BF16 (vae.h) */
+
+typedef cudaError_t (*igemm_fn)(const igemm_args *);
+
+/* The widest filter tile that divides c_out, the widest channel tile that divides c_in. */
+static igemm_fn igemm_pick(int dtype, int ci, int co) {
+    if (dtype != IGEMM_BF16 || ci % 32 || co % 96 && co % 128) return NULL;
+    const int k64 = ci % 64 == 0;
+    if (co % 192 == 0) return k64 ? igemm_bf16_m128_n192_k64 : igemm_bf16_m128_n192_k32;
+    if (co % 128 == 0) return k64 ? igemm_bf16_m128_n128_k64 : igemm_bf16_m128_n128_k32;
+    return k64 ? igemm_bf16_m256_n96_k64 : igemm_bf16_m256_n96_k32;
+}
+
+int cuk_igemm_device(void) {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return major == 9 && minor == 0; /* sm_90a code runs on compute capability 9.0 alone */
+}
+
+int cuk_igemm_supported(int dtype, int ci, int co) { return igemm_pick(dtype, ci, co) != NULL; }
+
+cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w,
+                           int ci, int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
+                           const float *bias, const void *res, void *y) {
+    const igemm_fn fn = igemm_pick(dtype, ci, co);
+    if (!fn || t_in < kt) return cudaErrorNotSupported;
+    const igemm_args a = {x, wt, bias, res, y, t_in, h, w, ci, co, kt, kh, kw, ph, pw, s};
+    return fn(&a);
+}

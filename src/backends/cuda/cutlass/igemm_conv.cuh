@@ -1,0 +1,122 @@
+/* igemm_conv.cuh -- implicit-GEMM convolutions on Hopper tensor cores through CUTLASS 3 (internal
+ * to src/backends/cuda/cutlass/).
+ *
+ * The GEMM view of a convolution over a contiguous window x [t_in][h][w][ci] (channels-last, the
+ * executor's windows: cached frames ++ chunk, so no temporal padding) with filters
+ * wt [co][kt][kh][kw][ci] (the backend's 3-D layout, KTRSC):
+ *   M = t_out * h * w output pixels, N = co filters, K = kt * kh * kw * ci taps x channels.
+ * CUTLASS's sm90 collective loads A tiles with the TMA engine in im2col mode (the spatial zero
+ * padding is the TMA's out-of-bounds fill: nothing is gathered in memory), B tiles in tiled mode,
+ * and multiplies with wgmma (one producer warp group, one consumer warp group; fp32 accumulators).
+ * The epilogue computes y = acc + bias[n] + res in float32 and rounds once (LinCombPerColBias with
+ * beta = 1 when there is a residual; res may be y: each tile reads its own part of C before it
+ * writes it).
+ *
+ * One kernel per tile shape: TM output pixels x TN filters x TK channels of one tap. Instances
+ * (igemm_n*.cu, one translation unit per filter tile so that they compile in parallel):
+ *   TN = 96, 128, 192 (c_out a multiple of it), TK = 64 (c_in % 64 == 0) or 32 (c_in % 32 == 0);
+ *   TM = 128, and 256 for TN = 96 (the consumer warp group holds TM x TN float32 accumulators:
+ *   at most 192 per thread). Measured on the H100 (bench/RESULTS.md runs 63-65): Wan2.1's 96-channel
+ *   convs at 480x832 run at 410 TFLOP/s with 128 x 96 x 32 tiles, 512 with 256 x 96 x 32; 64-channel
+ *   blocks with the upper half empty (c_in = 96) run slower (330); TK = 96 does not build (CuTe's
+ *   shared-memory layouts do not divide it).
+ * Only bfloat16 for now (the engine's default 16-bit type).
+ */
+#ifndef VAE_IGEMM_CONV_CUH
+#define VAE_IGEMM_CONV_CUH
+
+#include <cuda_runtime_api.h>
+
+typedef struct igemm_args {
+    const void *x;     /* [t_in][h][w][ci] */
+    const void *wt;    /* [co][kt][kh][kw][ci] */
+    const float *bias; /* [co] or NULL */
+    const void *res;   /* [t_out][h][w][co] or NULL (may be y) */
+    void *y;           /* [t_out][h][w][co] */
+    int t_in, h, w, ci, co, kt, kh, kw, ph, pw;
+    cudaStream_t stream;
+} igemm_args;
+
+#define VAE_IGEMM_INSTANCES(X)                                                                     \
+    X(256, 96, 32) X(256, 96, 64) X(128, 128, 32) X(128, 128, 64) X(128, 192, 32) X(128, 192, 64)
+#define VAE_IGEMM_DECLARE(TM, TN, TK)                                                              \
+    cudaError_t igemm_bf16_m##TM##_n##TN##_k##TK(const igemm_args *a);
+VAE_IGEMM_INSTANCES(VAE_IGEMM_DECLARE)
+
+#ifdef VAE_IGEMM_INSTANTIATE /* the instance files: the CUTLASS kernel itself */
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/kernel_hardware_info.hpp"
+#include "cutlass/conv/convolution.h"
+#include "cutlass/conv/convnd_problem_shape.hpp"
+#include "cutlass/conv/dispatch_policy.hpp"
+#include "cutlass/conv/collective/collective_builder.hpp"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/conv/device/conv_universal_adapter.hpp"
+#include "cutlass/conv/kernel/conv_universal.hpp"
+
+template <class Elt, int TM, int TN, int TK> struct igemm_kernel {
+    using Layout = cutlass::layout::TensorNDHWC;
+    static constexpr int align = 16 / sizeof(Elt); /* TMA: 16-byte rows */
+    using Tile = cute::Shape<cute::Int<TM>, cute::Int<TN>, cute::Shape<cute::Int<TK>>>;
+    using Cluster = cute::Shape<cute::_1, cute::_1, cute::_1>;
+    /* D = alpha * acc + beta * C + bias[n], float32, one rounding */
+    using Fusion = cutlass::epilogue::fusion::LinCombPerColBias<Elt, float, float, Elt, float>;
+    using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
+        cutlass::epilogue::collective::EpilogueTileAuto, float, float, Elt, Layout, align, Elt,
+        Layout, align, cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
+    using Mainloop = typename cutlass::conv::collective::CollectiveBuilder<
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::conv::Operator::kFprop, Elt,
+        Layout, align, Elt, Layout, align, float, Tile, Cluster,
+        cutlass::conv::collective::StageCountAutoCarveout<
+            (int)sizeof(typename Epilogue::SharedStorage)>,
+        cutlass::conv::KernelImplicitTmaWarpSpecializedSm90>::CollectiveOp;
+    using Problem = cutlass::conv::ConvProblemShape<cutlass::conv::Operator::kFprop,
+                                                    Mainloop::DispatchPolicy::NumSpatialDimensions>;
+    using Kernel = cutlass::conv::kernel::ConvUniversal<Problem, Mainloop, Epilogue>;
+    using Conv = cutlass::conv::device::ConvUniversalAdapter<Kernel>;
+};
+
+/* One launch on a->stream; cudaErrorNotSupported where CUTLASS cannot take the problem (TMA
+ * limits, alignment) or would need a workspace. */
+template <class Elt, int TM, int TN, int TK> static cudaError_t igemm_run(const igemm_args *a) {
+    using K = igemm_kernel<Elt, TM, TN, TK>;
+    typename K::Problem ps(cutlass::conv::Mode::kCrossCorrelation, {1, a->t_in, a->h, a->w, a->ci},
+                           {a->co, a->kt, a->kh, a->kw, a->ci}, {0, a->ph, a->pw},
+                           {0, a->ph, a->pw}, {1, 1, 1}, {1, 1, 1}, 1);
+    typename K::Conv::Arguments args{};
+    args.problem_shape = ps;
+    args.mainloop.ptr_A = static_cast<const Elt *>(a->x);
+    args.mainloop.ptr_B = static_cast<const Elt *>(a->wt);
+    /* C and D strides: the output's pixel modes (w, h, t, n) from the problem's packed strides */
+    auto &ep = args.epilogue;
+    cute::for_each(cute::make_seq<cute::rank<0>(typename K::Kernel::StrideC{})>{}, [&](auto i) {
+        cute::get<0, i>(ep.dC) = ps.stride_C[K::Problem::RankT - 2 - i];
+        cute::get<0, i>(ep.dD) = ps.stride_C[K::Problem::RankT - 2 - i];
+    });
+    ep.ptr_C = static_cast<const Elt *>(a->res ? a->res : a->y);
+    ep.ptr_D = static_cast<Elt *>(a->y);
+    ep.thread.alpha = 1.0f;
+    ep.thread.beta = a->res ? 1.0f : 0.0f;
+    ep.thread.bias_ptr = a->bias;
+    typename K::Conv op;
+    if (op.can_implement(args) != cutlass::Status::kSuccess ||
+        K::Conv::get_workspace_size(args) != 0)
+        return cudaErrorNotSupported;
+    if (op.initialize(args, nullptr, a->stream) != cutlass::Status::kSuccess)
+        return cudaErrorLaunchFailure;
+    if (op.run(a->stream) != cutlass::Status::kSuccess) {
+        const cudaError_t e = cudaGetLastError();
+        return e != cudaSuccess ? e : cudaErrorLaunchFailure;
+    }
+    return cudaGetLastError();
+}
+
+#define VAE_IGEMM_DEFINE(TM, TN, TK)                                                               \
+    cudaError_t igemm_bf16_m##TM##_n##TN##_k##TK(const igemm_args *a) {                            \
+        return igemm_run<cutlass::bfloat16_t, TM, TN, TK>(a);                                      \
+    }
+#endif /* VAE_IGEMM_INSTANTIATE */
+
+#endif
