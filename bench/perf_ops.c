@@ -18,7 +18,7 @@
  * whole decode's conv time per path as the sum over shapes x ops x steps.
  *
  * usage: perf_ops [--arch wan2.1|wan2.2|seedvr2|all] [--op decode|encode] [--frames N]
- *                 [--size HxW] [--dtype bf16|fp16|fp32] [--device cuda|cpu] [--reps N]
+ *                 [--size HxW] [--dtype bf16|fp16|fp32|fp8] [--device cuda|cpu] [--reps N]
  *                 [--paths tuned,3d,pad3d,blocks,gemm,igemm] [--match NAME]
  * Lines: "PERF ..." per shape, "TOTAL ..." per path. Not a test: nothing here can fail but a
  * path's error, which is printed and counted (exit status 1).
@@ -268,9 +268,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "perf_ops: this build has no CUDA backend\n");
         return 2;
     }
-    vae_dtype dtype = !strcmp(dtype_s, "fp32")   ? VAE_DTYPE_F32
-                      : !strcmp(dtype_s, "fp16") ? VAE_DTYPE_F16
-                                                 : VAE_DTYPE_BF16;
+    static const char *const dtype_names[] = {"fp32", "fp16", "bf16", "fp8"};
+    static const vae_dtype dtypes[] = {VAE_DTYPE_F32, VAE_DTYPE_F16, VAE_DTYPE_BF16, VAE_DTYPE_FP8};
+    int di = 0;
+    while (di < 4 && strcmp(dtype_s, dtype_names[di])) di++;
+    if (di == 4) {
+        fprintf(stderr, "perf_ops: --dtype %s: expected fp32, fp16, bf16 or fp8\n", dtype_s);
+        return 2;
+    }
+    const vae_dtype dtype = dtypes[di];
     int on[N_PATHS] = {0};
     for (int k = 0; k < N_PATHS; k++)
         on[k] = in_list(paths_s, path_names[k]) && (cuda || !k);

@@ -7,7 +7,10 @@
  * repeated first frame; "chunk" frames are consecutive, like the executor's contiguous windows,
  * and take the 3-D cuDNN path). Variants: each dtype with the default paths; convolutions forced
  * through im2col + cuBLAS (VAE_CUDA_CONV=gemm); without the 3-D path (VAE_CUDA_CONV3D=0) or the
- * fused bias epilogue (VAE_CUDA_FUSE=0); a 1 MiB scratch limit (blocked gathers).
+ * fused bias epilogue (VAE_CUDA_FUSE=0); a 1 MiB scratch limit (blocked gathers); the CUTLASS
+ * implicit-GEMM kernels forced (VAE_CUDA_IGEMM=always) or off; fp8 (Hopper + CUTLASS builds):
+ * the implicit-GEMM cases against the CPU backend's fp8 emulation (the shapes the FP8 kernels
+ * do not take run in bf16 and are compared with the float32 reference).
  * Then buffers, the planar host transfers, error paths, and timings of model-sized convs, norms,
  * shuffles and attention (informative).
  * Without a usable GPU: prints "skipped: no GPU" and exits 0.
@@ -24,6 +27,7 @@
 
 #include "core/backend.h"
 #include "core/core.h"
+#include "core/dtype.h"
 #include "core/program.h"
 #include "core/settings.h"
 #include "vae.h"
@@ -38,6 +42,7 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) __
 
 static int n_pass, n_fail;
 static vae_backend *cpu, *gpu;
+static vae_backend *cpu8, *ref; /* the CPU's fp8 emulation; the conv tests' reference (cpu or it) */
 static double tol;
 static const char *variant = "";
 
@@ -187,6 +192,15 @@ static float *run_conv(vae_backend *be, const conv_case *cc, const vae_op *op, f
     return out;
 }
 
+/* Convs the GPU ran through its FP8 kernels so far (the backend's description says). */
+static long fp8_convs(void) {
+    char buf[512];
+    const char *d = vae_cuda_backend_describe(gpu, buf, sizeof buf), *p = strstr(d, " fp8,");
+    if (!p) return 0;
+    while (p > d && p[-1] != ' ') p--;
+    return strtol(p, NULL, 10);
+}
+
 static void test_conv(const conv_case *cc) {
     int K = cc->c_in * cc->kt * cc->kh * cc->kw;
     int t_out = (cc->n_in - cc->kt) / cc->st + 1;
@@ -198,6 +212,9 @@ static void test_conv(const conv_case *cc) {
         frame_src[i] = cc->layout == L_REPLICATE ? (i < 2 ? 0 : i - 2) : i;
     float *src[64];
     for (int i = 0; i < n_src; i++) src[i] = rand_buf(fsz, 1.0f, 0.0f);
+    /* fp8: the GPU quantises its bf16 activations; the reference sees the same values */
+    for (int i = 0; ref != cpu && i < n_src; i++)
+        for (size_t j = 0; j < fsz; j++) src[i][j] = vae_bf16_to_f32(vae_f32_to_bf16(src[i][j]));
     float *wt = rand_buf((size_t)cc->c_out * K, 1.0f / sqrtf((float)K), 0.0f);
     float *b = cc->bias ? rand_buf(cc->c_out, 0.5f, 0.0f) : NULL;
     float *res = cc->residual ? rand_buf(ysz, 1.0f, 0.0f) : NULL;
@@ -207,14 +224,18 @@ static void test_conv(const conv_case *cc) {
     op.w = wt, op.b = b;
     snprintf(op.name, sizeof op.name, "test.conv.%s", cc->name);
     int rc_c, rc_g;
-    float *yc = run_conv(cpu, cc, &op, src, n_src, frame_src, res, fsz, ysz, t_out, ho, wo, &rc_c);
+    const long fp8_before = ref != cpu ? fp8_convs() : 0;
     float *yg = run_conv(gpu, cc, &op, src, n_src, frame_src, res, fsz, ysz, t_out, ho, wo, &rc_g);
+    /* fp8: a shape the FP8 kernels do not take ran in bf16: then the bf16 reference */
+    vae_backend *r = ref != cpu && fp8_convs() == fp8_before ? cpu : ref;
+    float *yc = run_conv(r, cc, &op, src, n_src, frame_src, res, fsz, ysz, t_out, ho, wo, &rc_c);
     char what[200];
     snprintf(what, sizeof what,
-             "conv %-18s %3d->%-3d k%dx%dx%d s%d,%d,%d pad %d%d%d%d %2d frames %dx%d %s%s%s",
+             "conv %-18s %3d->%-3d k%dx%dx%d s%d,%d,%d pad %d%d%d%d %2d frames %dx%d %s%s%s%s",
              cc->name, cc->c_in, cc->c_out, cc->kt, cc->kh, cc->kw, cc->st, cc->sh, cc->sw, cc->pt,
              cc->pb, cc->pl, cc->pr, cc->n_in, cc->h, cc->w, layout_name[cc->layout],
-             cc->bias ? " bias" : "", cc->residual == 2 ? " res=y" : cc->residual ? " res" : "");
+             cc->bias ? " bias" : "", cc->residual == 2 ? " res=y" : cc->residual ? " res" : "",
+             r != cpu ? " (fp8)" : ref != cpu ? " (bf16: no fp8 kernel)" : "");
     compare(what, rc_c, rc_g, yg, yc, ysz);
     for (int i = 0; i < n_src; i++) free(src[i]);
     free(wt);
@@ -829,7 +850,7 @@ static void bench_attention(int c, int h, int w, int t) {
 }
 
 /* ---- variants ------------------------------------------------------------------------------- */
-enum { V_CONV = 1, V_NORM = 2, V_ELT = 4, V_RES = 8, V_ATT = 16, V_BUF = 32, V_ALL = 63 };
+enum { V_CONV = 1, V_NORM = 2, V_ELT = 4, V_RES = 8, V_ATT = 16, V_BUF = 32, V_ALL = 63, V_FP8 = 64 };
 typedef struct variant_def {
     const char *label;
     vae_dtype dtype;
@@ -873,26 +894,30 @@ static void describe(void) {
 
 /* A variant that forces the implicit-GEMM kernels ran some convs through them (where this build
  * has them and the device runs them: the backend's description says). */
-static void check_igemm_ran(const char *mode) {
-    char buf[512], want[64];
+static void check_igemm_ran(const char *what) {
+    char buf[512];
     const char *d = vae_cuda_backend_describe(gpu, buf, sizeof buf);
-    snprintf(want, sizeof want, " implicit GEMM (%s)", mode);
-    const char *p = strstr(d, want);
+    const char *p = strstr(d, what);
     if (!p) {
         printf("INFO [%s] no implicit-GEMM kernels (not built, or not an sm_90 device)\n", variant);
         return;
     }
     while (p > d && p[-1] != ' ') p--;
     const long n = strtol(p, NULL, 10);
-    check(n > 0, "convs through the implicit-GEMM kernels: %ld", n);
+    check(n > 0, "convs through the implicit-GEMM kernels (%s): %ld", what, n);
 }
 
 static void run_variant(const variant_def *v) {
     variant = v->label;
     tol = v->dtype == VAE_DTYPE_F32 ? 1e-5 : 2e-2;
     int rc = make_gpu(v);
+    if (rc == VAE_EUNSUPPORTED && v->dtype == VAE_DTYPE_FP8) { /* Hopper + CUTLASS builds only */
+        printf("INFO [%s] skipped: %s\n", variant, vae_last_error());
+        return;
+    }
     check(rc == VAE_OK, "create the CUDA backend (%s)", rc ? vae_last_error() : "ok");
     if (rc) return;
+    ref = v->dtype == VAE_DTYPE_FP8 ? cpu8 : cpu;
     double t0 = now();
     int f32 = v->dtype == VAE_DTYPE_F32;
     if (v->what & V_BUF) {
@@ -901,6 +926,9 @@ static void run_variant(const variant_def *v) {
         test_transfers(2, 9, 4, 16);
         test_transfers(1, 6, 6, 48);
     }
+    if (v->what & V_FP8) /* the convs the FP8 kernels take, against the CPU's emulation */
+        for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)
+            if (strstr(convs[i].name, "_ig_")) test_conv(&convs[i]);
     if (v->what & V_CONV) {
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) test_conv(&convs[i]);
         test_conv_up(16, 8, 3, 2, 5, 7, 1, 0);   /* phase path */
@@ -981,8 +1009,9 @@ static void run_variant(const variant_def *v) {
     }
     printf("TIME [%s] tests took %.2f s\n", variant, now() - t0);
     describe();
-    if (v->extra && !strncmp(v->extra, "VAE_CUDA_IGEMM=", 15) && strcmp(v->extra + 15, "off"))
-        check_igemm_ran(v->extra + 15);
+    if (v->extra && !strcmp(v->extra, "VAE_CUDA_IGEMM=always"))
+        check_igemm_ran(" implicit GEMM (always)");
+    if (v->dtype == VAE_DTYPE_FP8) check_igemm_ran(" fp8,");
     gpu->v->destroy(gpu);
     gpu = NULL;
 }
@@ -1002,7 +1031,8 @@ int main(int argc, char **argv) {
     /* library logs on stdout (VAE_TEST_DEBUG=1: also which cuDNN algorithm / fallback each conv
      * shape got) */
     vae_set_log_callback(log_line, NULL, getenv("VAE_TEST_DEBUG") ? VAE_LOG_DEBUG : VAE_LOG_WARN);
-    if (vae_cpu_backend_create(&cpu, VAE_DTYPE_F32, 0) != VAE_OK) {
+    if (vae_cpu_backend_create(&cpu, VAE_DTYPE_F32, 0) != VAE_OK ||
+        vae_cpu_backend_create(&cpu8, VAE_DTYPE_FP8, 0) != VAE_OK) {
         printf("cannot create the CPU backend: %s\n", vae_last_error());
         return 2;
     }
@@ -1026,6 +1056,7 @@ int main(int argc, char **argv) {
         {"bf16/nokpad", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_KPAD=0"},
         {"bf16/igemm", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_IGEMM=always"},
         {"bf16/noigemm", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_IGEMM=off"},
+        {"fp8", VAE_DTYPE_FP8, NULL, NULL, V_FP8, 0, NULL},
     };
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) run_variant(&variants[i]);
 
@@ -1082,6 +1113,7 @@ int main(int argc, char **argv) {
         }
     }
     cpu->v->destroy(cpu);
+    cpu8->v->destroy(cpu8);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }

@@ -125,7 +125,9 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
         n += snprintf(group + n, sizeof group - (size_t)n, "%s%d", k ? "," : "", o.devices[k]);
     VAE_INFO("session: %s backend%s%s, %s with fp32 accumulation%s; budget %s%s; tiles %s",
              s->be->v->name, s->n_lanes > 1 ? " on devices " : "", group,
-             o.dtype == VAE_DTYPE_FP8 ? "fp8 convolutions emulated on fp32 activations"
+             o.dtype == VAE_DTYPE_FP8 && o.device == VAE_DEVICE_CPU
+                 ? "fp8 convolutions emulated on fp32 activations"
+             : o.dtype == VAE_DTYPE_FP8 ? "fp8 convolutions (Hopper kernels) on bf16 activations"
              : o.dtype == VAE_DTYPE_F32 ? "fp32 activations"
              : o.dtype == VAE_DTYPE_BF16 ? "bf16 activations"
                                          : "fp16 activations",

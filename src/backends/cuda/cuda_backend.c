@@ -795,18 +795,19 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
     char dnn[64];
     snprintf(buf, len,
              "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM, %lld "
-             "implicit GEMM (%s), %lld graph launches; weights %.1f MiB; peak %.1f MiB (weights %.1f, activations %.1f, "
+             "implicit GEMM (%s), %lld fp8, %lld graph launches; weights %.1f MiB; peak %.1f MiB (weights %.1f, activations %.1f, "
              "scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; host set-up: device allocations "
              "%.0f ms, pinned buffers %.0f ms, cuDNN handle %.0f ms, cuDNN plans %.0f ms (first "
              "launches %.0f ms), graphs %.0f ms",
-             cb->device_name, vae_dtype_name(be->dtype), cu_dnn_describe(cb, dnn, sizeof dnn),
+             cb->device_name, cb->fp8 ? "bf16 activations with fp8 convs" : vae_dtype_name(be->dtype),
+             cu_dnn_describe(cb, dnn, sizeof dnn),
              (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d, (long long)cb->n_conv_fused,
              (long long)cb->n_conv_gemm, (long long)cb->n_conv_igemm,
              cb->igemm == 2   ? "always"
              : cb->igemm      ? "tuned"
              : cu_igemm_built() ? "off"
                                 : "not built",
-             (long long)cb->n_graph_launches,
+             (long long)cb->n_conv_fp8, (long long)cb->n_graph_launches,
              (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
              (double)cb->peak_parts[0] / 1048576.0, (double)cb->peak_parts[1] / 1048576.0,
              (double)cb->peak_parts[2] / 1048576.0, (double)cb->peak_parts[3] / 1048576.0,
@@ -840,9 +841,9 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     const vae_settings *st = settings ? settings : &defaults;
     if (!out) return vae_fail(VAE_EINVAL, "cuda backend: NULL output pointer");
     *out = NULL;
-    if (dtype == VAE_DTYPE_FP8) /* cuDNN's FP8 3-D convs run slower than bf16 (bench/RESULTS.md) */
-        return vae_fail(VAE_EUNSUPPORTED, "cuda backend: fp8 has no GPU kernels yet (use bf16; "
-                                          "--device cpu emulates fp8 to measure its error)");
+    /* fp8: bf16 activations, E4M3 operands in the convs the FP8 kernels take (cuda_conv.c) */
+    const int fp8 = dtype == VAE_DTYPE_FP8;
+    if (fp8) dtype = VAE_DTYPE_BF16;
     if (dtype != VAE_DTYPE_F32 && dtype != VAE_DTYPE_BF16 && dtype != VAE_DTYPE_F16)
         return vae_fail(VAE_EUNSUPPORTED, "cuda backend: activation dtype %d is not supported",
                         (int)dtype);
@@ -869,6 +870,15 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     if (dtype == VAE_DTYPE_BF16 && prop.major < 8)
         return vae_fail(VAE_EUNSUPPORTED, "cuda backend: %s (sm_%d%d) has no bfloat16 support",
                         prop.name, prop.major, prop.minor);
+    /* cuDNN's FP8 3-D convs run slower than its bf16 ones (bench/RESULTS.md run 44): fp8 takes the
+     * CUTLASS kernels, built for sm_90a alone */
+    if (fp8 && !cu_igemm_usable())
+        return vae_fail(VAE_EUNSUPPORTED,
+                        "cuda backend: fp8 convolutions need a Hopper GPU (sm_90) and a build with "
+                        "CUTLASS's kernels (%s, sm_%d%d; this build: %s); use bf16, or --device "
+                        "cpu to emulate fp8",
+                        prop.name, prop.major, prop.minor,
+                        cu_igemm_built() ? "has them" : "has none");
 
     cuda_backend *cb = vae_calloc(1, sizeof *cb);
     if (!cb) return vae_fail(VAE_ENOMEM, "cuda backend: out of memory");
@@ -896,6 +906,7 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->kpad = st->cuda_kpad;
     cb->narrow = st->cuda_narrow;
     cb->igemm = cu_igemm_usable() ? st->cuda_igemm : 0;
+    cb->fp8 = fp8;
 
     if ((rc = cu_check(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking),
                        "cuda backend", "cudaStreamCreate")))

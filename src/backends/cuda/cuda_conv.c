@@ -84,6 +84,13 @@ typedef struct conv_state {
     void *wph;               /* up = 2: 4 phase filters [4][kp][2][2][c_in] (made on first use) */
     size_t wph_bytes;
     int nophase;             /* the phase path is unsupported for this op */
+    /* FP8 (cb->fp8 and vae_op_fp8): the operands of the E4M3 kernels (made on first use) */
+    int fp8;
+    uint8_t *w8;       /* [co][kt][kh][kw][ci] E4M3 codes of w / w8_scale[co] */
+    float *w8_scale;   /* [co] each output channel's largest |w| / 448 */
+    float *amax;       /* [1] the current call's largest input magnitude */
+    float *scale8;     /* [co] amax / 448 * w8_scale: the epilogue's factors */
+    size_t w8_bytes;
 } conv_state;
 
 /* The core's checks, and what this backend cannot do: frame lists go to kernels by value. */
@@ -184,6 +191,7 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     if (be->dtype != VAE_DTYPE_F32 && spatial && op->c_out % 8 && op->c_out < 64 &&
         cb->conv_mode != CU_CONV_GEMM && cb->kpad)
         s->kp = (op->c_out + 7) / 8 * 8;
+    s->fp8 = cb->fp8 && vae_op_fp8(op);
     /* the weight layouts are made on first use: the path chosen for the first shape (timed, or
      * from the tune cache) decides which one, so none is made only to be freed again */
     if (rc == VAE_OK && op->b) {
@@ -214,6 +222,10 @@ void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state) {
     cu_free_param(cb, s->wph, s->wph_bytes);
     cu_free_param(cb, s->bias, s->b_bytes);
     cu_free_param(cb, s->bias_dt, s->bdt_bytes);
+    cu_free_param(cb, s->w8, s->w8_bytes);
+    cu_free_param(cb, s->w8_scale, (size_t)s->kp * sizeof(float));
+    cu_free_param(cb, s->scale8, (size_t)s->kp * sizeof(float));
+    cu_free_param(cb, s->amax, sizeof(float));
     vae_free(s);
 }
 
@@ -537,6 +549,8 @@ int cu_igemm_built(void) { return 1; }
 int cu_igemm_usable(void) { return cuk_igemm_device(); }
 #define cuk_igemm_supported_c cuk_igemm_supported
 #define cuk_igemm_conv_c cuk_igemm_conv
+#define cuk_igemm8_supported_c cuk_igemm8_supported
+#define cuk_igemm8_conv_c cuk_igemm8_conv
 #else /* a build without the kernels: the path is never offered (cb->igemm == 0) */
 int cu_igemm_built(void) { return 0; }
 int cu_igemm_usable(void) { return 0; }
@@ -544,6 +558,13 @@ static int cuk_igemm_supported_c(int dtype, int ci, int co) { return 0; }
 static cudaError_t cuk_igemm_conv_c(cudaStream_t s, int dtype, const void *x, int t_in, int h,
                                     int w, int ci, int co, int kt, int kh, int kw, int ph, int pw,
                                     const void *wt, const float *bias, const void *res, void *y) {
+    return cudaErrorNotSupported;
+}
+static int cuk_igemm8_supported_c(int ci, int co) { return 0; }
+static cudaError_t cuk_igemm8_conv_c(cudaStream_t s, const void *x8, int t_in, int h, int w,
+                                     int ci, int co, int kt, int kh, int kw, int ph, int pw,
+                                     const void *w8, const float *scale, const float *bias,
+                                     const void *res, void *y) {
     return cudaErrorNotSupported;
 }
 #endif
@@ -578,6 +599,83 @@ static int conv_igemm(conv_call *cc, const void *x0, int t_out) {
     }
     if ((rc = cu_check(e, op->name, "implicit GEMM conv"))) return rc;
     cb->n_conv_igemm++;
+    return VAE_OK;
+}
+
+/* ---- FP8 ---- */
+/* The E4M3 operands of an op (the CPU emulation's rule, cpu_conv.c): each output channel's
+ * filters on the E4M3 grid of its largest magnitude / 448, in the 3-D layout. */
+static int need_w8(cuda_backend *cb, const vae_op *op, conv_state *s) {
+    if (s->w8) return VAE_OK;
+    const int taps = op->kt * op->kh * op->kw, co = s->co;
+    const size_t n = (size_t)taps * op->c_in * co, fb = (size_t)co * sizeof(float);
+    float *src = NULL;
+    void *dev = NULL;
+    int rc = cu_upload_param(cb, op->w, n, 1, (void **)&src, op->name); /* as it is */
+    cudaError_t e = rc ? cudaSuccess : cu_dev_malloc(&cb->pool, &dev, n);
+    if (rc == VAE_OK && e != cudaSuccess) rc = cu_check(e, op->name, "allocating fp8 weights");
+    if (rc == VAE_OK) { /* the scales, the per-call factors and the input's largest magnitude */
+        s->w8 = dev, s->w8_bytes = n;
+        cb->weight_bytes += (int64_t)n;
+        e = cu_dev_malloc(&cb->pool, (void **)&s->w8_scale, fb);
+        if (e == cudaSuccess) e = cu_dev_malloc(&cb->pool, (void **)&s->scale8, fb);
+        if (e == cudaSuccess) e = cu_dev_malloc(&cb->pool, (void **)&s->amax, sizeof(float));
+        rc = cu_check(e, op->name, "allocating fp8 scales");
+    }
+    cb->weight_bytes += (s->w8_scale ? (int64_t)fb : 0) + (s->scale8 ? (int64_t)fb : 0) +
+                        (s->amax ? (int64_t)sizeof(float) : 0);
+    if (rc == VAE_OK)
+        rc = cu_check(cuk_fp8_weights(cb->stream, src, co, op->c_in, taps, s->w8, s->w8_scale),
+                      op->name, "fp8 weights");
+    cu_free_param(cb, src, n * sizeof(float)); /* after the kernel (stream order) */
+    if (rc) { /* all or nothing: a later call tries again */
+        cudaStreamSynchronize(cb->stream);
+        if (!s->w8 && dev) cu_dev_free(&cb->pool, dev, n);
+        cu_free_param(cb, s->w8, s->w8_bytes);
+        cu_free_param(cb, s->w8_scale, s->w8_scale ? fb : 0);
+        cu_free_param(cb, s->scale8, s->scale8 ? fb : 0);
+        cu_free_param(cb, s->amax, s->amax ? sizeof(float) : 0);
+        s->w8 = NULL, s->w8_scale = s->scale8 = s->amax = NULL, s->w8_bytes = 0;
+    }
+    cu_note_peak(cb);
+    return rc;
+}
+
+/* The FP8 kernels take this conv: a temporal conv of the implicit-GEMM kind over a window. */
+static int fp8_ok(const conv_call *cc, int consec) {
+    const vae_op *op = cc->op;
+    return cc->s->fp8 && consec && op->st == 1 && op->sh == 1 && op->sw == 1 && op->up <= 1 &&
+           cc->s->kp == op->c_out && cuk_igemm8_supported_c(op->c_in, op->c_out);
+}
+
+/* FP8 path: the window's E4M3 copy (scale from its largest magnitude, in the scratch area), the
+ * epilogue's factors, then one CUTLASS kernel. VAE_EUNSUPPORTED when the kernel refuses it. */
+static int conv_fp8(conv_call *cc, const void *x0, int t_out) {
+    const vae_op *op = cc->op;
+    cuda_backend *cb = cc->cb;
+    conv_state *s = cc->s;
+    int rc = need_w8(cb, op, s);
+    if (rc) return rc;
+    const int n_in = t_out + op->kt - 1;
+    const int64_t n = (int64_t)n_in * cc->h * cc->w * op->c_in;
+    uint8_t *q = cu_scratch(cb, (size_t)n, op->name);
+    if (!q) return VAE_ENOMEM;
+    int ph = cu_prof_begin(cb, CU_P_IGEMM);
+    cudaError_t e = cuk_fp8_quantize(cb->stream, cb->base.dtype, x0, n, s->amax, q);
+    if (e == cudaSuccess) e = cuk_fp8_scales(cb->stream, s->amax, s->w8_scale, s->co, s->scale8);
+    if (e == cudaSuccess)
+        e = cuk_igemm8_conv_c(cb->stream, q, n_in, cc->h, cc->w, op->c_in, op->c_out, op->kt,
+                              op->kh, op->kw, op->pad_h[0], op->pad_w[0], s->w8, s->scale8,
+                              cc->init_done ? NULL : s->bias, cc->init_done ? cc->y : cc->res,
+                              cc->y);
+    cu_prof_end(cb, ph);
+    if (e == cudaErrorNotSupported) {
+        cudaGetLastError();
+        return vae_fail(VAE_EUNSUPPORTED, "%s: the fp8 kernel cannot take %dx%d frames", op->name,
+                        cc->h, cc->w);
+    }
+    if ((rc = cu_check(e, op->name, "fp8 conv"))) return rc;
+    cb->n_conv_fp8++;
     return VAE_OK;
 }
 
@@ -644,9 +742,18 @@ static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
         cc.init_done = 1;
     }
 
+    /* FP8 where its kernels take the conv (else bf16 below, from then on) */
+    const int consec = frames_consecutive(frames, n_in, 1, cc.fb);
+    if (s->fp8 && op->kt > 1 && sym && fp8_ok(&cc, consec)) {
+        rc = conv_fp8(&cc, frames[0], t_out);
+        if (rc != VAE_EUNSUPPORTED) return rc;
+        VAE_DEBUG("%s: %s; bf16 from now on", op->name, vae_last_error());
+        vae_error_clear();
+        s->fp8 = 0;
+    }
     /* temporal convs: 3-D (consecutive frames), padded 3-D or per block, as measured */
     if ((op->kt > 1 || op->st > 1) && cb->conv3d && !s->use_gemm && sym)
-        return run_tuned(&cc, frames, n_in, t_out, frames_consecutive(frames, n_in, 1, cc.fb));
+        return run_tuned(&cc, frames, n_in, t_out, consec);
     return run_blocks(&cc, frames, t_out);
 }
 
@@ -1120,6 +1227,11 @@ int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, 
     }
     if (op->up > 1 || !spatial) return 0; /* upsampled temporaries come from the pool */
     const int sym = op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
+    /* fp8: the window's E4M3 copy, one byte a value (the same frames as the 3-D path's window) */
+    const int64_t q8 = cb->fp8 && vae_op_fp8(op) && op->kt > 1 && sym
+                           ? (int64_t)(frames + op->kt - 1) * h * w * op->c_in
+                           : 0;
+    if (minimal && q8) return q8;
     if (minimal && (op->kt > 1 || op->st > 1) && sym && cb->conv3d &&
         cb->conv_mode != CU_CONV_GEMM)
         return 0; /* the 3-D path over the executor's contiguous window: no scratch */
@@ -1134,5 +1246,5 @@ int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, 
         if (p > need) need = p;
     }
 #undef FIT
-    return need;
+    return need > q8 ? need : q8;
 }

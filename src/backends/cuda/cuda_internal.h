@@ -70,12 +70,29 @@ cudaError_t cuk_narrow_conv(cudaStream_t s, int dtype, const cuk_frames *frames,
                             const float *bias, const void *res, void *y);
 cudaError_t cuk_narrow(cudaStream_t s, int dtype, const void *src, int cs, const void *res, void *y,
                        int c, int64_t rows);
+/* FP8 convs (cuda_fp8.cu): *amax = the largest |x| of n values (dtype), q = E4M3 codes of x /
+ * (*amax / 448) (satfinite, ties to even; zeros when *amax is 0); out[i] = *amax / 448 * w_scale[i]
+ * for i < n (the epilogue's scale per output channel). */
+cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n, float *amax,
+                             uint8_t *q);
+cudaError_t cuk_fp8_scales(cudaStream_t s, const float *amax, const float *w_scale, int n,
+                           float *out);
+/* FP8 weights from float32 filters w [co][ci][taps] on the device: scale[o] = largest |w[o]| /
+ * 448, codes [co][taps][ci] of w / scale (the CPU emulation's rule, on the GPU's conversion) */
+cudaError_t cuk_fp8_weights(cudaStream_t s, const float *w, int co, int ci, int taps,
+                            uint8_t *codes, float *scale);
 /* Implicit-GEMM convs on Hopper tensor cores (cutlass/igemm_conv.cu; built with VAE_HAVE_CUTLASS):
  * y [t_in-kt+1][h][w][co] = bias + res + conv of the window x [t_in][h][w][ci] with the 3-D weight
  * layout wt [co][kt][kh][kw][ci], stride 1, spatial padding ph / pw on both sides, none in time
  * (the window holds the cached frames); bias float32 or NULL, res y-shaped (may be y) or NULL;
  * 16-byte aligned tensors. cudaErrorNotSupported where no kernel takes the problem. */
 int cuk_igemm_device(void);                         /* the current device runs sm_90a code */
+/* The same with E4M3 operands (x8 [t_in][h][w][ci], w8 [co][kt][kh][kw][ci] codes): y = acc *
+ * scale[co] + bias + res, scale float32 on the device (cuk_fp8_scales). */
+int cuk_igemm8_supported(int ci, int co);
+cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int t_in, int h, int w, int ci, int co,
+                            int kt, int kh, int kw, int ph, int pw, const void *w8,
+                            const float *scale, const float *bias, const void *res, void *y);
 int cuk_igemm_supported(int dtype, int ci, int co); /* a kernel exists for these channels */
 cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w,
                            int ci, int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
@@ -287,6 +304,8 @@ typedef struct cuda_backend {
     int narrow;           /* narrow heads on their own tensor-core kernel (VAE_CUDA_NARROW) */
     int igemm;            /* CUTLASS implicit-GEMM convs: 0 off (or not built / not sm_90), 1 a
                            * tuned candidate, 2 wherever they apply (VAE_CUDA_IGEMM) */
+    int fp8;              /* dtype fp8: bf16 activations, E4M3 convs where the FP8 kernels apply */
+    int64_t n_conv_fp8;   /* convs run by the FP8 kernels */
     int pad3d, cpad, kpad; /* channel-padded 3-D windows, 2-D gathers, filters (VAE_CUDA_*PAD*) */
     cudaEvent_t tune_ev[2];
     void *dnn;            /* cudnn state (cudnn_conv.c), created on first use */

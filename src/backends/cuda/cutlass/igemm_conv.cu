@@ -35,6 +35,25 @@ cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, i
                            const float *bias, const void *res, void *y) {
     const igemm_fn fn = igemm_pick(dtype, ci, co);
     if (!fn || t_in < kt) return cudaErrorNotSupported;
-    const igemm_args a = {x, wt, bias, res, y, t_in, h, w, ci, co, kt, kh, kw, ph, pw, s};
+    const igemm_args a = {x, wt, NULL, bias, res, y, t_in, h, w, ci, co, kt, kh, kw, ph, pw, s};
+    return fn(&a);
+}
+
+/* FP8: the same filter tiles, c_in a multiple of 64 (igemm_conv.cuh: why not 32). */
+static igemm_fn igemm8_pick(int ci, int co) {
+    if (ci % 64 || co % 96 && co % 128) return NULL;
+    if (co % 192 == 0) return igemm_e4m3_m128_n192_k64;
+    if (co % 128 == 0) return igemm_e4m3_m128_n128_k64;
+    return igemm_e4m3_m256_n96_k64;
+}
+
+int cuk_igemm8_supported(int ci, int co) { return igemm8_pick(ci, co) != NULL; }
+
+cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int t_in, int h, int w, int ci, int co,
+                            int kt, int kh, int kw, int ph, int pw, const void *w8,
+                            const float *scale, const float *bias, const void *res, void *y) {
+    const igemm_fn fn = igemm8_pick(ci, co);
+    if (!fn || t_in < kt) return cudaErrorNotSupported;
+    const igemm_args a = {x8, w8, scale, bias, res, y, t_in, h, w, ci, co, kt, kh, kw, ph, pw, s};
     return fn(&a);
 }

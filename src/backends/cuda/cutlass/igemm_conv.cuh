@@ -30,6 +30,7 @@
 typedef struct igemm_args {
     const void *x;     /* [t_in][h][w][ci] */
     const void *wt;    /* [co][kt][kh][kw][ci] */
+    const float *scale; /* FP8: [co], the epilogue's factor per output channel (else unused) */
     const float *bias; /* [co] or NULL */
     const void *res;   /* [t_out][h][w][co] or NULL (may be y) */
     void *y;           /* [t_out][h][w][co] */
@@ -42,6 +43,12 @@ typedef struct igemm_args {
 #define VAE_IGEMM_DECLARE(TM, TN, TK)                                                              \
     cudaError_t igemm_bf16_m##TM##_n##TN##_k##TK(const igemm_args *a);
 VAE_IGEMM_INSTANCES(VAE_IGEMM_DECLARE)
+/* FP8 (E4M3 operands, bf16 output), TK = 64 only: with 32 channels a k-block (one wgmma k-step)
+ * Wan2.1's 96-channel convs ran 12% slower than in bf16, quantisation included (bench/RESULTS.md run 68) */
+#define VAE_IGEMM8_INSTANCES(X) X(256, 96, 64) X(128, 128, 64) X(128, 192, 64)
+#define VAE_IGEMM8_DECLARE(TM, TN, TK)                                                             \
+    cudaError_t igemm_e4m3_m##TM##_n##TN##_k##TK(const igemm_args *a);
+VAE_IGEMM8_INSTANCES(VAE_IGEMM8_DECLARE)
 
 #ifdef VAE_IGEMM_INSTANTIATE /* the instance files: the CUTLASS kernel itself */
 #include "cute/tensor.hpp"
@@ -55,17 +62,43 @@ VAE_IGEMM_INSTANCES(VAE_IGEMM_DECLARE)
 #include "cutlass/conv/device/conv_universal_adapter.hpp"
 #include "cutlass/conv/kernel/conv_universal.hpp"
 
-template <class Elt, int TM, int TN, int TK> struct igemm_kernel {
+struct igemm_epi_scalar_tag {};
+struct igemm_epi_vector_tag {};
+
+/* The epilogues, D = beta * C + (alpha * acc + bias[n]) in float32 with one rounding to Out:
+ * alpha one scalar (bf16 operands: 1), or one per output channel (FP8: input scale x weight
+ * scale). */
+template <class Out, class Tile> struct igemm_epi_scalar {
+    using Fusion = cutlass::epilogue::fusion::LinCombPerColBias<Out, float, float, Out, float>;
+};
+template <class Out, class Tile> struct igemm_epi_vector {
+    template <class T>
+    using Vec = cutlass::epilogue::fusion::Sm90RowBroadcast<0, Tile, T, float,
+                                                            cute::Stride<cute::_0, cute::_1, int64_t>, 4>;
+    using Fusion = cutlass::epilogue::fusion::Sm90EVT<
+        cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, Out, float,
+                                               cutlass::FloatRoundStyle::round_to_nearest>,
+        cutlass::epilogue::fusion::Sm90ScalarBroadcast<float,
+                                                       cute::Stride<cute::_0, cute::_0, int64_t>>,
+        cutlass::epilogue::fusion::Sm90SrcFetch<Out>,
+        cutlass::epilogue::fusion::Sm90EVT<
+            cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, float, float,
+                                                   cutlass::FloatRoundStyle::round_to_nearest>,
+            Vec<float>, cutlass::epilogue::fusion::Sm90AccFetch, Vec<float>>>;
+};
+
+template <class Elt, class Out, int TM, int TN, int TK, template <class, class> class Epi>
+struct igemm_kernel {
     using Layout = cutlass::layout::TensorNDHWC;
     static constexpr int align = 16 / sizeof(Elt); /* TMA: 16-byte rows */
+    static constexpr int align_out = 16 / sizeof(Out);
     using Tile = cute::Shape<cute::Int<TM>, cute::Int<TN>, cute::Shape<cute::Int<TK>>>;
     using Cluster = cute::Shape<cute::_1, cute::_1, cute::_1>;
-    /* D = alpha * acc + beta * C + bias[n], float32, one rounding */
-    using Fusion = cutlass::epilogue::fusion::LinCombPerColBias<Elt, float, float, Elt, float>;
     using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
-        cutlass::epilogue::collective::EpilogueTileAuto, float, float, Elt, Layout, align, Elt,
-        Layout, align, cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
+        cutlass::epilogue::collective::EpilogueTileAuto, float, float, Out, Layout, align_out, Out,
+        Layout, align_out, cutlass::epilogue::TmaWarpSpecialized,
+        typename Epi<Out, Tile>::Fusion>::CollectiveOp;
     using Mainloop = typename cutlass::conv::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::conv::Operator::kFprop, Elt,
         Layout, align, Elt, Layout, align, float, Tile, Cluster,
@@ -80,8 +113,24 @@ template <class Elt, int TM, int TN, int TK> struct igemm_kernel {
 
 /* One launch on a->stream; cudaErrorNotSupported where CUTLASS cannot take the problem (TMA
  * limits, alignment) or would need a workspace. */
-template <class Elt, int TM, int TN, int TK> static cudaError_t igemm_run(const igemm_args *a) {
-    using K = igemm_kernel<Elt, TM, TN, TK>;
+/* the epilogue's arguments: alpha 1, beta, bias (bf16 operands) */
+template <class Args> static void igemm_epi_args(Args &t, const igemm_args *a, igemm_epi_scalar_tag) {
+    t.alpha = 1.0f;
+    t.beta = a->res ? 1.0f : 0.0f;
+    t.bias_ptr = a->bias;
+}
+/* beta, then (scale[n] * acc + bias[n]) (FP8) */
+template <class Args> static void igemm_epi_args(Args &t, const igemm_args *a, igemm_epi_vector_tag) {
+    t = Args{{{a->res ? 1.0f : 0.0f}, {nullptr}, {}},
+             {},
+             {{a->scale, 0.0f, {}}, {}, {a->bias, 0.0f, {}}, {}},
+             {}};
+}
+
+template <class Elt, class Out, int TM, int TN, int TK, template <class, class> class Epi,
+          class Tag>
+static cudaError_t igemm_run(const igemm_args *a) {
+    using K = igemm_kernel<Elt, Out, TM, TN, TK, Epi>;
     typename K::Problem ps(cutlass::conv::Mode::kCrossCorrelation, {1, a->t_in, a->h, a->w, a->ci},
                            {a->co, a->kt, a->kh, a->kw, a->ci}, {0, a->ph, a->pw},
                            {0, a->ph, a->pw}, {1, 1, 1}, {1, 1, 1}, 1);
@@ -95,11 +144,9 @@ template <class Elt, int TM, int TN, int TK> static cudaError_t igemm_run(const 
         cute::get<0, i>(ep.dC) = ps.stride_C[K::Problem::RankT - 2 - i];
         cute::get<0, i>(ep.dD) = ps.stride_C[K::Problem::RankT - 2 - i];
     });
-    ep.ptr_C = static_cast<const Elt *>(a->res ? a->res : a->y);
-    ep.ptr_D = static_cast<Elt *>(a->y);
-    ep.thread.alpha = 1.0f;
-    ep.thread.beta = a->res ? 1.0f : 0.0f;
-    ep.thread.bias_ptr = a->bias;
+    ep.ptr_C = static_cast<const Out *>(a->res ? a->res : a->y);
+    ep.ptr_D = static_cast<Out *>(a->y);
+    igemm_epi_args(ep.thread, a, Tag{});
     typename K::Conv op;
     if (op.can_implement(args) != cutlass::Status::kSuccess ||
         K::Conv::get_workspace_size(args) != 0)
@@ -115,7 +162,13 @@ template <class Elt, int TM, int TN, int TK> static cudaError_t igemm_run(const 
 
 #define VAE_IGEMM_DEFINE(TM, TN, TK)                                                               \
     cudaError_t igemm_bf16_m##TM##_n##TN##_k##TK(const igemm_args *a) {                            \
-        return igemm_run<cutlass::bfloat16_t, TM, TN, TK>(a);                                      \
+        return igemm_run<cutlass::bfloat16_t, cutlass::bfloat16_t, TM, TN, TK, igemm_epi_scalar,   \
+                         igemm_epi_scalar_tag>(a);                                                 \
+    }
+#define VAE_IGEMM8_DEFINE(TM, TN, TK)                                                              \
+    cudaError_t igemm_e4m3_m##TM##_n##TN##_k##TK(const igemm_args *a) {                            \
+        return igemm_run<cutlass::float_e4m3_t, cutlass::bfloat16_t, TM, TN, TK, igemm_epi_vector, \
+                         igemm_epi_vector_tag>(a);                                                 \
     }
 #endif /* VAE_IGEMM_INSTANTIATE */
 

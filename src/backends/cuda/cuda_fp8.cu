@@ -1,0 +1,123 @@
+/* cuda_fp8.cu -- the activation side of the FP8 (E4M3) convolutions: a call's input scale and
+ * its E4M3 copy (the conv itself: cutlass/igemm_conv.cuh; the rule: cuda_conv.c).
+ *
+ * The CPU backend's emulation (cpu_conv.c) is the reference: the scale of a call's input is its
+ * largest magnitude / 448 (0 when all zero), each value is rounded to the E4M3 grid of that
+ * scale (ties to even, saturating: cvt.rn.satfinite), and the products are accumulated in float32
+ * and scaled back by input scale x weight scale (per output channel) in the epilogue.
+ */
+#include <cuda_fp8.h>
+
+#include "backends/cuda/cuda_common.cuh"
+
+/* 8 values (16 bytes) a thread and step where x is 16-byte aligned and n a multiple of 8 (the
+ * convs' windows: c_in % 32), else one */
+template <typename T> static __global__ void absmax_kernel(const T *x, int64_t n, float *amax) {
+    float m = 0.0f;
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
+    if (n % 8 == 0 && ((uintptr_t)x & 15) == 0) {
+        for (int64_t i = tid; i < n / 8; i += step) {
+            const uint4 v = ((const uint4 *)x)[i];
+            const T *e = (const T *)&v;
+#pragma unroll
+            for (int k = 0; k < 8; k++) m = fmaxf(m, fabsf(cu_ld(e, k)));
+        }
+    } else {
+        for (int64_t i = tid; i < n; i += step) m = fmaxf(m, fabsf(cu_ld(x, i)));
+    }
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    __shared__ float warp_max[32];
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        m = threadIdx.x < blockDim.x / 32 ? warp_max[threadIdx.x] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        /* non-negative floats order like their bit patterns; NaN (0x7fc..) wins, as it should */
+        if (threadIdx.x == 0) atomicMax((unsigned int *)amax, __float_as_uint(m));
+    }
+}
+
+static __device__ __forceinline__ uint8_t e4m3(float x, float s) {
+    return (uint8_t)__nv_cvt_float_to_fp8(s > 0.0f ? x / s : 0.0f, __NV_SATFINITE, __NV_E4M3);
+}
+
+template <typename T>
+static __global__ void quant_kernel(const T *x, int64_t n, const float *amax, uint8_t *q) {
+    const float s = *amax / 448.0f;
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
+    if (n % 8 == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)q & 7) == 0) {
+        for (int64_t i = tid; i < n / 8; i += step) {
+            const uint4 v = ((const uint4 *)x)[i];
+            const T *e = (const T *)&v;
+            uint2 o;
+            uint8_t *b = (uint8_t *)&o;
+#pragma unroll
+            for (int k = 0; k < 8; k++) b[k] = e4m3(cu_ld(e, k), s);
+            ((uint2 *)q)[i] = o;
+        }
+    } else {
+        for (int64_t i = tid; i < n; i += step) q[i] = e4m3(cu_ld(x, i), s);
+    }
+}
+
+static __global__ void scales_kernel(const float *amax, const float *w_scale, int n, float *out) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = *amax / 448.0f * w_scale[i];
+}
+
+/* One block per output channel o: scale[o] = largest |w[o]| / 448, codes of w / scale[o] moved
+ * from [ci][taps] to [taps][ci] (the 3-D layout). */
+static __global__ void weight_kernel(const float *w, int ci, int taps, uint8_t *codes,
+                                     float *scale) {
+    const int o = blockIdx.x;
+    const int64_t per = (int64_t)ci * taps;
+    const float *wo = w + (int64_t)o * per;
+    float m = 0.0f;
+    for (int64_t i = threadIdx.x; i < per; i += blockDim.x) m = fmaxf(m, fabsf(wo[i]));
+    for (int k = 16; k > 0; k >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, k));
+    __shared__ float warp_max[32];
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = 0.0f;
+    for (int k = 0; k < (int)blockDim.x / 32; k++) m = fmaxf(m, warp_max[k]);
+    const float s = m / 448.0f;
+    if (threadIdx.x == 0) scale[o] = s;
+    for (int64_t i = threadIdx.x; i < per; i += blockDim.x) { /* i = tap * ci + c */
+        const int64_t tap = i / ci, c = i % ci;
+        codes[(int64_t)o * per + i] = e4m3(wo[c * taps + tap], s);
+    }
+}
+
+cudaError_t cuk_fp8_weights(cudaStream_t s, const float *w, int co, int ci, int taps,
+                            uint8_t *codes, float *scale) {
+    weight_kernel<<<co, 256, 0, s>>>(w, ci, taps, codes, scale);
+    return cudaGetLastError();
+}
+
+static int grid_for(int64_t n) {
+    int64_t g = (n / 8 + 255) / 256;
+    return (int)(g < 4096 ? (g > 0 ? g : 1) : 4096);
+}
+
+cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n, float *amax,
+                             uint8_t *q) {
+    cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), s);
+    if (e != cudaSuccess) return e;
+    const int g = grid_for(n);
+    if (dtype == CU_BF16) {
+        absmax_kernel<<<g, 256, 0, s>>>((const __nv_bfloat16 *)x, n, amax);
+        quant_kernel<<<g, 256, 0, s>>>((const __nv_bfloat16 *)x, n, amax, q);
+    } else if (dtype == CU_F16) {
+        absmax_kernel<<<g, 256, 0, s>>>((const __half *)x, n, amax);
+        quant_kernel<<<g, 256, 0, s>>>((const __half *)x, n, amax, q);
+    } else {
+        return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t cuk_fp8_scales(cudaStream_t s, const float *amax, const float *w_scale, int n,
+                           float *out) {
+    scales_kernel<<<(n + 255) / 256, 256, 0, s>>>(amax, w_scale, n, out);
+    return cudaGetLastError();
+}
