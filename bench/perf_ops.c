@@ -271,7 +271,8 @@ int main(int argc, char **argv) {
     static const char *const dtype_names[] = {"fp32", "fp16", "bf16", "fp8"};
     static const vae_dtype dtypes[] = {VAE_DTYPE_F32, VAE_DTYPE_F16, VAE_DTYPE_BF16, VAE_DTYPE_FP8};
     int di = 0;
-    while (di < 4 && strcmp(dtype_s, dtype_names[di])) di++;
+    while (di < 4 && strcmp(dtype_s, dtype_names[di]))
+        di++;
     if (di == 4) {
         fprintf(stderr, "perf_ops: --dtype %s: expected fp32, fp16, bf16 or fp8\n", dtype_s);
         return 2;

@@ -197,7 +197,8 @@ static long fp8_convs(void) {
     char buf[512];
     const char *d = vae_cuda_backend_describe(gpu, buf, sizeof buf), *p = strstr(d, " fp8,");
     if (!p) return 0;
-    while (p > d && p[-1] != ' ') p--;
+    while (p > d && p[-1] != ' ')
+        p--;
     return strtol(p, NULL, 10);
 }
 
@@ -214,7 +215,8 @@ static void test_conv(const conv_case *cc) {
     for (int i = 0; i < n_src; i++) src[i] = rand_buf(fsz, 1.0f, 0.0f);
     /* fp8: the GPU quantises its bf16 activations; the reference sees the same values */
     for (int i = 0; ref != cpu && i < n_src; i++)
-        for (size_t j = 0; j < fsz; j++) src[i][j] = vae_bf16_to_f32(vae_f32_to_bf16(src[i][j]));
+        for (size_t j = 0; j < fsz; j++)
+            src[i][j] = vae_bf16_to_f32(vae_f32_to_bf16(src[i][j]));
     float *wt = rand_buf((size_t)cc->c_out * K, 1.0f / sqrtf((float)K), 0.0f);
     float *b = cc->bias ? rand_buf(cc->c_out, 0.5f, 0.0f) : NULL;
     float *res = cc->residual ? rand_buf(ysz, 1.0f, 0.0f) : NULL;
@@ -234,8 +236,13 @@ static void test_conv(const conv_case *cc) {
              "conv %-18s %3d->%-3d k%dx%dx%d s%d,%d,%d pad %d%d%d%d %2d frames %dx%d %s%s%s%s",
              cc->name, cc->c_in, cc->c_out, cc->kt, cc->kh, cc->kw, cc->st, cc->sh, cc->sw, cc->pt,
              cc->pb, cc->pl, cc->pr, cc->n_in, cc->h, cc->w, layout_name[cc->layout],
-             cc->bias ? " bias" : "", cc->residual == 2 ? " res=y" : cc->residual ? " res" : "",
-             r != cpu ? " (fp8)" : ref != cpu ? " (bf16: no fp8 kernel)" : "");
+             cc->bias ? " bias" : "",
+             cc->residual == 2 ? " res=y"
+             : cc->residual    ? " res"
+                               : "",
+             r != cpu     ? " (fp8)"
+             : ref != cpu ? " (bf16: no fp8 kernel)"
+                          : "");
     compare(what, rc_c, rc_g, yg, yc, ysz);
     for (int i = 0; i < n_src; i++) free(src[i]);
     free(wt);
@@ -850,7 +857,16 @@ static void bench_attention(int c, int h, int w, int t) {
 }
 
 /* ---- variants ------------------------------------------------------------------------------- */
-enum { V_CONV = 1, V_NORM = 2, V_ELT = 4, V_RES = 8, V_ATT = 16, V_BUF = 32, V_ALL = 63, V_FP8 = 64 };
+enum {
+    V_CONV = 1,
+    V_NORM = 2,
+    V_ELT = 4,
+    V_RES = 8,
+    V_ATT = 16,
+    V_BUF = 32,
+    V_ALL = 63,
+    V_FP8 = 64
+};
 typedef struct variant_def {
     const char *label;
     vae_dtype dtype;
@@ -902,7 +918,8 @@ static void check_igemm_ran(const char *what) {
         printf("INFO [%s] no implicit-GEMM kernels (not built, or not an sm_90 device)\n", variant);
         return;
     }
-    while (p > d && p[-1] != ' ') p--;
+    while (p > d && p[-1] != ' ')
+        p--;
     const long n = strtol(p, NULL, 10);
     check(n > 0, "convs through the implicit-GEMM kernels (%s): %ld", what, n);
 }

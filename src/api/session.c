@@ -127,14 +127,16 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
              s->be->v->name, s->n_lanes > 1 ? " on devices " : "", group,
              o.dtype == VAE_DTYPE_FP8 && o.device == VAE_DEVICE_CPU
                  ? "fp8 convolutions emulated on fp32 activations"
-             : o.dtype == VAE_DTYPE_FP8 ? "fp8 convolutions (Hopper kernels) on bf16 activations"
-             : o.dtype == VAE_DTYPE_F32 ? "fp32 activations"
+             : o.dtype == VAE_DTYPE_FP8  ? "fp8 convolutions (Hopper kernels) on bf16 activations"
+             : o.dtype == VAE_DTYPE_F32  ? "fp32 activations"
              : o.dtype == VAE_DTYPE_BF16 ? "bf16 activations"
                                          : "fp16 activations",
              o.device == VAE_DEVICE_CPU ? " (OpenMP threads)" : "",
              o.max_memory > 0 ? "set" : "free memory minus a margin",
-             s->n_lanes > 1 ? " per device" : "", o.tile_mode == VAE_TILE_BLEND ? "blended" : o.tile_mode == VAE_TILE_NONE ? "off"
-                                                                                : "exact, as needed");
+             s->n_lanes > 1 ? " per device" : "",
+             o.tile_mode == VAE_TILE_BLEND  ? "blended"
+             : o.tile_mode == VAE_TILE_NONE ? "off"
+                                            : "exact, as needed");
     VAE_INFO("settings: %s", desc);
     *out = s;
     return VAE_OK;

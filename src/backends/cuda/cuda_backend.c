@@ -66,10 +66,12 @@ void cu_note_peak(cuda_backend *cb) {
 
 /* ---- profiling ------------------------------------------------------------------------------- */
 enum { CU_PROF_CAP = 4096 }; /* event pairs resolved at once */
+/* clang-format off */
 static const char *const prof_names[CU_P_N] = {
     "conv cuDNN", "conv GEMM", "conv gather/im2col", "conv bias/residual init", "rms norm",
     "group norm", "eltwise", "resample", "attention", "copy/zero", "upload", "download",
     "conv narrow head", "conv implicit GEMM"};
+/* clang-format on */
 
 static void prof_flush(cuda_backend *cb) {
     if (!cb->prof || cb->prof_n == 0) return;
@@ -793,28 +795,29 @@ static const vae_backend_vtbl cuda_vtbl = {
 const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
     cuda_backend *cb = cu_be(be);
     char dnn[64];
-    snprintf(buf, len,
-             "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM, %lld "
-             "implicit GEMM (%s), %lld fp8, %lld graph launches; weights %.1f MiB; peak %.1f MiB (weights %.1f, activations %.1f, "
-             "scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; host set-up: device allocations "
-             "%.0f ms, pinned buffers %.0f ms, cuDNN handle %.0f ms, cuDNN plans %.0f ms (first "
-             "launches %.0f ms), graphs %.0f ms",
-             cb->device_name, cb->fp8 ? "bf16 activations with fp8 convs" : vae_dtype_name(be->dtype),
-             cu_dnn_describe(cb, dnn, sizeof dnn),
-             (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d, (long long)cb->n_conv_fused,
-             (long long)cb->n_conv_gemm, (long long)cb->n_conv_igemm,
-             cb->igemm == 2   ? "always"
-             : cb->igemm      ? "tuned"
-             : cu_igemm_built() ? "off"
-                                : "not built",
-             (long long)cb->n_conv_fp8, (long long)cb->n_graph_launches,
-             (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
-             (double)cb->peak_parts[0] / 1048576.0, (double)cb->peak_parts[1] / 1048576.0,
-             (double)cb->peak_parts[2] / 1048576.0, (double)cb->peak_parts[3] / 1048576.0,
-             (double)cb->pool.reserved_bytes / 1048576.0, cb->host_s[CU_H_MALLOC] * 1e3,
-             cb->host_s[CU_H_PINNED] * 1e3, cb->host_s[CU_H_DNN_HANDLE] * 1e3,
-             cb->host_s[CU_H_DNN_PLAN] * 1e3, cb->host_s[CU_H_DNN_FIRST] * 1e3,
-             cb->host_s[CU_H_GRAPH] * 1e3);
+    snprintf(
+        buf, len,
+        "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM, %lld "
+        "implicit GEMM (%s), %lld fp8, %lld graph launches; weights %.1f MiB; peak %.1f MiB "
+        "(weights %.1f, activations %.1f, scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; "
+        "host set-up: device allocations "
+        "%.0f ms, pinned buffers %.0f ms, cuDNN handle %.0f ms, cuDNN plans %.0f ms (first "
+        "launches %.0f ms), graphs %.0f ms",
+        cb->device_name, cb->fp8 ? "bf16 activations with fp8 convs" : vae_dtype_name(be->dtype),
+        cu_dnn_describe(cb, dnn, sizeof dnn), (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d,
+        (long long)cb->n_conv_fused, (long long)cb->n_conv_gemm, (long long)cb->n_conv_igemm,
+        cb->igemm == 2     ? "always"
+        : cb->igemm        ? "tuned"
+        : cuk_igemm_built() ? "off"
+                           : "not built",
+        (long long)cb->n_conv_fp8, (long long)cb->n_graph_launches,
+        (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
+        (double)cb->peak_parts[0] / 1048576.0, (double)cb->peak_parts[1] / 1048576.0,
+        (double)cb->peak_parts[2] / 1048576.0, (double)cb->peak_parts[3] / 1048576.0,
+        (double)cb->pool.reserved_bytes / 1048576.0, cb->host_s[CU_H_MALLOC] * 1e3,
+        cb->host_s[CU_H_PINNED] * 1e3, cb->host_s[CU_H_DNN_HANDLE] * 1e3,
+        cb->host_s[CU_H_DNN_PLAN] * 1e3, cb->host_s[CU_H_DNN_FIRST] * 1e3,
+        cb->host_s[CU_H_GRAPH] * 1e3);
     return buf;
 }
 
@@ -872,13 +875,13 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
                         prop.name, prop.major, prop.minor);
     /* cuDNN's FP8 3-D convs run slower than its bf16 ones (bench/RESULTS.md run 44): fp8 takes the
      * CUTLASS kernels, built for sm_90a alone */
-    if (fp8 && !cu_igemm_usable())
+    if (fp8 && !cuk_igemm_device())
         return vae_fail(VAE_EUNSUPPORTED,
                         "cuda backend: fp8 convolutions need a Hopper GPU (sm_90) and a build with "
                         "CUTLASS's kernels (%s, sm_%d%d; this build: %s); use bf16, or --device "
                         "cpu to emulate fp8",
                         prop.name, prop.major, prop.minor,
-                        cu_igemm_built() ? "has them" : "has none");
+                        cuk_igemm_built() ? "has them" : "has none");
 
     cuda_backend *cb = vae_calloc(1, sizeof *cb);
     if (!cb) return vae_fail(VAE_ENOMEM, "cuda backend: out of memory");
@@ -905,7 +908,7 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->cpad = st->cuda_cpad;
     cb->kpad = st->cuda_kpad;
     cb->narrow = st->cuda_narrow;
-    cb->igemm = cu_igemm_usable() ? st->cuda_igemm : 0;
+    cb->igemm = cuk_igemm_device() ? st->cuda_igemm : 0;
     cb->fp8 = fp8;
 
     if ((rc = cu_check(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking),

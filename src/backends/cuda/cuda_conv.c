@@ -38,9 +38,14 @@
  * Other cases (or VAE_CUDA_PHASE=0) upsample into a temporary first.
  * Implicit GEMM (bf16 on sm_90, builds with CUTLASS: cutlass/igemm_conv.cuh): a temporal conv
  * over a contiguous window with stride 1 and symmetric spatial padding, c_in a multiple of 32 and
- * c_out of 96 or 128, is one CUTLASS kernel (TMA im2col loads, wgmma, bias + residual in its
- * epilogue); a candidate of the tuner beside cuDNN's paths (VAE_CUDA_IGEMM=always: taken wherever
- * it applies, for tests; off: never).
+ * c_out a multiple of 96 or 128, is one CUTLASS kernel (TMA im2col loads, wgmma, bias + residual
+ * in its epilogue); a candidate of the tuner beside cuDNN's paths (VAE_CUDA_IGEMM=always: taken
+ * wherever it applies, for tests; off: never).
+ * FP8 (dtype fp8: bf16 activations): the convs vae_op_fp8 names that an E4M3 kernel takes (the
+ * implicit-GEMM kind with c_in a multiple of 64) quantise their window per call into the scratch
+ * area (cuda_fp8.cu: scale = largest magnitude / 448) and run on E4M3 weights quantised per
+ * output channel, the two scales applied in the epilogue: the CPU backend's emulation, computed.
+ * Every other conv runs the bf16 paths.
  * Narrow heads (16-bit, 3x3 with stride and padding 1, at most 8 outputs, c_in a multiple of 16:
  * the RGB heads) run a tensor-core kernel of their own (cuda_narrow_conv.cu; VAE_CUDA_NARROW=0:
  * off). Other narrow outputs (16-bit, c_out not a multiple of 8, spatial kernels) run with c_out
@@ -86,10 +91,10 @@ typedef struct conv_state {
     int nophase;             /* the phase path is unsupported for this op */
     /* FP8 (cb->fp8 and vae_op_fp8): the operands of the E4M3 kernels (made on first use) */
     int fp8;
-    uint8_t *w8;       /* [co][kt][kh][kw][ci] E4M3 codes of w / w8_scale[co] */
-    float *w8_scale;   /* [co] each output channel's largest |w| / 448 */
-    float *amax;       /* [1] the current call's largest input magnitude */
-    float *scale8;     /* [co] amax / 448 * w8_scale: the epilogue's factors */
+    uint8_t *w8;     /* [co][kt][kh][kw][ci] E4M3 codes of w / w8_scale[co] */
+    float *w8_scale; /* [co] each output channel's largest |w| / 448 */
+    float *amax;     /* [1] the current call's largest input magnitude */
+    float *scale8;   /* [co] amax / 448 * w8_scale: the epilogue's factors */
     size_t w8_bytes;
 } conv_state;
 
@@ -544,37 +549,12 @@ static int conv3d_pad(conv_call *cc, const void *const *frames, int t_out) {
     return VAE_OK;
 }
 
-#ifdef VAE_HAVE_CUTLASS
-int cu_igemm_built(void) { return 1; }
-int cu_igemm_usable(void) { return cuk_igemm_device(); }
-#define cuk_igemm_supported_c cuk_igemm_supported
-#define cuk_igemm_conv_c cuk_igemm_conv
-#define cuk_igemm8_supported_c cuk_igemm8_supported
-#define cuk_igemm8_conv_c cuk_igemm8_conv
-#else /* a build without the kernels: the path is never offered (cb->igemm == 0) */
-int cu_igemm_built(void) { return 0; }
-int cu_igemm_usable(void) { return 0; }
-static int cuk_igemm_supported_c(int dtype, int ci, int co) { return 0; }
-static cudaError_t cuk_igemm_conv_c(cudaStream_t s, int dtype, const void *x, int t_in, int h,
-                                    int w, int ci, int co, int kt, int kh, int kw, int ph, int pw,
-                                    const void *wt, const float *bias, const void *res, void *y) {
-    return cudaErrorNotSupported;
-}
-static int cuk_igemm8_supported_c(int ci, int co) { return 0; }
-static cudaError_t cuk_igemm8_conv_c(cudaStream_t s, const void *x8, int t_in, int h, int w,
-                                     int ci, int co, int kt, int kh, int kw, int ph, int pw,
-                                     const void *w8, const float *scale, const float *bias,
-                                     const void *res, void *y) {
-    return cudaErrorNotSupported;
-}
-#endif
-
 /* The implicit-GEMM kernel takes this conv over a contiguous window (frames consecutive). */
 static int igemm_ok(const conv_call *cc, int consec) {
     const vae_op *op = cc->op;
     return cc->cb->igemm && consec && !cc->s->noigemm && op->st == 1 && op->sh == 1 &&
            op->sw == 1 && op->up <= 1 && cc->s->kp == op->c_out &&
-           cuk_igemm_supported_c(cc->cb->base.dtype, op->c_in, op->c_out);
+           cuk_igemm_supported(cc->cb->base.dtype, op->c_in, op->c_out);
 }
 
 /* Implicit-GEMM path: the whole window x0 (t_out + kt - 1 frames) in one kernel, bias and
@@ -588,7 +568,7 @@ static int conv_igemm(conv_call *cc, const void *x0, int t_out) {
     const float *bias = cc->init_done ? NULL : cc->s->bias;
     const void *res = cc->init_done ? cc->y : cc->res;
     int ph = cu_prof_begin(cb, CU_P_IGEMM);
-    cudaError_t e = cuk_igemm_conv_c(cb->stream, cb->base.dtype, x0, t_out + op->kt - 1, cc->h,
+    cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, x0, t_out + op->kt - 1, cc->h,
                                      cc->w, op->c_in, op->c_out, op->kt, op->kh, op->kw,
                                      op->pad_h[0], op->pad_w[0], cc->s->w3, bias, res, cc->y);
     cu_prof_end(cb, ph);
@@ -645,7 +625,7 @@ static int need_w8(cuda_backend *cb, const vae_op *op, conv_state *s) {
 static int fp8_ok(const conv_call *cc, int consec) {
     const vae_op *op = cc->op;
     return cc->s->fp8 && consec && op->st == 1 && op->sh == 1 && op->sw == 1 && op->up <= 1 &&
-           cc->s->kp == op->c_out && cuk_igemm8_supported_c(op->c_in, op->c_out);
+           cc->s->kp == op->c_out && cuk_igemm8_supported(op->c_in, op->c_out);
 }
 
 /* FP8 path: the window's E4M3 copy (scale from its largest magnitude, in the scratch area), the
@@ -664,7 +644,7 @@ static int conv_fp8(conv_call *cc, const void *x0, int t_out) {
     cudaError_t e = cuk_fp8_quantize(cb->stream, cb->base.dtype, x0, n, s->amax, q);
     if (e == cudaSuccess) e = cuk_fp8_scales(cb->stream, s->amax, s->w8_scale, s->co, s->scale8);
     if (e == cudaSuccess)
-        e = cuk_igemm8_conv_c(cb->stream, q, n_in, cc->h, cc->w, op->c_in, op->c_out, op->kt,
+        e = cuk_igemm8_conv(cb->stream, q, n_in, cc->h, cc->w, op->c_in, op->c_out, op->kt,
                               op->kh, op->kw, op->pad_h[0], op->pad_w[0], s->w8, s->scale8,
                               cc->init_done ? NULL : s->bias, cc->init_done ? cc->y : cc->res,
                               cc->y);

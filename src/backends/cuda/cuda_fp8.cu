@@ -14,24 +14,29 @@
  * convs' windows: c_in % 32), else one */
 template <typename T> static __global__ void absmax_kernel(const T *x, int64_t n, float *amax) {
     float m = 0.0f;
-    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x,
+                  step = (int64_t)gridDim.x * blockDim.x;
     if (n % 8 == 0 && ((uintptr_t)x & 15) == 0) {
         for (int64_t i = tid; i < n / 8; i += step) {
             const uint4 v = ((const uint4 *)x)[i];
             const T *e = (const T *)&v;
 #pragma unroll
-            for (int k = 0; k < 8; k++) m = fmaxf(m, fabsf(cu_ld(e, k)));
+            for (int k = 0; k < 8; k++)
+                m = fmaxf(m, fabsf(cu_ld(e, k)));
         }
     } else {
-        for (int64_t i = tid; i < n; i += step) m = fmaxf(m, fabsf(cu_ld(x, i)));
+        for (int64_t i = tid; i < n; i += step)
+            m = fmaxf(m, fabsf(cu_ld(x, i)));
     }
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     __shared__ float warp_max[32];
     if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
     __syncthreads();
     if (threadIdx.x < 32) {
         m = threadIdx.x < blockDim.x / 32 ? warp_max[threadIdx.x] : 0.0f;
-        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        for (int o = 16; o > 0; o >>= 1)
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
         /* non-negative floats order like their bit patterns; NaN (0x7fc..) wins, as it should */
         if (threadIdx.x == 0) atomicMax((unsigned int *)amax, __float_as_uint(m));
     }
@@ -44,7 +49,8 @@ static __device__ __forceinline__ uint8_t e4m3(float x, float s) {
 template <typename T>
 static __global__ void quant_kernel(const T *x, int64_t n, const float *amax, uint8_t *q) {
     const float s = *amax / 448.0f;
-    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x,
+                  step = (int64_t)gridDim.x * blockDim.x;
     if (n % 8 == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)q & 7) == 0) {
         for (int64_t i = tid; i < n / 8; i += step) {
             const uint4 v = ((const uint4 *)x)[i];
@@ -52,11 +58,13 @@ static __global__ void quant_kernel(const T *x, int64_t n, const float *amax, ui
             uint2 o;
             uint8_t *b = (uint8_t *)&o;
 #pragma unroll
-            for (int k = 0; k < 8; k++) b[k] = e4m3(cu_ld(e, k), s);
+            for (int k = 0; k < 8; k++)
+                b[k] = e4m3(cu_ld(e, k), s);
             ((uint2 *)q)[i] = o;
         }
     } else {
-        for (int64_t i = tid; i < n; i += step) q[i] = e4m3(cu_ld(x, i), s);
+        for (int64_t i = tid; i < n; i += step)
+            q[i] = e4m3(cu_ld(x, i), s);
     }
 }
 
@@ -73,13 +81,16 @@ static __global__ void weight_kernel(const float *w, int ci, int taps, uint8_t *
     const int64_t per = (int64_t)ci * taps;
     const float *wo = w + (int64_t)o * per;
     float m = 0.0f;
-    for (int64_t i = threadIdx.x; i < per; i += blockDim.x) m = fmaxf(m, fabsf(wo[i]));
-    for (int k = 16; k > 0; k >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, k));
+    for (int64_t i = threadIdx.x; i < per; i += blockDim.x)
+        m = fmaxf(m, fabsf(wo[i]));
+    for (int k = 16; k > 0; k >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, k));
     __shared__ float warp_max[32];
     if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
     __syncthreads();
     m = 0.0f;
-    for (int k = 0; k < (int)blockDim.x / 32; k++) m = fmaxf(m, warp_max[k]);
+    for (int k = 0; k < (int)blockDim.x / 32; k++)
+        m = fmaxf(m, warp_max[k]);
     const float s = m / 448.0f;
     if (threadIdx.x == 0) scale[o] = s;
     for (int64_t i = threadIdx.x; i < per; i += blockDim.x) { /* i = tap * ci + c */

@@ -13,8 +13,9 @@
  *   cuda_conv.c         conv: weights layout, path choice (cuDNN, GEMM), blocking, bias/residual
  *   cudnn_conv.c        everything that talks to cuDNN (handle, plans per shape, workspace)
  *   cuda_*.cu           kernels, with C-callable launchers returning cudaError_t
- *   cutlass/            implicit-GEMM convs for sm_90a through CUTLASS (C++; cuk_igemm_*): built
- *                       by cmake/cutlass.cmake when CUTLASS's headers are found (VAE_HAVE_CUTLASS)
+ *   cuda_igemm.cu       which CUTLASS kernel takes a conv (cuk_igemm*; none without CUTLASS)
+ *   cutlass/            the implicit-GEMM conv kernels for sm_90a through CUTLASS (C++), built by
+ *                       cmake/cutlass.cmake where CUTLASS's headers are found (VAE_HAVE_CUTLASS)
  *
  * The .cu launchers take `int dtype` (a vae_dtype) and raw pointers; they never report errors
  * themselves: the C callers turn a cudaError_t into vae_fail(..) with the op's name.
@@ -81,12 +82,13 @@ cudaError_t cuk_fp8_scales(cudaStream_t s, const float *amax, const float *w_sca
  * 448, codes [co][taps][ci] of w / scale (the CPU emulation's rule, on the GPU's conversion) */
 cudaError_t cuk_fp8_weights(cudaStream_t s, const float *w, int co, int ci, int taps,
                             uint8_t *codes, float *scale);
-/* Implicit-GEMM convs on Hopper tensor cores (cutlass/igemm_conv.cu; built with VAE_HAVE_CUTLASS):
+/* Implicit-GEMM convs on Hopper tensor cores (cuda_igemm.cu; kernels only with VAE_HAVE_CUTLASS):
  * y [t_in-kt+1][h][w][co] = bias + res + conv of the window x [t_in][h][w][ci] with the 3-D weight
  * layout wt [co][kt][kh][kw][ci], stride 1, spatial padding ph / pw on both sides, none in time
  * (the window holds the cached frames); bias float32 or NULL, res y-shaped (may be y) or NULL;
  * 16-byte aligned tensors. cudaErrorNotSupported where no kernel takes the problem. */
-int cuk_igemm_device(void);                         /* the current device runs sm_90a code */
+int cuk_igemm_built(void);  /* this build has the kernels (CMake found CUTLASS) */
+int cuk_igemm_device(void); /* ... and the current device runs them (sm_90) */
 /* The same with E4M3 operands (x8 [t_in][h][w][ci], w8 [co][kt][kh][kw][ci] codes): y = acc *
  * scale[co] + bias + res, scale float32 on the device (cuk_fp8_scales). */
 int cuk_igemm8_supported(int ci, int co);
@@ -94,8 +96,8 @@ cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int t_in, int h, int
                             int kt, int kh, int kw, int ph, int pw, const void *w8,
                             const float *scale, const float *bias, const void *res, void *y);
 int cuk_igemm_supported(int dtype, int ci, int co); /* a kernel exists for these channels */
-cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w,
-                           int ci, int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
+cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
+                           int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
                            const float *bias, const void *res, void *y);
 /* y[r][c] = bias[c] (or 0) + res[r][c] (or 0), rows r < rows */
 cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias, const void *res,
@@ -225,8 +227,21 @@ void cu_pool_destroy(cu_pool *pool);
 /* VAE_CUDA_PROFILE=1: GPU time per category (CUDA events around every launch), logged at INFO
  * level when the backend is destroyed. */
 enum {
-    CU_P_CONV_DNN, CU_P_CONV_GEMM, CU_P_GATHER, CU_P_BIAS, CU_P_RMS, CU_P_GN, CU_P_ELT,
-    CU_P_RESAMPLE, CU_P_ATT, CU_P_COPY, CU_P_UPLOAD, CU_P_DOWNLOAD, CU_P_NARROW, CU_P_IGEMM, CU_P_N
+    CU_P_CONV_DNN,
+    CU_P_CONV_GEMM,
+    CU_P_GATHER,
+    CU_P_BIAS,
+    CU_P_RMS,
+    CU_P_GN,
+    CU_P_ELT,
+    CU_P_RESAMPLE,
+    CU_P_ATT,
+    CU_P_COPY,
+    CU_P_UPLOAD,
+    CU_P_DOWNLOAD,
+    CU_P_NARROW,
+    CU_P_IGEMM,
+    CU_P_N
 };
 
 typedef struct cu_table {
@@ -402,9 +417,6 @@ void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state);
 int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
               int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
 int cuda_conv_window(vae_backend *be, const vae_op *op, void *state);
-/* The CUTLASS implicit-GEMM kernels (cutlass/) are in this build; and the device runs them. */
-int cu_igemm_built(void);
-int cu_igemm_usable(void);
 /* vtbl scratch_need (cuda_ops.c), and its conv part (cuda_conv.c) */
 int64_t cuda_scratch_need(vae_backend *be, const vae_op *op, int t, int h, int w, int minimal);
 int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, int h, int w,

@@ -16,11 +16,11 @@
  * (igemm_n*.cu, one translation unit per filter tile so that they compile in parallel):
  *   TN = 96, 128, 192 (c_out a multiple of it), TK = 64 (c_in % 64 == 0) or 32 (c_in % 32 == 0);
  *   TM = 128, and 256 for TN = 96 (the consumer warp group holds TM x TN float32 accumulators:
- *   at most 192 per thread). Measured on the H100 (bench/RESULTS.md runs 63-65): Wan2.1's 96-channel
- *   convs at 480x832 run at 410 TFLOP/s with 128 x 96 x 32 tiles, 512 with 256 x 96 x 32; 64-channel
- *   blocks with the upper half empty (c_in = 96) run slower (330); TK = 96 does not build (CuTe's
- *   shared-memory layouts do not divide it).
- * Only bfloat16 for now (the engine's default 16-bit type).
+ *   at most 192 per thread). Measured on the H100 (bench/RESULTS.md runs 63-65): Wan2.1's
+ * 96-channel convs at 480x832 run at 410 TFLOP/s with 128 x 96 x 32 tiles, 512 with 256 x 96 x 32;
+ * 64-channel blocks with the upper half empty (c_in = 96) run slower (330); TK = 96 does not build
+ * (CuTe's shared-memory layouts do not divide it). Only bfloat16 for now (the engine's default
+ * 16-bit type).
  */
 #ifndef VAE_IGEMM_CONV_CUH
 #define VAE_IGEMM_CONV_CUH
@@ -28,12 +28,12 @@
 #include <cuda_runtime_api.h>
 
 typedef struct igemm_args {
-    const void *x;     /* [t_in][h][w][ci] */
-    const void *wt;    /* [co][kt][kh][kw][ci] */
+    const void *x;      /* [t_in][h][w][ci] */
+    const void *wt;     /* [co][kt][kh][kw][ci] */
     const float *scale; /* FP8: [co], the epilogue's factor per output channel (else unused) */
-    const float *bias; /* [co] or NULL */
-    const void *res;   /* [t_out][h][w][co] or NULL (may be y) */
-    void *y;           /* [t_out][h][w][co] */
+    const float *bias;  /* [co] or NULL */
+    const void *res;    /* [t_out][h][w][co] or NULL (may be y) */
+    void *y;            /* [t_out][h][w][co] */
     int t_in, h, w, ci, co, kt, kh, kw, ph, pw;
     cudaStream_t stream;
 } igemm_args;
@@ -44,13 +44,16 @@ typedef struct igemm_args {
     cudaError_t igemm_bf16_m##TM##_n##TN##_k##TK(const igemm_args *a);
 VAE_IGEMM_INSTANCES(VAE_IGEMM_DECLARE)
 /* FP8 (E4M3 operands, bf16 output), TK = 64 only: with 32 channels a k-block (one wgmma k-step)
- * Wan2.1's 96-channel convs ran 12% slower than in bf16, quantisation included (bench/RESULTS.md run 68) */
+ * Wan2.1's 96-channel convs ran 12% slower than in bf16, quantisation included (bench/RESULTS.md
+ * run 68) */
 #define VAE_IGEMM8_INSTANCES(X) X(256, 96, 64) X(128, 128, 64) X(128, 192, 64)
 #define VAE_IGEMM8_DECLARE(TM, TN, TK)                                                             \
     cudaError_t igemm_e4m3_m##TM##_n##TN##_k##TK(const igemm_args *a);
 VAE_IGEMM8_INSTANCES(VAE_IGEMM8_DECLARE)
 
 #ifdef VAE_IGEMM_INSTANTIATE /* the instance files: the CUTLASS kernel itself */
+/* in this order: the conv headers use CuTe and KernelHardwareInfo without including them */
+/* clang-format off */
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/kernel_hardware_info.hpp"
@@ -61,6 +64,7 @@ VAE_IGEMM8_INSTANCES(VAE_IGEMM8_DECLARE)
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 #include "cutlass/conv/device/conv_universal_adapter.hpp"
 #include "cutlass/conv/kernel/conv_universal.hpp"
+/* clang-format on */
 
 struct igemm_epi_scalar_tag {};
 struct igemm_epi_vector_tag {};
@@ -73,8 +77,9 @@ template <class Out, class Tile> struct igemm_epi_scalar {
 };
 template <class Out, class Tile> struct igemm_epi_vector {
     template <class T>
-    using Vec = cutlass::epilogue::fusion::Sm90RowBroadcast<0, Tile, T, float,
-                                                            cute::Stride<cute::_0, cute::_1, int64_t>, 4>;
+    using Vec =
+        cutlass::epilogue::fusion::Sm90RowBroadcast<0, Tile, T, float,
+                                                    cute::Stride<cute::_0, cute::_1, int64_t>, 4>;
     using Fusion = cutlass::epilogue::fusion::Sm90EVT<
         cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, Out, float,
                                                cutlass::FloatRoundStyle::round_to_nearest>,
@@ -102,8 +107,8 @@ struct igemm_kernel {
     using Mainloop = typename cutlass::conv::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::conv::Operator::kFprop, Elt,
         Layout, align, Elt, Layout, align, float, Tile, Cluster,
-        cutlass::conv::collective::StageCountAutoCarveout<
-            (int)sizeof(typename Epilogue::SharedStorage)>,
+        cutlass::conv::collective::StageCountAutoCarveout<(int)sizeof(
+            typename Epilogue::SharedStorage)>,
         cutlass::conv::KernelImplicitTmaWarpSpecializedSm90>::CollectiveOp;
     using Problem = cutlass::conv::ConvProblemShape<cutlass::conv::Operator::kFprop,
                                                     Mainloop::DispatchPolicy::NumSpatialDimensions>;
@@ -114,13 +119,15 @@ struct igemm_kernel {
 /* One launch on a->stream; cudaErrorNotSupported where CUTLASS cannot take the problem (TMA
  * limits, alignment) or would need a workspace. */
 /* the epilogue's arguments: alpha 1, beta, bias (bf16 operands) */
-template <class Args> static void igemm_epi_args(Args &t, const igemm_args *a, igemm_epi_scalar_tag) {
+template <class Args>
+static void igemm_epi_args(Args &t, const igemm_args *a, igemm_epi_scalar_tag) {
     t.alpha = 1.0f;
     t.beta = a->res ? 1.0f : 0.0f;
     t.bias_ptr = a->bias;
 }
 /* beta, then (scale[n] * acc + bias[n]) (FP8) */
-template <class Args> static void igemm_epi_args(Args &t, const igemm_args *a, igemm_epi_vector_tag) {
+template <class Args>
+static void igemm_epi_args(Args &t, const igemm_args *a, igemm_epi_vector_tag) {
     t = Args{{{a->res ? 1.0f : 0.0f}, {nullptr}, {}},
              {},
              {{a->scale, 0.0f, {}}, {}, {a->bias, 0.0f, {}}, {}},

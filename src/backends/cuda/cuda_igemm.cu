@@ -1,6 +1,7 @@
-/* igemm_conv.cu -- which CUTLASS implicit-GEMM kernel runs a convolution (cuda_internal.h:
- * cuk_igemm_*; the kernels: igemm_conv.cuh, igemm_n*.cu). Built only for sm_90a, and only when
- * CMake found CUTLASS's headers (VAE_HAVE_CUTLASS). */
+/* cuda_igemm.cu -- which CUTLASS implicit-GEMM kernel runs a convolution (cuda_internal.h:
+ * cuk_igemm*). The kernels (cutlass/igemm_conv.cuh, cutlass/igemm*_n*.cu) are built for sm_90a
+ * alone, and only where CMake found CUTLASS's headers (VAE_HAVE_CUTLASS, cmake/cutlass.cmake);
+ * elsewhere every query here says no. */
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/cutlass/igemm_conv.cuh"
 
@@ -10,15 +11,40 @@ typedef cudaError_t (*igemm_fn)(const igemm_args *);
 
 /* The widest filter tile that divides c_out, the widest channel tile that divides c_in. */
 static igemm_fn igemm_pick(int dtype, int ci, int co) {
+#ifdef VAE_HAVE_CUTLASS
     if (dtype != IGEMM_BF16 || ci % 32 || co % 96 && co % 128) return NULL;
     const int k64 = ci % 64 == 0;
     if (co % 192 == 0) return k64 ? igemm_bf16_m128_n192_k64 : igemm_bf16_m128_n192_k32;
     if (co % 128 == 0) return k64 ? igemm_bf16_m128_n128_k64 : igemm_bf16_m128_n128_k32;
     return k64 ? igemm_bf16_m256_n96_k64 : igemm_bf16_m256_n96_k32;
+#else
+    return NULL;
+#endif
+}
+
+/* FP8: the same filter tiles, c_in a multiple of 64 (igemm_conv.cuh: why not 32). */
+static igemm_fn igemm8_pick(int ci, int co) {
+#ifdef VAE_HAVE_CUTLASS
+    if (ci % 64 || co % 96 && co % 128) return NULL;
+    if (co % 192 == 0) return igemm_e4m3_m128_n192_k64;
+    if (co % 128 == 0) return igemm_e4m3_m128_n128_k64;
+    return igemm_e4m3_m256_n96_k64;
+#else
+    return NULL;
+#endif
+}
+
+int cuk_igemm_built(void) {
+#ifdef VAE_HAVE_CUTLASS
+    return 1;
+#else
+    return 0;
+#endif
 }
 
 int cuk_igemm_device(void) {
     int dev = 0, major = 0, minor = 0;
+    if (!cuk_igemm_built()) return 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
@@ -30,6 +56,8 @@ int cuk_igemm_device(void) {
 
 int cuk_igemm_supported(int dtype, int ci, int co) { return igemm_pick(dtype, ci, co) != NULL; }
 
+int cuk_igemm8_supported(int ci, int co) { return igemm8_pick(ci, co) != NULL; }
+
 cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w,
                            int ci, int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
                            const float *bias, const void *res, void *y) {
@@ -38,16 +66,6 @@ cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, i
     const igemm_args a = {x, wt, NULL, bias, res, y, t_in, h, w, ci, co, kt, kh, kw, ph, pw, s};
     return fn(&a);
 }
-
-/* FP8: the same filter tiles, c_in a multiple of 64 (igemm_conv.cuh: why not 32). */
-static igemm_fn igemm8_pick(int ci, int co) {
-    if (ci % 64 || co % 96 && co % 128) return NULL;
-    if (co % 192 == 0) return igemm_e4m3_m128_n192_k64;
-    if (co % 128 == 0) return igemm_e4m3_m128_n128_k64;
-    return igemm_e4m3_m256_n96_k64;
-}
-
-int cuk_igemm8_supported(int ci, int co) { return igemm8_pick(ci, co) != NULL; }
 
 cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int t_in, int h, int w, int ci, int co,
                             int kt, int kh, int kw, int ph, int pw, const void *w8,
