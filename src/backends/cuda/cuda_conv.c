@@ -36,7 +36,7 @@
  * (h+1)x(w+1) outputs each (in the scratch area, blocks of frames within scratch_limit), of which
  * phase (a,b) uses the window offset by (a,b); a kernel interleaves them into y (+ residual).
  * Other cases (or VAE_CUDA_PHASE=0) upsample into a temporary first.
- * Implicit GEMM (bf16 on sm_90, builds with CUTLASS: cutlass/igemm_conv.cuh): a temporal conv
+ * Implicit GEMM (cuda_conv_igemm.c; bf16 on sm_90, builds with CUTLASS): a temporal conv
  * over a contiguous window with stride 1 and symmetric spatial padding, c_in a multiple of 32 and
  * c_out a multiple of 96 or 128, is one CUTLASS kernel (TMA im2col loads, wgmma, bias + residual
  * in its epilogue); a candidate of the tuner beside cuDNN's paths (VAE_CUDA_IGEMM=always: taken
@@ -56,47 +56,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_conv_internal.h"
 
-enum { CONV_TUNE_MAX = 6 };
-enum { PATH_BLOCKS = 0, PATH_3D = 1, PATH_3DPAD = 2, PATH_IGEMM = 3 };
 static const char *const path_names[4] = {"per block", "3-D", "padded 3-D", "implicit GEMM"};
-typedef struct conv_tune {
-    int n_in, h, w, path;
-} conv_tune;
-
-typedef struct conv_state {
-    void *w;       /* [kp][kh][kw][kt*c_in], dtype (made on first use) */
-    void *w3;      /* [kp][kt][kh][kw][c_in], dtype (kt > 1; made on first use) */
-    void *w2p;     /* [kp][kh][kw][cg], the gathered channels padded to cg (made on first use) */
-    int cg;        /* gathered channels: kt*c_in, or padded to a multiple of 8 (16-bit) */
-    size_t w2p_bytes;
-    void *w3p;     /* [kp][kt][kh][kw][cp]: padded 3-D (made on first use) */
-    int cp;        /* padded 3-D input channels (a multiple of 64), 0: no padded 3-D path */
-    size_t w3p_bytes;
-    float *bias;   /* [kp] float32, or NULL */
-    void *bias_dt; /* [kp] activation dtype, or NULL */
-    size_t w_bytes, w3_bytes, b_bytes, bdt_bytes;
-    int64_t k;  /* kh*kw*kt*c_in */
-    int co, kp; /* c_out, and the padded c_out the device computes (kp >= co) */
-    int use_gemm;
-    int no3d;    /* the 3-D path is unsupported for this op */
-    int noigemm; /* the implicit-GEMM kernel refused this op */
-    int pw_gemm; /* cuDNN had no plan for this 1x1 conv: cuBLAS */
-    conv_tune tune[CONV_TUNE_MAX]; /* PATH_* measured per shape */
-    int n_tune;
-    int main_nin, main_path; /* the decision for the largest frame count seen */
-    void *wph;               /* up = 2: 4 phase filters [4][kp][2][2][c_in] (made on first use) */
-    size_t wph_bytes;
-    int nophase;             /* the phase path is unsupported for this op */
-    /* FP8 (cb->fp8 and vae_op_fp8): the operands of the E4M3 kernels (made on first use) */
-    int fp8;
-    uint8_t *w8;     /* [co][kt][kh][kw][ci] E4M3 codes of w / w8_scale[co] */
-    float *w8_scale; /* [co] each output channel's largest |w| / 448 */
-    float *amax;     /* [1] the current call's largest input magnitude */
-    float *scale8;   /* [co] amax / 448 * w8_scale: the epilogue's factors */
-    size_t w8_bytes;
-} conv_state;
 
 /* The core's checks, and what this backend cannot do: frame lists go to kernels by value. */
 static int conv_check_params(const vae_op *op) {
@@ -146,7 +108,7 @@ static int need_w2(cuda_backend *cb, const vae_op *op, conv_state *s) {
     return upload_weights(cb, op, s, 0, op->kt * op->c_in, &s->w, &s->w_bytes);
 }
 
-static int need_w3(cuda_backend *cb, const vae_op *op, conv_state *s) {
+int cu_conv_need_w3(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (op->kt == 1) return need_w2(cb, op, s); /* the same layout */
     if (s->w3) return VAE_OK;
     return upload_weights(cb, op, s, 1, op->c_in, &s->w3, &s->w3_bytes);
@@ -277,19 +239,6 @@ static int frames_consecutive(const void *const *fr, int tb, int st, size_t fb) 
         if ((const char *)fr[j * st] != (const char *)fr[0] + (size_t)j * fb) return 0;
     return 1;
 }
-
-typedef struct conv_call {
-    cuda_backend *cb;
-    const vae_op *op;
-    conv_state *s;
-    int h, w, ho, wo;
-    size_t es, fb, yfb; /* element size, input and output frame bytes */
-    const void *res;    /* residual (whole output), or NULL */
-    void *y;            /* whole output */
-    int fuse;           /* bias (+ residual) may go into cuDNN's epilogue */
-    int init_done;      /* y was set to bias + residual up front (beta = 1 everywhere) */
-    float beta;         /* beta of the block being run (set by block_epi) */
-} conv_call;
 
 /* Before an unfused block of output frames [j0, j0+tb): y = bias + residual there (beta = 1), or
  * beta = 0 when there is neither. Idempotent (the residual is not y when this runs per block). */
@@ -466,7 +415,7 @@ static int block_cudnn(conv_call *cc, const void *const *fr, int j0, int tb) {
 static int conv3d(conv_call *cc, const void *x0, int t_out) {
     const vae_op *op = cc->op;
     cuda_backend *cb = cc->cb;
-    int rc = need_w3(cb, op, cc->s);
+    int rc = cu_conv_need_w3(cb, op, cc->s);
     if (rc) return rc;
     const int64_t in_frame = (int64_t)cc->h * cc->w * op->c_in;
     const int64_t out_frame = (int64_t)cc->ho * cc->wo * op->c_out;
@@ -549,116 +498,6 @@ static int conv3d_pad(conv_call *cc, const void *const *frames, int t_out) {
     return VAE_OK;
 }
 
-/* The implicit-GEMM kernel takes this conv over a contiguous window (frames consecutive). */
-static int igemm_ok(const conv_call *cc, int consec) {
-    const vae_op *op = cc->op;
-    return cc->cb->igemm && consec && !cc->s->noigemm && op->st == 1 && op->sh == 1 &&
-           op->sw == 1 && op->up <= 1 && cc->s->kp == op->c_out &&
-           cuk_igemm_supported(cc->cb->base.dtype, op->c_in, op->c_out);
-}
-
-/* Implicit-GEMM path: the whole window x0 (t_out + kt - 1 frames) in one kernel, bias and
- * residual in its epilogue (after an up-front bias + residual init: y accumulates on itself).
- * VAE_EUNSUPPORTED when the kernel refuses the problem (TMA limits). */
-static int conv_igemm(conv_call *cc, const void *x0, int t_out) {
-    const vae_op *op = cc->op;
-    cuda_backend *cb = cc->cb;
-    int rc = need_w3(cb, op, cc->s);
-    if (rc) return rc;
-    const float *bias = cc->init_done ? NULL : cc->s->bias;
-    const void *res = cc->init_done ? cc->y : cc->res;
-    int ph = cu_prof_begin(cb, CU_P_IGEMM);
-    cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, x0, t_out + op->kt - 1, cc->h,
-                                     cc->w, op->c_in, op->c_out, op->kt, op->kh, op->kw,
-                                     op->pad_h[0], op->pad_w[0], cc->s->w3, bias, res, cc->y);
-    cu_prof_end(cb, ph);
-    if (e == cudaErrorNotSupported) {
-        cudaGetLastError();
-        return vae_fail(VAE_EUNSUPPORTED, "%s: the implicit-GEMM kernel cannot take %dx%d frames",
-                        op->name, cc->h, cc->w);
-    }
-    if ((rc = cu_check(e, op->name, "implicit GEMM conv"))) return rc;
-    cb->n_conv_igemm++;
-    return VAE_OK;
-}
-
-/* ---- FP8 ---- */
-/* The E4M3 operands of an op (the CPU emulation's rule, cpu_conv.c): each output channel's
- * filters on the E4M3 grid of its largest magnitude / 448, in the 3-D layout. */
-static int need_w8(cuda_backend *cb, const vae_op *op, conv_state *s) {
-    if (s->w8) return VAE_OK;
-    const int taps = op->kt * op->kh * op->kw, co = s->co;
-    const size_t n = (size_t)taps * op->c_in * co, fb = (size_t)co * sizeof(float);
-    float *src = NULL;
-    void *dev = NULL;
-    int rc = cu_upload_param(cb, op->w, n, 1, (void **)&src, op->name); /* as it is */
-    cudaError_t e = rc ? cudaSuccess : cu_dev_malloc(&cb->pool, &dev, n);
-    if (rc == VAE_OK && e != cudaSuccess) rc = cu_check(e, op->name, "allocating fp8 weights");
-    if (rc == VAE_OK) { /* the scales, the per-call factors and the input's largest magnitude */
-        s->w8 = dev, s->w8_bytes = n;
-        cb->weight_bytes += (int64_t)n;
-        e = cu_dev_malloc(&cb->pool, (void **)&s->w8_scale, fb);
-        if (e == cudaSuccess) e = cu_dev_malloc(&cb->pool, (void **)&s->scale8, fb);
-        if (e == cudaSuccess) e = cu_dev_malloc(&cb->pool, (void **)&s->amax, sizeof(float));
-        rc = cu_check(e, op->name, "allocating fp8 scales");
-    }
-    cb->weight_bytes += (s->w8_scale ? (int64_t)fb : 0) + (s->scale8 ? (int64_t)fb : 0) +
-                        (s->amax ? (int64_t)sizeof(float) : 0);
-    if (rc == VAE_OK)
-        rc = cu_check(cuk_fp8_weights(cb->stream, src, co, op->c_in, taps, s->w8, s->w8_scale),
-                      op->name, "fp8 weights");
-    cu_free_param(cb, src, n * sizeof(float)); /* after the kernel (stream order) */
-    if (rc) { /* all or nothing: a later call tries again */
-        cudaStreamSynchronize(cb->stream);
-        if (!s->w8 && dev) cu_dev_free(&cb->pool, dev, n);
-        cu_free_param(cb, s->w8, s->w8_bytes);
-        cu_free_param(cb, s->w8_scale, s->w8_scale ? fb : 0);
-        cu_free_param(cb, s->scale8, s->scale8 ? fb : 0);
-        cu_free_param(cb, s->amax, s->amax ? sizeof(float) : 0);
-        s->w8 = NULL, s->w8_scale = s->scale8 = s->amax = NULL, s->w8_bytes = 0;
-    }
-    cu_note_peak(cb);
-    return rc;
-}
-
-/* The FP8 kernels take this conv: a temporal conv of the implicit-GEMM kind over a window. */
-static int fp8_ok(const conv_call *cc, int consec) {
-    const vae_op *op = cc->op;
-    return cc->s->fp8 && consec && op->st == 1 && op->sh == 1 && op->sw == 1 && op->up <= 1 &&
-           cc->s->kp == op->c_out && cuk_igemm8_supported(op->c_in, op->c_out);
-}
-
-/* FP8 path: the window's E4M3 copy (scale from its largest magnitude, in the scratch area), the
- * epilogue's factors, then one CUTLASS kernel. VAE_EUNSUPPORTED when the kernel refuses it. */
-static int conv_fp8(conv_call *cc, const void *x0, int t_out) {
-    const vae_op *op = cc->op;
-    cuda_backend *cb = cc->cb;
-    conv_state *s = cc->s;
-    int rc = need_w8(cb, op, s);
-    if (rc) return rc;
-    const int n_in = t_out + op->kt - 1;
-    const int64_t n = (int64_t)n_in * cc->h * cc->w * op->c_in;
-    uint8_t *q = cu_scratch(cb, (size_t)n, op->name);
-    if (!q) return VAE_ENOMEM;
-    int ph = cu_prof_begin(cb, CU_P_IGEMM);
-    cudaError_t e = cuk_fp8_quantize(cb->stream, cb->base.dtype, x0, n, s->amax, q);
-    if (e == cudaSuccess) e = cuk_fp8_scales(cb->stream, s->amax, s->w8_scale, s->co, s->scale8);
-    if (e == cudaSuccess)
-        e = cuk_igemm8_conv(cb->stream, q, n_in, cc->h, cc->w, op->c_in, op->c_out, op->kt,
-                              op->kh, op->kw, op->pad_h[0], op->pad_w[0], s->w8, s->scale8,
-                              cc->init_done ? NULL : s->bias, cc->init_done ? cc->y : cc->res,
-                              cc->y);
-    cu_prof_end(cb, ph);
-    if (e == cudaErrorNotSupported) {
-        cudaGetLastError();
-        return vae_fail(VAE_EUNSUPPORTED, "%s: the fp8 kernel cannot take %dx%d frames", op->name,
-                        cc->h, cc->w);
-    }
-    if ((rc = cu_check(e, op->name, "fp8 conv"))) return rc;
-    cb->n_conv_fp8++;
-    return VAE_OK;
-}
-
 /* Frees the weight layouts that no measured path uses (tuning tries every path, so every layout
  * gets made): device memory is what a tuned op keeps. A layout freed here is made again if a
  * later call needs it (need_*: op->w stays on the host). */
@@ -724,8 +563,8 @@ static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
 
     /* FP8 where its kernels take the conv (else bf16 below, from then on) */
     const int consec = frames_consecutive(frames, n_in, 1, cc.fb);
-    if (s->fp8 && op->kt > 1 && sym && fp8_ok(&cc, consec)) {
-        rc = conv_fp8(&cc, frames[0], t_out);
+    if (s->fp8 && op->kt > 1 && sym && cu_conv_fp8_ok(&cc, consec)) {
+        rc = cu_conv_fp8(&cc, frames[0], t_out);
         if (rc != VAE_EUNSUPPORTED) return rc;
         VAE_DEBUG("%s: %s; bf16 from now on", op->name, vae_last_error());
         vae_error_clear();
@@ -792,7 +631,7 @@ static int run_blocks(conv_call *cc, const void *const *frames, int t_out) {
 static int run_path(conv_call *cc, const void *const *frames, int t_out, int path) {
     conv_state *s = cc->s;
     if (path == PATH_IGEMM && !s->noigemm) {
-        int rc = conv_igemm(cc, frames[0], t_out);
+        int rc = cu_conv_igemm(cc, frames[0], t_out);
         if (rc != VAE_EUNSUPPORTED) return rc;
         VAE_DEBUG("%s: %s; using the 3-D path", cc->op->name, vae_last_error());
         vae_error_clear();
@@ -884,7 +723,7 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
             }
             return run_path(cc, frames, t_out, path);
         }
-    const int igemm = igemm_ok(cc, consec);
+    const int igemm = cu_conv_igemm_ok(cc, consec);
     if (igemm && cc->cb->igemm == 2) return run_path(cc, frames, t_out, PATH_IGEMM);
     int cand[4], nc = 0;
     if (consec && !s->no3d) cand[nc++] = PATH_3D;
@@ -1129,7 +968,8 @@ static int narrow_ok(const cuda_backend *cb, const vae_op *op, const void *const
 static int run_narrow(cuda_backend *cb, const vae_op *op, conv_state *s,
                       const void *const *frames, int n_in, int h, int w, const void *residual,
                       void *y, int t_out) {
-    int rc = need_w3(cb, op, s); /* [kp][kt][3][3][c_in] (kt = 1: the 2-D layout, the same) */
+    /* [kp][kt][3][3][c_in] (kt = 1: the 2-D layout, the same) */
+    int rc = cu_conv_need_w3(cb, op, s);
     if (rc) return rc;
     cuk_frames fr;
     memcpy(fr.p, frames, (size_t)n_in * sizeof *frames);

@@ -1,0 +1,116 @@
+/* cuda_conv_igemm.c -- the convs that CUTLASS kernels run (cuda_conv_internal.h): bf16 implicit
+ * GEMM, a candidate of cuda_conv.c's tuner, and the FP8 path of dtype fp8 (the kernels:
+ * cutlass/, their choice: cuda_igemm.cu, the quantisation: cuda_fp8.cu).
+ */
+#include "backends/cuda/cuda_conv_internal.h"
+
+/* The implicit-GEMM kernel takes this conv over a contiguous window (frames consecutive). */
+int cu_conv_igemm_ok(const conv_call *cc, int consec) {
+    const vae_op *op = cc->op;
+    return cc->cb->igemm && consec && !cc->s->noigemm && op->st == 1 && op->sh == 1 &&
+           op->sw == 1 && op->up <= 1 && cc->s->kp == op->c_out &&
+           cuk_igemm_supported(cc->cb->base.dtype, op->c_in, op->c_out);
+}
+
+/* Implicit-GEMM path: the whole window x0 (t_out + kt - 1 frames) in one kernel, bias and
+ * residual in its epilogue (after an up-front bias + residual init: y accumulates on itself).
+ * VAE_EUNSUPPORTED when the kernel refuses the problem (TMA limits). */
+int cu_conv_igemm(conv_call *cc, const void *x0, int t_out) {
+    const vae_op *op = cc->op;
+    cuda_backend *cb = cc->cb;
+    int rc = cu_conv_need_w3(cb, op, cc->s);
+    if (rc) return rc;
+    const float *bias = cc->init_done ? NULL : cc->s->bias;
+    const void *res = cc->init_done ? cc->y : cc->res;
+    int ph = cu_prof_begin(cb, CU_P_IGEMM);
+    cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, x0, t_out + op->kt - 1, cc->h,
+                                     cc->w, op->c_in, op->c_out, op->kt, op->kh, op->kw,
+                                     op->pad_h[0], op->pad_w[0], cc->s->w3, bias, res, cc->y);
+    cu_prof_end(cb, ph);
+    if (e == cudaErrorNotSupported) {
+        cudaGetLastError();
+        return vae_fail(VAE_EUNSUPPORTED, "%s: the implicit-GEMM kernel cannot take %dx%d frames",
+                        op->name, cc->h, cc->w);
+    }
+    if ((rc = cu_check(e, op->name, "implicit GEMM conv"))) return rc;
+    cb->n_conv_igemm++;
+    return VAE_OK;
+}
+
+/* ---- FP8 ---- */
+/* The E4M3 operands of an op (the CPU emulation's rule, cpu_conv.c): each output channel's
+ * filters on the E4M3 grid of its largest magnitude / 448, in the 3-D layout. */
+static int need_w8(cuda_backend *cb, const vae_op *op, conv_state *s) {
+    if (s->w8) return VAE_OK;
+    const int taps = op->kt * op->kh * op->kw, co = s->co;
+    const size_t n = (size_t)taps * op->c_in * co, fb = (size_t)co * sizeof(float);
+    float *src = NULL;
+    void *dev = NULL;
+    int rc = cu_upload_param(cb, op->w, n, 1, (void **)&src, op->name); /* as it is */
+    cudaError_t e = rc ? cudaSuccess : cu_dev_malloc(&cb->pool, &dev, n);
+    if (rc == VAE_OK && e != cudaSuccess) rc = cu_check(e, op->name, "allocating fp8 weights");
+    if (rc == VAE_OK) { /* the scales, the per-call factors and the input's largest magnitude */
+        s->w8 = dev, s->w8_bytes = n;
+        cb->weight_bytes += (int64_t)n;
+        e = cu_dev_malloc(&cb->pool, (void **)&s->w8_scale, fb);
+        if (e == cudaSuccess) e = cu_dev_malloc(&cb->pool, (void **)&s->scale8, fb);
+        if (e == cudaSuccess) e = cu_dev_malloc(&cb->pool, (void **)&s->amax, sizeof(float));
+        rc = cu_check(e, op->name, "allocating fp8 scales");
+    }
+    cb->weight_bytes += (s->w8_scale ? (int64_t)fb : 0) + (s->scale8 ? (int64_t)fb : 0) +
+                        (s->amax ? (int64_t)sizeof(float) : 0);
+    if (rc == VAE_OK)
+        rc = cu_check(cuk_fp8_weights(cb->stream, src, co, op->c_in, taps, s->w8, s->w8_scale),
+                      op->name, "fp8 weights");
+    cu_free_param(cb, src, n * sizeof(float)); /* after the kernel (stream order) */
+    if (rc) { /* all or nothing: a later call tries again */
+        cudaStreamSynchronize(cb->stream);
+        if (!s->w8 && dev) cu_dev_free(&cb->pool, dev, n);
+        cu_free_param(cb, s->w8, s->w8_bytes);
+        cu_free_param(cb, s->w8_scale, s->w8_scale ? fb : 0);
+        cu_free_param(cb, s->scale8, s->scale8 ? fb : 0);
+        cu_free_param(cb, s->amax, s->amax ? sizeof(float) : 0);
+        s->w8 = NULL, s->w8_scale = s->scale8 = s->amax = NULL, s->w8_bytes = 0;
+    }
+    cu_note_peak(cb);
+    return rc;
+}
+
+/* The FP8 kernels take this conv: a temporal conv of the implicit-GEMM kind over a window. */
+int cu_conv_fp8_ok(const conv_call *cc, int consec) {
+    const vae_op *op = cc->op;
+    return cc->s->fp8 && consec && op->st == 1 && op->sh == 1 && op->sw == 1 && op->up <= 1 &&
+           cc->s->kp == op->c_out && cuk_igemm8_supported(op->c_in, op->c_out);
+}
+
+/* FP8 path: the window's E4M3 copy (scale from its largest magnitude, in the scratch area), the
+ * epilogue's factors, then one CUTLASS kernel. VAE_EUNSUPPORTED when the kernel refuses it. */
+int cu_conv_fp8(conv_call *cc, const void *x0, int t_out) {
+    const vae_op *op = cc->op;
+    cuda_backend *cb = cc->cb;
+    conv_state *s = cc->s;
+    int rc = need_w8(cb, op, s);
+    if (rc) return rc;
+    const int n_in = t_out + op->kt - 1;
+    const int64_t n = (int64_t)n_in * cc->h * cc->w * op->c_in;
+    uint8_t *q = cu_scratch(cb, (size_t)n, op->name);
+    if (!q) return VAE_ENOMEM;
+    int ph = cu_prof_begin(cb, CU_P_IGEMM);
+    cudaError_t e = cuk_fp8_quantize(cb->stream, cb->base.dtype, x0, n, s->amax, q);
+    if (e == cudaSuccess) e = cuk_fp8_scales(cb->stream, s->amax, s->w8_scale, s->co, s->scale8);
+    if (e == cudaSuccess)
+        e = cuk_igemm8_conv(cb->stream, q, n_in, cc->h, cc->w, op->c_in, op->c_out, op->kt,
+                              op->kh, op->kw, op->pad_h[0], op->pad_w[0], s->w8, s->scale8,
+                              cc->init_done ? NULL : s->bias, cc->init_done ? cc->y : cc->res,
+                              cc->y);
+    cu_prof_end(cb, ph);
+    if (e == cudaErrorNotSupported) {
+        cudaGetLastError();
+        return vae_fail(VAE_EUNSUPPORTED, "%s: the fp8 kernel cannot take %dx%d frames", op->name,
+                        cc->h, cc->w);
+    }
+    if ((rc = cu_check(e, op->name, "fp8 conv"))) return rc;
+    cb->n_conv_fp8++;
+    return VAE_OK;
+}
+

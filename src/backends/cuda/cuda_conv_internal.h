@@ -1,0 +1,74 @@
+/* cuda_conv_internal.h -- what cuda_conv.c (the conv: paths, tuner, upsampling) and
+ * cuda_conv_igemm.c (the CUTLASS implicit-GEMM and FP8 paths) share (internal to the CUDA backend).
+ * cuda_conv_igemm.c uses the weight layouts of cuda_conv.c; cuda_conv.c calls its paths.
+ */
+#ifndef VAE_CUDA_CONV_INTERNAL_H
+#define VAE_CUDA_CONV_INTERNAL_H
+
+#include "backends/cuda/cuda_internal.h"
+
+enum { CONV_TUNE_MAX = 6 };
+enum { PATH_BLOCKS = 0, PATH_3D = 1, PATH_3DPAD = 2, PATH_IGEMM = 3 };
+typedef struct conv_tune {
+    int n_in, h, w, path;
+} conv_tune;
+
+typedef struct conv_state {
+    void *w;       /* [kp][kh][kw][kt*c_in], dtype (made on first use) */
+    void *w3;      /* [kp][kt][kh][kw][c_in], dtype (kt > 1; made on first use) */
+    void *w2p;     /* [kp][kh][kw][cg], the gathered channels padded to cg (made on first use) */
+    int cg;        /* gathered channels: kt*c_in, or padded to a multiple of 8 (16-bit) */
+    size_t w2p_bytes;
+    void *w3p;     /* [kp][kt][kh][kw][cp]: padded 3-D (made on first use) */
+    int cp;        /* padded 3-D input channels (a multiple of 64), 0: no padded 3-D path */
+    size_t w3p_bytes;
+    float *bias;   /* [kp] float32, or NULL */
+    void *bias_dt; /* [kp] activation dtype, or NULL */
+    size_t w_bytes, w3_bytes, b_bytes, bdt_bytes;
+    int64_t k;  /* kh*kw*kt*c_in */
+    int co, kp; /* c_out, and the padded c_out the device computes (kp >= co) */
+    int use_gemm;
+    int no3d;    /* the 3-D path is unsupported for this op */
+    int noigemm; /* the implicit-GEMM kernel refused this op */
+    int pw_gemm; /* cuDNN had no plan for this 1x1 conv: cuBLAS */
+    conv_tune tune[CONV_TUNE_MAX]; /* PATH_* measured per shape */
+    int n_tune;
+    int main_nin, main_path; /* the decision for the largest frame count seen */
+    void *wph;               /* up = 2: 4 phase filters [4][kp][2][2][c_in] (made on first use) */
+    size_t wph_bytes;
+    int nophase;             /* the phase path is unsupported for this op */
+    /* FP8 (cb->fp8 and vae_op_fp8): the operands of the E4M3 kernels (made on first use) */
+    int fp8;
+    uint8_t *w8;     /* [co][kt][kh][kw][ci] E4M3 codes of w / w8_scale[co] */
+    float *w8_scale; /* [co] each output channel's largest |w| / 448 */
+    float *amax;     /* [1] the current call's largest input magnitude */
+    float *scale8;   /* [co] amax / 448 * w8_scale: the epilogue's factors */
+    size_t w8_bytes;
+} conv_state;
+
+typedef struct conv_call {
+    cuda_backend *cb;
+    const vae_op *op;
+    conv_state *s;
+    int h, w, ho, wo;
+    size_t es, fb, yfb; /* element size, input and output frame bytes */
+    const void *res;    /* residual (whole output), or NULL */
+    void *y;            /* whole output */
+    int fuse;           /* bias (+ residual) may go into cuDNN's epilogue */
+    int init_done;      /* y was set to bias + residual up front (beta = 1 everywhere) */
+    float beta;         /* beta of the block being run (set by block_epi) */
+} conv_call;
+
+/* The 3-D weight layout [kp][kt][kh][kw][c_in] of the op, made on first use (cuda_conv.c). */
+int cu_conv_need_w3(cuda_backend *cb, const vae_op *op, conv_state *s);
+
+/* ---- cuda_conv_igemm.c ---- */
+/* The CUTLASS bf16 kernel takes this conv (frames consecutive: consec). */
+int cu_conv_igemm_ok(const conv_call *cc, int consec);
+/* The conv of the window x0 (t_out + kt - 1 frames) by it; VAE_EUNSUPPORTED when it refuses. */
+int cu_conv_igemm(conv_call *cc, const void *x0, int t_out);
+/* The same for the FP8 kernels (dtype fp8, convs vae_op_fp8 names). */
+int cu_conv_fp8_ok(const conv_call *cc, int consec);
+int cu_conv_fp8(conv_call *cc, const void *x0, int t_out);
+
+#endif
