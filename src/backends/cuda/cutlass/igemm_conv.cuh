@@ -19,8 +19,10 @@
  *   at most 192 per thread). Measured on the H100 (bench/RESULTS.md runs 63-65): Wan2.1's
  * 96-channel convs at 480x832 run at 410 TFLOP/s with 128 x 96 x 32 tiles, 512 with 256 x 96 x 32;
  * 64-channel blocks with the upper half empty (c_in = 96) run slower (330); TK = 96 does not build
- * (CuTe's shared-memory layouts do not divide it). Only bfloat16 for now (the engine's default
- * 16-bit type).
+ * (CuTe's shared-memory layouts do not divide it). Operands: bfloat16 (the engine's default
+ * 16-bit type; no fp16 instances yet), and E4M3 for dtype fp8 with bf16 output, whose epilogue
+ * multiplies each output channel's accumulator by its factor (input scale x weight scale) before
+ * bias and residual (igemm_epi_vector).
  */
 #ifndef VAE_IGEMM_CONV_CUH
 #define VAE_IGEMM_CONV_CUH
