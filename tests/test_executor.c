@@ -557,8 +557,32 @@ static void test_walk(void) {
     vae_program_free(&p);
 }
 
+/* A switch spelled as a word in the environment (VAE_CUDA_IGEMM=off|tuned|always) is read as its
+ * value, a word it does not know is an error naming the variable and what it accepts. */
+static void test_settings_words(void) {
+    static const char *const words[3] = {"off", "tuned", "always"};
+    vae_session_options so;
+    vae_session_options_default(&so);
+    for (int i = 0; i < 3; i++) {
+        vae_settings s;
+        setenv("VAE_CUDA_IGEMM", words[i], 1);
+        int rc = vae_settings_resolve(&s, &so);
+        CHECK(rc == VAE_OK && s.cuda_igemm == i, "VAE_CUDA_IGEMM=%s -> %d (rc %d)", words[i],
+              s.cuda_igemm, rc);
+    }
+    vae_settings s;
+    setenv("VAE_CUDA_IGEMM", "sometimes", 1);
+    int rc = vae_settings_resolve(&s, &so);
+    CHECK(rc == VAE_EINVAL && strstr(vae_last_error(), "VAE_CUDA_IGEMM") &&
+              strstr(vae_last_error(), "off, tuned, always, 0..2"),
+          "VAE_CUDA_IGEMM=sometimes -> an error naming it (%s)", vae_last_error());
+    unsetenv("VAE_CUDA_IGEMM");
+    vae_error_clear();
+}
+
 int main(void) {
     vae_settings_default(&test_set);
+    test_settings_words();
     vae_backend *be;
     if (vae_cpu_backend_create(&be, VAE_DTYPE_F32, 0)) {
         printf("cannot create the CPU backend: %s\n", vae_last_error());

@@ -116,9 +116,12 @@ static int parse_env(vae_settings *s, const setting *t, const char *v) {
     if (errno || end == v || *end || n < t->lo || n > t->hi) goto bad;
     put(s, t, n);
     return VAE_OK;
-bad:
-    return vae_fail(VAE_EINVAL, "environment %s='%s': expected %s%lld..%lld%s", t->env, v,
-                    t->words[0] ? "a name or " : "", (long long)t->lo, (long long)t->hi,
+bad:;
+    char names[64] = "";
+    for (int w = 0, n = 0; w < 3 && t->words[w] && n >= 0 && n < (int)sizeof names; w++)
+        n += snprintf(names + n, sizeof names - (size_t)n, "%s, ", t->words[w]);
+    return vae_fail(VAE_EINVAL, "environment %s='%s': expected %s%lld..%lld%s", t->env, v, names,
+                    (long long)t->lo, (long long)t->hi,
                     t->param == VAE_PARAM_CUDA_TUNE ? " or seed:N" : "");
 }
 
