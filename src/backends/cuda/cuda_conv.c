@@ -158,7 +158,7 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     if (be->dtype != VAE_DTYPE_F32 && spatial && op->c_out % 8 && op->c_out < 64 &&
         cb->conv_mode != CU_CONV_GEMM && cb->kpad)
         s->kp = (op->c_out + 7) / 8 * 8;
-    s->fp8 = cb->fp8 && vae_op_fp8(op);
+    s->fp8 = cu_conv_fp8_takes(cb, op);
     /* the weight layouts are made on first use: the path chosen for the first shape (timed, or
      * from the tune cache) decides which one, so none is made only to be freed again */
     if (rc == VAE_OK && op->b) {
@@ -563,7 +563,7 @@ static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
 
     /* FP8 where its kernels take the conv (else bf16 below, from then on) */
     const int consec = frames_consecutive(frames, n_in, 1, cc.fb);
-    if (s->fp8 && op->kt > 1 && sym && cu_conv_fp8_ok(&cc, consec)) {
+    if (cu_conv_fp8_ok(&cc, consec)) {
         rc = cu_conv_fp8(&cc, frames[0], t_out);
         if (rc != VAE_EUNSUPPORTED) return rc;
         VAE_DEBUG("%s: %s; bf16 from now on", op->name, vae_last_error());
@@ -1048,9 +1048,8 @@ int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, 
     if (op->up > 1 || !spatial) return 0; /* upsampled temporaries come from the pool */
     const int sym = op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
     /* fp8: the window's E4M3 copy, one byte a value (the same frames as the 3-D path's window) */
-    const int64_t q8 = cb->fp8 && vae_op_fp8(op) && op->kt > 1 && sym
-                           ? (int64_t)(frames + op->kt - 1) * h * w * op->c_in
-                           : 0;
+    const int64_t q8 =
+        cu_conv_fp8_takes(cb, op) ? (int64_t)(frames + op->kt - 1) * h * w * op->c_in : 0;
     if (minimal && q8) return q8;
     if (minimal && (op->kt > 1 || op->st > 1) && sym && cb->conv3d &&
         cb->conv_mode != CU_CONV_GEMM)

@@ -4,12 +4,19 @@
  */
 #include "backends/cuda/cuda_conv_internal.h"
 
+/* What every CUTLASS conv here needs of the op: a temporal conv with stride 1, symmetric spatial
+ * padding and no input upsampling (the window is read in place; the kernels' channel rules:
+ * cuda_igemm.cu). */
+static int igemm_geometry(const vae_op *op) {
+    return op->kt > 1 && op->st == 1 && op->sh == 1 && op->sw == 1 && op->up <= 1 &&
+           op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
+}
+
 /* The implicit-GEMM kernel takes this conv over a contiguous window (frames consecutive). */
 int cu_conv_igemm_ok(const conv_call *cc, int consec) {
     const vae_op *op = cc->op;
-    return cc->cb->igemm && consec && !cc->s->noigemm && op->st == 1 && op->sh == 1 &&
-           op->sw == 1 && op->up <= 1 && cc->s->kp == op->c_out &&
-           cuk_igemm_supported(cc->cb->base.dtype, op->c_in, op->c_out);
+    return cc->cb->igemm && consec && !cc->s->noigemm && igemm_geometry(op) &&
+           cc->s->kp == op->c_out && cuk_igemm_supported(cc->cb->base.dtype, op->c_in, op->c_out);
 }
 
 /* Implicit-GEMM path: the whole window x0 (t_out + kt - 1 frames) in one kernel, bias and
@@ -38,49 +45,52 @@ int cu_conv_igemm(conv_call *cc, const void *x0, int t_out) {
 }
 
 /* ---- FP8 ---- */
+int cu_conv_fp8_takes(const cuda_backend *cb, const vae_op *op) {
+    return cb->fp8 && vae_op_fp8(op) && igemm_geometry(op) &&
+           cuk_igemm8_supported(op->c_in, op->c_out);
+}
+
+/* A device block counted with the weights (freed by cu_free_param with the same size). */
+static int fp8_alloc(cuda_backend *cb, void **p, size_t bytes, const char *who) {
+    int rc = cu_check(cu_dev_malloc(&cb->pool, p, bytes), who, "allocating fp8 weights");
+    if (rc == VAE_OK) cb->weight_bytes += (int64_t)bytes;
+    return rc;
+}
+
 /* The E4M3 operands of an op (the CPU emulation's rule, cpu_conv.c): each output channel's
- * filters on the E4M3 grid of its largest magnitude / 448, in the 3-D layout. */
+ * filters on the E4M3 grid of its largest magnitude / 448, in the 3-D layout; the scales, the
+ * per-call factors and the input's largest magnitude beside them. All or nothing: after a
+ * failure a later call tries again. */
 static int need_w8(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (s->w8) return VAE_OK;
     const int taps = op->kt * op->kh * op->kw, co = s->co;
     const size_t n = (size_t)taps * op->c_in * co, fb = (size_t)co * sizeof(float);
     float *src = NULL;
-    void *dev = NULL;
     int rc = cu_upload_param(cb, op->w, n, 1, (void **)&src, op->name); /* as it is */
-    cudaError_t e = rc ? cudaSuccess : cu_dev_malloc(&cb->pool, &dev, n);
-    if (rc == VAE_OK && e != cudaSuccess) rc = cu_check(e, op->name, "allocating fp8 weights");
-    if (rc == VAE_OK) { /* the scales, the per-call factors and the input's largest magnitude */
-        s->w8 = dev, s->w8_bytes = n;
-        cb->weight_bytes += (int64_t)n;
-        e = cu_dev_malloc(&cb->pool, (void **)&s->w8_scale, fb);
-        if (e == cudaSuccess) e = cu_dev_malloc(&cb->pool, (void **)&s->scale8, fb);
-        if (e == cudaSuccess) e = cu_dev_malloc(&cb->pool, (void **)&s->amax, sizeof(float));
-        rc = cu_check(e, op->name, "allocating fp8 scales");
-    }
-    cb->weight_bytes += (s->w8_scale ? (int64_t)fb : 0) + (s->scale8 ? (int64_t)fb : 0) +
-                        (s->amax ? (int64_t)sizeof(float) : 0);
+    if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->w8, n, op->name);
+    if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->w8_scale, fb, op->name);
+    if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->scale8, fb, op->name);
+    if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->amax, sizeof(float), op->name);
     if (rc == VAE_OK)
         rc = cu_check(cuk_fp8_weights(cb->stream, src, co, op->c_in, taps, s->w8, s->w8_scale),
                       op->name, "fp8 weights");
     cu_free_param(cb, src, n * sizeof(float)); /* after the kernel (stream order) */
-    if (rc) { /* all or nothing: a later call tries again */
+    if (rc) {
         cudaStreamSynchronize(cb->stream);
-        if (!s->w8 && dev) cu_dev_free(&cb->pool, dev, n);
-        cu_free_param(cb, s->w8, s->w8_bytes);
-        cu_free_param(cb, s->w8_scale, s->w8_scale ? fb : 0);
-        cu_free_param(cb, s->scale8, s->scale8 ? fb : 0);
-        cu_free_param(cb, s->amax, s->amax ? sizeof(float) : 0);
-        s->w8 = NULL, s->w8_scale = s->scale8 = s->amax = NULL, s->w8_bytes = 0;
+        cu_free_param(cb, s->w8, n);
+        cu_free_param(cb, s->w8_scale, fb);
+        cu_free_param(cb, s->scale8, fb);
+        cu_free_param(cb, s->amax, sizeof(float));
+        s->w8 = NULL, s->w8_scale = s->scale8 = s->amax = NULL;
     }
+    s->w8_bytes = s->w8 ? n : 0;
     cu_note_peak(cb);
     return rc;
 }
 
-/* The FP8 kernels take this conv: a temporal conv of the implicit-GEMM kind over a window. */
+/* The FP8 kernels take this call: an op they take (s->fp8), its window in place. */
 int cu_conv_fp8_ok(const conv_call *cc, int consec) {
-    const vae_op *op = cc->op;
-    return cc->s->fp8 && consec && op->st == 1 && op->sh == 1 && op->sw == 1 && op->up <= 1 &&
-           cc->s->kp == op->c_out && cuk_igemm8_supported(op->c_in, op->c_out);
+    return cc->s->fp8 && consec;
 }
 
 /* FP8 path: the window's E4M3 copy (scale from its largest magnitude, in the scratch area), the

@@ -37,7 +37,7 @@ typedef struct conv_state {
     void *wph;               /* up = 2: 4 phase filters [4][kp][2][2][c_in] (made on first use) */
     size_t wph_bytes;
     int nophase;             /* the phase path is unsupported for this op */
-    /* FP8 (cb->fp8 and vae_op_fp8): the operands of the E4M3 kernels (made on first use) */
+    /* FP8 (cu_conv_fp8_takes): the operands of the E4M3 kernels (made on first use) */
     int fp8;
     uint8_t *w8;     /* [co][kt][kh][kw][ci] E4M3 codes of w / w8_scale[co] */
     float *w8_scale; /* [co] each output channel's largest |w| / 448 */
@@ -67,7 +67,9 @@ int cu_conv_need_w3(cuda_backend *cb, const vae_op *op, conv_state *s);
 int cu_conv_igemm_ok(const conv_call *cc, int consec);
 /* The conv of the window x0 (t_out + kt - 1 frames) by it; VAE_EUNSUPPORTED when it refuses. */
 int cu_conv_igemm(conv_call *cc, const void *x0, int t_out);
-/* The same for the FP8 kernels (dtype fp8, convs vae_op_fp8 names). */
+/* The FP8 kernels take this op (dtype fp8, a conv vae_op_fp8 names, of their geometry and
+ * channels): the op's rule, for its state and its scratch; and this call (frames consecutive). */
+int cu_conv_fp8_takes(const cuda_backend *cb, const vae_op *op);
 int cu_conv_fp8_ok(const conv_call *cc, int consec);
 int cu_conv_fp8(conv_call *cc, const void *x0, int t_out);
 

@@ -10,6 +10,19 @@
 
 #include "backends/cuda/cuda_common.cuh"
 
+/* The largest m of the block's threads, returned to every thread (blockDim.x a multiple of 32). */
+static __device__ float block_max(float m) {
+    __shared__ float warp_max[32];
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = 0.0f;
+    for (int k = 0; k < (int)blockDim.x / 32; k++)
+        m = fmaxf(m, warp_max[k]);
+    return m;
+}
+
 /* 8 values (16 bytes) a thread and step where x is 16-byte aligned and n a multiple of 8 (the
  * convs' windows: c_in % 32), else one */
 template <typename T> static __global__ void absmax_kernel(const T *x, int64_t n, float *amax) {
@@ -28,18 +41,9 @@ template <typename T> static __global__ void absmax_kernel(const T *x, int64_t n
         for (int64_t i = tid; i < n; i += step)
             m = fmaxf(m, fabsf(cu_ld(x, i)));
     }
-    for (int o = 16; o > 0; o >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    __shared__ float warp_max[32];
-    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        m = threadIdx.x < blockDim.x / 32 ? warp_max[threadIdx.x] : 0.0f;
-        for (int o = 16; o > 0; o >>= 1)
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-        /* non-negative floats order like their bit patterns; NaN (0x7fc..) wins, as it should */
-        if (threadIdx.x == 0) atomicMax((unsigned int *)amax, __float_as_uint(m));
-    }
+    m = block_max(m);
+    /* non-negative floats order like their bit patterns (fmaxf above drops NaN) */
+    if (threadIdx.x == 0) atomicMax((unsigned int *)amax, __float_as_uint(m));
 }
 
 static __device__ __forceinline__ uint8_t e4m3(float x, float s) {
@@ -83,15 +87,7 @@ static __global__ void weight_kernel(const float *w, int ci, int taps, uint8_t *
     float m = 0.0f;
     for (int64_t i = threadIdx.x; i < per; i += blockDim.x)
         m = fmaxf(m, fabsf(wo[i]));
-    for (int k = 16; k > 0; k >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, k));
-    __shared__ float warp_max[32];
-    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
-    __syncthreads();
-    m = 0.0f;
-    for (int k = 0; k < (int)blockDim.x / 32; k++)
-        m = fmaxf(m, warp_max[k]);
-    const float s = m / 448.0f;
+    const float s = block_max(m) / 448.0f;
     if (threadIdx.x == 0) scale[o] = s;
     for (int64_t i = threadIdx.x; i < per; i += blockDim.x) { /* i = tap * ci + c */
         const int64_t tap = i / ci, c = i % ci;
