@@ -193,13 +193,19 @@ static float *run_conv(vae_backend *be, const conv_case *cc, const vae_op *op, f
 }
 
 /* Convs the GPU ran through its FP8 kernels so far (the backend's description says). */
-static long fp8_convs(void) {
+/* The count the backend's description gives right before `what` (" fp8,"), -1 without it. */
+static long described_count(const char *what) {
     char buf[512];
-    const char *d = vae_cuda_backend_describe(gpu, buf, sizeof buf), *p = strstr(d, " fp8,");
-    if (!p) return 0;
+    const char *d = vae_cuda_backend_describe(gpu, buf, sizeof buf), *p = strstr(d, what);
+    if (!p) return -1;
     while (p > d && p[-1] != ' ')
         p--;
     return strtol(p, NULL, 10);
+}
+
+static long fp8_convs(void) {
+    const long n = described_count(" fp8,");
+    return n > 0 ? n : 0;
 }
 
 static void test_conv(const conv_case *cc) {
@@ -911,16 +917,11 @@ static void describe(void) {
 /* A variant that forces the implicit-GEMM kernels ran some convs through them (where this build
  * has them and the device runs them: the backend's description says). */
 static void check_igemm_ran(const char *what) {
-    char buf[512];
-    const char *d = vae_cuda_backend_describe(gpu, buf, sizeof buf);
-    const char *p = strstr(d, what);
-    if (!p) {
+    const long n = described_count(what);
+    if (n < 0) {
         printf("INFO [%s] no implicit-GEMM kernels (not built, or not an sm_90 device)\n", variant);
         return;
     }
-    while (p > d && p[-1] != ' ')
-        p--;
-    const long n = strtol(p, NULL, 10);
     check(n > 0, "convs through the implicit-GEMM kernels (%s): %ld", what, n);
 }
 
