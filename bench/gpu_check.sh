@@ -368,13 +368,18 @@ if [ $PERF = 1 ] && [ -x build-gpu/perf_ops ]; then
         grep "^TOTAL" "$OUT/perf.log" | tail -6 >>"$SUMMARY"
     done
 fi
-if [ $PYTHON = 1 ] && [ -f build-gpu/libvae.so ]; then
-    SITE=/tmp/vaec-site
+# the carried wheels (diffusers for the PyTorch reference and the Python tests) in a site folder
+SITE=/tmp/vaec-site
+site_install() {
     if [ -d .whl ] && [ ! -d $SITE ]; then
         python3 -m pip install -q --no-index --no-deps --target $SITE .whl/*.whl >>"$OUT/env.log" 2>&1
     fi
+    case ":${PYTHONPATH:-}:" in *":$SITE:"*) ;; *) export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$SITE ;; esac
+}
+if [ $PYTHON = 1 ] && [ -f build-gpu/libvae.so ]; then
+    site_install
     export VAEC_LIBRARY=$ROOT/build-gpu/libvae.so VAE_SHARED_DIR=$SHARED
-    export PYTHONPATH=$ROOT/python:$ROOT/python/tests${PYTHONPATH:+:$PYTHONPATH}:$SITE
+    export PYTHONPATH=$ROOT/python:$ROOT/python/tests${PYTHONPATH:+:$PYTHONPATH}
     t0=$(date +%s)
     timeout 500 python3 -m pytest -q -rs python/tests >"$OUT/pytest.log" 2>&1
     say "pytest python/tests: rc $? in $(($(date +%s) - t0)) s: $(tail -1 "$OUT/pytest.log")"
@@ -411,6 +416,7 @@ if [ $COLD = 1 ] && [ -x build-gpu/vae ]; then
     rm -f "$OUT"/cold_par*.log
 fi
 if [ $TORCH = 1 ]; then
+    site_install
     for w in wan2.1:decode:81:480x832 wan2.1:decode:81:720x1280 wan2.1:encode:81:480x832 \
         wan2.2:decode:121:704x1280; do
         IFS=: read -r arch op frames size <<<"$w"
@@ -421,6 +427,7 @@ if [ $TORCH = 1 ]; then
     done
 fi
 if [ $COMPARE = 1 ] && [ -x build-gpu/vae ]; then
+    site_install
     RUNS=${RUNS:-5} COMPARE_LOG=$OUT/compare_vae.log bash bench/compare.sh build-gpu/vae \
         >>"$OUT/bench.log" 2>&1
     grep -v -E "^(REF|BENCH)" "$OUT/bench.log" | tail -6 >>"$SUMMARY"

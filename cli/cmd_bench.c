@@ -49,13 +49,16 @@ static int collect(const float *f, int first, int n, int c, int h, int w, void *
     return 0;
 }
 
-/* PSNR of a against the reference b over [-1,1] pixels (peak-to-peak 2). */
-static double psnr(const float *a, const float *b, size_t n) {
-    double se = 0;
+/* PSNR of a against the reference b over [-1,1] pixels (peak-to-peak 2), and the relative L2
+ * error ||a - b|| / ||b|| (what the exactness checks bound). */
+static double psnr(const float *a, const float *b, size_t n, double *rel) {
+    double se = 0, sb = 0;
     for (size_t i = 0; i < n; i++) {
         double d = (double)a[i] - b[i];
         se += d * d;
+        sb += (double)b[i] * b[i];
     }
+    *rel = sb > 0 ? sqrt(se / sb) : sqrt(se);
     return se > 0 ? 10 * log10(4.0 / (se / (double)n)) : INFINITY;
 }
 
@@ -183,7 +186,7 @@ int cmd_bench(int argc, char **argv) {
         if (i == 0) cold = dt;
         if (!cli_quiet) fprintf(stderr, "vae bench: run %d: %.3f s\n", i + 1, dt);
     }
-    double db = NAN;
+    double db = NAN, rel = NAN;
     if (psnr_flag) { /* the same input through an untiled session: the exact output */
         vae_session_options ro = so;
         ro.tile_mode = VAE_TILE_NONE, ro.max_memory = 0, ro.tile_height = ro.tile_width = 0;
@@ -193,14 +196,16 @@ int cmd_bench(int argc, char **argv) {
         rc = r.keep ? vae_session_create(&ref, m, &ro) : VAE_ENOMEM;
         if (rc == VAE_OK)
             rc = encode ? vae_encode(ref, &in, collect, &r) : vae_decode(ref, &in, collect, &r);
-        if (rc == VAE_OK) db = psnr(k.keep, r.keep, out_vals);
+        if (rc == VAE_OK) db = psnr(k.keep, r.keep, out_vals, &rel);
         vae_session_free(ref);
         free(r.keep);
         if (rc) {
             rc = cli_report(rc, "bench --psnr reference");
             goto done;
         }
-        if (!cli_quiet) fprintf(stderr, "vae bench: PSNR against the untiled output: %.2f dB\n", db);
+        if (!cli_quiet)
+            fprintf(stderr, "vae bench: against the untiled output: PSNR %.2f dB, relative error %.3g\n",
+                    db, rel);
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -214,6 +219,13 @@ int cmd_bench(int argc, char **argv) {
         n += snprintf(peaks_json + n, sizeof peaks_json - (size_t)n, "%s%lld", d ? "," : "",
                       (long long)dev_peaks[d]);
     static const char *const order[] = {"whole", "tiled", "blend"};
+    /* JSON has no NaN or infinity: null when --psnr was not asked for (or the outputs are equal) */
+    char psnr_json[64] = "null,\"rel_err\":null";
+    if (!isnan(rel)) {
+        char db_s[24] = "null";
+        if (!isinf(db)) snprintf(db_s, sizeof db_s, "%.2f", db);
+        snprintf(psnr_json, sizeof psnr_json, "%s,\"rel_err\":%.3g", db_s, rel);
+    }
     printf("%s %s %dx%dx%d (%s, %s): median %.3f s (min %.3f, %d runs; first run %.3f s), "
            "%.1f TFLOP/s (%.1f TFLOP), peak memory %.2f GiB%s (predicted %.2f), %s %dx%d, %d frames "
            "out\n",
@@ -228,10 +240,10 @@ int cmd_bench(int argc, char **argv) {
            "\"cold_s\":%.4f,"
            "\"tflop\":%.2f,\"tflops\":%.2f,\"peak_bytes\":%.0f,\"predicted_bytes\":%lld,"
            "\"budget_bytes\":%lld,\"order\":\"%s\",\"tiles\":\"%dx%d\",\"plan_tflop\":%.2f,"
-           "\"max_rss_kib\":%ld,\"psnr_db\":%.2f,\"devices\":%d,\"device_peak_bytes\":[%s]}\n",
+           "\"max_rss_kib\":%ld,\"psnr_db\":%s,\"devices\":%d,\"device_peak_bytes\":[%s]}\n",
            info.arch, op, frames, H, W, device, dtype, med, times[0], runs, cold, flops / 1e12,
            flops / med / 1e12, peak, (long long)plan.peak_bytes, (long long)plan.budget_bytes,
-           order[plan.order], plan.tiles_y, plan.tiles_x, plan.flops / 1e12, ru.ru_maxrss, db, n_dev,
+           order[plan.order], plan.tiles_y, plan.tiles_x, plan.flops / 1e12, ru.ru_maxrss, psnr_json, n_dev,
            peaks_json);
     rc = CLI_OK;
 done:

@@ -337,8 +337,9 @@ VAE_API int vae_encode_into(vae_session *session, const vae_tensor *video, const
  * at the next unit of work. Safe from any thread and from signal handlers; a call that starts
  * after it clears the request. */
 VAE_API void vae_session_cancel(vae_session *session);
-/* Gives the device memory the session cached between calls back (to cudaFree or dev_free);
- * the next call allocates again. */
+/* Gives the device memory the session cached between calls back (to cudaFree or dev_free),
+ * and the host memory it keeps for the output of tiled calls (up to VAE_EXEC_HOST_MB); the next
+ * call allocates again. */
 VAE_API int vae_session_trim(vae_session *session);
 
 /* The plan for an input shape under the session's options, before running (a host reserving

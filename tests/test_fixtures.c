@@ -237,6 +237,17 @@ static void check_tiles(const vae_model *m, const vae_session_options *base, int
               "%.2f s", label, plan.tiles_y, plan.tiles_x, so.tile_height, so.tile_width, e_ref,
               tol, e_un, tol_tiles, dt);
     }
+    /* again in the same session: the output block it keeps between calls holds this call's
+     * frames (a blend must start from zeros again) */
+    vae_tensor again = {0};
+    rc = encode ? vae_encode_tensor(s, in, &again) : vae_decode_tensor(s, in, &again);
+    int64_t bad_again = 0;
+    const double e_again = rc ? 1.0 : rel_error(&again, &out, &bad_again);
+    const double tol_again = so.device == VAE_DEVICE_CPU ? 0.0 : tol_tiles;
+    check(rc == VAE_OK && e_again <= tol_again && bad_again == 0,
+          "%s %s: a second call in the same session: %.2e from the first (tol %.0e)%s%s", label,
+          blend ? "blend" : "tiles", e_again, tol_again, rc ? ": " : "", rc ? vae_last_error() : "");
+    vae_tensor_free(&again);
     const double measured = (double)vae_session_peak_bytes(s), predicted = (double)plan.peak_bytes;
     if (so.device == VAE_DEVICE_CPU)
         check(measured <= 1.02 * predicted && measured >= 0.9 * predicted,

@@ -405,6 +405,9 @@ int vae_session_trim(vae_session *s) {
     vae_error_clear();
     if (!s) return vae_fail(VAE_EINVAL, "vae_session_trim: NULL session");
     int rc = VAE_OK;
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < VAE_MAX_DEVICES; k++)
+            vae_runner_trim(s->runner[d][k]);
     for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++)
         if (s->lane[k]->v->trim) rc = s->lane[k]->v->trim(s->lane[k]);
     return rc;

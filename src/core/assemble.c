@@ -23,6 +23,7 @@ struct vae_assembly {
     const vae_plan *plan;
     size_t frame; /* values per output frame: c * h * w */
     float *out;   /* in memory: [t][c][h][w] */
+    int own_out;  /* out is this assembly's (else the caller's kept block) */
     float *wsum;  /* blend: [h][w] */
     FILE *spill;  /* else: per tile i, frame f: [c][own_h][own_w] at off[i] + f * block[i] */
     int64_t *off, *block;
@@ -45,7 +46,31 @@ static int64_t area(const vae_plan_tile *t) {
     return (int64_t)(t->own_y.hi - t->own_y.lo) * (t->own_x.hi - t->own_x.lo);
 }
 
-int vae_assembly_open(vae_assembly **out, const vae_plan *pl, int64_t max_host_bytes) {
+void vae_assembly_mem_free(vae_assembly_mem *m) {
+    vae_free(m->p);
+    m->p = NULL;
+    m->vals = 0;
+}
+
+/* The in-memory output: the kept block (exact tiles write every value once, so it needs no
+ * zeros; blends add up and do), or a zeroed block of its own. */
+static int assembly_mem(vae_assembly *a, size_t vals, vae_assembly_mem *keep) {
+    if (!keep) {
+        a->own_out = 1;
+        return (a->out = vae_calloc(vals, sizeof *a->out)) ? VAE_OK : VAE_ENOMEM;
+    }
+    if (keep->vals < vals) {
+        vae_assembly_mem_free(keep);
+        if (!(keep->p = vae_malloc(vals * sizeof *keep->p))) return VAE_ENOMEM;
+        keep->vals = vals;
+    }
+    a->out = keep->p;
+    if (a->plan->kind == VAE_PLAN_BLEND) memset(a->out, 0, vals * sizeof *a->out);
+    return VAE_OK;
+}
+
+int vae_assembly_open(vae_assembly **out, const vae_plan *pl, int64_t max_host_bytes,
+                      vae_assembly_mem *keep) {
     vae_assembly *a = vae_calloc(1, sizeof *a);
     if (!a) return vae_fail(VAE_ENOMEM, "out of memory");
     *out = a;
@@ -66,8 +91,7 @@ int vae_assembly_open(vae_assembly **out, const vae_plan *pl, int64_t max_host_b
         }
     }
     if (bytes <= max_host_bytes) {
-        a->out = vae_calloc(a->frame * (size_t)pl->t_out, sizeof *a->out);
-        if (!a->out) goto oom;
+        if (assembly_mem(a, a->frame * (size_t)pl->t_out, keep)) goto oom;
         return VAE_OK;
     }
     a->off = vae_calloc((size_t)pl->n_tiles, sizeof *a->off);
@@ -96,7 +120,7 @@ void vae_assembly_free(vae_assembly *a) {
     if (!a) return;
     if (a->spill) fclose(a->spill);
     pthread_mutex_destroy(&a->mu);
-    vae_free(a->out);
+    if (a->own_out) vae_free(a->out);
     vae_free(a->wsum);
     vae_free(a->off);
     vae_free(a->block);

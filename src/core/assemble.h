@@ -12,8 +12,19 @@
 
 typedef struct vae_assembly vae_assembly;
 
-/* In memory when the output takes at most max_host_bytes, else in a temporary file. */
-int vae_assembly_open(vae_assembly **a, const vae_plan *plan, int64_t max_host_bytes);
+/* Host memory the caller keeps between calls for the in-memory output: a fresh allocation of
+ * the output's size on every call costs a page fault per 4 KiB as the tiles first write it
+ * (~0.4 s per GiB) and an unmap at the end. */
+typedef struct vae_assembly_mem {
+    float *p;
+    size_t vals;
+} vae_assembly_mem;
+void vae_assembly_mem_free(vae_assembly_mem *m);
+
+/* In memory when the output takes at most max_host_bytes (in *keep when given: grown as needed,
+ * left to the caller), else in a temporary file. */
+int vae_assembly_open(vae_assembly **a, const vae_plan *plan, int64_t max_host_bytes,
+                      vae_assembly_mem *keep);
 void vae_assembly_free(vae_assembly *a);
 /* Frames [first, first+n) of tile `tile`'s output, planar float32 [c][n][h][w] over its out
  * rows/columns. */

@@ -32,9 +32,17 @@ void vae_runner_free(vae_runner *r) {
     if (!r) return;
     for (int k = 0; k < 3; k++)
         part_clear(r, &r->part[k]);
+    vae_runner_trim(r);
+    vae_free(r);
+}
+
+void vae_runner_trim(vae_runner *r) {
+    if (!r) return;
     vae_free(r->planar);
     vae_free(r->cl);
-    vae_free(r);
+    r->planar = r->cl = NULL;
+    r->planar_cap = r->cl_cap = 0;
+    vae_assembly_mem_free(&r->out_mem);
 }
 
 /* Executors for the plan's parts: kept when a part is unchanged, else made anew (the old ones
@@ -111,7 +119,9 @@ static int take_output(run *s, const float *fr, int first, int n, int c, int h, 
 static int out_flush(run *s) {
     if (!s->q_pending) return VAE_OK;
     s->q_pending = 0;
+    const double t0 = vae_seconds();
     int rc = s->r->be->v->download_wait(s->r->be, s->q_host);
+    s->wait_s += vae_seconds() - t0;
     return rc ? rc
               : take_output(s, s->q_host, s->q_first, s->q_n, s->q_c, s->q_h, s->q_w, s->q_tile);
 }
@@ -164,7 +174,10 @@ static int emit_frames(run *s, const float *fr, int first, int n, int c, int h, 
 static int take_output(run *s, const float *fr, int first, int n, int c, int h, int w,
                        const vae_plan_tile *t) {
     if (s->direct) return emit_frames(s, fr, first, n, c, h, w);
-    return vae_assembly_put(s->out, (int)(t - s->plan->tiles), fr, first, n, c, h, w);
+    const double t0 = vae_seconds();
+    int rc = vae_assembly_put(s->out, (int)(t - s->plan->tiles), fr, first, n, c, h, w);
+    s->put_s += vae_seconds() - t0;
+    return rc;
 }
 
 /* Blended plans with device output: each assembled host frame goes to the device in place. */
@@ -386,17 +399,23 @@ int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, in
     const int assemble = plan->kind == VAE_PLAN_BLEND ||
                          (plan->kind == VAE_PLAN_TILED && !r->part[2].present && !io->out_view);
     if (rc == VAE_OK && assemble)
-        rc = vae_assembly_open(&s.out, plan, (int64_t)r->set.exec_host_mb << 20);
+        rc = vae_assembly_open(&s.out, plan, (int64_t)r->set.exec_host_mb << 20, &r->out_mem);
     if (rc == VAE_OK)
         rc = plan->kind == VAE_PLAN_WHOLE   ? run_whole(&s)
              : plan->kind == VAE_PLAN_TILED ? run_tiled(&s)
                                             : runner_run_blend(&s);
+    const double t0 = vae_seconds();
     if (rc == VAE_OK && assemble)
         rc = io->out_view ? vae_assembly_emit(s.out, runner_emit_to_view, &s, &s.emitted)
                           : vae_assembly_emit(s.out, io->emit, io->emit_user, &s.emitted);
     if (io->out_view) s.emitted = 0;
     if (rc) runner_drain(&s);
     vae_assembly_free(s.out);
+    s.emit_s = vae_seconds() - t0;
+    if (rc == VAE_OK)
+        VAE_INFO("runner: host time on the output: %.0f ms waiting for downloads, %.0f ms "
+                 "assembling tiles, %.0f ms handing assembled frames out",
+                 s.wait_s * 1e3, s.put_s * 1e3, s.emit_s * 1e3);
     *emitted = s.emitted;
     return rc;
 }

@@ -38,6 +38,8 @@ typedef struct vae_run_io {
 int vae_runner_create(vae_runner **out, vae_backend *be, const vae_program *p,
                       const vae_settings *set);
 void vae_runner_free(vae_runner *r);
+/* Gives the host memory the runner keeps between calls back (staging, the tiled output). */
+void vae_runner_trim(vae_runner *r);
 /* Runs the plan with io's input and output. *emitted: frames handed to io->emit (0 when a
  * failure came before any; always 0 for device output, which a new run simply overwrites). */
 int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, int *emitted);

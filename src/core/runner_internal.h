@@ -28,6 +28,7 @@ struct vae_runner {
     rpart part[3];
     float *planar, *cl; /* host staging without asynchronous transfers */
     size_t planar_cap, cl_cap;
+    vae_assembly_mem out_mem; /* the in-memory output of tiled plans, kept between calls */
 };
 
 /* A part's output over the whole video, between parts. */
@@ -63,6 +64,9 @@ typedef struct run {
     int q_pending, q_first, q_n, q_c, q_h, q_w;
     const float *q_host;
     const vae_plan_tile *q_tile;
+    /* host seconds spent on the output: waiting for downloads, putting tiles into the
+     * assembly, handing the assembled frames out (logged with -v) */
+    double wait_s, put_s, emit_s;
 } run;
 
 /* bytes of one pixel of c channels in the runner's activation dtype */

@@ -280,8 +280,8 @@ int cu_upload_host(cuda_backend *cb, void *dst, const void *host, size_t bytes, 
                     "uploading constants");
 }
 
-int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, void **out,
-                    const char *who) {
+static int upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, void **out,
+                        const char *who) {
     *out = NULL;
     if (!src || n == 0) return VAE_OK;
     vae_dtype dt = as_f32 ? VAE_DTYPE_F32 : cb->base.dtype;
@@ -308,6 +308,14 @@ int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, vo
     cu_note_peak(cb);
     *out = p;
     return VAE_OK;
+}
+
+int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, void **out,
+                    const char *who) {
+    const double t0 = cu_now();
+    int rc = upload_param(cb, src, n, as_f32, out, who);
+    cb->host_s[CU_H_WEIGHTS] += cu_now() - t0;
+    return rc;
 }
 
 void cu_free_param(cuda_backend *cb, void *p, size_t bytes) {
@@ -678,10 +686,14 @@ static int cuda_sync(vae_backend *be) {
 /* ---- vtbl: per-op state ---------------------------------------------------------------------- */
 static int cuda_prepare(vae_backend *be, const vae_op *op, void **state) {
     *state = NULL;
-    int rc = cu_enter(cu_be(be), op->name);
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, op->name);
     if (rc) return rc;
-    if (op->kind == VAE_OP_CONV) return cuda_conv_prepare(be, op, state);
-    return cuda_ops_prepare(be, op, state);
+    const double t0 = cu_now();
+    rc = op->kind == VAE_OP_CONV ? cuda_conv_prepare(be, op, state)
+                                 : cuda_ops_prepare(be, op, state);
+    cb->host_s[CU_H_PREPARE] += cu_now() - t0;
+    return rc;
 }
 
 static void cuda_unprepare(vae_backend *be, const vae_op *op, void *state) {
@@ -802,7 +814,8 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         "(weights %.1f, activations %.1f, scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; "
         "host set-up: device allocations "
         "%.0f ms, pinned buffers %.0f ms, cuDNN handle %.0f ms, cuDNN plans %.0f ms (first "
-        "launches %.0f ms), graphs %.0f ms",
+        "launches %.0f ms), graphs %.0f ms, op preparation %.0f ms, weight uploads %.0f ms, "
+        "CUTLASS launches %.0f ms",
         cb->device_name, cb->fp8 ? "bf16 activations with fp8 convs" : vae_dtype_name(be->dtype),
         cu_dnn_describe(cb, dnn, sizeof dnn), (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d,
         (long long)cb->n_conv_fused, (long long)cb->n_conv_gemm, (long long)cb->n_conv_igemm,
@@ -817,7 +830,8 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         (double)cb->pool.reserved_bytes / 1048576.0, cb->host_s[CU_H_MALLOC] * 1e3,
         cb->host_s[CU_H_PINNED] * 1e3, cb->host_s[CU_H_DNN_HANDLE] * 1e3,
         cb->host_s[CU_H_DNN_PLAN] * 1e3, cb->host_s[CU_H_DNN_FIRST] * 1e3,
-        cb->host_s[CU_H_GRAPH] * 1e3);
+        cb->host_s[CU_H_GRAPH] * 1e3, cb->host_s[CU_H_PREPARE] * 1e3,
+        cb->host_s[CU_H_WEIGHTS] * 1e3, cb->host_s[CU_H_IGEMM] * 1e3);
     return buf;
 }
 

@@ -30,9 +30,11 @@ int cu_conv_igemm(conv_call *cc, const void *x0, int t_out) {
     const float *bias = cc->init_done ? NULL : cc->s->bias;
     const void *res = cc->init_done ? cc->y : cc->res;
     int ph = cu_prof_begin(cb, CU_P_IGEMM);
+    const double t0 = cu_now();
     cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, x0, t_out + op->kt - 1, cc->h,
                                      cc->w, op->c_in, op->c_out, op->kt, op->kh, op->kw,
                                      op->pad_h[0], op->pad_w[0], cc->s->w3, bias, res, cc->y);
+    cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
     if (e == cudaErrorNotSupported) {
         cudaGetLastError();
@@ -106,6 +108,7 @@ int cu_conv_fp8(conv_call *cc, const void *x0, int t_out) {
     uint8_t *q = cu_scratch(cb, (size_t)n, op->name);
     if (!q) return VAE_ENOMEM;
     int ph = cu_prof_begin(cb, CU_P_IGEMM);
+    const double t0 = cu_now();
     cudaError_t e = cuk_fp8_quantize(cb->stream, cb->base.dtype, x0, n, s->amax, q);
     if (e == cudaSuccess) e = cuk_fp8_scales(cb->stream, s->amax, s->w8_scale, s->co, s->scale8);
     if (e == cudaSuccess)
@@ -113,6 +116,7 @@ int cu_conv_fp8(conv_call *cc, const void *x0, int t_out) {
                               op->kh, op->kw, op->pad_h[0], op->pad_w[0], s->w8, s->scale8,
                               cc->init_done ? NULL : s->bias, cc->init_done ? cc->y : cc->res,
                               cc->y);
+    cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
     if (e == cudaErrorNotSupported) {
         cudaGetLastError();

@@ -282,6 +282,9 @@ enum {
     CU_H_DNN_PLAN,   /* cuDNN descriptors and algorithm choice per shape, first launch included */
     CU_H_DNN_FIRST,  /* of which the first launch of each plan (loads its kernels) */
     CU_H_GRAPH,      /* graph capture end + instantiation */
+    CU_H_PREPARE,    /* per-op state at executor creation (weights, scales, descriptors) */
+    CU_H_WEIGHTS,    /* of which and later: parameters converted and copied to the device */
+    CU_H_IGEMM,      /* host time of the CUTLASS launches (the first ones load their modules) */
     CU_H_N
 };
 
