@@ -30,17 +30,14 @@
  * use; once an op's paths are measured (or its phase path has run), the layouts no chosen path
  * reads are freed again. Gathers are bounded by scratch_limit (at least one output frame per
  * block).
- * Input upsampling (op->up = 2, nearest, then a 3x3 conv with padding 1: the Wan upsamplers): each
- * output phase (row parity a, column parity b) is a 2x2 conv of the small input with summed taps
- * (4/9 of the FLOPs, no upsampled tensor): four cuDNN convs with symmetric padding 1 give
- * (h+1)x(w+1) outputs each (in the scratch area, blocks of frames within scratch_limit), of which
- * phase (a,b) uses the window offset by (a,b); a kernel interleaves them into y (+ residual).
- * Other cases (or VAE_CUDA_PHASE=0) upsample into a temporary first.
- * Implicit GEMM (cuda_conv_igemm.c; bf16 on sm_90, builds with CUTLASS): a temporal conv
- * over a contiguous window with stride 1 and symmetric spatial padding, c_in a multiple of 32 and
- * c_out a multiple of 96 or 128, is one CUTLASS kernel (TMA im2col loads, wgmma, bias + residual
- * in its epilogue); a candidate of the tuner beside cuDNN's paths (VAE_CUDA_IGEMM=always: taken
- * wherever it applies, for tests; off: never).
+ * Input upsampling (op->up = 2, nearest, then a 3x3 conv with padding 1: the Wan upsamplers):
+ * four 2x2 convs of the small input, one per output phase (cuda_conv_phase.c). Other cases (or
+ * VAE_CUDA_PHASE=0) upsample into a temporary first.
+ * Implicit GEMM (cuda_conv_igemm.c; bf16 on sm_90, builds with CUTLASS): a conv (temporal over
+ * a contiguous window, or 2-D over consecutive frames) with stride 1 and symmetric spatial
+ * padding, c_in a multiple of 32 and c_out a multiple of 96 or 128, is one CUTLASS kernel (TMA
+ * im2col loads, wgmma, bias + residual in its epilogue); a candidate of the tuner beside cuDNN's
+ * paths (VAE_CUDA_IGEMM=always: taken wherever it applies, for tests; off: never).
  * FP8 (dtype fp8: bf16 activations): the convs vae_op_fp8 names that an E4M3 kernel takes (the
  * implicit-GEMM kind with c_in a multiple of 64) quantise their window per call into the scratch
  * area (cuda_fp8.cu: scale = largest magnitude / 448) and run on E4M3 weights quantised per
@@ -233,8 +230,7 @@ static size_t gathered_frame_bytes(const vae_op *op, int h, int w, int cg, size_
            (size_t)cg * es;
 }
 
-/* frames fr[j*st] for j < tb follow each other in memory (one [tb][h][w][c] tensor) */
-static int frames_consecutive(const void *const *fr, int tb, int st, size_t fb) {
+int cu_frames_consecutive(const void *const *fr, int tb, int st, size_t fb) {
     for (int j = 1; j < tb; j++)
         if ((const char *)fr[j * st] != (const char *)fr[0] + (size_t)j * fb) return 0;
     return 1;
@@ -377,7 +373,7 @@ static int block_cudnn(conv_call *cc, const void *const *fr, int j0, int tb) {
     g.kh = op->kh, g.kw = op->kw, g.sh = op->sh, g.sw = op->sw;
     g.ho = cc->ho, g.wo = cc->wo;
     const void *x;
-    if (op->kt == 1 && sym && frames_consecutive(fr, tb, op->st, cc->fb)) {
+    if (op->kt == 1 && sym && cu_frames_consecutive(fr, tb, op->st, cc->fb)) {
         x = fr[0];
         g.c = op->c_in, g.hx = cc->h, g.wx = cc->w, g.ph = op->pad_h[0], g.pw = op->pad_w[0];
     } else {
@@ -562,7 +558,7 @@ static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     }
 
     /* FP8 where its kernels take the conv (else bf16 below, from then on) */
-    const int consec = frames_consecutive(frames, n_in, 1, cc.fb);
+    const int consec = cu_frames_consecutive(frames, n_in, 1, cc.fb);
     if (cu_conv_fp8_ok(&cc, consec)) {
         rc = cu_conv_fp8(&cc, frames[0], t_out);
         if (rc != VAE_EUNSUPPORTED) return rc;
@@ -570,8 +566,10 @@ static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
         vae_error_clear();
         s->fp8 = 0;
     }
-    /* temporal convs: 3-D (consecutive frames), padded 3-D or per block, as measured */
-    if ((op->kt > 1 || op->st > 1) && cb->conv3d && !s->use_gemm && sym)
+    /* temporal convs, and 2-D ones the implicit-GEMM kernels take: 3-D (consecutive frames),
+     * padded 3-D, per block or implicit GEMM, as measured */
+    if ((op->kt > 1 || op->st > 1 || cu_conv_igemm_ok(&cc, consec)) && cb->conv3d &&
+        !s->use_gemm && sym)
         return run_tuned(&cc, frames, n_in, t_out, consec);
     return run_blocks(&cc, frames, t_out);
 }
@@ -660,22 +658,27 @@ static int timed_path(conv_call *cc, const void *const *frames, int t_out, int p
     cuda_backend *cb = cc->cb;
     int rc = run_path(cc, frames, t_out, path);
     if (rc) return rc;
-    for (int i = 0; i < 2 && !cb->tune_ev[i]; i++)
-        if ((rc = cu_check(cudaEventCreate(&cb->tune_ev[i]), cc->op->name, "cudaEventCreate")))
-            return rc;
-    if ((rc = cu_check(cudaEventRecord(cb->tune_ev[0], cb->stream), cc->op->name, "event")))
-        return rc;
+    if ((rc = cu_tune_mark(cb, 0, cc->op->name))) return rc;
     rc = run_path(cc, frames, t_out, path);
-    if (rc) return rc;
-    if ((rc = cu_check(cudaEventRecord(cb->tune_ev[1], cb->stream), cc->op->name, "event")) ||
-        (rc = cu_check(cudaEventSynchronize(cb->tune_ev[1]), cc->op->name, "event")))
-        return rc;
-    return cu_check(cudaEventElapsedTime(ms, cb->tune_ev[0], cb->tune_ev[1]), cc->op->name,
-                    "event");
+    return rc ? rc : cu_tune_elapsed(cb, ms, cc->op->name);
 }
 
-/* VAE_CUDA_TUNE=seed:N: FNV-1a of the seed, the op's name and the shape */
-static uint64_t seed_hash(uint64_t seed, const char *name, int n_in, int h, int w) {
+int cu_tune_mark(cuda_backend *cb, int i, const char *who) {
+    for (int k = 0; k < 2; k++)
+        if (!cb->tune_ev[k]) {
+            int rc = cu_check(cudaEventCreate(&cb->tune_ev[k]), who, "cudaEventCreate");
+            if (rc) return rc;
+        }
+    return cu_check(cudaEventRecord(cb->tune_ev[i], cb->stream), who, "event");
+}
+
+int cu_tune_elapsed(cuda_backend *cb, float *ms, const char *who) {
+    int rc = cu_tune_mark(cb, 1, who);
+    if (rc == VAE_OK) rc = cu_check(cudaEventSynchronize(cb->tune_ev[1]), who, "event");
+    return rc ? rc : cu_check(cudaEventElapsedTime(ms, cb->tune_ev[0], cb->tune_ev[1]), who, "event");
+}
+
+uint64_t cu_conv_seed_hash(uint64_t seed, const char *name, int n_in, int h, int w) {
     uint64_t x = 0xcbf29ce484222325ull ^ seed;
     for (const char *c = name; *c; c++) x = (x ^ (unsigned char)*c) * 0x100000001b3ull;
     const int v[3] = {n_in, h, w};
@@ -744,7 +747,7 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
         if (cand[k] == cached) best = k; /* chosen by an earlier process (a path offered here) */
     const int from_cache = best >= 0;
     if (!from_cache && cc->cb->tune_seed) {
-        best = (int)(seed_hash(cc->cb->tune_seed, cc->op->name, n_in, cc->h, cc->w) % (uint64_t)nc);
+        best = (int)(cu_conv_seed_hash(cc->cb->tune_seed, cc->op->name, n_in, cc->h, cc->w) % (uint64_t)nc);
     } else if (!from_cache) {
         for (int k = 0; k < nc; k++) {
             int rc = timed_path(cc, frames, t_out, cand[k], &ms[k]);
@@ -777,111 +780,6 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
 
 /* ---- input upsampling (op->up) ---- */
 
-/* Phase filters: phase (a, b) row tap r takes the 3x3 rows R_a(r) (a = 0: {0} | {1, 2}; a = 1:
- * {0, 1} | {2}), likewise columns; [a*2+b][kp][r][s][c_in] */
-static int need_wph(cuda_backend *cb, const vae_op *op, conv_state *s) {
-    if (s->wph) return VAE_OK;
-    static const int lo[2][2] = {{0, 1}, {0, 2}}, hi[2][2] = {{0, 2}, {1, 2}}; /* [a][r]: dh range */
-    const int ci = op->c_in, kp = s->kp;
-    const size_t per = (size_t)kp * 4 * ci, n = 4 * per;
-    float *host = vae_calloc(n, sizeof(float));
-    if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory for weights", op->name);
-    for (int a = 0; a < 2; a++)
-        for (int b = 0; b < 2; b++)
-            for (int o = 0; o < s->co; o++)
-                for (int r = 0; r < 2; r++)
-                    for (int q = 0; q < 2; q++)
-                        for (int c = 0; c < ci; c++) {
-                            double acc = 0;
-                            for (int dh = lo[a][r]; dh <= hi[a][r]; dh++)
-                                for (int dw = lo[b][q]; dw <= hi[b][q]; dw++)
-                                    acc += op->w[(((size_t)o * ci + c) * 3 + dh) * 3 + dw];
-                            host[(size_t)(a * 2 + b) * per + (((size_t)o * 2 + r) * 2 + q) * ci + c] =
-                                (float)acc;
-                        }
-    s->wph_bytes = n * cb->base.elem_size;
-    int rc = cu_upload_param(cb, host, n, 0, &s->wph, op->name);
-    vae_free(host);
-    return rc;
-}
-
-/* nearest x2 + 3x3 pad-1 conv as four 2x2 phase convs + interleave; VAE_EUNSUPPORTED: fall back */
-static int conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s,
-                         const void *const *frames, int n_in, int h, int w, const void *residual,
-                         void *y) {
-    vae_backend *be = &cb->base;
-    const size_t es = be->elem_size, fb = (size_t)h * w * op->c_in * es;
-    const size_t yfb = (size_t)4 * h * w * op->c_out * es;
-    if (!frames_consecutive(frames, n_in, 1, fb))
-        return vae_fail(VAE_EUNSUPPORTED, "%s: frames not consecutive", op->name);
-    int rc = need_wph(cb, op, s);
-    if (rc) return rc;
-    const int64_t ph_frame = (int64_t)(h + 1) * (w + 1) * s->kp;
-    int tb_max = n_in;
-    /* the four phase outputs live in the scratch area, within scratch_limit (at least a frame) */
-    while (tb_max > 1 && (size_t)(4 * tb_max * ph_frame) * es > cb->scratch_limit)
-        tb_max--;
-    if ((int64_t)tb_max * ph_frame > INT32_MAX / 4 || (int64_t)tb_max * h * w * op->c_in > INT32_MAX)
-        return vae_fail(VAE_EUNSUPPORTED, "%s: frames too large for the phase path", op->name);
-    const size_t filt = (size_t)s->kp * 4 * op->c_in * es;
-    for (int j0 = 0; j0 < n_in; j0 += tb_max) {
-        const int tb = n_in - j0 < tb_max ? n_in - j0 : tb_max;
-        const size_t plane = (size_t)tb * ph_frame * es;
-        void *tmp = cu_scratch(cb, 4 * plane, op->name);
-        if (!tmp) return VAE_ENOMEM;
-        int add_bias = 0;
-        for (int p = 0; p < 4 && rc == VAE_OK; p++) {
-            cu_dnn_conv g;
-            memset(&g, 0, sizeof g);
-            g.nd = 2, g.n = tb, g.c = op->c_in, g.hx = h, g.wx = w, g.k = s->kp;
-            g.dx = g.dy = g.kd = g.sd = 1;
-            g.kh = g.kw = 2, g.ph = g.pw = 1, g.sh = g.sw = 1, g.ho = h + 1, g.wo = w + 1;
-            const void *x = (const char *)frames[0] + (size_t)j0 * fb;
-            const void *wp = (const char *)s->wph + p * filt;
-            void *out = (char *)tmp + p * plane;
-            int ph = cu_prof_begin(cb, CU_P_CONV_DNN);
-            rc = VAE_EUNSUPPORTED;
-            if (cb->fuse && s->bias && s->bias_dt && !add_bias) {
-                cu_dnn_epi epi = {0.0f, s->bias_dt, s->bias, NULL};
-                g.epi = 1;
-                rc = cu_dnn_conv_run(cb, &g, x, wp, &epi, out, op->name);
-                g.epi = 0;
-                if (rc == VAE_OK) cb->n_conv_fused++;
-            }
-            if (rc == VAE_EUNSUPPORTED) {
-                if (p > 0 && s->bias && !add_bias) { /* earlier phases fused the bias: redo */
-                    rc = VAE_EUNSUPPORTED;
-                    cu_prof_end(cb, ph);
-                    break;
-                }
-                vae_error_clear(); /* expected: unfused, the bias added after */
-                cu_dnn_epi epi = {0.0f, NULL, NULL, NULL};
-                rc = cu_dnn_conv_run(cb, &g, x, wp, &epi, out, op->name);
-                add_bias = s->bias != NULL;
-            }
-            cu_prof_end(cb, ph);
-            if (rc == VAE_OK) cb->n_conv_cudnn++;
-        }
-        if (rc == VAE_OK) {
-            int ph = cu_prof_begin(cb, CU_P_RESAMPLE);
-            cudaError_t e = cuk_phase_interleave(
-                cb->stream, be->dtype, tmp, tb, h, w, op->c_out, add_bias ? s->bias : NULL,
-                residual ? (const char *)residual + (size_t)j0 * yfb : NULL,
-                (char *)y + (size_t)j0 * yfb);
-            cu_prof_end(cb, ph);
-            if (e == cudaErrorInvalidValue) {
-                cudaGetLastError();
-                rc = vae_fail(VAE_EUNSUPPORTED, "%s: phase interleave needs aligned vectors",
-                              op->name);
-            } else {
-                rc = cu_check(e, op->name, "phase interleave");
-            }
-        }
-        if (rc) return rc;
-    }
-    return VAE_OK;
-}
-
 static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
                              const void *const *frames, int n_in, int h, int w,
                              const void *residual, void *y, int t_out, int h_out, int w_out);
@@ -896,7 +794,7 @@ static int conv_up(cuda_backend *cb, const vae_op *op, conv_state *s, const void
         op->kh == 3 && op->kw == 3 && op->sh == 1 && op->sw == 1 && op->pad_h[0] == 1 &&
         op->pad_h[1] == 1 && op->pad_w[0] == 1 && op->pad_w[1] == 1 && s->kp == op->c_out &&
         residual != y) {
-        int rc = conv_up_phase(cb, op, s, frames, n_in, h, w, residual, y);
+        int rc = cu_conv_up_phase(cb, op, s, frames, n_in, h, w, residual, y);
         if (rc == VAE_OK && s->w) conv_trim_layouts(cb, s, 0, 0, 0); /* phase filters only */
         if (rc != VAE_EUNSUPPORTED) return rc;
         VAE_DEBUG("%s: %s; upsampling first", op->name, vae_last_error());

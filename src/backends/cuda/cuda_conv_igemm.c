@@ -4,11 +4,11 @@
  */
 #include "backends/cuda/cuda_conv_internal.h"
 
-/* What every CUTLASS conv here needs of the op: a temporal conv with stride 1, symmetric spatial
- * padding and no input upsampling (the window is read in place; the kernels' channel rules:
- * cuda_igemm.cu). */
+/* What every CUTLASS conv here needs of the op: stride 1, symmetric spatial padding and no input
+ * upsampling (a temporal conv's window is read in place, a 2-D conv's frames are its "time"
+ * axis with one tap; the kernels' channel rules: cuda_igemm.cu). */
 static int igemm_geometry(const vae_op *op) {
-    return op->kt > 1 && op->st == 1 && op->sh == 1 && op->sw == 1 && op->up <= 1 &&
+    return op->st == 1 && op->sh == 1 && op->sw == 1 && op->up <= 1 &&
            op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
 }
 
@@ -27,13 +27,14 @@ int cu_conv_igemm(conv_call *cc, const void *x0, int t_out) {
     cuda_backend *cb = cc->cb;
     int rc = cu_conv_need_w3(cb, op, cc->s);
     if (rc) return rc;
+    const void *wt = op->kt > 1 ? cc->s->w3 : cc->s->w; /* kt 1: the 2-D layout is the same */
     const float *bias = cc->init_done ? NULL : cc->s->bias;
     const void *res = cc->init_done ? cc->y : cc->res;
     int ph = cu_prof_begin(cb, CU_P_IGEMM);
     const double t0 = cu_now();
     cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, x0, t_out + op->kt - 1, cc->h,
                                      cc->w, op->c_in, op->c_out, op->kt, op->kh, op->kw,
-                                     op->pad_h[0], op->pad_w[0], cc->s->w3, bias, res, cc->y);
+                                     op->pad_h[0], op->pad_w[0], wt, bias, res, cc->y);
     cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
     if (e == cudaErrorNotSupported) {
@@ -46,9 +47,39 @@ int cu_conv_igemm(conv_call *cc, const void *x0, int t_out) {
     return VAE_OK;
 }
 
+/* The four 2x2 phase convs of a nearest x2 upsampling + 3x3 conv (cuda_conv.c's phase path):
+ * x [tb][h][w][c_in] -> out + p * plane, [tb][h+1][w+1][kp] each, with the bias; wph: the phase
+ * filters [4][kp][2][2][c_in]. VAE_EUNSUPPORTED when the kernels do not take them. */
+int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x, int tb,
+                         int h, int w, void *out, size_t plane) {
+    if (!cb->igemm || s->noigemm || !cuk_igemm_supported(cb->base.dtype, op->c_in, s->kp))
+        return vae_fail(VAE_EUNSUPPORTED, "%s: no implicit-GEMM kernel for the phases", op->name);
+    const size_t filt = (size_t)s->kp * 4 * op->c_in * cb->base.elem_size;
+    for (int p = 0; p < 4; p++) {
+        int ph = cu_prof_begin(cb, CU_P_IGEMM);
+        const double t0 = cu_now();
+        cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, x, tb, h, w, op->c_in, s->kp,
+                                       1, 2, 2, 1, 1, (const char *)s->wph + p * filt, s->bias,
+                                       NULL, (char *)out + p * plane);
+        cb->host_s[CU_H_IGEMM] += cu_now() - t0;
+        cu_prof_end(cb, ph);
+        if (e == cudaErrorNotSupported) {
+            cudaGetLastError();
+            s->noigemm = 1;
+            return vae_fail(VAE_EUNSUPPORTED, "%s: the implicit-GEMM kernel cannot take the "
+                                              "phases of %dx%d frames", op->name, h, w);
+        }
+        int rc = cu_check(e, op->name, "implicit GEMM phase conv");
+        if (rc) return rc;
+        cb->n_conv_igemm++;
+    }
+    return VAE_OK;
+}
+
 /* ---- FP8 ---- */
+/* (temporal convs only: the 2-D ones stay bf16, as measured in bench/RESULTS.md run 69) */
 int cu_conv_fp8_takes(const cuda_backend *cb, const vae_op *op) {
-    return cb->fp8 && vae_op_fp8(op) && igemm_geometry(op) &&
+    return cb->fp8 && vae_op_fp8(op) && op->kt > 1 && igemm_geometry(op) &&
            cuk_igemm8_supported(op->c_in, op->c_out);
 }
 

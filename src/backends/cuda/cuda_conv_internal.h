@@ -1,6 +1,8 @@
-/* cuda_conv_internal.h -- what cuda_conv.c (the conv: paths, tuner, upsampling) and
- * cuda_conv_igemm.c (the CUTLASS implicit-GEMM and FP8 paths) share (internal to the CUDA backend).
- * cuda_conv_igemm.c uses the weight layouts of cuda_conv.c; cuda_conv.c calls its paths.
+/* cuda_conv_internal.h -- what cuda_conv.c (the conv: paths, tuner, upsampling),
+ * cuda_conv_phase.c (the upsampling convs' phase path) and cuda_conv_igemm.c (the CUTLASS
+ * implicit-GEMM and FP8 paths) share (internal to the CUDA backend). cuda_conv.c calls the other
+ * two; cuda_conv_phase.c uses cuda_conv.c's tuning helpers and cuda_conv_igemm.c's phase kernels;
+ * cuda_conv_igemm.c uses cuda_conv.c's weight layouts.
  */
 #ifndef VAE_CUDA_CONV_INTERNAL_H
 #define VAE_CUDA_CONV_INTERNAL_H
@@ -37,6 +39,8 @@ typedef struct conv_state {
     void *wph;               /* up = 2: 4 phase filters [4][kp][2][2][c_in] (made on first use) */
     size_t wph_bytes;
     int nophase;             /* the phase path is unsupported for this op */
+    conv_tune ph_tune[CONV_TUNE_MAX]; /* the phase convs' path (cuDNN or CUTLASS) per shape */
+    int n_ph_tune;
     /* FP8 (cu_conv_fp8_takes): the operands of the E4M3 kernels (made on first use) */
     int fp8;
     uint8_t *w8;     /* [co][kt][kh][kw][ci] E4M3 codes of w / w8_scale[co] */
@@ -59,14 +63,31 @@ typedef struct conv_call {
     float beta;         /* beta of the block being run (set by block_epi) */
 } conv_call;
 
-/* The 3-D weight layout [kp][kt][kh][kw][c_in] of the op, made on first use (cuda_conv.c). */
+/* ---- cuda_conv.c ---- */
+/* The 3-D weight layout [kp][kt][kh][kw][c_in] of the op, made on first use. */
 int cu_conv_need_w3(cuda_backend *cb, const vae_op *op, conv_state *s);
+/* frames fr[j*st] for j < tb follow each other in memory (one [tb][h][w][c] tensor) */
+int cu_frames_consecutive(const void *const *fr, int tb, int st, size_t fb);
+/* Timing a candidate: event i (0 before, 1 after) on the stream; the milliseconds between. */
+int cu_tune_mark(cuda_backend *cb, int i, const char *who);
+int cu_tune_elapsed(cuda_backend *cb, float *ms, const char *who);
+/* VAE_CUDA_TUNE=seed:N: FNV-1a of the seed, the op's name and the shape */
+uint64_t cu_conv_seed_hash(uint64_t seed, const char *name, int n_in, int h, int w);
+
+/* ---- cuda_conv_phase.c ---- */
+/* op->up = 2 with a 3x3 conv (padding 1): the phase path; VAE_EUNSUPPORTED where it cannot run
+ * (then the caller upsamples first). */
+int cu_conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
+                     int n_in, int h, int w, const void *residual, void *y);
 
 /* ---- cuda_conv_igemm.c ---- */
 /* The CUTLASS bf16 kernel takes this conv (frames consecutive: consec). */
 int cu_conv_igemm_ok(const conv_call *cc, int consec);
 /* The conv of the window x0 (t_out + kt - 1 frames) by it; VAE_EUNSUPPORTED when it refuses. */
 int cu_conv_igemm(conv_call *cc, const void *x0, int t_out);
+/* The four 2x2 convs of the phase path (cuda_conv.c) by it; VAE_EUNSUPPORTED when it refuses. */
+int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x, int tb,
+                         int h, int w, void *out, size_t plane);
 /* The FP8 kernels take this op (dtype fp8, a conv vae_op_fp8 names, of their geometry and
  * channels): the op's rule, for its state and its scratch; and this call (frames consecutive). */
 int cu_conv_fp8_takes(const cuda_backend *cb, const vae_op *op);

@@ -11,8 +11,9 @@
  *   cuda_alloc.c        the caching allocator (free lists by size class)
  *   cuda_ops.c          norm / eltwise / resample / attention entry points (checks, launches)
  *   cuda_conv.c         conv: weights layout, path choice (cuDNN, GEMM), blocking, bias/residual
- *   cuda_conv_igemm.c   conv through the CUTLASS kernels: bf16 implicit GEMM, FP8 (cuda_conv.c
- *                       and it share cuda_conv_internal.h)
+ *   cuda_conv_phase.c   the upsampling convs as four 2x2 phase convs (cuDNN or CUTLASS, timed)
+ *   cuda_conv_igemm.c   conv through the CUTLASS kernels: bf16 implicit GEMM, FP8 (the three
+ *                       cuda_conv*.c share cuda_conv_internal.h)
  *   cudnn_conv.c        everything that talks to cuDNN (handle, plans per shape, workspace)
  *   cuda_*.cu           kernels, with C-callable launchers returning cudaError_t
  *   cuda_igemm.cu       which CUTLASS kernel takes a conv (cuk_igemm*; none without CUTLASS)

@@ -1,0 +1,198 @@
+/* cuda_conv_phase.c -- nearest x2 upsampling + 3x3 conv (padding 1) as four 2x2 phase convs
+ * (the Wan upsamplers; cuda_conv_internal.h; cuda_conv.c's conv_up calls it).
+ *
+ * Output phase (a, b) (row parity a, column parity b) is a 2x2 conv of the small input with
+ * summed taps: 4/9 of the FLOPs and no upsampled tensor. Each phase conv has symmetric padding 1
+ * and gives (h+1)x(w+1) outputs (in the scratch area, blocks of frames within scratch_limit), of
+ * which phase (a,b) uses the window offset by (a,b); a kernel interleaves them into y
+ * (+ residual). The four convs run on cuDNN or on the CUTLASS implicit-GEMM kernels
+ * (cuda_conv_igemm.c), whichever was measured faster for the block's shape: timed on first sight
+ * (VAE_CUDA_TUNE) and kept in the tune cache like the conv tuner's choices (cuda_conv.c), always
+ * CUTLASS with VAE_CUDA_IGEMM=always, cuDNN with it off. Measured on the H100 (bench/RESULTS.md,
+ * session 10): CUTLASS is faster at Wan2.1's 384->192 and 192->96 phases, cuDNN at Wan2.2's
+ * 1024 and 512 channels.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_conv_internal.h"
+
+enum { PHASE_DNN = PATH_BLOCKS, PHASE_IGEMM = PATH_IGEMM };
+
+/* Phase filters: phase (a, b) row tap r takes the 3x3 rows R_a(r) (a = 0: {0} | {1, 2}; a = 1:
+ * {0, 1} | {2}), likewise columns; [a*2+b][kp][r][s][c_in] */
+static int need_wph(cuda_backend *cb, const vae_op *op, conv_state *s) {
+    if (s->wph) return VAE_OK;
+    static const int lo[2][2] = {{0, 1}, {0, 2}}, hi[2][2] = {{0, 2}, {1, 2}}; /* [a][r]: dh range */
+    const int ci = op->c_in, kp = s->kp;
+    const size_t per = (size_t)kp * 4 * ci, n = 4 * per;
+    float *host = vae_calloc(n, sizeof(float));
+    if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory for weights", op->name);
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+            for (int o = 0; o < s->co; o++)
+                for (int r = 0; r < 2; r++)
+                    for (int q = 0; q < 2; q++)
+                        for (int c = 0; c < ci; c++) {
+                            double acc = 0;
+                            for (int dh = lo[a][r]; dh <= hi[a][r]; dh++)
+                                for (int dw = lo[b][q]; dw <= hi[b][q]; dw++)
+                                    acc += op->w[(((size_t)o * ci + c) * 3 + dh) * 3 + dw];
+                            host[(size_t)(a * 2 + b) * per + (((size_t)o * 2 + r) * 2 + q) * ci + c] =
+                                (float)acc;
+                        }
+    s->wph_bytes = n * cb->base.elem_size;
+    int rc = cu_upload_param(cb, host, n, 0, &s->wph, op->name);
+    vae_free(host);
+    return rc;
+}
+
+/* One block's four phase convs by cuDNN: x [tb][h][w][c_in] -> tmp + p * plane. The bias goes
+ * into the epilogue where cuDNN fuses it, else *add_bias tells the interleave to add it. */
+static int phases_dnn(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x, int tb,
+                      int h, int w, void *tmp, size_t plane, int *add_bias) {
+    const size_t filt = (size_t)s->kp * 4 * op->c_in * cb->base.elem_size;
+    int rc = VAE_OK;
+    *add_bias = 0;
+    for (int p = 0; p < 4 && rc == VAE_OK; p++) {
+        cu_dnn_conv g;
+        memset(&g, 0, sizeof g);
+        g.nd = 2, g.n = tb, g.c = op->c_in, g.hx = h, g.wx = w, g.k = s->kp;
+        g.dx = g.dy = g.kd = g.sd = 1;
+        g.kh = g.kw = 2, g.ph = g.pw = 1, g.sh = g.sw = 1, g.ho = h + 1, g.wo = w + 1;
+        const void *wp = (const char *)s->wph + p * filt;
+        void *out = (char *)tmp + p * plane;
+        int ph = cu_prof_begin(cb, CU_P_CONV_DNN);
+        rc = VAE_EUNSUPPORTED;
+        if (cb->fuse && s->bias && s->bias_dt && !*add_bias) {
+            cu_dnn_epi epi = {0.0f, s->bias_dt, s->bias, NULL};
+            g.epi = 1;
+            rc = cu_dnn_conv_run(cb, &g, x, wp, &epi, out, op->name);
+            g.epi = 0;
+            if (rc == VAE_OK) cb->n_conv_fused++;
+        }
+        if (rc == VAE_EUNSUPPORTED) {
+            if (p > 0 && s->bias && !*add_bias) { /* earlier phases fused the bias: redo */
+                cu_prof_end(cb, ph);
+                return VAE_EUNSUPPORTED;
+            }
+            vae_error_clear(); /* expected: unfused, the bias added after */
+            cu_dnn_epi epi = {0.0f, NULL, NULL, NULL};
+            rc = cu_dnn_conv_run(cb, &g, x, wp, &epi, out, op->name);
+            *add_bias = s->bias != NULL;
+        }
+        cu_prof_end(cb, ph);
+        if (rc == VAE_OK) cb->n_conv_cudnn++;
+    }
+    return rc;
+}
+
+/* The block's phase convs by `path`; the CUTLASS kernels fall back to cuDNN where they refuse
+ * (remembered for the op: s->noigemm). */
+static int phases_run(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x, int tb,
+                      int h, int w, void *tmp, size_t plane, int path, int *add_bias) {
+    *add_bias = 0;
+    if (path == PHASE_IGEMM && !s->noigemm) {
+        int rc = cu_conv_igemm_phases(cb, op, s, x, tb, h, w, tmp, plane);
+        if (rc != VAE_EUNSUPPORTED) return rc;
+        VAE_DEBUG("%s: %s; cuDNN's phase convs", op->name, vae_last_error());
+        vae_error_clear();
+    }
+    return phases_dnn(cb, op, s, x, tb, h, w, tmp, plane, add_bias);
+}
+
+/* Which path runs a block of tb frames of h x w: decided once per shape (s->ph_tune) by timing
+ * both (each run leaves a correct result in tmp), or from the tune cache. *ran: the block is
+ * already computed by the chosen path. */
+static int phases_choose(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x, int tb,
+                         int h, int w, void *tmp, size_t plane, int *path, int *add_bias,
+                         int *ran) {
+    *ran = 0;
+    for (int i = 0; i < s->n_ph_tune; i++)
+        if (s->ph_tune[i].n_in == tb && s->ph_tune[i].h == h && s->ph_tune[i].w == w) {
+            *path = s->ph_tune[i].path;
+            return VAE_OK;
+        }
+    const int igemm = cb->igemm && !s->noigemm &&
+                      cuk_igemm_supported(cb->base.dtype, op->c_in, s->kp);
+    *path = igemm && cb->igemm == 2 ? PHASE_IGEMM : PHASE_DNN;
+    if (!igemm || cb->igemm == 2 || !cb->tune || cb->recording || s->n_ph_tune == CONV_TUNE_MAX)
+        return VAE_OK; /* untimed: cuDNN's, as before the CUTLASS kernels */
+    char key[160];
+    snprintf(key, sizeof key, "phase|c%d-%d|n%d|%dx%d|b%d|%d%d", op->c_in, s->kp, tb, h, w,
+             s->bias != NULL, PHASE_DNN, PHASE_IGEMM);
+    const int cached = cb->tune_seed ? -1 : cu_tune_lookup(cb, key);
+    float ms[2] = {0, 0};
+    if (cached == PHASE_DNN || cached == PHASE_IGEMM) {
+        *path = cached;
+    } else if (cb->tune_seed) {
+        *path = cu_conv_seed_hash(cb->tune_seed, op->name, tb, h, w) % 2 ? PHASE_IGEMM : PHASE_DNN;
+    } else {
+        const int cand[2] = {PHASE_DNN, PHASE_IGEMM};
+        for (int k = 0; k < 2; k++) { /* a warm-up run (plans, modules), then a timed one */
+            int rc = phases_run(cb, op, s, x, tb, h, w, tmp, plane, cand[k], add_bias);
+            if (rc == VAE_OK) rc = cu_tune_mark(cb, 0, op->name);
+            if (rc == VAE_OK) rc = phases_run(cb, op, s, x, tb, h, w, tmp, plane, cand[k], add_bias);
+            if (rc == VAE_OK) rc = cu_tune_elapsed(cb, &ms[k], op->name);
+            if (rc) return rc;
+        }
+        *path = ms[1] < ms[0] && !s->noigemm ? PHASE_IGEMM : PHASE_DNN;
+        *ran = *path == PHASE_IGEMM; /* the last run was CUTLASS's */
+        cu_tune_store(cb, key, *path);
+    }
+    char msg[64] = "from the tune cache";
+    if (ms[0] > 0 || ms[1] > 0)
+        snprintf(msg, sizeof msg, "cuDNN %.3f ms, implicit GEMM %.3f ms", ms[0], ms[1]);
+    else if (cb->tune_seed)
+        snprintf(msg, sizeof msg, "seeded");
+    VAE_DEBUG("%s: phases of %d frames %dx%d: %s -> %s", op->name, tb, h, w, msg,
+              *path == PHASE_IGEMM ? "implicit GEMM" : "cuDNN");
+    s->ph_tune[s->n_ph_tune++] = (conv_tune){tb, h, w, *path};
+    return VAE_OK;
+}
+
+int cu_conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
+                     int n_in, int h, int w, const void *residual, void *y) {
+    vae_backend *be = &cb->base;
+    const size_t es = be->elem_size, fb = (size_t)h * w * op->c_in * es;
+    const size_t yfb = (size_t)4 * h * w * op->c_out * es;
+    if (!cu_frames_consecutive(frames, n_in, 1, fb))
+        return vae_fail(VAE_EUNSUPPORTED, "%s: frames not consecutive", op->name);
+    int rc = need_wph(cb, op, s);
+    if (rc) return rc;
+    const int64_t ph_frame = (int64_t)(h + 1) * (w + 1) * s->kp;
+    int tb_max = n_in;
+    /* the four phase outputs live in the scratch area, within scratch_limit (at least a frame) */
+    while (tb_max > 1 && (size_t)(4 * tb_max * ph_frame) * es > cb->scratch_limit)
+        tb_max--;
+    if ((int64_t)tb_max * ph_frame > INT32_MAX / 4 || (int64_t)tb_max * h * w * op->c_in > INT32_MAX)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: frames too large for the phase path", op->name);
+    for (int j0 = 0; j0 < n_in; j0 += tb_max) {
+        const int tb = n_in - j0 < tb_max ? n_in - j0 : tb_max;
+        const size_t plane = (size_t)tb * ph_frame * es;
+        void *tmp = cu_scratch(cb, 4 * plane, op->name);
+        if (!tmp) return VAE_ENOMEM;
+        const void *x = (const char *)frames[0] + (size_t)j0 * fb;
+        int path, add_bias = 0, ran;
+        rc = phases_choose(cb, op, s, x, tb, h, w, tmp, plane, &path, &add_bias, &ran);
+        if (rc == VAE_OK && !ran)
+            rc = phases_run(cb, op, s, x, tb, h, w, tmp, plane, path, &add_bias);
+        if (rc == VAE_OK) {
+            int ph = cu_prof_begin(cb, CU_P_RESAMPLE);
+            cudaError_t e = cuk_phase_interleave(
+                cb->stream, be->dtype, tmp, tb, h, w, op->c_out, add_bias ? s->bias : NULL,
+                residual ? (const char *)residual + (size_t)j0 * yfb : NULL,
+                (char *)y + (size_t)j0 * yfb);
+            cu_prof_end(cb, ph);
+            if (e == cudaErrorInvalidValue) {
+                cudaGetLastError();
+                rc = vae_fail(VAE_EUNSUPPORTED, "%s: phase interleave needs aligned vectors",
+                              op->name);
+            } else {
+                rc = cu_check(e, op->name, "phase interleave");
+            }
+        }
+        if (rc) return rc;
+    }
+    return VAE_OK;
+}
