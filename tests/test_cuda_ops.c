@@ -322,6 +322,12 @@ static const conv_case convs[] = {
     {"3x3x3_ig_c512", 512, 512, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 5, 9, 1, 1, L_CHUNK},
     {"3x3x3_ig_32to256", 32, 256, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 3, 4, 1, 0, L_CHUNK},
     {"3x1x1_ig_time", 96, 192, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 6, 6, 10, 1, 0, L_CHUNK},
+    /* 2-D convs on the kernels (frames as the time axis, one tap); 16 input channels (Wan's
+     * conv1, which no kernel takes yet: cuDNN per block) */
+    {"1x3x3_ig_c96_res", 96, 96, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 11, 9, 1, 1, L_CHUNK},
+    {"1x1x1_ig_c128_res=y", 128, 128, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 7, 9, 1, 2, L_CHUNK},
+    {"3x3x3_ig_pad16_cache", 16, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 9, 14, 1, 1, L_CACHE_CHUNK},
+    {"3x3x3_ig_pad16_scatter", 16, 128, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 6, 5, 0, 0, L_SCATTER},
 };
 
 /* CONV with input upsampling (op.up = 2, the fused nearest x2 + conv of the Wan upsamplers): the
@@ -956,6 +962,8 @@ static void run_variant(const variant_def *v) {
         test_conv_up(8, 3, 3, 2, 4, 5, 1, 0);    /* narrow output: upsample first */
         test_conv_up(16, 16, 1, 2, 3, 4, 1, 0);  /* 1x1: upsample first */
         test_conv_up(12, 20, 3, 17, 3, 2, 1, 1); /* many frames, odd channels */
+        test_conv_up(64, 96, 3, 2, 6, 9, 1, 0);   /* phases on the implicit-GEMM kernels */
+        test_conv_up(32, 128, 3, 3, 5, 4, 1, 1);  /* the same, + residual */
     }
     if (v->what & V_NORM) {
         static const vae_act acts[] = {VAE_ACT_NONE, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE};

@@ -17,7 +17,8 @@
  *  - padded 3-D (16-bit, c_in a multiple of 8 but not of 64, e.g. 96): the frame list is copied
  *    into a window in the scratch area with c_in zero-padded to a multiple of 64, then one 3-D
  *    cuDNN conv (weights padded likewise): cuDNN's 3-D kernels are slow for 96 input channels,
- *    fast for 128.
+ *    fast for 128. Where the implicit-GEMM kernels take the padded window, they run it instead
+ *    of cuDNN (a tuner candidate for windows that are not contiguous).
  * Which is fastest depends on the shape: the candidates are timed once per (op, frames, size) on
  * the first call (VAE_CUDA_TUNE=0: no timing; 3-D, else padded 3-D, else per block), and the
  * executor is told (conv_window) not to build windows for ops whose steady-state shape prefers
@@ -134,6 +135,15 @@ static int upload_bias(cuda_backend *cb, const vae_op *op, const conv_state *s, 
     return rc;
 }
 
+/* The padded 3-D path's input channels (16-bit, c_in >= 32 a multiple of 8 but not of 64): padded
+ * to a multiple of 64; 0: no padded path. */
+static int conv_pad_channels(const cuda_backend *cb, const vae_op *op) {
+    if (cb->base.dtype == VAE_DTYPE_F32 || op->c_in % 8 || op->c_in % 64 == 0 || op->c_in < 32 ||
+        !cb->pad3d)
+        return 0;
+    return (op->c_in + 63) / 64 * 64;
+}
+
 int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     cuda_backend *cb = cu_be(be);
     *state = NULL;
@@ -145,9 +155,7 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     s->use_gemm = cb->conv_mode == CU_CONV_GEMM;
     s->co = s->kp = op->c_out;
     s->cg = op->kt * op->c_in;
-    if (be->dtype != VAE_DTYPE_F32 && op->c_in % 8 == 0 && op->c_in % 64 && op->c_in >= 32 &&
-        cb->pad3d)
-        s->cp = (op->c_in + 63) / 64 * 64;
+    s->cp = conv_pad_channels(cb, op);
     if (be->dtype != VAE_DTYPE_F32 && s->cg % 8 && (op->kh > 1 || op->kw > 1) &&
         cb->cpad)
         s->cg = (s->cg + 7) / 8 * 8;
@@ -477,7 +485,16 @@ static int conv3d_pad(conv_call *cc, const void *const *frames, int t_out) {
                             op->name);
         }
         rc = cu_check(e, op->name, "channel padding");
-        if (rc == VAE_OK) {
+        int done = 0;
+        if (rc == VAE_OK && cu_conv_igemm_padded_ok(cc)) {
+            rc = cu_conv_igemm_padded(cc, win, nf, j0);
+            done = rc == VAE_OK;
+            if (rc == VAE_EUNSUPPORTED) {
+                vae_error_clear(); /* expected: cuDNN's 3-D conv below */
+                rc = VAE_OK;
+            }
+        }
+        if (rc == VAE_OK && !done) {
             cu_dnn_conv g;
             memset(&g, 0, sizeof g);
             g.nd = 3, g.n = 1, g.c = s->cp;
@@ -695,7 +712,8 @@ static void tune_key(const conv_call *cc, int n_in, const int *cand, int nc, cha
                      op->pad_h[0], op->pad_h[1], op->pad_w[0], op->pad_w[1], op->up, n_in, cc->h,
                      cc->w, cc->res != NULL, cc->fuse);
     for (int k = 0; k < nc && n > 0 && (size_t)n < len; k++) /* the paths it was chosen from */
-        n += snprintf(key + n, len - (size_t)n, "%d", cand[k]);
+        n += snprintf(key + n, len - (size_t)n, "%d%s", cand[k],
+                      cand[k] == PATH_3DPAD && cu_conv_igemm_padded_ok(cc) ? "g" : "");
 }
 
 /* Under a capped scratch area (a plan made with the least scratch), a path that needs more than
@@ -728,6 +746,8 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
         }
     const int igemm = cu_conv_igemm_ok(cc, consec);
     if (igemm && cc->cb->igemm == 2) return run_path(cc, frames, t_out, PATH_IGEMM);
+    if (cc->cb->igemm == 2 && cu_conv_igemm_padded_ok(cc)) /* the kernels on the padded window */
+        return run_path(cc, frames, t_out, PATH_3DPAD);
     int cand[4], nc = 0;
     if (consec && !s->no3d) cand[nc++] = PATH_3D;
     if (s->cp && !path_too_big(cc, PATH_3DPAD, consec)) cand[nc++] = PATH_3DPAD;
@@ -956,9 +976,9 @@ int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, 
     if (f16 && cg % 8 && (op->kh > 1 || op->kw > 1) && cb->cpad) cg = (cg + 7) / 8 * 8;
     const int64_t per = (int64_t)gathered_frame_bytes(op, h, w, cg, (size_t)es);
     int64_t need = FIT(per, per * frames);
-    if (f16 && op->kt > 1 && sym && op->c_in % 8 == 0 && op->c_in % 64 && op->c_in >= 32 &&
-        cb->pad3d) {
-        const int64_t in_frame = (int64_t)h * w * ((op->c_in + 63) / 64 * 64) * es;
+    const int cp = conv_pad_channels(cb, op);
+    if (op->kt > 1 && sym && cp) {
+        const int64_t in_frame = (int64_t)h * w * cp * es;
         const int64_t p = FIT(op->kt * in_frame, (frames + op->kt - 1) * in_frame);
         if (p > need) need = p;
     }

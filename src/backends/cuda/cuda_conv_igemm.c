@@ -47,6 +47,39 @@ int cu_conv_igemm(conv_call *cc, const void *x0, int t_out) {
     return VAE_OK;
 }
 
+int cu_conv_igemm_padded_ok(const conv_call *cc) {
+    const vae_op *op = cc->op;
+    const conv_state *s = cc->s;
+    return cc->cb->igemm && !s->noigemm && s->cp > 0 && igemm_geometry(op) && s->kp == op->c_out &&
+           cuk_igemm_supported(cc->cb->base.dtype, s->cp, op->c_out);
+}
+
+int cu_conv_igemm_padded(conv_call *cc, const void *win, int nf, int j0) {
+    const vae_op *op = cc->op;
+    cuda_backend *cb = cc->cb;
+    conv_state *s = cc->s;
+    const size_t off = (size_t)j0 * cc->yfb;
+    void *yb = (char *)cc->y + off;
+    const float *bias = cc->init_done ? NULL : s->bias;
+    const void *res = cc->init_done ? yb : cc->res ? (const char *)cc->res + off : NULL;
+    int ph = cu_prof_begin(cb, CU_P_IGEMM);
+    const double t0 = cu_now();
+    cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, win, nf, cc->h, cc->w, s->cp,
+                                   op->c_out, op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0],
+                                   s->w3p, bias, res, yb);
+    cb->host_s[CU_H_IGEMM] += cu_now() - t0;
+    cu_prof_end(cb, ph);
+    if (e == cudaErrorNotSupported) {
+        cudaGetLastError();
+        s->noigemm = 1;
+        return vae_fail(VAE_EUNSUPPORTED, "%s: the implicit-GEMM kernel cannot take the padded "
+                                          "window of %dx%d frames", op->name, cc->h, cc->w);
+    }
+    int rc = cu_check(e, op->name, "implicit GEMM conv (padded)");
+    if (rc == VAE_OK) cb->n_conv_igemm++;
+    return rc;
+}
+
 /* The four 2x2 phase convs of a nearest x2 upsampling + 3x3 conv (cuda_conv.c's phase path):
  * x [tb][h][w][c_in] -> out + p * plane, [tb][h+1][w+1][kp] each, with the bias; wph: the phase
  * filters [4][kp][2][2][c_in]. VAE_EUNSUPPORTED when the kernels do not take them. */

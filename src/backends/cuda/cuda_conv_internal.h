@@ -85,6 +85,11 @@ int cu_conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
 int cu_conv_igemm_ok(const conv_call *cc, int consec);
 /* The conv of the window x0 (t_out + kt - 1 frames) by it; VAE_EUNSUPPORTED when it refuses. */
 int cu_conv_igemm(conv_call *cc, const void *x0, int t_out);
+/* The padded 3-D path's window (c_in zero-padded to s->cp channels) by the kernel: one call for
+ * nf window frames, output frames from j0 on; VAE_EUNSUPPORTED when it refuses (then cuDNN's 3-D
+ * conv). */
+int cu_conv_igemm_padded_ok(const conv_call *cc);
+int cu_conv_igemm_padded(conv_call *cc, const void *win, int nf, int j0);
 /* The four 2x2 convs of the phase path (cuda_conv.c) by it; VAE_EUNSUPPORTED when it refuses. */
 int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x, int tb,
                          int h, int w, void *out, size_t plane);
