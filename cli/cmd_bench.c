@@ -204,7 +204,8 @@ int cmd_bench(int argc, char **argv) {
             goto done;
         }
         if (!cli_quiet)
-            fprintf(stderr, "vae bench: against the untiled output: PSNR %.2f dB, relative error %.3g\n",
+            fprintf(stderr,
+                    "vae bench: against the untiled output: PSNR %.2f dB, relative error %.3g\n",
                     db, rel);
     }
     struct rusage ru;
@@ -243,8 +244,8 @@ int cmd_bench(int argc, char **argv) {
            "\"max_rss_kib\":%ld,\"psnr_db\":%s,\"devices\":%d,\"device_peak_bytes\":[%s]}\n",
            info.arch, op, frames, H, W, device, dtype, med, times[0], runs, cold, flops / 1e12,
            flops / med / 1e12, peak, (long long)plan.peak_bytes, (long long)plan.budget_bytes,
-           order[plan.order], plan.tiles_y, plan.tiles_x, plan.flops / 1e12, ru.ru_maxrss, psnr_json, n_dev,
-           peaks_json);
+           order[plan.order], plan.tiles_y, plan.tiles_x, plan.flops / 1e12, ru.ru_maxrss,
+           psnr_json, n_dev, peaks_json);
     rc = CLI_OK;
 done:
     free(in.data);

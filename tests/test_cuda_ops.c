@@ -962,8 +962,8 @@ static void run_variant(const variant_def *v) {
         test_conv_up(8, 3, 3, 2, 4, 5, 1, 0);    /* narrow output: upsample first */
         test_conv_up(16, 16, 1, 2, 3, 4, 1, 0);  /* 1x1: upsample first */
         test_conv_up(12, 20, 3, 17, 3, 2, 1, 1); /* many frames, odd channels */
-        test_conv_up(64, 96, 3, 2, 6, 9, 1, 0);   /* phases on the implicit-GEMM kernels */
-        test_conv_up(32, 128, 3, 3, 5, 4, 1, 1);  /* the same, + residual */
+        test_conv_up(64, 96, 3, 2, 6, 9, 1, 0);  /* phases on the implicit-GEMM kernels */
+        test_conv_up(32, 128, 3, 3, 5, 4, 1, 1); /* the same, + residual */
     }
     if (v->what & V_NORM) {
         static const vae_act acts[] = {VAE_ACT_NONE, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE};

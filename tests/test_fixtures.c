@@ -246,7 +246,8 @@ static void check_tiles(const vae_model *m, const vae_session_options *base, int
     const double tol_again = so.device == VAE_DEVICE_CPU ? 0.0 : tol_tiles;
     check(rc == VAE_OK && e_again <= tol_again && bad_again == 0,
           "%s %s: a second call in the same session: %.2e from the first (tol %.0e)%s%s", label,
-          blend ? "blend" : "tiles", e_again, tol_again, rc ? ": " : "", rc ? vae_last_error() : "");
+          blend ? "blend" : "tiles", e_again, tol_again, rc ? ": " : "",
+          rc ? vae_last_error() : "");
     vae_tensor_free(&again);
     const double measured = (double)vae_session_peak_bytes(s), predicted = (double)plan.peak_bytes;
     if (so.device == VAE_DEVICE_CPU)

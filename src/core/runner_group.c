@@ -110,8 +110,7 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
     }
     if (rc == VAE_OK && with_c) rc = runner_store_open(&ln[0].s, &sb, 1);
     if (rc == VAE_OK && !with_c && !in_place)
-        rc = vae_assembly_open(&out, plan, (int64_t)rs[0]->set.exec_host_mb << 20,
-                               &rs[0]->out_mem);
+        rc = vae_assembly_open(&out, plan, (int64_t)rs[0]->set.exec_host_mb << 20, &rs[0]->out_mem);
     for (int k = 0; k < n; k++)
         ln[k].s.out = out;
     if (rc == VAE_OK) rc = run_lanes(ln, n, &first_failed);

@@ -819,10 +819,10 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         cb->device_name, cb->fp8 ? "bf16 activations with fp8 convs" : vae_dtype_name(be->dtype),
         cu_dnn_describe(cb, dnn, sizeof dnn), (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d,
         (long long)cb->n_conv_fused, (long long)cb->n_conv_gemm, (long long)cb->n_conv_igemm,
-        cb->igemm == 2     ? "always"
-        : cb->igemm        ? "tuned"
+        cb->igemm == 2      ? "always"
+        : cb->igemm         ? "tuned"
         : cuk_igemm_built() ? "off"
-                           : "not built",
+                            : "not built",
         (long long)cb->n_conv_fp8, (long long)cb->n_graph_launches,
         (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
         (double)cb->peak_parts[0] / 1048576.0, (double)cb->peak_parts[1] / 1048576.0,

@@ -585,8 +585,8 @@ static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     }
     /* temporal convs, and 2-D ones the implicit-GEMM kernels take: 3-D (consecutive frames),
      * padded 3-D, per block or implicit GEMM, as measured */
-    if ((op->kt > 1 || op->st > 1 || cu_conv_igemm_ok(&cc, consec)) && cb->conv3d &&
-        !s->use_gemm && sym)
+    if ((op->kt > 1 || op->st > 1 || cu_conv_igemm_ok(&cc, consec)) && cb->conv3d && !s->use_gemm &&
+        sym)
         return run_tuned(&cc, frames, n_in, t_out, consec);
     return run_blocks(&cc, frames, t_out);
 }
@@ -692,7 +692,8 @@ int cu_tune_mark(cuda_backend *cb, int i, const char *who) {
 int cu_tune_elapsed(cuda_backend *cb, float *ms, const char *who) {
     int rc = cu_tune_mark(cb, 1, who);
     if (rc == VAE_OK) rc = cu_check(cudaEventSynchronize(cb->tune_ev[1]), who, "event");
-    return rc ? rc : cu_check(cudaEventElapsedTime(ms, cb->tune_ev[0], cb->tune_ev[1]), who, "event");
+    return rc ? rc
+              : cu_check(cudaEventElapsedTime(ms, cb->tune_ev[0], cb->tune_ev[1]), who, "event");
 }
 
 uint64_t cu_conv_seed_hash(uint64_t seed, const char *name, int n_in, int h, int w) {
@@ -767,7 +768,8 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
         if (cand[k] == cached) best = k; /* chosen by an earlier process (a path offered here) */
     const int from_cache = best >= 0;
     if (!from_cache && cc->cb->tune_seed) {
-        best = (int)(cu_conv_seed_hash(cc->cb->tune_seed, cc->op->name, n_in, cc->h, cc->w) % (uint64_t)nc);
+        best = (int)(cu_conv_seed_hash(cc->cb->tune_seed, cc->op->name, n_in, cc->h, cc->w) %
+                     (uint64_t)nc);
     } else if (!from_cache) {
         for (int k = 0; k < nc; k++) {
             int rc = timed_path(cc, frames, t_out, cand[k], &ms[k]);

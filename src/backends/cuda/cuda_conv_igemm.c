@@ -32,9 +32,9 @@ int cu_conv_igemm(conv_call *cc, const void *x0, int t_out) {
     const void *res = cc->init_done ? cc->y : cc->res;
     int ph = cu_prof_begin(cb, CU_P_IGEMM);
     const double t0 = cu_now();
-    cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, x0, t_out + op->kt - 1, cc->h,
-                                     cc->w, op->c_in, op->c_out, op->kt, op->kh, op->kw,
-                                     op->pad_h[0], op->pad_w[0], wt, bias, res, cc->y);
+    cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, x0, t_out + op->kt - 1, cc->h, cc->w,
+                                   op->c_in, op->c_out, op->kt, op->kh, op->kw, op->pad_h[0],
+                                   op->pad_w[0], wt, bias, res, cc->y);
     cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
     if (e == cudaErrorNotSupported) {
@@ -64,16 +64,18 @@ int cu_conv_igemm_padded(conv_call *cc, const void *win, int nf, int j0) {
     const void *res = cc->init_done ? yb : cc->res ? (const char *)cc->res + off : NULL;
     int ph = cu_prof_begin(cb, CU_P_IGEMM);
     const double t0 = cu_now();
-    cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, win, nf, cc->h, cc->w, s->cp,
-                                   op->c_out, op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0],
-                                   s->w3p, bias, res, yb);
+    cudaError_t e =
+        cuk_igemm_conv(cb->stream, cb->base.dtype, win, nf, cc->h, cc->w, s->cp, op->c_out, op->kt,
+                       op->kh, op->kw, op->pad_h[0], op->pad_w[0], s->w3p, bias, res, yb);
     cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
     if (e == cudaErrorNotSupported) {
         cudaGetLastError();
         s->noigemm = 1;
-        return vae_fail(VAE_EUNSUPPORTED, "%s: the implicit-GEMM kernel cannot take the padded "
-                                          "window of %dx%d frames", op->name, cc->h, cc->w);
+        return vae_fail(VAE_EUNSUPPORTED,
+                        "%s: the implicit-GEMM kernel cannot take the padded "
+                        "window of %dx%d frames",
+                        op->name, cc->h, cc->w);
     }
     int rc = cu_check(e, op->name, "implicit GEMM conv (padded)");
     if (rc == VAE_OK) cb->n_conv_igemm++;
@@ -91,16 +93,18 @@ int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, cons
     for (int p = 0; p < 4; p++) {
         int ph = cu_prof_begin(cb, CU_P_IGEMM);
         const double t0 = cu_now();
-        cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, x, tb, h, w, op->c_in, s->kp,
-                                       1, 2, 2, 1, 1, (const char *)s->wph + p * filt, s->bias,
-                                       NULL, (char *)out + p * plane);
+        cudaError_t e =
+            cuk_igemm_conv(cb->stream, cb->base.dtype, x, tb, h, w, op->c_in, s->kp, 1, 2, 2, 1, 1,
+                           (const char *)s->wph + p * filt, s->bias, NULL, (char *)out + p * plane);
         cb->host_s[CU_H_IGEMM] += cu_now() - t0;
         cu_prof_end(cb, ph);
         if (e == cudaErrorNotSupported) {
             cudaGetLastError();
             s->noigemm = 1;
-            return vae_fail(VAE_EUNSUPPORTED, "%s: the implicit-GEMM kernel cannot take the "
-                                              "phases of %dx%d frames", op->name, h, w);
+            return vae_fail(VAE_EUNSUPPORTED,
+                            "%s: the implicit-GEMM kernel cannot take the "
+                            "phases of %dx%d frames",
+                            op->name, h, w);
         }
         int rc = cu_check(e, op->name, "implicit GEMM phase conv");
         if (rc) return rc;

@@ -23,7 +23,8 @@ enum { PHASE_DNN = PATH_BLOCKS, PHASE_IGEMM = PATH_IGEMM };
  * {0, 1} | {2}), likewise columns; [a*2+b][kp][r][s][c_in] */
 static int need_wph(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (s->wph) return VAE_OK;
-    static const int lo[2][2] = {{0, 1}, {0, 2}}, hi[2][2] = {{0, 2}, {1, 2}}; /* [a][r]: dh range */
+    static const int lo[2][2] = {{0, 1}, {0, 2}},
+                     hi[2][2] = {{0, 2}, {1, 2}}; /* [a][r]: dh range */
     const int ci = op->c_in, kp = s->kp;
     const size_t per = (size_t)kp * 4 * ci, n = 4 * per;
     float *host = vae_calloc(n, sizeof(float));
@@ -38,8 +39,8 @@ static int need_wph(cuda_backend *cb, const vae_op *op, conv_state *s) {
                             for (int dh = lo[a][r]; dh <= hi[a][r]; dh++)
                                 for (int dw = lo[b][q]; dw <= hi[b][q]; dw++)
                                     acc += op->w[(((size_t)o * ci + c) * 3 + dh) * 3 + dw];
-                            host[(size_t)(a * 2 + b) * per + (((size_t)o * 2 + r) * 2 + q) * ci + c] =
-                                (float)acc;
+                            host[(size_t)(a * 2 + b) * per + (((size_t)o * 2 + r) * 2 + q) * ci +
+                                 c] = (float)acc;
                         }
     s->wph_bytes = n * cb->base.elem_size;
     int rc = cu_upload_param(cb, host, n, 0, &s->wph, op->name);
@@ -113,8 +114,8 @@ static int phases_choose(cuda_backend *cb, const vae_op *op, conv_state *s, cons
             *path = s->ph_tune[i].path;
             return VAE_OK;
         }
-    const int igemm = cb->igemm && !s->noigemm &&
-                      cuk_igemm_supported(cb->base.dtype, op->c_in, s->kp);
+    const int igemm =
+        cb->igemm && !s->noigemm && cuk_igemm_supported(cb->base.dtype, op->c_in, s->kp);
     *path = igemm && cb->igemm == 2 ? PHASE_IGEMM : PHASE_DNN;
     if (!igemm || cb->igemm == 2 || !cb->tune || cb->recording || s->n_ph_tune == CONV_TUNE_MAX)
         return VAE_OK; /* untimed: cuDNN's, as before the CUTLASS kernels */
@@ -132,7 +133,8 @@ static int phases_choose(cuda_backend *cb, const vae_op *op, conv_state *s, cons
         for (int k = 0; k < 2; k++) { /* a warm-up run (plans, modules), then a timed one */
             int rc = phases_run(cb, op, s, x, tb, h, w, tmp, plane, cand[k], add_bias);
             if (rc == VAE_OK) rc = cu_tune_mark(cb, 0, op->name);
-            if (rc == VAE_OK) rc = phases_run(cb, op, s, x, tb, h, w, tmp, plane, cand[k], add_bias);
+            if (rc == VAE_OK)
+                rc = phases_run(cb, op, s, x, tb, h, w, tmp, plane, cand[k], add_bias);
             if (rc == VAE_OK) rc = cu_tune_elapsed(cb, &ms[k], op->name);
             if (rc) return rc;
         }
@@ -165,7 +167,8 @@ int cu_conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     /* the four phase outputs live in the scratch area, within scratch_limit (at least a frame) */
     while (tb_max > 1 && (size_t)(4 * tb_max * ph_frame) * es > cb->scratch_limit)
         tb_max--;
-    if ((int64_t)tb_max * ph_frame > INT32_MAX / 4 || (int64_t)tb_max * h * w * op->c_in > INT32_MAX)
+    if ((int64_t)tb_max * ph_frame > INT32_MAX / 4 ||
+        (int64_t)tb_max * h * w * op->c_in > INT32_MAX)
         return vae_fail(VAE_EUNSUPPORTED, "%s: frames too large for the phase path", op->name);
     for (int j0 = 0; j0 < n_in; j0 += tb_max) {
         const int tb = n_in - j0 < tb_max ? n_in - j0 : tb_max;
