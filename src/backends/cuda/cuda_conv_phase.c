@@ -8,9 +8,9 @@
  * (+ residual). The four convs run on cuDNN or on the CUTLASS implicit-GEMM kernels
  * (cuda_conv_igemm.c), whichever was measured faster for the block's shape: timed on first sight
  * (VAE_CUDA_TUNE) and kept in the tune cache like the conv tuner's choices (cuda_conv.c), always
- * CUTLASS with VAE_CUDA_IGEMM=always, cuDNN with it off. Measured on the H100 (bench/RESULTS.md,
- * session 10): CUTLASS is faster at Wan2.1's 384->192 and 192->96 phases, cuDNN at Wan2.2's
- * 1024 and 512 channels.
+ * CUTLASS with VAE_CUDA_IGEMM=always, cuDNN with it off. Measured on the H100 (bench/RESULTS.md
+ * runs 74-75): CUTLASS is faster at Wan2.1's 384->192 and 192->96 phases, cuDNN at most of
+ * Wan2.2's 1024 and 512 channels (untimed CUTLASS phases made Wan2.2 2% slower).
  */
 #include <stdio.h>
 #include <string.h>
