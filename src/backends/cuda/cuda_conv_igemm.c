@@ -12,103 +12,98 @@ static int igemm_geometry(const vae_op *op) {
            op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
 }
 
+/* The bf16 kernels take c_in input channels (the op's, or its padded count) to s->kp == c_out
+ * outputs, and nothing has refused the op before. */
+static int igemm_takes(const cuda_backend *cb, const conv_state *s, const vae_op *op, int ci) {
+    return cb->igemm && !s->noigemm && s->kp == op->c_out &&
+           cuk_igemm_supported(cb->base.dtype, ci, s->kp);
+}
+
 /* The implicit-GEMM kernel takes this conv over a contiguous window (frames consecutive). */
 int cu_conv_igemm_ok(const conv_call *cc, int consec) {
-    const vae_op *op = cc->op;
-    return cc->cb->igemm && consec && !cc->s->noigemm && igemm_geometry(op) &&
-           cc->s->kp == op->c_out && cuk_igemm_supported(cc->cb->base.dtype, op->c_in, op->c_out);
+    return consec && igemm_geometry(cc->op) && igemm_takes(cc->cb, cc->s, cc->op, cc->op->c_in);
 }
 
-/* Implicit-GEMM path: the whole window x0 (t_out + kt - 1 frames) in one kernel, bias and
- * residual in its epilogue (after an up-front bias + residual init: y accumulates on itself).
- * VAE_EUNSUPPORTED when the kernel refuses the problem (TMA limits). */
-int cu_conv_igemm(conv_call *cc, const void *x0, int t_out) {
-    const vae_op *op = cc->op;
-    cuda_backend *cb = cc->cb;
-    int rc = cu_conv_need_w3(cb, op, cc->s);
-    if (rc) return rc;
-    const void *wt = op->kt > 1 ? cc->s->w3 : cc->s->w; /* kt 1: the 2-D layout is the same */
-    const float *bias = cc->init_done ? NULL : cc->s->bias;
-    const void *res = cc->init_done ? cc->y : cc->res;
+/* One bf16 kernel call: x [t_in][h][w][ci] by filters wt [kp][kt][kh][kw][ci] (spatial padding
+ * ph, pw) into y, + bias, + res; profiled, its host time and the conv counted. VAE_EUNSUPPORTED
+ * (and the op marked: s->noigemm) when the kernel refuses the problem (TMA limits). */
+typedef struct igemm_call {
+    const void *x;
+    int t_in, h, w, ci, kt, kh, kw, ph, pw;
+    const void *wt;
+    const float *bias;
+    const void *res;
+    void *y;
+} igemm_call;
+
+static int igemm_launch(cuda_backend *cb, conv_state *s, const vae_op *op, const igemm_call *k,
+                        const char *what) {
     int ph = cu_prof_begin(cb, CU_P_IGEMM);
     const double t0 = cu_now();
-    cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, x0, t_out + op->kt - 1, cc->h, cc->w,
-                                   op->c_in, op->c_out, op->kt, op->kh, op->kw, op->pad_h[0],
-                                   op->pad_w[0], wt, bias, res, cc->y);
-    cb->host_s[CU_H_IGEMM] += cu_now() - t0;
-    cu_prof_end(cb, ph);
-    if (e == cudaErrorNotSupported) {
-        cudaGetLastError();
-        return vae_fail(VAE_EUNSUPPORTED, "%s: the implicit-GEMM kernel cannot take %dx%d frames",
-                        op->name, cc->h, cc->w);
-    }
-    if ((rc = cu_check(e, op->name, "implicit GEMM conv"))) return rc;
-    cb->n_conv_igemm++;
-    return VAE_OK;
-}
-
-int cu_conv_igemm_padded_ok(const conv_call *cc) {
-    const vae_op *op = cc->op;
-    const conv_state *s = cc->s;
-    return cc->cb->igemm && !s->noigemm && s->cp > 0 && igemm_geometry(op) && s->kp == op->c_out &&
-           cuk_igemm_supported(cc->cb->base.dtype, s->cp, op->c_out);
-}
-
-int cu_conv_igemm_padded(conv_call *cc, const void *win, int nf, int j0) {
-    const vae_op *op = cc->op;
-    cuda_backend *cb = cc->cb;
-    conv_state *s = cc->s;
-    const size_t off = (size_t)j0 * cc->yfb;
-    void *yb = (char *)cc->y + off;
-    const float *bias = cc->init_done ? NULL : s->bias;
-    const void *res = cc->init_done ? yb : cc->res ? (const char *)cc->res + off : NULL;
-    int ph = cu_prof_begin(cb, CU_P_IGEMM);
-    const double t0 = cu_now();
-    cudaError_t e =
-        cuk_igemm_conv(cb->stream, cb->base.dtype, win, nf, cc->h, cc->w, s->cp, op->c_out, op->kt,
-                       op->kh, op->kw, op->pad_h[0], op->pad_w[0], s->w3p, bias, res, yb);
+    cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, k->x, k->t_in, k->h, k->w, k->ci,
+                                   s->kp, k->kt, k->kh, k->kw, k->ph, k->pw, k->wt, k->bias,
+                                   k->res, k->y);
     cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
     if (e == cudaErrorNotSupported) {
         cudaGetLastError();
         s->noigemm = 1;
-        return vae_fail(VAE_EUNSUPPORTED,
-                        "%s: the implicit-GEMM kernel cannot take the padded "
-                        "window of %dx%d frames",
-                        op->name, cc->h, cc->w);
+        return vae_fail(VAE_EUNSUPPORTED, "%s: the implicit-GEMM kernel cannot take %s of %dx%d "
+                        "frames", op->name, what, k->h, k->w);
     }
-    int rc = cu_check(e, op->name, "implicit GEMM conv (padded)");
+    int rc = cu_check(e, op->name, "implicit GEMM conv");
     if (rc == VAE_OK) cb->n_conv_igemm++;
     return rc;
+}
+
+/* Implicit-GEMM path: the whole window x0 (t_out + kt - 1 frames) in one kernel, bias and
+ * residual in its epilogue (after an up-front bias + residual init: y accumulates on itself).
+ * VAE_EUNSUPPORTED when the kernel refuses the problem. */
+int cu_conv_igemm(conv_call *cc, const void *x0, int t_out) {
+    const vae_op *op = cc->op;
+    int rc = cu_conv_need_w3(cc->cb, op, cc->s);
+    if (rc) return rc;
+    const igemm_call k = {x0, t_out + op->kt - 1, cc->h, cc->w, op->c_in, op->kt, op->kh, op->kw,
+                          op->pad_h[0], op->pad_w[0],
+                          op->kt > 1 ? cc->s->w3 : cc->s->w, /* kt 1: the 2-D layout is the same */
+                          cc->init_done ? NULL : cc->s->bias, cc->init_done ? cc->y : cc->res,
+                          cc->y};
+    return igemm_launch(cc->cb, cc->s, op, &k, "the window");
+}
+
+int cu_conv_igemm_padded_ok(const conv_call *cc) {
+    return cc->s->cp > 0 && igemm_geometry(cc->op) && igemm_takes(cc->cb, cc->s, cc->op, cc->s->cp);
+}
+
+int cu_conv_igemm_padded(conv_call *cc, const void *win, int nf, int j0) {
+    const vae_op *op = cc->op;
+    const conv_state *s = cc->s;
+    const size_t off = (size_t)j0 * cc->yfb;
+    void *yb = (char *)cc->y + off;
+    const igemm_call k = {win, nf, cc->h, cc->w, s->cp, op->kt, op->kh, op->kw, op->pad_h[0],
+                          op->pad_w[0], s->w3p, cc->init_done ? NULL : s->bias,
+                          cc->init_done ? yb : cc->res ? (const char *)cc->res + off : NULL, yb};
+    return igemm_launch(cc->cb, cc->s, op, &k, "the padded window");
 }
 
 /* The four 2x2 phase convs of a nearest x2 upsampling + 3x3 conv (cuda_conv.c's phase path):
  * x [tb][h][w][c_in] -> out + p * plane, [tb][h+1][w+1][kp] each, with the bias; wph: the phase
  * filters [4][kp][2][2][c_in]. VAE_EUNSUPPORTED when the kernels do not take them. */
+int cu_conv_igemm_phases_ok(const cuda_backend *cb, const vae_op *op, const conv_state *s) {
+    return igemm_takes(cb, s, op, op->c_in);
+}
+
 int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x, int tb,
                          int h, int w, void *out, size_t plane) {
-    if (!cb->igemm || s->noigemm || !cuk_igemm_supported(cb->base.dtype, op->c_in, s->kp))
+    if (!cu_conv_igemm_phases_ok(cb, op, s))
         return vae_fail(VAE_EUNSUPPORTED, "%s: no implicit-GEMM kernel for the phases", op->name);
     const size_t filt = (size_t)s->kp * 4 * op->c_in * cb->base.elem_size;
     for (int p = 0; p < 4; p++) {
-        int ph = cu_prof_begin(cb, CU_P_IGEMM);
-        const double t0 = cu_now();
-        cudaError_t e =
-            cuk_igemm_conv(cb->stream, cb->base.dtype, x, tb, h, w, op->c_in, s->kp, 1, 2, 2, 1, 1,
-                           (const char *)s->wph + p * filt, s->bias, NULL, (char *)out + p * plane);
-        cb->host_s[CU_H_IGEMM] += cu_now() - t0;
-        cu_prof_end(cb, ph);
-        if (e == cudaErrorNotSupported) {
-            cudaGetLastError();
-            s->noigemm = 1;
-            return vae_fail(VAE_EUNSUPPORTED,
-                            "%s: the implicit-GEMM kernel cannot take the "
-                            "phases of %dx%d frames",
-                            op->name, h, w);
-        }
-        int rc = cu_check(e, op->name, "implicit GEMM phase conv");
+        const igemm_call k = {x, tb, h, w, op->c_in, 1, 2, 2, 1, 1,
+                              (const char *)s->wph + p * filt, s->bias, NULL,
+                              (char *)out + p * plane};
+        int rc = igemm_launch(cb, s, op, &k, "the phases");
         if (rc) return rc;
-        cb->n_conv_igemm++;
     }
     return VAE_OK;
 }

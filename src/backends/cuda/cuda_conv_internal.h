@@ -90,7 +90,9 @@ int cu_conv_igemm(conv_call *cc, const void *x0, int t_out);
  * conv). */
 int cu_conv_igemm_padded_ok(const conv_call *cc);
 int cu_conv_igemm_padded(conv_call *cc, const void *win, int nf, int j0);
-/* The four 2x2 convs of the phase path (cuda_conv.c) by it; VAE_EUNSUPPORTED when it refuses. */
+/* The four 2x2 convs of the phase path (cuda_conv_phase.c) by it: whether it takes them, and
+ * the call; VAE_EUNSUPPORTED when it refuses. */
+int cu_conv_igemm_phases_ok(const cuda_backend *cb, const vae_op *op, const conv_state *s);
 int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x, int tb,
                          int h, int w, void *out, size_t plane);
 /* The FP8 kernels take this op (dtype fp8, a conv vae_op_fp8 names, of their geometry and

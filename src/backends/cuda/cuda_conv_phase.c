@@ -114,8 +114,7 @@ static int phases_choose(cuda_backend *cb, const vae_op *op, conv_state *s, cons
             *path = s->ph_tune[i].path;
             return VAE_OK;
         }
-    const int igemm =
-        cb->igemm && !s->noigemm && cuk_igemm_supported(cb->base.dtype, op->c_in, s->kp);
+    const int igemm = cu_conv_igemm_phases_ok(cb, op, s);
     *path = igemm && cb->igemm == 2 ? PHASE_IGEMM : PHASE_DNN;
     if (!igemm || cb->igemm == 2 || !cb->tune || cb->recording || s->n_ph_tune == CONV_TUNE_MAX)
         return VAE_OK; /* untimed: cuDNN's, as before the CUTLASS kernels */
