@@ -285,6 +285,11 @@ static const conv_case convs[] = {
     /* pointwise: GEMM */
     {"1x1x1", 64, 192, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 9, 10, 1, 0, L_CHUNK},
     {"1x1x1_res", 13, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 4, 3, 0, 1, L_SCATTER},
+    /* pointwise with few channels: their own kernel (Wan's conv2 16 -> 16, 48 -> 48, 32 -> 32) */
+    {"1x1x1_pw_c16", 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 12, 10, 1, 0, L_CHUNK},
+    {"1x1x1_pw_c48_res=y", 48, 48, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 9, 7, 1, 2, L_CHUNK},
+    {"1x1x1_pw_32to16_nobias", 32, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 5, 6, 0, 1, L_SCATTER},
+    {"1x1x1_pw_64to36", 64, 36, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 7, 11, 1, 1, L_CHUNK},
     {"3x1x1_time_conv", 32, 64, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 4, 6, 5, 1, 0, L_CACHE_CHUNK},
     {"3x1x1_st2", 16, 16, 3, 1, 1, 2, 1, 1, 0, 0, 0, 0, 5, 4, 5, 1, 1, L_SCATTER},
     {"3x1x1_st2_n6", 7, 5, 3, 1, 1, 2, 1, 1, 0, 0, 0, 0, 6, 3, 4, 1, 0, L_CHUNK},
@@ -323,7 +328,7 @@ static const conv_case convs[] = {
     {"3x3x3_ig_32to256", 32, 256, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 3, 4, 1, 0, L_CHUNK},
     {"3x1x1_ig_time", 96, 192, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 6, 6, 10, 1, 0, L_CHUNK},
     /* 2-D convs on the kernels (frames as the time axis, one tap); 16 input channels (Wan's
-     * conv1, which no kernel takes yet: cuDNN per block) */
+     * conv1: the kernels on its window padded to 32 channels) */
     {"1x3x3_ig_c96_res", 96, 96, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 11, 9, 1, 1, L_CHUNK},
     {"1x1x1_ig_c128_res=y", 128, 128, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 7, 9, 1, 2, L_CHUNK},
     {"3x3x3_ig_pad16_cache", 16, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 9, 14, 1, 1, L_CACHE_CHUNK},

@@ -135,12 +135,15 @@ static int upload_bias(cuda_backend *cb, const vae_op *op, const conv_state *s, 
     return rc;
 }
 
-/* The padded 3-D path's input channels (16-bit, c_in >= 32 a multiple of 8 but not of 64): padded
- * to a multiple of 64; 0: no padded path. */
+/* The padded 3-D path's input channels (16-bit, c_in a multiple of 8 but not of 64): c_in >= 32
+ * padded to a multiple of 64; a narrower c_in (the decoders' first conv, 16 latent channels
+ * -> 384 or 512) padded to 32 where the implicit-GEMM kernels take 32 -> c_out, which cuDNN runs
+ * at a fraction of the kernels' rate on so few channels; 0: no padded path. */
 static int conv_pad_channels(const cuda_backend *cb, const vae_op *op) {
-    if (cb->base.dtype == VAE_DTYPE_F32 || op->c_in % 8 || op->c_in % 64 == 0 || op->c_in < 32 ||
-        !cb->pad3d)
+    if (cb->base.dtype == VAE_DTYPE_F32 || op->c_in % 8 || op->c_in % 64 == 0 || !cb->pad3d)
         return 0;
+    if (op->c_in < 32)
+        return cb->igemm && cuk_igemm_supported(cb->base.dtype, 32, op->c_out) ? 32 : 0;
     return (op->c_in + 63) / 64 * 64;
 }
 
@@ -715,6 +718,30 @@ static void tune_key(const conv_call *cc, int n_in, const int *cand, int nc, cha
     for (int k = 0; k < nc && n > 0 && (size_t)n < len; k++) /* the paths it was chosen from */
         n += snprintf(key + n, len - (size_t)n, "%d%s", cand[k],
                       cand[k] == PATH_3DPAD && cu_conv_igemm_padded_ok(cc) ? "g" : "");
+    if (n > 0 && (size_t)n < len) /* the rule it was chosen by */
+        snprintf(key + n, len - (size_t)n, "|d%.0f", cc->cb->dnn_gain_ms * 1000.0f);
+}
+
+/* The engine's own kernels run the path (CUTLASS over the window or the padded window); the
+ * other paths are cuDNN's. */
+static int path_is_own(const conv_call *cc, int path) {
+    return path == PATH_IGEMM || (path == PATH_3DPAD && cu_conv_igemm_padded_ok(cc));
+}
+
+/* The timed choice among nc candidates (ms[k] < 0: did not run as itself): the fastest, except
+ * that cuDNN's must beat the fastest own path by more than cb->dnn_gain_ms, since its first use
+ * in a process (~0.3 s, run 81) outweighs a small gain for any one shape. */
+static int tuned_pick(const conv_call *cc, const int *cand, const float *ms, int nc) {
+    int best = -1, own = -1;
+    for (int k = 0; k < nc; k++) {
+        if (ms[k] < 0) continue;
+        if (best < 0 || ms[k] < ms[best]) best = k;
+        if (path_is_own(cc, cand[k]) && (own < 0 || ms[k] < ms[own])) own = k;
+    }
+    if (best >= 0 && own >= 0 && best != own && !path_is_own(cc, cand[best]) &&
+        ms[own] - ms[best] <= cc->cb->dnn_gain_ms)
+        return own;
+    return best;
 }
 
 /* Under a capped scratch area (a plan made with the least scratch), a path that needs more than
@@ -771,14 +798,17 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
         best = (int)(cu_conv_seed_hash(cc->cb->tune_seed, cc->op->name, n_in, cc->h, cc->w) %
                      (uint64_t)nc);
     } else if (!from_cache) {
+        float valid[4];
         for (int k = 0; k < nc; k++) {
             int rc = timed_path(cc, frames, t_out, cand[k], &ms[k]);
             if (rc) return rc;
-            if ((cand[k] == PATH_3D && s->no3d) || (cand[k] == PATH_3DPAD && !s->cp) ||
-                (cand[k] == PATH_IGEMM && s->noigemm))
-                continue; /* that path turned out unsupported (it ran per block) */
-            if (best < 0 || ms[k] < ms[best]) best = k;
+            /* -1: that path turned out unsupported (it ran per block) */
+            valid[k] = (cand[k] == PATH_3D && s->no3d) || (cand[k] == PATH_3DPAD && !s->cp) ||
+                               (cand[k] == PATH_IGEMM && s->noigemm)
+                           ? -1.0f
+                           : ms[k];
         }
+        best = tuned_pick(cc, cand, valid, nc);
     }
     const int path = best >= 0 ? cand[best] : PATH_BLOCKS;
     const int timed = !from_cache && !cc->cb->tune_seed;
@@ -901,6 +931,35 @@ static int run_narrow(cuda_backend *cb, const vae_op *op, conv_state *s,
     return rc;
 }
 
+/* 1x1x1 convs with few channels (the latent side's conv2 and the encoder's conv1) by their
+ * own kernel (cuda_narrow_conv.cu): a few MACs a byte, memory speed on the CUDA cores, and no
+ * cuDNN in the process for them. The 2-D weight layout of a 1x1 is [c_out][c_in]. Up to 48 x 48
+ * channels (the largest of the models): past that, MACs per byte outgrow the CUDA cores. Not
+ * under VAE_CUDA_PW=gemm (every 1x1 on cuBLAS). */
+enum { POINTWISE_MACS = 48 * 48 };
+static int pointwise_ok(const cuda_backend *cb, const vae_op *op, int n_in, int t_out) {
+    return cb->narrow && cb->pw_dnn && op->kt == 1 && op->kh == 1 && op->kw == 1 && op->st == 1 &&
+           op->sh == 1 && op->sw == 1 && op->pad_h[0] == 0 && op->pad_h[1] == 0 &&
+           op->pad_w[0] == 0 && op->pad_w[1] == 0 && op->c_in <= CUK_POINTWISE_MAX &&
+           op->c_out <= CUK_POINTWISE_MAX && op->c_in * op->c_out <= POINTWISE_MACS &&
+           n_in == t_out && n_in <= CUK_MAX_FRAMES;
+}
+
+static int run_pointwise(cuda_backend *cb, const vae_op *op, conv_state *s,
+                         const void *const *frames, int n_in, int h, int w, const void *residual,
+                         void *y) {
+    int rc = need_w2(cb, op, s);
+    if (rc) return rc;
+    cuk_frames fr;
+    memcpy(fr.p, frames, (size_t)n_in * sizeof *frames);
+    int ph = cu_prof_begin(cb, CU_P_NARROW);
+    rc = cu_check(cuk_pointwise_conv(cb->stream, cb->base.dtype, &fr, n_in, (int64_t)h * w,
+                                     op->c_in, op->c_out, s->w, s->bias, residual, y),
+                  op->name, "pointwise conv");
+    cu_prof_end(cb, ph);
+    return rc;
+}
+
 /* After the checks (no input upsampling): narrow heads by their kernel, other narrow outputs
  * padded, else the conv itself. */
 static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
@@ -910,6 +969,8 @@ static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
     int rc;
     if (h * (int64_t)w > INT32_MAX / 2 || (int64_t)h_out * w_out > INT32_MAX / 2)
         return vae_fail(VAE_EUNSUPPORTED, "%s: frame of %dx%d is too large", op->name, h, w);
+    if (pointwise_ok(cb, op, n_in, t_out))
+        return run_pointwise(cb, op, s, frames, n_in, h, w, residual, y);
     if (narrow_ok(cb, op, frames, n_in, t_out))
         return run_narrow(cb, op, s, frames, n_in, h, w, residual, y, t_out);
     if (s->kp == op->c_out)

@@ -22,7 +22,7 @@ typedef struct conv_state {
     int cg;        /* gathered channels: kt*c_in, or padded to a multiple of 8 (16-bit) */
     size_t w2p_bytes;
     void *w3p;     /* [kp][kt][kh][kw][cp]: padded 3-D (made on first use) */
-    int cp;        /* padded 3-D input channels (a multiple of 64), 0: no padded 3-D path */
+    int cp;        /* padded 3-D input channels (32, or a multiple of 64), 0: no padded 3-D path */
     size_t w3p_bytes;
     float *bias;   /* [kp] float32, or NULL */
     void *bias_dt; /* [kp] activation dtype, or NULL */

@@ -74,6 +74,13 @@ cudaError_t cuk_narrow_conv(cudaStream_t s, int dtype, const cuk_frames *frames,
                             const float *bias, const void *res, void *y);
 cudaError_t cuk_narrow(cudaStream_t s, int dtype, const void *src, int cs, const void *res, void *y,
                        int c, int64_t rows);
+/* Pointwise convs with few channels (cuda_narrow_conv.cu), any dtype: y [nf][hw][c_out] = bias +
+ * res + w [c_out][c_in] (activation dtype) times frames[j] [hw][c_in]; c_in, c_out at most
+ * CUK_POINTWISE_MAX; bias float32 or NULL, res y-shaped (may be y) or NULL. */
+enum { CUK_POINTWISE_MAX = 64 };
+cudaError_t cuk_pointwise_conv(cudaStream_t s, int dtype, const cuk_frames *frames, int nf,
+                               int64_t hw, int c_in, int c_out, const void *wt, const float *bias,
+                               const void *res, void *y);
 /* FP8 convs (cuda_fp8.cu): *amax = the largest |x| of n values (dtype), q = E4M3 codes of x /
  * (*amax / 448) (satfinite, ties to even; zeros when *amax is 0); out[i] = *amax / 448 * w_scale[i]
  * for i < n (the epilogue's scale per output channel). */
@@ -322,9 +329,12 @@ typedef struct cuda_backend {
     uint64_t tune_seed;   /* VAE_CUDA_TUNE=seed:N: paths by hash instead of timing (0: off) */
     int pw_dnn;           /* 1x1 convs through cuDNN with the fused epilogue (VAE_CUDA_PW=gemm: off) */
     int phase;            /* nearest x2 + 3x3 conv as four 2x2 phase convs (VAE_CUDA_PHASE) */
-    int narrow;           /* narrow heads on their own tensor-core kernel (VAE_CUDA_NARROW) */
+    int narrow;           /* narrow heads, small 1x1 convs on own kernels (VAE_CUDA_NARROW) */
     int igemm;            /* CUTLASS implicit-GEMM convs: 0 off (or not built / not sm_90), 1 a
                            * tuned candidate, 2 wherever they apply (VAE_CUDA_IGEMM) */
+    float dnn_gain_ms;    /* a cuDNN path is chosen where it saves more than this a call over the
+                           * fastest own kernel (VAE_CUDA_DNN_GAIN_US): cuDNN's first use costs
+                           * a process ~0.3 s, which small gains never pay back */
     int fp8;              /* dtype fp8: bf16 activations, E4M3 convs where the FP8 kernels apply */
     int64_t n_conv_fp8;   /* convs run by the FP8 kernels */
     int pad3d, cpad, kpad; /* channel-padded 3-D windows, 2-D gathers, filters (VAE_CUDA_*PAD*) */

@@ -1,6 +1,7 @@
-/* cuda_narrow_conv.cu -- the narrow convolutions at a decoder's end (3x3(x3) heads to <= 8
- * channels, 16-bit) on tensor cores: memory-bound work that cuDNN runs at ~16 TFLOP/s through
- * zero-padded filters (bench/RESULTS.md run 43).
+/* cuda_narrow_conv.cu -- narrow convolutions: the heads at a decoder's end (3x3(x3) to <= 8
+ * channels, 16-bit) on tensor cores, memory-bound work that cuDNN runs at ~16 TFLOP/s through
+ * zero-padded filters (bench/RESULTS.md run 43); and the latent side's 1x1 convs of few channels
+ * (at the end of the file).
  *
  * y[j][p][co] = bias[co] (+ res[j][p][co]) + sum over dt < kt, 3x3 taps, ci < c_in of
  *               w[co][dt][dh][dw][ci] * frames[j + dt][p + (dh-1, dw-1)][ci]   (zero outside)
@@ -114,5 +115,59 @@ extern "C" cudaError_t cuk_narrow_conv(cudaStream_t s, int dtype, const cuk_fram
         narrow_conv_kernel<__half><<<grid, 32 * ROWS, 0, s>>>(*frames, kt, h, w, c_in, c_out,
                                                               (const __half *)wt, bias,
                                                               (const __half *)res, (__half *)y);
+    return cudaGetLastError();
+}
+
+/* ---- pointwise (1x1x1) convs with few channels ----------------------------------------------
+ * The latent-side 1x1 convs (Wan's conv2 16 -> 16, 48 -> 48 for Wan2.2, the encoder's 32 -> 32):
+ * a few MACs per byte, so one thread per pixel on the CUDA cores runs them at memory speed, and
+ * the process needs no cuDNN for them (cuDNN's first use costs a process ~0.3 s, run 81).
+ * y[p][co] = bias[co] (+ res[p][co]) + sum over ci of w[co][ci] * x[p][ci], float32 sums. */
+template <typename T>
+__global__ void pointwise_conv_kernel(cuk_frames frames, int64_t hw, int c_in, int c_out,
+                                      const T *__restrict__ wt, const float *__restrict__ bias,
+                                      const T *res, T *y) {
+    __shared__ float ws[CUK_POINTWISE_MAX * CUK_POINTWISE_MAX];
+    __shared__ float bs[CUK_POINTWISE_MAX];
+    for (int i = threadIdx.x; i < c_in * c_out; i += blockDim.x)
+        ws[i] = cu_ld(wt, i);
+    for (int i = threadIdx.x; i < c_out; i += blockDim.x)
+        bs[i] = bias ? bias[i] : 0.0f;
+    __syncthreads();
+    const int j = blockIdx.y;
+    const T *x = (const T *)frames.p[j];
+    float xv[CUK_POINTWISE_MAX];
+    for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < hw;
+         p += (int64_t)gridDim.x * blockDim.x) {
+        for (int c = 0; c < c_in; c++)
+            xv[c] = cu_ld(x, p * c_in + c);
+        const int64_t o = ((int64_t)j * hw + p) * c_out;
+        for (int n = 0; n < c_out; n++) {
+            float v = bs[n];
+            const float *wr = ws + n * c_in;
+            for (int c = 0; c < c_in; c++)
+                v = fmaf(wr[c], xv[c], v);
+            if (res) v += cu_ld(res, o + n);
+            cu_st(y, o + n, v);
+        }
+    }
+}
+
+template <typename T>
+static void pointwise_launch(cudaStream_t s, const cuk_frames *frames, int nf, int64_t hw, int c_in,
+                             int c_out, const void *wt, const float *bias, const void *res,
+                             void *y) {
+    const dim3 grid(cu_grid(hw, 256), (unsigned)nf);
+    pointwise_conv_kernel<T><<<grid, 256, 0, s>>>(*frames, hw, c_in, c_out, (const T *)wt, bias,
+                                                  (const T *)res, (T *)y);
+}
+
+extern "C" cudaError_t cuk_pointwise_conv(cudaStream_t s, int dtype, const cuk_frames *frames,
+                                          int nf, int64_t hw, int c_in, int c_out, const void *wt,
+                                          const float *bias, const void *res, void *y) {
+    if (nf < 1 || nf > CUK_MAX_FRAMES || c_in < 1 || c_out < 1 || c_in > CUK_POINTWISE_MAX ||
+        c_out > CUK_POINTWISE_MAX || hw < 1)
+        return cudaErrorInvalidValue;
+    CU_DISPATCH(dtype, pointwise_launch, s, frames, nf, hw, c_in, c_out, wt, bias, res, y);
     return cudaGetLastError();
 }
