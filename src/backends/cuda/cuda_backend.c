@@ -923,7 +923,7 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->kpad = st->cuda_kpad;
     cb->narrow = st->cuda_narrow;
     cb->igemm = cuk_igemm_device() ? st->cuda_igemm : 0;
-    cb->dnn_gain_ms = (float)st->cuda_dnn_gain_us / 1000.0f;
+    cb->dnn_gain_us = st->cuda_dnn_gain_us;
     cb->fp8 = fp8;
 
     if ((rc = cu_check(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking),

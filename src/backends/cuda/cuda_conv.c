@@ -719,7 +719,11 @@ static void tune_key(const conv_call *cc, int n_in, const int *cand, int nc, cha
         n += snprintf(key + n, len - (size_t)n, "%d%s", cand[k],
                       cand[k] == PATH_3DPAD && cu_conv_igemm_padded_ok(cc) ? "g" : "");
     if (n > 0 && (size_t)n < len) /* the rule it was chosen by */
-        snprintf(key + n, len - (size_t)n, "|d%.0f", cc->cb->dnn_gain_ms * 1000.0f);
+        snprintf(key + n, len - (size_t)n, "|d%d", cc->cb->dnn_gain_us);
+}
+
+int cu_tune_own_wins(const cuda_backend *cb, float own_ms, float dnn_ms) {
+    return (own_ms - dnn_ms) * 1000.0f <= (float)cb->dnn_gain_us;
 }
 
 /* The engine's own kernels run the path (CUTLASS over the window or the padded window); the
@@ -729,8 +733,7 @@ static int path_is_own(const conv_call *cc, int path) {
 }
 
 /* The timed choice among nc candidates (ms[k] < 0: did not run as itself): the fastest, except
- * that cuDNN's must beat the fastest own path by more than cb->dnn_gain_ms, since its first use
- * in a process (~0.3 s, run 81) outweighs a small gain for any one shape. */
+ * that a cuDNN path must beat the fastest own path by the margin of cu_tune_own_wins. */
 static int tuned_pick(const conv_call *cc, const int *cand, const float *ms, int nc) {
     int best = -1, own = -1;
     for (int k = 0; k < nc; k++) {
@@ -739,7 +742,7 @@ static int tuned_pick(const conv_call *cc, const int *cand, const float *ms, int
         if (path_is_own(cc, cand[k]) && (own < 0 || ms[k] < ms[own])) own = k;
     }
     if (best >= 0 && own >= 0 && best != own && !path_is_own(cc, cand[best]) &&
-        ms[own] - ms[best] <= cc->cb->dnn_gain_ms)
+        cu_tune_own_wins(cc->cb, ms[own], ms[best]))
         return own;
     return best;
 }

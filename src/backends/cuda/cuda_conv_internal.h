@@ -73,6 +73,10 @@ int cu_tune_mark(cuda_backend *cb, int i, const char *who);
 int cu_tune_elapsed(cuda_backend *cb, float *ms, const char *who);
 /* VAE_CUDA_TUNE=seed:N: FNV-1a of the seed, the op's name and the shape */
 uint64_t cu_conv_seed_hash(uint64_t seed, const char *name, int n_in, int h, int w);
+/* The tuner's one rule between an own kernel (own_ms a call) and cuDNN's path (dnn_ms): the own
+ * kernel wins unless cuDNN saves more than cb->dnn_gain_us, since cuDNN's first use in a process
+ * (~0.3 s, bench/RESULTS.md run 81) outweighs a small gain for any one shape. */
+int cu_tune_own_wins(const cuda_backend *cb, float own_ms, float dnn_ms);
 
 /* ---- cuda_conv_phase.c ---- */
 /* op->up = 2 with a 3x3 conv (padding 1): the phase path; VAE_EUNSUPPORTED where it cannot run

@@ -119,8 +119,8 @@ static int phases_choose(cuda_backend *cb, const vae_op *op, conv_state *s, cons
     if (!igemm || cb->igemm == 2 || !cb->tune || cb->recording || s->n_ph_tune == CONV_TUNE_MAX)
         return VAE_OK; /* untimed: cuDNN's, as before the CUTLASS kernels */
     char key[160];
-    snprintf(key, sizeof key, "phase|c%d-%d|n%d|%dx%d|b%d|%d%d|d%.0f", op->c_in, s->kp, tb, h, w,
-             s->bias != NULL, PHASE_DNN, PHASE_IGEMM, cb->dnn_gain_ms * 1000.0f);
+    snprintf(key, sizeof key, "phase|c%d-%d|n%d|%dx%d|b%d|%d%d|d%d", op->c_in, s->kp, tb, h, w,
+             s->bias != NULL, PHASE_DNN, PHASE_IGEMM, cb->dnn_gain_us);
     const int cached = cb->tune_seed ? -1 : cu_tune_lookup(cb, key);
     float ms[2] = {0, 0};
     if (cached == PHASE_DNN || cached == PHASE_IGEMM) {
@@ -137,8 +137,7 @@ static int phases_choose(cuda_backend *cb, const vae_op *op, conv_state *s, cons
             if (rc == VAE_OK) rc = cu_tune_elapsed(cb, &ms[k], op->name);
             if (rc) return rc;
         }
-        /* cuDNN only where it saves more than dnn_gain_ms (its first use costs ~0.3 s) */
-        *path = ms[1] - ms[0] <= cb->dnn_gain_ms && !s->noigemm ? PHASE_IGEMM : PHASE_DNN;
+        *path = cu_tune_own_wins(cb, ms[1], ms[0]) && !s->noigemm ? PHASE_IGEMM : PHASE_DNN;
         *ran = *path == PHASE_IGEMM; /* the last run was CUTLASS's */
         cu_tune_store(cb, key, *path);
     }

@@ -332,9 +332,8 @@ typedef struct cuda_backend {
     int narrow;           /* narrow heads, small 1x1 convs on own kernels (VAE_CUDA_NARROW) */
     int igemm;            /* CUTLASS implicit-GEMM convs: 0 off (or not built / not sm_90), 1 a
                            * tuned candidate, 2 wherever they apply (VAE_CUDA_IGEMM) */
-    float dnn_gain_ms;    /* a cuDNN path is chosen where it saves more than this a call over the
-                           * fastest own kernel (VAE_CUDA_DNN_GAIN_US): cuDNN's first use costs
-                           * a process ~0.3 s, which small gains never pay back */
+    int dnn_gain_us;      /* a cuDNN path is chosen where it saves more than this a call over the
+                           * fastest own kernel (VAE_CUDA_DNN_GAIN_US; cu_tune_own_wins) */
     int fp8;              /* dtype fp8: bf16 activations, E4M3 convs where the FP8 kernels apply */
     int64_t n_conv_fp8;   /* convs run by the FP8 kernels */
     int pad3d, cpad, kpad; /* channel-padded 3-D windows, 2-D gathers, filters (VAE_CUDA_*PAD*) */
