@@ -286,20 +286,10 @@ static int upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32
     if (!src || n == 0) return VAE_OK;
     vae_dtype dt = as_f32 ? VAE_DTYPE_F32 : cb->base.dtype;
     size_t es = dt == VAE_DTYPE_F32 ? 4 : 2, bytes = n * es;
-    const void *host = src;
-    uint16_t *tmp = NULL;
-    if (dt != VAE_DTYPE_F32) {
-        tmp = vae_malloc(bytes);
-        if (!tmp) return vae_fail(VAE_ENOMEM, "%s: out of host memory converting weights", who);
-        for (size_t i = 0; i < n; i++)
-            tmp[i] = dt == VAE_DTYPE_BF16 ? vae_f32_to_bf16(src[i]) : vae_f32_to_f16(src[i]);
-        host = tmp;
-    }
     void *p = NULL;
     cudaError_t e = cu_dev_malloc(&cb->pool, &p, bytes);
-    int rc = e == cudaSuccess ? cu_upload_host(cb, p, host, bytes, who)
+    int rc = e == cudaSuccess ? cu_ring_upload(cb, p, src, n, dt, who)
                               : cu_check(e, who, "allocating weights");
-    vae_free(tmp);
     if (rc) {
         if (p) cu_dev_free(&cb->pool, p, bytes);
         return rc;
@@ -325,9 +315,6 @@ void cu_free_param(cuda_backend *cb, void *p, size_t bytes) {
 }
 
 /* ---- vtbl: buffers --------------------------------------------------------------------------- */
-static void host_bufs_free(cuda_backend *cb);
-static void pinned_release(cuda_backend *cb, int all);
-
 static void cuda_destroy(vae_backend *be) {
     if (!be) return;
     cuda_backend *cb = cu_be(be);
@@ -340,8 +327,8 @@ static void cuda_destroy(vae_backend *be) {
     prof_report(cb);
     cu_dnn_destroy(cb);
     cuda_ops_destroy(cb);
-    host_bufs_free(cb);
-    pinned_release(cb, 1);
+    cu_host_bufs_free(cb);
+    cu_stores_release(cb, 1);
     for (int i = 0; i < 2; i++)
         if (cb->tune_ev[i]) cudaEventDestroy(cb->tune_ev[i]);
     if (cb->cublas) cublasDestroy(cb->cublas);
@@ -429,96 +416,12 @@ static int cuda_download(vae_backend *be, float *dst, const void *src, size_t n)
 }
 
 /* ---- asynchronous planar transfers (pinned host buffers, used in turn) ---------------------- */
-static int host_buf_wait(cu_host_buf *b) {
-    if (!b->pending) return VAE_OK;
-    b->pending = 0;
-    return cu_check(cudaEventSynchronize(b->ev), "cuda transfer", "cudaEventSynchronize");
-}
-
-static int host_buf_reserve(cuda_backend *cb, cu_host_buf *b, size_t bytes) {
-    int rc = host_buf_wait(b);
-    if (rc || bytes <= b->bytes) return rc;
-    if (!b->ev && (rc = cu_check(cudaEventCreateWithFlags(&b->ev, cudaEventDisableTiming),
-                                 "cuda transfer", "cudaEventCreate")))
-        return rc;
-    if (b->p) cudaFreeHost(b->p);
-    b->p = NULL;
-    b->bytes = 0;
-    size_t want = bytes + bytes / 4;
-    const double t0 = cu_now();
-    cudaError_t e = cudaHostAlloc(&b->p, want, cudaHostAllocDefault);
-    cb->host_s[CU_H_PINNED] += cu_now() - t0;
-    if (e != cudaSuccess) {
-        b->p = NULL;
-        return cu_check(e, "cuda transfer", "cudaHostAlloc (pinned staging)");
-    }
-    b->bytes = want;
-    return VAE_OK;
-}
-
-/* Host stores: pinned blocks, kept for the next call (pinning gigabytes takes a while); a block
- * is given back only after the stream has finished with it. */
-static void pinned_release(cuda_backend *cb, int all) {
-    int synced = 0;
-    for (int i = 0; i < 2; i++) {
-        struct cu_pinned *b = &cb->pinned[i];
-        if (!b->p || (b->used && !all)) continue;
-        if (!synced++) cudaStreamSynchronize(cb->stream);
-        cudaFreeHost(b->p);
-        memset(b, 0, sizeof *b);
-    }
-}
-
-static void *cuda_host_alloc(vae_backend *be, size_t bytes) {
-    cuda_backend *cb = cu_be(be);
-    if (cu_enter(cb, "cuda host store")) return NULL;
-    struct cu_pinned *pick = NULL;
-    for (int i = 0; i < 2 && !pick; i++) /* a kept block that is large enough */
-        if (!cb->pinned[i].used && cb->pinned[i].bytes >= bytes) pick = &cb->pinned[i];
-    for (int i = 0; i < 2 && !pick; i++) /* else a free slot, its old block given back */
-        if (!cb->pinned[i].used) {
-            pick = &cb->pinned[i];
-            if (pick->p) {
-                cudaStreamSynchronize(cb->stream);
-                cudaFreeHost(pick->p);
-                memset(pick, 0, sizeof *pick);
-            }
-            const double t0 = cu_now();
-            const cudaError_t e = cudaHostAlloc(&pick->p, bytes ? bytes : 1, cudaHostAllocPortable);
-            cb->host_s[CU_H_PINNED] += cu_now() - t0;
-            if (e != cudaSuccess) {
-                cudaGetLastError(); /* an expected fallback: the caller keeps a pageable store */
-                memset(pick, 0, sizeof *pick);
-                return NULL;
-            }
-            pick->bytes = bytes;
-        }
-    if (!pick) return NULL;
-    pick->used = 1;
-    return pick->p;
-}
-
-static void cuda_host_free(vae_backend *be, void *p) {
-    cuda_backend *cb = cu_be(be);
-    for (int i = 0; i < 2; i++)
-        if (p && cb->pinned[i].p == p) cb->pinned[i].used = 0;
-}
-
-static void host_bufs_free(cuda_backend *cb) {
-    cu_host_buf *all[4] = {&cb->hin[0], &cb->hin[1], &cb->hout[0], &cb->hout[1]};
-    for (int i = 0; i < 4; i++) {
-        if (all[i]->p) cudaFreeHost(all[i]->p);
-        if (all[i]->ev) cudaEventDestroy(all[i]->ev);
-        memset(all[i], 0, sizeof *all[i]);
-    }
-}
-
 static void *cuda_stage_in(vae_backend *be, size_t bytes) {
     cuda_backend *cb = cu_be(be);
     if (cu_enter(cb, "cuda stage")) return NULL;
     cu_host_buf *b = &cb->hin[cb->hin_next];
-    if (host_buf_reserve(cb, b, bytes ? bytes : 1)) return NULL;
-    return b->p;
+    if (cu_host_buf_reserve(cb, b, bytes ? bytes : 1)) return NULL;
+    return b->pin.p;
 }
 
 static int cuda_upload_planar(vae_backend *be, void *dst, const float *src, int t, int h, int w,
@@ -536,9 +439,8 @@ static int cuda_upload_planar(vae_backend *be, void *dst, const float *src, int 
     rc = cu_check(cudaMemcpyAsync(stage, src, (size_t)(n * c) * sizeof(float),
                                   cudaMemcpyHostToDevice, cb->stream),
                   "cuda upload", "cudaMemcpyAsync");
-    if (!rc && b->p == src && b->ev) {
-        rc = cu_check(cudaEventRecord(b->ev, cb->stream), "cuda upload", "cudaEventRecord");
-        b->pending = rc == VAE_OK;
+    if (!rc && b->pin.p == src && b->ev) {
+        rc = cu_host_buf_queued(cb, b);
         cb->hin_next ^= 1;
     }
     if (!rc)
@@ -557,21 +459,20 @@ static int cuda_download_planar(vae_backend *be, const void *src, int t, int h, 
     const size_t bytes = (size_t)(n * c) * sizeof(float);
     if (!src || !host) return vae_fail(VAE_EINVAL, "cuda download: NULL buffer");
     cu_host_buf *b = &cb->hout[cb->hout_next];
-    if ((rc = host_buf_reserve(cb, b, bytes ? bytes : 1))) return rc;
+    if ((rc = cu_host_buf_reserve(cb, b, bytes ? bytes : 1))) return rc;
     float *stage = cu_scratch(cb, bytes ? bytes : 1, "cuda download");
     if (!stage) return VAE_ENOMEM;
     int ph = cu_prof_begin(cb, CU_P_DOWNLOAD);
     rc = cu_check(cuk_act_to_planar(cb->stream, be->dtype, src, stage, n, c), "cuda download",
                   "layout");
     if (!rc && bytes)
-        rc = cu_check(cudaMemcpyAsync(b->p, stage, bytes, cudaMemcpyDeviceToHost, cb->stream),
+        rc = cu_check(cudaMemcpyAsync(b->pin.p, stage, bytes, cudaMemcpyDeviceToHost, cb->stream),
                       "cuda download", "cudaMemcpyAsync");
-    if (!rc) rc = cu_check(cudaEventRecord(b->ev, cb->stream), "cuda download", "cudaEventRecord");
+    if (!rc) rc = cu_host_buf_queued(cb, b);
     cu_prof_end(cb, ph);
     if (rc) return rc;
-    b->pending = 1;
     cb->hout_next ^= 1;
-    *host = b->p;
+    *host = b->pin.p;
     return VAE_OK;
 }
 
@@ -580,8 +481,8 @@ static int cuda_download_wait(vae_backend *be, const float *host) {
     int rc = cu_enter(cb, "cuda download");
     if (rc) return rc;
     for (int i = 0; i < 2; i++)
-        if (cb->hout[i].p == host) {
-            rc = host_buf_wait(&cb->hout[i]);
+        if (cb->hout[i].pin.p == host) {
+            rc = cu_host_buf_wait(&cb->hout[i]);
             if (!rc && cb->prof) {
                 rc = cu_check(cudaStreamSynchronize(cb->stream), "cuda download", "synchronize");
                 prof_flush(cb);
@@ -651,7 +552,7 @@ static int cuda_trim(vae_backend *be) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda trim");
     if (rc == VAE_OK) cu_pool_trim(&cb->pool);
-    if (rc == VAE_OK) pinned_release(cb, 0);
+    if (rc == VAE_OK) cu_stores_release(cb, 0);
     return rc;
 }
 
@@ -770,8 +671,8 @@ static const vae_backend_vtbl cuda_vtbl = {
     .download = cuda_download,
     .copy = cuda_copy,
     .copy2d = cuda_copy2d,
-    .host_alloc = cuda_host_alloc,
-    .host_free = cuda_host_free,
+    .host_alloc = cu_store_alloc,
+    .host_free = cu_store_free,
     .mem_info = cuda_mem_info,
     .alloc_size = cu_pool_round,
     .scratch_need = cuda_scratch_need,

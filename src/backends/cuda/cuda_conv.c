@@ -78,9 +78,10 @@ static int upload_weights(cuda_backend *cb, const vae_op *op, const conv_state *
     const size_t per = (size_t)(three_d ? kt : 1) * kh * kw * width, n = per * s->kp;
     const size_t src_n = (size_t)s->co * ci * kt * kh * kw;
     VAE_DEBUG("%s: weights in the %s layout, width %d", op->name, three_d ? "3-D" : "2-D", width);
-    /* the filters as they are (one copy), laid out and converted by a kernel */
-    float *src = NULL;
-    int rc = cu_upload_param(cb, op->w, src_n, 1, (void **)&src, op->name);
+    /* the filters as they are (one copy, converted to the activation dtype on the host), laid
+     * out by a kernel */
+    void *src = NULL;
+    int rc = cu_upload_param(cb, op->w, src_n, 0, &src, op->name);
     if (rc) return rc;
     void *dst = NULL;
     *bytes = n * cb->base.elem_size;
@@ -90,7 +91,7 @@ static int upload_weights(cuda_backend *cb, const vae_op *op, const conv_state *
                                           kt, kh, kw, three_d, width),
                         op->name, "weight layout")
              : cu_check(e, op->name, "allocating weights");
-    cu_free_param(cb, src, src_n * sizeof(float)); /* after the kernel (stream order) */
+    cu_free_param(cb, src, src_n * cb->base.elem_size); /* after the kernel (stream order) */
     if (rc) {
         if (dst) cu_dev_free(&cb->pool, dst, *bytes);
         return rc;

@@ -236,13 +236,14 @@ extern "C" cudaError_t cuk_narrow(cudaStream_t s, int dtype, const void *src, in
     return cudaGetLastError();
 }
 
-/* ---- conv weight layouts, made on the device from the checkpoint's float32 filters ---- */
-/* dst [kp][per] (dtype), per = (three_d ? kt : 1) * kh * kw * width, from src [co][ci][kt][kh][kw]:
- * 3-D: [kt][kh][kw][width] with ci < width; 2-D: [kh][kw][width] with dt * ci + c < width.
- * Filters co..kp-1 and channels past the real ones are zero. */
+/* ---- conv weight layouts, made on the device from the checkpoint's filters ---- */
+/* dst [kp][per] from src [co][ci][kt][kh][kw] (the filters as they are, already in dst's dtype:
+ * the host converts them, so that half the bytes cross the bus), per = (three_d ? kt : 1) * kh *
+ * kw * width: 3-D: [kt][kh][kw][width] with ci < width; 2-D: [kh][kw][width] with dt * ci + c <
+ * width. Filters co..kp-1 and channels past the real ones are zero. */
 template <typename T>
-static __global__ void weight_layout_kernel(const float *src, T *dst, int co, int kp, int ci,
-                                           int kt, int kh, int kw, int three_d, int width) {
+static __global__ void weight_layout_kernel(const T *src, T *dst, int co, int kp, int ci, int kt,
+                                            int kh, int kw, int three_d, int width) {
     const int64_t per = (int64_t)(three_d ? kt : 1) * kh * kw * width, n = per * kp;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -252,20 +253,19 @@ static __global__ void weight_layout_kernel(const float *src, T *dst, int co, in
         const int dt = three_d ? (int)(tap / ((int64_t)kw * kh)) : x / ci;
         const int c = three_d ? x : x % ci;
         const int valid = o < co && (three_d ? x < ci : x < kt * ci);
-        cu_st(dst, i,
-              valid ? src[((((int64_t)o * ci + c) * kt + dt) * kh + dh) * kw + dw] : 0.0f);
+        dst[i] = valid ? src[((((int64_t)o * ci + c) * kt + dt) * kh + dh) * kw + dw] : T(0.0f);
     }
 }
 
 template <typename T>
-static void launch_weight_layout(cudaStream_t s, const float *src, void *dst, int co, int kp,
-                                 int ci, int kt, int kh, int kw, int three_d, int width) {
+static void launch_weight_layout(cudaStream_t s, const void *src, void *dst, int co, int kp, int ci,
+                                 int kt, int kh, int kw, int three_d, int width) {
     const int64_t n = (int64_t)(three_d ? kt : 1) * kh * kw * width * kp;
-    weight_layout_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>(src, (T *)dst, co, kp, ci, kt, kh, kw,
-                                                            three_d, width);
+    weight_layout_kernel<T><<<cu_grid(n, 256), 256, 0, s>>>((const T *)src, (T *)dst, co, kp, ci,
+                                                            kt, kh, kw, three_d, width);
 }
 
-extern "C" cudaError_t cuk_weight_layout(cudaStream_t s, int dtype, const float *src, void *dst,
+extern "C" cudaError_t cuk_weight_layout(cudaStream_t s, int dtype, const void *src, void *dst,
                                          int co, int kp, int ci, int kt, int kh, int kw,
                                          int three_d, int width) {
     CU_DISPATCH(dtype, launch_weight_layout, s, src, dst, co, kp, ci, kt, kh, kw, three_d, width);

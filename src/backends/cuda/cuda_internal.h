@@ -9,6 +9,7 @@
  * Files:
  *   cuda_backend.c      creation, buffers (caching allocator), upload/download, vtbl, prepare
  *   cuda_alloc.c        the caching allocator (free lists by size class)
+ *   cuda_pinned.c       pinned host memory: transfer buffers, host stores, the weight upload ring
  *   cuda_ops.c          norm / eltwise / resample / attention entry points (checks, launches)
  *   cuda_conv.c         conv: weights layout, path choice (cuDNN, GEMM), blocking, bias/residual
  *   cuda_conv_phase.c   the upsampling convs as four 2x2 phase convs (cuDNN or CUTLASS, timed)
@@ -58,11 +59,12 @@ cudaError_t cuk_act_to_planar(cudaStream_t s, int dtype, const void *src, float 
 cudaError_t cuk_eltwise(cudaStream_t s, int dtype, int kind, int act, float act_scale,
                         const void *a, const void *b, const float *w, const float *sh, void *y,
                         int64_t n_vox, int c);
-/* A conv's weights in a device layout (dtype) from its float32 filters src [co][ci][kt][kh][kw]
- * on the device: dst [kp][kt][kh][kw][width] (three_d; ci < width) or [kp][kh][kw][width] (taps
- * next to the channels: dt * ci + c < width); filters past co and channels past the real ones 0 */
-cudaError_t cuk_weight_layout(cudaStream_t s, int dtype, const float *src, void *dst, int co,
-                              int kp, int ci, int kt, int kh, int kw, int three_d, int width);
+/* A conv's weights in a device layout from its filters src [co][ci][kt][kh][kw] on the device,
+ * already in the layout's dtype: dst [kp][kt][kh][kw][width] (three_d; ci < width) or
+ * [kp][kh][kw][width] (taps next to the channels: dt * ci + c < width); filters past co and
+ * channels past the real ones 0 */
+cudaError_t cuk_weight_layout(cudaStream_t s, int dtype, const void *src, void *dst, int co, int kp,
+                              int ci, int kt, int kh, int kw, int three_d, int width);
 /* y[r][k] = src[r][k] (+ res[r][k]) for k < c; src rows have cs >= c channels */
 /* Narrow 3x3(x3) convs, stride 1, padding 1, c_out <= CUK_NARROW_MAX, c_in a multiple of 16,
  * 16-bit (cuda_narrow_conv.cu): y [t_out][h][w][c_out] = bias + res + conv of frames[j .. j+kt)
@@ -263,10 +265,16 @@ typedef struct cu_table {
 
 enum { CU_CONV_AUTO = 0, CU_CONV_GEMM = 1, CU_CONV_CUDNN = 2 };
 
-/* pinned host buffer for asynchronous transfers; ev marks the end of its last copy */
-typedef struct cu_host_buf {
+/* a block of pinned host memory (cuda_pinned.c) */
+typedef struct cu_pin {
     void *p;
     size_t bytes;
+    int mapped; /* mmap + cudaHostRegister (else cudaHostAlloc) */
+} cu_pin;
+
+/* pinned host buffer for asynchronous transfers; ev marks the end of its last copy */
+typedef struct cu_host_buf {
+    cu_pin pin;
     cudaEvent_t ev;
     int pending;
 } cu_host_buf;
@@ -349,13 +357,13 @@ typedef struct cuda_backend {
     int64_t n_conv_igemm;              /* convs run by the CUTLASS implicit-GEMM kernels */
     int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
     cu_host_buf hin[2], hout[2];       /* stage_in / download_planar buffers, used in turn */
-    int hin_next, hout_next;
+    cu_host_buf wring[2];              /* parameters on their way to the device, in turn */
+    int hin_next, hout_next, wring_next;
     /* host time of one-off set-up work (what a cold first call pays), seconds; -v prints it */
     double host_s[CU_H_N];
     /* host_alloc: pinned blocks for host stores, kept between calls (pinning is slow) */
     struct cu_pinned {
-        void *p;
-        size_t bytes;
+        cu_pin pin;
         int used;
     } pinned[2];
     cu_tune_cache tc;                  /* conv path choices kept between processes */
@@ -417,11 +425,33 @@ void cu_poison(cuda_backend *cb, void *p, size_t bytes);
  * return); VAE_EUNSUPPORTED while a graph is being recorded. */
 int cu_upload_host(cuda_backend *cb, void *dst, const void *host, size_t bytes, const char *who);
 /* Device buffer from host float32 data converted to the backend dtype (conv weights), or a
- * float32 copy (norm parameters) when as_f32; *out = NULL for src == NULL. */
+ * float32 copy (norm parameters) when as_f32, through the pinned ring (cu_ring_upload);
+ * *out = NULL for src == NULL. */
 int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, void **out,
                     const char *who);
 void cu_free_param(cuda_backend *cb, void *p, size_t bytes);
 cudaDataType_t cu_blas_type(vae_dtype dt);
+
+/* ---- cuda_pinned.c: pinned host memory ---- */
+/* A pinned block of at least `bytes` (portable: for every device of a group); no message on
+ * failure (the caller reports it or falls back). */
+cudaError_t cu_pin_alloc(cuda_backend *cb, cu_pin *b, size_t bytes, int portable);
+void cu_pin_free(cu_pin *b);
+/* Transfer buffers: reserve waits for the buffer's last copy and grows it to `bytes`; queued
+ * marks a copy from or into it just queued on the stream. */
+int cu_host_buf_reserve(cuda_backend *cb, cu_host_buf *b, size_t bytes);
+int cu_host_buf_wait(cu_host_buf *b);
+int cu_host_buf_queued(cuda_backend *cb, cu_host_buf *b);
+void cu_host_bufs_free(cuda_backend *cb);
+/* dst (device, n values of dt) <- host float32 src, converted on the host and copied through
+ * the pinned ring in the stream's order (src may be freed on return) */
+int cu_ring_upload(cuda_backend *cb, void *dst, const float *src, size_t n, vae_dtype dt,
+                   const char *who);
+/* host stores (vtbl host_alloc / host_free) and giving their kept blocks back (all: also the
+ * ones in use) */
+void *cu_store_alloc(vae_backend *be, size_t bytes);
+void cu_store_free(vae_backend *be, void *p);
+void cu_stores_release(cuda_backend *cb, int all);
 
 /* One line about the backend: device, cuDNN, conv blocks per path, memory (tests, logs). */
 const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len);
