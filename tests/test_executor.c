@@ -193,6 +193,57 @@ static void test_bounded_memory(vae_backend *be, int contig) {
     vae_program_free(&p);
 }
 
+/* The planner's count of causal caches (vae_plan_mem_part) is what an executor keeps between
+ * steps: after some steps the backend holds the caches, the step's output and nothing else of
+ * the stream. Two temporal convs: the first reads the input (a list window with a zero frame),
+ * the second an intermediate value (a contiguous window). */
+static void test_plan_caches(vae_backend *be) {
+    enum { STEPS = 4 };
+    float w[C * C * 3];
+    static float x[H * W * C];
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+        w[i] = frand();
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+        x[i] = frand();
+    vae_program p;
+    vae_program_init(&p, C);
+    vae_op a = vae_op_make(VAE_OP_CONV, 0, C, C);
+    a.kt = 3, a.tpad = 2, a.w = w;
+    vae_op act = vae_op_make(VAE_OP_ACT, vae_program_add(&p, &a), C, C);
+    vae_op b = vae_op_make(VAE_OP_CONV, vae_program_add(&p, &act), C, C);
+    b.kt = 3, b.tpad = 2, b.w = w;
+    vae_program_add(&p, &b);
+    vae_exec *e = NULL;
+    void *dev = be->v->alloc(be, sizeof x);
+    int64_t measured = -1, out_bytes = 0;
+    if (dev && vae_exec_create(&e, &p, be, &test_cfg) == VAE_OK) {
+        const int64_t before = be->bytes_in_use;
+        int rc = be->v->upload(be, dev, x, sizeof x / sizeof *x);
+        for (int k = 0; rc == VAE_OK && k < STEPS; k++) {
+            vae_chunk in = {dev, 1, H, W, C}, o;
+            rc = vae_exec_step(e, &in, &o);
+            out_bytes = (int64_t)o.t * o.h * o.w * o.c * (int64_t)sizeof(float);
+        }
+        if (rc == VAE_OK) measured = be->bytes_in_use - before - out_bytes;
+    }
+    int vh[8], vw[8];
+    for (int v = 0; v < p.n_values && v < 8; v++)
+        vh[v] = H, vw[v] = W;
+    vae_loops none;
+    vae_plan_request rq = {.prog = &p, .elem = sizeof(float)};
+    int64_t scratch = 0, caches = -2;
+    if (vae_loops_init(&none, &p, NULL, NULL, 0) == VAE_OK) {
+        vae_plan_mem_part(&p, &none, vh, vw, &rq, 1, 1, STEPS, NULL, 0, &scratch, &caches);
+        vae_loops_free(&none);
+    }
+    CHECK(measured > 0 && caches == measured,
+          "planned causal caches %lld bytes, the executor keeps %lld", (long long)caches,
+          (long long)measured);
+    vae_exec_free(e);
+    if (dev) be->v->release(be, dev);
+    vae_program_free(&p);
+}
+
 /* Contiguous windows: a temporal conv whose input is an intermediate value with no other consumer
  * gets its frame list as one contiguous tensor (cache frames and padding copied in front of the
  * chunk), with the same results as the reference; memory stays bounded. A wrapper backend records
@@ -601,6 +652,7 @@ int main(void) {
     test_time_split(be);
     test_bounded_memory(be, 0);
     test_bounded_memory(be, 1);
+    test_plan_caches(be);
     test_walk();
     test_conv_up(be);
     test_graphs(be);

@@ -8,11 +8,11 @@
 #include "core.h"
 #include "plan_internal.h"
 
-/* "812.4 MiB", "3.25 GiB" (four of them per message at most: rotating buffers) */
+/* "812.4 MiB", "3.25 GiB" (eight of them per message at most: rotating buffers) */
 static const char *size_str(int64_t bytes) {
-    static _Thread_local char buf[4][32];
+    static _Thread_local char buf[8][32];
     static _Thread_local int next;
-    char *b = buf[next++ & 3];
+    char *b = buf[next++ & 7];
     const double v = (double)bytes;
     if (v >= 1024.0 * 1024 * 1024)
         snprintf(b, 32, "%.2f GiB", v / (1024.0 * 1024 * 1024));
@@ -59,12 +59,12 @@ static int part_make(planner *pl, part *q, int from, int to, int first, int chun
     return rc;
 }
 
-static int64_t whole_peak(const planner *pl, int64_t *scratch) {
+static int64_t whole_peak(const planner *pl, int64_t *scratch, int64_t *caches) {
     const vae_plan_request *rq = pl->rq;
     const part *q = &pl->whole;
     const int max_chunk = q->first > q->chunk ? q->first : q->chunk;
     int64_t dev_in = plan_rounded(pl, plan_frames_bytes(pl, q, 0, max_chunk, rq->h, rq->w));
-    int64_t m = plan_part_mem(pl, q, q->vh, q->vw, rq->t, NULL, 0, scratch);
+    int64_t m = plan_part_mem(pl, q, q->vh, q->vw, rq->t, NULL, 0, scratch, caches);
     return m < 0 ? -1 : dev_in + m;
 }
 
@@ -219,6 +219,7 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
     plan->peak = c->peak;
     plan->peak_alloc = c->peak_alloc;
     plan->scratch = c->scratch;
+    plan->caches = c->caches;
     plan->macs = c->macs;
     plan->tile_h = c->tile_h, plan->tile_w = c->tile_w;
     if (c->kind == VAE_PLAN_WHOLE) {
@@ -344,10 +345,11 @@ static void describe(const planner *pl, vae_plan *plan) {
                               "place, not gathered)");
     if (n < cap)
         snprintf(w + n, cap - n,
-                 "; predicted peak %s (weights and workspace %s, scratch %s) for a budget of %s "
-                 "(the exact floor: %s); work %+.1f%%",
+                 "; predicted peak %s (weights and workspace %s, scratch %s, causal caches %s) for "
+                 "a budget of %s (the exact floor: %s); work %+.1f%%",
                  size_str(plan->peak), size_str(rq->fixed), size_str(plan->scratch),
-                 rq->budget > 0 ? size_str(rq->budget) : "none", size_str(plan->floor),
+                 size_str(plan->caches), rq->budget > 0 ? size_str(rq->budget) : "none",
+                 size_str(plan->floor),
                  100.0 * (plan->macs / (plan->macs_whole > 0 ? plan->macs_whole : 1) - 1));
 }
 
@@ -399,7 +401,7 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         memset(&c, 0, sizeof c);
         c.kind = VAE_PLAN_WHOLE, c.fr = fr, c.macs = c.cost = pl->macs_whole;
         c.scratch = rq->scratch_now;
-        c.peak_alloc = whole_peak(pl, &c.scratch);
+        c.peak_alloc = whole_peak(pl, &c.scratch, &c.caches);
         if (c.peak_alloc < 0) return vae_fail(VAE_ENOMEM, "out of memory planning");
         c.peak = rq->fixed + c.scratch + c.peak_alloc;
         if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
@@ -440,6 +442,7 @@ static int plan_once(vae_plan *plan, const vae_plan_request *rq) {
     pl.macs_whole = plan->macs_whole;
     if (rc == VAE_OK) rc = choose(&pl, &best, &floor_c);
     plan->floor = floor_c.peak;
+    plan->floor_caches = floor_c.caches;
     if (rc == VAE_OK || rc == PLAN_NOFIT) {
         pl.fr = best.fr;
         int rc2 = plan_fill(&pl, &best, plan);
@@ -466,7 +469,9 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
             vae_plan_free(plan);
             return rc2;
         }
-        const int64_t floor = p2.floor < plan->floor ? p2.floor : plan->floor;
+        const int second = p2.floor < plan->floor; /* the floor of the second pass */
+        const int64_t floor = second ? p2.floor : plan->floor;
+        const int64_t floor_caches = second ? p2.floor_caches : plan->floor_caches;
         if (rc2 == VAE_OK || p2.peak < plan->peak) {
             vae_plan_free(plan);
             *plan = p2;
@@ -475,14 +480,16 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
             vae_plan_free(&p2);
         }
         plan->floor = floor;
+        plan->floor_caches = floor_caches;
     }
     if (rc != PLAN_NOFIT) return rc;
     /* a plan to describe, unlike a host allocation failure */
     rc = vae_fail(VAE_ENOMEM,
                   "memory budget %s is below what %s needs: %s (the exact floor: %s, of "
-                  "which weights and backend reserve %s). Raise --max-memory%s",
+                  "which weights and backend reserve %s, causal caches %s). Raise --max-memory%s",
                   size_str(rq->budget), rq->mode == VAE_TILE_NONE ? "whole frames" : "this input",
                   size_str(plan->peak), size_str(plan->floor), size_str(rq->fixed),
+                  size_str(plan->floor_caches),
                   rq->mode == VAE_TILE_BLEND  ? " or use a smaller --tile-size"
                   : rq->mode == VAE_TILE_NONE ? " or allow tiles (--tile-mode auto)"
                                               : ", or use --tile-mode blend (not exact)");

@@ -119,6 +119,9 @@ typedef struct vae_plan {
     int64_t scratch;      /* the backend scratch it needs (reserved before the run) */
     int scratch_minimal;  /* planned with the ops' least scratch: the backend must keep to it */
     int64_t floor;        /* the smallest exact plan's peak */
+    int64_t caches;       /* of the peak: causal caches (the largest part's, or tile's) */
+    int64_t floor_caches; /* of the floor: causal caches, what no tile size makes smaller in
+                           * plans that run whole frames */
     int64_t budget;
     char why[1024]; /* the decision, for -v and errors */
 } vae_plan;
@@ -136,9 +139,11 @@ int vae_plan_walk(const vae_program *p, int t, int h, int w, int *t_out, int *h_
 /* Peak bytes of running slice `prog` (an executor with `loops`, trims `trims`) over a stream of
  * steps of t_first then t_next input frames (n_steps in all) of h x w: values, caches, temporaries
  * and the step output held between steps, as the executor allocates them; *scratch: the most
- * backend scratch one of its ops needs. -1 when out of memory. */
+ * backend scratch one of its ops needs; *caches (when given): of the peak, the causal caches (the
+ * frames windowed ops keep between steps). -1 when out of memory. */
 int64_t vae_plan_mem_part(const vae_program *prog, const vae_loops *loops, const int *vh,
                           const int *vw, const vae_plan_request *rq, int t_first, int t_next,
-                          int n_steps, const vae_plan_trim *trims, int n_trims, int64_t *scratch);
+                          int n_steps, const vae_plan_trim *trims, int n_trims, int64_t *scratch,
+                          int64_t *caches);
 
 #endif

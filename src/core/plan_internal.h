@@ -90,6 +90,7 @@ typedef struct cand {
     int tile_h, tile_w; /* owned tile size in B's output (TILED), or input crop size (BLEND) */
     int cut;            /* TILED: the cut candidate (planner.cuts) */
     int64_t peak, peak_alloc, scratch;
+    int64_t caches; /* causal caches of its largest part or tile */
     int store_host[2];
     double macs;
     double cost; /* TILED: macs plus the host store's traffic in MAC-equivalents (eval_tiles),
@@ -98,9 +99,10 @@ typedef struct cand {
 
 /* ---- plan_tiles.c: a part's memory, and tile grids of part B with their peak and work ------- */
 /* The part's memory for value shapes vh x vw (a tile's, or the whole frame's); *scratch raised
- * to the backend scratch it needs. -1 when the host ran out of memory. */
+ * to the backend scratch it needs; *caches (when given): its causal caches. -1 when the host ran
+ * out of memory. */
 int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
-                      const vae_plan_trim *trims, int n_trims, int64_t *scratch);
+                      const vae_plan_trim *trims, int n_trims, int64_t *scratch, int64_t *caches);
 /* bytes as the backend's allocator takes them */
 int64_t plan_rounded(const planner *pl, int64_t bytes);
 /* bytes of t frames of value v of part q at h x w */

@@ -170,7 +170,8 @@ static void on_event(void *user, vae_walk_event ev, int index, const vae_op_fram
 
 int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const int *vh,
                           const int *vw, const vae_plan_request *rq, int t_first, int t_next,
-                          int n_steps, const vae_plan_trim *trims, int n_trims, int64_t *scratch) {
+                          int n_steps, const vae_plan_trim *trims, int n_trims, int64_t *scratch,
+                          int64_t *caches) {
     memsim m = {
         .p = p, .l = loops, .vh = vh, .vw = vw, .rq = rq, .trims = trims, .n_trims = n_trims};
     const size_t nv = (size_t)p->n_values, no = (size_t)p->n_ops + 1;
@@ -223,6 +224,11 @@ int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const in
     }
     peak = m.peak;
     *scratch = m.scratch;
+    if (caches) {
+        *caches = 0;
+        for (int i = 0; i < p->n_ops; i++)
+            *caches += m.cache[i];
+    }
 done:
     vae_free(m.uses);
     vae_free(m.refs);

@@ -12,13 +12,14 @@ static int part_steps(const part *q, int t_in) {
 
 /* The part's memory for value shapes vh x vw (a tile's, or the whole frame's). */
 int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
-                      const vae_plan_trim *trims, int n_trims, int64_t *scratch) {
+                      const vae_plan_trim *trims, int n_trims, int64_t *scratch, int64_t *caches) {
+    if (caches) *caches = 0;
     if (!q->present) return 0;
     int steps = part_steps(q, t_in);
     if (steps > 8) steps = 8; /* caches are full and the step is steady well before */
     int64_t need = 0;
     const int64_t m = vae_plan_mem_part(&q->prog, &q->loops[pl->fr], vh, vw, pl->rq, q->first,
-                                        q->chunk, steps, trims, n_trims, &need);
+                                        q->chunk, steps, trims, n_trims, &need, caches);
     if (need > *scratch) *scratch = need;
     return m;
 }
@@ -115,7 +116,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
                       int blend, cand *c) {
     const vae_plan_request *rq = pl->rq;
     const int nv = b->prog.n_values, t_b = plan_part_in_frames(pl, b);
-    int64_t mem_b = 0, scratch = pl->rq->scratch_now;
+    int64_t mem_b = 0, scratch = pl->rq->scratch_now, caches = 0, cb = 0;
     double macs = 0;
     for (int iy = 0; iy < ay->n; iy++)
         for (int ix = 0; ix < ax->n; ix++) {
@@ -128,8 +129,9 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
                 continue; /* same memory as an earlier one */
             vae_plan_trim trims[VAE_PLAN_MAX_TRIMS];
             int nt = tile_trims(b, ay, iy, ax, ix, trims);
-            int64_t m = plan_part_mem(pl, b, ly, lx, t_b, trims, nt, &scratch);
+            int64_t m = plan_part_mem(pl, b, ly, lx, t_b, trims, nt, &scratch, &cb);
             if (m < 0) return vae_fail(VAE_ENOMEM, "out of memory planning");
+            if (cb > caches) caches = cb;
             /* its input: a crop of one frame of A's store, or of the user's input chunk */
             const int in_frames = b->first > b->chunk ? b->first : b->chunk;
             m += plan_rounded(pl, plan_frames_bytes(pl, b, 0, in_frames, ly[0], lx[0]));
@@ -146,7 +148,8 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         frame_a = plan_rounded(pl, plan_frames_bytes(pl, pa, v, 1, pa->vh[v], pa->vw[v]));
         const int mc = pa->first > pa->chunk ? pa->first : pa->chunk;
         phase_a = plan_rounded(pl, plan_frames_bytes(pl, pa, 0, mc, rq->h, rq->w)) +
-                  plan_part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0, &scratch);
+                  plan_part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0, &scratch, &cb);
+        if (cb > caches) caches = cb;
     }
     if (!blend && pc->present) {
         store_b = plan_rounded(
@@ -155,10 +158,12 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         frame_b = plan_rounded(pl, plan_frames_bytes(pl, pc, 0,
                                                      pc->first > pc->chunk ? pc->first : pc->chunk,
                                                      pc->vh[0], pc->vw[0]));
-        phase_c =
-            plan_part_mem(pl, pc, pc->vh, pc->vw, plan_part_in_frames(pl, pc), NULL, 0, &scratch);
+        phase_c = plan_part_mem(pl, pc, pc->vh, pc->vw, plan_part_in_frames(pl, pc), NULL, 0,
+                                &scratch, &cb);
+        if (cb > caches) caches = cb;
     }
     c->store_host[0] = c->store_host[1] = 0;
+    c->caches = caches;
     const double macs_b = macs;
     const int group = rq->ranks > 1; /* B's store: host memory every device of the group writes */
     for (int host = rq->store_host ? 1 : 0; host < 2; host++) {
