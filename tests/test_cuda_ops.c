@@ -268,6 +268,8 @@ static const conv_case convs[] = {
     {"3x3x3_c3_out", 32, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 10, 14, 1, 0, L_CHUNK},
     /* narrow heads (16-bit: the direct kernel): partial 16x16 tiles, cache frames, residual */
     {"3x3x3_head96", 96, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 19, 37, 1, 1, L_CACHE_CHUNK},
+    /* several blocks of output frames in time, the last one partial (7 = 4 + 3) */
+    {"3x3x3_head32_t7", 32, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 9, 12, 21, 1, 0, L_CACHE_CHUNK},
     {"1x3x3_head4_res_alias", 48, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 17, 15, 0, 2, L_SCATTER},
     {"3x3x3_c64", 64, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 16, 20, 1, 1, L_CACHE_CHUNK},
     {"3x3x3_odd_c", 13, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 5, 9, 1, 1, L_SCATTER},

@@ -910,8 +910,8 @@ int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const 
 static int narrow_ok(const cuda_backend *cb, const vae_op *op, const void *const *frames,
                      int n_in, int t_out) {
     if (!cb->narrow || cb->base.dtype == VAE_DTYPE_F32 || op->c_out > CUK_NARROW_MAX ||
-        op->c_in % 16 || op->kh != 3 || op->kw != 3 || op->sh != 1 || op->sw != 1 ||
-        op->st != 1 || op->pad_h[0] != 1 || op->pad_h[1] != 1 || op->pad_w[0] != 1 ||
+        op->c_in % 16 || op->kt > CUK_NARROW_KT || op->kh != 3 || op->kw != 3 || op->sh != 1 ||
+        op->sw != 1 || op->st != 1 || op->pad_h[0] != 1 || op->pad_h[1] != 1 || op->pad_w[0] != 1 ||
         op->pad_w[1] != 1 || n_in > CUK_MAX_FRAMES || n_in != t_out + op->kt - 1)
         return 0;
     for (int i = 0; i < n_in; i++)

@@ -7,14 +7,19 @@
  *               w[co][dt][dh][dw][ci] * frames[j + dt][p + (dh-1, dw-1)][ci]   (zero outside)
  * as an implicit GEMM: M = output pixels, N = 8 outputs (zero filters above c_out), K = taps x
  * channels, with mma.sync m16n8k16 (float32 accumulation). A block owns ROWS x 16 output pixels
- * of one output frame, one warp per row; per input frame and chunk of 16 channels the
- * (ROWS+2) x 18 input halo and the chunk's 9 tap filters go to shared memory (pixel rows padded to
- * 24 values: conflict-free fragment loads), then each warp runs 9 MMAs. Weights come in the 3-D
- * layout of cuda_conv.c ([kp][kt][3][3][c_in], activation dtype); bias float32 [kp] or NULL.
+ * of TT consecutive output frames, one warp per row. Per chunk of 16 channels the kt x 9 tap
+ * filters go to shared memory, then each of the TT + kt - 1 input frames the block's outputs read:
+ * its (ROWS+2) x 18 input halo (pixel rows padded to 24 values: conflict-free fragment loads),
+ * and each warp runs 9 MMAs for every output frame that frame is a tap of, while the next halo
+ * comes from global memory into registers. An input frame is read once for TT outputs instead
+ * of kt times (the head is memory-bound: the input is ~100x its output; TT = 4 and the loads
+ * overlapping the MMAs took Wan2.1's 96 -> 3 head from 1.06 to 0.69 ms a 4-frame step, runs 93-94).
+ * Weights come in the 3-D layout of cuda_conv.c ([kp][kt][3][3][c_in], activation dtype); bias
+ * float32 [kp] or NULL.
  */
 #include "backends/cuda/cuda_common.cuh"
 
-enum { ROWS = 8, NW = 16, HR = ROWS + 2, HW = NW + 2, NC = 16, PITCH = 24 };
+enum { ROWS = 8, NW = 16, HR = ROWS + 2, HW = NW + 2, NC = 16, PITCH = 24, TT = 4 };
 
 template <typename T> struct mma_op;
 template <> struct mma_op<__nv_bfloat16> {
@@ -34,49 +39,89 @@ template <> struct mma_op<__half> {
     }
 };
 
+/* The 9 taps of one input frame's halo (xs) with one temporal tap's filters (wd) into acc. */
+template <typename T>
+static __device__ __forceinline__ void narrow_taps(const T *xs, const T *wd, int warp, int g, int q,
+                                                   float *acc) {
+#pragma unroll
+    for (int tap = 0; tap < 9; tap++) {
+        const int dh = tap / 3, dw = tap % 3;
+        /* A: rows = the warp's 16 output pixels shifted by the tap, cols = channels */
+        const T *ar = xs + ((warp + dh) * HW + dw) * PITCH;
+        uint32_t a[4], b[2];
+        a[0] = *(const uint32_t *)(ar + g * PITCH + q * 2);
+        a[1] = *(const uint32_t *)(ar + (g + 8) * PITCH + q * 2);
+        a[2] = *(const uint32_t *)(ar + g * PITCH + q * 2 + 8);
+        a[3] = *(const uint32_t *)(ar + (g + 8) * PITCH + q * 2 + 8);
+        /* B: rows = channels (k), cols = outputs (n = g) */
+        const T *br = wd + (tap * 8 + g) * PITCH;
+        b[0] = *(const uint32_t *)(br + q * 2);
+        b[1] = *(const uint32_t *)(br + q * 2 + 8);
+        mma_op<T>::run(acc, a, b);
+    }
+}
+
+/* A halo's 16-byte vectors (8 channels each), HALO_V of them, HALO_PER per thread at most. */
+enum { HALO_V = HR * HW * 2, HALO_PER = (HALO_V + 32 * ROWS - 1) / (32 * ROWS) };
+
+/* This thread's vectors of the halo of frame x, channels c0 .. c0+15 (zeros outside the frame),
+ * into registers: loaded while the block computes on the previous halo. */
+template <typename T>
+static __device__ __forceinline__ void halo_load(uint4 *v, const T *x, int c0, int x0, int y0,
+                                                 int h, int w, int c_in) {
+#pragma unroll
+    for (int k = 0; k < HALO_PER; k++) {
+        const int i = threadIdx.x + k * 32 * ROWS;
+        const int px = i / 2, half = i % 2, hy = y0 + px / HW - 1, hx = x0 + px % HW - 1;
+        v[k] = make_uint4(0, 0, 0, 0);
+        if (i < HALO_V && hy >= 0 && hy < h && hx >= 0 && hx < w)
+            v[k] = *(const uint4 *)(x + ((int64_t)hy * w + hx) * c_in + c0 + half * 8);
+    }
+}
+
+template <typename T> static __device__ __forceinline__ void halo_store(T *xs, const uint4 *v) {
+#pragma unroll
+    for (int k = 0; k < HALO_PER; k++) {
+        const int i = threadIdx.x + k * 32 * ROWS;
+        if (i < HALO_V) *(uint4 *)(xs + (i / 2) * PITCH + (i % 2) * 8) = v[k];
+    }
+}
+
 template <typename T>
 static __global__ void __launch_bounds__(32 * ROWS)
-    narrow_conv_kernel(cuk_frames fr, int kt, int h, int w, int c_in, int c_out, const T *wt,
-                       const float *bias, const T *res, T *y) {
+    narrow_conv_kernel(cuk_frames fr, int kt, int t_out, int h, int w, int c_in, int c_out,
+                       const T *wt, const float *bias, const T *res, T *y) {
     __shared__ __align__(16) T xs[HR * HW * PITCH]; /* [halo pixel][channel] of one frame, chunk */
-    __shared__ __align__(16) T ws[9 * 8 * PITCH];   /* [tap][output][channel] of the chunk */
+    __shared__ __align__(16) T ws[CUK_NARROW_KT * 9 * 8 * PITCH]; /* [dt][tap][output][channel] */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-    const int x0 = blockIdx.x * NW, y0 = blockIdx.y * ROWS, j = blockIdx.z;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int x0 = blockIdx.x * NW, y0 = blockIdx.y * ROWS, j0 = blockIdx.z * TT;
+    const int nt = t_out - j0 < TT ? t_out - j0 : TT; /* output frames of this block */
+    const int nf = nt + kt - 1;                       /* input frames they read */
+    float acc[TT][4] = {};
     const T zero = T(0.0f);
-    for (int dt = 0; dt < kt; dt++) {
-        const T *x = (const T *)fr.p[j + dt];
-        for (int c0 = 0; c0 < c_in; c0 += NC) {
-            __syncthreads(); /* the previous chunk is consumed */
-            /* halo: one 16-byte vector (8 channels) per thread and step */
-            for (int i = threadIdx.x; i < HR * HW * 2; i += 32 * ROWS) {
-                const int px = i / 2, half = i % 2, hy = y0 + px / HW - 1, hx = x0 + px % HW - 1;
-                uint4 v = make_uint4(0, 0, 0, 0);
-                if (hy >= 0 && hy < h && hx >= 0 && hx < w)
-                    v = *(const uint4 *)(x + ((int64_t)hy * w + hx) * c_in + c0 + half * 8);
-                *(uint4 *)(xs + px * PITCH + half * 8) = v;
-            }
-            for (int i = threadIdx.x; i < 9 * 8 * NC; i += 32 * ROWS) {
-                const int c = i % NC, n = (i / NC) % 8, tap = i / (8 * NC);
-                ws[(tap * 8 + n) * PITCH + c] =
-                    n < c_out ? wt[(((int64_t)n * kt + dt) * 9 + tap) * c_in + c0 + c] : zero;
-            }
+    uint4 next[HALO_PER]; /* the next halo, on its way from global memory */
+    halo_load<T>(next, (const T *)fr.p[j0], 0, x0, y0, h, w, c_in);
+    for (int c0 = 0; c0 < c_in; c0 += NC) {
+        __syncthreads(); /* the previous chunk's filters are consumed */
+        for (int i = threadIdx.x; i < kt * 9 * 8 * NC; i += 32 * ROWS) {
+            const int c = i % NC, n = (i / NC) % 8, tap = i / (8 * NC) % 9, dt = i / (9 * 8 * NC);
+            ws[((dt * 9 + tap) * 8 + n) * PITCH + c] =
+                n < c_out ? wt[(((int64_t)n * kt + dt) * 9 + tap) * c_in + c0 + c] : zero;
+        }
+        for (int f = 0; f < nf; f++) {  /* input frame j0 + f */
+            if (f > 0) __syncthreads(); /* the previous halo is consumed */
+            halo_store<T>(xs, next);
             __syncthreads();
+            if (f + 1 < nf)
+                halo_load<T>(next, (const T *)fr.p[j0 + f + 1], c0, x0, y0, h, w, c_in);
+            else if (c0 + NC < c_in)
+                halo_load<T>(next, (const T *)fr.p[j0], c0 + NC, x0, y0, h, w, c_in);
+                /* output frame j0 + tt reads this frame as its temporal tap dt = f - tt */
 #pragma unroll
-            for (int tap = 0; tap < 9; tap++) {
-                const int dh = tap / 3, dw = tap % 3;
-                /* A: rows = the warp's 16 output pixels shifted by the tap, cols = channels */
-                const T *ar = xs + ((warp + dh) * HW + dw) * PITCH;
-                uint32_t a[4], b[2];
-                a[0] = *(const uint32_t *)(ar + g * PITCH + q * 2);
-                a[1] = *(const uint32_t *)(ar + (g + 8) * PITCH + q * 2);
-                a[2] = *(const uint32_t *)(ar + g * PITCH + q * 2 + 8);
-                a[3] = *(const uint32_t *)(ar + (g + 8) * PITCH + q * 2 + 8);
-                /* B: rows = channels (k), cols = outputs (n = g) */
-                const T *br = ws + (tap * 8 + g) * PITCH;
-                b[0] = *(const uint32_t *)(br + q * 2);
-                b[1] = *(const uint32_t *)(br + q * 2 + 8);
-                mma_op<T>::run(acc, a, b);
+            for (int tt = 0; tt < TT; tt++) {
+                const int dt = f - tt;
+                if (tt < nt && dt >= 0 && dt < kt)
+                    narrow_taps<T>(xs, ws + dt * 9 * 8 * PITCH, warp, g, q, acc[tt]);
             }
         }
     }
@@ -84,17 +129,21 @@ static __global__ void __launch_bounds__(32 * ROWS)
     const int oy = y0 + warp;
     if (oy >= h) return;
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int ox = x0 + g + 8 * r;
-        if (ox >= w) continue;
-        const int64_t o = (((int64_t)j * h + oy) * w + ox) * c_out;
+    for (int tt = 0; tt < TT; tt++) {
+        if (tt >= nt) break;
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int n = 2 * q + e;
-            if (n >= c_out) continue;
-            float v = acc[2 * r + e] + (bias ? bias[n] : 0.0f);
-            if (res) v += cu_ld(res, o + n);
-            cu_st(y, o + n, v);
+        for (int r = 0; r < 2; r++) {
+            const int ox = x0 + g + 8 * r;
+            if (ox >= w) continue;
+            const int64_t o = (((int64_t)(j0 + tt) * h + oy) * w + ox) * c_out;
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int n = 2 * q + e;
+                if (n >= c_out) continue;
+                float v = acc[tt][2 * r + e] + (bias ? bias[n] : 0.0f);
+                if (res) v += cu_ld(res, o + n);
+                cu_st(y, o + n, v);
+            }
         }
     }
 }
@@ -102,17 +151,17 @@ static __global__ void __launch_bounds__(32 * ROWS)
 extern "C" cudaError_t cuk_narrow_conv(cudaStream_t s, int dtype, const cuk_frames *frames, int kt,
                                        int t_out, int h, int w, int c_in, int c_out, const void *wt,
                                        const float *bias, const void *res, void *y) {
-    if (c_in % NC || c_out < 1 || c_out > CUK_NARROW_MAX || t_out < 1 || t_out > 65535 ||
-        (dtype != CU_BF16 && dtype != CU_F16))
+    if (c_in % NC || c_out < 1 || c_out > CUK_NARROW_MAX || kt < 1 || kt > CUK_NARROW_KT ||
+        t_out < 1 || (t_out + TT - 1) / TT > 65535 || (dtype != CU_BF16 && dtype != CU_F16))
         return cudaErrorInvalidValue;
     const dim3 grid((unsigned)((w + NW - 1) / NW), (unsigned)((h + ROWS - 1) / ROWS),
-                    (unsigned)t_out);
+                    (unsigned)((t_out + TT - 1) / TT));
     if (dtype == CU_BF16)
-        narrow_conv_kernel<__nv_bfloat16>
-            <<<grid, 32 * ROWS, 0, s>>>(*frames, kt, h, w, c_in, c_out, (const __nv_bfloat16 *)wt,
-                                        bias, (const __nv_bfloat16 *)res, (__nv_bfloat16 *)y);
+        narrow_conv_kernel<__nv_bfloat16><<<grid, 32 * ROWS, 0, s>>>(
+            *frames, kt, t_out, h, w, c_in, c_out, (const __nv_bfloat16 *)wt, bias,
+            (const __nv_bfloat16 *)res, (__nv_bfloat16 *)y);
     else
-        narrow_conv_kernel<__half><<<grid, 32 * ROWS, 0, s>>>(*frames, kt, h, w, c_in, c_out,
+        narrow_conv_kernel<__half><<<grid, 32 * ROWS, 0, s>>>(*frames, kt, t_out, h, w, c_in, c_out,
                                                               (const __half *)wt, bias,
                                                               (const __half *)res, (__half *)y);
     return cudaGetLastError();
