@@ -265,6 +265,11 @@ void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who) {
 }
 
 /* ---- parameters (weights) ------------------------------------------------------------------- */
+int cu_upload_refused(cuda_backend *cb, const char *who) {
+    if (!cb->recording) return VAE_OK;
+    return vae_fail(VAE_EUNSUPPORTED, "%s: no upload of constants while recording a graph", who);
+}
+
 /* Copies pageable host memory to the device in the stream's order. A plain cudaMemcpy would run on
  * the legacy stream, which the backend's non-blocking stream does not wait for, and for pageable
  * memory it returns once the data is staged, before it has landed: a kernel queued right after
@@ -273,9 +278,8 @@ void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who) {
  * recorded (the graph would keep a copy from host memory): the recording then fails and the step
  * runs normally. */
 int cu_upload_host(cuda_backend *cb, void *dst, const void *host, size_t bytes, const char *who) {
-    if (cb->recording)
-        return vae_fail(VAE_EUNSUPPORTED, "%s: no upload of constants while recording a graph",
-                        who);
+    const int rc = cu_upload_refused(cb, who);
+    if (rc) return rc;
     return cu_check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, cb->stream), who,
                     "uploading constants");
 }

@@ -421,8 +421,11 @@ void cu_retire(cuda_backend *cb, void *p, size_t bytes);
 void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who);
 /* VAE_CUDA_POISON: fills a block the backend hands out with NaN bytes (queued on the stream). */
 void cu_poison(cuda_backend *cb, void *p, size_t bytes);
+/* VAE_EUNSUPPORTED (with the message) while a graph is being recorded: it would keep a copy from
+ * host memory, so uploads refuse, the recording fails and the step runs normally; else VAE_OK. */
+int cu_upload_refused(cuda_backend *cb, const char *who);
 /* Host -> device copy of constants in the stream's order (the host buffer may be freed on
- * return); VAE_EUNSUPPORTED while a graph is being recorded. */
+ * return); VAE_EUNSUPPORTED while a graph is being recorded (cu_upload_refused). */
 int cu_upload_host(cuda_backend *cb, void *dst, const void *host, size_t bytes, const char *who);
 /* Device buffer from host float32 data converted to the backend dtype (conv weights), or a
  * float32 copy (norm parameters) when as_f32, through the pinned ring (cu_ring_upload);

@@ -98,9 +98,8 @@ enum { RING_PIECE = 4 << 20 };
 
 int cu_ring_upload(cuda_backend *cb, void *dst, const float *src, size_t n, vae_dtype dt,
                    const char *who) {
-    if (cb->recording) /* the graph would keep a copy from host memory */
-        return vae_fail(VAE_EUNSUPPORTED, "%s: no upload of constants while recording a graph",
-                        who);
+    const int refused = cu_upload_refused(cb, who);
+    if (refused) return refused;
     const size_t es = dt == VAE_DTYPE_F32 ? 4 : 2, per = RING_PIECE / es;
     for (size_t at = 0; at < n; at += per) {
         const size_t k = n - at < per ? n - at : per;
