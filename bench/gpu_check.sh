@@ -19,7 +19,7 @@
 #   --runs N    timed runs per workload for --bench/--torch/--compare (default 2; compare: 5)
 #   --tiles     also the tiny fixtures with forced exact tiles (>= 3 per axis, fp32 and bf16:
 #               within 1e-5 / 2e-2 of the untiled output; also from a later cut with the store
-#               pinned on the host) and blended tiles
+#               pinned on the host), column strips (--strips) and blended tiles
 #   --budget    also the memory-budget workloads of the planner issue (vae bench --max-memory,
 #               each beside its untiled run; BUDGET_LIST overrides: 'WORKLOAD|FLAGS;...';
 #               UNTILED=skip leaves the untiled runs out)
@@ -280,6 +280,13 @@ if [ $TILES = 1 ]; then
         done
     done
     fixture_run "blend taef2_real fp32" taef2_real fp32 --blend 128
+    # column strips that hand their edge columns on (no halos), poisoned memory, checked outputs
+    for fx in wan21_tiny:2 wan22_tiny:3 taef2_real:3; do
+        for dt in fp32 bf16; do
+            fixture_run "strips ${fx%%:*} $dt" ${fx%%:*} $dt --strips ${fx##*:} \
+                VAE_CUDA_POISON=1 VAE_EXEC_CHECK=1
+        done
+    done
 fi
 # device groups of every GPU there is (one GPU: two lanes on it): each fixture case on the
 # group's own plan and with exact tiles shared out, within 1e-5 (fp32) / 2e-2 (bf16) of one GPU's

@@ -231,6 +231,10 @@ typedef enum {
     VAE_PARAM_CUDA_DNN_GAIN_US,  /* the tuner takes a cuDNN path for a shape only where it is this
                                   * many microseconds a call faster than the engine's own kernels:
                                   * cuDNN's first use costs a process ~0.3 s (100) */
+    VAE_PARAM_PLAN_STRIPS,       /* exact tiles as column strips that hand their edge columns on
+                                  * instead of recomputing halos: 0 where the planner finds them
+                                  * cheaper, -1 never, N >= 2 always N strips where the model
+                                  * allows (decoders) (0) */
     VAE_PARAM_COUNT
 } vae_param;
 
@@ -355,6 +359,8 @@ typedef struct vae_plan_info {
     int tile_height, tile_width; /* exact: owned tile of the tiled stage's output (decode: video
                                   * pixels); blend: the input crop */
     int frame_loops;             /* stages that stream one frame at a time */
+    int strips;                  /* exact tiles as this many column strips that hand their edge
+                                  * columns on (no halos recomputed; tiles 1 x strips), or 0 */
     int64_t peak_bytes;          /* predicted peak, as vae_session_peak_bytes counts it */
     int64_t floor_bytes;         /* the smallest exact plan's peak */
     int64_t budget_bytes;        /* the budget it was made for (0: unlimited) */

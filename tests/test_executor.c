@@ -233,7 +233,7 @@ static void test_plan_caches(vae_backend *be) {
     vae_plan_request rq = {.prog = &p, .elem = sizeof(float)};
     int64_t scratch = 0, caches = -2;
     if (vae_loops_init(&none, &p, NULL, NULL, 0) == VAE_OK) {
-        vae_plan_mem_part(&p, &none, vh, vw, &rq, 1, 1, STEPS, NULL, 0, &scratch, &caches);
+        vae_plan_mem_part(&p, &none, vh, vw, &rq, 1, 1, STEPS, NULL, 0, NULL, &scratch, &caches);
         vae_loops_free(&none);
     }
     CHECK(measured > 0 && caches == measured,

@@ -1,7 +1,7 @@
 /* test_fixtures.c -- every case of a reference fixture, through the public API.
  *
  * usage: test_fixtures SHARED_DIR FIXTURE [--device cpu|cuda] [--dtype fp32|bf16|fp16|fp8]
- *                     [--tol X] [--min-psnr DB] [--tiles N] [--blend PX] [--tile HxW]
+ *                     [--tol X] [--min-psnr DB] [--tiles N] [--strips N] [--blend PX] [--tile HxW]
  *                     [--max-memory BYTES] [--devices N]
  *
  * Weights come from the shipped checkpoint ("file"), the taef2 .pth files, or a checkpoint written
@@ -266,6 +266,42 @@ static void check_tiles(const vae_model *m, const vae_session_options *base, int
     vae_session_free(s);
 }
 
+/* The case in a fresh session whose exact tiles are n column strips that hand their edge
+ * columns on (VAE_PARAM_PLAN_STRIPS): within the fixture's tolerance and tol_tiles of the
+ * untiled output, the predicted peak checked as for tiles. Where the model has no part that runs
+ * in strips (encoders, SeedVR2) or the input is too narrow for n, the planner plans as usual;
+ * *ran counts the cases that ran in strips. */
+static void check_strips(const vae_model *m, const vae_session_options *base, int encode,
+                         const vae_tensor *in, const vae_tensor *untiled, const vae_tensor *ref,
+                         double tol, double tol_tiles, int n, const char *label, int *ran) {
+    vae_session_options so = *base;
+    vae_session_options_set(&so, VAE_PARAM_PLAN_STRIPS, n);
+    vae_session *s = NULL;
+    vae_plan_info plan;
+    vae_tensor out = {0};
+    int rc = vae_session_create(&s, m, &so);
+    if (rc == VAE_OK) rc = vae_session_plan(s, encode, in->shape, in->ndim, &plan);
+    if (rc == VAE_OK) rc = encode ? vae_encode_tensor(s, in, &out) : vae_decode_tensor(s, in, &out);
+    if (rc) {
+        check(0, "%s strips: %s", label, vae_last_error());
+        vae_session_free(s);
+        return;
+    }
+    int64_t bad_ref, bad_untiled;
+    const double e_ref = rel_error(&out, ref, &bad_ref), e_un = rel_error(&out, untiled, &bad_untiled);
+    *ran += plan.strips > 0;
+    check(e_ref <= tol && e_un <= tol_tiles && bad_ref == 0 && (plan.strips == 0 || plan.strips == n),
+          "%s %d strips (planned %d, tiles %dx%d): rel_err %.2e (tol %.0e), vs untiled %.2e (tol "
+          "%.0e)", label, n, plan.strips, plan.tiles_y, plan.tiles_x, e_ref, tol, e_un, tol_tiles);
+    const double measured = (double)vae_session_peak_bytes(s), predicted = (double)plan.peak_bytes;
+    if (so.device == VAE_DEVICE_CPU)
+        check(measured <= 1.02 * predicted && measured >= 0.9 * predicted,
+              "%s strips: predicted peak %.0f bytes, measured %.0f (%+.1f%%)", label, predicted,
+              measured, 100.0 * (measured / predicted - 1));
+    vae_tensor_free(&out);
+    vae_session_free(s);
+}
+
 /* The synthesiser against the fixture's checksums: every key, shape, sum and first values. */
 static void check_checksums(const char *ckpt, const cJSON *sums) {
     int n = 0, bad = 0;
@@ -298,12 +334,13 @@ static void check_checksums(const char *ckpt, const cJSON *sums) {
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s SHARED_DIR FIXTURE [--device D] [--dtype T] [--tol X] "
-                        "[--tiles N] [--blend PX] [--tile HxW] [--max-memory BYTES] [--devices N]\n", argv[0]);
+                        "[--tiles N] [--strips N] [--blend PX] [--tile HxW] [--max-memory BYTES] "
+                        "[--devices N]\n", argv[0]);
         return 2;
     }
     const char *shared = argv[1], *name = argv[2], *device = "cpu", *dtype = "fp32";
     double tol = -1, min_psnr = 0;
-    int tile_h = 0, tile_w = 0, blend = 0, tiles = 0;
+    int tile_h = 0, tile_w = 0, blend = 0, tiles = 0, strips = 0, strip_runs = 0;
     long long max_mem = 0;
     for (int i = 3; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--device") == 0) device = argv[i + 1];
@@ -313,6 +350,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--tile") == 0) sscanf(argv[i + 1], "%dx%d", &tile_h, &tile_w);
         else if (strcmp(argv[i], "--blend") == 0) sscanf(argv[i + 1], "%d", &blend);
         else if (strcmp(argv[i], "--tiles") == 0) sscanf(argv[i + 1], "%d", &tiles);
+        else if (strcmp(argv[i], "--strips") == 0) sscanf(argv[i + 1], "%d", &strips);
         else if (strcmp(argv[i], "--max-memory") == 0) sscanf(argv[i + 1], "%lld", &max_mem);
         else if (strcmp(argv[i], "--devices") == 0) sscanf(argv[i + 1], "%d", &group_devices);
     }
@@ -431,6 +469,9 @@ int main(int argc, char **argv) {
                     check_group(mm, &so, encode, &in, &out, 0, tol_tiles, label);
                 if (tiles) check_tiles(mm, &so, encode, &in, &out, &ref, tol, tol_tiles, tiles, 0, label);
                 if (blend) check_tiles(mm, &so, encode, &in, &out, &ref, tol, tol_tiles, 0, blend, label);
+                if (strips)
+                    check_strips(mm, &so, encode, &in, &out, &ref, tol, tol_tiles, strips, label,
+                                 &strip_runs);
             }
             vae_tensor_free(&in);
             vae_tensor_free(&ref);
@@ -441,6 +482,7 @@ int main(int argc, char **argv) {
         if (dec != enc) vae_model_free(dec);
         vae_model_free(enc);
     }
+    if (strips) check(strip_runs > 0, "%s: %d cases ran in %d strips", name, strip_runs, strips);
     if (synthetic) remove(ckpt);
     cJSON_Delete(js);
     free(text);

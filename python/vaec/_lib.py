@@ -75,7 +75,7 @@ class CallOptions(C.Structure):
 class PlanInfo(C.Structure):
     _fields_ = [("order", C.c_int), ("tiles_y", C.c_int), ("tiles_x", C.c_int),
                 ("tile_height", C.c_int), ("tile_width", C.c_int), ("frame_loops", C.c_int),
-                ("peak_bytes", C.c_int64), ("floor_bytes", C.c_int64),
+                ("strips", C.c_int), ("peak_bytes", C.c_int64), ("floor_bytes", C.c_int64),
                 ("budget_bytes", C.c_int64), ("flops", C.c_double), ("text", C.c_char * 1024)]
 
 

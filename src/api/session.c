@@ -340,6 +340,7 @@ int vae_session_plan(vae_session *s, int encode, const int64_t *shape, int ndim,
     info->tiles_y = plan.tiles_y, info->tiles_x = plan.tiles_x;
     info->tile_height = plan.tile_h, info->tile_width = plan.tile_w;
     info->frame_loops = plan.part[1].n_loops;
+    info->strips = plan.strips ? plan.strips->n : 0;
     info->peak_bytes = plan.peak, info->floor_bytes = plan.floor, info->budget_bytes = plan.budget;
     info->flops = 2 * plan.macs;
     snprintf(info->text, sizeof info->text, "%s", plan.why);

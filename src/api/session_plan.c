@@ -56,7 +56,7 @@ int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_
         .blend_tile = o->blend_tile > 0 ? o->blend_tile : 512,
         .video_factor = vae_config_spatial_factor(&m->cfg), .frame_loops = s->set.exec_frames,
         .cut = s->set.plan_cut, .store_host = s->set.exec_store_host,
-        .scratch_minimal = s->set.plan_scratch_min,
+        .scratch_minimal = s->set.plan_scratch_min, .strips = s->set.plan_strips,
         .host_store_max = (int64_t)s->set.exec_host_mb << 20, .ranks = s->n_lanes};
     rq.blend_overlap = o->blend_overlap > 0 ? o->blend_overlap : rq.blend_tile / 8;
     return vae_plan_make(plan, &rq);

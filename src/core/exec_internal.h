@@ -5,6 +5,7 @@
 #define VAE_EXEC_INTERNAL_H
 
 #include "executor.h"
+#include "strip.h"
 
 typedef struct window {
     void **cache;     /* kt-1 frame buffers [h][w][c] */
@@ -58,14 +59,27 @@ struct vae_exec {
     int64_t *graph_seen;              /* per op: clock.seen added by one step */
     int have_prev;                    /* prev_* are set */
     uint64_t prev_before, prev_after; /* state signatures around the previous step */
+    /* column strips (strip.h, exec_strip.c): the geometry, the strip this stream runs, a slot
+     * per carry (the columns the previous strip left, every frame) and the frames through each
+     * carry so far in this stream */
+    const vae_strips *strips;
+    int strip;
+    void **slot;
+    int64_t *slot_frames;
 };
 
 size_t exec_vox_bytes(const vae_exec *e, int64_t n);
 int exec_frames_reserve(vae_exec *e, int n);
 int exec_alloc_value(vae_exec *e, value *v, int v_id);
 
-/* exec_window.c: a windowed op (temporal conv, temporal shuffle-down) over cache ++ chunk */
-int exec_run_windowed(vae_exec *e, int op_index, const value *x, value *y);
+/* exec_window.c: a windowed op (temporal conv, temporal shuffle-down) over cache ++ chunk;
+ * res: the conv's residual (or NULL) */
+int exec_run_windowed(vae_exec *e, int op_index, const value *x, const value *res, value *y);
+
+/* exec_strip.c: input k of op i as the strip needs it (*out: x itself, or z rebuilt from the
+ * slot and x; z->buf stays NULL when nothing was rebuilt), and x's last columns into the slot */
+int exec_strip_input(vae_exec *e, int i, int k, const value *x, value *z, const value **out);
+void exec_strip_release(vae_exec *e);
 void exec_window_release(vae_exec *e, window *w, int kt);
 
 #endif

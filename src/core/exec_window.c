@@ -106,7 +106,7 @@ static int keep_contig(vae_exec *e, const vae_op *op, window *w, const vae_op_fr
     return e->be->v->copy(e->be, w->cbuf, src, (size_t)f->keep * w->frame_bytes);
 }
 
-int exec_run_windowed(vae_exec *e, int i, const value *x, value *y) {
+int exec_run_windowed(vae_exec *e, int i, const value *x, const value *res, value *y) {
     const vae_op *op = &e->p->ops[i];
     op_state *s = &e->st[i];
     window *w = &s->win;
@@ -128,7 +128,6 @@ int exec_run_windowed(vae_exec *e, int i, const value *x, value *y) {
     y->h = y->w = 0;
     if (f.t_out > 0) {
         if ((rc = vae_op_out_size(op, w->h, w->w, &y->h, &y->w))) return rc;
-        const value *res = op->in[1] >= 0 ? &e->val[op->in[1]] : NULL;
         if (res && (res->t != y->t || res->h != y->h || res->w != y->w || res->c != y->c))
             return vae_fail(VAE_ESHAPE, "residual of %s: [%d,%d,%d,%d] vs [%d,%d,%d,%d]", op->name,
                             res->t, res->h, res->w, res->c, y->t, y->h, y->w, y->c);

@@ -157,6 +157,7 @@ static void exec_clear(vae_exec *e) {
 
 void vae_exec_reset(vae_exec *e) {
     exec_clear(e);
+    if (e->strips) memset(e->slot_frames, 0, (size_t)e->strips->n_carry * sizeof *e->slot_frames);
     memset(e->trims, 0, (size_t)e->p->n_values * sizeof *e->trims);
     plan_windows(e);
 }
@@ -177,6 +178,7 @@ int vae_exec_set_trim(vae_exec *e, int v, int y0, int x0, int h, int w) {
 void vae_exec_free(vae_exec *e) {
     if (!e) return;
     if (e->st && e->val) exec_clear(e);
+    exec_strip_release(e);
     if (e->st)
         for (int i = 0; i < e->p->n_ops; i++)
             if (e->st[i].prep) e->be->v->unprepare(e->be, &e->p->ops[i], e->st[i].prep);
@@ -255,7 +257,7 @@ static int op_compute(vae_exec *e, int i, const value *x, const value *x2, value
     op_state *s = &e->st[i];
     vae_backend *be = e->be;
     int rc = VAE_OK;
-    if (vae_op_is_windowed(op)) return exec_run_windowed(e, i, x, y);
+    if (vae_op_is_windowed(op)) return exec_run_windowed(e, i, x, x2, y);
     vae_op_frames f;
     vae_op_step_frames(op, &s->clock, x->t, x2 ? x2->t : 0, &f);
     *y = (value){.t = f.t_out, .h = x->h, .w = x->w, .c = op->c_out};
@@ -332,7 +334,13 @@ static int run_op(vae_exec *e, int i) {
     if (x->t > 0 && x->c != op->c_in)
         return vae_fail(VAE_ESHAPE, "op %s: input has %d channels, expected %d", op->name, x->c,
                         op->c_in);
-    int rc = op_compute(e, i, x, x2, y);
+    value z[2]; /* strips: inputs rebuilt over the columns this strip needs (exec_strip.c) */
+    int rc = exec_strip_input(e, i, 0, x, &z[0], &x);
+    z[1].buf = NULL;
+    if (rc == VAE_OK && x2) rc = exec_strip_input(e, i, 1, x2, &z[1], &x2);
+    if (rc == VAE_OK) rc = op_compute(e, i, x, x2, y);
+    for (int k = 0; k < 2; k++)
+        if (z[k].buf) e->be->v->release(e->be, z[k].base ? z[k].base : z[k].buf);
     if (rc == VAE_OK && e->set.exec_check) rc = check_output(e, i);
     if (rc) return rc;
     y->refs = e->uses[op->out];
@@ -542,7 +550,7 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
                                .refs = e->uses[p->input],
                                .kind = VALUE_VIEW};
     int rc = VAE_EUNSUPPORTED;
-    if (e->graph || e->graph_ok) {
+    if ((e->graph || e->graph_ok) && !e->strips) {
         const uint64_t sig = state_sig(e, in);
         const int replay = e->graph && sig == e->graph_sig;
         /* the state before this step is the one before and after the previous step */

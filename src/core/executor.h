@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "program.h"
 #include "settings.h"
+#include "strip.h"
 
 typedef struct vae_exec vae_exec;
 
@@ -34,6 +35,12 @@ void vae_exec_reset(vae_exec *e);
  * [y0, y0+h) and columns [x0, x0+w) of itself before the ops after the boundary see it. Between
  * streams only; h = 0 removes the trim. */
 int vae_exec_set_trim(vae_exec *e, int value, int y0, int x0, int h, int w);
+
+/* Column strips (strip.h): the next stream runs strip k of s, taking the columns left of its
+ * own from what strip k-1 left in the slots (so strips run in order, 0 first); s NULL: no strips
+ * (the slots are given back). Between streams only; s stays the caller's until then. Graphs are
+ * off while strips run (the slots' places move every step). */
+int vae_exec_set_strip(vae_exec *e, const vae_strips *s, int k);
 
 /* Output of one chunk: a backend buffer [t][h][w][c] (NULL when t == 0), owned by the executor
  * until the next call. */

@@ -64,7 +64,7 @@ static int64_t whole_peak(const planner *pl, int64_t *scratch, int64_t *caches) 
     const part *q = &pl->whole;
     const int max_chunk = q->first > q->chunk ? q->first : q->chunk;
     int64_t dev_in = plan_rounded(pl, plan_frames_bytes(pl, q, 0, max_chunk, rq->h, rq->w));
-    int64_t m = plan_part_mem(pl, q, q->vh, q->vw, rq->t, NULL, 0, scratch, caches);
+    int64_t m = plan_part_mem(pl, q, q->vh, q->vw, rq->t, NULL, 0, NULL, scratch, caches);
     return m < 0 ? -1 : dev_in + m;
 }
 
@@ -254,6 +254,7 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
         plan->store_host[k] = c->store_host[k];
     }
     cand again;
+    if (c->strips) return plan_try_strips(pl, c->strips, &again, plan);
     return plan_try_tiled(pl, c->tile_h, c->tile_w, &again, plan);
 }
 
@@ -266,6 +267,24 @@ static const char *kind_name(vae_plan_kind k) {
 /* the cut candidate settings.plan_cut asks for (the last one when there are fewer) */
 static int forced_cut(const planner *pl) {
     return pl->rq->cut < pl->n_cuts ? pl->rq->cut : pl->n_cuts - 1;
+}
+
+/* Column strips of B (strip.h) at the current cut, from 2 to 16: into *best where they fit and
+ * cost less, *floor_c where their peak is smaller. */
+static int search_strips(planner *pl, cand *best, cand *floor_c) {
+    static const int counts[] = {2, 3, 4, 5, 6, 8, 10, 12, 16};
+    if (pl->rq->strips < 0) return VAE_OK;
+    for (size_t j = 0; j < sizeof counts / sizeof counts[0]; j++) {
+        cand c;
+        memset(&c, 0, sizeof c);
+        int rc = plan_try_strips(pl, counts[j], &c, NULL);
+        if (rc == VAE_EUNSUPPORTED) return VAE_OK; /* more strips are narrower still */
+        if (rc) return rc;
+        if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
+        if (pl->rq->budget > 0 && c.peak > pl->rq->budget) continue;
+        if (best->peak < 0 || c.cost < best->cost) *best = c;
+    }
+    return VAE_OK;
 }
 
 /* Searches tile grids (from few to many tiles) at every cut: *best the cheapest that fits
@@ -301,6 +320,7 @@ static int search_tiles(planner *pl, cand *best, cand *floor_c) {
                 if (!fit_n) fit_n = n;
                 if (best->peak < 0 || c.cost < best->cost) *best = c;
             }
+        if ((rc = search_strips(pl, best, floor_c))) return rc;
     }
     return best->peak < 0 ? PLAN_NOFIT : VAE_OK;
 }
@@ -319,6 +339,13 @@ static void describe(const planner *pl, vae_plan *plan) {
     if (plan->kind == VAE_PLAN_TILED && n < cap)
         n += (size_t)snprintf(w + n, cap - n, " in steps of %d then %d frames", plan->part[1].first,
                               plan->part[1].chunk);
+    if (plan->strips && n < cap)
+        n += (size_t)snprintf(
+            w + n, cap - n, ", as column strips that hand their edge columns on (no halos; %d "
+                            "carries, slots %s on the %s)",
+            plan->strips->n_carry,
+            size_str(vae_strips_slot_bytes(plan->strips, &pl->pb.prog, pl->pb.vh, rq->elem, NULL)),
+            plan->strips->slots_host ? "host" : "device");
     if (plan->kind != VAE_PLAN_WHOLE && rq->ranks > 1 && n < cap)
         n += (size_t)snprintf(w + n, cap - n, ", shared by %d devices (tile i to device i %% %d)",
                               rq->ranks, rq->ranks);
@@ -370,6 +397,25 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
             if (budget <= 0 || best->peak <= budget) return VAE_OK;
         }
         return PLAN_NOFIT;
+    }
+    /* strips forced (settings.plan_strips): where B can run in them, else planned as usual */
+    if (rq->strips >= 2 && pl->tiled_ok && rq->mode != VAE_TILE_NONE && rq->tile_h <= 0 &&
+        rq->tile_w <= 0) {
+        /* from the first cut where the strips are wide enough (or the one asked for) */
+        const int k0 = pl->rq->cut >= 0 ? forced_cut(pl) : 0;
+        const int k1 = pl->rq->cut >= 0 ? k0 + 1 : pl->n_cuts;
+        for (int k = k0; k < k1; k++) {
+            if ((rc = parts_at(pl, k))) return rc;
+            for (int fr = fr0; fr < n_fr && rc == VAE_OK; fr++) {
+                pl->fr = fr;
+                rc = plan_try_strips(pl, rq->strips, best, NULL);
+                if (rc == VAE_OK && (budget <= 0 || best->peak <= budget || fr + 1 == n_fr)) {
+                    *floor_c = *best;
+                    return VAE_OK;
+                }
+            }
+            if (rc != VAE_OK && rc != VAE_EUNSUPPORTED) return rc;
+        }
     }
     const int forced = rq->tile_h > 0 || rq->tile_w > 0;
     if (forced && !pl->tiled_ok)
@@ -497,6 +543,9 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
 }
 
 void vae_plan_free(vae_plan *plan) {
+    if (plan->strips) vae_strips_free(plan->strips);
+    vae_free(plan->strips);
+    plan->strips = NULL;
     vae_free(plan->tiles);
     plan->tiles = NULL;
     plan->n_tiles = 0;

@@ -28,6 +28,7 @@
 
 #include "op.h"
 #include "program.h"
+#include "strip.h"
 #include "vae.h"
 
 struct vae_backend;
@@ -91,6 +92,9 @@ typedef struct vae_plan_request {
     int store_host;                /* settings.exec_store_host: stores on the host */
     int host_direct;               /* the backend reads and writes host stores in place
                                     * (host_alloc): nothing of them is staged on the device */
+    int strips;                    /* settings.plan_strips: exact tiles as column strips that
+                                    * hand their edges on (strip.h) where they cost less (0), never
+                                    * (-1), or always in this many strips (>= 2) */
     int ranks;                     /* devices of a group sharing the tiles (runner_group.c; 0 or
                                     * 1: one device): tiles are taken where sharing them beats
                                     * whole frames on one device, in grids of a multiple of
@@ -110,6 +114,8 @@ typedef struct vae_plan {
     int tiles_y, tiles_x, n_tiles;
     vae_plan_tile *tiles; /* row-major */
     int tile_h, tile_w;   /* B-output size of the (non-edge) owned tile */
+    vae_strips *strips;   /* TILED as column strips (strip.h; tiles 1 x n, run in order, no
+                           * halos): their geometry for B's executor, or NULL */
     int blend_overlap;    /* BLEND: ramp width in B-output pixels */
     double macs;          /* including the tiles' redundant halo work */
     double macs_whole;    /* of the untiled program */
@@ -138,12 +144,13 @@ int vae_plan_walk(const vae_program *p, int t, int h, int w, int *t_out, int *h_
 /* ---- plan_mem.c: the memory model --------------------------------------------------------- */
 /* Peak bytes of running slice `prog` (an executor with `loops`, trims `trims`) over a stream of
  * steps of t_first then t_next input frames (n_steps in all) of h x w: values, caches, temporaries
- * and the step output held between steps, as the executor allocates them; *scratch: the most
+ * and the step output held between steps, as the executor allocates them; zw (NULL: none): for
+ * column strips, the width each op input (i*2 + k) is rebuilt to (0: not); *scratch: the most
  * backend scratch one of its ops needs; *caches (when given): of the peak, the causal caches (the
  * frames windowed ops keep between steps). -1 when out of memory. */
 int64_t vae_plan_mem_part(const vae_program *prog, const vae_loops *loops, const int *vh,
                           const int *vw, const vae_plan_request *rq, int t_first, int t_next,
-                          int n_steps, const vae_plan_trim *trims, int n_trims, int64_t *scratch,
-                          int64_t *caches);
+                          int n_steps, const vae_plan_trim *trims, int n_trims, const int *zw,
+                          int64_t *scratch, int64_t *caches);
 
 #endif

@@ -87,6 +87,9 @@ typedef struct cand {
     vae_plan_kind kind;
     int fr;             /* the loops it was evaluated with */
     int ty, tx;         /* tile grid */
+    int strips;         /* TILED: column strips that hand their edges on (strip.h), 0: tiles
+                         * with halos */
+    int slots_host;     /* strips: their slots in host memory */
     int tile_h, tile_w; /* owned tile size in B's output (TILED), or input crop size (BLEND) */
     int cut;            /* TILED: the cut candidate (planner.cuts) */
     int64_t peak, peak_alloc, scratch;
@@ -98,11 +101,12 @@ typedef struct cand {
 } cand;
 
 /* ---- plan_tiles.c: a part's memory, and tile grids of part B with their peak and work ------- */
-/* The part's memory for value shapes vh x vw (a tile's, or the whole frame's); *scratch raised
- * to the backend scratch it needs; *caches (when given): its causal caches. -1 when the host ran
+/* The part's memory for value shapes vh x vw (a tile's, or the whole frame's; zw: a strip's
+ * rebuilt inputs, vae_plan_mem_part); *scratch raised to the backend scratch it needs; *caches (when given): its causal caches. -1 when the host ran
  * out of memory. */
 int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
-                      const vae_plan_trim *trims, int n_trims, int64_t *scratch, int64_t *caches);
+                      const vae_plan_trim *trims, int n_trims, const int *zw, int64_t *scratch,
+                      int64_t *caches);
 /* bytes as the backend's allocator takes them */
 int64_t plan_rounded(const planner *pl, int64_t bytes);
 /* bytes of t frames of value v of part q at h x w */
@@ -113,6 +117,9 @@ int plan_part_in_frames(const planner *pl, const part *q);
  * the whole program (the request's tile size and overlap): peak, work and cost into c, and the
  * tiles into plan when given. */
 int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan);
+/* n column strips of B (strip.h): peak, work and cost into c, the strips into plan when given;
+ * VAE_EUNSUPPORTED (no error left behind) when B cannot run in n strips. */
+int plan_try_strips(planner *pl, int n, cand *c, vae_plan *plan);
 int plan_try_blend(planner *pl, cand *c, vae_plan *plan);
 
 #endif

@@ -5,7 +5,7 @@
  * the spare frames of a contiguous window, executor.c plan_windows), a window's cache frames and
  * zero frame (exec_window.c), the upsampled temporary of a conv whose backend cannot upsample
  * inside the conv, the trims and the gathered output of frame loops, the previous step's output
- * (held until the next step). Frees happen at the last consumer, as in the executor. The peak of
+ * (held until the next step), the inputs that column strips rebuild (strip.h). Frees happen at the last consumer, as in the executor. The peak of
  * the running total is the part's peak. Sizes go through the backend's allocator rounding.
  */
 #include <string.h>
@@ -20,6 +20,7 @@ typedef struct memsim {
     const vae_plan_request *rq;
     const vae_plan_trim *trims;
     int n_trims;
+    const int *zw; /* strips: per op input (i*2 + k) the width it is rebuilt to, 0 none */
     int *uses, *refs, *win_of, *cut; /* cut: the value is cut by an active loop (a view) */
     int64_t *held;                   /* bytes held by each value */
     int64_t *cache;                  /* per op: cache bytes allocated (persist between steps) */
@@ -94,10 +95,29 @@ static void input_size(const memsim *m, int v, int *h, int *w) {
     *w = t ? t->w : m->vw[v];
 }
 
+/* strips: the inputs of op i rebuilt over other columns (exec_strip.c), alive while it runs;
+ * *fb_in becomes the rebuilt input's frame */
+static int64_t rebuilt_inputs(memsim *m, int i, const int *tv, int64_t *fb_in) {
+    const vae_op *op = &m->p->ops[i];
+    int64_t bytes = 0;
+    for (int k = 0; m->zw && k < 2; k++) {
+        const int v = op->in[k], w = m->zw[2 * i + k];
+        if (v < 0 || w <= 0 || tv[v] == 0) continue;
+        const int c = v == m->p->input ? m->p->in_channels : m->p->ops[v - 1].c_out;
+        const int64_t fb = (int64_t)m->vh[v] * w * c * (int64_t)m->rq->elem;
+        const int head = k == 0 && m->win_of[v] == i ? op->kt - 1 : 0;
+        bytes += rounded(m, fb * (tv[v] + head));
+        if (k == 0) *fb_in = fb;
+    }
+    add(m, bytes);
+    return bytes;
+}
+
 static void on_op(memsim *m, int i, const vae_op_frames *f, const int *tv) {
     const vae_op *op = &m->p->ops[i];
     const int x = op->in[0], y = op->out, windowed = vae_op_is_windowed(op);
-    const int64_t fb_in = input_frame_bytes(m, x, op->c_in);
+    int64_t fb_in = input_frame_bytes(m, x, op->c_in);
+    const int64_t rebuilt = rebuilt_inputs(m, i, tv, &fb_in);
     if (m->rq->scratch_need && (windowed ? f->total : tv[x]) > 0) {
         int h, w;
         input_size(m, x, &h, &w);
@@ -118,6 +138,7 @@ static void on_op(memsim *m, int i, const vae_op_frames *f, const int *tv) {
         }
     }
     if (windowed) window_allocs(m, i, f, fb_in, 0);
+    m->live -= rebuilt;
     if (y == m->p->output && m->l->n && f->t_out > 0) { /* gathered, then freed */
         if (!m->gathered) {
             m->gather_bytes = rounded(m, frame_bytes(m, y, op->c_out) * m->gather_cap);
@@ -170,10 +191,16 @@ static void on_event(void *user, vae_walk_event ev, int index, const vae_op_fram
 
 int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const int *vh,
                           const int *vw, const vae_plan_request *rq, int t_first, int t_next,
-                          int n_steps, const vae_plan_trim *trims, int n_trims, int64_t *scratch,
-                          int64_t *caches) {
-    memsim m = {
-        .p = p, .l = loops, .vh = vh, .vw = vw, .rq = rq, .trims = trims, .n_trims = n_trims};
+                          int n_steps, const vae_plan_trim *trims, int n_trims, const int *zw,
+                          int64_t *scratch, int64_t *caches) {
+    memsim m = {.p = p,
+                .l = loops,
+                .vh = vh,
+                .vw = vw,
+                .rq = rq,
+                .trims = trims,
+                .n_trims = n_trims,
+                .zw = zw};
     const size_t nv = (size_t)p->n_values, no = (size_t)p->n_ops + 1;
     m.uses = vae_calloc(nv, sizeof *m.uses);
     m.refs = vae_calloc(nv, sizeof *m.refs);

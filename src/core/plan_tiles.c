@@ -12,14 +12,15 @@ static int part_steps(const part *q, int t_in) {
 
 /* The part's memory for value shapes vh x vw (a tile's, or the whole frame's). */
 int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
-                      const vae_plan_trim *trims, int n_trims, int64_t *scratch, int64_t *caches) {
+                      const vae_plan_trim *trims, int n_trims, const int *zw, int64_t *scratch,
+                      int64_t *caches) {
     if (caches) *caches = 0;
     if (!q->present) return 0;
     int steps = part_steps(q, t_in);
     if (steps > 8) steps = 8; /* caches are full and the step is steady well before */
     int64_t need = 0;
     const int64_t m = vae_plan_mem_part(&q->prog, &q->loops[pl->fr], vh, vw, pl->rq, q->first,
-                                        q->chunk, steps, trims, n_trims, &need, caches);
+                                        q->chunk, steps, trims, n_trims, zw, &need, caches);
     if (need > *scratch) *scratch = need;
     return m;
 }
@@ -39,6 +40,8 @@ int64_t plan_frames_bytes(const planner *pl, const part *q, int v, int t, int h,
 /* MACs a GPU does in the time one byte crosses between host and device (~200 TMAC/s of 16-bit
  * tensor cores against ~20 GB/s of staged copies): the exchange rate of the tile search's cost */
 #define HOST_BYTE_MACS 1e4
+/* and in the time a byte is copied on the device (~1.5 TB/s read and written) */
+#define DEVICE_BYTE_MACS 200
 
 typedef struct axis_tiles {
     int n;
@@ -110,14 +113,31 @@ int plan_part_in_frames(const planner *pl, const part *q) {
     return (int)pl->op_frames[q->from - 1];
 }
 
+/* Strip ix: the width each op input is rebuilt to (zw [n_ops][2], 0: used as it is); the bytes
+ * those rebuilds copy over the stream are added to *copied. */
+static void strip_rebuilds(const planner *pl, const part *b, const vae_strips *st, int ix, int *zw,
+                           double *copied) {
+    memset(zw, 0, (size_t)2 * b->prog.n_ops * sizeof *zw);
+    for (int c = 0; c < st->n_carry; c++) {
+        const vae_strip_carry *cy = &st->carry[c];
+        const vae_span z = vae_strip_z(st, ix, c);
+        if (z.hi <= z.lo) continue; /* used as it is */
+        zw[2 * cy->op + cy->k] = z.hi - z.lo;
+        *copied += 2.0 * (double)plan_frames_bytes(pl, b, cy->value, (int)cy->frames,
+                                                   b->vh[cy->value], z.hi - z.lo);
+    }
+}
+
 /* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
- * the tiles), into c. */
+ * the tiles; st: as column strips, ax their columns), into c. */
 static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
-                      int blend, cand *c) {
+                      int blend, const vae_strips *st, cand *c) {
     const vae_plan_request *rq = pl->rq;
     const int nv = b->prog.n_values, t_b = plan_part_in_frames(pl, b);
     int64_t mem_b = 0, scratch = pl->rq->scratch_now, caches = 0, cb = 0;
-    double macs = 0;
+    double macs = 0, copied = 0;
+    int *zw = st ? vae_calloc((size_t)2 * b->prog.n_ops + 1, sizeof *zw) : NULL;
+    if (st && !zw) return vae_fail(VAE_ENOMEM, "out of memory planning");
     for (int iy = 0; iy < ay->n; iy++)
         for (int ix = 0; ix < ax->n; ix++) {
             const int *ly = ay->len + (size_t)iy * nv, *lx = ax->len + (size_t)ix * nv;
@@ -128,9 +148,13 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             if (ay->cls[iy] != iy || ax->cls[ix] != ix)
                 continue; /* same memory as an earlier one */
             vae_plan_trim trims[VAE_PLAN_MAX_TRIMS];
-            int nt = tile_trims(b, ay, iy, ax, ix, trims);
-            int64_t m = plan_part_mem(pl, b, ly, lx, t_b, trims, nt, &scratch, &cb);
-            if (m < 0) return vae_fail(VAE_ENOMEM, "out of memory planning");
+            int nt = st ? 0 : tile_trims(b, ay, iy, ax, ix, trims);
+            if (st) strip_rebuilds(pl, b, st, ix, zw, &copied);
+            int64_t m = plan_part_mem(pl, b, ly, lx, t_b, trims, nt, zw, &scratch, &cb);
+            if (m < 0) {
+                vae_free(zw);
+                return vae_fail(VAE_ENOMEM, "out of memory planning");
+            }
             if (cb > caches) caches = cb;
             /* its input: a crop of one frame of A's store, or of the user's input chunk */
             const int in_frames = b->first > b->chunk ? b->first : b->chunk;
@@ -148,7 +172,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         frame_a = plan_rounded(pl, plan_frames_bytes(pl, pa, v, 1, pa->vh[v], pa->vw[v]));
         const int mc = pa->first > pa->chunk ? pa->first : pa->chunk;
         phase_a = plan_rounded(pl, plan_frames_bytes(pl, pa, 0, mc, rq->h, rq->w)) +
-                  plan_part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0, &scratch, &cb);
+                  plan_part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0, NULL, &scratch, &cb);
         if (cb > caches) caches = cb;
     }
     if (!blend && pc->present) {
@@ -159,29 +183,37 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
                                                      pc->first > pc->chunk ? pc->first : pc->chunk,
                                                      pc->vh[0], pc->vw[0]));
         phase_c = plan_part_mem(pl, pc, pc->vh, pc->vw, plan_part_in_frames(pl, pc), NULL, 0,
-                                &scratch, &cb);
+                                NULL, &scratch, &cb);
         if (cb > caches) caches = cb;
     }
+    vae_free(zw);
     c->store_host[0] = c->store_host[1] = 0;
     c->caches = caches;
     const double macs_b = macs;
     const int group = rq->ranks > 1; /* B's store: host memory every device of the group writes */
-    for (int host = rq->store_host ? 1 : 0; host < 2; host++) {
-        /* a host store of A stages a frame on the device, unless the backend copies it
-         * directly into the tiles' input */
-        const int direct_a =
-            rq->host_direct && (!rq->host_store_max || store_a <= rq->host_store_max);
-        const int64_t sa = host ? (direct_a ? 0 : frame_a) : store_a;
-        const int64_t sb = host || group ? frame_b : store_b;
-        int64_t pk = phase_a + sa;
-        if (sa + mem_b + sb > pk) pk = sa + mem_b + sb;
-        if (sb + phase_c > pk) pk = sb + phase_c;
-        c->peak_alloc = pk;
-        c->scratch = scratch;
-        c->peak = rq->fixed + scratch + pk;
-        c->store_host[0] = host && store_a;
-        c->store_host[1] = (host || group) && store_b;
-        if (rq->budget <= 0 || c->peak <= rq->budget) break;
+    /* strips: their slots on the device, or on the host where the budget needs it */
+    const int64_t slots = st ? vae_strips_slot_bytes(st, &b->prog, b->vh, rq->elem, rq->round) : 0;
+    int fit = 0;
+    for (int sh = 0; sh < (slots > 0 ? 2 : 1) && !fit; sh++) {
+        c->slots_host = sh;
+        const int64_t mb = mem_b + (sh ? 0 : slots);
+        for (int host = rq->store_host ? 1 : 0; host < 2; host++) {
+            /* a host store of A stages a frame on the device, unless the backend copies it
+             * directly into the tiles' input */
+            const int direct_a =
+                rq->host_direct && (!rq->host_store_max || store_a <= rq->host_store_max);
+            const int64_t sa = host ? (direct_a ? 0 : frame_a) : store_a;
+            const int64_t sb = host || group ? frame_b : store_b;
+            int64_t pk = phase_a + sa;
+            if (sa + mb + sb > pk) pk = sa + mb + sb;
+            if (sb + phase_c > pk) pk = sb + phase_c;
+            c->peak_alloc = pk;
+            c->scratch = scratch;
+            c->peak = rq->fixed + scratch + pk;
+            c->store_host[0] = host && store_a;
+            c->store_host[1] = (host || group) && store_b;
+            if ((fit = rq->budget <= 0 || c->peak <= rq->budget)) break;
+        }
     }
     /* work outside B: A and C run untiled */
     for (int i = 0; i < pl->p->n_ops; i++)
@@ -204,9 +236,12 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     if (c->store_host[1])
         host_bytes += 2.0 * (double)store_b *
                       (rq->host_store_max > 0 && store_b > rq->host_store_max ? 4 : 1);
+    /* strips: each inner edge writes the slots once and reads them once */
+    if (c->slots_host) host_bytes += 2.0 * (double)slots * (ax->n - 1);
     /* a group's devices share B's tiles; each runs A itself */
     const double ranks = rq->ranks > 1 ? rq->ranks : 1;
-    c->cost = macs - macs_b + macs_b / ranks + HOST_BYTE_MACS * host_bytes;
+    c->cost = macs - macs_b + macs_b / ranks + HOST_BYTE_MACS * host_bytes +
+              DEVICE_BYTE_MACS * copied;
     return VAE_OK;
 }
 
@@ -230,7 +265,7 @@ static int try_spans(planner *pl, const part *b, const vae_span *sy, int ny, con
     int rc = ay && ax ? VAE_OK : vae_fail(VAE_ENOMEM, "out of memory planning tiles");
     if (rc == VAE_OK) rc = axis_tiles_make(pl, b, 0, sy, ny, blend, ay);
     if (rc == VAE_OK) rc = axis_tiles_make(pl, b, 1, sx, nx, blend, ax);
-    if (rc == VAE_OK) rc = eval_tiles(pl, b, ay, ax, blend, c);
+    if (rc == VAE_OK) rc = eval_tiles(pl, b, ay, ax, blend, NULL, c);
     c->kind = blend ? VAE_PLAN_BLEND : VAE_PLAN_TILED;
     c->fr = pl->fr;
     c->cut = pl->cut_k;
@@ -278,4 +313,89 @@ int plan_try_blend(planner *pl, cand *c, vae_plan *plan) {
     c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
     if (plan) plan->blend_overlap = rq->encode ? (overlap + f - 1) / f : overlap;
     return try_spans(pl, b, sy, ny, sx, nx, 1, c, plan);
+}
+
+/* ---- column strips of part B (strip.h) -------------------------------------------------------- */
+static int strips_eval(planner *pl, const part *b, vae_strips *st, int n, cand *c,
+                       vae_plan *plan) {
+    const int nv = b->prog.n_values;
+    axis_tiles *ay = vae_calloc(1, sizeof *ay), *ax = vae_calloc(1, sizeof *ax);
+    int rc = ay && ax ? VAE_OK : vae_fail(VAE_ENOMEM, "out of memory planning strips");
+    if (rc == VAE_OK) {
+        ay->len = vae_calloc((size_t)nv, sizeof *ay->len);
+        ax->len = vae_calloc((size_t)n * nv, sizeof *ax->len);
+        if (!ay->len || !ax->len) rc = vae_fail(VAE_ENOMEM, "out of memory planning strips");
+    }
+    if (rc == VAE_OK) {
+        ay->n = 1, ax->n = n;
+        ay->in[0] = (vae_span){0, b->vh[0]};
+        ay->out[0] = ay->own[0] = (vae_span){0, b->vh[b->prog.output]};
+        memcpy(ay->len, b->vh, (size_t)nv * sizeof *ay->len);
+        for (int k = 0; k < n; k++) {
+            ax->in[k] = vae_strip_exact(st, k, b->prog.input);
+            ax->out[k] = vae_strip_crop(st, k, b->prog.output);
+            ax->own[k] = vae_strip_exact(st, k, b->prog.output);
+            ax->cls[k] = k;
+            for (int v = 0; v < nv; v++) {
+                const vae_span cr = vae_strip_crop(st, k, v);
+                ax->len[(size_t)k * nv + v] = cr.hi - cr.lo;
+            }
+        }
+        rc = eval_tiles(pl, b, ay, ax, 0, st, c);
+    }
+    c->kind = VAE_PLAN_TILED;
+    c->fr = pl->fr, c->cut = pl->cut_k, c->ty = 1, c->tx = n, c->strips = n;
+    c->tile_h = ay ? ay->own[0].hi : 0, c->tile_w = ax ? ax->own[0].hi - ax->own[0].lo : 0;
+    if (rc == VAE_OK && plan) {
+        plan->tiles = vae_calloc((size_t)n, sizeof *plan->tiles);
+        plan->strips = vae_calloc(1, sizeof *plan->strips);
+        if (!plan->tiles || !plan->strips) {
+            rc = vae_fail(VAE_ENOMEM, "out of memory planning strips");
+        } else {
+            fill_tiles(b, ay, ax, plan);
+            for (int k = 0; k < n; k++)
+                plan->tiles[k].n_trims = 0; /* strips hold whole values: nothing is trimmed */
+            st->slots_host = c->slots_host;
+            *plan->strips = *st; /* the plan owns the geometry from now on */
+            memset(st, 0, sizeof *st);
+        }
+    }
+    if (ay) axis_tiles_free(ay);
+    if (ax) axis_tiles_free(ax);
+    vae_free(ay);
+    vae_free(ax);
+    return rc;
+}
+
+int plan_try_strips(planner *pl, int n, cand *c, vae_plan *plan) {
+    const part *b = &pl->pb;
+    const int w_in = b->vw[0];
+    if (n < 2 || n > MAX_SPANS || n > w_in || pl->rq->ranks > 1) return VAE_EUNSUPPORTED;
+    /* input bounds whose output edges split the output evenly: an edge moves left by the
+     * network's shift s (output = f * input - s) */
+    const int w_out = b->vw[b->prog.output], f = w_out / w_in > 0 ? w_out / w_in : 1;
+    const int shift = f * (w_in / 2) - vae_strips_out_edge(&b->prog, b->vw, w_in / 2);
+    int bounds[MAX_SPANS + 1];
+    bounds[0] = 0, bounds[n] = w_in;
+    for (int k = 1; k < n; k++) {
+        bounds[k] = (int)(((int64_t)w_out * k / n + shift + f - 1) / f);
+        if (bounds[k] <= bounds[k - 1]) bounds[k] = bounds[k - 1] + 1;
+        if (bounds[k] >= w_in) return VAE_EUNSUPPORTED;
+    }
+    vae_strips st;
+    int rc = vae_strips_make(&b->prog, b->vw, bounds, n, &st);
+    if (rc == VAE_EUNSUPPORTED) { /* not for this part or this many strips */
+        VAE_DEBUG("planner: no %d strips: %s", n, vae_last_error());
+        vae_error_clear();
+    }
+    if (rc) return rc;
+    for (int k = 0; k < st.n_carry; k++) { /* the slots hold every frame of their value */
+        const int v = st.carry[k].value;
+        st.carry[k].frames = v == b->prog.input ? plan_part_in_frames(pl, b)
+                                                : pl->op_frames[b->from + v - 1];
+        st.carry[k].rows = b->vh[v];
+    }
+    rc = strips_eval(pl, b, &st, n, c, plan);
+    vae_strips_free(&st);
+    return rc;
 }

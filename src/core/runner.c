@@ -342,11 +342,16 @@ int runner_run_tiles(run *s, store *sb) {
         s->tile = t;
         sink k = {sb, t->out_y, t->out_x, t->own_y, t->own_x};
         rc = set_trims(pb, t);
+        /* strips run in order on one runner, each after the one whose edges it takes */
+        if (rc == VAE_OK && pl->strips)
+            rc = s->world == 1 ? vae_exec_set_strip(pb->e, pl->strips, i)
+                               : vae_fail(VAE_EINVAL, "internal: strips shared by a group");
         if (rc == VAE_OK)
             rc = pa->present ? stream_store(s, pb, &sa, t->in_y, t->in_x, pl->part[1].first,
                                             pl->part[1].chunk, &k)
                              : stream_input(s, pb, t->in_y, t->in_x, &k);
     }
+    if (pl->strips) vae_exec_set_strip(pb->e, NULL, 0); /* the slots go */
     runner_store_close(s, &sa);
     return rc;
 }

@@ -25,6 +25,8 @@ typedef struct vae_settings {
     int exec_store_host; /* VAE_EXEC_STORE_HOST: tiled plans keep their stores on the host (0) */
     int plan_cut;        /* VAE_PLAN_CUT: exact tiles from this cut candidate (-1: cheapest) */
     int plan_scratch_min; /* VAE_PLAN_SCRATCH_MIN: plans with every op's least scratch (0) */
+    int plan_strips;      /* VAE_PLAN_STRIPS: exact tiles as column strips (strip.h): 0 where
+                           * cheaper, -1 never, N >= 2 always N strips where the model allows */
     /* CUDA backend */
     int cuda_scratch_mb;     /* VAE_CUDA_SCRATCH_MB: blocking target of the scratch area (256) */
     int cuda_profile;        /* VAE_CUDA_PROFILE: 1 per category, 2 per op (0) */
