@@ -29,12 +29,7 @@ void exec_strip_release(vae_exec *e) {
 static int slots_alloc(vae_exec *e) {
     const vae_strips *s = e->strips;
     vae_backend *be = e->be;
-    size_t total = 0;
-    for (int c = 0; c < s->n_carry; c++) {
-        const vae_strip_carry *cy = &s->carry[c];
-        const int ch = cy->value == e->p->input ? e->p->in_channels : e->p->ops[cy->value - 1].c_out;
-        total += exec_vox_bytes(e, (int64_t)cy->frames * cy->rows * cy->n * ch);
-    }
+    const size_t total = (size_t)vae_strips_slot_bytes(s, e->p, be->elem_size, NULL);
     if (total == 0) return VAE_OK;
     const int host = s->slots_host && be->v->host_alloc;
     char *base = host ? be->v->host_alloc(be, total) : be->v->alloc(be, total);
@@ -42,35 +37,32 @@ static int slots_alloc(vae_exec *e) {
         return vae_fail(VAE_ENOMEM, "out of %s memory for the %zu bytes strips keep between them",
                         host ? "host" : be->v->name, total);
     for (int c = 0; c < s->n_carry; c++) {
-        const vae_strip_carry *cy = &s->carry[c];
-        const int ch = cy->value == e->p->input ? e->p->in_channels : e->p->ops[cy->value - 1].c_out;
         e->slot[c] = base;
-        base += exec_vox_bytes(e, (int64_t)cy->frames * cy->rows * cy->n * ch);
+        base += exec_vox_bytes(e, vae_strip_slot_values(s, e->p, c));
     }
     return VAE_OK;
 }
 
 int vae_exec_set_strip(vae_exec *e, const vae_strips *s, int k) {
-    if (s != e->strips) exec_strip_release(e);
-    if (!s) return VAE_OK;
-    if (s->n_values != e->p->n_values || s->n_ops != e->p->n_ops || k < 0 || k >= s->n)
-        return vae_fail(VAE_EINVAL, "executor: strip %d of %d for another program", k, s->n);
-    if (!e->slot) {
+    if (s && (s->n_values != e->p->n_values || s->n_ops != e->p->n_ops || k < 0 || k >= s->n))
+        return vae_fail(VAE_EINVAL, "executor: strip %d of %d for another program", k, s ? s->n : 0);
+    int rc = VAE_OK;
+    if (s != e->strips) { /* new geometry: its slots */
+        exec_strip_release(e);
+        if (!s) return VAE_OK;
+        e->strips = s;
         e->slot = vae_calloc((size_t)s->n_carry + 1, sizeof *e->slot);
         e->slot_frames = vae_calloc((size_t)s->n_carry + 1, sizeof *e->slot_frames);
-        if (!e->slot || !e->slot_frames) {
-            vae_free(e->slot);
-            vae_free(e->slot_frames);
-            e->slot = NULL;
-            e->slot_frames = NULL;
-            return vae_fail(VAE_ENOMEM, "out of memory for strips");
+        rc = e->slot && e->slot_frames ? slots_alloc(e)
+                                       : vae_fail(VAE_ENOMEM, "out of memory for strips");
+        if (rc) {
+            exec_strip_release(e);
+            return rc;
         }
     }
-    const int fresh = e->strips != s;
-    e->strips = s;
     e->strip = k;
     memset(e->slot_frames, 0, (size_t)s->n_carry * sizeof *e->slot_frames);
-    return fresh ? slots_alloc(e) : VAE_OK;
+    return VAE_OK;
 }
 
 /* z <- slot ++ x (x's columns cx, the slot's the n left of ex.lo), over the columns zc */
@@ -118,7 +110,7 @@ int exec_strip_input(vae_exec *e, int i, int k, const value *x, value *z, const 
     const size_t px = exec_vox_bytes(e, x->c), slot_fb = px * (size_t)cy->n * x->h;
     int rc = VAE_OK;
     char *slot = cy->n > 0 ? (char *)e->slot[c] + (size_t)f0 * slot_fb : NULL;
-    if (rc == VAE_OK && zc.hi > zc.lo) {
+    if (zc.hi > zc.lo) {
         rc = carry_build(e, cy, x, cx, ex, zc, slot, z);
         if (rc == VAE_OK) *out = z;
     }

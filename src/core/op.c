@@ -102,6 +102,13 @@ static axis_rule axis_of(const vae_op *op, int axis) {
     return r;
 }
 
+vae_span vae_span_clip(vae_span a, int lo, int hi) {
+    if (a.lo < lo) a.lo = lo;
+    if (a.hi > hi) a.hi = hi;
+    if (a.hi < a.lo) a.hi = a.lo;
+    return a;
+}
+
 int vae_op_is_global(const vae_op *op) {
     return op->kind == VAE_OP_GROUP_NORM || op->kind == VAE_OP_ATTENTION;
 }

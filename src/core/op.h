@@ -42,6 +42,9 @@ typedef struct vae_span {
     int lo, hi; /* rows [lo, hi) */
 } vae_span;
 
+/* a clipped to [lo, hi) (empty when they do not meet: hi = lo) */
+vae_span vae_span_clip(vae_span a, int lo, int hi);
+
 /* 1 for GROUP_NORM and ATTENTION (statistics or tokens over the whole frame). */
 int vae_op_is_global(const vae_op *op);
 /* Output length along axis (0 = h, 1 = w) for input length n; 0 when the input is too small. */

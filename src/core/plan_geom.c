@@ -144,13 +144,6 @@ static vae_span span_union(vae_span a, vae_span b) {
     return (vae_span){a.lo < b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi};
 }
 
-static vae_span span_clip(vae_span a, int lo, int hi) {
-    if (a.lo < lo) a.lo = lo;
-    if (a.hi > hi) a.hi = hi;
-    if (a.hi < a.lo) a.hi = a.lo;
-    return a;
-}
-
 /* need[v]: the rows of each value that the output rows `own` depend on (clipped to the frame). */
 static void tile_need(const plan_tiler *t, vae_span own) {
     const vae_program *b = t->b;
@@ -162,10 +155,10 @@ static void tile_need(const plan_tiler *t, vae_span own) {
         vae_span o = t->need[op->out];
         if (o.hi <= o.lo) continue;
         int x = op->in[0];
-        vae_span s = span_clip(vae_op_in_span(op, t->axis, o, t->n[x]), 0, t->n[x]);
+        vae_span s = vae_span_clip(vae_op_in_span(op, t->axis, o, t->n[x]), 0, t->n[x]);
         t->need[x] = span_union(t->need[x], s);
         if (op->in[1] >= 0) /* residual, addend, concat: the output's rows */
-            t->need[op->in[1]] = span_union(t->need[op->in[1]], span_clip(o, 0, t->n[op->in[1]]));
+            t->need[op->in[1]] = span_union(t->need[op->in[1]], vae_span_clip(o, 0, t->n[op->in[1]]));
     }
 }
 
@@ -183,11 +176,11 @@ static int tile_forward(const plan_tiler *t, vae_span in, vae_span *rel, int *le
         if (k < t->n_trim_at && t->trim_at[k] == i) {
             int v;
             vae_program_crossing(b, i, &v, 1);
-            vae_span c = t->crop[v], s = span_clip(t->need[v], c.lo, c.hi);
+            vae_span c = t->crop[v], s = vae_span_clip(t->need[v], c.lo, c.hi);
             if (s.hi <= s.lo) s = c;
             rel[k++] = (vae_span){s.lo - c.lo, s.hi - s.lo};
             t->crop[v] = s;
-            t->valid[v] = span_clip(t->valid[v], s.lo, s.hi);
+            t->valid[v] = vae_span_clip(t->valid[v], s.lo, s.hi);
         }
         const int x = op->in[0], y = op->out;
         int rc = vae_op_map_crop(op, t->axis, t->n[x], t->crop[x], t->valid[x], &t->crop[y],
@@ -200,7 +193,7 @@ static int tile_forward(const plan_tiler *t, vae_span in, vae_span *rel, int *le
                 return vae_fail(VAE_EINVAL, "internal: tile crops differ at %s (%d..%d vs %d..%d)",
                                 op->name, t->crop[x2].lo, t->crop[x2].hi, t->crop[y].lo,
                                 t->crop[y].hi);
-            t->valid[y] = span_clip(t->valid[y], t->valid[x2].lo, t->valid[x2].hi);
+            t->valid[y] = vae_span_clip(t->valid[y], t->valid[x2].lo, t->valid[x2].hi);
         }
     }
     return VAE_OK;
@@ -217,7 +210,7 @@ int plan_tile_axis(const plan_tiler *t, vae_span own, int exact, vae_span *in, v
         vae_span s = t->need[b->input];
         s.lo = s.lo / a * a;
         s.hi = (s.hi + a - 1) / a * a;
-        *in = span_clip(s, 0, n_in);
+        *in = vae_span_clip(s, 0, n_in);
     } else {
         tile_need(t, (vae_span){0, t->n[b->output]}); /* no trims: need = everything */
     }

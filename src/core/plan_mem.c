@@ -5,8 +5,9 @@
  * the spare frames of a contiguous window, executor.c plan_windows), a window's cache frames and
  * zero frame (exec_window.c), the upsampled temporary of a conv whose backend cannot upsample
  * inside the conv, the trims and the gathered output of frame loops, the previous step's output
- * (held until the next step), the inputs that column strips rebuild (strip.h). Frees happen at the last consumer, as in the executor. The peak of
- * the running total is the part's peak. Sizes go through the backend's allocator rounding.
+ * (held until the next step), the inputs that column strips rebuild (strip.h). Frees happen at
+ * the last consumer, as in the executor. The peak of the running total is the part's peak. Sizes
+ * go through the backend's allocator rounding.
  */
 #include <string.h>
 
@@ -103,7 +104,7 @@ static int64_t rebuilt_inputs(memsim *m, int i, const int *tv, int64_t *fb_in) {
     for (int k = 0; m->zw && k < 2; k++) {
         const int v = op->in[k], w = m->zw[2 * i + k];
         if (v < 0 || w <= 0 || tv[v] == 0) continue;
-        const int c = v == m->p->input ? m->p->in_channels : m->p->ops[v - 1].c_out;
+        const int c = vae_program_value_channels(m->p, v);
         const int64_t fb = (int64_t)m->vh[v] * w * c * (int64_t)m->rq->elem;
         const int head = k == 0 && m->win_of[v] == i ? op->kt - 1 : 0;
         bytes += rounded(m, fb * (tv[v] + head));
@@ -173,7 +174,7 @@ static void on_event(void *user, vae_walk_event ev, int index, const vae_op_fram
         if (ev == VAE_WALK_FRAME) {
             m->cut[v] = 1;
             if (t) {
-                const int c = v == m->p->input ? m->p->in_channels : m->p->ops[v - 1].c_out;
+                const int c = vae_program_value_channels(m->p, v);
                 /* a frame, or the whole chunk (tv: the frames the loop passes on) */
                 m->temp[v] =
                     tv[v] ? rounded(m, (int64_t)tv[v] * t->h * t->w * c * (int64_t)m->rq->elem) : 0;

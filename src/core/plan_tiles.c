@@ -32,7 +32,7 @@ int64_t plan_rounded(const planner *pl, int64_t bytes) {
 
 /* bytes of t frames of value v of part q at h x w */
 int64_t plan_frames_bytes(const planner *pl, const part *q, int v, int t, int h, int w) {
-    const int c = v == 0 ? q->prog.in_channels : q->prog.ops[v - 1].c_out;
+    const int c = vae_program_value_channels(&q->prog, v);
     return (int64_t)t * h * w * c * (int64_t)pl->rq->elem;
 }
 
@@ -192,7 +192,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     const double macs_b = macs;
     const int group = rq->ranks > 1; /* B's store: host memory every device of the group writes */
     /* strips: their slots on the device, or on the host where the budget needs it */
-    const int64_t slots = st ? vae_strips_slot_bytes(st, &b->prog, b->vh, rq->elem, rq->round) : 0;
+    const int64_t slots = st ? vae_strips_slot_bytes(st, &b->prog, rq->elem, rq->round) : 0;
     int fit = 0;
     for (int sh = 0; sh < (slots > 0 ? 2 : 1) && !fit; sh++) {
         c->slots_host = sh;

@@ -102,7 +102,7 @@ int vae_program_slice(const vae_program *p, int from, int to, vae_program *out) 
                         "internal: the slice ending at op %d does not output its last "
                         "value",
                         to);
-    const int c_in = in == p->input ? p->in_channels : p->ops[in - 1].c_out;
+    const int c_in = vae_program_value_channels(p, in);
     vae_program_init(out, c_in);
     for (int i = from; i < to; i++) {
         vae_op op = p->ops[i];

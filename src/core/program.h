@@ -108,6 +108,10 @@ void vae_program_init(vae_program *p, int in_channels);
 void vae_program_free(vae_program *p);
 /* Appends op (copied) with a fresh output value; returns that value id, or -1 on OOM. */
 int vae_program_add(vae_program *p, const vae_op *op);
+/* Channels of value v: the program's input, or the output of op v - 1. */
+static inline int vae_program_value_channels(const vae_program *p, int v) {
+    return v == p->input ? p->in_channels : p->ops[v - 1].c_out;
+}
 /* Op templates with the fields that every op needs set (in = {x,-1}, out assigned on add). */
 vae_op vae_op_make(vae_op_kind kind, int x, int c_in, int c_out);
 /* The values live across the boundary before op `pos` (0 <= pos <= n_ops): made before it (or

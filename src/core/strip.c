@@ -5,23 +5,12 @@
 
 #include "core.h"
 
-static vae_span span_clip(vae_span a, int lo, int hi) {
-    if (a.lo < lo) a.lo = lo;
-    if (a.hi > hi) a.hi = hi;
-    if (a.hi < a.lo) a.hi = a.lo;
-    return a;
-}
-
 static int span_in(vae_span a, vae_span b) {
     return a.hi <= a.lo || (a.lo >= b.lo && a.hi <= b.hi);
 }
 
 static int span_eq(vae_span a, vae_span b) {
     return a.lo == b.lo && a.hi == b.hi;
-}
-
-static int value_channels(const vae_program *p, int v) {
-    return v == p->input ? p->in_channels : p->ops[v - 1].c_out;
 }
 
 void vae_strips_free(vae_strips *s) {
@@ -101,7 +90,7 @@ static int strip_forward(const vae_program *p, const int *vw, vae_strips *s, int
         const vae_op *op = &p->ops[i];
         const int x = op->in[0], x2 = op->in[1], y = op->out;
         vae_span zc = crop[x], zv = valid[x];
-        const vae_span need = span_clip(vae_op_in_span(op, 1, ex[y], vw[x]), 0, vw[x]);
+        const vae_span need = vae_span_clip(vae_op_in_span(op, 1, ex[y], vw[x]), 0, vw[x]);
         zk[2 * i] = zk[2 * i + 1] = (vae_span){0, 0};
         /* rebuilt (slot ++ own columns) unless the value is exactly what the op needs: also
          * where it holds more, so that inexact margins do not grow from op to op */
@@ -118,7 +107,7 @@ static int strip_forward(const vae_program *p, const int *vw, vae_strips *s, int
                 zk[2 * i + 1] = crop[y];
                 v2 = (vae_span){crop[y].lo, crop[y].hi < valid[x2].hi ? crop[y].hi : valid[x2].hi};
             }
-            valid[y] = span_clip(valid[y], v2.lo, v2.hi);
+            valid[y] = vae_span_clip(valid[y], v2.lo, v2.hi);
         }
         if (!span_in(ex[y], valid[y]))
             return vae_fail(VAE_EUNSUPPORTED,
@@ -195,12 +184,15 @@ int vae_strips_make(const vae_program *p, const int *vw, const int *bounds, int 
     return rc;
 }
 
-int64_t vae_strips_slot_bytes(const vae_strips *s, const vae_program *p, const int *vh,
-                              size_t elem, size_t (*round)(size_t)) {
+int64_t vae_strip_slot_values(const vae_strips *s, const vae_program *p, int c) {
+    const vae_strip_carry *cy = &s->carry[c];
+    return cy->frames * cy->rows * cy->n * vae_program_value_channels(p, cy->value);
+}
+
+int64_t vae_strips_slot_bytes(const vae_strips *s, const vae_program *p, size_t elem,
+                              size_t (*round)(size_t)) {
     int64_t b = 0;
-    for (int c = 0; c < s->n_carry; c++) {
-        const vae_strip_carry *cy = &s->carry[c];
-        b += cy->frames * vh[cy->value] * cy->n * value_channels(p, cy->value) * (int64_t)elem;
-    }
+    for (int c = 0; c < s->n_carry; c++)
+        b += vae_strip_slot_values(s, p, c) * (int64_t)elem;
     return round && b > 0 ? (int64_t)round((size_t)b) : b; /* one block for all */
 }

@@ -57,10 +57,12 @@ void vae_strips_free(vae_strips *s);
 /* The output columns [0, E) that the input columns [0, bound) give exactly (-1: out of memory):
  * where to put input bounds so that the strips' outputs come out even. */
 int vae_strips_out_edge(const vae_program *p, const int *vw, int bound);
-/* bytes of all slots (one block) for rows vh (per value), elem bytes per activation value, the
- * allocation as round (NULL: exact) takes it */
-int64_t vae_strips_slot_bytes(const vae_strips *s, const vae_program *p, const int *vh,
-                              size_t elem, size_t (*round)(size_t));
+/* activation values in carry c's slot (frames x rows x n columns x channels) */
+int64_t vae_strip_slot_values(const vae_strips *s, const vae_program *p, int c);
+/* bytes of all slots (one block) at elem bytes per activation value, the allocation as round
+ * (NULL: exact) takes it */
+int64_t vae_strips_slot_bytes(const vae_strips *s, const vae_program *p, size_t elem,
+                              size_t (*round)(size_t));
 
 static inline vae_span vae_strip_exact(const vae_strips *s, int k, int v) {
     return s->exact[(size_t)k * s->n_values + v];
