@@ -19,7 +19,8 @@
 #   --runs N    timed runs per workload for --bench/--torch/--compare (default 2; compare: 5)
 #   --tiles     also the tiny fixtures with forced exact tiles (>= 3 per axis, fp32 and bf16:
 #               within 1e-5 / 2e-2 of the untiled output; also from a later cut with the store
-#               pinned on the host), column strips (--strips) and blended tiles
+#               pinned on the host), column strips and blended tiles
+#   --strips    of those, only the column strips (poisoned memory, checked outputs)
 #   --budget    also the memory-budget workloads of the planner issue (vae bench --max-memory,
 #               each beside its untiled run; BUDGET_LIST overrides: 'WORKLOAD|FLAGS;...';
 #               UNTILED=skip leaves the untiled runs out)
@@ -54,7 +55,7 @@ SHARED=${1:?usage: bench/gpu_check.sh SHARED_DIR [--deps DIR] [--full] [--bench]
 shift
 DEPS=""
 [ -d build-gpu-deps ] && DEPS=$ROOT/build-gpu-deps
-FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1 REPEAT=0 SANITIZE=0 TILES=0 BUDGET=0
+FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1 REPEAT=0 SANITIZE=0 TILES=0 STRIPS=0 BUDGET=0
 GROUP=0 SCALING=0
 PYTHON=0 COLD=0 PERF=0
 while [ $# -gt 0 ]; do
@@ -70,7 +71,8 @@ while [ $# -gt 0 ]; do
     --repeat) REPEAT=$2; shift ;;
     --sanitize) SANITIZE=1 ;;
     --compare) COMPARE=1 ;;
-    --tiles) TILES=1 ;;
+    --tiles) TILES=1 STRIPS=1 ;;
+    --strips) STRIPS=1 ;;
     --budget) BUDGET=1 ;;
     --group) GROUP=1 ;;
     --scaling) SCALING=1 ;;
@@ -280,6 +282,8 @@ if [ $TILES = 1 ]; then
         done
     done
     fixture_run "blend taef2_real fp32" taef2_real fp32 --blend 128
+fi
+if [ $STRIPS = 1 ]; then
     # column strips that hand their edge columns on (no halos), poisoned memory, checked outputs
     for fx in wan21_tiny:2 wan22_tiny:3 taef2_real:3; do
         for dt in fp32 bf16; do
@@ -324,7 +328,8 @@ if [ $BENCH = 1 ] && [ -x build-gpu/vae ]; then
 fi
 # the planner issue's budget table: each workload untiled (the time to compare with) and with
 # its flags (budget, tile mode); vae prints the plan (-v) and the BENCH line has the measured and
-# predicted peaks and the host's max RSS. BUDGET_LIST overrides: 'WORKLOAD|FLAGS;...'
+# predicted peaks and the host's max RSS. BUDGET_LIST overrides: 'WORKLOAD|FLAGS;...' (FLAGS
+# may hold VAE_*=VALUE settings, e.g. VAE_PLAN_STRIPS=4; UNTILED=skip leaves the untiled runs out)
 BUDGET_DEFAULT="wan2.1 --op decode --frames 81 --size 720x1280|--max-memory 3G;\
 wan2.2 --op decode --frames 121 --size 704x1280|--max-memory 4G;\
 seedvr2 --op decode --frames 81 --size 720x1248|--max-memory 8G"
@@ -335,8 +340,13 @@ if [ $BUDGET = 1 ] && [ -x build-gpu/vae ]; then
         for f in "${UNTILED:-}" "$flags"; do
             [ "$f" = "skip" ] && continue
             echo "=== budget [${f:-untiled}] $w" >>"$OUT/bench.log"
-            timeout 400 build-gpu/vae -v bench $w --dtype bf16 --device cuda --warmup 1 \
-                --runs "${RUNS:-2}" $f >>"$OUT/bench.log" 2>&1
+            # words of the form NAME=VALUE among the flags are settings for the environment
+            envs=() args=()
+            for word in $f; do
+                if [[ $word =~ ^VAE_[A-Z0-9_]+= ]]; then envs+=("$word"); else args+=("$word"); fi
+            done
+            timeout 400 env "${envs[@]}" build-gpu/vae -v bench $w --dtype bf16 --device cuda \
+                --warmup 1 --runs "${RUNS:-2}" "${args[@]}" >>"$OUT/bench.log" 2>&1
             say "budget [${f:-untiled}] $w: rc $? $(grep BENCH "$OUT/bench.log" | tail -1 | sed 's/.*median_s/median_s/')"
             grep "plan:" "$OUT/bench.log" | tail -1 | cut -c1-500 >>"$SUMMARY"
         done

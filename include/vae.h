@@ -220,8 +220,9 @@ typedef enum {
     VAE_PARAM_CUDA_KPAD,         /* filter-padded small convs (1) */
     VAE_PARAM_PLAN_CUT,          /* exact tiles start at this cut candidate of the planner
                                   * (-1: the cheapest that fits) */
-    VAE_PARAM_EXEC_STORE_HOST,   /* 1: the stores of tiled plans are kept on the host (0: only
-                                  * when the device store does not fit the budget) */
+    VAE_PARAM_EXEC_STORE_HOST,   /* 1: the stores of tiled plans and the slots of column strips
+                                  * are kept on the host (0: only when they do not fit the
+                                  * budget on the device) */
     VAE_PARAM_PLAN_SCRATCH_MIN,  /* 1: plans keep every op to its least backend scratch (0: only
                                   * when the backend's paths of choice do not fit the budget) */
     VAE_PARAM_CUDA_NARROW,       /* narrow 3x3 heads (<= 8 outputs) and 1x1 convs of few

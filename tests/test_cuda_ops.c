@@ -672,6 +672,35 @@ static void test_buffers(void) {
     free(back2);
 }
 
+/* copy2d / zero2d of crops of channels-last frames (a strip's rebuilt input: wide rows, a slot of
+ * a column or two, odd channel counts for the narrow vector widths), against the CPU backend's
+ * on the same values; the pixels outside the copied columns must stay as they were */
+static void test_copy2d(int rows, int w_src, int w_dst, int c, int x_src, int x_dst, int cols) {
+    const size_t es = gpu->elem_size, ns = (size_t)rows * w_src * c, nd = (size_t)rows * w_dst * c;
+    float *s = rand_buf(ns, 1.0f, 0.0f), *d = rand_buf(nd, 1.0f, 0.0f);
+    void *ds = dev_from(gpu, s, ns), *dd = dev_from(gpu, d, nd);
+    float *s_back = host_from(gpu, ds, ns), *want = host_from(gpu, dd, nd); /* in the GPU's dtype */
+    int rc = gpu->v->copy2d(gpu, (char *)dd + (size_t)x_dst * c * es, (size_t)w_dst * c * es,
+                            (const char *)ds + (size_t)x_src * c * es, (size_t)w_src * c * es,
+                            (size_t)cols * c * es, (size_t)rows);
+    if (rc == VAE_OK) /* zeros over the columns after the copied ones, as far as they go */
+        rc = gpu->v->zero2d(gpu, (char *)dd + (size_t)(x_dst + cols) * c * es,
+                            (size_t)w_dst * c * es, (size_t)(w_dst - x_dst - cols) * c * es,
+                            (size_t)rows);
+    cpu->v->copy2d(cpu, want + (size_t)x_dst * c, (size_t)w_dst * c * 4,
+                   s_back + (size_t)x_src * c, (size_t)w_src * c * 4, (size_t)cols * c * 4,
+                   (size_t)rows);
+    cpu->v->zero2d(cpu, want + (size_t)(x_dst + cols) * c, (size_t)w_dst * c * 4,
+                   (size_t)(w_dst - x_dst - cols) * c * 4, (size_t)rows);
+    float *got = host_from(gpu, dd, nd);
+    check(rc == VAE_OK && memcmp(got, want, nd * sizeof *got) == 0,
+          "copy2d + zero2d: %d rows, columns %d..%d of %d -> %d.. of %d, %d channels", rows, x_src,
+          x_src + cols, w_src, x_dst, w_dst, c);
+    gpu->v->release(gpu, ds);
+    gpu->v->release(gpu, dd);
+    free(s), free(d), free(s_back), free(want), free(got);
+}
+
 static void test_errors(void) {
     vae_backend *be = NULL;
     int rc = vae_cuda_backend_create(&be, VAE_DTYPE_F32, 999, NULL, NULL);
@@ -956,6 +985,10 @@ static void run_variant(const variant_def *v) {
         test_transfers(3, 5, 7, 3);
         test_transfers(2, 9, 4, 16);
         test_transfers(1, 6, 6, 48);
+        test_copy2d(2 * 44, 166, 168, 256, 2, 1, 164); /* a strip rebuilt: 16-byte vectors */
+        test_copy2d(3 * 20, 166, 2, 256, 162, 0, 2);   /* its slot of two columns */
+        test_copy2d(37, 9, 12, 3, 1, 4, 7);            /* 3 channels: 2- or 4-byte vectors */
+        test_copy2d(5, 7, 7, 1, 0, 0, 7);              /* whole rows of one channel */
     }
     if (v->what & V_FP8) /* the convs the FP8 kernels take, against the CPU's emulation */
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)

@@ -40,6 +40,8 @@ typedef struct vae_backend_vtbl {
     int (*copy2d)(vae_backend *be, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                   size_t row_bytes, size_t rows);
     int (*zero)(vae_backend *be, void *dst, size_t bytes);
+    /* rows rows of row_bytes zeros, dst_pitch bytes apart (columns of channels-last frames) */
+    int (*zero2d)(vae_backend *be, void *dst, size_t dst_pitch, size_t row_bytes, size_t rows);
     int (*sync)(vae_backend *be);
     /* Optional (both or none; NULL: host stores keep float32 frames and go through
      * upload/download): `bytes` of host memory that copy2d reads and writes like a buffer

@@ -59,13 +59,13 @@ struct vae_exec {
     int64_t *graph_seen;              /* per op: clock.seen added by one step */
     int have_prev;                    /* prev_* are set */
     uint64_t prev_before, prev_after; /* state signatures around the previous step */
-    /* column strips (strip.h, exec_strip.c): the geometry, the strip this stream runs, a slot
-     * per carry (the columns the previous strip left, every frame) and the frames through each
-     * carry so far in this stream */
+    /* column strips (strip.h, exec_strip.c): the geometry, the strip this stream runs, its slots
+     * (the columns the previous strip left, every frame) and the frames through each carry so
+     * far in this stream */
     const vae_strips *strips;
     int strip;
     void **slot;
-    int64_t *slot_frames;
+    int64_t *carry_frames;
 };
 
 size_t exec_vox_bytes(const vae_exec *e, int64_t n);

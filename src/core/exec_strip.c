@@ -1,10 +1,12 @@
 /* exec_strip.c -- the executor's side of column strips (strip.h): slots and carries.
  *
  * A carry rebuilds an op's input over the columns the strip's exact output needs: the columns
- * left of the value's own exact ones come from the slot (what the previous strip kept of every
- * frame), the rest from the value; columns that neither has (the inexact margin of a binary op's
- * other input) are zeros. Then the value's last n exact columns go into the slot, after the
- * rebuild read it. Slot frames are counted per carry, so chunks and frame loops do not matter.
+ * left of the value's own exact ones come from the value's slot (what the previous strip kept of
+ * every frame), the rest from the value; columns that neither has (inexact margins) are zeros.
+ * The value's last reader then puts its last n exact columns into the slot, after every reader
+ * took the previous strip's. Frames are counted per carry, so chunks and frame loops do not
+ * matter. Slots in host memory pass through a device staging buffer of the step's frames, so
+ * that the bus sees one contiguous copy each way instead of rows of a column or two.
  */
 #include <string.h>
 
@@ -19,13 +21,13 @@ void exec_strip_release(vae_exec *e) {
             e->be->v->release(e->be, e->slot[0]);
     }
     vae_free(e->slot);
-    vae_free(e->slot_frames);
+    vae_free(e->carry_frames);
     e->slot = NULL;
-    e->slot_frames = NULL;
+    e->carry_frames = NULL;
     e->strips = NULL;
 }
 
-/* One block for every slot (slot[c] points into it; slot[0] is its start). */
+/* One block for every slot (slot[j] points into it; slot[0] is its start). */
 static int slots_alloc(vae_exec *e) {
     const vae_strips *s = e->strips;
     vae_backend *be = e->be;
@@ -36,58 +38,110 @@ static int slots_alloc(vae_exec *e) {
     if (!base)
         return vae_fail(VAE_ENOMEM, "out of %s memory for the %zu bytes strips keep between them",
                         host ? "host" : be->v->name, total);
-    for (int c = 0; c < s->n_carry; c++) {
-        e->slot[c] = base;
-        base += exec_vox_bytes(e, vae_strip_slot_values(s, e->p, c));
+    for (int j = 0; j < s->n_slot; j++) {
+        e->slot[j] = base;
+        base += exec_vox_bytes(e, vae_strip_slot_values(s, e->p, j));
     }
     return VAE_OK;
 }
 
 int vae_exec_set_strip(vae_exec *e, const vae_strips *s, int k) {
     if (s && (s->n_values != e->p->n_values || s->n_ops != e->p->n_ops || k < 0 || k >= s->n))
-        return vae_fail(VAE_EINVAL, "executor: strip %d of %d for another program", k, s ? s->n : 0);
+        return vae_fail(VAE_EINVAL, "executor: strip %d of %d for another program", k,
+                        s ? s->n : 0);
     int rc = VAE_OK;
     if (s != e->strips) { /* new geometry: its slots */
         exec_strip_release(e);
         if (!s) return VAE_OK;
         e->strips = s;
-        e->slot = vae_calloc((size_t)s->n_carry + 1, sizeof *e->slot);
-        e->slot_frames = vae_calloc((size_t)s->n_carry + 1, sizeof *e->slot_frames);
-        rc = e->slot && e->slot_frames ? slots_alloc(e)
-                                       : vae_fail(VAE_ENOMEM, "out of memory for strips");
+        e->slot = vae_calloc((size_t)s->n_slot + 1, sizeof *e->slot);
+        e->carry_frames = vae_calloc((size_t)s->n_carry + 1, sizeof *e->carry_frames);
+        rc = e->slot && e->carry_frames ? slots_alloc(e)
+                                        : vae_fail(VAE_ENOMEM, "out of memory for strips");
         if (rc) {
             exec_strip_release(e);
             return rc;
         }
     }
     e->strip = k;
-    memset(e->slot_frames, 0, (size_t)s->n_carry * sizeof *e->slot_frames);
+    memset(e->carry_frames, 0, (size_t)s->n_carry * sizeof *e->carry_frames);
     return VAE_OK;
 }
 
-/* z <- slot ++ x (x's columns cx, the slot's the n left of ex.lo), over the columns zc */
+/* Slot columns of a step's frames (rows of `row` bytes, `rows` of them, at `at`) between the
+ * slot and dst (to_slot: from src), through device staging when the slot is in host memory. */
+static int slot_copy(vae_exec *e, int to_slot, char *at, size_t row, size_t rows, void *dst,
+                     size_t dst_pitch, const void *src, size_t src_pitch) {
+    vae_backend *be = e->be;
+    if (!e->strips->slots_host || !be->v->host_alloc)
+        return to_slot ? be->v->copy2d(be, at, row, src, src_pitch, row, rows)
+                       : be->v->copy2d(be, dst, dst_pitch, at, row, row, rows);
+    void *stage = be->v->alloc(be, row * rows);
+    if (!stage)
+        return vae_fail(VAE_ENOMEM, "out of %s memory staging %zu bytes of a strip's slot",
+                        be->v->name, row * rows);
+    int rc = to_slot ? be->v->copy2d(be, stage, row, src, src_pitch, row, rows)
+                     : be->v->copy2d(be, stage, row * rows, at, row * rows, row * rows, 1);
+    if (rc == VAE_OK)
+        rc = to_slot ? be->v->copy2d(be, at, row * rows, stage, row * rows, row * rows, 1)
+                     : be->v->copy2d(be, dst, dst_pitch, stage, row, row, rows);
+    be->v->release(be, stage); /* stream order keeps it until the copies are done */
+    return rc;
+}
+
+/* z <- slot ++ x over the columns zc: the slot's columns sc (it holds the n left of ex.lo), then
+ * x's (its columns cx) from where the slot's end, zeros where neither reaches */
 static int carry_build(vae_exec *e, const vae_strip_carry *cy, const value *x, vae_span cx,
-                       vae_span ex, vae_span zc, const char *slot, value *z) {
+                       vae_span ex, vae_span zc, vae_span sc, const char *slot, int n, value *z) {
     vae_backend *be = e->be;
     *z = (value){.t = x->t, .h = x->h, .w = zc.hi - zc.lo, .c = x->c};
     int rc = exec_alloc_value(e, z, cy->value);
     if (rc) return rc;
     const size_t px = exec_vox_bytes(e, x->c), rows = (size_t)x->t * x->h;
     const size_t zp = px * (size_t)z->w;
-    const int a = zc.lo, b = zc.hi < ex.lo ? zc.hi : ex.lo; /* from the slot */
-    const int c0 = zc.lo > ex.lo ? zc.lo : ex.lo, c1 = zc.hi < cx.hi ? zc.hi : cx.hi; /* x */
-    if (a < ex.lo - cy->n || (a < b && !slot))
-        return vae_fail(VAE_EINVAL, "internal: strip carry of %s needs column %d, slot from %d",
-                        e->p->ops[cy->op].name, a, ex.lo - cy->n);
-    if (c1 < zc.hi) rc = be->v->zero(be, z->buf, zp * rows); /* a margin neither has */
-    if (rc == VAE_OK && a < b)
-        rc = be->v->copy2d(be, z->buf, zp, slot + (size_t)(a - (ex.lo - cy->n)) * px,
-                           px * (size_t)cy->n, px * (size_t)(b - a), rows);
+    const int from_slot = sc.hi > sc.lo;
+    int c0 = from_slot ? sc.hi : zc.lo, c1 = zc.hi < cx.hi ? zc.hi : cx.hi; /* from x */
+    if (c0 < cx.lo) c0 = cx.lo;
+    if (c0 > zc.hi) c0 = zc.hi;
+    if (c1 < c0) c1 = c0; /* nothing from x */
+    if (from_slot &&
+        (sc.lo < zc.lo || sc.hi > zc.hi || sc.lo < ex.lo - n || sc.hi > ex.lo || !slot))
+        return vae_fail(VAE_EINVAL, "internal: strip carry of %s needs columns %d..%d, slot %d..%d",
+                        e->p->ops[cy->op].name, sc.lo, sc.hi, ex.lo - n, ex.lo);
+    const int left = from_slot ? sc.lo : c0; /* margins neither has: zeros */
+    if (left > zc.lo) rc = be->v->zero2d(be, z->buf, zp, px * (size_t)(left - zc.lo), rows);
+    if (rc == VAE_OK && c1 < zc.hi)
+        rc = be->v->zero2d(be, (char *)z->buf + (size_t)(c1 - zc.lo) * px, zp,
+                           px * (size_t)(zc.hi - c1), rows);
+    if (rc == VAE_OK && from_slot && sc.lo == ex.lo - n && sc.hi == ex.lo) /* the whole slot */
+        rc = slot_copy(e, 0, (char *)slot, px * (size_t)n, rows,
+                       (char *)z->buf + (size_t)(sc.lo - zc.lo) * px, zp, NULL, 0);
+    else if (rc == VAE_OK && from_slot) /* a part of it (a reader that needs fewer columns) */
+        rc = be->v->copy2d(be, (char *)z->buf + (size_t)(sc.lo - zc.lo) * px, zp,
+                           slot + (size_t)(sc.lo - (ex.lo - n)) * px, px * (size_t)n,
+                           px * (size_t)(sc.hi - sc.lo), rows);
     if (rc == VAE_OK && c0 < c1)
         rc = be->v->copy2d(be, (char *)z->buf + (size_t)(c0 - zc.lo) * px, zp,
                            (const char *)x->buf + (size_t)(c0 - cx.lo) * px, px * (size_t)x->w,
                            px * (size_t)(c1 - c0), rows);
     return rc;
+}
+
+/* The value's last reader: its last n exact columns of frames f0.. into the slot for the next
+ * strip, once every other reader of the slot has taken these frames of the previous strip. */
+static int slot_fill(vae_exec *e, const vae_strip_slot *sl, const value *x, vae_span cx,
+                     vae_span ex, int64_t f0, char *slot) {
+    const vae_strips *s = e->strips;
+    for (int c = 0; c < s->n_carry; c++)
+        if (s->carry[c].slot == s->carry[sl->fill].slot && e->carry_frames[c] < f0 + x->t)
+            return vae_fail(VAE_EINVAL,
+                            "internal: strip %d: the slot of value %d is refilled at frame %lld "
+                            "before %s read it",
+                            e->strip, sl->value, (long long)f0, e->p->ops[s->carry[c].op].name);
+    const size_t px = exec_vox_bytes(e, x->c);
+    return slot_copy(e, 1, slot, px * (size_t)sl->n, (size_t)x->t * x->h, NULL, 0,
+                     (const char *)x->buf + (size_t)(ex.hi - sl->n - cx.lo) * px,
+                     px * (size_t)x->w);
 }
 
 int exec_strip_input(vae_exec *e, int i, int k, const value *x, value *z, const value **out) {
@@ -97,27 +151,27 @@ int exec_strip_input(vae_exec *e, int i, int k, const value *x, value *z, const 
     const int c = s ? s->carry_of[2 * i + k] : -1;
     if (c < 0 || x->t == 0) return VAE_OK;
     const vae_strip_carry *cy = &s->carry[c];
+    const vae_strip_slot *sl = cy->slot >= 0 ? &s->slot[cy->slot] : NULL;
     const vae_span cx = vae_strip_crop(s, e->strip, cy->value);
     const vae_span ex = vae_strip_exact(s, e->strip, cy->value), zc = vae_strip_z(s, e->strip, c);
-    const int64_t f0 = e->slot_frames[c];
-    if (x->w != cx.hi - cx.lo || x->h != cy->rows || f0 + x->t > cy->frames)
+    const int64_t f0 = e->carry_frames[c];
+    if (x->w != cx.hi - cx.lo || (sl && (x->h != sl->rows || f0 + x->t > sl->frames)))
         return vae_fail(VAE_EINVAL,
                         "internal: strip %d at %s: input %d columns wide (planned %d), frames "
                         "%lld..%lld of %lld",
                         e->strip, e->p->ops[i].name, x->w, cx.hi - cx.lo, (long long)f0,
-                        (long long)(f0 + x->t), (long long)cy->frames);
-    e->slot_frames[c] += x->t;
-    const size_t px = exec_vox_bytes(e, x->c), slot_fb = px * (size_t)cy->n * x->h;
+                        (long long)(f0 + x->t), (long long)(sl ? sl->frames : 0));
+    e->carry_frames[c] += x->t;
+    const size_t slot_fb = sl ? exec_vox_bytes(e, x->c) * (size_t)sl->n * x->h : 0;
+    char *slot = sl && sl->n > 0 ? (char *)e->slot[cy->slot] + (size_t)f0 * slot_fb : NULL;
     int rc = VAE_OK;
-    char *slot = cy->n > 0 ? (char *)e->slot[c] + (size_t)f0 * slot_fb : NULL;
     if (zc.hi > zc.lo) {
-        rc = carry_build(e, cy, x, cx, ex, zc, slot, z);
+        rc = carry_build(e, cy, x, cx, ex, zc, vae_strip_from_slot(s, e->strip, c), slot,
+                         sl ? sl->n : 0, z);
         if (rc == VAE_OK) *out = z;
     }
-    if (rc == VAE_OK && cy->n > 0 && e->strip + 1 < s->n) /* for the next strip */
-        rc = e->be->v->copy2d(e->be, slot, px * (size_t)cy->n,
-                              (const char *)x->buf + (size_t)(ex.hi - cy->n - cx.lo) * px,
-                              px * (size_t)x->w, px * (size_t)cy->n, (size_t)x->t * x->h);
+    if (rc == VAE_OK && slot && sl->fill == c && e->strip + 1 < s->n)
+        rc = slot_fill(e, sl, x, cx, ex, f0, slot);
     if (rc && z->buf) {
         e->be->v->release(e->be, z->base ? z->base : z->buf);
         z->buf = z->base = NULL;

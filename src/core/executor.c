@@ -157,7 +157,7 @@ static void exec_clear(vae_exec *e) {
 
 void vae_exec_reset(vae_exec *e) {
     exec_clear(e);
-    if (e->strips) memset(e->slot_frames, 0, (size_t)e->strips->n_carry * sizeof *e->slot_frames);
+    if (e->strips) memset(e->carry_frames, 0, (size_t)e->strips->n_carry * sizeof *e->carry_frames);
     memset(e->trims, 0, (size_t)e->p->n_values * sizeof *e->trims);
     plan_windows(e);
 }

@@ -342,8 +342,8 @@ static void describe(const planner *pl, vae_plan *plan) {
     if (plan->strips && n < cap)
         n += (size_t)snprintf(
             w + n, cap - n, ", as column strips that hand their edge columns on (no halos; %d "
-                            "carries, slots %s on the %s)",
-            plan->strips->n_carry,
+                            "carries, %d slots of %s on the %s)",
+            plan->strips->n_carry, plan->strips->n_slot,
             size_str(vae_strips_slot_bytes(plan->strips, &pl->pb.prog, rq->elem, NULL)),
             plan->strips->slots_host ? "host" : "device");
     if (plan->kind != VAE_PLAN_WHOLE && rq->ranks > 1 && n < cap)

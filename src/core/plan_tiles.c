@@ -42,6 +42,11 @@ int64_t plan_frames_bytes(const planner *pl, const part *q, int v, int t, int h,
 #define HOST_BYTE_MACS 1e4
 /* and in the time a byte is copied on the device (~1.5 TB/s read and written) */
 #define DEVICE_BYTE_MACS 200
+/* and in the time each op call of each tile costs beyond its MACs (H100, Wan2.2 704p decode at 4
+ * GiB: 2x2 halo tiles took 0.34 s more than their extra work, 1x8 strips 0.27 s more than 1x4
+ * with less traffic: ~50 us per op call and tile, as smaller problems run less efficiently, at the
+ * ~330 TMAC/s the untiled decode reaches) */
+#define OP_CALL_MACS 1.6e10
 
 typedef struct axis_tiles {
     int n;
@@ -113,6 +118,11 @@ int plan_part_in_frames(const planner *pl, const part *q) {
     return (int)pl->op_frames[q->from - 1];
 }
 
+/* frames of value v of part b over the whole stream */
+static int64_t part_value_frames(const planner *pl, const part *b, int v) {
+    return v == b->prog.input ? plan_part_in_frames(pl, b) : pl->op_frames[b->from + v - 1];
+}
+
 /* Strip ix: the width each op input is rebuilt to (zw [n_ops][2], 0: used as it is); the bytes
  * those rebuilds copy over the stream are added to *copied. */
 static void strip_rebuilds(const planner *pl, const part *b, const vae_strips *st, int ix, int *zw,
@@ -123,9 +133,26 @@ static void strip_rebuilds(const planner *pl, const part *b, const vae_strips *s
         const vae_span z = vae_strip_z(st, ix, c);
         if (z.hi <= z.lo) continue; /* used as it is */
         zw[2 * cy->op + cy->k] = z.hi - z.lo;
-        *copied += 2.0 * (double)plan_frames_bytes(pl, b, cy->value, (int)cy->frames,
+        *copied += 2.0 * (double)plan_frames_bytes(pl, b, cy->value,
+                                                   (int)part_value_frames(pl, b, cy->value),
                                                    b->vh[cy->value], z.hi - z.lo);
     }
+}
+
+/* Slots in host memory pass through device staging of one step's frames of one slot
+ * (exec_strip.c): the largest, a step being at most max(first, chunk) of B's input frames */
+static int64_t strips_staging_bytes(const planner *pl, const part *b, const vae_strips *st) {
+    const int64_t t_b = plan_part_in_frames(pl, b), step = b->first > b->chunk ? b->first : b->chunk;
+    int64_t most = 0;
+    for (int j = 0; j < st->n_slot; j++) {
+        const vae_strip_slot *sl = &st->slot[j];
+        const int64_t frames = (sl->frames * step + t_b - 1) / t_b; /* after temporal upsampling */
+        const int64_t bytes = plan_rounded(pl, frames * sl->rows * sl->n *
+                                                   vae_program_value_channels(&b->prog, sl->value) *
+                                                   (int64_t)pl->rq->elem);
+        if (bytes > most) most = bytes;
+    }
+    return most;
 }
 
 /* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
@@ -194,9 +221,9 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     /* strips: their slots on the device, or on the host where the budget needs it */
     const int64_t slots = st ? vae_strips_slot_bytes(st, &b->prog, rq->elem, rq->round) : 0;
     int fit = 0;
-    for (int sh = 0; sh < (slots > 0 ? 2 : 1) && !fit; sh++) {
+    for (int sh = slots > 0 && rq->store_host ? 1 : 0; sh < (slots > 0 ? 2 : 1) && !fit; sh++) {
         c->slots_host = sh;
-        const int64_t mb = mem_b + (sh ? 0 : slots);
+        const int64_t mb = mem_b + (sh ? strips_staging_bytes(pl, b, st) : slots);
         for (int host = rq->store_host ? 1 : 0; host < 2; host++) {
             /* a host store of A stages a frame on the device, unless the backend copies it
              * directly into the tiles' input */
@@ -238,10 +265,13 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
                       (rq->host_store_max > 0 && store_b > rq->host_store_max ? 4 : 1);
     /* strips: each inner edge writes the slots once and reads them once */
     if (c->slots_host) host_bytes += 2.0 * (double)slots * (ax->n - 1);
+    /* every op of B once per tile and step */
+    const int steps_b = t_b <= b->first ? 1 : 1 + (t_b - b->first + b->chunk - 1) / b->chunk;
+    const double calls_b = (double)ay->n * ax->n * b->prog.n_ops * steps_b;
     /* a group's devices share B's tiles; each runs A itself */
     const double ranks = rq->ranks > 1 ? rq->ranks : 1;
-    c->cost = macs - macs_b + macs_b / ranks + HOST_BYTE_MACS * host_bytes +
-              DEVICE_BYTE_MACS * copied;
+    c->cost = macs - macs_b + (macs_b + OP_CALL_MACS * calls_b) / ranks +
+              HOST_BYTE_MACS * host_bytes + DEVICE_BYTE_MACS * copied;
     return VAE_OK;
 }
 
@@ -389,11 +419,9 @@ int plan_try_strips(planner *pl, int n, cand *c, vae_plan *plan) {
         vae_error_clear();
     }
     if (rc) return rc;
-    for (int k = 0; k < st.n_carry; k++) { /* the slots hold every frame of their value */
-        const int v = st.carry[k].value;
-        st.carry[k].frames = v == b->prog.input ? plan_part_in_frames(pl, b)
-                                                : pl->op_frames[b->from + v - 1];
-        st.carry[k].rows = b->vh[v];
+    for (int j = 0; j < st.n_slot; j++) { /* the slots hold every frame of their value */
+        st.slot[j].frames = part_value_frames(pl, b, st.slot[j].value);
+        st.slot[j].rows = b->vh[st.slot[j].value];
     }
     rc = strips_eval(pl, b, &st, n, c, plan);
     vae_strips_free(&st);

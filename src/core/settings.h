@@ -22,7 +22,8 @@ typedef struct vae_settings {
                        * where the budget needs it; 2: always, for tests and measurements) */
     int exec_host_mb; /* VAE_EXEC_HOST_MB: tiled output held in memory up to this, else in a
                        * temporary file (2048) */
-    int exec_store_host; /* VAE_EXEC_STORE_HOST: tiled plans keep their stores on the host (0) */
+    int exec_store_host; /* VAE_EXEC_STORE_HOST: tiled plans keep their stores (and strips their
+                          * slots) on the host (0) */
     int plan_cut;        /* VAE_PLAN_CUT: exact tiles from this cut candidate (-1: cheapest) */
     int plan_scratch_min; /* VAE_PLAN_SCRATCH_MIN: plans with every op's least scratch (0) */
     int plan_strips;      /* VAE_PLAN_STRIPS: exact tiles as column strips (strip.h): 0 where

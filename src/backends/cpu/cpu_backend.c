@@ -175,6 +175,13 @@ static int cpu_zero(vae_backend *be, void *dst, size_t bytes) {
     return VAE_OK;
 }
 
+static int cpu_zero2d(vae_backend *be, void *dst, size_t dst_pitch, size_t row_bytes,
+                      size_t rows) {
+    for (size_t r = 0; r < rows && row_bytes; r++)
+        memset((char *)dst + r * dst_pitch, 0, row_bytes);
+    return VAE_OK;
+}
+
 static int cpu_sync(vae_backend *be) {
     return VAE_OK;
 }
@@ -217,6 +224,7 @@ static const vae_backend_vtbl cpu_vtbl = {
     .copy = cpu_copy,
     .copy2d = cpu_copy2d,
     .zero = cpu_zero,
+    .zero2d = cpu_zero2d,
     .sync = cpu_sync,
     .host_alloc = cpu_host_alloc,
     .host_free = cpu_host_free,

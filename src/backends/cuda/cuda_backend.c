@@ -70,7 +70,7 @@ enum { CU_PROF_CAP = 4096 }; /* event pairs resolved at once */
 static const char *const prof_names[CU_P_N] = {
     "conv cuDNN", "conv GEMM", "conv gather/im2col", "conv bias/residual init", "rms norm",
     "group norm", "eltwise", "resample", "attention", "copy/zero", "upload", "download",
-    "conv narrow head", "conv implicit GEMM"};
+    "conv narrow head", "conv implicit GEMM", "copy host<->device"};
 /* clang-format on */
 
 static void prof_flush(cuda_backend *cb) {
@@ -507,16 +507,30 @@ static int cuda_copy(vae_backend *be, void *dst, const void *src, size_t bytes) 
     return rc;
 }
 
+/* p is in this backend's device memory (not a pinned host store, not another device's) */
+static int cu_on_device(const cuda_backend *cb, const void *p) {
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError(); /* an unregistered host pointer on older runtimes */
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice && a.device == cb->device;
+}
+
 static int cuda_copy2d(vae_backend *be, void *dst, size_t dst_pitch, const void *src,
                        size_t src_pitch, size_t row_bytes, size_t rows) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda copy2d");
     if (rc || row_bytes == 0 || rows == 0) return rc;
-    int ph = cu_prof_begin(cb, CU_P_COPY);
-    /* cudaMemcpyDefault: either side may be a pinned host store (host_alloc) */
-    rc = cu_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
-                                    cudaMemcpyDefault, cb->stream),
-                  "cuda copy2d", "cudaMemcpy2DAsync");
+    const int on_device = cu_on_device(cb, dst) && cu_on_device(cb, src);
+    int ph = cu_prof_begin(cb, on_device ? CU_P_COPY : CU_P_BUS);
+    if (on_device) /* a kernel: faster than the copy engine */
+        rc = cu_check(cuk_copy2d(cb->stream, dst, dst_pitch, src, src_pitch, row_bytes, rows),
+                      "cuda copy2d", "copy kernel");
+    else /* cudaMemcpyDefault: either side may be a pinned host store (host_alloc) */
+        rc = cu_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
+                                        cudaMemcpyDefault, cb->stream),
+                      "cuda copy2d", "cudaMemcpy2DAsync");
     cu_prof_end(cb, ph);
     return rc;
 }
@@ -575,6 +589,18 @@ static int cuda_zero(vae_backend *be, void *dst, size_t bytes) {
     if (rc || bytes == 0) return rc;
     int ph = cu_prof_begin(cb, CU_P_COPY);
     rc = cu_check(cudaMemsetAsync(dst, 0, bytes, cb->stream), "cuda zero", "cudaMemsetAsync");
+    cu_prof_end(cb, ph);
+    return rc;
+}
+
+static int cuda_zero2d(vae_backend *be, void *dst, size_t dst_pitch, size_t row_bytes,
+                       size_t rows) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda zero2d");
+    if (rc || row_bytes == 0 || rows == 0) return rc;
+    int ph = cu_prof_begin(cb, CU_P_COPY);
+    rc = cu_check(cudaMemset2DAsync(dst, dst_pitch, 0, row_bytes, rows, cb->stream),
+                  "cuda zero2d", "cudaMemset2DAsync");
     cu_prof_end(cb, ph);
     return rc;
 }
@@ -682,6 +708,7 @@ static const vae_backend_vtbl cuda_vtbl = {
     .scratch_need = cuda_scratch_need,
     .scratch_reserve = cuda_scratch_reserve,
     .zero = cuda_zero,
+    .zero2d = cuda_zero2d,
     .sync = cuda_sync,
     .prepare = cuda_prepare,
     .unprepare = cuda_unprepare,

@@ -1,5 +1,6 @@
 /* cuda_eltwise.cu -- dtype conversion (upload/download), ACT / ADD / SCALE_SHIFT, conv bias init,
- * and the probe kernel that tells whether this binary can run on the device. */
+ * strided device copies, and the probe kernel that tells whether this binary can run on the
+ * device. */
 #include "backends/cuda/cuda_common.cuh"
 
 static __global__ void probe_kernel(int *x) {
@@ -13,6 +14,41 @@ extern "C" int cuk_probe(void) {
         return 0;
     }
     return 1;
+}
+
+/* ---- strided copies ---- */
+/* rows x row_vecs vectors of V, rows dp / sp vectors apart: one thread per vector, so that a
+ * narrow row (a strip's slot, a column or two of channels-last frames) keeps every thread busy */
+template <typename V>
+static __global__ void copy2d_kernel(V *dst, int64_t dp, const V *src, int64_t sp, int64_t row_vecs,
+                                     int64_t rows) {
+    const int64_t n = row_vecs * rows;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / row_vecs, c = i - r * row_vecs;
+        dst[r * dp + c] = src[r * sp + c];
+    }
+}
+
+template <typename V>
+static void launch_copy2d(cudaStream_t s, void *dst, size_t dp, const void *src, size_t sp,
+                          size_t row_bytes, size_t rows) {
+    const int64_t v = (int64_t)sizeof(V), n = (int64_t)(row_bytes / v) * (int64_t)rows;
+    copy2d_kernel<V><<<cu_grid(n, 256), 256, 0, s>>>((V *)dst, (int64_t)dp / v, (const V *)src,
+                                                      (int64_t)sp / v, (int64_t)row_bytes / v,
+                                                      (int64_t)rows);
+}
+
+extern "C" cudaError_t cuk_copy2d(cudaStream_t s, void *dst, size_t dst_pitch, const void *src,
+                                  size_t src_pitch, size_t row_bytes, size_t rows) {
+    /* the widest vector that every address, pitch and row length is a multiple of */
+    const uintptr_t a = (uintptr_t)dst | (uintptr_t)src | dst_pitch | src_pitch | row_bytes;
+    if (a % 16 == 0) launch_copy2d<int4>(s, dst, dst_pitch, src, src_pitch, row_bytes, rows);
+    else if (a % 8 == 0) launch_copy2d<int2>(s, dst, dst_pitch, src, src_pitch, row_bytes, rows);
+    else if (a % 4 == 0) launch_copy2d<int>(s, dst, dst_pitch, src, src_pitch, row_bytes, rows);
+    else if (a % 2 == 0) launch_copy2d<short>(s, dst, dst_pitch, src, src_pitch, row_bytes, rows);
+    else launch_copy2d<char>(s, dst, dst_pitch, src, src_pitch, row_bytes, rows);
+    return cudaGetLastError();
 }
 
 /* ---- conversions ---- */

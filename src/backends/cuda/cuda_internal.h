@@ -45,6 +45,12 @@ typedef struct cuk_frames {
 /* 1 when kernels of this binary can run on the current device. */
 int cuk_probe(void);
 
+/* rows rows of row_bytes from src (src_pitch apart) to dst (dst_pitch apart), both in this
+ * device's memory: a kernel moves strided rows at about 1.6x cudaMemcpy2DAsync's rate (H100,
+ * bench/copy2d_probe.cu). */
+cudaError_t cuk_copy2d(cudaStream_t s, void *dst, size_t dst_pitch, const void *src,
+                       size_t src_pitch, size_t row_bytes, size_t rows);
+
 /* dst (dtype) <- src float32, and back. */
 cudaError_t cuk_from_f32(cudaStream_t s, int dtype, void *dst, const float *src, size_t n);
 cudaError_t cuk_to_f32(cudaStream_t s, int dtype, float *dst, const void *src, size_t n);
@@ -253,6 +259,7 @@ enum {
     CU_P_DOWNLOAD,
     CU_P_NARROW,
     CU_P_IGEMM,
+    CU_P_BUS, /* copy2d to or from host memory (host stores, strips' slots) */
     CU_P_N
 };
 
