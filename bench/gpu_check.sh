@@ -291,6 +291,22 @@ if [ $STRIPS = 1 ]; then
                 VAE_CUDA_POISON=1 VAE_EXEC_CHECK=1
         done
     done
+    # slots in pinned host memory, staged through the device (taef2_real: the fixture whose
+    # strips have carries from every cut)
+    fixture_run "strips host slots taef2_real bf16" taef2_real bf16 --strips 3 \
+        VAE_CUDA_POISON=1 VAE_EXEC_CHECK=1 VAE_EXEC_STORE_HOST=1
+    # the whole Wan2.2 decoder after its middle block in 3 strips (synthetic weights of the tiny
+    # fixture's configuration), slots on the device and on the host: against the untiled output
+    W22_TINY='{"dim": 8, "dec_dim": 16, "z_dim": 48, "dim_mult": [1, 2, 4, 4], "num_res_blocks": 2, "attn_scales": [], "temperal_downsample": [false, true, true]}'
+    for host in 0 1; do
+        for dt in fp32 bf16; do
+            VAE_PLAN_STRIPS=3 VAE_PLAN_CUT=0 VAE_EXEC_STORE_HOST=$host VAE_CUDA_POISON=1 \
+                VAE_EXEC_CHECK=1 timeout 120 build-gpu/vae -v bench wan2.2 --config "$W22_TINY" \
+                --op decode --frames 9 --size 32x768 --dtype $dt --device cuda --runs 1 \
+                --warmup 0 --psnr >>"$OUT/fixtures.log" 2>&1
+            say "strips wan2.2 synthetic $dt host slots $host: rc $? $(grep -o 'relative error.*' "$OUT/fixtures.log" | tail -1)"
+        done
+    done
 fi
 # device groups of every GPU there is (one GPU: two lanes on it): each fixture case on the
 # group's own plan and with exact tiles shared out, within 1e-5 (fp32) / 2e-2 (bf16) of one GPU's

@@ -122,6 +122,7 @@ static void on_op(memsim *m, int i, const vae_op_frames *f, const int *tv) {
     if (m->rq->scratch_need && (windowed ? f->total : tv[x]) > 0) {
         int h, w;
         input_size(m, x, &h, &w);
+        if (m->zw && m->zw[2 * i] > 0) w = m->zw[2 * i]; /* the op runs on the rebuilt input */
         int64_t need = m->rq->scratch_need(m->rq->be, op, windowed ? f->total : tv[x], h, w,
                                            m->rq->scratch_minimal);
         if (need > m->scratch) m->scratch = need;
