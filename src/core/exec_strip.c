@@ -68,24 +68,42 @@ int vae_exec_set_strip(vae_exec *e, const vae_strips *s, int k) {
     return VAE_OK;
 }
 
-/* Slot columns of a step's frames (rows of `row` bytes, `rows` of them, at `at`) between the
- * slot and dst (to_slot: from src), through device staging when the slot is in host memory. */
-static int slot_copy(vae_exec *e, int to_slot, char *at, size_t row, size_t rows, void *dst,
-                     size_t dst_pitch, const void *src, size_t src_pitch) {
-    vae_backend *be = e->be;
-    if (!e->strips->slots_host || !be->v->host_alloc)
-        return to_slot ? be->v->copy2d(be, at, row, src, src_pitch, row, rows)
-                       : be->v->copy2d(be, dst, dst_pitch, at, row, row, rows);
-    void *stage = be->v->alloc(be, row * rows);
-    if (!stage)
+/* A step's frames of a slot are `rows` rows of `row` bytes at `at`. Slots in host memory pass
+ * through device staging (*stage; NULL for slots on the device), so that the bus sees one
+ * contiguous copy. */
+static int slot_stage(vae_exec *e, size_t bytes, char **stage) {
+    *stage = NULL;
+    if (!e->strips->slots_host || !e->be->v->host_alloc) return VAE_OK;
+    if (!(*stage = e->be->v->alloc(e->be, bytes)))
         return vae_fail(VAE_ENOMEM, "out of %s memory staging %zu bytes of a strip's slot",
-                        be->v->name, row * rows);
-    int rc = to_slot ? be->v->copy2d(be, stage, row, src, src_pitch, row, rows)
-                     : be->v->copy2d(be, stage, row * rows, at, row * rows, row * rows, 1);
+                        e->be->v->name, bytes);
+    return VAE_OK;
+}
+
+/* dst (rows dst_pitch apart) <- the slot's bytes [a, a + len) of each row */
+static int slot_read(vae_exec *e, const char *at, size_t row, size_t rows, size_t a, size_t len,
+                     void *dst, size_t dst_pitch) {
+    vae_backend *be = e->be;
+    char *stage;
+    int rc = slot_stage(e, row * rows, &stage);
+    if (rc == VAE_OK && stage)
+        rc = be->v->copy2d(be, stage, row * rows, at, row * rows, row * rows, 1);
     if (rc == VAE_OK)
-        rc = to_slot ? be->v->copy2d(be, at, row * rows, stage, row * rows, row * rows, 1)
-                     : be->v->copy2d(be, dst, dst_pitch, stage, row, row, rows);
-    be->v->release(be, stage); /* stream order keeps it until the copies are done */
+        rc = be->v->copy2d(be, dst, dst_pitch, (stage ? stage : at) + a, row, len, rows);
+    if (stage) be->v->release(be, stage); /* stream order keeps it until the copies are done */
+    return rc;
+}
+
+/* the slot <- src's rows (src_pitch apart) */
+static int slot_write(vae_exec *e, char *at, size_t row, size_t rows, const void *src,
+                      size_t src_pitch) {
+    vae_backend *be = e->be;
+    char *stage;
+    int rc = slot_stage(e, row * rows, &stage);
+    if (rc == VAE_OK) rc = be->v->copy2d(be, stage ? stage : at, row, src, src_pitch, row, rows);
+    if (rc == VAE_OK && stage)
+        rc = be->v->copy2d(be, at, row * rows, stage, row * rows, row * rows, 1);
+    if (stage) be->v->release(be, stage);
     return rc;
 }
 
@@ -113,13 +131,10 @@ static int carry_build(vae_exec *e, const vae_strip_carry *cy, const value *x, v
     if (rc == VAE_OK && c1 < zc.hi)
         rc = be->v->zero2d(be, (char *)z->buf + (size_t)(c1 - zc.lo) * px, zp,
                            px * (size_t)(zc.hi - c1), rows);
-    if (rc == VAE_OK && from_slot && sc.lo == ex.lo - n && sc.hi == ex.lo) /* the whole slot */
-        rc = slot_copy(e, 0, (char *)slot, px * (size_t)n, rows,
-                       (char *)z->buf + (size_t)(sc.lo - zc.lo) * px, zp, NULL, 0);
-    else if (rc == VAE_OK && from_slot) /* a part of it (a reader that needs fewer columns) */
-        rc = be->v->copy2d(be, (char *)z->buf + (size_t)(sc.lo - zc.lo) * px, zp,
-                           slot + (size_t)(sc.lo - (ex.lo - n)) * px, px * (size_t)n,
-                           px * (size_t)(sc.hi - sc.lo), rows);
+    if (rc == VAE_OK && from_slot)
+        rc = slot_read(e, slot, px * (size_t)n, rows, px * (size_t)(sc.lo - (ex.lo - n)),
+                       px * (size_t)(sc.hi - sc.lo), (char *)z->buf + (size_t)(sc.lo - zc.lo) * px,
+                       zp);
     if (rc == VAE_OK && c0 < c1)
         rc = be->v->copy2d(be, (char *)z->buf + (size_t)(c0 - zc.lo) * px, zp,
                            (const char *)x->buf + (size_t)(c0 - cx.lo) * px, px * (size_t)x->w,
@@ -139,9 +154,9 @@ static int slot_fill(vae_exec *e, const vae_strip_slot *sl, const value *x, vae_
                             "before %s read it",
                             e->strip, sl->value, (long long)f0, e->p->ops[s->carry[c].op].name);
     const size_t px = exec_vox_bytes(e, x->c);
-    return slot_copy(e, 1, slot, px * (size_t)sl->n, (size_t)x->t * x->h, NULL, 0,
-                     (const char *)x->buf + (size_t)(ex.hi - sl->n - cx.lo) * px,
-                     px * (size_t)x->w);
+    return slot_write(e, slot, px * (size_t)sl->n, (size_t)x->t * x->h,
+                      (const char *)x->buf + (size_t)(ex.hi - sl->n - cx.lo) * px,
+                      px * (size_t)x->w);
 }
 
 int exec_strip_input(vae_exec *e, int i, int k, const value *x, value *z, const value **out) {

@@ -266,8 +266,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     /* strips: each inner edge writes the slots once and reads them once */
     if (c->slots_host) host_bytes += 2.0 * (double)slots * (ax->n - 1);
     /* every op of B once per tile and step */
-    const int steps_b = t_b <= b->first ? 1 : 1 + (t_b - b->first + b->chunk - 1) / b->chunk;
-    const double calls_b = (double)ay->n * ax->n * b->prog.n_ops * steps_b;
+    const double calls_b = (double)ay->n * ax->n * b->prog.n_ops * part_steps(b, t_b);
     /* a group's devices share B's tiles; each runs A itself */
     const double ranks = rq->ranks > 1 ? rq->ranks : 1;
     c->cost = macs - macs_b + (macs_b + OP_CALL_MACS * calls_b) / ranks +
