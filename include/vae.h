@@ -236,6 +236,9 @@ typedef enum {
                                   * instead of recomputing halos: 0 where the planner finds them
                                   * cheaper, -1 never, N >= 2 always N strips where the model
                                   * allows (decoders) (0) */
+    VAE_PARAM_CUDA_BUS,          /* copies to and from pinned host memory (strips' slots, host
+                                  * stores) on a second stream, overlapping compute, with reads
+                                  * prefetched where the engine knows them ahead (1) */
     VAE_PARAM_COUNT
 } vae_param;
 

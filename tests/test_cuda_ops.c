@@ -14,7 +14,8 @@
  * Then buffers, the planar host transfers, error paths, and timings of model-sized convs, norms,
  * shuffles and attention (informative).
  * Without a usable GPU: prints "skipped: no GPU" and exits 0.
- * Prints one line per check and "N passed, M failed".
+ * Prints one line per check and "N passed, M failed". --buffers: the buffer and copy checks alone
+ * (host copies on the bus among them); --no-bench: no timings.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -195,7 +196,7 @@ static float *run_conv(vae_backend *be, const conv_case *cc, const vae_op *op, f
 /* Convs the GPU ran through its FP8 kernels so far (the backend's description says). */
 /* The count the backend's description gives right before `what` (" fp8,"), -1 without it. */
 static long described_count(const char *what) {
-    char buf[512];
+    char buf[2048];
     const char *d = vae_cuda_backend_describe(gpu, buf, sizeof buf), *p = strstr(d, what);
     if (!p) return -1;
     while (p > d && p[-1] != ' ')
@@ -672,6 +673,78 @@ static void test_buffers(void) {
     free(back2);
 }
 
+/* Host copies on the bus (cuda_bus.c) as strips use them: S strips of F one-frame steps; each
+ * step reads the previous strip's two columns of the frame from a pinned host slot (after a
+ * prefetch made in the step before), asks for the next frame's, then writes its own. Reads
+ * must see exactly what was written before them, never a prefetch made stale by a later write;
+ * then copies larger than a ring block (chunked). */
+static void test_bus_slots(void) {
+    enum { S = 3, F = 7, R = 37, W = 12, N = 2, C = 96 };
+    const size_t es = gpu->elem_size, px = (size_t)C * es, fb = (size_t)R * N * px;
+    char *slot = gpu->v->host_alloc(gpu, F * fb);
+    check(slot != NULL, "bus: a pinned host slot of %zu bytes", F * fb);
+    if (!slot) return;
+    float *mirror = calloc((size_t)F * R * N * C, sizeof *mirror); /* what the slot holds */
+    const long hits0 = described_count(" read from prefetches");
+    int rc = VAE_OK, same = 1;
+    for (int k = 0; k < S && rc == VAE_OK; k++)
+        for (int f = 0; f < F && rc == VAE_OK; f++) {
+            const size_t nx = (size_t)R * W * C, nz = (size_t)R * (N + 3) * C;
+            float *x = rand_buf(nx, 1.0f, (float)k), *zero = calloc(nz, sizeof *zero);
+            void *dx = dev_from(gpu, x, nx), *dz = dev_from(gpu, zero, nz);
+            float *xs = host_from(gpu, dx, nx); /* in the GPU's dtype */
+            if (k > 0) /* the slot's frame f into columns 1..1+N of z */
+                rc = gpu->v->copy2d(gpu, (char *)dz + px, (N + 3) * px, slot + f * fb, N * px,
+                                    N * px, R);
+            if (rc == VAE_OK && k > 0 && f + 1 < F)
+                rc = gpu->v->prefetch(gpu, slot + (f + 1) * fb, fb);
+            if (rc == VAE_OK && k > 0) {
+                float *z = host_from(gpu, dz, nz);
+                for (int r = 0; r < R; r++)
+                    same &= memcmp(z + ((size_t)r * (N + 3) + 1) * C,
+                                   mirror + ((size_t)f * R + r) * N * C, N * C * sizeof *z) == 0;
+                free(z);
+            }
+            if (rc == VAE_OK) /* x's last N columns into the slot's frame f */
+                rc = gpu->v->copy2d(gpu, slot + f * fb, N * px, (char *)dx + (W - N) * px,
+                                    W * px, N * px, R);
+            for (int r = 0; r < R; r++)
+                memcpy(mirror + ((size_t)f * R + r) * N * C, xs + ((size_t)r * W + W - N) * C,
+                       N * C * sizeof *xs);
+            gpu->v->release(gpu, dx);
+            gpu->v->release(gpu, dz);
+            free(x);
+            free(xs);
+            free(zero);
+        }
+    check(rc == VAE_OK && same, "bus: %d strips of %d steps through a host slot read what the "
+          "strip before wrote (%s)", S, F, rc ? vae_last_error() : "ok");
+    const long hits = described_count(" read from prefetches") - hits0;
+    check(hits0 < 0 || hits >= (S - 1) * (F - 1), "bus: %ld of %d reads from prefetches", hits,
+          (S - 1) * (F - 1));
+    gpu->v->host_free(gpu, slot);
+    free(mirror);
+    /* rows larger in all than a ring block: the copy out in pieces, then back */
+    const size_t rows = 600, cols = 16384, n = rows * cols;
+    float *x = rand_buf(n, 1.0f, 0.0f);
+    void *dx = dev_from(gpu, x, n), *dy = gpu->v->alloc(gpu, n * es);
+    char *h = gpu->v->host_alloc(gpu, n * es);
+    rc = h ? VAE_OK : VAE_ENOMEM;
+    if (rc == VAE_OK) rc = gpu->v->copy2d(gpu, h, cols * es, dx, cols * es, cols * es, rows);
+    if (rc == VAE_OK) rc = gpu->v->prefetch(gpu, h, 4096); /* a prefetch of part of it */
+    if (rc == VAE_OK) rc = gpu->v->copy2d(gpu, dy, cols * es, h, cols * es, cols * es, rows);
+    float *a = host_from(gpu, dx, n), *b = host_from(gpu, dy, n);
+    check(rc == VAE_OK && memcmp(a, b, n * sizeof *a) == 0,
+          "bus: %zu MiB out to the host in pieces and back (%s)", n * es >> 20,
+          rc ? vae_last_error() : "ok");
+    if (h) gpu->v->host_free(gpu, h);
+    gpu->v->release(gpu, dx);
+    gpu->v->release(gpu, dy);
+    free(x);
+    free(a);
+    free(b);
+}
+
 /* copy2d / zero2d of crops of channels-last frames (a strip's rebuilt input: wide rows, a slot of
  * a column or two, odd channel counts for the narrow vector widths), against the CPU backend's
  * on the same values; the pixels outside the copied columns must stay as they were */
@@ -952,7 +1025,7 @@ static int make_gpu(const variant_def *v) {
 }
 
 static void describe(void) {
-    char buf[512];
+    char buf[1024];
     if (vae_cuda_backend_describe) printf("INFO [%s] %s\n", variant, vae_cuda_backend_describe(gpu, buf, sizeof buf));
 }
 
@@ -989,6 +1062,7 @@ static void run_variant(const variant_def *v) {
         test_copy2d(3 * 20, 166, 2, 256, 162, 0, 2);   /* its slot of two columns */
         test_copy2d(37, 9, 12, 3, 1, 4, 7);            /* 3 channels: 2- or 4-byte vectors */
         test_copy2d(5, 7, 7, 1, 0, 0, 7);              /* whole rows of one channel */
+        test_bus_slots();
     }
     if (v->what & V_FP8) /* the convs the FP8 kernels take, against the CPU's emulation */
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)
@@ -1088,7 +1162,9 @@ static void log_line(int level, const char *msg, void *user) {
 }
 
 int main(int argc, char **argv) {
+    /* --no-bench: no timings; --buffers: only the buffer and copy checks, in each dtype */
     int bench = !(argc > 1 && strcmp(argv[1], "--no-bench") == 0);
+    const int buffers_only = argc > 1 && strcmp(argv[1], "--buffers") == 0;
     if (!vae_cuda_backend_create || !vae_cuda_available || !vae_device_available(VAE_DEVICE_CUDA) ||
         !vae_cuda_available()) {
         printf("skipped: no GPU\n0 passed, 0 failed, 1 skipped\n");
@@ -1124,7 +1200,15 @@ int main(int argc, char **argv) {
         {"bf16/noigemm", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_IGEMM=off"},
         {"fp8", VAE_DTYPE_FP8, NULL, NULL, V_FP8, 0, NULL},
     };
-    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) run_variant(&variants[i]);
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
+        variant_def v = variants[i];
+        if (buffers_only) v.what &= V_BUF;
+        if (v.what) run_variant(&v);
+    }
+    if (buffers_only) {
+        printf("%d passed, %d failed\n", n_pass, n_fail);
+        return n_fail ? 1 : 0;
+    }
 
     variant = "errors";
     tol = 1e-5;

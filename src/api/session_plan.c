@@ -51,7 +51,7 @@ int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_
         .fixed = reserve + s->model_error[encode], .conv_upsample = be->v->conv_upsample,
         .round = be->v->alloc_size, .scratch_need = be->v->scratch_need, .be = be,
         .scratch_now = scratch, .planar_io = be->v->stage_in != NULL,
-        .host_direct = be->v->host_alloc != NULL,
+        .host_direct = be->v->host_alloc != NULL, .host_copy = be->host_copy_bytes,
         .mode = o->tile_mode, .tile_h = o->tile_height, .tile_w = o->tile_width,
         .blend_tile = o->blend_tile > 0 ? o->blend_tile : 512,
         .video_factor = vae_config_spatial_factor(&m->cfg), .frame_loops = s->set.exec_frames,

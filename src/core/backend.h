@@ -50,6 +50,11 @@ typedef struct vae_backend_vtbl {
      * error is left behind (the caller falls back). */
     void *(*host_alloc)(vae_backend *be, size_t bytes);
     void (*host_free)(vae_backend *be, void *p);
+    /* Optional, a hint: [host, host + bytes) of host_alloc memory is soon read by copy2d, after
+     * what copy2d calls before this one wrote there. The backend may copy it towards the device
+     * now, while the work queued before goes on; results are the same either way (a write into
+     * the range after the hint makes the backend forget it). NULL: no prefetching. */
+    int (*prefetch)(vae_backend *be, const void *host, size_t bytes);
 
     /* Per-op weights in the backend's layout, made once per session. *state may stay NULL. */
     int (*prepare)(vae_backend *be, const vae_op *op, void **state);
@@ -165,6 +170,8 @@ struct vae_backend {
     int64_t limit;
     int refused; /* set when the limit refused an allocation (what a new plan can fix, unlike
                   * a device or host that ran out) */
+    int64_t host_copy_bytes; /* device memory it takes once copy2d or prefetch touch host_alloc
+                              * memory (staging), counted by plans that put something there */
 };
 
 /* The host's device allocator (vae_session_options.dev_alloc); alloc NULL: cudaMalloc. */

@@ -66,6 +66,8 @@ struct vae_exec {
     int strip;
     void **slot;
     int64_t *carry_frames;
+    int64_t *carry_step; /* the frames of each carry's last step (after carry_frames, one block):
+                          * how far ahead to prefetch */
 };
 
 size_t exec_vox_bytes(const vae_exec *e, int64_t n);

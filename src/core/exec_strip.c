@@ -5,8 +5,10 @@
  * every frame), the rest from the value; columns that neither has (inexact margins) are zeros.
  * The value's last reader then puts its last n exact columns into the slot, after every reader
  * took the previous strip's. Frames are counted per carry, so chunks and frame loops do not
- * matter. Slots in host memory pass through a device staging buffer of the step's frames, so
- * that the bus sees one contiguous copy each way instead of rows of a column or two.
+ * matter. Slots in host memory: the backend stages the copies (one contiguous copy each way on
+ * the bus instead of rows of a column or two), and each read from a slot asks it to prefetch
+ * what the next few carries will read (as many frames as their last step), which the previous
+ * strip wrote long before and this one refills only after they read it.
  */
 #include <string.h>
 
@@ -23,7 +25,7 @@ void exec_strip_release(vae_exec *e) {
     vae_free(e->slot);
     vae_free(e->carry_frames);
     e->slot = NULL;
-    e->carry_frames = NULL;
+    e->carry_frames = e->carry_step = NULL;
     e->strips = NULL;
 }
 
@@ -55,7 +57,8 @@ int vae_exec_set_strip(vae_exec *e, const vae_strips *s, int k) {
         if (!s) return VAE_OK;
         e->strips = s;
         e->slot = vae_calloc((size_t)s->n_slot + 1, sizeof *e->slot);
-        e->carry_frames = vae_calloc((size_t)s->n_carry + 1, sizeof *e->carry_frames);
+        e->carry_frames = vae_calloc(2 * (size_t)s->n_carry + 1, sizeof *e->carry_frames);
+        e->carry_step = e->carry_frames ? e->carry_frames + s->n_carry : NULL;
         rc = e->slot && e->carry_frames ? slots_alloc(e)
                                         : vae_fail(VAE_ENOMEM, "out of memory for strips");
         if (rc) {
@@ -68,42 +71,36 @@ int vae_exec_set_strip(vae_exec *e, const vae_strips *s, int k) {
     return VAE_OK;
 }
 
-/* A step's frames of a slot are `rows` rows of `row` bytes at `at`. Slots in host memory pass
- * through device staging (*stage; NULL for slots on the device), so that the bus sees one
- * contiguous copy. */
-static int slot_stage(vae_exec *e, size_t bytes, char **stage) {
-    *stage = NULL;
-    if (!e->strips->slots_host || !e->be->v->host_alloc) return VAE_OK;
-    if (!(*stage = e->be->v->alloc(e->be, bytes)))
-        return vae_fail(VAE_ENOMEM, "out of %s memory staging %zu bytes of a strip's slot",
-                        e->be->v->name, bytes);
-    return VAE_OK;
-}
-
-/* dst (rows dst_pitch apart) <- the slot's bytes [a, a + len) of each row */
+/* dst (rows dst_pitch apart) <- the slot's bytes [a, a + len) of each of its rows */
 static int slot_read(vae_exec *e, const char *at, size_t row, size_t rows, size_t a, size_t len,
                      void *dst, size_t dst_pitch) {
-    vae_backend *be = e->be;
-    char *stage;
-    int rc = slot_stage(e, row * rows, &stage);
-    if (rc == VAE_OK && stage)
-        rc = be->v->copy2d(be, stage, row * rows, at, row * rows, row * rows, 1);
-    if (rc == VAE_OK)
-        rc = be->v->copy2d(be, dst, dst_pitch, (stage ? stage : at) + a, row, len, rows);
-    if (stage) be->v->release(be, stage); /* stream order keeps it until the copies are done */
-    return rc;
+    return e->be->v->copy2d(e->be, dst, dst_pitch, at + a, row, len, rows);
 }
 
 /* the slot <- src's rows (src_pitch apart) */
 static int slot_write(vae_exec *e, char *at, size_t row, size_t rows, const void *src,
                       size_t src_pitch) {
+    return e->be->v->copy2d(e->be, at, row, src, src_pitch, row, rows);
+}
+
+enum { PREFETCH_AHEAD = 3 }; /* carries */
+
+/* A hint to the backend: the reads from host slots of the PREFETCH_AHEAD carries after c in op
+ * order (past the last one: the next step's), each as long as its last step. */
+static int slots_prefetch(vae_exec *e, int c) {
+    const vae_strips *s = e->strips;
     vae_backend *be = e->be;
-    char *stage;
-    int rc = slot_stage(e, row * rows, &stage);
-    if (rc == VAE_OK) rc = be->v->copy2d(be, stage ? stage : at, row, src, src_pitch, row, rows);
-    if (rc == VAE_OK && stage)
-        rc = be->v->copy2d(be, at, row * rows, stage, row * rows, row * rows, 1);
-    if (stage) be->v->release(be, stage);
+    if (!s->slots_host || !be->v->prefetch) return VAE_OK;
+    int rc = VAE_OK;
+    for (int d = 1; d <= PREFETCH_AHEAD && d < s->n_carry && rc == VAE_OK; d++) {
+        const int c2 = (c + d) % s->n_carry, j = s->carry[c2].slot;
+        const vae_span sc = vae_strip_from_slot(s, e->strip, c2);
+        const int64_t f0 = e->carry_frames[c2], t = e->carry_step[c2];
+        if (j < 0 || sc.hi <= sc.lo || t <= 0 || f0 + t > s->slot[j].frames) continue;
+        const size_t fb = exec_vox_bytes(e, vae_strip_slot_values(s, e->p, j)) /
+                          (size_t)s->slot[j].frames; /* a frame of the slot */
+        rc = be->v->prefetch(be, (char *)e->slot[j] + (size_t)f0 * fb, (size_t)t * fb);
+    }
     return rc;
 }
 
@@ -177,13 +174,15 @@ int exec_strip_input(vae_exec *e, int i, int k, const value *x, value *z, const 
                         e->strip, e->p->ops[i].name, x->w, cx.hi - cx.lo, (long long)f0,
                         (long long)(f0 + x->t), (long long)(sl ? sl->frames : 0));
     e->carry_frames[c] += x->t;
+    e->carry_step[c] = x->t;
     const size_t slot_fb = sl ? exec_vox_bytes(e, x->c) * (size_t)sl->n * x->h : 0;
     char *slot = sl && sl->n > 0 ? (char *)e->slot[cy->slot] + (size_t)f0 * slot_fb : NULL;
     int rc = VAE_OK;
     if (zc.hi > zc.lo) {
-        rc = carry_build(e, cy, x, cx, ex, zc, vae_strip_from_slot(s, e->strip, c), slot,
-                         sl ? sl->n : 0, z);
+        const vae_span sc = vae_strip_from_slot(s, e->strip, c);
+        rc = carry_build(e, cy, x, cx, ex, zc, sc, slot, sl ? sl->n : 0, z);
         if (rc == VAE_OK) *out = z;
+        if (rc == VAE_OK && sc.hi > sc.lo) rc = slots_prefetch(e, c);
     }
     if (rc == VAE_OK && slot && sl->fill == c && e->strip + 1 < s->n)
         rc = slot_fill(e, sl, x, cx, ex, f0, slot);

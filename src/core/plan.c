@@ -269,6 +269,17 @@ static int forced_cut(const planner *pl) {
     return pl->rq->cut < pl->n_cuts ? pl->rq->cut : pl->n_cuts - 1;
 }
 
+/* -v: each candidate the search weighs */
+static void cand_debug(const planner *pl, const cand *c) {
+    VAE_DEBUG("planner: cut %d (ops %d..), frame loops %d: %dx%d %s: peak %.2f GiB%s, cost %.4g "
+              "(work %.4g MACs)%s%s",
+              c->cut, pl->pb.from, c->fr, c->ty, c->tx, c->strips ? "strips" : "tiles",
+              (double)c->peak / (1 << 30),
+              pl->rq->budget > 0 && c->peak > pl->rq->budget ? " (over the budget)" : "", c->cost,
+              c->macs, c->slots_host ? ", slots on the host" : "",
+              c->store_host[0] ? ", store A on the host" : "");
+}
+
 /* Column strips of B (strip.h) at the current cut, from 2 to 16: into *best where they fit and
  * cost less, *floor_c where their peak is smaller. */
 static int search_strips(planner *pl, cand *best, cand *floor_c) {
@@ -280,6 +291,7 @@ static int search_strips(planner *pl, cand *best, cand *floor_c) {
         int rc = plan_try_strips(pl, counts[j], &c, NULL);
         if (rc == VAE_EUNSUPPORTED) return VAE_OK; /* more strips are narrower still */
         if (rc) return rc;
+        cand_debug(pl, &c);
         if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
         if (pl->rq->budget > 0 && c.peak > pl->rq->budget) continue;
         if (best->peak < 0 || c.cost < best->cost) *best = c;
@@ -315,6 +327,7 @@ static int search_tiles(planner *pl, cand *best, cand *floor_c) {
                 memset(&c, 0, sizeof c);
                 tried++;
                 if ((rc = plan_try_tiled(pl, th, tw, &c, NULL))) return rc;
+                cand_debug(pl, &c);
                 if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
                 if (budget > 0 && c.peak > budget) continue;
                 if (!fit_n) fit_n = n;

@@ -40,8 +40,14 @@ int64_t plan_frames_bytes(const planner *pl, const part *q, int v, int t, int h,
 /* MACs a GPU does in the time one byte crosses between host and device (~200 TMAC/s of 16-bit
  * tensor cores against ~20 GB/s of staged copies): the exchange rate of the tile search's cost */
 #define HOST_BYTE_MACS 1e4
-/* and in the time a byte is copied on the device (~1.5 TB/s read and written) */
-#define DEVICE_BYTE_MACS 200
+/* and in the time a byte is copied on the device (~1.5 TB/s read and written; halved from 200
+ * after runs 107-110 on the H100: strips' overhead beyond their op calls was half what the
+ * model said, Wan2.2 704p at 4 GiB) */
+#define DEVICE_BYTE_MACS 100
+/* the share of host traffic a backend that copies on a second stream still pays (its bus
+ * overlaps compute, vae_backend.host_copy_bytes; run 109: the bus took 0.12 s off the 0.35 s of
+ * strips' slot copies, and the rest was mostly the reads it could not prefetch) */
+#define OVERLAPPED_HOST_SHARE 0.5
 /* and in the time each op call of each tile costs beyond its MACs (H100, Wan2.2 704p decode at 4
  * GiB: 2x2 halo tiles took 0.34 s more than their extra work, 1x8 strips 0.27 s more than 1x4
  * with less traffic: ~50 us per op call and tile, as smaller problems run less efficiently, at the
@@ -139,22 +145,6 @@ static void strip_rebuilds(const planner *pl, const part *b, const vae_strips *s
     }
 }
 
-/* Slots in host memory pass through device staging of one step's frames of one slot
- * (exec_strip.c): the largest, a step being at most max(first, chunk) of B's input frames */
-static int64_t strips_staging_bytes(const planner *pl, const part *b, const vae_strips *st) {
-    const int64_t t_b = plan_part_in_frames(pl, b), step = b->first > b->chunk ? b->first : b->chunk;
-    int64_t most = 0;
-    for (int j = 0; j < st->n_slot; j++) {
-        const vae_strip_slot *sl = &st->slot[j];
-        const int64_t frames = (sl->frames * step + t_b - 1) / t_b; /* after temporal upsampling */
-        const int64_t bytes = plan_rounded(pl, frames * sl->rows * sl->n *
-                                                   vae_program_value_channels(&b->prog, sl->value) *
-                                                   (int64_t)pl->rq->elem);
-        if (bytes > most) most = bytes;
-    }
-    return most;
-}
-
 /* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
  * the tiles; st: as column strips, ax their columns), into c. */
 static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
@@ -223,7 +213,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     int fit = 0;
     for (int sh = slots > 0 && rq->store_host ? 1 : 0; sh < (slots > 0 ? 2 : 1) && !fit; sh++) {
         c->slots_host = sh;
-        const int64_t mb = mem_b + (sh ? strips_staging_bytes(pl, b, st) : slots);
+        const int64_t mb = mem_b + (sh ? 0 : slots);
         for (int host = rq->store_host ? 1 : 0; host < 2; host++) {
             /* a host store of A stages a frame on the device, unless the backend copies it
              * directly into the tiles' input */
@@ -234,6 +224,8 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             int64_t pk = phase_a + sa;
             if (sa + mb + sb > pk) pk = sa + mb + sb;
             if (sb + phase_c > pk) pk = sb + phase_c;
+            if (sh || (host && store_a) || ((host || group) && store_b))
+                pk += rq->host_copy; /* the backend's staging of host copies */
             c->peak_alloc = pk;
             c->scratch = scratch;
             c->peak = rq->fixed + scratch + pk;
@@ -263,8 +255,10 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     if (c->store_host[1])
         host_bytes += 2.0 * (double)store_b *
                       (rq->host_store_max > 0 && store_b > rq->host_store_max ? 4 : 1);
-    /* strips: each inner edge writes the slots once and reads them once */
-    if (c->slots_host) host_bytes += 2.0 * (double)slots * (ax->n - 1);
+    /* strips: each inner edge writes the slots once and reads them once (ahead, overlapped,
+     * where the backend has a bus) */
+    if (c->slots_host)
+        host_bytes += 2.0 * (double)slots * (ax->n - 1) * (rq->host_copy ? OVERLAPPED_HOST_SHARE : 1);
     /* every op of B once per tile and step */
     const double calls_b = (double)ay->n * ax->n * b->prog.n_ops * part_steps(b, t_b);
     /* a group's devices share B's tiles; each runs A itself */

@@ -46,6 +46,8 @@ typedef struct vae_settings {
     int cuda_igemm;          /* VAE_CUDA_IGEMM: CUTLASS implicit-GEMM convs on sm_90: off, tuned
                               * (a candidate timed beside cuDNN's paths, 1), always (where it
                               * applies, untimed: tests) */
+    int cuda_bus;            /* VAE_CUDA_BUS: host copies on a second stream, reads prefetched
+                              * (1) */
     int cuda_dnn_gain_us;    /* VAE_CUDA_DNN_GAIN_US: what a cuDNN path must save a call over the
                               * own kernels to be chosen, microseconds (100) */
     /* VAE_TUNE_CACHE / vae_session_options.tune_cache: the conv path cache file ("": none) */

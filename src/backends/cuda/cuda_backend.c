@@ -41,7 +41,7 @@ cudaDataType_t cu_blas_type(vae_dtype dt) {
 /* Everything the backend holds on the device now. */
 int64_t cu_held(const cuda_backend *cb) {
     return cb->base.bytes_in_use + (int64_t)(cb->scratch_bytes + cb->retired_bytes) +
-           (int64_t)cb->ws_bytes + cb->weight_bytes;
+           (int64_t)cb->ws_bytes + cb->weight_bytes + cu_bus_bytes(cb);
 }
 
 int cu_over_budget(cuda_backend *cb, size_t more, const char *who) {
@@ -325,12 +325,13 @@ static void cuda_destroy(vae_backend *be) {
     cudaSetDevice(cb->device);
     if (cb->stream) cudaStreamSynchronize(cb->stream);
     if (cb->stream) {
-        char d[512];
+        char d[1024];
         VAE_INFO("cuda backend: %s", vae_cuda_backend_describe(be, d, sizeof d));
     }
     prof_report(cb);
     cu_dnn_destroy(cb);
     cuda_ops_destroy(cb);
+    cu_bus_destroy(cb);
     cu_host_bufs_free(cb);
     cu_stores_release(cb, 1);
     for (int i = 0; i < 2; i++)
@@ -507,14 +508,17 @@ static int cuda_copy(vae_backend *be, void *dst, const void *src, size_t bytes) 
     return rc;
 }
 
-/* p is in this backend's device memory (not a pinned host store, not another device's) */
-static int cu_on_device(const cuda_backend *cb, const void *p) {
+/* Where a copy's side lies: this backend's device memory, host memory (a pinned store), or
+ * elsewhere (another device, managed memory: the copy engine's business). */
+enum { MEM_DEVICE, MEM_HOST, MEM_OTHER };
+static int cu_mem_kind(const cuda_backend *cb, const void *p) {
     struct cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
         cudaGetLastError(); /* an unregistered host pointer on older runtimes */
-        return 0;
+        return MEM_HOST;
     }
-    return a.type == cudaMemoryTypeDevice && a.device == cb->device;
+    if (a.type == cudaMemoryTypeDevice) return a.device == cb->device ? MEM_DEVICE : MEM_OTHER;
+    return a.type == cudaMemoryTypeManaged ? MEM_OTHER : MEM_HOST;
 }
 
 static int cuda_copy2d(vae_backend *be, void *dst, size_t dst_pitch, const void *src,
@@ -522,15 +526,29 @@ static int cuda_copy2d(vae_backend *be, void *dst, size_t dst_pitch, const void 
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda copy2d");
     if (rc || row_bytes == 0 || rows == 0) return rc;
-    const int on_device = cu_on_device(cb, dst) && cu_on_device(cb, src);
-    int ph = cu_prof_begin(cb, on_device ? CU_P_COPY : CU_P_BUS);
-    if (on_device) /* a kernel: faster than the copy engine */
+    const int dk = cu_mem_kind(cb, dst), sk = cu_mem_kind(cb, src);
+    int ph = cu_prof_begin(cb, dk == MEM_DEVICE && sk == MEM_DEVICE ? CU_P_COPY : CU_P_BUS);
+    int done = 0;
+    if (dk == MEM_DEVICE && sk == MEM_DEVICE) { /* a kernel: faster than the copy engine */
         rc = cu_check(cuk_copy2d(cb->stream, dst, dst_pitch, src, src_pitch, row_bytes, rows),
                       "cuda copy2d", "copy kernel");
-    else /* cudaMemcpyDefault: either side may be a pinned host store (host_alloc) */
-        rc = cu_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
-                                        cudaMemcpyDefault, cb->stream),
-                      "cuda copy2d", "cudaMemcpy2DAsync");
+        done = 1;
+    } else if (dk == MEM_HOST) { /* what was prefetched of it is stale now */
+        cu_bus_forget(cb, dst, (rows - 1) * dst_pitch + row_bytes);
+        if (sk == MEM_DEVICE)
+            rc = cu_bus_copy_out(cb, dst, dst_pitch, src, src_pitch, row_bytes, rows, &done);
+    } else if (sk == MEM_HOST && dk == MEM_DEVICE) {
+        rc = cu_bus_copy_in(cb, dst, dst_pitch, src, src_pitch, row_bytes, rows, &done);
+    }
+    if (rc == VAE_OK && !done) { /* on the compute stream, after the bus's copies */
+        cb->bus.n_direct++;
+        rc = cu_bus_wait(cb);
+        /* cudaMemcpyDefault: either side may be a pinned host store (host_alloc) */
+        if (rc == VAE_OK)
+            rc = cu_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
+                                            cudaMemcpyDefault, cb->stream),
+                          "cuda copy2d", "cudaMemcpy2DAsync");
+    }
     cu_prof_end(cb, ph);
     return rc;
 }
@@ -580,6 +598,10 @@ static int cuda_scratch_reserve(vae_backend *be, size_t bytes, int capped) {
     cuda_backend *cb = cu_be(be);
     cb->scratch_capped = capped;
     if (bytes <= cb->scratch_bytes) return VAE_OK;
+    /* the caller's thread may have another device of a group current (session_plan.c reserves
+     * for every device in turn): the scratch must be this one's */
+    int rc = cu_enter(cb, "scratch reserve");
+    if (rc) return rc;
     return cu_scratch(cb, bytes, "scratch reserve") ? VAE_OK : VAE_ENOMEM;
 }
 
@@ -610,6 +632,7 @@ static int cuda_sync(vae_backend *be) {
     int rc = cu_enter(cb, "cuda sync");
     if (rc) return rc;
     rc = cu_check(cudaStreamSynchronize(cb->stream), "cuda sync", "cudaStreamSynchronize");
+    if (rc == VAE_OK) rc = cu_bus_sync(cb); /* host memory the bus stream writes */
     prof_flush(cb);
     return rc;
 }
@@ -640,6 +663,7 @@ static int cuda_graph_begin(vae_backend *be) {
     if (cb->prof) /* profiling reads its events back one by one */
         return vae_fail(VAE_EUNSUPPORTED, "cuda: no graphs while profiling");
     int rc = cu_enter(cb, "cuda graph");
+    if (rc == VAE_OK) rc = cu_bus_wait(cb); /* not inside the capture: the bus is not in it */
     if (rc) return rc;
     /* relaxed: a cudaMalloc while recording (a cache miss of the allocator) is allowed */
     rc = cu_check(cudaStreamBeginCapture(cb->stream, cudaStreamCaptureModeRelaxed), "cuda graph",
@@ -679,6 +703,7 @@ static int cuda_graph_launch(vae_backend *be, void *graph) {
     int rc = cu_enter(cb, "cuda graph");
     if (rc) return rc;
     cb->n_graph_launches++;
+    if ((rc = cu_bus_wait(cb))) return rc; /* host copies recorded in it follow the bus's */
     return cu_check(cudaGraphLaunch((cudaGraphExec_t)graph, cb->stream), "cuda graph",
                     "cudaGraphLaunch");
 }
@@ -703,6 +728,7 @@ static const vae_backend_vtbl cuda_vtbl = {
     .copy2d = cuda_copy2d,
     .host_alloc = cu_store_alloc,
     .host_free = cu_store_free,
+    .prefetch = cu_bus_prefetch,
     .mem_info = cuda_mem_info,
     .alloc_size = cu_pool_round,
     .scratch_need = cuda_scratch_need,
@@ -747,7 +773,8 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         "host set-up: device allocations "
         "%.0f ms, pinned buffers %.0f ms, cuDNN handle %.0f ms, cuDNN plans %.0f ms (first "
         "launches %.0f ms), graphs %.0f ms, op preparation %.0f ms, weight uploads %.0f ms, "
-        "CUTLASS launches %.0f ms",
+        "CUTLASS launches %.0f ms; host copies: %lld out on the bus, %lld prefetched, %lld "
+        "read from prefetches, %lld on the compute stream",
         cb->device_name, cb->fp8 ? "bf16 activations with fp8 convs" : vae_dtype_name(be->dtype),
         cu_dnn_describe(cb, dnn, sizeof dnn), (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d,
         (long long)cb->n_conv_fused, (long long)cb->n_conv_gemm, (long long)cb->n_conv_igemm,
@@ -763,7 +790,8 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         cb->host_s[CU_H_PINNED] * 1e3, cb->host_s[CU_H_DNN_HANDLE] * 1e3,
         cb->host_s[CU_H_DNN_PLAN] * 1e3, cb->host_s[CU_H_DNN_FIRST] * 1e3,
         cb->host_s[CU_H_GRAPH] * 1e3, cb->host_s[CU_H_PREPARE] * 1e3,
-        cb->host_s[CU_H_WEIGHTS] * 1e3, cb->host_s[CU_H_IGEMM] * 1e3);
+        cb->host_s[CU_H_WEIGHTS] * 1e3, cb->host_s[CU_H_IGEMM] * 1e3, cb->bus.n_out,
+        cb->bus.n_ahead, cb->bus.n_hit, cb->bus.n_direct);
     return buf;
 }
 
@@ -857,6 +885,8 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->igemm = cuk_igemm_device() ? st->cuda_igemm : 0;
     cb->dnn_gain_us = st->cuda_dnn_gain_us;
     cb->fp8 = fp8;
+    cb->bus.off = !st->cuda_bus;
+    cb->base.host_copy_bytes = cb->bus.off ? 0 : (int64_t)CU_BUS_RING; /* cuda_bus.c's ring */
 
     if ((rc = cu_check(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking),
                        "cuda backend", "cudaStreamCreate")))

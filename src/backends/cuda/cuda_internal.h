@@ -10,6 +10,7 @@
  *   cuda_backend.c      creation, buffers (caching allocator), upload/download, vtbl, prepare
  *   cuda_alloc.c        the caching allocator (free lists by size class)
  *   cuda_pinned.c       pinned host memory: transfer buffers, host stores, the weight upload ring
+ *   cuda_bus.c          copies into host memory on a second stream (staged, overlapping compute)
  *   cuda_ops.c          norm / eltwise / resample / attention entry points (checks, launches)
  *   cuda_conv.c         conv: weights layout, path choice (cuDNN, GEMM), blocking, bias/residual
  *   cuda_conv_phase.c   the upsampling convs as four 2x2 phase convs (cuDNN or CUTLASS, timed)
@@ -311,6 +312,31 @@ enum {
     CU_H_N
 };
 
+/* cuda_bus.c: the bus stream and its ring of device blocks (copies into pinned host memory
+ * staged there, host ranges prefetched there) */
+enum { CU_BUS_BLOCKS = 512 };
+#define CU_BUS_RING ((size_t)32 << 20)
+struct cu_bus_block {
+    size_t off, bytes;  /* in the ring */
+    const char *host;   /* a prefetch: the host range it holds; NULL: staging of a copy out, or
+                         * a prefetch forgotten (written since) */
+    cudaEvent_t done;   /* recorded on the bus stream after the block's copy */
+};
+typedef struct cu_bus {
+    cudaStream_t stream; /* NULL until first used */
+    int off;             /* settings.cuda_bus = 0, or it could not start: copies as before */
+    char *ring;          /* CU_BUS_RING bytes of device memory */
+    size_t head;         /* where the next block goes */
+    struct cu_bus_block blk[CU_BUS_BLOCKS]; /* a FIFO, oldest first */
+    int first, count;
+    cudaEvent_t mark;    /* the compute stream's position, for the bus stream to wait on */
+    cudaEvent_t last;    /* the bus stream's last copy */
+    int pending;         /* copies on the bus since the host last waited for it */
+    int unwaited;        /* ... since the compute stream last waited for it */
+    long long n_out, n_ahead, n_hit, n_direct; /* copies out, prefetches, reads from them,
+                                                * host copies the bus did not take */
+} cu_bus;
+
 typedef struct cuda_backend {
     vae_backend base;
     int device;
@@ -374,6 +400,7 @@ typedef struct cuda_backend {
         int used;
     } pinned[2];
     cu_tune_cache tc;                  /* conv path choices kept between processes */
+    cu_bus bus;                        /* cuda_bus.c: copies to and from host memory */
     int prof;                          /* VAE_CUDA_PROFILE */
     cudaEvent_t *prof_ev;              /* event pairs (begin, end) */
     int *prof_cat;
@@ -441,6 +468,25 @@ int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, vo
                     const char *who);
 void cu_free_param(cuda_backend *cb, void *p, size_t bytes);
 cudaDataType_t cu_blas_type(vae_dtype dt);
+
+/* ---- cuda_bus.c ---- */
+/* copy2d between this device and pinned host memory by the bus (*done = 1), or nothing for the
+ * caller's copy on the compute stream (*done = 0: the bus is off, a graph records, a row too
+ * large); a read takes a prefetched block when one holds its range. */
+int cu_bus_copy_out(cuda_backend *cb, void *dst, size_t dst_pitch, const void *src,
+                    size_t src_pitch, size_t row_bytes, size_t rows, int *done);
+int cu_bus_copy_in(cuda_backend *cb, void *dst, size_t dst_pitch, const void *src,
+                   size_t src_pitch, size_t row_bytes, size_t rows, int *done);
+/* vtbl prefetch (backend.h) */
+int cu_bus_prefetch(vae_backend *be, const void *host, size_t bytes);
+/* Host memory [p, p + bytes) is written: prefetches of it are stale (p NULL: all of them). */
+void cu_bus_forget(cuda_backend *cb, const void *p, size_t bytes);
+/* The compute stream waits for the bus's copies (before it reads or writes host memory itself);
+ * sync: the host waits for them. */
+int cu_bus_wait(cuda_backend *cb);
+int cu_bus_sync(cuda_backend *cb);
+int64_t cu_bus_bytes(const cuda_backend *cb); /* the ring, once started */
+void cu_bus_destroy(cuda_backend *cb);
 
 /* ---- cuda_pinned.c: pinned host memory ---- */
 /* A pinned block of at least `bytes` (portable: for every device of a group); no message on

@@ -133,7 +133,11 @@ void cu_stores_release(cuda_backend *cb, int all) {
     for (int i = 0; i < 2; i++) {
         struct cu_pinned *b = &cb->pinned[i];
         if (!b->pin.p || (b->used && !all)) continue;
-        if (!synced++) cudaStreamSynchronize(cb->stream);
+        if (!synced++) {
+            cudaStreamSynchronize(cb->stream);
+            cu_bus_sync(cb); /* copies into the block may still be on the bus */
+            cu_bus_forget(cb, NULL, 0);
+        }
         cu_pin_free(&b->pin);
         b->used = 0;
     }
@@ -150,6 +154,8 @@ void *cu_store_alloc(vae_backend *be, size_t bytes) {
             pick = &cb->pinned[i];
             if (pick->pin.p) {
                 cudaStreamSynchronize(cb->stream);
+                cu_bus_sync(cb);
+                cu_bus_forget(cb, NULL, 0);
                 cu_pin_free(&pick->pin);
             }
             /* portable: the devices of a group copy into the same store */
@@ -163,6 +169,7 @@ void *cu_store_alloc(vae_backend *be, size_t bytes) {
 
 void cu_store_free(vae_backend *be, void *p) {
     cuda_backend *cb = cu_be(be);
+    cu_bus_forget(cb, NULL, 0); /* a later host_alloc may hand the block out again */
     for (int i = 0; i < 2; i++)
         if (p && cb->pinned[i].pin.p == p) cb->pinned[i].used = 0;
 }
