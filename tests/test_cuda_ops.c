@@ -685,6 +685,7 @@ static void test_bus_slots(void) {
     check(slot != NULL, "bus: a pinned host slot of %zu bytes", F * fb);
     if (!slot) return;
     float *mirror = calloc((size_t)F * R * N * C, sizeof *mirror); /* what the slot holds */
+    gpu->host_copy_on = 1; /* as a plan with strips' slots on the host sets it */
     const long hits0 = described_count(" read from prefetches");
     int rc = VAE_OK, same = 1;
     for (int k = 0; k < S && rc == VAE_OK; k++)
@@ -743,6 +744,7 @@ static void test_bus_slots(void) {
     free(x);
     free(a);
     free(b);
+    gpu->host_copy_on = 0;
 }
 
 /* copy2d / zero2d of crops of channels-last frames (a strip's rebuilt input: wide rows, a slot of

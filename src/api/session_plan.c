@@ -70,6 +70,7 @@ static int run_once(vae_session *s, int encode, const vae_plan *plan, const vae_
     for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++) {
         vae_backend *be = s->lane[k];
         if (!rs[k]) rc = vae_runner_create(&rs[k], be, p, &s->set);
+        be->host_copy_on = plan->strips && plan->strips->slots_host; /* counted by the plan */
         if (rc == VAE_OK && be->v->scratch_reserve) /* grown now, not in the middle of a graph */
             rc = be->v->scratch_reserve(be, (size_t)plan->scratch, plan->scratch_minimal);
     }

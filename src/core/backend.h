@@ -139,7 +139,8 @@ typedef struct vae_backend_vtbl {
     /* Optional (NULL: none): the scratch bytes an op needs for t input frames of h x w, what no
      * blocking can make smaller: minimal = 0 for any of the paths the backend may choose,
      * minimal = 1 for the one needing the least (a conv in place instead of a gathered copy).
-     * scratch_reserve grows the scratch area to `bytes` before a run, so that it does not grow
+     * scratch_reserve grows the scratch area to `bytes` before a run (and gives back the staging
+     * of host copies where host_copy_on is off), so that it does not grow
      * (and keep its old block alive for recorded graphs) during one; capped = 1: the run must do
      * with it (a path needing more is not taken where another one can run). */
     int64_t (*scratch_need)(vae_backend *be, const vae_op *op, int t, int h, int w, int minimal);
@@ -170,8 +171,11 @@ struct vae_backend {
     int64_t limit;
     int refused; /* set when the limit refused an allocation (what a new plan can fix, unlike
                   * a device or host that ran out) */
-    int64_t host_copy_bytes; /* device memory it takes once copy2d or prefetch touch host_alloc
-                              * memory (staging), counted by plans that put something there */
+    int64_t host_copy_bytes; /* device memory it takes to stage copies to and from host_alloc
+                              * memory, where host_copy_on allows: plans with strips' slots on
+                              * the host count it and turn it on for their run (the other host
+                              * copies are few and large, and go without) */
+    int host_copy_on;
 };
 
 /* The host's device allocator (vae_session_options.dev_alloc); alloc NULL: cudaMalloc. */

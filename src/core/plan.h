@@ -92,8 +92,8 @@ typedef struct vae_plan_request {
     int store_host;                /* settings.exec_store_host: stores on the host */
     int host_direct;               /* the backend reads and writes host stores in place
                                     * (host_alloc): nothing of them is staged on the device */
-    int64_t host_copy;             /* device memory the backend takes once a plan copies to or
-                                    * from host_alloc memory (vae_backend.host_copy_bytes) */
+    int64_t host_copy;             /* device memory the backend takes to stage the copies of
+                                    * strips' slots in host memory (vae_backend.host_copy_bytes) */
     int strips;                    /* settings.plan_strips: exact tiles as column strips that
                                     * hand their edges on (strip.h) where they cost less (0), never
                                     * (-1), or always in this many strips (>= 2) */

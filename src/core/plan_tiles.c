@@ -224,8 +224,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             int64_t pk = phase_a + sa;
             if (sa + mb + sb > pk) pk = sa + mb + sb;
             if (sb + phase_c > pk) pk = sb + phase_c;
-            if (sh || (host && store_a) || ((host || group) && store_b))
-                pk += rq->host_copy; /* the backend's staging of host copies */
+            if (sh) pk += rq->host_copy; /* the backend's staging of the slots' copies */
             c->peak_alloc = pk;
             c->scratch = scratch;
             c->peak = rq->fixed + scratch + pk;

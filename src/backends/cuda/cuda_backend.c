@@ -596,12 +596,13 @@ static int cuda_bind(vae_backend *be) { return cu_enter(cu_be(be), "cuda device 
 
 static int cuda_scratch_reserve(vae_backend *be, size_t bytes, int capped) {
     cuda_backend *cb = cu_be(be);
-    cb->scratch_capped = capped;
-    if (bytes <= cb->scratch_bytes) return VAE_OK;
     /* the caller's thread may have another device of a group current (session_plan.c reserves
      * for every device in turn): the scratch must be this one's */
     int rc = cu_enter(cb, "scratch reserve");
     if (rc) return rc;
+    cb->scratch_capped = capped;
+    if (!be->host_copy_on && cb->bus.stream) cu_bus_destroy(cb); /* a plan without it: its ring */
+    if (bytes <= cb->scratch_bytes) return VAE_OK;
     return cu_scratch(cb, bytes, "scratch reserve") ? VAE_OK : VAE_ENOMEM;
 }
 

@@ -15,7 +15,9 @@
  * block's last user; before it copies host memory itself (reads that were not prefetched, copies
  * the bus does not take), it waits for the bus's last copy (cu_bus_wait); sync() waits for the
  * bus stream. A copy into host memory forgets the prefetches of what it overwrites.
- * Not while a graph records: the bus is not part of it (graph_begin and graph_launch wait for it).
+ * Not while a graph records: the bus is not part of it (graph_begin and graph_launch wait for it);
+ * and only where the run's plan counted the ring (vae_backend.host_copy_on: strips' slots on the
+ * host); other host copies go on the compute stream.
  */
 #include "backends/cuda/cuda_internal.h"
 
@@ -36,7 +38,7 @@ static int bus_fail(cuda_backend *cb) {
 /* The bus stream, its events and ring, made at first use; 0 where there is no bus. */
 static int bus_ready(cuda_backend *cb) {
     cu_bus *b = &cb->bus;
-    if (cb->recording) return 0; /* the bus stream is not part of the graph */
+    if (cb->recording || !cb->base.host_copy_on) return 0; /* not in a graph, not unplanned */
     if (b->stream) return 1;
     if (b->off) return 0;
     if (cu_over_budget(cb, CU_BUS_RING, "cuda bus")) return bus_fail(cb);
