@@ -41,7 +41,8 @@ static int bus_ready(cuda_backend *cb) {
     if (cb->recording || !cb->base.host_copy_on) return 0; /* not in a graph, not unplanned */
     if (b->stream) return 1;
     if (b->off) return 0;
-    if (cu_over_budget(cb, CU_BUS_RING, "cuda bus")) return bus_fail(cb);
+    if (cb->base.limit > 0 && cu_held(cb) + (int64_t)CU_BUS_RING > cb->base.limit)
+        return 0; /* no room now (the plan counted it, so rarely): copies as without a bus */
     if (cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking) != cudaSuccess ||
         cudaEventCreateWithFlags(&b->mark, cudaEventDisableTiming) != cudaSuccess ||
         cudaEventCreateWithFlags(&b->last, cudaEventDisableTiming) != cudaSuccess ||
