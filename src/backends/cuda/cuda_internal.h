@@ -10,7 +10,7 @@
  *   cuda_backend.c      creation, buffers (caching allocator), upload/download, vtbl, prepare
  *   cuda_alloc.c        the caching allocator (free lists by size class)
  *   cuda_pinned.c       pinned host memory: transfer buffers, host stores, the weight upload ring
- *   cuda_bus.c          copies into host memory on a second stream (staged, overlapping compute)
+ *   cuda_bus.c          copies to and from pinned host memory on a second stream (ring, prefetch)
  *   cuda_ops.c          norm / eltwise / resample / attention entry points (checks, launches)
  *   cuda_conv.c         conv: weights layout, path choice (cuDNN, GEMM), blocking, bias/residual
  *   cuda_conv_phase.c   the upsampling convs as four 2x2 phase convs (cuDNN or CUTLASS, timed)
