@@ -16,6 +16,7 @@ endfunction()
 vae_unit_test(test_formats)
 vae_unit_test(test_cpu_ops)
 vae_unit_test(test_executor)
+vae_unit_test(test_comm)
 
 add_executable(test_fixtures tests/test_fixtures.c)
 target_include_directories(test_fixtures PRIVATE include ${CJSON_INCLUDE})

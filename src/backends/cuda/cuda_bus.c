@@ -73,7 +73,9 @@ void cu_bus_destroy(cuda_backend *cb) {
     b->off = off;
 }
 
-int64_t cu_bus_bytes(const cuda_backend *cb) { return cb->bus.ring ? (int64_t)CU_BUS_RING : 0; }
+int64_t cu_bus_bytes(const cuda_backend *cb) {
+    return cb->bus.ring ? (int64_t)CU_BUS_RING : 0;
+}
 
 /* A block of `bytes` at the ring's head; the oldest blocks in its way (and, when the ring wraps,
  * those in the tail it skips) are dropped: *evicted is the bus event of the newest of them, or
@@ -106,7 +108,8 @@ static int bus_follow(cuda_backend *cb) {
     cu_bus *b = &cb->bus;
     int rc = cu_check(cudaEventRecord(b->mark, cb->stream), "cuda bus", "cudaEventRecord");
     if (rc == VAE_OK)
-        rc = cu_check(cudaStreamWaitEvent(b->stream, b->mark, 0), "cuda bus", "cudaStreamWaitEvent");
+        rc =
+            cu_check(cudaStreamWaitEvent(b->stream, b->mark, 0), "cuda bus", "cudaStreamWaitEvent");
     return rc;
 }
 
@@ -114,7 +117,8 @@ static int bus_follow(cuda_backend *cb) {
 static int bus_done(cuda_backend *cb, struct cu_bus_block *blk) {
     cu_bus *b = &cb->bus;
     int rc = cu_check(cudaEventRecord(blk->done, b->stream), "cuda bus", "cudaEventRecord");
-    if (rc == VAE_OK) rc = cu_check(cudaEventRecord(b->last, b->stream), "cuda bus", "cudaEventRecord");
+    if (rc == VAE_OK)
+        rc = cu_check(cudaEventRecord(b->last, b->stream), "cuda bus", "cudaEventRecord");
     if (rc == VAE_OK) b->pending = b->unwaited = 1;
     return rc;
 }
@@ -173,9 +177,9 @@ int cu_bus_prefetch(vae_backend *be, const void *host, size_t bytes) {
     struct cu_bus_block *blk = ring_take(b, bytes, &evicted);
     rc = bus_follow(cb);
     if (rc == VAE_OK)
-        rc = cu_check(cudaMemcpyAsync(b->ring + blk->off, host, bytes, cudaMemcpyHostToDevice,
-                                      b->stream),
-                      "cuda prefetch", "cudaMemcpyAsync");
+        rc = cu_check(
+            cudaMemcpyAsync(b->ring + blk->off, host, bytes, cudaMemcpyHostToDevice, b->stream),
+            "cuda prefetch", "cudaMemcpyAsync");
     if (rc == VAE_OK) rc = bus_done(cb, blk);
     if (rc == VAE_OK) {
         blk->host = host;
@@ -185,8 +189,8 @@ int cu_bus_prefetch(vae_backend *be, const void *host, size_t bytes) {
     return rc;
 }
 
-int cu_bus_copy_in(cuda_backend *cb, void *dst, size_t dst_pitch, const void *src,
-                   size_t src_pitch, size_t row_bytes, size_t rows, int *done) {
+int cu_bus_copy_in(cuda_backend *cb, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                   size_t row_bytes, size_t rows, int *done) {
     *done = 0;
     cu_bus *b = &cb->bus;
     if (!b->stream || cb->recording) return VAE_OK;
@@ -212,7 +216,8 @@ int cu_bus_copy_in(cuda_backend *cb, void *dst, size_t dst_pitch, const void *sr
 int cu_bus_wait(cuda_backend *cb) {
     cu_bus *b = &cb->bus;
     if (!b->unwaited) return VAE_OK;
-    int rc = cu_check(cudaStreamWaitEvent(cb->stream, b->last, 0), "cuda bus", "cudaStreamWaitEvent");
+    int rc =
+        cu_check(cudaStreamWaitEvent(cb->stream, b->last, 0), "cuda bus", "cudaStreamWaitEvent");
     if (rc == VAE_OK) b->unwaited = 0;
     return rc;
 }

@@ -1,0 +1,47 @@
+/* comm.h -- what the ranks of a device group exchange while they compute (issue 13): the
+ * contract of a communicator, and the in-process one (comm_threads.c).
+ *
+ * Frame-major models (SeedVR2: GroupNorm over every pixel of a frame) split each frame into
+ * row bands, one per rank; a band needs its neighbours' edge rows before each conv (a halo
+ * exchange: sendrecv) and every rank's partial GroupNorm sums before it normalises
+ * (allreduce_sum). The field's transport for that is NCCL (one GPU per rank, across processes
+ * and nodes); comm_threads.c is the same contract for ranks that are threads of one process (the
+ * CPU lanes of the tests and CI), so that the exchange logic runs everywhere.
+ *
+ * Every call is collective: every rank of the group makes the same calls in the same order,
+ * with matching sizes. A rank that fails calls abort(), and every rank's pending and later calls
+ * return VAE_EINTERRUPTED instead of waiting for it. Buffers are host memory for comm_threads.c.
+ */
+#ifndef VAE_COMM_H
+#define VAE_COMM_H
+
+#include <stddef.h>
+
+typedef struct vae_comm vae_comm;
+
+typedef struct vae_comm_vtbl {
+    const char *name;
+    /* buf[0 .. n) <- the element-wise sum of every rank's buf[0 .. n), the same bits on every
+     * rank (summed in rank order: GroupNorm statistics stay independent of timing) */
+    int (*allreduce_sum)(vae_comm *c, double *buf, size_t n);
+    /* send[0 .. send_bytes) to rank `to` while recv[0 .. recv_bytes) comes from rank `from`
+     * (-1: nothing that way: the first and last bands). The sender's send_bytes must equal the
+     * receiver's recv_bytes (VAE_EINVAL on both otherwise). */
+    int (*sendrecv)(vae_comm *c, const void *send, size_t send_bytes, int to, void *recv,
+                    size_t recv_bytes, int from);
+    int (*barrier)(vae_comm *c);
+    /* Not collective: this rank failed; the others stop at their next call (or the one they
+     * wait in) with VAE_EINTERRUPTED. */
+    void (*abort)(vae_comm *c);
+    void (*destroy)(vae_comm *c); /* this rank's handle (the group ends with its last one) */
+} vae_comm_vtbl;
+
+struct vae_comm {
+    const vae_comm_vtbl *v;
+    int rank, size;
+};
+
+/* `size` handles of one in-process group (ranks[k]: rank k, used by one thread at a time). */
+int vae_comm_threads_create(int size, vae_comm **ranks);
+
+#endif

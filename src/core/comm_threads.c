@@ -1,0 +1,182 @@
+/* comm_threads.c -- the communicator of comm.h for ranks that are threads of one process.
+ *
+ * Each collective is two rounds of a shared barrier: in the first every rank posts what it
+ * offers (a pointer and a size), in the second every rank has taken what it needs from the
+ * others' posts, so that no rank changes or frees a buffer another still reads. Sums run over
+ * the posts in rank order into a private copy first: every rank gets the same bits. Argument
+ * mismatches are found between the rounds, and every rank still passes both, so a bad call
+ * fails on every rank involved instead of leaving the others waiting.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "comm.h"
+#include "core.h"
+
+typedef struct post {
+    const void *p;
+    size_t bytes;
+    int to, from;      /* sendrecv: the ranks it sends to and receives from (-1: none) */
+    size_t recv_bytes; /* sendrecv: what it expects */
+} post;
+
+typedef struct group {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int size, arrived, handles;
+    unsigned long generation;
+    int aborted_by; /* -1, or the rank that aborted */
+    post *posts;    /* [size] */
+} group;
+
+typedef struct rank_comm {
+    vae_comm base;
+    group *g;
+} rank_comm;
+
+static group *group_of(vae_comm *c) {
+    return ((rank_comm *)c)->g;
+}
+
+static int stopped(const group *g) {
+    return vae_fail(VAE_EINTERRUPTED, "comm: rank %d of the group stopped it", g->aborted_by);
+}
+
+/* Every rank arrives before any leaves (or the group is aborted). */
+static int round_wait(group *g) {
+    pthread_mutex_lock(&g->mu);
+    const unsigned long gen = g->generation;
+    if (g->aborted_by < 0 && ++g->arrived == g->size) {
+        g->arrived = 0;
+        g->generation++;
+        pthread_cond_broadcast(&g->cv);
+    }
+    while (g->aborted_by < 0 && g->generation == gen)
+        pthread_cond_wait(&g->cv, &g->mu);
+    const int rc = g->aborted_by >= 0 ? stopped(g) : VAE_OK;
+    pthread_mutex_unlock(&g->mu);
+    return rc;
+}
+
+static int threads_barrier(vae_comm *c) {
+    return round_wait(group_of(c));
+}
+
+static int threads_allreduce_sum(vae_comm *c, double *buf, size_t n) {
+    group *g = group_of(c);
+    g->posts[c->rank] = (post){buf, n * sizeof *buf, -1, -1, 0};
+    int rc = round_wait(g);
+    double *sum = NULL;
+    if (rc == VAE_OK) {
+        for (int k = 0; k < g->size && rc == VAE_OK; k++)
+            if (g->posts[k].bytes != n * sizeof *buf)
+                rc = vae_fail(VAE_EINVAL, "comm allreduce: rank %d sums %zu values, rank %d %zu",
+                              c->rank, n, k, g->posts[k].bytes / sizeof *buf);
+        sum = rc == VAE_OK && n ? vae_calloc(n, sizeof *sum) : NULL;
+        if (rc == VAE_OK && n && !sum) rc = vae_fail(VAE_ENOMEM, "comm allreduce: out of memory");
+        for (int k = 0; k < g->size && sum; k++) {
+            const double *x = g->posts[k].p;
+            for (size_t i = 0; i < n; i++)
+                sum[i] += x[i];
+        }
+    }
+    const int rc2 = round_wait(g); /* everyone has read every buf */
+    if (rc == VAE_OK) rc = rc2;
+    if (rc == VAE_OK && sum) memcpy(buf, sum, n * sizeof *buf);
+    vae_free(sum);
+    return rc;
+}
+
+static int threads_sendrecv(vae_comm *c, const void *send, size_t send_bytes, int to, void *recv,
+                            size_t recv_bytes, int from) {
+    group *g = group_of(c);
+    const int me = c->rank;
+    int rc = VAE_OK;
+    if (to >= g->size || from >= g->size || (to >= 0 && to == me) || (from >= 0 && from == me))
+        rc = vae_fail(VAE_EINVAL, "comm sendrecv: rank %d of %d sends to %d, receives from %d", me,
+                      g->size, to, from);
+    g->posts[me] = rc ? (post){NULL, 0, -1, -1, 0} : (post){send, send_bytes, to, from, recv_bytes};
+    int rw = round_wait(g);
+    if (rc == VAE_OK) rc = rw;
+    /* both ends of each pair check it, so that a mismatch fails on both */
+    const post *in = from >= 0 ? &g->posts[from] : NULL, *out = to >= 0 ? &g->posts[to] : NULL;
+    if (rc == VAE_OK && in && (in->to != me || in->bytes != recv_bytes))
+        rc = vae_fail(VAE_EINVAL,
+                      "comm sendrecv: rank %d expects %zu bytes from rank %d, which sends %zu "
+                      "bytes to rank %d",
+                      me, recv_bytes, from, in->bytes, in->to);
+    if (rc == VAE_OK && out && (out->from != me || out->recv_bytes != send_bytes))
+        rc = vae_fail(VAE_EINVAL,
+                      "comm sendrecv: rank %d sends %zu bytes to rank %d, which expects %zu bytes "
+                      "from rank %d",
+                      me, send_bytes, to, out->recv_bytes, out->from);
+    if (rc == VAE_OK && in && recv_bytes) memcpy(recv, in->p, recv_bytes);
+    rw = round_wait(g); /* every receiver has its copy */
+    return rc ? rc : rw;
+}
+
+static void threads_abort(vae_comm *c) {
+    group *g = group_of(c);
+    pthread_mutex_lock(&g->mu);
+    if (g->aborted_by < 0) g->aborted_by = c->rank;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void threads_destroy(vae_comm *c) {
+    if (!c) return;
+    group *g = group_of(c);
+    pthread_mutex_lock(&g->mu);
+    const int last = --g->handles == 0;
+    pthread_mutex_unlock(&g->mu);
+    vae_free(c);
+    if (!last) return;
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    vae_free(g->posts);
+    vae_free(g);
+}
+
+static const vae_comm_vtbl threads_vtbl = {
+    .name = "threads",
+    .allreduce_sum = threads_allreduce_sum,
+    .sendrecv = threads_sendrecv,
+    .barrier = threads_barrier,
+    .abort = threads_abort,
+    .destroy = threads_destroy,
+};
+
+int vae_comm_threads_create(int size, vae_comm **ranks) {
+    if (size < 1 || !ranks) return vae_fail(VAE_EINVAL, "comm: a group of %d ranks", size);
+    group *g = vae_calloc(1, sizeof *g);
+    post *posts = vae_calloc((size_t)size, sizeof *posts);
+    if (!g || !posts) {
+        vae_free(g);
+        vae_free(posts);
+        return vae_fail(VAE_ENOMEM, "comm: out of memory");
+    }
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->size = size;
+    g->aborted_by = -1;
+    g->posts = posts;
+    for (int k = 0; k < size; k++) {
+        rank_comm *r = vae_calloc(1, sizeof *r);
+        if (!r) {
+            for (int j = 0; j < k; j++)
+                threads_destroy(ranks[j]);
+            if (k == 0) { /* no handle owns the group yet */
+                pthread_cond_destroy(&g->cv);
+                pthread_mutex_destroy(&g->mu);
+                vae_free(posts);
+                vae_free(g);
+            }
+            return vae_fail(VAE_ENOMEM, "comm: out of memory");
+        }
+        r->base = (vae_comm){&threads_vtbl, k, size};
+        r->g = g;
+        g->handles++;
+        ranks[k] = &r->base;
+    }
+    return VAE_OK;
+}
