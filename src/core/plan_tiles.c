@@ -41,7 +41,7 @@ int64_t plan_frames_bytes(const planner *pl, const part *q, int v, int t, int h,
  * tensor cores against ~20 GB/s of staged copies): the exchange rate of the tile search's cost */
 #define HOST_BYTE_MACS 1e4
 /* and in the time a byte is copied on the device (~1.5 TB/s read and written; halved from 200
- * after runs 107-110 on the H100: strips' overhead beyond their op calls was half what the
+ * after run 110 on the H100: strips' overhead beyond their op calls was half what the
  * model said, Wan2.2 704p at 4 GiB) */
 #define DEVICE_BYTE_MACS 100
 /* the share of host traffic a backend that copies on a second stream still pays (its bus
@@ -257,7 +257,8 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     /* strips: each inner edge writes the slots once and reads them once (ahead, overlapped,
      * where the backend has a bus) */
     if (c->slots_host)
-        host_bytes += 2.0 * (double)slots * (ax->n - 1) * (rq->host_copy ? OVERLAPPED_HOST_SHARE : 1);
+        host_bytes +=
+            2.0 * (double)slots * (ax->n - 1) * (rq->host_copy ? OVERLAPPED_HOST_SHARE : 1);
     /* every op of B once per tile and step */
     const double calls_b = (double)ay->n * ax->n * b->prog.n_ops * part_steps(b, t_b);
     /* a group's devices share B's tiles; each runs A itself */
