@@ -123,6 +123,13 @@ static void threads_abort(vae_comm *c) {
     pthread_mutex_unlock(&g->mu);
 }
 
+static void group_free(group *g) {
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    vae_free(g->posts);
+    vae_free(g);
+}
+
 static void threads_destroy(vae_comm *c) {
     if (!c) return;
     group *g = group_of(c);
@@ -130,11 +137,7 @@ static void threads_destroy(vae_comm *c) {
     const int last = --g->handles == 0;
     pthread_mutex_unlock(&g->mu);
     vae_free(c);
-    if (!last) return;
-    pthread_cond_destroy(&g->cv);
-    pthread_mutex_destroy(&g->mu);
-    vae_free(g->posts);
-    vae_free(g);
+    if (last) group_free(g);
 }
 
 static const vae_comm_vtbl threads_vtbl = {
@@ -162,21 +165,16 @@ int vae_comm_threads_create(int size, vae_comm **ranks) {
     g->posts = posts;
     for (int k = 0; k < size; k++) {
         rank_comm *r = vae_calloc(1, sizeof *r);
-        if (!r) {
+        if (!r) { /* no thread has a handle yet: all of it goes */
             for (int j = 0; j < k; j++)
-                threads_destroy(ranks[j]);
-            if (k == 0) { /* no handle owns the group yet */
-                pthread_cond_destroy(&g->cv);
-                pthread_mutex_destroy(&g->mu);
-                vae_free(posts);
-                vae_free(g);
-            }
+                vae_free(ranks[j]);
+            group_free(g);
             return vae_fail(VAE_ENOMEM, "comm: out of memory");
         }
         r->base = (vae_comm){&threads_vtbl, k, size};
         r->g = g;
-        g->handles++;
         ranks[k] = &r->base;
     }
+    g->handles = size;
     return VAE_OK;
 }

@@ -83,6 +83,11 @@ static int slot_write(vae_exec *e, char *at, size_t row, size_t rows, const void
     return e->be->v->copy2d(e->be, at, row, src, src_pitch, row, rows);
 }
 
+/* bytes of one frame of slot j */
+static size_t slot_frame_bytes(const vae_exec *e, int j) {
+    return exec_vox_bytes(e, vae_strip_slot_frame_values(e->strips, e->p, j));
+}
+
 enum { PREFETCH_AHEAD = 3 }; /* carries */
 
 /* A hint to the backend: the reads from host slots of the PREFETCH_AHEAD carries after c in op
@@ -97,8 +102,7 @@ static int slots_prefetch(vae_exec *e, int c) {
         const vae_span sc = vae_strip_from_slot(s, e->strip, c2);
         const int64_t f0 = e->carry_frames[c2], t = e->carry_step[c2];
         if (j < 0 || sc.hi <= sc.lo || t <= 0 || f0 + t > s->slot[j].frames) continue;
-        const size_t fb = exec_vox_bytes(e, vae_strip_slot_values(s, e->p, j)) /
-                          (size_t)s->slot[j].frames; /* a frame of the slot */
+        const size_t fb = slot_frame_bytes(e, j);
         rc = be->v->prefetch(be, (char *)e->slot[j] + (size_t)f0 * fb, (size_t)t * fb);
     }
     return rc;
@@ -175,7 +179,7 @@ int exec_strip_input(vae_exec *e, int i, int k, const value *x, value *z, const 
                         (long long)(f0 + x->t), (long long)(sl ? sl->frames : 0));
     e->carry_frames[c] += x->t;
     e->carry_step[c] = x->t;
-    const size_t slot_fb = sl ? exec_vox_bytes(e, x->c) * (size_t)sl->n * x->h : 0;
+    const size_t slot_fb = sl ? slot_frame_bytes(e, cy->slot) : 0;
     char *slot = sl && sl->n > 0 ? (char *)e->slot[cy->slot] + (size_t)f0 * slot_fb : NULL;
     int rc = VAE_OK;
     if (zc.hi > zc.lo) {

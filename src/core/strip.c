@@ -247,9 +247,13 @@ int vae_strips_make(const vae_program *p, const int *vw, const int *bounds, int 
     return rc;
 }
 
-int64_t vae_strip_slot_values(const vae_strips *s, const vae_program *p, int j) {
+int64_t vae_strip_slot_frame_values(const vae_strips *s, const vae_program *p, int j) {
     const vae_strip_slot *sl = &s->slot[j];
-    return sl->frames * sl->rows * sl->n * vae_program_value_channels(p, sl->value);
+    return (int64_t)sl->rows * sl->n * vae_program_value_channels(p, sl->value);
+}
+
+int64_t vae_strip_slot_values(const vae_strips *s, const vae_program *p, int j) {
+    return s->slot[j].frames * vae_strip_slot_frame_values(s, p, j);
 }
 
 int64_t vae_strips_slot_bytes(const vae_strips *s, const vae_program *p, size_t elem,

@@ -72,8 +72,9 @@ void vae_strips_free(vae_strips *s);
 /* The output columns [0, E) that the input columns [0, bound) give exactly (-1: out of memory):
  * where to put input bounds so that the strips' outputs come out even. */
 int vae_strips_out_edge(const vae_program *p, const int *vw, int bound);
-/* activation values in slot j (frames x rows x n columns x channels) */
+/* activation values in slot j (frames x rows x n columns x channels), and in one of its frames */
 int64_t vae_strip_slot_values(const vae_strips *s, const vae_program *p, int j);
+int64_t vae_strip_slot_frame_values(const vae_strips *s, const vae_program *p, int j);
 /* bytes of all slots (one block) at elem bytes per activation value, the allocation as round
  * (NULL: exact) takes it */
 int64_t vae_strips_slot_bytes(const vae_strips *s, const vae_program *p, size_t elem,

@@ -128,16 +128,20 @@ int cu_ring_upload(cuda_backend *cb, void *dst, const float *src, size_t n, vae_
 
 /* ---- host stores: pinned blocks kept for the next call (pinning gigabytes takes a while); a
  * block is given back only after the stream has finished with it ---- */
+/* Before a pinned store block is freed: no copy into it is left on either stream, and no
+ * prefetch of it is kept. */
+static void stores_idle(cuda_backend *cb) {
+    cudaStreamSynchronize(cb->stream);
+    cu_bus_sync(cb);
+    cu_bus_forget(cb, NULL, 0);
+}
+
 void cu_stores_release(cuda_backend *cb, int all) {
     int synced = 0;
     for (int i = 0; i < 2; i++) {
         struct cu_pinned *b = &cb->pinned[i];
         if (!b->pin.p || (b->used && !all)) continue;
-        if (!synced++) {
-            cudaStreamSynchronize(cb->stream);
-            cu_bus_sync(cb); /* copies into the block may still be on the bus */
-            cu_bus_forget(cb, NULL, 0);
-        }
+        if (!synced++) stores_idle(cb);
         cu_pin_free(&b->pin);
         b->used = 0;
     }
@@ -153,9 +157,7 @@ void *cu_store_alloc(vae_backend *be, size_t bytes) {
         if (!cb->pinned[i].used) {
             pick = &cb->pinned[i];
             if (pick->pin.p) {
-                cudaStreamSynchronize(cb->stream);
-                cu_bus_sync(cb);
-                cu_bus_forget(cb, NULL, 0);
+                stores_idle(cb);
                 cu_pin_free(&pick->pin);
             }
             /* portable: the devices of a group copy into the same store */
