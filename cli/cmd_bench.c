@@ -241,11 +241,12 @@ int cmd_bench(int argc, char **argv) {
            "\"cold_s\":%.4f,"
            "\"tflop\":%.2f,\"tflops\":%.2f,\"peak_bytes\":%.0f,\"predicted_bytes\":%lld,"
            "\"budget_bytes\":%lld,\"order\":\"%s\",\"tiles\":\"%dx%d\",\"plan_tflop\":%.2f,"
-           "\"max_rss_kib\":%ld,\"psnr_db\":%s,\"devices\":%d,\"device_peak_bytes\":[%s]}\n",
+           "\"max_rss_kib\":%ld,\"input_kib\":%zu,\"psnr_db\":%s,\"devices\":%d,"
+           "\"device_peak_bytes\":[%s]}\n",
            info.arch, op, frames, H, W, device, dtype, med, times[0], runs, cold, flops / 1e12,
            flops / med / 1e12, peak, (long long)plan.peak_bytes, (long long)plan.budget_bytes,
            order[plan.order], plan.tiles_y, plan.tiles_x, plan.flops / 1e12, ru.ru_maxrss,
-           psnr_json, n_dev, peaks_json);
+           n * sizeof(float) / 1024, psnr_json, n_dev, peaks_json);
     rc = CLI_OK;
 done:
     free(in.data);

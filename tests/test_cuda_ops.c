@@ -1138,6 +1138,9 @@ static void run_variant(const variant_def *v) {
         test_attention(200, 1, 9, 11, 1.0f);   /* c % 16 == 8: a half-empty k16 step */
         test_attention(320, 1, 11, 7, 1.0f);   /* halves of 192, the upper one partial */
         test_attention(600, 1, 6, 7, 1.0f);    /* fp32: 2 columns of 512 */
+        /* >= 1024 tokens in 16-bit: cuBLAS scores + softmax rows + P V (VAE_CUDA_ATT) */
+        test_attention(512, 1, 25, 44, 1.0f);  /* N = 1100: one block, N % 64 != 0 */
+        test_attention(64, 2, 64, 100, 1.0f);  /* N = 6400: two blocks of query rows, t > 1 */
         test_attention(64, 2, 33, 17, 4.0f);   /* large scores: the online softmax rescales */
         test_attention(13, 2, 19, 17, 4.0f);   /* odd c: the FMA kernel in every dtype */
         /* 16-bit: 8 warps, two per 16 rows (channel halves of 2 DVW <= 512 per block column) */
@@ -1257,6 +1260,7 @@ int main(int argc, char **argv) {
                 };
                 for (size_t k = 0; k < sizeof bs / sizeof *bs; k++) bench_shuffle(&bs[k]);
                 bench_attention(384, 60, 104, 1);
+                bench_attention(384, 90, 160, 1); /* Wan2.1 middle block, 720p */
                 bench_attention(512, 90, 156, 1); /* SeedVR2 middle block, 720p */
             }
             describe();

@@ -89,6 +89,12 @@ add_test(NAME fixture_group2_blend_taef2_real COMMAND test_fixtures ${VAE_SHARED
 add_test(NAME fixture_group2_file_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3 --devices 2)
 set_tests_properties(fixture_group2_blend_taef2_real fixture_group2_file_wan22_tiny PROPERTIES LABELS fixture)
 set_tests_properties(fixture_group2_file_wan22_tiny PROPERTIES ENVIRONMENT "VAE_EXEC_HOST_MB=0")
+# A once, on device 0, the other lane's tile reading A's frames as they come (plan a_shared): at
+# this budget the group's plan for dec_t3 is 1x2 tiles with A shared (so when written; `-v`/
+# VAE_TEST_LOG=info shows "A once"), within 1e-5 of one device's own plan
+add_test(NAME fixture_group2_shared_a_wan22_tiny
+         COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --devices 2 --max-memory 2500000)
+set_tests_properties(fixture_group2_shared_a_wan22_tiny PROPERTIES LABELS fixture)
 # frame by frame after every temporal upsampling, always (VAE_EXEC_FRAMES=2), whole and tiled
 add_test(NAME fixture_frames_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3)
 set_tests_properties(fixture_frames_wan22_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")

@@ -253,6 +253,7 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
         plan->store_c[k] = k == 0 ? q->prog.out_channels : q->prog.in_channels;
         plan->store_host[k] = c->store_host[k];
     }
+    plan->a_shared = c->a_shared;
     cand again;
     if (c->strips) return plan_try_strips(pl, c->strips, &again, plan);
     return plan_try_tiled(pl, c->tile_h, c->tile_w, &again, plan);
@@ -272,12 +273,12 @@ static int forced_cut(const planner *pl) {
 /* -v: each candidate the search weighs */
 static void cand_debug(const planner *pl, const cand *c) {
     VAE_DEBUG("planner: cut %d (ops %d..), frame loops %d: %dx%d %s: peak %.2f GiB%s, cost %.4g "
-              "(work %.4g MACs)%s%s",
+              "(work %.4g MACs)%s%s%s",
               c->cut, pl->pb.from, c->fr, c->ty, c->tx, c->strips ? "strips" : "tiles",
               (double)c->peak / (1 << 30),
               pl->rq->budget > 0 && c->peak > pl->rq->budget ? " (over the budget)" : "", c->cost,
               c->macs, c->slots_host ? ", slots on the host" : "",
-              c->store_host[0] ? ", store A on the host" : "");
+              c->store_host[0] ? ", store A on the host" : "", c->a_shared ? ", A once" : "");
 }
 
 /* Column strips of B (strip.h) at the current cut, from 2 to 16: into *best where they fit and
@@ -354,14 +355,18 @@ static void describe(const planner *pl, vae_plan *plan) {
                               plan->part[1].chunk);
     if (plan->strips && n < cap)
         n += (size_t)snprintf(
-            w + n, cap - n, ", as column strips that hand their edge columns on (no halos; %d "
-                            "carries, %d slots of %s on the %s)",
+            w + n, cap - n,
+            ", as column strips that hand their edge columns on (no halos; %d "
+            "carries, %d slots of %s on the %s)",
             plan->strips->n_carry, plan->strips->n_slot,
             size_str(vae_strips_slot_bytes(plan->strips, &pl->pb.prog, rq->elem, NULL)),
             plan->strips->slots_host ? "host" : "device");
     if (plan->kind != VAE_PLAN_WHOLE && rq->ranks > 1 && n < cap)
-        n += (size_t)snprintf(w + n, cap - n, ", shared by %d devices (tile i to device i %% %d)",
-                              rq->ranks, rq->ranks);
+        n += (size_t)snprintf(w + n, cap - n, ", shared by %d devices (tile i to device i %% %d%s)",
+                              rq->ranks, rq->ranks,
+                              plan->a_shared ? "; A once, on device 0, its tile narrower by A's "
+                                               "work: the others start on A's first frames"
+                                             : "");
     for (int k = 0; k < 2 && n < cap; k++)
         if (plan->store_t[k])
             n +=

@@ -75,9 +75,9 @@ typedef struct vae_plan_request {
      * planar_io: chunks pass through it as float32 on their way in and out */
     int64_t (*scratch_need)(struct vae_backend *be, const vae_op *op, int t, int h, int w,
                             int minimal);
-    int scratch_minimal;           /* 1: plan with the least scratch of every op (the backend then
-                                    * keeps to its paths that fit); vae_plan_make tries this after
-                                    * nothing fit the paths of choice */
+    int scratch_minimal; /* 1: plan with the least scratch of every op (the backend then
+                          * keeps to its paths that fit); vae_plan_make tries this after
+                          * nothing fit the paths of choice */
     struct vae_backend *be;
     int64_t scratch_now;
     int planar_io;
@@ -113,6 +113,9 @@ typedef struct vae_plan {
     /* stores between parts: A's and B's outputs over the whole video, [t][h][w][c] */
     int store_t[2], store_h[2], store_w[2], store_c[2];
     int store_host[2]; /* the store is kept on the host (it would not fit the budget) */
+    int a_shared;      /* a device group: A runs once, on the first device, into its store on the
+                        * host, which the others' tiles read frame by frame as it fills (their
+                        * tiles wider by A's share of the work); else every device runs A */
     int tiles_y, tiles_x, n_tiles;
     vae_plan_tile *tiles; /* row-major */
     int tile_h, tile_w;   /* B-output size of the (non-edge) owned tile */

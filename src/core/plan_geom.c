@@ -158,7 +158,8 @@ static void tile_need(const plan_tiler *t, vae_span own) {
         vae_span s = vae_span_clip(vae_op_in_span(op, t->axis, o, t->n[x]), 0, t->n[x]);
         t->need[x] = span_union(t->need[x], s);
         if (op->in[1] >= 0) /* residual, addend, concat: the output's rows */
-            t->need[op->in[1]] = span_union(t->need[op->in[1]], vae_span_clip(o, 0, t->n[op->in[1]]));
+            t->need[op->in[1]] =
+                span_union(t->need[op->in[1]], vae_span_clip(o, 0, t->n[op->in[1]]));
     }
 }
 
@@ -233,6 +234,21 @@ int plan_split_axis(int n, int size, int align, vae_span *out, int max) {
     if (k >= 2 && out[k - 1].hi - out[k - 1].lo < align) { /* fold a sliver into its neighbour */
         out[k - 2].hi = n;
         k--;
+    }
+    return k;
+}
+
+int plan_split_shares(int n, const double *share, int k, int align, vae_span *out) {
+    if (k < 1 || (int64_t)k * align > n) return 0;
+    double sum = 0;
+    int lo = 0;
+    for (int i = 0; i < k; i++) {
+        sum += share[i];
+        int hi = i == k - 1 ? n : (int)(n * sum / align + 0.5) * align;
+        if (hi < lo + align) hi = lo + align;
+        if (hi > n - (k - 1 - i) * align) hi = n - (k - 1 - i) * align; /* room for the rest */
+        out[i] = (vae_span){lo, hi};
+        lo = hi;
     }
     return k;
 }

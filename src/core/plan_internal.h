@@ -46,6 +46,9 @@ int plan_tile_axis(const plan_tiler *t, vae_span own, int exact, vae_span *in, v
                    int *len);
 /* Owned spans of n rows in pieces of `size` (multiples of align, the last one what is left). */
 int plan_split_axis(int n, int size, int align, vae_span *out, int max);
+/* k spans of [0, n) with lengths in proportion to share[0..k) (summing to 1), bounds multiples of
+ * align, each at least align long; 0 when n is too short for that */
+int plan_split_shares(int n, const double *share, int k, int align, vae_span *out);
 /* Blend crops of n rows: `size` rows every size - overlap, the last ending at n. */
 int plan_split_blend(int n, int size, int overlap, int align, vae_span *out, int max);
 
@@ -95,6 +98,7 @@ typedef struct cand {
     int64_t peak, peak_alloc, scratch;
     int64_t caches; /* causal caches of its largest part or tile */
     int store_host[2];
+    int a_shared; /* TILED, a group: A once, on the first device (vae_plan.a_shared) */
     double macs;
     double cost; /* TILED: macs plus the host store's traffic in MAC-equivalents (eval_tiles),
                   * with B's share divided among the devices of a group (vae_plan_request.ranks) */
@@ -102,8 +106,8 @@ typedef struct cand {
 
 /* ---- plan_tiles.c: a part's memory, and tile grids of part B with their peak and work ------- */
 /* The part's memory for value shapes vh x vw (a tile's, or the whole frame's; zw: a strip's
- * rebuilt inputs, vae_plan_mem_part); *scratch raised to the backend scratch it needs; *caches (when given): its causal caches. -1 when the host ran
- * out of memory. */
+ * rebuilt inputs, vae_plan_mem_part); *scratch raised to the backend scratch it needs; *caches
+ * (when given): its causal caches. -1 when the host ran out of memory. */
 int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
                       const vae_plan_trim *trims, int n_trims, const int *zw, int64_t *scratch,
                       int64_t *caches);

@@ -36,7 +36,8 @@ int64_t plan_frames_bytes(const planner *pl, const part *q, int v, int t, int h,
     return (int64_t)t * h * w * c * (int64_t)pl->rq->elem;
 }
 
-/* ---- tiles of part B -------------------------------------------------------------------------- */
+/* ---- tiles of part B --------------------------------------------------------------------------
+ */
 /* MACs a GPU does in the time one byte crosses between host and device (~200 TMAC/s of 16-bit
  * tensor cores against ~20 GB/s of staged copies): the exchange rate of the tile search's cost */
 #define HOST_BYTE_MACS 1e4
@@ -199,8 +200,8 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         frame_b = plan_rounded(pl, plan_frames_bytes(pl, pc, 0,
                                                      pc->first > pc->chunk ? pc->first : pc->chunk,
                                                      pc->vh[0], pc->vw[0]));
-        phase_c = plan_part_mem(pl, pc, pc->vh, pc->vw, plan_part_in_frames(pl, pc), NULL, 0,
-                                NULL, &scratch, &cb);
+        phase_c = plan_part_mem(pl, pc, pc->vh, pc->vw, plan_part_in_frames(pl, pc), NULL, 0, NULL,
+                                &scratch, &cb);
         if (cb > caches) caches = cb;
     }
     vae_free(zw);
@@ -208,13 +209,16 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     c->caches = caches;
     const double macs_b = macs;
     const int group = rq->ranks > 1; /* B's store: host memory every device of the group writes */
-    /* strips: their slots on the device, or on the host where the budget needs it */
+    /* strips: their slots on the device, or on the host where the budget needs it and they are
+     * within the host cap (exec_strip.c keeps them in memory: no file behind them) */
     const int64_t slots = st ? vae_strips_slot_bytes(st, &b->prog, rq->elem, rq->round) : 0;
+    const int host_slots_ok = slots > 0 && (!rq->host_store_max || slots <= rq->host_store_max);
     int fit = 0;
-    for (int sh = slots > 0 && rq->store_host ? 1 : 0; sh < (slots > 0 ? 2 : 1) && !fit; sh++) {
+    for (int sh = host_slots_ok && rq->store_host ? 1 : 0; sh < (host_slots_ok ? 2 : 1) && !fit;
+         sh++) {
         c->slots_host = sh;
         const int64_t mb = mem_b + (sh ? 0 : slots);
-        for (int host = rq->store_host ? 1 : 0; host < 2; host++) {
+        for (int host = rq->store_host || c->a_shared ? 1 : 0; host < 2; host++) {
             /* a host store of A stages a frame on the device, unless the backend copies it
              * directly into the tiles' input */
             const int direct_a =
@@ -261,10 +265,12 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             2.0 * (double)slots * (ax->n - 1) * (rq->host_copy ? OVERLAPPED_HOST_SHARE : 1);
     /* every op of B once per tile and step */
     const double calls_b = (double)ay->n * ax->n * b->prog.n_ops * part_steps(b, t_b);
-    /* a group's devices share B's tiles; each runs A itself */
+    /* a group's devices share B's tiles; each runs A itself, or the first one runs it while the
+     * others' wider tiles begin */
     const double ranks = rq->ranks > 1 ? rq->ranks : 1;
-    c->cost = macs - macs_b + (macs_b + OP_CALL_MACS * calls_b) / ranks +
-              HOST_BYTE_MACS * host_bytes + DEVICE_BYTE_MACS * copied;
+    c->cost = (macs - macs_b) / (c->a_shared ? ranks : 1) +
+              (macs_b + OP_CALL_MACS * calls_b) / ranks + HOST_BYTE_MACS * host_bytes +
+              DEVICE_BYTE_MACS * copied;
     return VAE_OK;
 }
 
@@ -307,6 +313,39 @@ static int try_spans(planner *pl, const part *b, const vae_span *sy, int ny, con
     return rc;
 }
 
+/* The MACs of the ops in [from, to) over the whole video, whole frames. */
+static double ops_macs(const planner *pl, int from, int to) {
+    double macs = 0;
+    for (int i = from; i < to; i++) {
+        const vae_op *op = &pl->p->ops[i];
+        macs += vae_op_macs(op, (int)pl->op_frames[i], pl->vh[op->out], pl->vw[op->out]);
+    }
+    return macs;
+}
+
+/* A device group's one row or column of ranks tiles of a decoder when A runs once, on the first
+ * device: the first tile smaller by A's share of the work, so that every device ends together
+ * while the others' tiles start on A's first frames (a = A's MACs / B's: device 0 takes
+ * (1 - (n-1) a) / n of B, each other a more). 0: not this plan (no A, an encoder, forced tiles,
+ * another grid). */
+static int shared_a_tiles(const planner *pl, int ny, int nx, vae_span *sy, vae_span *sx) {
+    const vae_plan_request *rq = pl->rq;
+    const part *b = &pl->pb;
+    const int n = rq->ranks;
+    if (n < 2 || !(ny == 1 && nx == n) == !(nx == 1 && ny == n) || !pl->pa.present ||
+        rq->encode || rq->tile_w > 0 || rq->tile_h > 0)
+        return 0;
+    const double mb = ops_macs(pl, b->from, b->to);
+    const double a = mb > 0 ? ops_macs(pl, 0, b->from) / mb : 0;
+    if (a <= 0 || (n - 1) * a >= 1) return 0;
+    double share[MAX_SPANS];
+    for (int k = 0; k < n; k++)
+        share[k] = (1 - (n - 1) * a) / n + (k ? a : 0);
+    const int v = b->prog.output;
+    return nx == n ? plan_split_shares(b->vw[v], share, n, pl->own_align, sx) == n
+                   : plan_split_shares(b->vh[v], share, n, pl->own_align, sy) == n;
+}
+
 int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan) {
     const part *b = &pl->pb;
     vae_span sy[MAX_SPANS], sx[MAX_SPANS];
@@ -314,6 +353,7 @@ int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan)
     int ny = plan_split_axis(hb, tile_h, pl->own_align, sy, MAX_SPANS);
     int nx = plan_split_axis(wb, tile_w, pl->own_align, sx, MAX_SPANS);
     c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
+    c->a_shared = shared_a_tiles(pl, ny, nx, sy, sx);
     return try_spans(pl, b, sy, ny, sx, nx, 0, c, plan);
 }
 
@@ -334,14 +374,16 @@ int plan_try_blend(planner *pl, cand *c, vae_plan *plan) {
     int ny = plan_split_blend(b->vh[0], ti, ov, align, sy, MAX_SPANS);
     int nx = plan_split_blend(b->vw[0], ti, ov, align, sx, MAX_SPANS);
     c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
+    c->a_shared = 0;
     if (plan) plan->blend_overlap = rq->encode ? (overlap + f - 1) / f : overlap;
     return try_spans(pl, b, sy, ny, sx, nx, 1, c, plan);
 }
 
-/* ---- column strips of part B (strip.h) -------------------------------------------------------- */
-static int strips_eval(planner *pl, const part *b, vae_strips *st, int n, cand *c,
-                       vae_plan *plan) {
+/* ---- column strips of part B (strip.h) --------------------------------------------------------
+ */
+static int strips_eval(planner *pl, const part *b, vae_strips *st, int n, cand *c, vae_plan *plan) {
     const int nv = b->prog.n_values;
+    c->a_shared = 0;
     axis_tiles *ay = vae_calloc(1, sizeof *ay), *ax = vae_calloc(1, sizeof *ax);
     int rc = ay && ax ? VAE_OK : vae_fail(VAE_ENOMEM, "out of memory planning strips");
     if (rc == VAE_OK) {

@@ -135,7 +135,8 @@ static int out_push(run *s, const vae_chunk *o, int first) {
     if (s->io->out_view && s->plan->kind != VAE_PLAN_BLEND) { /* in place, the tile's own part */
         const vae_plan_tile *t = s->tile;
         const int whole = s->direct;
-        const int sy = whole ? 0 : t->own_y.lo - t->out_y.lo, sx = whole ? 0 : t->own_x.lo - t->out_x.lo;
+        const int sy = whole ? 0 : t->own_y.lo - t->out_y.lo,
+                  sx = whole ? 0 : t->own_x.lo - t->out_x.lo;
         const int rows = whole ? o->h : t->own_y.hi - t->own_y.lo;
         const int cols = whole ? o->w : t->own_x.hi - t->own_x.lo;
         return be->v->view_export(be, o->data, o->t, o->h, o->w, sy, sx, rows, cols,
@@ -190,8 +191,7 @@ int runner_emit_to_view(const float *fr, int first, int n, int c, int h, int w, 
     if (rc) return rc;
     planar_to_cl(r->cl, fr, (size_t)n * h * w, c);
     void *dev = be->v->alloc(be, vals * be->elem_size);
-    if (!dev)
-        return vae_fail(VAE_ENOMEM, "out of %s memory for an output frame", be->v->name);
+    if (!dev) return vae_fail(VAE_ENOMEM, "out of %s memory for an output frame", be->v->name);
     rc = be->v->upload(be, dev, r->cl, vals);
     if (rc == VAE_OK)
         rc = be->v->view_export(be, dev, n, h, w, 0, 0, h, w, s->io->out_view, first, 0, 0);
@@ -217,14 +217,15 @@ static int tick(run *s) {
 }
 
 /* Units of work of the plan: executor steps over every part and tile (A once per runner of a
- * group of `world`). */
+ * group of `world`, or once for all of them when shared). */
 int64_t runner_plan_steps(const vae_runner *r, const vae_plan *pl, int world) {
     const vae_program *p = r->p;
-    const int64_t chunks = pl->t_in < p->first_chunk ? 0 : 1 + (pl->t_in - p->first_chunk) / p->chunk;
+    const int64_t chunks =
+        pl->t_in < p->first_chunk ? 0 : 1 + (pl->t_in - p->first_chunk) / p->chunk;
     if (pl->kind != VAE_PLAN_TILED) return chunks * pl->n_tiles;
     const int a = r->part[0].present, c = r->part[2].present;
-    return (a ? chunks * world : 0) + (int64_t)pl->n_tiles * (a ? pl->store_t[0] : chunks) +
-           (c ? pl->store_t[1] : 0);
+    return (a ? chunks * (pl->a_shared ? 1 : world) : 0) +
+           (int64_t)pl->n_tiles * (a ? pl->store_t[0] : chunks) + (c ? pl->store_t[1] : 0);
 }
 
 /* ---- streams through one part -----------------------------------------------------------------
@@ -322,20 +323,25 @@ static int run_whole(run *s) {
     return stream_input(s, &s->r->part[1], (vae_span){0, pl->h_in}, (vae_span){0, pl->w_in}, &k);
 }
 
-/* A over the whole video into its store (each runner of a group runs it), then this run's
- * tiles of B, each through every frame, into sb (C follows) or to the output. */
-int runner_run_tiles(run *s, store *sb) {
+/* A over the whole video into its store (each runner of a group runs it, or runner 0 alone
+ * into shared_a, publishing its frames as they come), then this run's tiles of B, each through
+ * every frame, into sb (C follows) or to the output. */
+int runner_run_tiles(run *s, store *shared_a, store *sb) {
     vae_runner *r = s->r;
     const vae_plan *pl = s->plan;
     rpart *pa = &r->part[0], *pb = &r->part[1];
-    store sa = {0};
+    store own = {0}, *sa = shared_a ? shared_a : &own;
     int rc = VAE_OK;
-    if (pa->present) {
-        rc = runner_store_open(s, &sa, 0);
-        const vae_span all_y = {0, sa.h}, all_x = {0, sa.w};
-        sink k = {&sa, all_y, all_x, all_y, all_x};
+    const double t0 = vae_seconds();
+    if (pa->present && (!shared_a || s->rank == 0)) {
+        if (!shared_a) rc = runner_store_open(s, &own, 0);
+        const vae_span all_y = {0, sa->h}, all_x = {0, sa->w};
+        sink k = {sa, all_y, all_x, all_y, all_x};
         if (rc == VAE_OK)
             rc = stream_input(s, pa, (vae_span){0, pl->h_in}, (vae_span){0, pl->w_in}, &k);
+        /* a group's lane logs how long A took; the wait costs one launch latency */
+        if (rc == VAE_OK && s->world > 1) rc = s->r->be->v->sync(s->r->be);
+        s->a_s = vae_seconds() - t0;
     }
     for (int i = s->rank; rc == VAE_OK && i < pl->n_tiles; i += s->world) {
         const vae_plan_tile *t = &pl->tiles[i];
@@ -347,12 +353,12 @@ int runner_run_tiles(run *s, store *sb) {
             rc = s->world == 1 ? vae_exec_set_strip(pb->e, pl->strips, i)
                                : vae_fail(VAE_EINVAL, "internal: strips shared by a group");
         if (rc == VAE_OK)
-            rc = pa->present ? stream_store(s, pb, &sa, t->in_y, t->in_x, pl->part[1].first,
+            rc = pa->present ? stream_store(s, pb, sa, t->in_y, t->in_x, pl->part[1].first,
                                             pl->part[1].chunk, &k)
                              : stream_input(s, pb, t->in_y, t->in_x, &k);
     }
     if (pl->strips) vae_exec_set_strip(pb->e, NULL, 0); /* the slots go */
-    runner_store_close(s, &sa);
+    runner_store_close(s, &own);
     return rc;
 }
 
@@ -368,7 +374,7 @@ static int run_tiled(run *s) {
     store sb = {0};
     const int c = s->r->part[2].present;
     int rc = c ? runner_store_open(s, &sb, 1) : VAE_OK;
-    if (rc == VAE_OK) rc = runner_run_tiles(s, c ? &sb : NULL);
+    if (rc == VAE_OK) rc = runner_run_tiles(s, NULL, c ? &sb : NULL);
     if (rc == VAE_OK && c) rc = runner_run_c(s, &sb);
     runner_store_close(s, &sb);
     return rc;

@@ -3,12 +3,16 @@
  * Exact tiles are independent once A's output is known: each runner (a device) computes A over
  * the whole video itself (latent resolution: a few percent of the work, and nothing to send),
  * then its share of B's tiles (tile i to runner i % n), each with its own halo and caches, as a
- * runner alone would. What the tiles produce lands in host memory every device can write: B's
- * store when C follows (an encoder's middle and head: runner 0 runs it once every tile is in),
- * else the output assembly, handed out at the end; or, when the caller's output is a device
- * tensor that every runner's device reaches (its own, or a peer's), each writes its tiles there in
- * place. Nothing is exchanged between devices while they compute, so the result equals the
- * single-device tiled run bit for bit.
+ * runner alone would. Or (plan a_shared: one column per device) runner 0 alone computes A into
+ * a store in host memory and publishes each step's frames once its copies are done; the others
+ * start their tiles at once, each reading a frame of A when it is there (A makes a latent frame
+ * in a few ms, a tile takes tens of ms for it), and runner 0's tile is narrower by A's work, so
+ * that no device computes anything twice (run 115: A was 15% of each device's time). What the tiles
+ * produce lands in host memory every device can write: B's store when C follows (an encoder's
+ * middle and head: runner 0 runs it once every tile is in), else the output assembly, handed out at
+ * the end; or, when the caller's output is a device tensor that every runner's device reaches (its
+ * own, or a peer's), each writes its tiles there in place. Nothing is exchanged between devices
+ * while they compute, so the result equals the single-device tiled run bit for bit.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -19,12 +23,14 @@
 
 typedef struct lane {
     run s;
-    store *sb;      /* the shared store of B's output, or NULL (output to the assembly) */
+    store *sa; /* the shared store of A's output (plan a_shared), or NULL (its own A) */
+    store *sb; /* the shared store of B's output, or NULL (output to the assembly) */
     atomic_int *first_failed;
     int rc;
     char err[1024]; /* its failure's message (vae_last_error is per thread) */
     pthread_t th;
     int started;
+    double prep_s, work_s; /* host seconds: preparing, then until its device was done */
 } lane;
 
 /* One runner's share: executors, A, its tiles; its device's queued copies into host memory are
@@ -32,18 +38,26 @@ typedef struct lane {
 static void lane_work(lane *l) {
     run *s = &l->s;
     vae_backend *be = s->r->be;
+    const double t0 = vae_seconds();
     int rc = be->v->bind ? be->v->bind(be) : VAE_OK;
     if (rc == VAE_OK) rc = runner_prepare(s->r, s->plan);
+    const double t1 = vae_seconds();
     if (rc == VAE_OK)
-        rc = s->plan->kind == VAE_PLAN_TILED ? runner_run_tiles(s, l->sb) : runner_run_blend(s);
+        rc = s->plan->kind == VAE_PLAN_TILED ? runner_run_tiles(s, l->sa, l->sb)
+                                             : runner_run_blend(s);
     if (rc == VAE_OK) rc = be->v->sync(be);
+    l->prep_s = t1 - t0;
+    l->work_s = vae_seconds() - t1;
     l->rc = rc;
     if (rc == VAE_OK) return;
     runner_drain(s);
     snprintf(l->err, sizeof l->err, "%s", vae_last_error());
     int none = -1;
     atomic_compare_exchange_strong(l->first_failed, &none, s->rank);
+    pthread_mutex_lock(&s->sh->mu); /* wakes the runners waiting for A's frames */
     atomic_store(&s->sh->stop, 1);
+    pthread_cond_broadcast(&s->sh->filled);
+    pthread_mutex_unlock(&s->sh->mu);
 }
 
 static void *lane_main(void *arg) {
@@ -76,9 +90,9 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
     if (n > plan->n_tiles) n = plan->n_tiles; /* a runner without a tile would only repeat A */
     if (n <= 1 || plan->kind == VAE_PLAN_WHOLE) return vae_runner_run(rs[0], plan, io, emitted);
     const int with_c = plan->kind == VAE_PLAN_TILED && plan->part[2].to > plan->part[2].from;
-    if (io->in_view || (with_c && !plan->store_host[1]))
+    if (io->in_view || (with_c && !plan->store_host[1]) || (plan->a_shared && !plan->store_host[0]))
         return vae_fail(VAE_EINVAL, "internal: a device group reads its input and keeps B's "
-                                    "store on the host");
+                                    "store (and a shared A's) on the host");
     if (io->out_view && !rs[0]->be->v->view_export)
         return vae_fail(VAE_EUNSUPPORTED, "the %s backend cannot use tensors in device memory",
                         rs[0]->be->v->name);
@@ -86,10 +100,12 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
     run_shared sh;
     atomic_init(&sh.done, 0);
     atomic_init(&sh.stop, 0);
+    atomic_init(&sh.a_frames, 0);
     atomic_int first_failed;
     atomic_init(&first_failed, -1);
     if (!ln) return vae_fail(VAE_ENOMEM, "out of memory");
     pthread_mutex_init(&sh.mu, NULL);
+    pthread_cond_init(&sh.filled, NULL);
     /* the lanes' output: the shared store, the caller's device tensor in place (tiles without
      * C, when every lane's device reaches it), or one host assembly */
     int in_place = io->out_view && !with_c && plan->kind == VAE_PLAN_TILED;
@@ -98,22 +114,29 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
     vae_run_io lio = *io;
     lio.emit = NULL;
     lio.out_view = in_place ? io->out_view : NULL;
-    store sb = {0};
+    store sa = {0}, sb = {0};
     vae_assembly *out = NULL;
     int rc = runner_prepare(rs[0], plan);
     const int64_t total = rc ? 0 : runner_plan_steps(rs[0], plan, n);
     for (int k = 0; k < n; k++) {
-        ln[k].s = (run){.r = rs[k], .plan = plan, .io = &lio, .total = total, .rank = k,
-                        .world = n, .sh = &sh};
+        ln[k].s = (run){
+            .r = rs[k], .plan = plan, .io = &lio, .total = total, .rank = k, .world = n, .sh = &sh};
+        ln[k].sa = plan->a_shared ? &sa : NULL;
         ln[k].sb = with_c ? &sb : NULL;
         ln[k].first_failed = &first_failed;
     }
     if (rc == VAE_OK && with_c) rc = runner_store_open(&ln[0].s, &sb, 1);
+    if (rc == VAE_OK && plan->a_shared) { /* runner 0 fills it, the others read as it fills */
+        rc = runner_store_open(&ln[0].s, &sa, 0);
+        sa.ready = &sh.a_frames;
+    }
     if (rc == VAE_OK && !with_c && !in_place)
         rc = vae_assembly_open(&out, plan, (int64_t)rs[0]->set.exec_host_mb << 20, &rs[0]->out_mem);
     for (int k = 0; k < n; k++)
         ln[k].s.out = out;
+    const double t0 = vae_seconds();
     if (rc == VAE_OK) rc = run_lanes(ln, n, &first_failed);
+    const double t1 = vae_seconds();
     run *s0 = &ln[0].s;
     s0->io = io; /* runner 0 hands the output to the caller */
     if (rc == VAE_OK && with_c) rc = runner_run_c(s0, &sb);
@@ -121,9 +144,25 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
         rc = io->out_view ? vae_assembly_emit(out, runner_emit_to_view, s0, &s0->emitted)
                           : vae_assembly_emit(out, io->emit, io->emit_user, &s0->emitted);
     if (rc) runner_drain(s0);
+    for (int k = 0; k < n && rc == VAE_OK; k++) {
+        char a[64];
+        if (plan->a_shared && k > 0)
+            snprintf(a, sizeof a, "A from device 0");
+        else
+            snprintf(a, sizeof a, "A done at %.0f ms", ln[k].s.a_s * 1e3);
+        VAE_INFO("group: device %d: prepared in %.0f ms, %s, its tiles at %.0f ms (of the lanes' "
+                 "%.0f ms); host time on the output: %.0f ms waiting for downloads, %.0f ms "
+                 "assembling tiles",
+                 k, ln[k].prep_s * 1e3, a, ln[k].work_s * 1e3, (t1 - t0) * 1e3,
+                 ln[k].s.wait_s * 1e3, ln[k].s.put_s * 1e3);
+    }
+    if (rc == VAE_OK)
+        VAE_INFO("group: C and the output handed out in %.0f ms", (vae_seconds() - t1) * 1e3);
     *emitted = io->out_view ? 0 : s0->emitted;
     runner_store_close(s0, &sb);
+    runner_store_close(s0, &sa);
     vae_assembly_free(out);
+    pthread_cond_destroy(&sh.filled);
     pthread_mutex_destroy(&sh.mu);
     vae_free(ln);
     return rc;

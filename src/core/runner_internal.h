@@ -33,19 +33,24 @@ struct vae_runner {
 
 /* A part's output over the whole video, between parts. */
 typedef struct store {
-    void *dev;   /* [t][h][w][c] in the backend's dtype (device memory, or host memory from
-                  * host_alloc when pinned), or NULL: */
+    void *dev; /* [t][h][w][c] in the backend's dtype (device memory, or host memory from
+                * host_alloc when pinned), or NULL: */
     int pinned;
     float *host; /* the same as float32 on the host, or one frame of it when: */
     FILE *file;  /* (above VAE_EXEC_HOST_MB) it is kept in a temporary file */
     int t, h, w, c;
+    /* a store one runner of a group fills while the others read it (a shared A): the frames
+     * written so far (run_shared.a_frames); NULL: complete before anyone reads */
+    atomic_int *ready;
 } store;
 
 /* What the runners of a group share (runner_group.c fills it; NULL for a runner alone). */
 typedef struct run_shared {
-    atomic_llong done;  /* units of work done by every runner */
-    atomic_int stop;    /* a runner failed: the others stop at their next unit */
-    pthread_mutex_t mu; /* a store in a temporary file: one frame buffer for all */
+    atomic_llong done;     /* units of work done by every runner */
+    atomic_int stop;       /* a runner failed: the others stop at their next unit */
+    pthread_mutex_t mu;    /* a store in a temporary file: one frame buffer for all; and: */
+    pthread_cond_t filled; /* a shared A's store has more frames (a_frames), or stop */
+    atomic_int a_frames;
 } run_shared;
 
 /* one call of vae_runner_run (or one runner's share of a group's call) */
@@ -67,6 +72,7 @@ typedef struct run {
     /* host seconds spent on the output: waiting for downloads, putting tiles into the
      * assembly, handing the assembled frames out (logged with -v) */
     double wait_s, put_s, emit_s;
+    double a_s; /* a group's lane: host seconds until A's store was complete (logged with -v) */
 } run;
 
 /* bytes of one pixel of c channels in the runner's activation dtype */
@@ -87,8 +93,9 @@ int runner_store_get(run *s, const store *st, int f, vae_span y, vae_span x, voi
 /* ---- runner.c: the steps of a plan, for runner_group.c ---- */
 int runner_prepare(vae_runner *r, const vae_plan *plan);
 int64_t runner_plan_steps(const vae_runner *r, const vae_plan *pl, int world);
-/* A (if any) and this run's tiles of B; B's output into sb (C follows) or to the output */
-int runner_run_tiles(run *s, store *sb);
+/* A (if any) and this run's tiles of B; B's output into sb (C follows) or to the output.
+ * shared_a: a group's store of A (plan a_shared), filled by runner 0 while the others read it */
+int runner_run_tiles(run *s, store *shared_a, store *sb);
 /* C over B's store, whole frames, to the output */
 int runner_run_c(run *s, store *sb);
 int runner_run_blend(run *s);

@@ -26,8 +26,8 @@ int runner_grow(float **buf, size_t *cap, size_t n) {
 static float *store_frame(const store *st, int f, int load) {
     const size_t n = (size_t)st->h * st->w * st->c;
     if (!st->file) return st->host + (size_t)f * n;
-    if (load && pread(fileno(st->file), st->host, n * sizeof(float), (off_t)(f * n * sizeof(float))) !=
-                    (ssize_t)(n * sizeof(float))) {
+    if (load && pread(fileno(st->file), st->host, n * sizeof(float),
+                      (off_t)(f * n * sizeof(float))) != (ssize_t)(n * sizeof(float))) {
         vae_fail(VAE_EIO, "temporary store file: cannot read frame %d", f);
         return NULL;
     }
@@ -37,9 +37,8 @@ static float *store_frame(const store *st, int f, int load) {
 /* After frame f of a file-backed store was changed: written back. */
 static int store_frame_done(const store *st, int f) {
     const size_t n = (size_t)st->h * st->w * st->c;
-    if (!st->file ||
-        pwrite(fileno(st->file), st->host, n * sizeof(float), (off_t)(f * n * sizeof(float))) ==
-            (ssize_t)(n * sizeof(float)))
+    if (!st->file || pwrite(fileno(st->file), st->host, n * sizeof(float),
+                            (off_t)(f * n * sizeof(float))) == (ssize_t)(n * sizeof(float)))
         return VAE_OK;
     return vae_fail(VAE_EIO, "temporary store file: cannot write frame %d", f);
 }
@@ -47,8 +46,10 @@ static int store_frame_done(const store *st, int f) {
 /* A store in a temporary file has one frame buffer: runners of a group take turns with it. */
 static void file_lock(run *s, const store *st, int lock) {
     if (!st->file || !s->sh) return;
-    if (lock) pthread_mutex_lock(&s->sh->mu);
-    else pthread_mutex_unlock(&s->sh->mu);
+    if (lock)
+        pthread_mutex_lock(&s->sh->mu);
+    else
+        pthread_mutex_unlock(&s->sh->mu);
 }
 
 int runner_store_open(run *s, store *st, int k) {
@@ -84,14 +85,39 @@ int runner_store_open(run *s, store *st, int k) {
 }
 
 void runner_store_close(run *s, store *st) {
-    if (st->dev && st->pinned) s->r->be->v->host_free(s->r->be, st->dev);
-    else if (st->dev) s->r->be->v->release(s->r->be, st->dev);
+    if (st->dev && st->pinned)
+        s->r->be->v->host_free(s->r->be, st->dev);
+    else if (st->dev)
+        s->r->be->v->release(s->r->be, st->dev);
     if (st->file) fclose(st->file);
     vae_free(st->host);
     memset(st, 0, sizeof *st);
 }
 
-int runner_store_put(run *s, store *st, const vae_chunk *o, int first, vae_span out_y,
+/* A shared store: frames [0, n) are in place (their copies done), for the readers waiting. */
+static int store_publish(run *s, const store *st, int n) {
+    int rc = s->r->be->v->sync(s->r->be);
+    if (rc) return rc;
+    pthread_mutex_lock(&s->sh->mu);
+    atomic_store(st->ready, n);
+    pthread_cond_broadcast(&s->sh->filled);
+    pthread_mutex_unlock(&s->sh->mu);
+    return VAE_OK;
+}
+
+/* A shared store: until frame f is in place, or the group stops. */
+static int store_wait(run *s, const store *st, int f) {
+    if (!st->ready || atomic_load(st->ready) > f) return VAE_OK;
+    pthread_mutex_lock(&s->sh->mu);
+    while (atomic_load(st->ready) <= f && !atomic_load(&s->sh->stop))
+        pthread_cond_wait(&s->sh->filled, &s->sh->mu);
+    pthread_mutex_unlock(&s->sh->mu);
+    return atomic_load(st->ready) > f
+               ? VAE_OK
+               : vae_fail(VAE_EINTERRUPTED, "stopped: another device of the group failed");
+}
+
+static int store_put(run *s, store *st, const vae_chunk *o, int first, vae_span out_y,
                      vae_span out_x, vae_span own_y, vae_span own_x) {
     vae_runner *r = s->r;
     vae_backend *be = r->be;
@@ -130,7 +156,16 @@ int runner_store_put(run *s, store *st, const vae_chunk *o, int first, vae_span 
     return rc;
 }
 
+int runner_store_put(run *s, store *st, const vae_chunk *o, int first, vae_span out_y,
+                     vae_span out_x, vae_span own_y, vae_span own_x) {
+    int rc = store_put(s, st, o, first, out_y, out_x, own_y, own_x);
+    if (rc == VAE_OK && st->ready && o->t > 0) rc = store_publish(s, st, first + o->t);
+    return rc;
+}
+
 int runner_store_get(run *s, const store *st, int f, vae_span y, vae_span x, void *dst) {
+    int rc = store_wait(s, st, f);
+    if (rc) return rc;
     vae_runner *r = s->r;
     vae_backend *be = r->be;
     const int rows = y.hi - y.lo, cols = x.hi - x.lo;
@@ -141,7 +176,7 @@ int runner_store_get(run *s, const store *st, int f, vae_span y, vae_span x, voi
                                  (((size_t)f * st->h + y.lo) * st->w + x.lo) * px,
                              (size_t)st->w * px, (size_t)cols * px, (size_t)rows);
     const size_t vals = (size_t)rows * cols * st->c;
-    int rc = runner_grow(&r->cl, &r->cl_cap, vals);
+    rc = runner_grow(&r->cl, &r->cl_cap, vals);
     file_lock(s, st, 1);
     const float *fr = rc ? NULL : store_frame(st, f, 1);
     for (int yy = 0; fr && yy < rows; yy++)
@@ -151,4 +186,3 @@ int runner_store_get(run *s, const store *st, int f, vae_span y, vae_span x, voi
     if (rc == VAE_OK && !fr) rc = VAE_EIO;
     return rc ? rc : be->v->upload(be, dst, r->cl, vals);
 }
-

@@ -49,6 +49,7 @@ static const setting table[] = {
     {VAE_PARAM_CUDA_DNN_GAIN_US, "VAE_CUDA_DNN_GAIN_US", OFF(cuda_dnn_gain_us), 0, 100, 0, 1000000, {0}},
     {VAE_PARAM_PLAN_STRIPS, "VAE_PLAN_STRIPS", OFF(plan_strips), 0, 0, -1, 96, {0}},
     {VAE_PARAM_CUDA_BUS, "VAE_CUDA_BUS", OFF(cuda_bus), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_CUDA_ATT, "VAE_CUDA_ATT", OFF(cuda_att), 0, 1, 0, 1, {"fused", "gemm"}},
 };
 /* clang-format on */
 #undef OFF

@@ -26,6 +26,11 @@
  * so computed q k^T twice at c = 384 / 512): 0.76 vs 0.84 ms (c = 384, 6240 tokens), 4.18 vs
  * 4.67 ms (c = 512, 14040 tokens).
  *
+ * softmax rows (the GEMM path of cuda_ops.c, where cuBLAS computes the scores of a block of
+ * query rows and P V): p = exp(s - max) / sum over a float32 row of scores, written in the
+ * activation dtype; one block of 256 threads per row, the row read three times (from L2: a row
+ * of 14400 keys is 56 KB).
+ *
  * fma kernel (everything else: float32 -- never TF32 --, or 16-bit with odd channel counts):
  * plain float32 FMA. 8 warps, 32 query rows, key tiles of 64: the scores (4 rows x 2 keys per
  * thread) from transposed 32-channel chunks of Q and K in shared memory, the softmax within a
@@ -112,8 +117,8 @@ enum {
     TC_STAGES = 3,
     TC_WARPS = 8, /* row group rg = warp % 4, channel half h = warp / 4 */
     TC_THREADS = 32 * TC_WARPS,
-    TC_LD = TC_KD + 8, /* chunk row stride (elements): 144 bytes, so the 8 rows an ldmatrix
-                        * reads fall in distinct banks */
+    TC_LD = TC_KD + 8,          /* chunk row stride (elements): 144 bytes, so the 8 rows an ldmatrix
+                                 * reads fall in distinct banks */
     TC_SLOT = 2 * TC_BK * TC_LD /* elements of a ring slot: two [64][TC_LD] chunks */
 };
 
@@ -488,7 +493,7 @@ static cudaError_t launch_mma(cudaStream_t st, const T *qkv, T *y, int t, int n,
         const int nf = t - f < ATT_MAX_Z ? t - f : ATT_MAX_Z;
         dim3 grid((n + TC_BQ - 1) / TC_BQ, (c + 2 * DVW - 1) / (2 * DVW), nf);
         att_mma_kernel<T, DVW><<<grid, TC_THREADS, smem, st>>>(qkv + (int64_t)f * n * 3 * c,
-                                                                y + (int64_t)f * n * c, n, c, sl);
+                                                               y + (int64_t)f * n * c, n, c, sl);
     }
     return cudaGetLastError();
 }
@@ -525,6 +530,54 @@ static void dispatch_fma(cudaStream_t st, const void *qkv, void *y, int t, int n
         launch_fma<T, 1>(st, qkv, y, t, n, c, scale);
     else
         launch_fma<T, 2>(st, qkv, y, t, n, c, scale);
+}
+
+/* ---- softmax over rows of float32 scores (the GEMM path) ---- */
+enum { SM_THREADS = 256 };
+
+static __device__ __forceinline__ float sm_block_reduce(float v, bool is_max, float *red) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = is_max ? fmaxf(v, u) : v + u;
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads(); /* red is reused by consecutive reductions */
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = red[0];
+    for (int k = 1; k < SM_THREADS / 32; k++)
+        v = is_max ? fmaxf(v, red[k]) : v + red[k];
+    return v;
+}
+
+template <typename T>
+static __global__ void __launch_bounds__(SM_THREADS)
+    att_softmax_rows_kernel(const float *s, T *p, int n) {
+    __shared__ float red[SM_THREADS / 32];
+    const float *row = s + (int64_t)blockIdx.x * n;
+    T *out = p + (int64_t)blockIdx.x * n;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < n; j += SM_THREADS)
+        m = fmaxf(m, row[j]);
+    m = sm_block_reduce(m, true, red);
+    float l = 0.f;
+    for (int j = threadIdx.x; j < n; j += SM_THREADS)
+        l += __expf(row[j] - m);
+    const float inv = 1.f / sm_block_reduce(l, false, red);
+    for (int j = threadIdx.x; j < n; j += SM_THREADS)
+        cu_st(out, j, __expf(row[j] - m) * inv);
+}
+
+extern "C" cudaError_t cuk_softmax_rows(cudaStream_t s, int dtype, const float *scores, void *p,
+                                        int rows, int n) {
+    if (rows <= 0 || n <= 0) return cudaSuccess;
+    if (dtype == CU_BF16)
+        att_softmax_rows_kernel<<<rows, SM_THREADS, 0, s>>>(scores, (__nv_bfloat16 *)p, n);
+    else if (dtype == CU_F16)
+        att_softmax_rows_kernel<<<rows, SM_THREADS, 0, s>>>(scores, (__half *)p, n);
+    else
+        att_softmax_rows_kernel<<<rows, SM_THREADS, 0, s>>>(scores, (float *)p, n);
+    return cudaGetLastError();
 }
 
 extern "C" cudaError_t cuk_attention(cudaStream_t s, int dtype, const void *qkv, void *y, int t,

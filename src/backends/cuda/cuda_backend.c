@@ -883,6 +883,7 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->cpad = st->cuda_cpad;
     cb->kpad = st->cuda_kpad;
     cb->narrow = st->cuda_narrow;
+    cb->att_gemm = st->cuda_att;
     cb->igemm = cuk_igemm_device() ? st->cuda_igemm : 0;
     cb->dnn_gain_us = st->cuda_dnn_gain_us;
     cb->fp8 = fp8;

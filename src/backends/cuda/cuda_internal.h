@@ -11,7 +11,8 @@
  *   cuda_alloc.c        the caching allocator (free lists by size class)
  *   cuda_pinned.c       pinned host memory: transfer buffers, host stores, the weight upload ring
  *   cuda_bus.c          copies to and from pinned host memory on a second stream (ring, prefetch)
- *   cuda_ops.c          norm / eltwise / resample / attention entry points (checks, launches)
+ *   cuda_ops.c          norm / eltwise / resample / attention entry points (checks, launches;
+ *                       attention's cuBLAS path)
  *   cuda_conv.c         conv: weights layout, path choice (cuDNN, GEMM), blocking, bias/residual
  *   cuda_conv_phase.c   the upsampling convs as four 2x2 phase convs (cuDNN or CUTLASS, timed)
  *   cuda_conv_igemm.c   conv through the CUTLASS kernels: bf16 implicit GEMM, FP8 (the three
@@ -189,6 +190,10 @@ cudaError_t cuk_view_finite(cudaStream_t s, const cuk_view *v, unsigned long lon
  * [2c,3c)), y [t][n][c] = softmax(scale * q k^T) v; fused, no global scratch. */
 cudaError_t cuk_attention(cudaStream_t s, int dtype, const void *qkv, void *y, int t, int n, int c,
                           float scale);
+/* p[r][0..n) = softmax(scores[r][0..n)) in the activation dtype, for r < rows (the GEMM path of
+ * attention: cuBLAS computes the scores and P V) */
+cudaError_t cuk_softmax_rows(cudaStream_t s, int dtype, const float *scores, void *p, int rows,
+                             int n);
 
 #ifdef __cplusplus
 }
@@ -371,6 +376,7 @@ typedef struct cuda_backend {
     int pw_dnn;           /* 1x1 convs through cuDNN with the fused epilogue (VAE_CUDA_PW=gemm: off) */
     int phase;            /* nearest x2 + 3x3 conv as four 2x2 phase convs (VAE_CUDA_PHASE) */
     int narrow;           /* narrow heads, small 1x1 convs on own kernels (VAE_CUDA_NARROW) */
+    int att_gemm;         /* large 16-bit attention on cuBLAS (VAE_CUDA_ATT) */
     int igemm;            /* CUTLASS implicit-GEMM convs: 0 off (or not built / not sm_90), 1 a
                            * tuned candidate, 2 wherever they apply (VAE_CUDA_IGEMM) */
     int dnn_gain_us;      /* a cuDNN path is chosen where it saves more than this a call over the

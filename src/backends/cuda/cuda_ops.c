@@ -26,7 +26,8 @@ static int shuffle_up_contig(const int *tab, int subs, int co) {
         const int *t = tab + (size_t)s * co;
         for (int o = 1; o < co; o++)
             if (t[o] != t[0] + o) return 0;
-        while (a > 1 && t[0] % a) a >>= 1;
+        while (a > 1 && t[0] % a)
+            a >>= 1;
     }
     return a;
 }
@@ -39,8 +40,8 @@ static int shuffle_table(cuda_backend *cb, const vae_op *op, const int **out) {
 }
 
 static int shuffle_table_ex(cuda_backend *cb, const vae_op *op, const int **out, int *contig) {
-    int key[10] = {(int)op->kind, op->c_in, op->c_out, op->ft, op->fs,
-                   op->cs_o, op->cs_t, op->cs_h, op->cs_w, op->group};
+    int key[10] = {(int)op->kind, op->c_in, op->c_out, op->ft,   op->fs,
+                   op->cs_o,      op->cs_t, op->cs_h,  op->cs_w, op->group};
     for (int i = 0; i < cb->n_tables; i++)
         if (memcmp(cb->tables[i].key, key, sizeof key) == 0) {
             *out = cb->tables[i].dev;
@@ -62,8 +63,9 @@ static int shuffle_table_ex(cuda_backend *cb, const vae_op *op, const int **out,
     int rc = op->kind == VAE_OP_SHUFFLE_UP ? vae_shuffle_up_table(op, &tab, &n)
                                            : vae_shuffle_down_table(op, &tab, &n);
     if (rc) return rc;
-    int ca = op->kind == VAE_OP_SHUFFLE_UP ? shuffle_up_contig(tab, op->ft * op->fs * op->fs, op->c_out)
-                                           : 0;
+    int ca = op->kind == VAE_OP_SHUFFLE_UP
+                 ? shuffle_up_contig(tab, op->ft * op->fs * op->fs, op->c_out)
+                 : 0;
     int *dev = NULL;
     cudaError_t e = cu_dev_malloc(&cb->pool, (void **)&dev, n * sizeof(int));
     rc = e == cudaSuccess ? cu_upload_host(cb, dev, tab, n * sizeof(int), op->name)
@@ -107,7 +109,8 @@ int cuda_ops_prepare(vae_backend *be, const vae_op *op, void **state) {
     if (!s) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
     int rc = cu_upload_param(cb, op->w, (size_t)op->c_in, 1, (void **)&s->w, op->name);
     if (s->w) s->w_bytes = (size_t)op->c_in * sizeof(float);
-    if (rc == VAE_OK) rc = cu_upload_param(cb, op->b, (size_t)op->c_in, 1, (void **)&s->b, op->name);
+    if (rc == VAE_OK)
+        rc = cu_upload_param(cb, op->b, (size_t)op->c_in, 1, (void **)&s->b, op->name);
     if (s->b) s->b_bytes = (size_t)op->c_in * sizeof(float);
     if (rc) {
         cuda_ops_unprepare(be, op, s);
@@ -247,9 +250,9 @@ static int resample_run(vae_backend *be, const vae_op *op, const void *const *fr
                             op->name, ft, fs, group, ci, co, n_in, t_out);
         int contig = 0;
         if ((rc = shuffle_table_ex(cb, op, &tab, &contig))) return rc;
-        return cu_check(cuk_shuffle_up(cb->stream, es, frames[0], y, n_in, h, w, ci, co, ft, fs, tab,
-                                       contig),
-                        op->name, "shuffle up");
+        return cu_check(
+            cuk_shuffle_up(cb->stream, es, frames[0], y, n_in, h, w, ci, co, ft, fs, tab, contig),
+            op->name, "shuffle up");
     case VAE_OP_SHUFFLE_DOWN: {
         if (ft < 1 || fs < 1 || group < 1 || ci < 1 || co < 1 || n_in != ft * t_out ||
             (int64_t)ci * ft * fs * fs != (int64_t)co * group)
@@ -266,7 +269,8 @@ static int resample_run(vae_backend *be, const vae_op *op, const void *const *fr
             int tb = t_out - j0 < tb_max ? t_out - j0 : tb_max;
             cuk_frames f;
             memset(&f, 0, sizeof f);
-            for (int i = 0; i < tb * ft; i++) f.p[i] = frames[(size_t)j0 * ft + i];
+            for (int i = 0; i < tb * ft; i++)
+                f.p[i] = frames[(size_t)j0 * ft + i];
             rc = cu_check(cuk_shuffle_down(cb->stream, be->dtype, &f, tb, h, w, ci, co, ft, fs,
                                            group, tab, (char *)y + (size_t)j0 * yfb),
                           op->name, "shuffle down");
@@ -280,6 +284,82 @@ static int resample_run(vae_backend *be, const vae_op *op, const void *const *fr
 }
 
 /* ---- attention ---- */
+/* The GEMM path: per frame and block of query rows, S = scale q k^T on cuBLAS (float32 scores
+ * in scratch), P = softmax(S) in the activation dtype (cuk_softmax_rows), y = P v on cuBLAS.
+ * The fused kernel (cuk_attention) keeps its mma.sync tiles near 100 TFLOP/s; this path costs 6
+ * bytes of scratch (bf16) per score of a block and took a Wan2.1 720p decode's latent part from
+ * 121 to 88 ms (bench/RESULTS.md run 116: 14400 tokens x 384 channels, 1.85 ms a frame). It
+ * applies to 16-bit, c % 8 == 0 and >= ATT_GEMM_MIN_TOKENS tokens (smaller frames keep the one
+ * fused launch instead of three per block; not timed). */
+enum { ATT_GEMM_MIN_TOKENS = 1024, ATT_GEMM_ROWS_ALIGN = 64 };
+#define ATT_GEMM_SCRATCH ((size_t)128 << 20) /* the blocks' target; the scratch limit caps it */
+
+/* query rows per block of the GEMM path within `bytes` of scratch (0: the path does not apply) */
+static int att_gemm_rows(const cuda_backend *cb, const vae_op *op, int n, size_t bytes) {
+    if (!cb->att_gemm || cb->base.dtype == VAE_DTYPE_F32 || n < ATT_GEMM_MIN_TOKENS ||
+        op->c_out % 8)
+        return 0;
+    const size_t per_row = (size_t)n * (sizeof(float) + cb->base.elem_size);
+    const size_t rows = bytes / per_row / ATT_GEMM_ROWS_ALIGN * ATT_GEMM_ROWS_ALIGN;
+    return rows > (size_t)n ? n : (int)rows;
+}
+
+static size_t att_gemm_bytes(const cuda_backend *cb, int rows, int n) {
+    return (size_t)rows * n * (sizeof(float) + cb->base.elem_size);
+}
+
+/* the scratch the GEMM path's blocks aim at */
+static size_t att_gemm_target(const cuda_backend *cb) {
+    return cb->scratch_limit < ATT_GEMM_SCRATCH ? cb->scratch_limit : ATT_GEMM_SCRATCH;
+}
+
+/* the GEMM path's block: what the scratch allows now (a capped run's area, or room under the
+ * budget to grow it; 0: the fused kernel instead, without touching the budget) */
+static int att_gemm_block(cuda_backend *cb, const vae_op *op, int n) {
+    int rows =
+        att_gemm_rows(cb, op, n, cb->scratch_capped ? cb->scratch_bytes : att_gemm_target(cb));
+    const size_t need = att_gemm_bytes(cb, rows, n);
+    if (rows > 0 && need > cb->scratch_bytes && cb->base.limit > 0 &&
+        cu_held(cb) + (int64_t)(need - cb->scratch_bytes) > cb->base.limit)
+        rows = att_gemm_rows(cb, op, n, cb->scratch_bytes);
+    return rows;
+}
+
+static int attention_gemm(cuda_backend *cb, const vae_op *op, const char *qkv, char *y, int t,
+                          int n, int rows) {
+    const int c = op->c_out;
+    const size_t es = cb->base.elem_size;
+    float *sc = cu_scratch(cb, att_gemm_bytes(cb, rows, n), op->name); /* [rows][n] */
+    if (!sc) return VAE_ENOMEM;
+    void *p = sc + (size_t)rows * n; /* [rows][n], activation dtype */
+    const cudaDataType_t dt = cu_blas_type(cb->base.dtype);
+    const float scale = op->scale, zero = 0.f, one = 1.f;
+    int rc = VAE_OK;
+    for (int f = 0; f < t && rc == VAE_OK; f++) {
+        const char *q = qkv + (size_t)f * n * 3 * c * es, *k = q + c * es, *v = q + 2 * c * es;
+        for (int r0 = 0; r0 < n && rc == VAE_OK; r0 += rows) {
+            const int mb = n - r0 < rows ? n - r0 : rows;
+            /* column-major: S^T [n x mb] = K [c x n]^T Q_b [c x mb] (rows 3c apart) */
+            rc = cu_blas_check(cublasGemmEx(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, mb, c, &scale,
+                                            k, dt, 3 * c, q + (size_t)r0 * 3 * c * es, dt, 3 * c,
+                                            &zero, sc, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT),
+                               op->name, "attention scores");
+            if (rc == VAE_OK)
+                rc = cu_check(cuk_softmax_rows(cb->stream, cb->base.dtype, sc, p, mb, n), op->name,
+                              "attention softmax");
+            /* Y_b^T [c x mb] = V [c x n] P^T [n x mb] */
+            if (rc == VAE_OK)
+                rc = cu_blas_check(cublasGemmEx(cb->cublas, CUBLAS_OP_N, CUBLAS_OP_N, c, mb, n,
+                                                &one, v, dt, 3 * c, p, dt, n, &zero,
+                                                y + ((size_t)f * n + r0) * c * es, dt, c,
+                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                   op->name, "attention P V");
+        }
+    }
+    return rc;
+}
+
 static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, void *y, int t, int h,
                          int w);
 
@@ -300,8 +380,8 @@ static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, vo
     if (op->kind != VAE_OP_ATTENTION)
         return vae_fail(VAE_EINVAL, "%s: op kind %d is not attention", op->name, (int)op->kind);
     if (c < 1 || op->c_in != 3 * c)
-        return vae_fail(VAE_ESHAPE, "%s: attention wants c_in = 3 * c_out, has %d and %d",
-                        op->name, op->c_in, op->c_out);
+        return vae_fail(VAE_ESHAPE, "%s: attention wants c_in = 3 * c_out, has %d and %d", op->name,
+                        op->c_in, op->c_out);
     if (t < 0 || h < 0 || w < 0 || (int64_t)h * w > INT32_MAX / 2)
         return vae_fail(VAE_ESHAPE, "%s: attention input %dx%dx%d", op->name, t, h, w);
     const int n = h * w;
@@ -309,6 +389,8 @@ static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, vo
     if (!qkv || !y) return vae_fail(VAE_EINVAL, "%s: attention without input or output", op->name);
     int rc = cu_enter(cb, op->name);
     if (rc) return rc;
+    const int rows = att_gemm_block(cb, op, n);
+    if (rows > 0) return attention_gemm(cb, op, qkv, y, t, n, rows);
     return cu_check(cuk_attention(cb->stream, be->dtype, qkv, y, t, n, c, op->scale), op->name,
                     "attention kernel");
 }
@@ -319,5 +401,9 @@ int64_t cuda_scratch_need(vae_backend *be, const vae_op *op, int t, int h, int w
     if (op->kind == VAE_OP_GROUP_NORM)
         return (int64_t)cuk_group_norm_work(be->dtype, t, (int64_t)h * w, op->c_in, op->groups,
                                             cb->sm_count);
+    if (op->kind == VAE_OP_ATTENTION && !minimal) { /* minimal: the fused kernel, no scratch */
+        const int n = h * w;
+        return (int64_t)att_gemm_bytes(cb, att_gemm_rows(cb, op, n, att_gemm_target(cb)), n);
+    }
     return 0;
 }
