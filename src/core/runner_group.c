@@ -84,6 +84,22 @@ static int run_lanes(lane *ln, int n, atomic_int *first_failed) {
     return vae_fail(ln[f].rc, "%s%s", f ? "(another device of the group) " : "", ln[f].err);
 }
 
+/* -v: each lane's time (A, its tiles, the host's share of the output) */
+static void lanes_log(const lane *ln, int n, int a_shared, double lanes_s) {
+    for (int k = 0; k < n; k++) {
+        char a[64];
+        if (a_shared && k > 0)
+            snprintf(a, sizeof a, "A from device 0");
+        else
+            snprintf(a, sizeof a, "A done at %.0f ms", ln[k].s.a_s * 1e3);
+        VAE_INFO("group: device %d: prepared in %.0f ms, %s, its tiles at %.0f ms (of the lanes' "
+                 "%.0f ms); host time on the output: %.0f ms waiting for downloads, %.0f ms "
+                 "assembling tiles",
+                 k, ln[k].prep_s * 1e3, a, ln[k].work_s * 1e3, lanes_s * 1e3, ln[k].s.wait_s * 1e3,
+                 ln[k].s.put_s * 1e3);
+    }
+}
+
 int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, const vae_run_io *io,
                          int *emitted) {
     *emitted = 0;
@@ -144,18 +160,7 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
         rc = io->out_view ? vae_assembly_emit(out, runner_emit_to_view, s0, &s0->emitted)
                           : vae_assembly_emit(out, io->emit, io->emit_user, &s0->emitted);
     if (rc) runner_drain(s0);
-    for (int k = 0; k < n && rc == VAE_OK; k++) {
-        char a[64];
-        if (plan->a_shared && k > 0)
-            snprintf(a, sizeof a, "A from device 0");
-        else
-            snprintf(a, sizeof a, "A done at %.0f ms", ln[k].s.a_s * 1e3);
-        VAE_INFO("group: device %d: prepared in %.0f ms, %s, its tiles at %.0f ms (of the lanes' "
-                 "%.0f ms); host time on the output: %.0f ms waiting for downloads, %.0f ms "
-                 "assembling tiles",
-                 k, ln[k].prep_s * 1e3, a, ln[k].work_s * 1e3, (t1 - t0) * 1e3,
-                 ln[k].s.wait_s * 1e3, ln[k].s.put_s * 1e3);
-    }
+    if (rc == VAE_OK) lanes_log(ln, n, plan->a_shared, t1 - t0);
     if (rc == VAE_OK)
         VAE_INFO("group: C and the output handed out in %.0f ms", (vae_seconds() - t1) * 1e3);
     *emitted = io->out_view ? 0 : s0->emitted;
