@@ -355,9 +355,8 @@ static void describe(const planner *pl, vae_plan *plan) {
                               plan->part[1].chunk);
     if (plan->strips && n < cap)
         n += (size_t)snprintf(
-            w + n, cap - n,
-            ", as column strips that hand their edge columns on (no halos; %d "
-            "carries, %d slots of %s on the %s)",
+            w + n, cap - n, ", as column strips that hand their edge columns on (no halos; %d "
+                            "carries, %d slots of %s on the %s)",
             plan->strips->n_carry, plan->strips->n_slot,
             size_str(vae_strips_slot_bytes(plan->strips, &pl->pb.prog, rq->elem, NULL)),
             plan->strips->slots_host ? "host" : "device");

@@ -75,9 +75,9 @@ typedef struct vae_plan_request {
      * planar_io: chunks pass through it as float32 on their way in and out */
     int64_t (*scratch_need)(struct vae_backend *be, const vae_op *op, int t, int h, int w,
                             int minimal);
-    int scratch_minimal; /* 1: plan with the least scratch of every op (the backend then
-                          * keeps to its paths that fit); vae_plan_make tries this after
-                          * nothing fit the paths of choice */
+    int scratch_minimal;           /* 1: plan with the least scratch of every op (the backend then
+                                    * keeps to its paths that fit); vae_plan_make tries this after
+                                    * nothing fit the paths of choice */
     struct vae_backend *be;
     int64_t scratch_now;
     int planar_io;

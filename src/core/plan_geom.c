@@ -158,8 +158,7 @@ static void tile_need(const plan_tiler *t, vae_span own) {
         vae_span s = vae_span_clip(vae_op_in_span(op, t->axis, o, t->n[x]), 0, t->n[x]);
         t->need[x] = span_union(t->need[x], s);
         if (op->in[1] >= 0) /* residual, addend, concat: the output's rows */
-            t->need[op->in[1]] =
-                span_union(t->need[op->in[1]], vae_span_clip(o, 0, t->n[op->in[1]]));
+            t->need[op->in[1]] = span_union(t->need[op->in[1]], vae_span_clip(o, 0, t->n[op->in[1]]));
     }
 }
 

@@ -36,8 +36,7 @@ int64_t plan_frames_bytes(const planner *pl, const part *q, int v, int t, int h,
     return (int64_t)t * h * w * c * (int64_t)pl->rq->elem;
 }
 
-/* ---- tiles of part B --------------------------------------------------------------------------
- */
+/* ---- tiles of part B -------------------------------------------------------------------------- */
 /* MACs a GPU does in the time one byte crosses between host and device (~200 TMAC/s of 16-bit
  * tensor cores against ~20 GB/s of staged copies): the exchange rate of the tile search's cost */
 #define HOST_BYTE_MACS 1e4
@@ -148,6 +147,16 @@ static void strip_rebuilds(const planner *pl, const part *b, const vae_strips *s
 
 /* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
  * the tiles; st: as column strips, ax their columns), into c. */
+/* The MACs of the ops in [from, to) over the whole video, whole frames. */
+static double ops_macs(const planner *pl, int from, int to) {
+    double macs = 0;
+    for (int i = from; i < to; i++) {
+        const vae_op *op = &pl->p->ops[i];
+        macs += vae_op_macs(op, (int)pl->op_frames[i], pl->vh[op->out], pl->vw[op->out]);
+    }
+    return macs;
+}
+
 static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
                       int blend, const vae_strips *st, cand *c) {
     const vae_plan_request *rq = pl->rq;
@@ -200,8 +209,8 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         frame_b = plan_rounded(pl, plan_frames_bytes(pl, pc, 0,
                                                      pc->first > pc->chunk ? pc->first : pc->chunk,
                                                      pc->vh[0], pc->vw[0]));
-        phase_c = plan_part_mem(pl, pc, pc->vh, pc->vw, plan_part_in_frames(pl, pc), NULL, 0, NULL,
-                                &scratch, &cb);
+        phase_c = plan_part_mem(pl, pc, pc->vh, pc->vw, plan_part_in_frames(pl, pc), NULL, 0,
+                                NULL, &scratch, &cb);
         if (cb > caches) caches = cb;
     }
     vae_free(zw);
@@ -238,10 +247,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         }
     }
     /* work outside B: A and C run untiled */
-    for (int i = 0; i < pl->p->n_ops; i++)
-        if (!blend && (i < b->from || i >= b->to))
-            macs += vae_op_macs(&pl->p->ops[i], (int)pl->op_frames[i], pl->vh[pl->p->ops[i].out],
-                                pl->vw[pl->p->ops[i].out]);
+    if (!blend) macs += ops_macs(pl, 0, b->from) + ops_macs(pl, b->to, pl->p->n_ops);
     c->macs = macs;
     /* a store on the host costs its traffic: written once, read again by the tiles' crops (A)
      * or by C (B) */
@@ -313,16 +319,6 @@ static int try_spans(planner *pl, const part *b, const vae_span *sy, int ny, con
     return rc;
 }
 
-/* The MACs of the ops in [from, to) over the whole video, whole frames. */
-static double ops_macs(const planner *pl, int from, int to) {
-    double macs = 0;
-    for (int i = from; i < to; i++) {
-        const vae_op *op = &pl->p->ops[i];
-        macs += vae_op_macs(op, (int)pl->op_frames[i], pl->vh[op->out], pl->vw[op->out]);
-    }
-    return macs;
-}
-
 /* A device group's one row or column of ranks tiles of a decoder when A runs once, on the first
  * device: the first tile smaller by A's share of the work, so that every device ends together
  * while the others' tiles start on A's first frames (a = A's MACs / B's: device 0 takes
@@ -332,8 +328,9 @@ static int shared_a_tiles(const planner *pl, int ny, int nx, vae_span *sy, vae_s
     const vae_plan_request *rq = pl->rq;
     const part *b = &pl->pb;
     const int n = rq->ranks;
-    if (n < 2 || !(ny == 1 && nx == n) == !(nx == 1 && ny == n) || !pl->pa.present ||
-        rq->encode || rq->tile_w > 0 || rq->tile_h > 0)
+    const int row = ny == 1 && nx == n, column = nx == 1 && ny == n;
+    if (n < 2 || !(row || column) || !pl->pa.present || rq->encode || rq->tile_w > 0 ||
+        rq->tile_h > 0)
         return 0;
     const double mb = ops_macs(pl, b->from, b->to);
     const double a = mb > 0 ? ops_macs(pl, 0, b->from) / mb : 0;
@@ -342,8 +339,8 @@ static int shared_a_tiles(const planner *pl, int ny, int nx, vae_span *sy, vae_s
     for (int k = 0; k < n; k++)
         share[k] = (1 - (n - 1) * a) / n + (k ? a : 0);
     const int v = b->prog.output;
-    return nx == n ? plan_split_shares(b->vw[v], share, n, pl->own_align, sx) == n
-                   : plan_split_shares(b->vh[v], share, n, pl->own_align, sy) == n;
+    return row ? plan_split_shares(b->vw[v], share, n, pl->own_align, sx) == n
+               : plan_split_shares(b->vh[v], share, n, pl->own_align, sy) == n;
 }
 
 int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan) {
@@ -379,9 +376,9 @@ int plan_try_blend(planner *pl, cand *c, vae_plan *plan) {
     return try_spans(pl, b, sy, ny, sx, nx, 1, c, plan);
 }
 
-/* ---- column strips of part B (strip.h) --------------------------------------------------------
- */
-static int strips_eval(planner *pl, const part *b, vae_strips *st, int n, cand *c, vae_plan *plan) {
+/* ---- column strips of part B (strip.h) -------------------------------------------------------- */
+static int strips_eval(planner *pl, const part *b, vae_strips *st, int n, cand *c,
+                       vae_plan *plan) {
     const int nv = b->prog.n_values;
     c->a_shared = 0;
     axis_tiles *ay = vae_calloc(1, sizeof *ay), *ax = vae_calloc(1, sizeof *ax);

@@ -135,8 +135,7 @@ static int out_push(run *s, const vae_chunk *o, int first) {
     if (s->io->out_view && s->plan->kind != VAE_PLAN_BLEND) { /* in place, the tile's own part */
         const vae_plan_tile *t = s->tile;
         const int whole = s->direct;
-        const int sy = whole ? 0 : t->own_y.lo - t->out_y.lo,
-                  sx = whole ? 0 : t->own_x.lo - t->out_x.lo;
+        const int sy = whole ? 0 : t->own_y.lo - t->out_y.lo, sx = whole ? 0 : t->own_x.lo - t->out_x.lo;
         const int rows = whole ? o->h : t->own_y.hi - t->own_y.lo;
         const int cols = whole ? o->w : t->own_x.hi - t->own_x.lo;
         return be->v->view_export(be, o->data, o->t, o->h, o->w, sy, sx, rows, cols,
@@ -191,7 +190,8 @@ int runner_emit_to_view(const float *fr, int first, int n, int c, int h, int w, 
     if (rc) return rc;
     planar_to_cl(r->cl, fr, (size_t)n * h * w, c);
     void *dev = be->v->alloc(be, vals * be->elem_size);
-    if (!dev) return vae_fail(VAE_ENOMEM, "out of %s memory for an output frame", be->v->name);
+    if (!dev)
+        return vae_fail(VAE_ENOMEM, "out of %s memory for an output frame", be->v->name);
     rc = be->v->upload(be, dev, r->cl, vals);
     if (rc == VAE_OK)
         rc = be->v->view_export(be, dev, n, h, w, 0, 0, h, w, s->io->out_view, first, 0, 0);
@@ -220,8 +220,7 @@ static int tick(run *s) {
  * group of `world`, or once for all of them when shared). */
 int64_t runner_plan_steps(const vae_runner *r, const vae_plan *pl, int world) {
     const vae_program *p = r->p;
-    const int64_t chunks =
-        pl->t_in < p->first_chunk ? 0 : 1 + (pl->t_in - p->first_chunk) / p->chunk;
+    const int64_t chunks = pl->t_in < p->first_chunk ? 0 : 1 + (pl->t_in - p->first_chunk) / p->chunk;
     if (pl->kind != VAE_PLAN_TILED) return chunks * pl->n_tiles;
     const int a = r->part[0].present, c = r->part[2].present;
     return (a ? chunks * (pl->a_shared ? 1 : world) : 0) +

@@ -33,8 +33,8 @@ struct vae_runner {
 
 /* A part's output over the whole video, between parts. */
 typedef struct store {
-    void *dev; /* [t][h][w][c] in the backend's dtype (device memory, or host memory from
-                * host_alloc when pinned), or NULL: */
+    void *dev;   /* [t][h][w][c] in the backend's dtype (device memory, or host memory from
+                  * host_alloc when pinned), or NULL: */
     int pinned;
     float *host; /* the same as float32 on the host, or one frame of it when: */
     FILE *file;  /* (above VAE_EXEC_HOST_MB) it is kept in a temporary file */

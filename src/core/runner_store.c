@@ -26,8 +26,8 @@ int runner_grow(float **buf, size_t *cap, size_t n) {
 static float *store_frame(const store *st, int f, int load) {
     const size_t n = (size_t)st->h * st->w * st->c;
     if (!st->file) return st->host + (size_t)f * n;
-    if (load && pread(fileno(st->file), st->host, n * sizeof(float),
-                      (off_t)(f * n * sizeof(float))) != (ssize_t)(n * sizeof(float))) {
+    if (load && pread(fileno(st->file), st->host, n * sizeof(float), (off_t)(f * n * sizeof(float))) !=
+                    (ssize_t)(n * sizeof(float))) {
         vae_fail(VAE_EIO, "temporary store file: cannot read frame %d", f);
         return NULL;
     }
@@ -37,8 +37,9 @@ static float *store_frame(const store *st, int f, int load) {
 /* After frame f of a file-backed store was changed: written back. */
 static int store_frame_done(const store *st, int f) {
     const size_t n = (size_t)st->h * st->w * st->c;
-    if (!st->file || pwrite(fileno(st->file), st->host, n * sizeof(float),
-                            (off_t)(f * n * sizeof(float))) == (ssize_t)(n * sizeof(float)))
+    if (!st->file ||
+        pwrite(fileno(st->file), st->host, n * sizeof(float), (off_t)(f * n * sizeof(float))) ==
+            (ssize_t)(n * sizeof(float)))
         return VAE_OK;
     return vae_fail(VAE_EIO, "temporary store file: cannot write frame %d", f);
 }
@@ -46,10 +47,8 @@ static int store_frame_done(const store *st, int f) {
 /* A store in a temporary file has one frame buffer: runners of a group take turns with it. */
 static void file_lock(run *s, const store *st, int lock) {
     if (!st->file || !s->sh) return;
-    if (lock)
-        pthread_mutex_lock(&s->sh->mu);
-    else
-        pthread_mutex_unlock(&s->sh->mu);
+    if (lock) pthread_mutex_lock(&s->sh->mu);
+    else pthread_mutex_unlock(&s->sh->mu);
 }
 
 int runner_store_open(run *s, store *st, int k) {
@@ -85,10 +84,8 @@ int runner_store_open(run *s, store *st, int k) {
 }
 
 void runner_store_close(run *s, store *st) {
-    if (st->dev && st->pinned)
-        s->r->be->v->host_free(s->r->be, st->dev);
-    else if (st->dev)
-        s->r->be->v->release(s->r->be, st->dev);
+    if (st->dev && st->pinned) s->r->be->v->host_free(s->r->be, st->dev);
+    else if (st->dev) s->r->be->v->release(s->r->be, st->dev);
     if (st->file) fclose(st->file);
     vae_free(st->host);
     memset(st, 0, sizeof *st);
@@ -154,6 +151,7 @@ static int store_put(run *s, store *st, const vae_chunk *o, int first, vae_span 
         file_lock(s, st, 0);
     }
     return rc;
+
 }
 
 int runner_store_put(run *s, store *st, const vae_chunk *o, int first, vae_span out_y,

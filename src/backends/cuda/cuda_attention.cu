@@ -117,8 +117,8 @@ enum {
     TC_STAGES = 3,
     TC_WARPS = 8, /* row group rg = warp % 4, channel half h = warp / 4 */
     TC_THREADS = 32 * TC_WARPS,
-    TC_LD = TC_KD + 8,          /* chunk row stride (elements): 144 bytes, so the 8 rows an ldmatrix
-                                 * reads fall in distinct banks */
+    TC_LD = TC_KD + 8, /* chunk row stride (elements): 144 bytes, so the 8 rows an ldmatrix
+                        * reads fall in distinct banks */
     TC_SLOT = 2 * TC_BK * TC_LD /* elements of a ring slot: two [64][TC_LD] chunks */
 };
 
@@ -493,7 +493,7 @@ static cudaError_t launch_mma(cudaStream_t st, const T *qkv, T *y, int t, int n,
         const int nf = t - f < ATT_MAX_Z ? t - f : ATT_MAX_Z;
         dim3 grid((n + TC_BQ - 1) / TC_BQ, (c + 2 * DVW - 1) / (2 * DVW), nf);
         att_mma_kernel<T, DVW><<<grid, TC_THREADS, smem, st>>>(qkv + (int64_t)f * n * 3 * c,
-                                                               y + (int64_t)f * n * c, n, c, sl);
+                                                                y + (int64_t)f * n * c, n, c, sl);
     }
     return cudaGetLastError();
 }

@@ -26,8 +26,7 @@ static int shuffle_up_contig(const int *tab, int subs, int co) {
         const int *t = tab + (size_t)s * co;
         for (int o = 1; o < co; o++)
             if (t[o] != t[0] + o) return 0;
-        while (a > 1 && t[0] % a)
-            a >>= 1;
+        while (a > 1 && t[0] % a) a >>= 1;
     }
     return a;
 }
@@ -40,8 +39,8 @@ static int shuffle_table(cuda_backend *cb, const vae_op *op, const int **out) {
 }
 
 static int shuffle_table_ex(cuda_backend *cb, const vae_op *op, const int **out, int *contig) {
-    int key[10] = {(int)op->kind, op->c_in, op->c_out, op->ft,   op->fs,
-                   op->cs_o,      op->cs_t, op->cs_h,  op->cs_w, op->group};
+    int key[10] = {(int)op->kind, op->c_in, op->c_out, op->ft, op->fs,
+                   op->cs_o, op->cs_t, op->cs_h, op->cs_w, op->group};
     for (int i = 0; i < cb->n_tables; i++)
         if (memcmp(cb->tables[i].key, key, sizeof key) == 0) {
             *out = cb->tables[i].dev;
@@ -63,9 +62,8 @@ static int shuffle_table_ex(cuda_backend *cb, const vae_op *op, const int **out,
     int rc = op->kind == VAE_OP_SHUFFLE_UP ? vae_shuffle_up_table(op, &tab, &n)
                                            : vae_shuffle_down_table(op, &tab, &n);
     if (rc) return rc;
-    int ca = op->kind == VAE_OP_SHUFFLE_UP
-                 ? shuffle_up_contig(tab, op->ft * op->fs * op->fs, op->c_out)
-                 : 0;
+    int ca = op->kind == VAE_OP_SHUFFLE_UP ? shuffle_up_contig(tab, op->ft * op->fs * op->fs, op->c_out)
+                                           : 0;
     int *dev = NULL;
     cudaError_t e = cu_dev_malloc(&cb->pool, (void **)&dev, n * sizeof(int));
     rc = e == cudaSuccess ? cu_upload_host(cb, dev, tab, n * sizeof(int), op->name)
@@ -109,8 +107,7 @@ int cuda_ops_prepare(vae_backend *be, const vae_op *op, void **state) {
     if (!s) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
     int rc = cu_upload_param(cb, op->w, (size_t)op->c_in, 1, (void **)&s->w, op->name);
     if (s->w) s->w_bytes = (size_t)op->c_in * sizeof(float);
-    if (rc == VAE_OK)
-        rc = cu_upload_param(cb, op->b, (size_t)op->c_in, 1, (void **)&s->b, op->name);
+    if (rc == VAE_OK) rc = cu_upload_param(cb, op->b, (size_t)op->c_in, 1, (void **)&s->b, op->name);
     if (s->b) s->b_bytes = (size_t)op->c_in * sizeof(float);
     if (rc) {
         cuda_ops_unprepare(be, op, s);
@@ -250,9 +247,9 @@ static int resample_run(vae_backend *be, const vae_op *op, const void *const *fr
                             op->name, ft, fs, group, ci, co, n_in, t_out);
         int contig = 0;
         if ((rc = shuffle_table_ex(cb, op, &tab, &contig))) return rc;
-        return cu_check(
-            cuk_shuffle_up(cb->stream, es, frames[0], y, n_in, h, w, ci, co, ft, fs, tab, contig),
-            op->name, "shuffle up");
+        return cu_check(cuk_shuffle_up(cb->stream, es, frames[0], y, n_in, h, w, ci, co, ft, fs, tab,
+                                       contig),
+                        op->name, "shuffle up");
     case VAE_OP_SHUFFLE_DOWN: {
         if (ft < 1 || fs < 1 || group < 1 || ci < 1 || co < 1 || n_in != ft * t_out ||
             (int64_t)ci * ft * fs * fs != (int64_t)co * group)
@@ -269,8 +266,7 @@ static int resample_run(vae_backend *be, const vae_op *op, const void *const *fr
             int tb = t_out - j0 < tb_max ? t_out - j0 : tb_max;
             cuk_frames f;
             memset(&f, 0, sizeof f);
-            for (int i = 0; i < tb * ft; i++)
-                f.p[i] = frames[(size_t)j0 * ft + i];
+            for (int i = 0; i < tb * ft; i++) f.p[i] = frames[(size_t)j0 * ft + i];
             rc = cu_check(cuk_shuffle_down(cb->stream, be->dtype, &f, tb, h, w, ci, co, ft, fs,
                                            group, tab, (char *)y + (size_t)j0 * yfb),
                           op->name, "shuffle down");
@@ -294,18 +290,19 @@ static int resample_run(vae_backend *be, const vae_op *op, const void *const *fr
 enum { ATT_GEMM_MIN_TOKENS = 1024, ATT_GEMM_ROWS_ALIGN = 64 };
 #define ATT_GEMM_SCRATCH ((size_t)128 << 20) /* the blocks' target; the scratch limit caps it */
 
+/* scratch of `rows` query rows of n keys: float32 scores and P in the activation dtype */
+static size_t att_gemm_bytes(const cuda_backend *cb, int rows, int n) {
+    return (size_t)rows * n * (sizeof(float) + cb->base.elem_size);
+}
+
 /* query rows per block of the GEMM path within `bytes` of scratch (0: the path does not apply) */
 static int att_gemm_rows(const cuda_backend *cb, const vae_op *op, int n, size_t bytes) {
     if (!cb->att_gemm || cb->base.dtype == VAE_DTYPE_F32 || n < ATT_GEMM_MIN_TOKENS ||
         op->c_out % 8)
         return 0;
-    const size_t per_row = (size_t)n * (sizeof(float) + cb->base.elem_size);
-    const size_t rows = bytes / per_row / ATT_GEMM_ROWS_ALIGN * ATT_GEMM_ROWS_ALIGN;
+    const size_t rows =
+        bytes / att_gemm_bytes(cb, 1, n) / ATT_GEMM_ROWS_ALIGN * ATT_GEMM_ROWS_ALIGN;
     return rows > (size_t)n ? n : (int)rows;
-}
-
-static size_t att_gemm_bytes(const cuda_backend *cb, int rows, int n) {
-    return (size_t)rows * n * (sizeof(float) + cb->base.elem_size);
 }
 
 /* the scratch the GEMM path's blocks aim at */
@@ -380,8 +377,8 @@ static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, vo
     if (op->kind != VAE_OP_ATTENTION)
         return vae_fail(VAE_EINVAL, "%s: op kind %d is not attention", op->name, (int)op->kind);
     if (c < 1 || op->c_in != 3 * c)
-        return vae_fail(VAE_ESHAPE, "%s: attention wants c_in = 3 * c_out, has %d and %d", op->name,
-                        op->c_in, op->c_out);
+        return vae_fail(VAE_ESHAPE, "%s: attention wants c_in = 3 * c_out, has %d and %d",
+                        op->name, op->c_in, op->c_out);
     if (t < 0 || h < 0 || w < 0 || (int64_t)h * w > INT32_MAX / 2)
         return vae_fail(VAE_ESHAPE, "%s: attention input %dx%dx%d", op->name, t, h, w);
     const int n = h * w;
