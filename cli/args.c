@@ -101,9 +101,9 @@ const char cli_mem_help[] =
     "  --tune-cache PATH       cuda: file of the conv path choices kept between runs (default:\n"
     "                          ~/.cache/vae.c/cuda-tune.txt; '' keeps none)\n"
     "  --devices I,J,..        share the work among these GPUs (a device group, e.g. 0,1,2,3):\n"
-    "                          each takes every n-th exact tile; the output equals the one-GPU\n"
-    "                          output. Models whose exact plan is whole frames (seedvr2) run on\n"
-    "                          the first alone. --max-memory is each GPU's budget (a GPU listed\n"
+    "                          each takes every n-th exact tile (seedvr2: a band of rows, the\n"
+    "                          GroupNorm sums added up through NCCL); the output equals the\n"
+    "                          one-GPU output. --max-memory is each GPU's budget (a GPU listed\n"
     "                          twice runs two lanes that split it)\n";
 
 int cli_parse_bytes(const char *cmd, const char *flag, const char *s, int64_t *out) {

@@ -242,6 +242,14 @@ typedef enum {
     VAE_PARAM_CUDA_ATT,          /* attention of >= 1024 tokens in 16-bit: 1 scores and P V on
                                   * cuBLAS (float32 scores of a block of query rows in scratch),
                                   * 0 the fused kernel everywhere (1) */
+    VAE_PARAM_PLAN_BANDS,        /* device groups: models with GroupNorm (SeedVR2) in row bands,
+                                  * one per device, their statistics all-reduced: 0 where the
+                                  * planner finds them faster than one device, 1 wherever they
+                                  * apply (tests), -1 never (0) */
+    VAE_PARAM_COMM,              /* how the devices of a group add up their bands' GroupNorm
+                                  * sums: 1 through the backend's communicator where it has one
+                                  * (CUDA: NCCL, when it loads and each GPU is in the group once),
+                                  * else 0: through host memory, the group's threads (1) */
     VAE_PARAM_COUNT
 } vae_param;
 

@@ -10,15 +10,21 @@ bash scripts/build.sh build
 bash scripts/build.sh build-asan -DVAE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVAE_CUDA=OFF
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 1500 \
     -E 'fixture_(wan21_full|wan22_full|seedvr2_full|wan21_small)|gpu_')
-# ThreadSanitizer: one model's sessions on several threads at once (CPU backend), and the
-# in-process communicator's ranks
+# ThreadSanitizer: one model's sessions on several threads at once (CPU backend), the
+# in-process communicator's ranks, and device groups of CPU lanes: row bands (their GroupNorm
+# sums through it) and A once (the other lane reading A's frames as they come); one thread a
+# lane: no OpenMP workers, which it cannot see into
 mkdir -p build-tsan
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVAE_SANITIZE_THREAD=ON -DVAE_CUDA=OFF \
     -DVAE_MEDIA=OFF >build-tsan/configure.log 2>&1 || { cat build-tsan/configure.log; exit 1; }
-cmake --build build-tsan --target test_threads test_comm -j"$(nproc)" >build-tsan/build.log 2>&1 ||
+cmake --build build-tsan --target test_threads test_comm test_fixtures -j"$(nproc)" >build-tsan/build.log 2>&1 ||
     { tail -40 build-tsan/build.log; exit 1; }
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_threads ../shared
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_comm
+TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_PLAN_BANDS=1 build-tsan/test_fixtures ../shared \
+    seedvr2_tiny --devices 2 --threads 1 --case dec_t6_odd
+TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_fixtures ../shared wan22_tiny \
+    --devices 2 --max-memory 2500000 --threads 1 --case dec_t3
 # Python: the package as the README installs it (pip install .: scikit-build-core builds
 # libvae.so), torch (the PyPI wheel, used on the CPU here) and diffusers from PyPI, then pytest on
 # the installed package (python/tests; the ComfyUI tests run inside ComfyUI with COMFYUI_PATH).

@@ -9,8 +9,10 @@
  * (the backend's cudaMalloc or the host's pool); those the caching allocator recovers from (it
  * frees its cached blocks and tries again) succeed.
  * A device group of two lanes (threads) sweeps too: a failure on either stops both, and the call
- * returns it.
- * "quick" sweeps three of the scenarios (the sanitizer build, where every try is 3x slower).
+ * returns it; also in row bands (SeedVR2 tiny, synthetic: the lanes wait for each other's
+ * GroupNorm sums, so a failure on one must wake the other).
+ * "quick" sweeps three of the scenarios (the sanitizer build, where every try is 3x slower; the
+ * bands' ~2000 allocations take ~3 min even in the release build).
  * usage: test_alloc_fail SHARED_DIR [cuda|quick] */
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +20,20 @@
 
 #include "core/core.h"
 #include "vae.h"
+
+/* the seedvr2_tiny fixture's configuration (its synthetic weights: vae_model_synth) */
+#define SEEDVR2_TINY                                                                               \
+    "{\"act_fn\":\"silu\",\"block_out_channels\":[32,32,64,64],\"down_block_types\":["             \
+    "\"DownEncoderBlock3D\","                                                                      \
+    "\"DownEncoderBlock3D\",\"DownEncoderBlock3D\",\"DownEncoderBlock3D\"],\"in_channels\":3,"     \
+    "\"latent_channels\":16,"                                                                      \
+    "\"layers_per_block\":2,\"norm_num_groups\":8,\"out_channels\":3,\"slicing_sample_min_size\":" \
+    "4,"                                                                                           \
+    "\"temporal_scale_num\":2,\"inflation_mode\":\"pad\",\"up_block_types\":["                     \
+    "\"UpDecoderBlock3D\","                                                                        \
+    "\"UpDecoderBlock3D\",\"UpDecoderBlock3D\",\"UpDecoderBlock3D\"],\"spatial_downsample_"        \
+    "factor\":8,"                                                                                  \
+    "\"temporal_downsample_factor\":4,\"use_quant_conv\":false,\"use_post_quant_conv\":false}"
 
 static int n_fail;
 static vae_device device = VAE_DEVICE_CPU;
@@ -38,6 +54,7 @@ typedef struct scenario {
     vae_tile_mode mode;
     int tile, blend;
     int lanes; /* > 1: a device group of that many lanes (threads; a failure on one stops all) */
+    int bands; /* the SeedVR2 model in row bands (VAE_PARAM_PLAN_BANDS) instead of Wan2.1 */
 } scenario;
 
 static double rel_diff(const vae_tensor *a, const vae_tensor *b) {
@@ -55,6 +72,13 @@ static int run(vae_session *s, const scenario *sc, const vae_tensor *in, vae_ten
     return sc->encode ? vae_encode_tensor(s, in, out) : vae_decode_tensor(s, in, out);
 }
 
+/* every how many allocations the sweep tries: all, except for bands on GPUs (each try makes a
+ * new NCCL communicator, ~0.3 s: every 37th, which still fails the lanes mid-run, where one
+ * waits in an all-reduce for the other) */
+static long sweep_step(const scenario *sc) {
+    return device == VAE_DEVICE_CUDA && sc->bands ? 37 : 1;
+}
+
 /* One scenario: the reference, then the sweep. Returns the number of allocations it met. */
 static long sweep(const vae_model *m, const scenario *sc, const vae_tensor *in) {
     vae_session_options so;
@@ -66,6 +90,7 @@ static long sweep(const vae_model *m, const scenario *sc, const vae_tensor *in) 
     so.blend_tile = sc->blend, so.blend_overlap = sc->blend / 4;
     so.n_devices = sc->lanes;
     so.threads = sc->lanes > 1 ? sc->lanes : 1; /* one thread per lane */
+    if (sc->bands) vae_session_options_set(&so, VAE_PARAM_PLAN_BANDS, 1);
     vae_session *s = NULL;
     vae_tensor ref = {0}, out = {0};
     int rc = vae_session_create(&s, m, &so);
@@ -74,7 +99,7 @@ static long sweep(const vae_model *m, const scenario *sc, const vae_tensor *in) 
     CHECK(rc == VAE_OK, "%s: reference run: %s", sc->name, vae_last_error());
     if (rc) return 0;
     long k = 1;
-    for (; k < 100000; k++) {
+    for (; k < 100000; k += sweep_step(sc)) {
         const long live = vae_alloc_live();
         s = NULL;
         vae_alloc_fail_after(k);
@@ -116,23 +141,27 @@ int main(int argc, char **argv) {
         }
         device = VAE_DEVICE_CUDA, tol = 1e-5;
     }
-    char path[1024], io[1024];
+    char path[1024], io[1024], io2[1024];
     snprintf(path, sizeof path, "%s/fixtures/wan21_tiny.safetensors", argv[1]);
     snprintf(io, sizeof io, "%s/fixtures/wan21_tiny.io.safetensors", argv[1]);
-    vae_model *m = NULL;
-    vae_tensor lat = {0}, img = {0};
+    snprintf(io2, sizeof io2, "%s/fixtures/seedvr2_tiny.io.safetensors", argv[1]);
+    vae_model *m = NULL, *m2 = NULL;
+    vae_tensor lat = {0}, img = {0}, lat2 = {0};
     if (vae_model_open(&m, path, NULL) || vae_tensor_load(io, "dec_img.latent", &lat) ||
-        vae_tensor_load(io, "enc_img.video", &img)) {
+        vae_tensor_load(io, "enc_img.video", &img) ||
+        vae_model_synth(&m2, "seedvr2", SEEDVR2_TINY) ||
+        vae_tensor_load(io2, "dec_img.latent", &lat2)) {
         printf("FAIL setup: %s\n", vae_last_error());
         return 1;
     }
     const scenario scs[] = {
-        {"decode, whole frames", "dec_img.latent", 0, VAE_TILE_AUTO, 0, 0, 1},
-        {"encode, whole frames", "enc_img.video", 1, VAE_TILE_AUTO, 0, 0, 1},
-        {"decode, exact 16 px tiles", "dec_img.latent", 0, VAE_TILE_AUTO, 16, 0, 1},
-        {"encode, exact 16 px tiles", "enc_img.video", 1, VAE_TILE_AUTO, 16, 0, 1},
-        {"decode, blended 32 px tiles", "dec_img.latent", 0, VAE_TILE_BLEND, 0, 32, 1},
-        {"encode, exact 16 px tiles on 2 lanes", "enc_img.video", 1, VAE_TILE_AUTO, 16, 0, 2},
+        {"decode, whole frames", "dec_img.latent", 0, VAE_TILE_AUTO, 0, 0, 1, 0},
+        {"encode, whole frames", "enc_img.video", 1, VAE_TILE_AUTO, 0, 0, 1, 0},
+        {"decode, exact 16 px tiles", "dec_img.latent", 0, VAE_TILE_AUTO, 16, 0, 1, 0},
+        {"encode, exact 16 px tiles", "enc_img.video", 1, VAE_TILE_AUTO, 16, 0, 1, 0},
+        {"decode, blended 32 px tiles", "dec_img.latent", 0, VAE_TILE_BLEND, 0, 32, 1, 0},
+        {"encode, exact 16 px tiles on 2 lanes", "enc_img.video", 1, VAE_TILE_AUTO, 16, 0, 2, 0},
+        {"decode, row bands on 2 lanes (SeedVR2)", "dec_img.latent", 0, VAE_TILE_AUTO, 0, 0, 2, 1},
     };
     for (size_t i = 0; i < sizeof scs / sizeof *scs; i++) {
         /* on the GPU every try makes a CUDA backend (~0.1 s): the decodes, whole and tiled */
@@ -140,13 +169,17 @@ int main(int argc, char **argv) {
         /* quick (the sanitizer build, 3x slower): whole-frame decode, tiled encode, a group */
         if (quick && i != 0 && i != 3 && i != 5) continue;
         const long before = n_fail;
-        long n = sweep(m, &scs[i], scs[i].encode ? &img : &lat);
-        printf("%s %s: %ld allocations, each failing in turn\n", n_fail == before ? "PASS" : "FAIL",
-               scs[i].name, n);
+        long n = scs[i].bands ? sweep(m2, &scs[i], &lat2)
+                              : sweep(m, &scs[i], scs[i].encode ? &img : &lat);
+        printf("%s %s: %ld allocations, each %s failing in turn\n",
+               n_fail == before ? "PASS" : "FAIL", scs[i].name, n,
+               sweep_step(&scs[i]) > 1 ? "37th" : "one");
     }
     vae_tensor_free(&lat);
     vae_tensor_free(&img);
+    vae_tensor_free(&lat2);
     vae_model_free(m);
+    vae_model_free(m2);
     printf("%s: %d failures\n", n_fail ? "FAILED" : "OK", n_fail);
     return n_fail != 0;
 }

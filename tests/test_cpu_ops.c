@@ -283,6 +283,29 @@ static void test_conv_fp8(int c_in, int c_out) {
 }
 
 /* ---- norms ---------------------------------------------------------------------------------- */
+/* A GroupNorm split into three row bands as a device group runs it (backend.h norm_stats, then
+ * norm_apply with the sums of all bands): against the reference of the whole frame. */
+static void test_norm_bands(vae_backend *be, const vae_op *op, const float *x, int t, int h, int w,
+                            float offset, const double *ref) {
+    const size_t n = (size_t)t * h * w * op->c_in, ns = (size_t)t * op->groups * 3;
+    float *y = malloc(n * sizeof *y);
+    double *sum = calloc(ns, sizeof *sum), *part = malloc(ns * sizeof *part);
+    int rc = VAE_OK;
+    for (int k = 0; k < 3 && rc == VAE_OK; k++) {
+        const int y0 = h * k / 3, y1 = h * (k + 1) / 3;
+        rc = be->v->norm_stats(be, op, x, t, h, w, y0, y1 - y0, part, 0);
+        for (size_t i = 0; i < ns; i++)
+            sum[i] += part[i];
+    }
+    fill_nan(y, n);
+    if (rc == VAE_OK) rc = be->v->norm_apply(be, op, NULL, x, y, t, h, w, sum, 0);
+    EXPECT(rc == VAE_OK, "group_norm in bands: rc %d (%s)", rc, vae_last_error());
+    const double e = rc ? 1.0 : rel_err(y, ref, n);
+    EXPECT(e <= TOL, "group_norm c=%d groups=%d t=%d %dx%d offset=%g in 3 row bands: rel err %.3g",
+           op->c_in, op->groups, t, h, w, offset, e);
+    free(y), free(sum), free(part);
+}
+
 static void test_norm(vae_op_kind kind, int c, int groups, vae_act act, int t, int h, int w,
                       float offset, int has_w, int has_b, int in_place) {
     vae_backend *be = new_backend(0);
@@ -331,6 +354,7 @@ static void test_norm(vae_op_kind kind, int c, int groups, vae_act act, int t, i
                     }
             }
     }
+    if (kind == VAE_OP_GROUP_NORM) test_norm_bands(be, &op, x, t, h, w, offset, ref);
     float *y = in_place ? x : malloc(n * sizeof *y);
     if (!in_place) fill_nan(y, n);
     int rc = be->v->norm(be, &op, NULL, x, y, t, h, w);

@@ -433,6 +433,80 @@ static void test_norm(vae_op_kind kind, int c, int groups, vae_act act, int t, i
     free(out[1]);
 }
 
+/* A GroupNorm in row bands as a device group runs it: each band's sums (norm_stats, at its rows'
+ * offset), added up, then norm_apply over a band of the frame with a halo row (what a band holds):
+ * the GPU against the CPU, with the sums in host memory and in device memory (a device
+ * communicator's buffers: read back and written through pinned memory here). */
+static int band_sums(vae_backend *be, const vae_op *op, const void *xd, int t, int h, int w,
+                     int bands, int dev, double *sum, double *part, void *dsum, double *pin) {
+    const size_t ns = (size_t)t * op->groups * 3, bytes = ns * sizeof(double);
+    memset(sum, 0, bytes);
+    int rc = VAE_OK;
+    for (int j = 0; j < bands && !rc; j++) {
+        const int y0 = h * j / bands, rows = h * (j + 1) / bands - y0;
+        rc = be->v->norm_stats(be, op, xd, t, h, w, y0, rows, dev ? dsum : part, dev);
+        if (!rc && dev) rc = be->v->copy2d(be, pin, bytes, dsum, bytes, bytes, 1);
+        if (!rc && dev) rc = be->v->sync(be);
+        for (size_t i = 0; i < ns && !rc; i++)
+            sum[i] += dev ? pin[i] : part[i];
+    }
+    if (!rc && dev) { /* the summed statistics into the device buffer */
+        memcpy(pin, sum, bytes);
+        rc = be->v->copy2d(be, dsum, bytes, pin, bytes, bytes, 1);
+    }
+    return rc;
+}
+
+static void test_norm_bands(int c, int groups, vae_act act, int t, int h, int w, int bands,
+                            float offset) {
+    const size_t n = (size_t)t * h * w * c, ns = (size_t)t * groups * 3;
+    float *x = rand_buf(n, 1.5f, offset);
+    float *g = rand_buf(c, 0.5f, 1.0f), *b = rand_buf(c, 0.5f, 0.0f);
+    vae_op op = vae_op_make(VAE_OP_GROUP_NORM, 0, c, c);
+    op.act = act, op.act_scale = 3.0f, op.groups = groups, op.eps = 1e-6f, op.w = g, op.b = b;
+    snprintf(op.name, sizeof op.name, "test.norm_bands");
+    const int y0 = h / 3, rows = h - y0 > 2 ? h - y0 - 1 : h - y0; /* the band applied: a halo */
+    const size_t nb = (size_t)t * rows * w * c;
+    float *out[3] = {NULL, NULL, NULL};
+    int rc[3];
+    vae_backend *bes[3] = {cpu, gpu, gpu};
+    double *sum = malloc(ns * sizeof *sum), *part = malloc(ns * sizeof *part);
+    for (int k = 0; k < 3; k++) {
+        vae_backend *be = bes[k];
+        const int dev = k == 2;
+        void *state = NULL;
+        rc[k] = be->v->prepare(be, &op, &state);
+        void *xd = dev_from(be, x, n), *yd = be->v->alloc(be, nb * be->elem_size);
+        void *bd = be->v->alloc(be, nb * be->elem_size); /* rows [y0, y0 + rows) of each frame */
+        void *dsum = dev ? be->v->alloc(be, ns * sizeof(double)) : NULL;
+        double *pin = dev ? be->v->host_alloc(be, ns * sizeof(double)) : NULL;
+        if (!rc[k] && dev && (!dsum || !pin)) rc[k] = VAE_ENOMEM;
+        if (!rc[k]) rc[k] = band_sums(be, &op, xd, t, h, w, bands, dev, sum, part, dsum, pin);
+        const size_t row = (size_t)w * c * be->elem_size;
+        if (!rc[k])
+            rc[k] = be->v->copy2d(be, bd, rows * row, (const char *)xd + y0 * row, h * row,
+                                  rows * row, (size_t)t);
+        if (!rc[k])
+            rc[k] = be->v->norm_apply(be, &op, state, bd, yd, t, rows, w, dev ? dsum : sum, dev);
+        if (!rc[k]) out[k] = host_from(be, yd, nb);
+        if (dsum) be->v->release(be, dsum);
+        if (pin) be->v->host_free(be, pin);
+        be->v->release(be, bd);
+        be->v->release(be, yd);
+        be->v->release(be, xd);
+        be->v->unprepare(be, &op, state);
+    }
+    for (int k = 1; k < 3; k++) {
+        char what[200];
+        snprintf(what, sizeof what,
+                 "group_norm in %d bands (sums on the %s) c=%d groups=%d %s "
+                 "t=%d %dx%d offset %g",
+                 bands, k == 2 ? "device" : "host", c, groups, act_name(act), t, h, w, offset);
+        compare(what, rc[0], rc[k], out[k], out[0], nb);
+    }
+    free(x), free(g), free(b), free(sum), free(part), free(out[0]), free(out[1]), free(out[2]);
+}
+
 /* ---- eltwise -------------------------------------------------------------------------------- */
 static void test_eltwise(vae_op_kind kind, vae_act act, int c, int64_t n_vox, int in_place) {
     size_t n = (size_t)n_vox * c;
@@ -1107,6 +1181,11 @@ static void run_variant(const variant_def *v) {
         test_norm(VAE_OP_GROUP_NORM, 96, 32, VAE_ACT_SILU, 2, 30, 20, 0.0f, 1, 1, 0);
         test_norm(VAE_OP_GROUP_NORM, 256, 32, VAE_ACT_NONE, 3, 3, 2, 0.0f, 1, 1, 0);
         test_norm(VAE_OP_GROUP_NORM, 256, 8, VAE_ACT_SILU, 1, 120, 100, 0.0f, 1, 1, 0);
+        /* split into the row bands of a device group (SeedVR2's widths; a band of no rows) */
+        test_norm_bands(128, 32, VAE_ACT_SILU, 2, 48, 40, 2, 0.0f);
+        test_norm_bands(512, 32, VAE_ACT_SILU, 1, 40, 36, 3, f32 ? 30.0f : 2.0f);
+        test_norm_bands(256, 32, VAE_ACT_NONE, 3, 9, 7, 4, 0.5f);
+        test_norm_bands(64, 32, VAE_ACT_SILU, 1, 2, 33, 3, 0.0f);
     }
     if (v->what & V_ELT) {
         static const vae_act acts[] = {VAE_ACT_NONE, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE};

@@ -2,7 +2,7 @@
  *
  * usage: test_fixtures SHARED_DIR FIXTURE [--device cpu|cuda] [--dtype fp32|bf16|fp16|fp8]
  *                     [--tol X] [--min-psnr DB] [--tiles N] [--strips N] [--blend PX] [--tile HxW]
- *                     [--max-memory BYTES] [--devices N]
+ *                     [--max-memory BYTES] [--devices N] [--case NAME] [--threads N]
  *
  * Weights come from the shipped checkpoint ("file"), the taef2 .pth files, or a checkpoint written
  * by vae_synth_checkpoint() from the fixture's `config` (then checked against its `checksums`).
@@ -10,9 +10,11 @@
  * NaN (default tolerance: fp32 1e-4, bf16/fp16 2e-2, fp8 5e-2); with --min-psnr, decoded images
  * must also be at least that many dB from the reference (over the reference's value range).
  * With --devices N, each case (and each tiled or blended run) again on a device group of N
- * (CPU: N lanes; CUDA: GPUs 0..N-1, shared by lanes when there are fewer): exact plans must equal the one-device
- * output bit for bit on the CPU (within the tiles' tolerance on GPUs, which tune their conv paths
- * each by its own timing), blends within 1e-6.
+ * (CPU: N lanes; CUDA: GPUs 0..N-1, shared by lanes when there are fewer): exact plans must equal
+ * the one-device output bit for bit on the CPU (within the tiles' tolerance on GPUs, which tune
+ * their conv paths each by its own timing), blends within 1e-6.
+ * --case NAME runs that case alone, --threads N sets the CPU backend's threads (1: no OpenMP
+ * workers, for ThreadSanitizer, which does not see into them).
  * Prints one line per check and "N passed, M failed".
  */
 #define _POSIX_C_SOURCE 200809L
@@ -342,6 +344,8 @@ int main(int argc, char **argv) {
     double tol = -1, min_psnr = 0;
     int tile_h = 0, tile_w = 0, blend = 0, tiles = 0, strips = 0, strip_runs = 0;
     long long max_mem = 0;
+    const char *only = NULL; /* --case */
+    int threads = 0;
     for (int i = 3; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--device") == 0) device = argv[i + 1];
         else if (strcmp(argv[i], "--dtype") == 0) dtype = argv[i + 1];
@@ -353,6 +357,10 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--strips") == 0) sscanf(argv[i + 1], "%d", &strips);
         else if (strcmp(argv[i], "--max-memory") == 0) sscanf(argv[i + 1], "%lld", &max_mem);
         else if (strcmp(argv[i], "--devices") == 0) sscanf(argv[i + 1], "%d", &group_devices);
+        else if (strcmp(argv[i], "--case") == 0)
+            only = argv[i + 1];
+        else if (strcmp(argv[i], "--threads") == 0)
+            threads = atoi(argv[i + 1]);
     }
     const char *lv = getenv("VAE_TEST_LOG");
     if (lv && *lv)
@@ -373,6 +381,7 @@ int main(int argc, char **argv) {
                                             : VAE_DTYPE_F32;
     if (tol < 0) tol = so.dtype == VAE_DTYPE_F32 ? 1e-4 : so.dtype == VAE_DTYPE_FP8 ? 5e-2 : 2e-2;
     so.tile_height = tile_h, so.tile_width = tile_w, so.max_memory = max_mem;
+    if (threads > 0) so.threads = threads;
 
     char path[4096], io[4096], ckpt[4096], ckpt2[4096] = "";
     snprintf(path, sizeof path, "%s/fixtures/%s.json", shared, name);
@@ -430,6 +439,7 @@ int main(int argc, char **argv) {
         cJSON_ArrayForEach(c, cJSON_GetObjectItem(js, "cases")) {
             if (rc) break;
             const char *cname = cJSON_GetObjectItem(c, "name")->valuestring;
+            if (only && strcmp(cname, only) != 0) continue;
             int encode = strcmp(cJSON_GetObjectItem(c, "op")->valuestring, "encode") == 0;
             vae_tensor in, ref, out;
             if (vae_tensor_load(io, cJSON_GetObjectItem(c, "input")->valuestring, &in) ||

@@ -95,6 +95,18 @@ set_tests_properties(fixture_group2_file_wan22_tiny PROPERTIES ENVIRONMENT "VAE_
 add_test(NAME fixture_group2_shared_a_wan22_tiny
          COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --devices 2 --max-memory 2500000)
 set_tests_properties(fixture_group2_shared_a_wan22_tiny PROPERTIES LABELS fixture)
+# row bands (VAE_PLAN_BANDS=1: wherever they apply): SeedVR2's GroupNorms inside the tiled part,
+# each band's sums all-reduced over the lanes (comm_threads.c); within 1e-5 of one device (the
+# regular expression: the band plan ran, and nothing failed)
+foreach(fx seedvr2_tiny:2:dec_t6_odd seedvr2_tiny:3:dec_t3 seedvr2_full:2:dec_t2)
+  string(REPLACE ":" ";" fx_n ${fx})
+  list(GET fx_n 0 name)
+  list(GET fx_n 1 n)
+  list(GET fx_n 2 case)
+  add_test(NAME fixture_group${n}_bands_${name} COMMAND test_fixtures ${VAE_SHARED_DIR} ${name} --devices ${n})
+  set_tests_properties(fixture_group${n}_bands_${name} PROPERTIES LABELS fixture ENVIRONMENT "VAE_PLAN_BANDS=1"
+    PASS_REGULAR_EXPRESSION "${case} on ${n} devices \\(tiles ${n}x1\\).* 0 failed")
+endforeach()
 # frame by frame after every temporal upsampling, always (VAE_EXEC_FRAMES=2), whole and tiled
 add_test(NAME fixture_frames_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3)
 set_tests_properties(fixture_frames_wan22_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")
@@ -149,6 +161,13 @@ foreach(fx wan21_tiny wan22_tiny seedvr2_tiny taef2_real)
     set_tests_properties(gpu_group2_${fx}_${dt} PROPERTIES LABELS gpu
                          SKIP_REGULAR_EXPRESSION "skipped: no GPU")
   endforeach()
+endforeach()
+# ... and SeedVR2 in row bands (GroupNorm sums all-reduced between the lanes)
+foreach(dt fp32 bf16)
+  add_test(NAME gpu_group2_bands_seedvr2_tiny_${dt}
+           COMMAND test_fixtures ${VAE_SHARED_DIR} seedvr2_tiny --device cuda --dtype ${dt} --devices 2)
+  set_tests_properties(gpu_group2_bands_seedvr2_tiny_${dt} PROPERTIES LABELS gpu
+                       ENVIRONMENT "VAE_PLAN_BANDS=1" SKIP_REGULAR_EXPRESSION "skipped: no GPU")
 endforeach()
 # ... from a later cut, with the store pinned on the host
 foreach(fx wan21_small wan22_tiny)

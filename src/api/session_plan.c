@@ -59,6 +59,11 @@ int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_
         .scratch_minimal = s->set.plan_scratch_min, .strips = s->set.plan_strips,
         .host_store_max = (int64_t)s->set.exec_host_mb << 20, .ranks = s->n_lanes};
     rq.blend_overlap = o->blend_overlap > 0 ? o->blend_overlap : rq.blend_tile / 8;
+    /* band plans: every lane splits GroupNorm (the group's threads all-reduce its sums) */
+    int split = s->n_lanes > 1 && s->set.plan_bands >= 0;
+    for (int k = 0; k < s->n_lanes; k++)
+        split = split && s->lane[k]->v->norm_stats && s->lane[k]->v->norm_apply;
+    rq.reduce = split ? 1 + s->set.plan_bands : 0;
     return vae_plan_make(plan, &rq);
 }
 
@@ -116,9 +121,10 @@ int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g,
         }
         VAE_INFO("plan: %s", plan.why);
         if (s->n_lanes > 1 && plan.kind == VAE_PLAN_WHOLE && attempt == 0)
-            VAE_WARN("%s: the plan is whole frames, so device %d runs it alone (no exact tiles to "
-                     "share: the model's norms span whole frames, or the input is too small for "
-                     "tiles to pay)", encode ? "encode" : "decode", s->opts.device_index);
+            VAE_WARN(
+                "%s: the plan is whole frames, so device %d runs it alone (no exact tiles or "
+                "bands to share: the input is too small for them to pay, or VAE_PLAN_BANDS=-1)",
+                encode ? "encode" : "decode", s->opts.device_index);
         int emitted = 0, refused = 0;
         lanes_limit(s, plan.budget);
         rc = run_once(s, encode, &plan, io, &emitted);

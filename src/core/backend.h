@@ -16,6 +16,7 @@
 #include "vae.h"
 
 typedef struct vae_backend vae_backend;
+struct vae_comm;
 
 /* A video-side or latent tensor in the caller's memory, seen as [c][t][h][w] with strides in
  * elements (any non-negative strides: PyTorch views), in a user dtype. */
@@ -69,6 +70,26 @@ typedef struct vae_backend_vtbl {
     /* RMS_NORM, GROUP_NORM (with fused op->act); x, y: [t][h][w][c] (y may equal x) */
     int (*norm)(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t,
                 int h, int w);
+    /* Optional (both or none; NULL: GroupNorms run only over whole frames, and device groups
+     * get no band plans): a GROUP_NORM split across the row bands of a group (plan.h reduce).
+     * norm_stats: for each frame f < t and group g of x [t][h][w][c], over the rows
+     *   [y0, y0 + rows): st[(f * groups + g) * 3 + {0, 1, 2}] = count, sum, sum of squares, in
+     *   double (from the band's own mean and squared deviations: n, n m, M2 + n m^2);
+     * norm_apply: y = act((x - mean) * rstd * w + b) over all of x [t][h][w][c] (y may equal
+     *   x) with st summed over the bands: mean = sum / count, var = sum of squares / count -
+     *   mean^2.
+     * st is host memory (written before norm_stats returns), or with dev = 1 a buffer of this
+     * backend, written and read in stream order (nothing waits: a device communicator sums it
+     * in between). */
+    int (*norm_stats)(vae_backend *be, const vae_op *op, const void *x, int t, int h, int w, int y0,
+                      int rows, double *st, int dev);
+    int (*norm_apply)(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t,
+                      int h, int w, const double *st, int dev);
+    /* Optional (NULL: none): a communicator of comm.h among n backends of this kind (lanes[k]
+     * rank k, each on its own device), its buffers theirs (device_buffers = 1). VAE_EUNSUPPORTED
+     * with no error left behind where it cannot be made (no NCCL, a device twice): the caller
+     * takes comm_threads.c instead. */
+    int (*comm_create)(vae_backend *const *lanes, int n, struct vae_comm **ranks);
     /* ACT (a), ADD (a + b2), SCALE_SHIFT (a): n_vox voxels of op->c_in channels (y may equal a) */
     int (*eltwise)(vae_backend *be, const vae_op *op, void *state, const void *a, const void *b2,
                    void *y, int64_t n_vox);

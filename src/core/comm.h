@@ -10,7 +10,10 @@
  *
  * Every call is collective: every rank of the group makes the same calls in the same order,
  * with matching sizes. A rank that fails calls abort(), and every rank's pending and later calls
- * return VAE_EINTERRUPTED instead of waiting for it. Buffers are host memory for comm_threads.c.
+ * return VAE_EINTERRUPTED instead of waiting for it. Buffers are host memory for comm_threads.c;
+ * a backend's own communicator (backend.h comm_create: NCCL on CUDA) takes buffers of the ranks'
+ * backends and queues its work in their stream order (device_buffers = 1): a call returns before
+ * the data moved, and what the backend queues next sees it.
  */
 #ifndef VAE_COMM_H
 #define VAE_COMM_H
@@ -39,6 +42,7 @@ typedef struct vae_comm_vtbl {
 struct vae_comm {
     const vae_comm_vtbl *v;
     int rank, size;
+    int device_buffers; /* 0: host memory, waited for; 1: the rank's backend buffers, queued */
 };
 
 /* `size` handles of one in-process group (ranks[k]: rank k, used by one thread at a time). */

@@ -171,7 +171,7 @@ int vae_comm_threads_create(int size, vae_comm **ranks) {
             group_free(g);
             return vae_fail(VAE_ENOMEM, "comm: out of memory");
         }
-        r->base = (vae_comm){&threads_vtbl, k, size};
+        r->base = (vae_comm){&threads_vtbl, k, size, 0};
         r->g = g;
         ranks[k] = &r->base;
     }

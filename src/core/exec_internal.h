@@ -68,6 +68,13 @@ struct vae_exec {
     int64_t *carry_frames;
     int64_t *carry_step; /* the frames of each carry's last step (after carry_frames, one block):
                           * how far ahead to prefetch */
+    /* band plans (exec_reduce.c): the group, this band's rows at each GroupNorm, the sums */
+    struct vae_comm *comm;
+    const vae_exec_norm *norms;
+    int n_norms;
+    double *sums;   /* host memory, or: */
+    void *sums_dev; /* a backend buffer (a communicator with device buffers) */
+    size_t sums_cap;
 };
 
 size_t exec_vox_bytes(const vae_exec *e, int64_t n);
@@ -83,5 +90,9 @@ int exec_run_windowed(vae_exec *e, int op_index, const value *x, const value *re
 int exec_strip_input(vae_exec *e, int i, int k, const value *x, value *z, const value **out);
 void exec_strip_release(vae_exec *e);
 void exec_window_release(vae_exec *e, window *w, int kt);
+
+/* exec_reduce.c: GroupNorm op i of a band plan, x -> y (allocated); the sums' buffer given back */
+int exec_norm_reduced(vae_exec *e, int i, const value *x, value *y);
+void exec_reduce_release(vae_exec *e);
 
 #endif

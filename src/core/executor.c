@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm.h"
 #include "core.h"
 #include "exec_internal.h"
 
@@ -192,6 +193,7 @@ void vae_exec_free(vae_exec *e) {
     vae_free(e->tv);
     vae_free(e->graph_seen);
     vae_free(e->frames);
+    exec_reduce_release(e);
     vae_free(e);
 }
 
@@ -276,6 +278,7 @@ static int op_compute(vae_exec *e, int i, const value *x, const value *x2, value
     case VAE_OP_RMS_NORM:
     case VAE_OP_GROUP_NORM:
         if (x->t == 0 || (rc = exec_alloc_value(e, y, op->out))) return rc;
+        if (e->comm && vae_op_is_reducible(op)) return exec_norm_reduced(e, i, x, y);
         return be->v->norm(be, op, s->prep, x->buf, y->buf, x->t, x->h, x->w);
     case VAE_OP_ACT:
     case VAE_OP_SCALE_SHIFT:
@@ -550,7 +553,9 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
                                .refs = e->uses[p->input],
                                .kind = VALUE_VIEW};
     int rc = VAE_EUNSUPPORTED;
-    if ((e->graph || e->graph_ok) && !e->strips) {
+    /* (band plans: the sums of a communicator with device buffers are stream work, which a
+     * graph records like the rest; host sums wait in the middle of the step) */
+    if ((e->graph || e->graph_ok) && !e->strips && !(e->comm && !e->comm->device_buffers)) {
         const uint64_t sig = state_sig(e, in);
         const int replay = e->graph && sig == e->graph_sig;
         /* the state before this step is the one before and after the previous step */

@@ -42,6 +42,21 @@ int vae_exec_set_trim(vae_exec *e, int value, int y0, int x0, int h, int w);
  * off while strips run (the slots' places move every step). */
 int vae_exec_set_strip(vae_exec *e, const vae_strips *s, int k);
 
+/* A GroupNorm of a band plan (plan.h): its statistics are those of the rows this executor's band
+ * owns, summed over the ranks of the group (comm.h) before anyone normalises. */
+typedef struct vae_exec_norm {
+    int op;       /* op index in the executor's program */
+    int y0, rows; /* the owned rows, in the op's input as this executor holds it */
+    int n;        /* rows of the whole frame: a group's count is c / groups x n x width */
+} vae_exec_norm;
+
+struct vae_comm;
+/* Band plans: the next streams normalise each op of norms[0 .. n) with the statistics of its
+ * owned rows, all-reduced over comm (every rank of it runs the same ops on the same frames);
+ * comm NULL: off. Between streams only; norms stay the caller's until then. Graphs are off while
+ * a communicator with host buffers is set (its sums wait on the host in the middle of a step). */
+int vae_exec_set_reduce(vae_exec *e, struct vae_comm *comm, const vae_exec_norm *norms, int n);
+
 /* Output of one chunk: a backend buffer [t][h][w][c] (NULL when t == 0), owned by the executor
  * until the next call. */
 typedef struct vae_chunk {

@@ -113,6 +113,15 @@ int vae_op_is_global(const vae_op *op) {
     return op->kind == VAE_OP_GROUP_NORM || op->kind == VAE_OP_ATTENTION;
 }
 
+int vae_op_is_reducible(const vae_op *op) {
+    return op->kind == VAE_OP_GROUP_NORM;
+}
+
+/* global over the frame along the rows, as the plan runs it */
+static int op_is_global_as(const vae_op *op, int reduce) {
+    return vae_op_is_global(op) && !(reduce && vae_op_is_reducible(op));
+}
+
 int vae_op_out_len(const vae_op *op, int axis, int n) {
     axis_rule r = axis_of(op, axis);
     int64_t span = (int64_t)n * r.u + r.p0 + r.p1;
@@ -135,8 +144,8 @@ static int floor_div(int a, int b) {
     return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
-vae_span vae_op_in_span(const vae_op *op, int axis, vae_span out, int n_in) {
-    if (vae_op_is_global(op)) return (vae_span){0, n_in};
+vae_span vae_op_in_span(const vae_op *op, int axis, vae_span out, int n_in, int reduce) {
+    if (op_is_global_as(op, reduce)) return (vae_span){0, n_in};
     if (out.hi <= out.lo) return (vae_span){0, 0};
     axis_rule r = axis_of(op, axis);
     int lo = out.lo * r.s - r.p0, hi = (out.hi - 1) * r.s - r.p0 + r.k; /* upsampled rows */
@@ -148,7 +157,7 @@ int vae_op_align(const vae_op *op, int axis) {
     return r.s / vae_gcd(r.u, r.s);
 }
 
-int vae_op_map_crop(const vae_op *op, int axis, int n, vae_span crop, vae_span valid,
+int vae_op_map_crop(const vae_op *op, int axis, int n, vae_span crop, vae_span valid, int reduce,
                     vae_span *out_crop, vae_span *out_valid) {
     axis_rule r = axis_of(op, axis);
     if (((int64_t)crop.lo * r.u) % r.s)
@@ -159,7 +168,7 @@ int vae_op_map_crop(const vae_op *op, int axis, int n, vae_span crop, vae_span v
     const int o0 = (int)((int64_t)crop.lo * r.u / r.s);
     out_crop->lo = o0;
     out_crop->hi = o0 + vae_op_out_len(op, axis, crop.hi - crop.lo);
-    if (vae_op_is_global(op)) {
+    if (op_is_global_as(op, reduce)) {
         int whole = crop.lo == 0 && crop.hi == n && valid.lo <= 0 && valid.hi >= n;
         *out_valid = whole ? *out_crop : (vae_span){o0, o0};
         return VAE_OK;

@@ -47,20 +47,24 @@ vae_span vae_span_clip(vae_span a, int lo, int hi);
 
 /* 1 for GROUP_NORM and ATTENTION (statistics or tokens over the whole frame). */
 int vae_op_is_global(const vae_op *op);
+/* 1 for GROUP_NORM: its statistics are sums, which the ranks of a device group can add up from
+ * their own row bands (comm.h all-reduce) instead of reading the whole frame. With `reduce` set,
+ * vae_op_in_span and vae_op_map_crop take such an op as one per pixel (band plans, plan.h). */
+int vae_op_is_reducible(const vae_op *op);
 /* Output length along axis (0 = h, 1 = w) for input length n; 0 when the input is too small. */
 int vae_op_out_len(const vae_op *op, int axis, int n);
 /* Output h x w for input h x w; VAE_ESHAPE naming the op when it gives no output. */
 int vae_op_out_size(const vae_op *op, int h, int w, int *h_out, int *w_out);
 /* The input rows that output rows `out` read (unclipped: may reach outside [0, n)). Global ops:
- * the whole input [0, n_in). */
-vae_span vae_op_in_span(const vae_op *op, int axis, vae_span out, int n_in);
+ * the whole input [0, n_in) (reducible ones with `reduce`: the rows `out`). */
+vae_span vae_op_in_span(const vae_op *op, int axis, vae_span out, int n_in, int reduce);
 /* A crop start must be a multiple of this along each axis (s / gcd(u, s)). */
 int vae_op_align(const vae_op *op, int axis);
 /* Through the op along axis: input of full length n, cropped to `crop` of which `valid` is exact
  * -> the output crop and its exact part (whole-frame coordinates; an empty valid part has
  * lo >= hi). VAE_ESHAPE when the crop start is not aligned. Global ops: exact only when the crop
- * is the whole, valid frame. */
-int vae_op_map_crop(const vae_op *op, int axis, int n, vae_span crop, vae_span valid,
+ * is the whole, valid frame (reducible ones with `reduce`: as exact as their input). */
+int vae_op_map_crop(const vae_op *op, int axis, int n, vae_span crop, vae_span valid, int reduce,
                     vae_span *out_crop, vae_span *out_valid);
 
 /* ---- time -------------------------------------------------------------------------------------

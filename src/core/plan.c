@@ -79,7 +79,7 @@ static void find_cuts(planner *pl) {
     int first_g = p->n_ops, last_g = -1;
     pl->n_cuts = 0;
     for (int i = 0; i < p->n_ops; i++)
-        if (vae_op_is_global(&p->ops[i])) {
+        if (vae_op_is_global(&p->ops[i]) && !(pl->reduce_ok && vae_op_is_reducible(&p->ops[i]))) {
             if (first_g == p->n_ops) first_g = i;
             last_g = i;
         }
@@ -137,6 +137,9 @@ static int parts_at(planner *pl, int k) {
     }
     if (rc) return rc;
     const part *b = &pl->pb;
+    pl->b_reduce = 0;
+    for (int i = 0; pl->reduce_ok && i < b->prog.n_ops; i++)
+        pl->b_reduce |= vae_op_is_reducible(&b->prog.ops[i]);
     const int in = b->vh[0], out = b->vh[b->prog.output];
     pl->own_align = !pl->rq->encode && out > in && in > 0 ? out / in : 1;
     return VAE_OK;
@@ -157,6 +160,8 @@ static void planner_free(planner *pl) {
     vae_free(pl->need);
     vae_free(pl->crop);
     vae_free(pl->valid);
+    vae_free(pl->op_crop);
+    vae_free(pl->op_valid);
 }
 
 static int planner_init(planner *pl, const vae_plan_request *rq, vae_plan *plan) {
@@ -171,7 +176,13 @@ static int planner_init(planner *pl, const vae_plan_request *rq, vae_plan *plan)
     pl->need = vae_calloc(nv, sizeof *pl->need);
     pl->crop = vae_calloc(nv, sizeof *pl->crop);
     pl->valid = vae_calloc(nv, sizeof *pl->valid);
-    if (!pl->vh || !pl->vw || !pl->op_frames || !pl->need || !pl->crop || !pl->valid)
+    pl->op_crop = vae_calloc((size_t)p->n_ops + 1, sizeof *pl->op_crop);
+    pl->op_valid = vae_calloc((size_t)p->n_ops + 1, sizeof *pl->op_valid);
+    /* GroupNorms inside B: a group whose backends split them, exact tiles of the planner's size */
+    pl->reduce_ok = rq->reduce && rq->ranks > 1 && rq->mode != VAE_TILE_BLEND && rq->tile_h <= 0 &&
+                    rq->tile_w <= 0;
+    if (!pl->vh || !pl->vw || !pl->op_frames || !pl->need || !pl->crop || !pl->valid ||
+        !pl->op_crop || !pl->op_valid)
         return vae_fail(VAE_ENOMEM, "out of memory planning");
     int rc = vae_program_shapes(p, rq->h, rq->w, pl->vh, pl->vw);
     if (rc) return rc;
@@ -254,6 +265,7 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
         plan->store_host[k] = c->store_host[k];
     }
     plan->a_shared = c->a_shared;
+    plan->reduce = c->bands;
     cand again;
     if (c->strips) return plan_try_strips(pl, c->strips, &again, plan);
     return plan_try_tiled(pl, c->tile_h, c->tile_w, &again, plan);
@@ -278,7 +290,10 @@ static void cand_debug(const planner *pl, const cand *c) {
               (double)c->peak / (1 << 30),
               pl->rq->budget > 0 && c->peak > pl->rq->budget ? " (over the budget)" : "", c->cost,
               c->macs, c->slots_host ? ", slots on the host" : "",
-              c->store_host[0] ? ", store A on the host" : "", c->a_shared ? ", A once" : "");
+              c->store_host[0] ? ", store A on the host" : "",
+              c->a_shared ? ", A once"
+              : c->bands  ? ", row bands"
+                          : "");
 }
 
 /* Column strips of B (strip.h) at the current cut, from 2 to 16: into *best where they fit and
@@ -319,11 +334,13 @@ static int search_tiles(planner *pl, cand *best, cand *floor_c) {
         for (int n = 2; n <= 48 * 48 && tried < 64 && (!fit_n || n <= 2 * fit_n); n++)
             for (int ny = 1; ny <= n && tried < 64; ny++) {
                 if (n % ny || (pl->rq->ranks > 1 && n % pl->rq->ranks)) continue;
+                if (pl->b_reduce && (ny != pl->rq->ranks || n != ny)) continue; /* bands */
                 const int nx = n / ny;
                 const int th = (hb + ny - 1) / ny, tw = (wb + nx - 1) / nx;
                 if (ny > MAX_SPANS / 2 || nx > MAX_SPANS / 2 || th < 2 * pl->own_align ||
-                    tw < 2 * pl->own_align || (th > 2 * tw && ny < hb) || (tw > 2 * th && nx < wb))
-                    continue;
+                    tw < 2 * pl->own_align ||
+                    (!pl->b_reduce && ((th > 2 * tw && ny < hb) || (tw > 2 * th && nx < wb))))
+                    continue; /* (tiles about square, bands as wide as the frame) */
                 cand c;
                 memset(&c, 0, sizeof c);
                 tried++;
@@ -361,11 +378,12 @@ static void describe(const planner *pl, vae_plan *plan) {
             size_str(vae_strips_slot_bytes(plan->strips, &pl->pb.prog, rq->elem, NULL)),
             plan->strips->slots_host ? "host" : "device");
     if (plan->kind != VAE_PLAN_WHOLE && rq->ranks > 1 && n < cap)
-        n += (size_t)snprintf(w + n, cap - n, ", shared by %d devices (tile i to device i %% %d%s)",
-                              rq->ranks, rq->ranks,
-                              plan->a_shared ? "; A once, on device 0, its tile narrower by A's "
-                                               "work: the others start on A's first frames"
-                                             : "");
+        n += (size_t)snprintf(
+            w + n, cap - n, ", shared by %d devices (tile i to device i %% %d%s%s)", rq->ranks,
+            rq->ranks, plan->reduce ? "; row bands: the GroupNorms' sums all-reduced" : "",
+            plan->a_shared ? "; A once, on device 0, its tile narrower by A's "
+                             "work: the others start on A's first frames"
+                           : "");
     for (int k = 0; k < 2 && n < cap; k++)
         if (plan->store_t[k])
             n +=
@@ -474,7 +492,8 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
             /* a device group shares tiles out where that is faster than one device whole */
             if (rq->ranks > 1 && tiles_ok && fr == fr0) {
                 if ((rc = search_tiles(pl, best, &tf)) != PLAN_NOFIT && rc != VAE_OK) return rc;
-                if (rc == VAE_OK && best->cost < 0.9 * c.cost) return VAE_OK;
+                if (rc == VAE_OK && (best->cost < 0.9 * c.cost || (best->bands && rq->reduce > 1)))
+                    return VAE_OK;
             }
             *best = c;
             return VAE_OK;
@@ -565,5 +584,7 @@ void vae_plan_free(vae_plan *plan) {
     plan->strips = NULL;
     vae_free(plan->tiles);
     plan->tiles = NULL;
+    vae_free(plan->norms);
+    plan->norms = NULL;
     plan->n_tiles = 0;
 }

@@ -14,6 +14,9 @@
  *           middle attention: A = the latent-resolution part), encoders before their first (C =
  *           the middle and head). A tile's crop carries the halo its receptive field needs, so the
  *           rows it keeps equal the untiled ones;
+ *           In a device group that can all-reduce (comm.h), B may also hold GroupNorms: then it
+ *           runs in row bands, one per device, each normalising with the statistics of every
+ *           band's own rows summed over the group (vae_plan.reduce);
  *   BLEND   overlapping tiles of the whole program, each run as an image of its own (statistics,
  *           attention, caches per tile), blended with raised-cosine ramps: not exact, for sizes
  *           whose exact floor exceeds the budget;
@@ -26,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "executor.h"
 #include "op.h"
 #include "program.h"
 #include "strip.h"
@@ -102,6 +106,9 @@ typedef struct vae_plan_request {
                                     * whole frames on one device, in grids of a multiple of
                                     * `ranks` tiles, with B's store on the host (every device
                                     * writes it); the budget is each device's */
+    int reduce;                    /* the group can all-reduce (comm.h) and its backends split
+                                    * GroupNorm (norm_stats): band plans (vae_plan.reduce) where
+                                    * they are faster (1) or wherever they apply (2: tests) */
 } vae_plan_request;
 
 typedef struct vae_plan {
@@ -118,6 +125,11 @@ typedef struct vae_plan {
                         * tiles wider by A's share of the work); else every device runs A */
     int tiles_y, tiles_x, n_tiles;
     vae_plan_tile *tiles; /* row-major */
+    /* a device group's row bands (tiles n x 1, n = its devices, tile k on device k) whose B holds
+     * GroupNorms: each normalises with the sums over the group of every band's own rows;
+     * norms[k * n_norms + j]: tile k's owned rows at the j-th GroupNorm of B */
+    int reduce, n_norms;
+    vae_exec_norm *norms;
     int tile_h, tile_w;   /* B-output size of the (non-edge) owned tile */
     vae_strips *strips;   /* TILED as column strips (strip.h; tiles 1 x n, run in order, no
                            * halos): their geometry for B's executor, or NULL */

@@ -155,7 +155,7 @@ static void tile_need(const plan_tiler *t, vae_span own) {
         vae_span o = t->need[op->out];
         if (o.hi <= o.lo) continue;
         int x = op->in[0];
-        vae_span s = vae_span_clip(vae_op_in_span(op, t->axis, o, t->n[x]), 0, t->n[x]);
+        vae_span s = vae_span_clip(vae_op_in_span(op, t->axis, o, t->n[x], t->reduce), 0, t->n[x]);
         t->need[x] = span_union(t->need[x], s);
         if (op->in[1] >= 0) /* residual, addend, concat: the output's rows */
             t->need[op->in[1]] = span_union(t->need[op->in[1]], vae_span_clip(o, 0, t->n[op->in[1]]));
@@ -183,8 +183,9 @@ static int tile_forward(const plan_tiler *t, vae_span in, vae_span *rel, int *le
             t->valid[v] = vae_span_clip(t->valid[v], s.lo, s.hi);
         }
         const int x = op->in[0], y = op->out;
-        int rc = vae_op_map_crop(op, t->axis, t->n[x], t->crop[x], t->valid[x], &t->crop[y],
-                                 &t->valid[y]);
+        if (t->op_crop) t->op_crop[i] = t->crop[x], t->op_valid[i] = t->valid[x];
+        int rc = vae_op_map_crop(op, t->axis, t->n[x], t->crop[x], t->valid[x], t->reduce,
+                                 &t->crop[y], &t->valid[y]);
         if (rc) return rc;
         len[y] = t->crop[y].hi - t->crop[y].lo;
         const int x2 = op->in[1];

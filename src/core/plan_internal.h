@@ -37,7 +37,10 @@ typedef struct plan_tiler {
     const int *trim_at; /* loop positions where single crossing values are trimmed */
     int n_trim_at;
     int align_in; /* crop starts and ends of B's input are multiples of this */
+    int reduce;   /* GroupNorms per pixel: their statistics are all-reduced (band plans) */
     vae_span *need, *crop, *valid;
+    vae_span *op_crop, *op_valid; /* NULL, or per op of b: its input's crop and exact rows as
+                                   * the op reads them (before a later trim cuts the value) */
 } plan_tiler;
 /* The input crop for output rows own (exact: they must come out exact; else *in is the crop to
  * use), the trims rel[k] at trim_at[k] (offset, length in the value's crop) and every value's
@@ -76,6 +79,9 @@ typedef struct planner {
     int steps;               /* steps of the whole stream */
     part whole, pa, pb, pc;
     int tiled_ok;               /* a tiled plan exists (B without global ops) */
+    int reduce_ok;              /* B may hold reducible ops (a group that can all-reduce) */
+    int b_reduce;               /* this B does: row bands, one per device (vae_plan.reduce) */
+    vae_span *op_crop, *op_valid; /* scratch of the band tiler: per op */
     int cuts[MAX_CUTS], n_cuts; /* where B may start (find_cuts) */
     int cut_k;                  /* the candidate pa, pb, pc are built for (-1: none) */
     int own_align;              /* owned tile edges in B's output are multiples of this */
@@ -99,6 +105,7 @@ typedef struct cand {
     int64_t caches; /* causal caches of its largest part or tile */
     int store_host[2];
     int a_shared; /* TILED, a group: A once, on the first device (vae_plan.a_shared) */
+    int bands;    /* TILED, a group: row bands with GroupNorms in B (vae_plan.reduce) */
     double macs;
     double cost; /* TILED: macs plus the host store's traffic in MAC-equivalents (eval_tiles),
                   * with B's share divided among the devices of a group (vae_plan_request.ranks) */

@@ -60,12 +60,36 @@ typedef struct axis_tiles {
     vae_span rel[MAX_SPANS][VAE_MAX_LOOPS]; /* trims: offset and length in the value's crop */
     int *len;                               /* [n][n_values]: each value's extent (as made) */
     int cls[MAX_SPANS];                     /* first span with the same extents and trims */
+    int n_norms;                            /* band plans (rows): B's reducible ops */
+    vae_exec_norm *norms;                   /* [n][n_norms]: each tile's owned rows at them */
 } axis_tiles;
 
 static int b_align_in(const planner *pl, const part *b, int blend) {
     const int a = blend ? pl->rq->video_factor
                         : b->vh[0] / (b->vh[b->prog.output] ? b->vh[b->prog.output] : 1);
     return pl->rq->encode && a > 1 ? a : 1;
+}
+
+/* A band's owned rows at each reducible op of B: the rows of the op's input in proportion to the
+ * band's own output rows (so the bands' shares partition every frame), as the band holds them;
+ * they lie in the rows it computes exactly (its need covers them). */
+static int band_norms(const planner *pl, const part *b, vae_span own, vae_exec_norm *out) {
+    const int n_out = b->vh[b->prog.output];
+    int j = 0;
+    for (int i = 0; i < b->prog.n_ops; i++) {
+        const vae_op *op = &b->prog.ops[i];
+        if (!vae_op_is_reducible(op)) continue;
+        const int n = b->vh[op->in[0]];
+        const int lo = (int)((int64_t)own.lo * n / n_out);
+        const int hi = own.hi >= n_out ? n : (int)((int64_t)own.hi * n / n_out);
+        const vae_span c = pl->op_crop[i], v = pl->op_valid[i];
+        if (lo < v.lo || hi > v.hi || v.lo < c.lo || v.hi > c.hi)
+            return vae_fail(VAE_EINVAL,
+                            "internal: band rows %d..%d at %s are not exact (exact %d..%d)", lo, hi,
+                            op->name, v.lo, v.hi);
+        out[j++] = (vae_exec_norm){i, lo - c.lo, hi - lo, n};
+    }
+    return VAE_OK;
 }
 
 static int axis_tiles_make(planner *pl, const part *b, int axis, const vae_span *spans, int n,
@@ -80,13 +104,26 @@ static int axis_tiles_make(planner *pl, const part *b, int axis, const vae_span 
                     b->trim_at,
                     blend ? 0 : b->n_trim_at,
                     b_align_in(pl, b, blend),
+                    pl->b_reduce,
                     pl->need,
                     pl->crop,
-                    pl->valid};
+                    pl->valid,
+                    NULL,
+                    NULL};
+    at->n_norms = 0;
+    for (int i = 0; pl->b_reduce && axis == 0 && !blend && i < b->prog.n_ops; i++)
+        at->n_norms += vae_op_is_reducible(&b->prog.ops[i]);
+    if (at->n_norms) {
+        at->norms = vae_calloc((size_t)n * at->n_norms, sizeof *at->norms);
+        if (!at->norms) return vae_fail(VAE_ENOMEM, "out of memory planning tiles");
+        t.op_crop = pl->op_crop, t.op_valid = pl->op_valid;
+    }
     for (int k = 0; k < n; k++) {
         vae_span in = spans[k];
         int *len = at->len + (size_t)k * nv;
         int rc = plan_tile_axis(&t, spans[k], !blend, &in, at->rel[k], len);
+        if (rc == VAE_OK && at->n_norms)
+            rc = band_norms(pl, b, spans[k], at->norms + (size_t)k * at->n_norms);
         if (rc) return rc;
         at->in[k] = in;
         at->out[k] = pl->crop[b->prog.output];
@@ -104,7 +141,9 @@ static int axis_tiles_make(planner *pl, const part *b, int axis, const vae_span 
 
 static void axis_tiles_free(axis_tiles *a) {
     vae_free(a->len);
+    vae_free(a->norms);
     a->len = NULL;
+    a->norms = NULL;
 }
 
 static int tile_trims(const part *b, const axis_tiles *ay, int iy, const axis_tiles *ax, int ix,
@@ -280,8 +319,13 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     return VAE_OK;
 }
 
-static void fill_tiles(const part *b, const axis_tiles *ay, const axis_tiles *ax, vae_plan *plan) {
+static void fill_tiles(const part *b, axis_tiles *ay, const axis_tiles *ax, vae_plan *plan) {
     int k = 0;
+    if (ay->n_norms && ax->n == 1) { /* bands: tile k is row span k */
+        plan->n_norms = ay->n_norms;
+        plan->norms = ay->norms;
+        ay->norms = NULL; /* the plan's now */
+    }
     for (int iy = 0; iy < ay->n; iy++)
         for (int ix = 0; ix < ax->n; ix++, k++) {
             vae_plan_tile *t = &plan->tiles[k];
@@ -302,6 +346,7 @@ static int try_spans(planner *pl, const part *b, const vae_span *sy, int ny, con
     if (rc == VAE_OK) rc = axis_tiles_make(pl, b, 1, sx, nx, blend, ax);
     if (rc == VAE_OK) rc = eval_tiles(pl, b, ay, ax, blend, NULL, c);
     c->kind = blend ? VAE_PLAN_BLEND : VAE_PLAN_TILED;
+    c->bands = !blend && pl->b_reduce;
     c->fr = pl->fr;
     c->cut = pl->cut_k;
     c->ty = ny, c->tx = nx;
@@ -329,8 +374,9 @@ static int shared_a_tiles(const planner *pl, int ny, int nx, vae_span *sy, vae_s
     const part *b = &pl->pb;
     const int n = rq->ranks;
     const int row = ny == 1 && nx == n, column = nx == 1 && ny == n;
+    /* (band plans: no, every band's GroupNorms wait for all the others) */
     if (n < 2 || !(row || column) || !pl->pa.present || rq->encode || rq->tile_w > 0 ||
-        rq->tile_h > 0)
+        rq->tile_h > 0 || pl->b_reduce)
         return 0;
     const double mb = ops_macs(pl, b->from, b->to);
     const double a = mb > 0 ? ops_macs(pl, 0, b->from) / mb : 0;

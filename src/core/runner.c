@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "comm.h"
 #include "core.h"
 #include "runner_internal.h"
 
@@ -28,10 +29,18 @@ int vae_runner_create(vae_runner **out, vae_backend *be, const vae_program *p,
     return VAE_OK;
 }
 
+void runner_comm_drop(vae_runner *r) {
+    for (int k = 0; k < r->comm_n; k++)
+        r->comm[k]->v->destroy(r->comm[k]);
+    memset(r->comm, 0, sizeof r->comm);
+    r->comm_n = 0;
+}
+
 void vae_runner_free(vae_runner *r) {
     if (!r) return;
     for (int k = 0; k < 3; k++)
         part_clear(r, &r->part[k]);
+    runner_comm_drop(r);
     vae_runner_trim(r);
     vae_free(r);
 }
@@ -351,12 +360,19 @@ int runner_run_tiles(run *s, store *shared_a, store *sb) {
         if (rc == VAE_OK && pl->strips)
             rc = s->world == 1 ? vae_exec_set_strip(pb->e, pl->strips, i)
                                : vae_fail(VAE_EINVAL, "internal: strips shared by a group");
+        /* bands: one per runner, their GroupNorms all-reduced (every runner in step) */
+        if (rc == VAE_OK && pl->reduce)
+            rc = s->comm && s->world == pl->n_tiles
+                     ? vae_exec_set_reduce(pb->e, s->comm, pl->norms + (size_t)i * pl->n_norms,
+                                           pl->n_norms)
+                     : vae_fail(VAE_EINVAL, "internal: row bands without one device each");
         if (rc == VAE_OK)
             rc = pa->present ? stream_store(s, pb, sa, t->in_y, t->in_x, pl->part[1].first,
                                             pl->part[1].chunk, &k)
                              : stream_input(s, pb, t->in_y, t->in_x, &k);
     }
     if (pl->strips) vae_exec_set_strip(pb->e, NULL, 0); /* the slots go */
+    if (pl->reduce) vae_exec_set_reduce(pb->e, NULL, NULL, 0);
     runner_store_close(s, &own);
     return rc;
 }

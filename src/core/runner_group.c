@@ -13,11 +13,17 @@
  * the end; or, when the caller's output is a device tensor that every runner's device reaches (its
  * own, or a peer's), each writes its tiles there in place. Nothing is exchanged between devices
  * while they compute, so the result equals the single-device tiled run bit for bit.
+ * Band plans (vae_plan.reduce: a B with GroupNorms, SeedVR2) are the exception: one row band per
+ * device, whose GroupNorms sum the statistics of every band's own rows over a communicator
+ * (comm.h: the backend's own, NCCL on CUDA, else the host threads of this group; kept in runner
+ * 0 between calls) before they normalise; a failing band aborts it, so that no band waits for
+ * it. Their result equals one device's up to the rounding of the sums.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "comm.h"
 #include "core.h"
 #include "runner_internal.h"
 
@@ -54,6 +60,7 @@ static void lane_work(lane *l) {
     snprintf(l->err, sizeof l->err, "%s", vae_last_error());
     int none = -1;
     atomic_compare_exchange_strong(l->first_failed, &none, s->rank);
+    if (s->comm) s->comm->v->abort(s->comm); /* wakes the bands waiting for its sums */
     pthread_mutex_lock(&s->sh->mu); /* wakes the runners waiting for A's frames */
     atomic_store(&s->sh->stop, 1);
     pthread_cond_broadcast(&s->sh->filled);
@@ -100,6 +107,30 @@ static void lanes_log(const lane *ln, int n, int a_shared, double lanes_s) {
     }
 }
 
+/* A band plan's communicator, kept in runner 0 between calls: the backend's own (NCCL: sums
+ * added on the devices) where settings.comm allows and it can be made, else the group's threads
+ * (sums in host memory). */
+static int group_comm(vae_runner *const *rs, int n) {
+    vae_runner *r0 = rs[0];
+    if (r0->comm_n == n) return VAE_OK;
+    runner_comm_drop(r0);
+    vae_backend *lanes[VAE_MAX_DEVICES];
+    for (int k = 0; k < n; k++)
+        lanes[k] = rs[k]->be;
+    int rc = VAE_EUNSUPPORTED;
+    if (r0->set.comm && lanes[0]->v->comm_create) {
+        rc = lanes[0]->v->comm_create(lanes, n, r0->comm);
+        if (rc != VAE_OK && rc != VAE_EUNSUPPORTED)
+            VAE_INFO("group: the %s backend's communicator failed (%s); the group's threads add "
+                     "up its sums instead",
+                     lanes[0]->v->name, vae_last_error());
+        if (rc != VAE_OK) vae_error_clear(); /* an expected way round: nothing left behind */
+    }
+    if (rc != VAE_OK) rc = vae_comm_threads_create(n, r0->comm);
+    if (rc == VAE_OK) r0->comm_n = n;
+    return rc;
+}
+
 int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, const vae_run_io *io,
                          int *emitted) {
     *emitted = 0;
@@ -112,6 +143,8 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
     if (io->out_view && !rs[0]->be->v->view_export)
         return vae_fail(VAE_EUNSUPPORTED, "the %s backend cannot use tensors in device memory",
                         rs[0]->be->v->name);
+    if (plan->reduce && (n != plan->n_tiles || n > VAE_MAX_DEVICES))
+        return vae_fail(VAE_EINVAL, "internal: %d row bands on %d devices", plan->n_tiles, n);
     lane *ln = vae_calloc((size_t)n, sizeof *ln);
     run_shared sh;
     atomic_init(&sh.done, 0);
@@ -141,6 +174,9 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
         ln[k].sb = with_c ? &sb : NULL;
         ln[k].first_failed = &first_failed;
     }
+    if (rc == VAE_OK && plan->reduce) rc = group_comm(rs, n); /* bands: their sums */
+    for (int k = 0; k < n && plan->reduce && rc == VAE_OK; k++)
+        ln[k].s.comm = rs[0]->comm[k];
     if (rc == VAE_OK && with_c) rc = runner_store_open(&ln[0].s, &sb, 1);
     if (rc == VAE_OK && plan->a_shared) { /* runner 0 fills it, the others read as it fills */
         rc = runner_store_open(&ln[0].s, &sa, 0);
@@ -167,6 +203,7 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
     runner_store_close(s0, &sb);
     runner_store_close(s0, &sa);
     vae_assembly_free(out);
+    if (rc && plan->reduce) runner_comm_drop(rs[0]); /* maybe aborted: a new one next time */
     pthread_cond_destroy(&sh.filled);
     pthread_mutex_destroy(&sh.mu);
     vae_free(ln);

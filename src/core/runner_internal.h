@@ -29,7 +29,14 @@ struct vae_runner {
     float *planar, *cl; /* host staging without asynchronous transfers */
     size_t planar_cap, cl_cap;
     vae_assembly_mem out_mem; /* the in-memory output of tiled plans, kept between calls */
+    /* runner 0 of a group: the communicator of its band plans, kept between calls (making an
+     * NCCL one takes ~0.3 s); every rank's handle, comm_n ranks (0: none) */
+    struct vae_comm *comm[VAE_MAX_DEVICES];
+    int comm_n;
 };
+
+/* gives runner 0's communicator back (its handles of every rank) */
+void runner_comm_drop(vae_runner *r);
 
 /* A part's output over the whole video, between parts. */
 typedef struct store {
@@ -62,6 +69,7 @@ typedef struct run {
     int64_t done, total; /* units of work (executor steps) */
     int rank, world;     /* this runner takes the tiles i with i % world == rank */
     run_shared *sh;
+    struct vae_comm *comm; /* band plans (vae_plan.reduce): this runner's rank of the group */
     int direct;        /* outputs go to emit as they come (else into out) */
     vae_assembly *out; /* tiled and blended plans: the output until every tile has run */
     const vae_plan_tile *tile;

@@ -28,6 +28,10 @@ typedef struct vae_settings {
     int plan_scratch_min; /* VAE_PLAN_SCRATCH_MIN: plans with every op's least scratch (0) */
     int plan_strips;      /* VAE_PLAN_STRIPS: exact tiles as column strips (strip.h): 0 where
                            * cheaper, -1 never, N >= 2 always N strips where the model allows */
+    int plan_bands;       /* VAE_PLAN_BANDS: a device group's row bands with all-reduced
+                           * GroupNorms: 0 where faster, 1 wherever they apply, -1 never */
+    int comm;             /* VAE_COMM: a group's sums through the backend's communicator (NCCL)
+                           * where it has one (1), or the group's threads (0) */
     /* CUDA backend */
     int cuda_scratch_mb;     /* VAE_CUDA_SCRATCH_MB: blocking target of the scratch area (256) */
     int cuda_profile;        /* VAE_CUDA_PROFILE: 1 per category, 2 per op (0) */

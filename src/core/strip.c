@@ -27,7 +27,7 @@ void vae_strips_free(vae_strips *s) {
 /* The columns [0, E) of y that op computes exactly from the columns [0, e) of its input. */
 static int edge_through(const vae_op *op, int n_in, int e) {
     vae_span oc, ov;
-    if (vae_op_map_crop(op, 1, n_in, (vae_span){0, n_in}, (vae_span){0, e}, &oc, &ov)) return -1;
+    if (vae_op_map_crop(op, 1, n_in, (vae_span){0, n_in}, (vae_span){0, e}, 0, &oc, &ov)) return -1;
     return ov.hi > ov.lo && ov.lo == 0 ? ov.hi : 0;
 }
 
@@ -84,7 +84,7 @@ static int strip_edges(const vae_program *p, const int *vw, const int *bounds, v
  * shuffles, upsampling): computing a few more columns of them beats keeping a slot of their
  * output */
 static int strip_cheap(const vae_op *op) {
-    const vae_span one = vae_op_in_span(op, 1, (vae_span){4, 5}, 64); /* any inner column */
+    const vae_span one = vae_op_in_span(op, 1, (vae_span){4, 5}, 64, 0); /* any inner column */
     return vae_op_macs(op, 1, 1, 1) == 0.0 && one.hi - one.lo == 1;
 }
 
@@ -98,7 +98,7 @@ static void strip_targets(const vae_program *p, const int *vw, const vae_span *e
         const vae_op *op = &p->ops[i];
         const int x = op->in[0], x2 = op->in[1], y = op->out;
         if (!strip_cheap(op)) tg[y].lo = ex[y].lo;
-        const vae_span need = vae_span_clip(vae_op_in_span(op, 1, tg[y], vw[x]), 0, vw[x]);
+        const vae_span need = vae_span_clip(vae_op_in_span(op, 1, tg[y], vw[x], 0), 0, vw[x]);
         if (need.lo < tg[x].lo) tg[x].lo = need.lo;
         if (x2 >= 0 && tg[y].lo < tg[x2].lo) tg[x2].lo = tg[y].lo;
     }
@@ -125,7 +125,7 @@ static int strip_forward(const vae_program *p, const int *vw, vae_strips *s, int
         const vae_op *op = &p->ops[i];
         const int x = op->in[0], x2 = op->in[1], y = op->out;
         vae_span zc = crop[x], zv = valid[x];
-        const vae_span need = vae_span_clip(vae_op_in_span(op, 1, tg[y], vw[x]), 0, vw[x]);
+        const vae_span need = vae_span_clip(vae_op_in_span(op, 1, tg[y], vw[x], 0), 0, vw[x]);
         zk[2 * i] = zk[2 * i + 1] = sk[2 * i] = sk[2 * i + 1] = (vae_span){0, 0};
         /* rebuilt (slot ++ own columns) unless the value is exactly what the op needs: also
          * where it holds more, so that inexact margins do not grow from op to op */
@@ -133,7 +133,7 @@ static int strip_forward(const vae_program *p, const int *vw, vae_strips *s, int
             zk[2 * i] = zc = need;
             zv = strip_rebuild(need.lo, need.hi, valid[x], &sk[2 * i]);
         }
-        int rc = vae_op_map_crop(op, 1, vw[x], zc, zv, &crop[y], &valid[y]);
+        int rc = vae_op_map_crop(op, 1, vw[x], zc, zv, 0, &crop[y], &valid[y]);
         if (rc) return rc;
         if (x2 >= 0) {
             vae_span v2 = valid[x2];

@@ -109,6 +109,11 @@ int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *
              int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
 int cpu_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t, int h,
              int w);
+/* GROUP_NORM split across row bands (backend.h norm_stats, norm_apply) */
+int cpu_norm_stats(vae_backend *be, const vae_op *op, const void *x, int t, int h, int w, int y0,
+                   int rows, double *st, int dev);
+int cpu_norm_apply(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t,
+                   int h, int w, const double *st, int dev);
 int cpu_eltwise(vae_backend *be, const vae_op *op, void *state, const void *a, const void *b2,
                 void *y, int64_t n_vox);
 int cpu_resample(vae_backend *be, const vae_op *op, const void *const *frames, int n_in, int h,

@@ -4,6 +4,9 @@
  * deviations), which stays accurate when |mean| >> std. Channels-last makes every pass a loop over
  * pixels with an inner, vectorisable loop over the contiguous channels; the per-channel partial
  * sums are combined into groups afterwards.
+ * Split across the row bands of a device group (norm_stats, norm_apply): each band's count, sum
+ * and sum of squares (from its own two-pass moments), which the group adds up before anyone
+ * normalises.
  */
 #include <string.h>
 
@@ -33,77 +36,162 @@ static int rms_norm(cpu_backend *cb, const vae_op *op, const float *x, float *y,
     return VAE_OK;
 }
 
-static int group_norm(cpu_backend *cb, const vae_op *op, const float *x, float *y, int t,
-                      int64_t hw) {
+/* Per group of one frame's pixels xf[0 .. np): the mean and the sum of squared deviations M2,
+ * two passes in double. sum, sq, mean_d: c doubles of scratch each. */
+static void gn_moments(const cpu_backend *cb, const vae_op *op, const float *xf, int64_t np,
+                       double *sum, double *sq, double *mean_d, double *mean_g, double *m2_g) {
     const int c = op->c_in, groups = op->groups, cg = c / groups, nt = cb->threads;
+    const double count = (double)cg * (double)np;
+    memset(sum, 0, (size_t)c * sizeof *sum);
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(+ : sum[:c])
+    for (int64_t p = 0; p < np; p++) {
+        const float *xp = xf + p * c;
+        for (int i = 0; i < c; i++)
+            sum[i] += xp[i];
+    }
+    for (int gi = 0; gi < groups; gi++) {
+        double s = 0.0;
+        for (int i = gi * cg; i < (gi + 1) * cg; i++)
+            s += sum[i];
+        mean_g[gi] = count > 0 ? s / count : 0.0;
+        for (int i = gi * cg; i < (gi + 1) * cg; i++)
+            mean_d[i] = mean_g[gi];
+    }
+    memset(sq, 0, (size_t)c * sizeof *sq);
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(+ : sq[:c])
+    for (int64_t p = 0; p < np; p++) {
+        const float *xp = xf + p * c;
+        for (int i = 0; i < c; i++) {
+            double d = (double)xp[i] - mean_d[i];
+            sq[i] += d * d;
+        }
+    }
+    for (int gi = 0; gi < groups; gi++) {
+        double s = 0.0;
+        for (int i = gi * cg; i < (gi + 1) * cg; i++)
+            s += sq[i];
+        m2_g[gi] = s;
+    }
+}
+
+/* y = act((x - mean) * rstd * w + b) over one frame of hw pixels; chan: 3c floats of scratch */
+static void gn_apply_frame(const cpu_backend *cb, const vae_op *op, const float *xf, float *yf,
+                           int64_t hw, const double *mean_g, const double *rstd_g, float *chan) {
+    const int c = op->c_in, cg = c / op->groups;
     const float *g = op->w, *bias = op->b;
-    /* per channel: sum, sum of squared deviations, and the group mean / scale spread per channel */
-    double *sum = vae_malloc((size_t)c * 3 * sizeof(double));
-    float *chan = vae_malloc((size_t)c * 3 * sizeof(float));
-    if (!sum || !chan) {
-        vae_free(sum);
-        vae_free(chan);
+    float *mean_c = chan, *scale_c = chan + c, *shift_c = chan + 2 * c;
+    for (int i = 0; i < c; i++) {
+        mean_c[i] = (float)mean_g[i / cg];
+        scale_c[i] = (float)(rstd_g[i / cg] * (g ? g[i] : 1.0f));
+        shift_c[i] = bias ? bias[i] : 0.0f;
+    }
+#pragma omp parallel for num_threads(cb->threads) schedule(static)
+    for (int64_t p = 0; p < hw; p++) {
+        const float *xp = xf + p * c;
+        float *yp = yf + p * c;
+        for (int i = 0; i < c; i++)
+            yp[i] = (xp[i] - mean_c[i]) * scale_c[i] + shift_c[i];
+        cpu_act_row(op->act, op->act_scale, yp, c);
+    }
+}
+
+/* scratch of the GroupNorm passes: 3c + 3 groups doubles (sum, sq, mean per channel; mean, M2,
+ * rstd per group) and 3c floats */
+typedef struct gn_scratch {
+    double *sum, *sq, *mean_d, *mean_g, *m2_g, *rstd_g;
+    float *chan;
+} gn_scratch;
+
+static int gn_scratch_get(const vae_op *op, gn_scratch *z) {
+    const size_t c = (size_t)op->c_in, g = (size_t)op->groups;
+    z->sum = vae_malloc((3 * c + 3 * g) * sizeof(double));
+    z->chan = vae_malloc(3 * c * sizeof(float));
+    if (!z->sum || !z->chan) {
+        vae_free(z->sum);
+        vae_free(z->chan);
         return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
     }
-    double *sq = sum + c, *mean_d = sum + 2 * c;
-    float *mean_c = chan, *scale_c = chan + c, *shift_c = chan + 2 * c;
-    const double count = (double)cg * (double)hw;
+    z->sq = z->sum + c, z->mean_d = z->sq + c, z->mean_g = z->mean_d + c;
+    z->m2_g = z->mean_g + g, z->rstd_g = z->m2_g + g;
+    return VAE_OK;
+}
 
+static void gn_scratch_put(gn_scratch *z) {
+    vae_free(z->sum);
+    vae_free(z->chan);
+}
+
+static int group_norm(cpu_backend *cb, const vae_op *op, const float *x, float *y, int t,
+                      int64_t hw) {
+    const int c = op->c_in, groups = op->groups;
+    const double count = (double)(c / groups) * (double)hw;
+    gn_scratch z;
+    int rc = gn_scratch_get(op, &z);
+    if (rc) return rc;
     for (int f = 0; f < t; f++) {
         const float *xf = x + (size_t)f * hw * c;
-        float *yf = y + (size_t)f * hw * c;
+        gn_moments(cb, op, xf, hw, z.sum, z.sq, z.mean_d, z.mean_g, z.m2_g);
+        for (int gi = 0; gi < groups; gi++) /* biased variance */
+            z.rstd_g[gi] = 1.0 / sqrt(z.m2_g[gi] / count + (double)op->eps);
+        gn_apply_frame(cb, op, xf, y + (size_t)f * hw * c, hw, z.mean_g, z.rstd_g, z.chan);
+    }
+    gn_scratch_put(&z);
+    return VAE_OK;
+}
 
-        /* pass 1: mean of each group */
-        memset(sum, 0, (size_t)c * sizeof *sum);
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(+ : sum[:c])
-        for (int64_t p = 0; p < hw; p++) {
-            const float *xp = xf + p * c;
-            for (int i = 0; i < c; i++)
-                sum[i] += xp[i];
-        }
+static int gn_check(const vae_op *op, const void *x, int t, int h, int w) {
+    if (op->kind != VAE_OP_GROUP_NORM || op->groups < 1 || op->c_in < 1 || op->c_in % op->groups)
+        return vae_fail(VAE_EINVAL, "%s: not a group norm over whole groups", op->name);
+    if (t < 0 || h < 0 || w < 0 || (!x && t * (int64_t)h * w > 0))
+        return vae_fail(VAE_ESHAPE, "%s: norm input %dx%dx%d", op->name, t, h, w);
+    return vae_op_check(op);
+}
+
+int cpu_norm_stats(vae_backend *be, const vae_op *op, const void *x, int t, int h, int w, int y0,
+                   int rows, double *st, int dev) {
+    (void)dev; /* this backend's buffers are host memory */
+    int rc = gn_check(op, x, t, h, w);
+    if (rc) return rc;
+    if (y0 < 0 || rows < 0 || y0 + rows > h)
+        return vae_fail(VAE_EINVAL, "%s: rows %d..%d of a frame of %d", op->name, y0, y0 + rows, h);
+    const int c = op->c_in, groups = op->groups;
+    const int64_t np = (int64_t)rows * w, hw = (int64_t)h * w;
+    const double n = (double)(c / groups) * (double)np;
+    gn_scratch z;
+    if (t > 0 && (rc = gn_scratch_get(op, &z))) return rc;
+    for (int f = 0; f < t; f++) {
+        const float *xf = (const float *)x + ((size_t)f * hw + (size_t)y0 * w) * c;
+        gn_moments(cpu_be(be), op, xf, np, z.sum, z.sq, z.mean_d, z.mean_g, z.m2_g);
         for (int gi = 0; gi < groups; gi++) {
-            double s = 0.0;
-            for (int i = gi * cg; i < (gi + 1) * cg; i++)
-                s += sum[i];
-            for (int i = gi * cg; i < (gi + 1) * cg; i++) {
-                mean_d[i] = s / count;
-                mean_c[i] = (float)mean_d[i];
-            }
-        }
-
-        /* pass 2: biased variance, sum of (x - mean)^2 */
-        memset(sq, 0, (size_t)c * sizeof *sq);
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(+ : sq[:c])
-        for (int64_t p = 0; p < hw; p++) {
-            const float *xp = xf + p * c;
-            for (int i = 0; i < c; i++) {
-                double d = (double)xp[i] - mean_d[i];
-                sq[i] += d * d;
-            }
-        }
-        for (int gi = 0; gi < groups; gi++) {
-            double s = 0.0;
-            for (int i = gi * cg; i < (gi + 1) * cg; i++)
-                s += sq[i];
-            double rstd = 1.0 / sqrt(s / count + (double)op->eps);
-            for (int i = gi * cg; i < (gi + 1) * cg; i++) {
-                scale_c[i] = (float)(rstd * (g ? g[i] : 1.0f));
-                shift_c[i] = bias ? bias[i] : 0.0f;
-            }
-        }
-
-        /* pass 3: y = (x - mean) * rstd * w + b, then act */
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t p = 0; p < hw; p++) {
-            const float *xp = xf + p * c;
-            float *yp = yf + p * c;
-            for (int i = 0; i < c; i++)
-                yp[i] = (xp[i] - mean_c[i]) * scale_c[i] + shift_c[i];
-            cpu_act_row(op->act, op->act_scale, yp, c);
+            double *o = st + ((size_t)f * groups + gi) * 3;
+            o[0] = n, o[1] = n * z.mean_g[gi], o[2] = z.m2_g[gi] + n * z.mean_g[gi] * z.mean_g[gi];
         }
     }
-    vae_free(sum);
-    vae_free(chan);
+    if (t > 0) gn_scratch_put(&z);
+    return VAE_OK;
+}
+
+int cpu_norm_apply(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t,
+                   int h, int w, const double *st, int dev) {
+    (void)state, (void)dev;
+    int rc = gn_check(op, x, t, h, w);
+    if (rc) return rc;
+    const int c = op->c_in, groups = op->groups;
+    const int64_t hw = (int64_t)h * w;
+    gn_scratch z;
+    if (t > 0 && (rc = gn_scratch_get(op, &z))) return rc;
+    for (int f = 0; f < t; f++) {
+        for (int gi = 0; gi < groups; gi++) {
+            const double *o = st + ((size_t)f * groups + gi) * 3;
+            const double m = o[0] > 0 ? o[1] / o[0] : 0.0;
+            const double var = o[0] > 0 ? o[2] / o[0] - m * m : 0.0;
+            z.mean_g[gi] = m;
+            z.rstd_g[gi] = 1.0 / sqrt((var > 0 ? var : 0.0) + (double)op->eps);
+        }
+        gn_apply_frame(cpu_be(be), op, (const float *)x + (size_t)f * hw * c,
+                       (float *)y + (size_t)f * hw * c, hw, z.mean_g, z.rstd_g, z.chan);
+    }
+    if (t > 0) gn_scratch_put(&z);
     return VAE_OK;
 }
 

@@ -18,6 +18,7 @@
  *   cuda_conv_igemm.c   conv through the CUTLASS kernels: bf16 implicit GEMM, FP8 (the three
  *                       cuda_conv*.c share cuda_conv_internal.h)
  *   cudnn_conv.c        everything that talks to cuDNN (handle, plans per shape, workspace)
+ *   cuda_comm_nccl.c    the communicator of a device group over NCCL (loaded when first asked)
  *   cuda_*.cu           kernels, with C-callable launchers returning cudaError_t
  *   cuda_igemm.cu       which CUTLASS kernel takes a conv (cuk_igemm*; none without CUTLASS)
  *   cutlass/            the implicit-GEMM conv kernels for sm_90a through CUTLASS (C++), built by
@@ -131,6 +132,20 @@ size_t cuk_group_norm_work(int dtype, int t, int64_t hw, int c, int groups, int 
 cudaError_t cuk_group_norm(cudaStream_t s, int dtype, const void *x, void *y, int t, int64_t hw,
                            int c, int groups, float eps, const float *g, const float *b, int act,
                            float act_scale, void *work, int sm_count);
+/* GroupNorm split across row bands (backend.h norm_stats / norm_apply; where split_ok: the
+ * Welford kernels' channel counts and 16-byte alignment), work: cuk_group_norm_sums_work bytes.
+ * sums: of the np pixels of each of t frames (fs pixels apart) from x, sums (device) [t][groups]
+ *   = (count, sum, sum of squares);
+ * apply: y = act((x - mean) * rstd * g + b) with the statistics of the summed sums (device). */
+int cuk_group_norm_split_ok(int dtype, int c, const void *x, const void *y);
+size_t cuk_group_norm_sums_work(int dtype, int t, int64_t np, int c, int groups, int sm_count);
+cudaError_t cuk_group_norm_sums(cudaStream_t s, int dtype, const void *x, int t, int64_t fs,
+                                int64_t np, int c, int groups, void *work, int sm_count,
+                                double *sums);
+cudaError_t cuk_group_norm_apply(cudaStream_t s, int dtype, const void *x, void *y, int t,
+                                 int64_t hw, int c, int groups, const double *sums, float eps,
+                                 const float *g, const float *b, int act, float act_scale,
+                                 void *work, int sm_count);
 
 /* nearest upsample by fs in h and w; x: n frames [h][w][c] contiguous */
 cudaError_t cuk_upsample(cudaStream_t s, size_t elem, const void *x, void *y, int n, int h, int w,
@@ -533,6 +548,13 @@ void cuda_ops_destroy(cuda_backend *cb); /* frees the shuffle tables */
 void cuda_ops_unprepare(vae_backend *be, const vae_op *op, void *state);
 int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t, int h,
               int w);
+/* backend.h comm_create: NCCL among CUDA lanes (cuda_comm_nccl.c) */
+struct vae_comm;
+int cuda_comm_create(vae_backend *const *lanes, int n, struct vae_comm **ranks);
+int cuda_norm_stats(vae_backend *be, const vae_op *op, const void *x, int t, int h, int w, int y0,
+                    int rows, double *st, int dev);
+int cuda_norm_apply(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t,
+                    int h, int w, const double *st, int dev);
 int cuda_eltwise(vae_backend *be, const vae_op *op, void *state, const void *a, const void *b2,
                  void *y, int64_t n_vox);
 int cuda_resample(vae_backend *be, const vae_op *op, const void *const *frames, int n_in, int h,

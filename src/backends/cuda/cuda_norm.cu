@@ -315,10 +315,11 @@ static __device__ __forceinline__ float gn_rows_count(int64_t len, int rows, int
     return (float)((int64_t)(b - a) * q + extra);
 }
 
-/* part[f][bx][c] = (mean, M2) of channel c over the pixels [bx*ppb, +ppb) of frame f */
+/* part[f][bx][c] = (mean, M2) of channel c over the pixels [bx*ppb, +ppb) of the hw pixels of
+ * frame f (frames fs pixels apart) */
 template <typename T>
 static __global__ void __launch_bounds__(GN_WF_THREADS)
-    gn_wf_stats_kernel(const T *x, int64_t hw, int c, int64_t ppb, float2 *part) {
+    gn_wf_stats_kernel(const T *x, int64_t hw, int64_t fs, int c, int64_t ppb, float2 *part) {
     extern __shared__ float2 shm[]; /* [rows][c] */
     const int N = vec16<T>::N, cv = c / N, rows = GN_WF_THREADS / cv;
     const int r = threadIdx.x / cv, v = threadIdx.x % cv;
@@ -329,7 +330,7 @@ static __global__ void __launch_bounds__(GN_WF_THREADS)
         float m[N], m2[N];
 #pragma unroll
         for (int j = 0; j < N; j++) m[j] = m2[j] = 0.0f;
-        const T *xf = x + (int64_t)f * hw * c + (int64_t)v * N;
+        const T *xf = x + (int64_t)f * fs * c + (int64_t)v * N;
         int n = 0;
         for (int64_t p = p0 + r; p < p1; p += rows) {
             float xv[N];
@@ -373,9 +374,12 @@ static __global__ void __launch_bounds__(GN_WF_THREADS)
 }
 
 /* One block per (group, frame): merges the block partials of the group's channels in float64;
- * stat[f][g] = (mean, 1/sqrt(var + eps)). */
+ * stat[f][g] = (mean, 1/sqrt(var + eps)), or with SUMS (a band of a group, backend.h
+ * norm_stats) sums[f][g] = (count, sum, sum of squares). */
+template <int SUMS>
 static __global__ void gn_wf_final_kernel(const float2 *part, int64_t hw, int c, int cg, int groups,
-                                          int nbx, int64_t ppb, float eps, float2 *stat) {
+                                          int nbx, int64_t ppb, float eps, float2 *stat,
+                                          double *sums) {
     __shared__ double sn[GN_WF_THREADS], sm[GN_WF_THREADS], sq[GN_WF_THREADS];
     const int g = blockIdx.x, f = blockIdx.y;
     double n = 0.0, m = 0.0, q = 0.0;
@@ -405,7 +409,10 @@ static __global__ void gn_wf_final_kernel(const float2 *part, int64_t hw, int c,
         }
         __syncthreads();
     }
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && SUMS) {
+        double *o = sums + ((int64_t)f * groups + g) * 3;
+        o[0] = sn[0], o[1] = sn[0] * sm[0], o[2] = sq[0] + sn[0] * sm[0] * sm[0];
+    } else if (threadIdx.x == 0) {
         const double var = sn[0] > 0.0 ? sq[0] / sn[0] : 0.0;
         stat[(int64_t)f * groups + g] =
             make_float2((float)sm[0], (float)(1.0 / sqrt(var + (double)eps)));
@@ -461,6 +468,11 @@ extern "C" size_t cuk_group_norm_work(int dtype, int t, int64_t hw, int c, int g
 }
 
 template <typename T>
+static cudaError_t gn_wf_apply(cudaStream_t s, const T *x, T *y, int t, int64_t hw, int c,
+                               int groups, const float2 *stat, const float *gw, const float *gb,
+                               int act, float as, int sm_count);
+
+template <typename T>
 static cudaError_t group_norm_wf(cudaStream_t s, const void *xv, void *yv, int t, int64_t hw, int c,
                                  int groups, float eps, const float *gw, const float *gb, int act,
                                  float as, void *work, int sm_count) {
@@ -472,11 +484,19 @@ static cudaError_t group_norm_wf(cudaStream_t s, const void *xv, void *yv, int t
     float2 *part = (float2 *)work;
     float2 *stat = (float2 *)(((uintptr_t)(part + (size_t)t * nbx * c) + 15) & ~(uintptr_t)15);
     const size_t shm = (size_t)rows * c * sizeof(float2);
-    gn_wf_stats_kernel<T><<<dim3((unsigned)nbx, (unsigned)t), GN_WF_THREADS, shm, s>>>(x, hw, c, ppb,
-                                                                                      part);
-    gn_wf_final_kernel<<<dim3((unsigned)groups, (unsigned)t), GN_WF_THREADS, 0, s>>>(
-        part, hw, c, cg, groups, (int)nbx, ppb, eps, stat);
-    /* apply: more, smaller blocks (no merge cost) */
+    gn_wf_stats_kernel<T>
+        <<<dim3((unsigned)nbx, (unsigned)t), GN_WF_THREADS, shm, s>>>(x, hw, hw, c, ppb, part);
+    gn_wf_final_kernel<0><<<dim3((unsigned)groups, (unsigned)t), GN_WF_THREADS, 0, s>>>(
+        part, hw, c, cg, groups, (int)nbx, ppb, eps, stat, NULL);
+    return gn_wf_apply<T>(s, x, y, t, hw, c, groups, stat, gw, gb, act, as, sm_count);
+}
+
+/* apply: more, smaller blocks than the statistics (no merge cost) */
+template <typename T>
+static cudaError_t gn_wf_apply(cudaStream_t s, const T *x, T *y, int t, int64_t hw, int c,
+                               int groups, const float2 *stat, const float *gw, const float *gb,
+                               int act, float as, int sm_count) {
+    const int N = vec16<T>::N, cv = c / N, rows = GN_WF_THREADS / cv, cg = c / groups;
     int64_t nba = (8LL * sm_count + t - 1) / t;
     if (nba > (hw + rows - 1) / rows) nba = (hw + rows - 1) / rows;
     if (nba < 1) nba = 1;
@@ -557,4 +577,70 @@ extern "C" cudaError_t cuk_group_norm(cudaStream_t s, int dtype, const void *x, 
         return group_norm_t<float>(s, x, y, t, hw, c, groups, eps, g, b, act, act_scale, work,
                                    sm_count);
     }
+}
+
+/* ---- GroupNorm split across row bands (backend.h norm_stats / norm_apply) ---- */
+extern "C" int cuk_group_norm_split_ok(int dtype, int c, const void *x, const void *y) {
+    return gn_wf_ok(dtype, c, x, y);
+}
+
+extern "C" size_t cuk_group_norm_sums_work(int dtype, int t, int64_t np, int c, int groups,
+                                           int sm_count) {
+    const int N = dtype == CU_F32 ? 4 : 8, rows = GN_WF_THREADS / (c / N);
+    const int64_t nbx = gn_wf_blocks(t, np, rows, sm_count);
+    const size_t stat = (size_t)t * groups * sizeof(float2); /* what apply needs */
+    const size_t part = (size_t)t * nbx * c * sizeof(float2);
+    return part > stat ? part : stat;
+}
+
+template <typename T>
+static void group_norm_sums_t(cudaStream_t s, const void *xv, int t, int64_t fs, int64_t np, int c,
+                              int groups, void *work, int sm_count, double *sums) {
+    const int N = vec16<T>::N, cv = c / N, rows = GN_WF_THREADS / cv;
+    const int64_t nbx = gn_wf_blocks(t, np, rows, sm_count);
+    const int64_t ppb = (np + nbx - 1) / nbx;
+    gn_wf_stats_kernel<T>
+        <<<dim3((unsigned)nbx, (unsigned)t), GN_WF_THREADS, (size_t)rows * c * sizeof(float2), s>>>(
+            (const T *)xv, np, fs, c, ppb, (float2 *)work);
+    gn_wf_final_kernel<1><<<dim3((unsigned)groups, (unsigned)t), GN_WF_THREADS, 0, s>>>(
+        (const float2 *)work, np, c, c / groups, groups, (int)nbx, ppb, 0.0f, NULL, sums);
+}
+
+extern "C" cudaError_t cuk_group_norm_sums(cudaStream_t s, int dtype, const void *x, int t,
+                                           int64_t fs, int64_t np, int c, int groups, void *work,
+                                           int sm_count, double *sums) {
+    if (dtype == CU_BF16)
+        group_norm_sums_t<__nv_bfloat16>(s, x, t, fs, np, c, groups, work, sm_count, sums);
+    else if (dtype == CU_F16)
+        group_norm_sums_t<__half>(s, x, t, fs, np, c, groups, work, sm_count, sums);
+    else
+        group_norm_sums_t<float>(s, x, t, fs, np, c, groups, work, sm_count, sums);
+    return cudaGetLastError();
+}
+
+/* stat[k] = (mean, 1/sqrt(var + eps)) from the bands' summed (count, sum, sum of squares) */
+static __global__ void gn_sums_stat_kernel(const double *sums, int n, float eps, float2 *stat) {
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    const double cnt = sums[3 * k], m = cnt > 0 ? sums[3 * k + 1] / cnt : 0.0;
+    const double var = cnt > 0 ? sums[3 * k + 2] / cnt - m * m : 0.0;
+    stat[k] = make_float2((float)m, (float)(1.0 / sqrt((var > 0 ? var : 0.0) + (double)eps)));
+}
+
+extern "C" cudaError_t cuk_group_norm_apply(cudaStream_t s, int dtype, const void *x, void *y,
+                                            int t, int64_t hw, int c, int groups,
+                                            const double *sums, float eps, const float *g,
+                                            const float *b, int act, float act_scale, void *work,
+                                            int sm_count) {
+    const int n = t * groups;
+    float2 *st = (float2 *)work;
+    gn_sums_stat_kernel<<<(n + 127) / 128, 128, 0, s>>>(sums, n, eps, st);
+    if (dtype == CU_BF16)
+        return gn_wf_apply<__nv_bfloat16>(s, (const __nv_bfloat16 *)x, (__nv_bfloat16 *)y, t, hw, c,
+                                          groups, st, g, b, act, act_scale, sm_count);
+    if (dtype == CU_F16)
+        return gn_wf_apply<__half>(s, (const __half *)x, (__half *)y, t, hw, c, groups, st, g, b,
+                                   act, act_scale, sm_count);
+    return gn_wf_apply<float>(s, (const float *)x, (float *)y, t, hw, c, groups, st, g, b, act,
+                              act_scale, sm_count);
 }

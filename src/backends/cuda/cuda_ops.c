@@ -4,6 +4,7 @@
  * Attention is one fused kernel (cuda_attention.cu) reading Q, K and V as strided views of the
  * qkv buffer (row stride 3c): no copies, no score matrix in device memory.
  */
+#include <math.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
@@ -133,10 +134,7 @@ static int need_params(const vae_op *op, const ops_state *s) {
 }
 
 /* ---- norm ---- */
-int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t, int h,
-              int w) {
-    cuda_backend *cb = cu_be(be);
-    const ops_state *s = state;
+static int norm_check(const vae_op *op, const void *x, const void *y, int t, int h, int w) {
     if (op->kind != VAE_OP_RMS_NORM && op->kind != VAE_OP_GROUP_NORM)
         return vae_fail(VAE_EINVAL, "%s: op kind %d is not a norm", op->name, (int)op->kind);
     if (op->c_in < 1 || (op->c_out != op->c_in && op->c_out != 0))
@@ -146,9 +144,21 @@ int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, voi
         return vae_fail(VAE_EINVAL, "%s: unknown activation %d", op->name, (int)op->act);
     if (t < 0 || h < 0 || w < 0 || ((!x || !y) && t * (int64_t)h * w > 0))
         return vae_fail(VAE_ESHAPE, "%s: norm input %dx%dx%d", op->name, t, h, w);
+    if (op->kind == VAE_OP_GROUP_NORM && (op->groups < 1 || op->c_in % op->groups))
+        return vae_fail(VAE_EINVAL, "%s: %d channels cannot form %d groups", op->name, op->c_in,
+                        op->groups);
+    return VAE_OK;
+}
+
+int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t, int h,
+              int w) {
+    cuda_backend *cb = cu_be(be);
+    const ops_state *s = state;
+    int rc = norm_check(op, x, y, t, h, w);
+    if (rc) return rc;
     int64_t hw = (int64_t)h * w;
     if (t == 0 || hw == 0) return VAE_OK;
-    int rc = need_params(op, s);
+    rc = need_params(op, s);
     if (rc || (rc = cu_enter(cb, op->name))) return rc;
     cu_prof_name(cb, op->name);
     const float *g = s ? s->w : NULL, *b = s ? s->b : NULL;
@@ -160,9 +170,6 @@ int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, voi
         cu_prof_end(cb, ph);
         return rc;
     }
-    if (op->groups < 1 || op->c_in % op->groups)
-        return vae_fail(VAE_EINVAL, "%s: %d channels cannot form %d groups", op->name, op->c_in,
-                        op->groups);
     if ((size_t)op->c_in * sizeof(float) > 48 * 1024)
         return vae_fail(VAE_EUNSUPPORTED, "%s: group norm over %d channels", op->name, op->c_in);
     void *work = cu_scratch(
@@ -173,6 +180,72 @@ int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, voi
                                  g, b, (int)op->act, op->act_scale, work, cb->sm_count),
                   op->name, "group norm");
     cu_prof_end(cb, ph);
+    return rc;
+}
+
+/* A group norm of a band: the checks of both halves (split_ok: the Welford kernels) */
+static int split_check(cuda_backend *cb, const vae_op *op, const void *x, const void *y, int t,
+                       int h, int w) {
+    int rc = norm_check(op, x, y ? y : x, t, h, w);
+    if (rc == VAE_OK && op->kind != VAE_OP_GROUP_NORM)
+        rc = vae_fail(VAE_EINVAL, "%s: only a group norm splits into bands", op->name);
+    if (rc == VAE_OK && t > 0 && !cuk_group_norm_split_ok(cb->base.dtype, op->c_in, x, y ? y : x))
+        rc = vae_fail(VAE_EUNSUPPORTED, "%s: a group norm over %d channels in bands", op->name,
+                      op->c_in);
+    return rc ? rc : cu_enter(cb, op->name);
+}
+
+int cuda_norm_stats(vae_backend *be, const vae_op *op, const void *x, int t, int h, int w, int y0,
+                    int rows, double *st, int dev) {
+    cuda_backend *cb = cu_be(be);
+    int rc = split_check(cb, op, x, NULL, t, h, w);
+    if (rc) return rc;
+    if (y0 < 0 || rows < 0 || y0 + rows > h)
+        return vae_fail(VAE_EINVAL, "%s: rows %d..%d of a frame of %d", op->name, y0, y0 + rows, h);
+    const size_t n = (size_t)t * op->groups * 3, bytes = n * sizeof *st;
+    if (t == 0) return VAE_OK;
+    if (rows == 0 || w == 0) /* a band without rows here: it adds nothing */
+        return dev ? cu_check(cudaMemsetAsync(st, 0, bytes, cb->stream), op->name, "zero sums")
+                   : (memset(st, 0, bytes), VAE_OK);
+    const int64_t np = (int64_t)rows * w;
+    const size_t wb =
+        cuk_group_norm_sums_work(be->dtype, t, np, op->c_in, op->groups, cb->sm_count);
+    char *work = cu_scratch(cb, (wb + 255) / 256 * 256 + (dev ? 0 : bytes), op->name);
+    if (!work) return VAE_ENOMEM;
+    double *sums = dev ? st : (double *)(work + (wb + 255) / 256 * 256);
+    const void *x0 = (const char *)x + (size_t)y0 * w * op->c_in * be->elem_size;
+    rc = cu_check(cuk_group_norm_sums(cb->stream, be->dtype, x0, t, (int64_t)h * w, np, op->c_in,
+                                      op->groups, work, cb->sm_count, sums),
+                  op->name, "group norm sums");
+    if (rc || dev) return rc;
+    rc = cu_check(cudaMemcpyAsync(st, sums, bytes, cudaMemcpyDeviceToHost, cb->stream), op->name,
+                  "group norm sums to the host");
+    return rc ? rc : cu_check(cudaStreamSynchronize(cb->stream), op->name, "group norm sums");
+}
+
+int cuda_norm_apply(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t,
+                    int h, int w, const double *st, int dev) {
+    cuda_backend *cb = cu_be(be);
+    const ops_state *s = state;
+    int rc = split_check(cb, op, x, y, t, h, w);
+    if (rc || (rc = need_params(op, s))) return rc;
+    if (t == 0 || (int64_t)h * w == 0) return VAE_OK;
+    const size_t n = (size_t)t * op->groups, bytes = 3 * n * sizeof *st;
+    const size_t wb = (n * 2 * sizeof(float) + 255) / 256 * 256;
+    char *work = cu_scratch(cb, wb + (dev ? 0 : bytes), op->name);
+    if (!work) return VAE_ENOMEM;
+    const double *sums = st;
+    if (!dev) { /* from pageable memory: the call returns once st is staged */
+        sums = (const double *)(work + wb);
+        rc = cu_check(cudaMemcpyAsync(work + wb, st, bytes, cudaMemcpyHostToDevice, cb->stream),
+                      op->name, "group norm sums to the device");
+    }
+    if (rc == VAE_OK)
+        rc = cu_check(cuk_group_norm_apply(cb->stream, be->dtype, x, y, t, (int64_t)h * w, op->c_in,
+                                           op->groups, sums, op->eps, s ? s->w : NULL,
+                                           s ? s->b : NULL, (int)op->act, op->act_scale, work,
+                                           cb->sm_count),
+                      op->name, "group norm apply");
     return rc;
 }
 
