@@ -13,7 +13,8 @@
  * GroupNorm sums, so a failure on one must wake the other).
  * "quick" sweeps three of the scenarios (the sanitizer build, where every try is 3x slower; the
  * bands' ~2000 allocations take ~3 min even in the release build).
- * usage: test_alloc_fail SHARED_DIR [cuda|quick] */
+ * A third argument runs only the scenarios whose name holds it (e.g. "bands").
+ * usage: test_alloc_fail SHARED_DIR [cuda|quick] [NAME-PART] */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -161,11 +162,12 @@ int main(int argc, char **argv) {
         {"encode, exact 16 px tiles", "enc_img.video", 1, VAE_TILE_AUTO, 16, 0, 1, 0},
         {"decode, blended 32 px tiles", "dec_img.latent", 0, VAE_TILE_BLEND, 0, 32, 1, 0},
         {"encode, exact 16 px tiles on 2 lanes", "enc_img.video", 1, VAE_TILE_AUTO, 16, 0, 2, 0},
-        {"decode, row bands on 2 lanes (SeedVR2)", "dec_img.latent", 0, VAE_TILE_AUTO, 0, 0, 2, 1},
+        {"decode, row bands on 2 lanes (SeedVR2 bands)", "dec_img.latent", 0, VAE_TILE_AUTO, 0, 0, 2, 1},
     };
     for (size_t i = 0; i < sizeof scs / sizeof *scs; i++) {
         /* on the GPU every try makes a CUDA backend (~0.1 s): the decodes, whole and tiled */
         if (device == VAE_DEVICE_CUDA && (scs[i].encode || scs[i].mode == VAE_TILE_BLEND)) continue;
+        if (argc > 3 && !strstr(scs[i].name, argv[3])) continue;
         /* quick (the sanitizer build, 3x slower): whole-frame decode, tiled encode, a group */
         if (quick && i != 0 && i != 3 && i != 5) continue;
         const long before = n_fail;
