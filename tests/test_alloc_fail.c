@@ -90,6 +90,11 @@ static long sweep(const vae_model *m, const scenario *sc, const vae_tensor *in) 
     so.tile_height = so.tile_width = sc->tile;
     so.blend_tile = sc->blend, so.blend_overlap = sc->blend / 4;
     so.n_devices = sc->lanes;
+    /* GPUs 0, 1, ..: a group of distinct GPUs makes an NCCL communicator for its bands (one
+     * GPU: two lanes on it, the threads' communicator) */
+    const int gpus = device == VAE_DEVICE_CUDA ? vae_device_count(VAE_DEVICE_CUDA) : 0;
+    for (int k = 0; k < sc->lanes && gpus > 0; k++)
+        so.devices[k] = k % gpus;
     so.threads = sc->lanes > 1 ? sc->lanes : 1; /* one thread per lane */
     if (sc->bands) vae_session_options_set(&so, VAE_PARAM_PLAN_BANDS, 1);
     vae_session *s = NULL;
