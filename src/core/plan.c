@@ -415,6 +415,28 @@ static void describe(const planner *pl, vae_plan *plan) {
                  100.0 * (plan->macs / (plan->macs_whole > 0 ? plan->macs_whole : 1) - 1));
 }
 
+/* Strips forced (settings.plan_strips), from the first cut where they are wide enough (or the
+ * one asked for): VAE_OK with *best, PLAN_NOFIT where B cannot run in them. */
+static int choose_strips(planner *pl, cand *best, cand *floor_c, int fr0, int n_fr) {
+    const vae_plan_request *rq = pl->rq;
+    const int k0 = rq->cut >= 0 ? forced_cut(pl) : 0;
+    const int k1 = rq->cut >= 0 ? k0 + 1 : pl->n_cuts;
+    for (int k = k0; k < k1; k++) {
+        int rc = parts_at(pl, k);
+        if (rc) return rc;
+        for (int fr = fr0; fr < n_fr && rc == VAE_OK; fr++) {
+            pl->fr = fr;
+            rc = plan_try_strips(pl, rq->strips, best, NULL);
+            if (rc == VAE_OK && (rq->budget <= 0 || best->peak <= rq->budget || fr + 1 == n_fr)) {
+                *floor_c = *best;
+                return VAE_OK;
+            }
+        }
+        if (rc != VAE_OK && rc != VAE_EUNSUPPORTED) return rc;
+    }
+    return PLAN_NOFIT;
+}
+
 /* The candidate to run: the first that fits, in the order of speed (below); *floor_c: the
  * smallest exact peak met on the way. PLAN_NOFIT when none fits (best: the smallest); VAE_ENOMEM
  * only when the host ran out of memory. */
@@ -435,23 +457,8 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
     }
     /* strips forced (settings.plan_strips): where B can run in them, else planned as usual */
     if (rq->strips >= 2 && pl->tiled_ok && rq->mode != VAE_TILE_NONE && rq->tile_h <= 0 &&
-        rq->tile_w <= 0) {
-        /* from the first cut where the strips are wide enough (or the one asked for) */
-        const int k0 = pl->rq->cut >= 0 ? forced_cut(pl) : 0;
-        const int k1 = pl->rq->cut >= 0 ? k0 + 1 : pl->n_cuts;
-        for (int k = k0; k < k1; k++) {
-            if ((rc = parts_at(pl, k))) return rc;
-            for (int fr = fr0; fr < n_fr && rc == VAE_OK; fr++) {
-                pl->fr = fr;
-                rc = plan_try_strips(pl, rq->strips, best, NULL);
-                if (rc == VAE_OK && (budget <= 0 || best->peak <= budget || fr + 1 == n_fr)) {
-                    *floor_c = *best;
-                    return VAE_OK;
-                }
-            }
-            if (rc != VAE_OK && rc != VAE_EUNSUPPORTED) return rc;
-        }
-    }
+        rq->tile_w <= 0 && (rc = choose_strips(pl, best, floor_c, fr0, n_fr)) != PLAN_NOFIT)
+        return rc;
     const int forced = rq->tile_h > 0 || rq->tile_w > 0;
     if (forced && !pl->tiled_ok)
         return vae_fail(VAE_EUNSUPPORTED, "exact tiles: this model has no part that tiles (every "
