@@ -31,10 +31,14 @@ static const vae_exec_norm *norm_of(const vae_exec *e, int i) {
     return NULL;
 }
 
-/* the sums' buffer: host memory, or a backend buffer for a device communicator */
+/* the sums' buffer: host memory, or a backend buffer for a device communicator; at least
+ * SUMS_MIN doubles (64 frames of 32 groups), so that it is made once, on a stream's first
+ * GroupNorm, not again inside a step a graph records */
+enum { SUMS_MIN = 64 * 32 * 3 };
 static int sums_reserve(vae_exec *e, size_t n, const char *who) {
     if (n <= e->sums_cap && (e->sums_dev != NULL) == e->comm->device_buffers) return VAE_OK;
     exec_reduce_release(e);
+    if (n < SUMS_MIN) n = SUMS_MIN;
     if (e->comm->device_buffers)
         e->sums_dev = e->be->v->alloc(e->be, n * sizeof(double));
     else
