@@ -214,9 +214,12 @@ int cuda_norm_stats(vae_backend *be, const vae_op *op, const void *x, int t, int
     if (!work) return VAE_ENOMEM;
     double *sums = dev ? st : (double *)(work + (wb + 255) / 256 * 256);
     const void *x0 = (const char *)x + (size_t)y0 * w * op->c_in * be->elem_size;
+    cu_prof_name(cb, op->name);
+    const int ph = cu_prof_begin(cb, CU_P_GN);
     rc = cu_check(cuk_group_norm_sums(cb->stream, be->dtype, x0, t, (int64_t)h * w, np, op->c_in,
                                       op->groups, work, cb->sm_count, sums),
                   op->name, "group norm sums");
+    cu_prof_end(cb, ph);
     if (rc || dev) return rc;
     rc = cu_check(cudaMemcpyAsync(st, sums, bytes, cudaMemcpyDeviceToHost, cb->stream), op->name,
                   "group norm sums to the host");
@@ -240,12 +243,14 @@ int cuda_norm_apply(vae_backend *be, const vae_op *op, void *state, const void *
         rc = cu_check(cudaMemcpyAsync(work + wb, st, bytes, cudaMemcpyHostToDevice, cb->stream),
                       op->name, "group norm sums to the device");
     }
-    if (rc == VAE_OK)
-        rc = cu_check(cuk_group_norm_apply(cb->stream, be->dtype, x, y, t, (int64_t)h * w, op->c_in,
-                                           op->groups, sums, op->eps, s ? s->w : NULL,
-                                           s ? s->b : NULL, (int)op->act, op->act_scale, work,
-                                           cb->sm_count),
-                      op->name, "group norm apply");
+    if (rc) return rc;
+    cu_prof_name(cb, op->name);
+    const int ph = cu_prof_begin(cb, CU_P_GN);
+    rc = cu_check(cuk_group_norm_apply(cb->stream, be->dtype, x, y, t, (int64_t)h * w, op->c_in,
+                                       op->groups, sums, op->eps, s ? s->w : NULL, s ? s->b : NULL,
+                                       (int)op->act, op->act_scale, work, cb->sm_count),
+                  op->name, "group norm apply");
+    cu_prof_end(cb, ph);
     return rc;
 }
 
