@@ -144,6 +144,23 @@ def test_device_group_of_cpu_lanes(tiny_io):
             vaec.load(FIXTURES / "wan21_tiny.safetensors", devices=bad)
 
 
+def test_device_group_in_row_bands(tmp_path, monkeypatch):
+    """SeedVR2 (GroupNorm over whole frames) on devices=[0, 1]: row bands whose GroupNorm sums
+    the two lanes add up (VAE_PLAN_BANDS=1: wherever they apply), within 1e-5 of one device and
+    1e-4 of the reference."""
+    fx = fixture("seedvr2_tiny")
+    path = tmp_path / "seedvr2_tiny.safetensors"
+    vaec.synth_checkpoint(fx["arch"], path, fx["config"])
+    io = load_file(str(FIXTURES / "seedvr2_tiny.io.safetensors"))
+    x, ref = io["dec_t6_odd.latent"], io["dec_t6_odd.video"]
+    monkeypatch.setenv("VAE_PLAN_BANDS", "1")
+    one = vaec.load(path, threads=1)
+    two = one.with_options(devices=[0, 1], threads=2)
+    assert "row bands" in two.plan(tuple(x.shape))["text"]
+    y1, y2 = one.decode(x), two.decode(x)
+    assert rel_err(y2, y1) < 1e-5 and rel_err(y2, ref) < 1e-4
+
+
 def test_progress_and_cancel(tiny, tiny_io):
     x = tiny_io["dec_t6_odd.latent"]
     seen = []
