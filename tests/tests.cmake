@@ -107,6 +107,11 @@ foreach(fx seedvr2_tiny:2:dec_t6_odd seedvr2_tiny:3:dec_t3 seedvr2_full:2:dec_t2
   set_tests_properties(fixture_group${n}_bands_${name} PROPERTIES LABELS fixture ENVIRONMENT "VAE_PLAN_BANDS=1"
     PASS_REGULAR_EXPRESSION "${case} on ${n} devices \\(tiles ${n}x1\\).* 0 failed")
 endforeach()
+# ... and frame by frame after each temporal upsampling (a band's GroupNorms called per frame)
+add_test(NAME fixture_group2_bands_frames_seedvr2_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} seedvr2_tiny --devices 2)
+set_tests_properties(fixture_group2_bands_frames_seedvr2_tiny PROPERTIES LABELS fixture
+  ENVIRONMENT "VAE_PLAN_BANDS=1;VAE_EXEC_FRAMES=2"
+  PASS_REGULAR_EXPRESSION "dec_t6_odd on 2 devices \\(tiles 2x1\\).* 0 failed")
 # frame by frame after every temporal upsampling, always (VAE_EXEC_FRAMES=2), whole and tiled
 add_test(NAME fixture_frames_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3)
 set_tests_properties(fixture_frames_wan22_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")
