@@ -13,10 +13,10 @@
  *           into B's output store; C runs last. Decoders tile after their last global op (the
  *           middle attention: A = the latent-resolution part), encoders before their first (C =
  *           the middle and head). A tile's crop carries the halo its receptive field needs, so the
- *           rows it keeps equal the untiled ones;
- *           In a device group that can all-reduce (comm.h), B may also hold GroupNorms: then it
- *           runs in row bands, one per device, each normalising with the statistics of every
- *           band's own rows summed over the group (vae_plan.reduce);
+ *           rows it keeps equal the untiled ones. In a device group that can all-reduce
+ *           (comm.h), B may also hold GroupNorms: then it runs in row bands, one per device, each
+ *           normalising with the statistics of every band's own rows summed over the group
+ *           (vae_plan.reduce);
  *   BLEND   overlapping tiles of the whole program, each run as an image of its own (statistics,
  *           attention, caches per tile), blended with raised-cosine ramps: not exact, for sizes
  *           whose exact floor exceeds the budget;
