@@ -139,7 +139,7 @@ static int parts_at(planner *pl, int k) {
     const part *b = &pl->pb;
     pl->b_reduce = 0;
     for (int i = 0; pl->reduce_ok && i < b->prog.n_ops; i++)
-        pl->b_reduce |= vae_op_is_reducible(&b->prog.ops[i]);
+        pl->b_reduce += vae_op_is_reducible(&b->prog.ops[i]);
     const int in = b->vh[0], out = b->vh[b->prog.output];
     pl->own_align = !pl->rq->encode && out > in && in > 0 ? out / in : 1;
     return VAE_OK;

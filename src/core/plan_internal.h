@@ -80,7 +80,8 @@ typedef struct planner {
     part whole, pa, pb, pc;
     int tiled_ok;               /* a tiled plan exists (B without global ops) */
     int reduce_ok;              /* B may hold reducible ops (a group that can all-reduce) */
-    int b_reduce;               /* this B does: row bands, one per device (vae_plan.reduce) */
+    int b_reduce;               /* this B's reducible ops (0: none, or not allowed): > 0, row
+                                 * bands, one per device (vae_plan.reduce) */
     vae_span *op_crop, *op_valid; /* scratch of the band tiler: per op */
     int cuts[MAX_CUTS], n_cuts; /* where B may start (find_cuts) */
     int cut_k;                  /* the candidate pa, pb, pc are built for (-1: none) */

@@ -110,9 +110,7 @@ static int axis_tiles_make(planner *pl, const part *b, int axis, const vae_span 
                     pl->valid,
                     NULL,
                     NULL};
-    at->n_norms = 0;
-    for (int i = 0; pl->b_reduce && axis == 0 && !blend && i < b->prog.n_ops; i++)
-        at->n_norms += vae_op_is_reducible(&b->prog.ops[i]);
+    at->n_norms = axis == 0 && !blend ? pl->b_reduce : 0;
     if (at->n_norms) {
         at->norms = vae_calloc((size_t)n * at->n_norms, sizeof *at->norms);
         if (!at->norms) return vae_fail(VAE_ENOMEM, "out of memory planning tiles");

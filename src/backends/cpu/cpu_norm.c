@@ -158,7 +158,8 @@ int cpu_norm_stats(vae_backend *be, const vae_op *op, const void *x, int t, int 
     const int64_t np = (int64_t)rows * w, hw = (int64_t)h * w;
     const double n = (double)(c / groups) * (double)np;
     gn_scratch z;
-    if (t > 0 && (rc = gn_scratch_get(op, &z))) return rc;
+    if (t == 0) return VAE_OK;
+    if ((rc = gn_scratch_get(op, &z))) return rc;
     for (int f = 0; f < t; f++) {
         const float *xf = (const float *)x + ((size_t)f * hw + (size_t)y0 * w) * c;
         gn_moments(cpu_be(be), op, xf, np, z.sum, z.sq, z.mean_d, z.mean_g, z.m2_g);
@@ -167,7 +168,7 @@ int cpu_norm_stats(vae_backend *be, const vae_op *op, const void *x, int t, int 
             o[0] = n, o[1] = n * z.mean_g[gi], o[2] = z.m2_g[gi] + n * z.mean_g[gi] * z.mean_g[gi];
         }
     }
-    if (t > 0) gn_scratch_put(&z);
+    gn_scratch_put(&z);
     return VAE_OK;
 }
 
@@ -179,7 +180,8 @@ int cpu_norm_apply(vae_backend *be, const vae_op *op, void *state, const void *x
     const int c = op->c_in, groups = op->groups;
     const int64_t hw = (int64_t)h * w;
     gn_scratch z;
-    if (t > 0 && (rc = gn_scratch_get(op, &z))) return rc;
+    if (t == 0) return VAE_OK;
+    if ((rc = gn_scratch_get(op, &z))) return rc;
     for (int f = 0; f < t; f++) {
         for (int gi = 0; gi < groups; gi++) {
             const double *o = st + ((size_t)f * groups + gi) * 3;
@@ -191,7 +193,7 @@ int cpu_norm_apply(vae_backend *be, const vae_op *op, void *state, const void *x
         gn_apply_frame(cpu_be(be), op, (const float *)x + (size_t)f * hw * c,
                        (float *)y + (size_t)f * hw * c, hw, z.mean_g, z.rstd_g, z.chan);
     }
-    if (t > 0) gn_scratch_put(&z);
+    gn_scratch_put(&z);
     return VAE_OK;
 }
 
