@@ -3,8 +3,10 @@
  * For groups of 1, 2, 3 and 5 ranks: sums (every rank gets the same bits, equal to the sum in
  * rank order), halo exchanges between row bands (each band sends its last rows down and its
  * first rows up, the end bands one way only) over many rounds with sizes that change per round,
- * and a barrier; then the failures: a size mismatch fails on both ends of the pair and nobody
- * hangs, a bad peer is an error, and a rank that aborts stops the others waiting in a call.
+ * all-gathers of each rank's part of every frame (parts of changing sizes, some empty), and a
+ * barrier; then the failures: a size mismatch fails on both ends of the pair and nobody hangs,
+ * parts that differ between ranks fail on all of them, a bad peer is an error, and a rank that
+ * aborts stops the others waiting in a call.
  * Prints one line per check and "N passed, M failed".
  */
 #include <math.h>
@@ -39,7 +41,8 @@ enum { MAX_RANKS = 8, ROUNDS = 40, N_SUM = 1031 };
 
 typedef struct job {
     vae_comm *c;
-    int mode; /* 0: the collectives; 1: a size mismatch; 2: a bad peer; 3: abort */
+    int mode; /* 0: the collectives; 1: a size mismatch; 2: a bad peer; 3: abort; 4: all-gather
+               * parts that differ */
     int rc[4];
     int bad;           /* wrong values seen */
     double sum[N_SUM]; /* mode 0: the last allreduce's result */
@@ -84,6 +87,24 @@ static void collectives(job *j) {
             for (int x = 0; from >= 0 && x < rows * 3; x++)
                 j->bad += got[x] != row_byte(from, k, x + dir);
         }
+        /* all-gather: `frames` frames of `fb` bytes, rank q's part [fb q / n, fb (q + 1) / n)
+         * (fb < n some rounds: empty parts) */
+        enum { FB_MAX = 48, FRAMES_MAX = 3 };
+        const int frames = 1 + k % FRAMES_MAX;
+        const size_t fb = k % 4 == 3 ? (size_t)(k % n) : (size_t)(5 + k % 44);
+        size_t off[MAX_RANKS + 1];
+        unsigned char all[FRAMES_MAX * FB_MAX];
+        for (int q = 0; q <= n; q++)
+            off[q] = fb * q / n;
+        memset(all, 0xEE, sizeof all);
+        for (int f = 0; f < frames; f++)
+            for (size_t x = off[r]; x < off[r + 1]; x++)
+                all[f * fb + x] = row_byte(r, k, (int)(f * fb + x));
+        if (c->v->allgather(c, all, fb, frames, off)) j->rc[2]++;
+        for (int q = 0; q < n; q++)
+            for (int f = 0; f < frames; f++)
+                for (size_t x = off[q]; x < off[q + 1]; x++)
+                    j->bad += all[f * fb + x] != row_byte(q, k, (int)(f * fb + x));
         if (c->v->barrier(c)) j->rc[2]++;
     }
 }
@@ -111,6 +132,14 @@ static void *rank_main(void *arg) {
             j->rc[0] = c->v->barrier(c);
         j->rc[1] = c->v->allreduce_sum(c, &one, 1);
         break;
+    case 4: { /* rank 0 all-gathers two frames, the others one */
+        size_t off[MAX_RANKS + 1];
+        for (int q = 0; q <= n; q++)
+            off[q] = 8 * q / n;
+        j->rc[0] = c->v->allgather(c, buf, 8, r == 0 ? 2 : 1, off);
+        j->rc[1] = c->v->barrier(c);
+        break;
+    }
     }
     return NULL;
 }
@@ -145,7 +174,8 @@ int main(void) {
         }
         check(errors == 0 && bad == 0 && same,
               "%d ranks, %d rounds: sums equal to the rank-order sum on every rank, halos "
-              "down and up as sent (%d failed calls, %d wrong values)",
+              "down and up as sent, every rank's parts gathered (%d failed calls, %d wrong "
+              "values)",
               n, ROUNDS, errors, bad);
         if (n < 2) continue;
         run_group(n, 1, jobs);
@@ -159,6 +189,14 @@ int main(void) {
               n, jobs[0].rc[0], jobs[1].rc[0]);
         run_group(n, 2, jobs);
         check(jobs[0].rc[0] == VAE_EINVAL, "%d ranks: a peer beyond the group is an error", n);
+        run_group(n, 4, jobs);
+        int all_fail = 1;
+        for (int k = 0; k < n; k++)
+            all_fail &= jobs[k].rc[0] == VAE_EINVAL && jobs[k].rc[1] == VAE_OK;
+        check(all_fail,
+              "%d ranks: an all-gather of 2 frames against 1 fails on every rank, the "
+              "group goes on",
+              n);
         run_group(n, 3, jobs);
         int stopped = 1;
         for (int k = 0; k < n; k++)

@@ -520,10 +520,13 @@ static void test_shuffle_down(const shuf_case *sc) {
 }
 
 /* ---- attention ------------------------------------------------------------------------------ */
-static void test_attention(int c, int t, int h, int w, float qk_scale, size_t scratch_limit) {
+/* queries [q0, q1) of each frame (q1 = 0: all of them); the other rows must stay untouched */
+static void test_attention(int c, int t, int h, int w, float qk_scale, size_t scratch_limit, int q0,
+                           int q1) {
     vae_backend *be = new_backend(0);
     if (scratch_limit) cpu_be(be)->scratch_limit = scratch_limit;
     int n = h * w;
+    if (q1 == 0) q1 = n;
     size_t nx = (size_t)t * n * 3 * c, ny = (size_t)t * n * c;
     float *qkv = rand_buf(nx, qk_scale, 0.0f), *y = malloc(ny * sizeof *y);
     double *ref = malloc(ny * sizeof *ref), *p = malloc(n * sizeof *p);
@@ -553,11 +556,21 @@ static void test_attention(int c, int t, int h, int w, float qk_scale, size_t sc
     vae_op op = vae_op_make(VAE_OP_ATTENTION, 0, 3 * c, c);
     op.scale = (float)scale;
     snprintf(op.name, sizeof op.name, "test.attention");
-    int rc = be->v->attention(be, &op, NULL, qkv, y, t, h, w);
+    int rc = be->v->attention(be, &op, NULL, qkv, y, t, h, w, q0, q1);
     EXPECT(rc == VAE_OK, "attention rc %d (%s)", rc, vae_last_error());
-    double e = rel_err(y, ref, ny);
-    EXPECT(e <= TOL, "attention c=%d t=%d %dx%d (N=%d) limit=%zu: rel err %.3g", c, t, h, w, n,
-           scratch_limit, e);
+    double e = 0;
+    int outside = 0; /* rows it should not have written */
+    for (int f = 0; f < t; f++) {
+        const size_t at = ((size_t)f * n + q0) * c, m = (size_t)(q1 - q0) * c;
+        const double ef = rel_err(y + at, ref + at, m);
+        e = ef > e ? ef : e;
+        for (size_t i = (size_t)f * n * c; i < ((size_t)f + 1) * n * c; i++)
+            outside += (i < at || i >= at + m) && !isnan(y[i]);
+    }
+    EXPECT(e <= TOL && outside == 0,
+           "attention c=%d t=%d %dx%d (N=%d) queries [%d, %d) limit=%zu: rel err %.3g, %d values "
+           "written outside",
+           c, t, h, w, n, q0, q1, scratch_limit, e, outside);
     free(qkv);
     free(y);
     free(ref);
@@ -712,8 +725,14 @@ static void test_errors(void) {
     EXPECT(rc == VAE_EINVAL, "bad shuffle strides: rc %d", rc);
     /* attention with c_in != 3 c_out */
     vae_op at = vae_op_make(VAE_OP_ATTENTION, 0, 4, 4);
-    rc = be->v->attention(be, &at, NULL, x, y, 1, 2, 2);
+    rc = be->v->attention(be, &at, NULL, x, y, 1, 2, 2, 0, 4);
     EXPECT(rc == VAE_ESHAPE, "attention bad channels: rc %d", rc);
+    /* queries outside the frame */
+    vae_op at3 = vae_op_make(VAE_OP_ATTENTION, 0, 6, 2);
+    vae_error_clear();
+    rc = be->v->attention(be, &at3, NULL, x, y, 1, 2, 2, 1, 5);
+    EXPECT(rc == VAE_EINVAL && strstr(vae_last_error(), "queries [1, 5) of 4"),
+           "attention queries past the frame: rc %d (%s)", rc, vae_last_error());
     /* tanh activation without a scale */
     vae_op th = vae_op_make(VAE_OP_ACT, 0, 3, 3);
     th.act = VAE_ACT_TANH_SCALE, th.act_scale = 0.0f;
@@ -875,11 +894,16 @@ int main(void) {
     for (size_t i = 0; i < sizeof downs / sizeof *downs; i++)
         test_shuffle_down(&downs[i]);
 
-    test_attention(8, 1, 5, 7, 1.0f, 0);
-    test_attention(20, 2, 17, 19, 2.0f, 0);   /* N = 323: one full block + a partial one */
-    test_attention(13, 1, 16, 16, 2.0f, 0);   /* N = 256: exactly one block */
-    test_attention(16, 2, 9, 13, 3.0f, 4096); /* small scratch: blocks of 16 rows */
-    test_attention(64, 1, 24, 24, 1.0f, 0);   /* N = 576 */
+    test_attention(8, 1, 5, 7, 1.0f, 0, 0, 0);
+    test_attention(20, 2, 17, 19, 2.0f, 0, 0, 0);   /* N = 323: one full block + a partial one */
+    test_attention(13, 1, 16, 16, 2.0f, 0, 0, 0);   /* N = 256: exactly one block */
+    test_attention(16, 2, 9, 13, 3.0f, 4096, 0, 0); /* small scratch: blocks of 16 rows */
+    test_attention(64, 1, 24, 24, 1.0f, 0, 0, 0);   /* N = 576 */
+    /* a band's share of the queries (exec_reduce.c): a middle range over two blocks, the last
+     * rows, none */
+    test_attention(20, 2, 17, 19, 2.0f, 0, 3 * 19, 17 * 19 - 2 * 19);
+    test_attention(16, 2, 9, 13, 3.0f, 4096, 7 * 13, 9 * 13);
+    test_attention(8, 1, 5, 7, 1.0f, 0, 14, 14);
 
     bench_conv();
 

@@ -677,8 +677,10 @@ static void test_transfers(int t, int h, int w, int c) {
 }
 
 /* ---- attention ------------------------------------------------------------------------------ */
-static void test_attention(int c, int t, int h, int w, float qk) {
+/* queries [q0, q1) of each frame compared (q1 = 0: all; the GPU may write the others too) */
+static void test_attention_range(int c, int t, int h, int w, float qk, int q0, int q1) {
     int n = h * w;
+    if (q1 == 0) q1 = n;
     size_t nx = (size_t)t * n * 3 * c, ny = (size_t)t * n * c;
     float *qkv = rand_buf(nx, qk, 0.0f);
     vae_op op = vae_op_make(VAE_OP_ATTENTION, 0, 3 * c, c);
@@ -692,18 +694,26 @@ static void test_attention(int c, int t, int h, int w, float qk) {
         void *state = NULL;
         rc[k] = be->v->prepare(be, &op, &state);
         void *xd = dev_from(be, qkv, nx), *yd = be->v->alloc(be, ny * be->elem_size);
-        if (!rc[k]) rc[k] = be->v->attention(be, &op, state, xd, yd, t, h, w);
+        if (!rc[k]) rc[k] = be->v->attention(be, &op, state, xd, yd, t, h, w, q0, q1);
         if (!rc[k]) out[k] = host_from(be, yd, ny);
+        for (int f = 0; out[k] && f < t; f++) /* frame f's queries, packed */
+            memmove(out[k] + (size_t)f * (q1 - q0) * c, out[k] + ((size_t)f * n + q0) * c,
+                    (size_t)(q1 - q0) * c * sizeof(float));
         be->v->release(be, xd);
         be->v->release(be, yd);
         be->v->unprepare(be, &op, state);
     }
     char what[200];
-    snprintf(what, sizeof what, "attention c=%d t=%d %dx%d (N=%d) qk scale %g", c, t, h, w, n, qk);
-    compare(what, rc[0], rc[1], out[1], out[0], ny);
+    snprintf(what, sizeof what, "attention c=%d t=%d %dx%d (N=%d) queries [%d, %d) qk scale %g", c,
+             t, h, w, n, q0, q1, qk);
+    compare(what, rc[0], rc[1], out[1], out[0], (size_t)t * (q1 - q0) * c);
     free(qkv);
     free(out[0]);
     free(out[1]);
+}
+
+static void test_attention(int c, int t, int h, int w, float qk) {
+    test_attention_range(c, t, h, w, qk, 0, 0);
 }
 
 /* ---- buffers, errors ------------------------------------------------------------------------ */
@@ -1038,11 +1048,12 @@ static void bench_attention(int c, int h, int w, int t) {
     snprintf(op.name, sizeof op.name, "bench.attention");
     void *x = gpu->v->alloc(gpu, nx * gpu->elem_size), *y = gpu->v->alloc(gpu, ny * gpu->elem_size);
     int rc = x && y ? gpu->v->zero(gpu, x, nx * gpu->elem_size) : VAE_ENOMEM;
-    if (!rc) rc = gpu->v->attention(gpu, &op, NULL, x, y, t, h, w);
+    if (!rc) rc = gpu->v->attention(gpu, &op, NULL, x, y, t, h, w, 0, h * w);
     if (!rc) rc = gpu->v->sync(gpu);
     int reps = 3;
     double t0 = now();
-    for (int r = 0; r < reps && !rc; r++) rc = gpu->v->attention(gpu, &op, NULL, x, y, t, h, w);
+    for (int r = 0; r < reps && !rc; r++)
+        rc = gpu->v->attention(gpu, &op, NULL, x, y, t, h, w, 0, h * w);
     if (!rc) rc = gpu->v->sync(gpu);
     double dt = (now() - t0) / reps, flop = 4.0 * t * (double)n * n * c;
     if (rc) printf("TIME [%s] attention: failed: %s\n", variant, vae_last_error());
@@ -1220,6 +1231,11 @@ static void run_variant(const variant_def *v) {
         /* >= 1024 tokens in 16-bit: cuBLAS scores + softmax rows + P V (VAE_CUDA_ATT) */
         test_attention(512, 1, 25, 44, 1.0f);  /* N = 1100: one block, N % 64 != 0 */
         test_attention(64, 2, 64, 100, 1.0f);  /* N = 6400: two blocks of query rows, t > 1 */
+        /* a band's share of the queries (exec_reduce.c): GEMM blocks from q0, a partial last
+         * one; the fused kernels (every query) */
+        test_attention_range(64, 2, 64, 100, 1.0f, 1700, 6100);
+        test_attention_range(512, 1, 25, 44, 1.0f, 44 * 12, 44 * 25);
+        test_attention_range(64, 2, 33, 17, 2.0f, 17 * 11, 17 * 22);
         test_attention(64, 2, 33, 17, 4.0f);   /* large scores: the online softmax rescales */
         test_attention(13, 2, 19, 17, 4.0f);   /* odd c: the FMA kernel in every dtype */
         /* 16-bit: 8 warps, two per 16 rows (channel halves of 2 DVW <= 512 per block column) */

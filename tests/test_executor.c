@@ -350,7 +350,9 @@ static int rec_run(vae_backend *be, const rec_call *c) {
     case 1: return rec_inner->norm(be, c->op, c->state, c->a, c->y, c->t_out, c->h, c->w);
     case 2: return rec_inner->eltwise(be, c->op, c->state, c->a, c->b, c->y, c->n);
     case 3: return rec_inner->resample(be, c->op, c->frames, c->n_in, c->h, c->w, c->y, c->t_out);
-    case 4: return rec_inner->attention(be, c->op, c->state, c->a, c->y, c->t_out, c->h, c->w);
+    case 4:
+        return rec_inner->attention(be, c->op, c->state, c->a, c->y, c->t_out, c->h, c->w, c->ho,
+                                    c->wo);
     case 5: return rec_inner->copy(be, c->y, c->a, (size_t)c->n);
     default: return rec_inner->zero(be, c->y, (size_t)c->n);
     }

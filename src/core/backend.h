@@ -97,9 +97,12 @@ typedef struct vae_backend_vtbl {
      * of n_in = ft * t_out frames). h, w: input size. */
     int (*resample)(vae_backend *be, const vae_op *op, const void *const *frames, int n_in, int h,
                     int w, void *y, int t_out);
-    /* ATTENTION per frame: qkv [t][h][w][3c] -> y [t][h][w][c] */
+    /* ATTENTION per frame: qkv [t][h][w][3c] -> y [t][h][w][c], the query tokens [q0, q1) of
+     * each frame (0 <= q0 <= q1 <= h * w; a band plan's ranks share a frame's queries,
+     * exec_reduce.c) over all its keys. The other tokens of y keep what they held, or (a path that
+     * cannot start elsewhere: CUDA's fused kernel) get their own exact values too. */
     int (*attention)(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y,
-                     int t, int h, int w);
+                     int t, int h, int w, int q0, int q1);
 
     /* Optional (all four or none; NULL: the session uses upload/download): asynchronous chunk
      * transfers in the user's planar float32 layout [c][t][h][w], so that the session can prepare
@@ -197,6 +200,7 @@ struct vae_backend {
                               * the host count it and turn it on for their run (the other host
                               * copies are few and large, and go without) */
     int host_copy_on;
+    int host_memory; /* 1: its buffers are host memory (the CPU's): comm_threads.c reads them */
 };
 
 /* The host's device allocator (vae_session_options.dev_alloc); alloc NULL: cudaMalloc. */

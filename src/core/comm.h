@@ -4,9 +4,10 @@
  * Frame-major models (SeedVR2: GroupNorm over every pixel of a frame) split each frame into
  * row bands, one per rank; a band needs its neighbours' edge rows before each conv (a halo
  * exchange: sendrecv) and every rank's partial GroupNorm sums before it normalises
- * (allreduce_sum). The field's transport for that is NCCL (one GPU per rank, across processes
- * and nodes); comm_threads.c is the same contract for ranks that are threads of one process (the
- * CPU lanes of the tests and CI), so that the exchange logic runs everywhere.
+ * (allreduce_sum); the latent part every rank computes whole shares its attention's queries out
+ * and gathers the rows (allgather). The field's transport for that is NCCL (one GPU per rank,
+ * across processes and nodes); comm_threads.c is the same contract for ranks that are threads of
+ * one process (the CPU lanes of the tests and CI), so that the exchange logic runs everywhere.
  *
  * Every call is collective: every rank of the group makes the same calls in the same order,
  * with matching sizes. A rank that fails calls abort(), and every rank's pending and later calls
@@ -32,6 +33,11 @@ typedef struct vae_comm_vtbl {
      * receiver's recv_bytes (VAE_EINVAL on both otherwise). */
     int (*sendrecv)(vae_comm *c, const void *send, size_t send_bytes, int to, void *recv,
                     size_t recv_bytes, int from);
+    /* Each rank's part of every frame to every rank: buf holds `frames` frames of frame_bytes,
+     * bytes [off[k], off[k + 1]) of each are rank k's (0 = off[0] <= ... <= off[size] =
+     * frame_bytes, the same frames and offsets on every rank; VAE_EINVAL on all otherwise); the
+     * other ranks' parts of buf are overwritten with theirs. */
+    int (*allgather)(vae_comm *c, void *buf, size_t frame_bytes, int frames, const size_t *off);
     int (*barrier)(vae_comm *c);
     /* Not collective: this rank failed; the others stop at their next call (or the one they
      * wait in) with VAE_EINTERRUPTED. */

@@ -18,6 +18,8 @@ typedef struct post {
     size_t bytes;
     int to, from;      /* sendrecv: the ranks it sends to and receives from (-1: none) */
     size_t recv_bytes; /* sendrecv: what it expects */
+    int frames;        /* allgather: frames of `bytes` each, rank k's part [off[k], off[k+1]) */
+    const size_t *off;
 } post;
 
 typedef struct group {
@@ -64,7 +66,7 @@ static int threads_barrier(vae_comm *c) {
 
 static int threads_allreduce_sum(vae_comm *c, double *buf, size_t n) {
     group *g = group_of(c);
-    g->posts[c->rank] = (post){buf, n * sizeof *buf, -1, -1, 0};
+    g->posts[c->rank] = (post){buf, n * sizeof *buf, -1, -1, 0, 0, NULL};
     int rc = round_wait(g);
     double *sum = NULL;
     if (rc == VAE_OK) {
@@ -95,7 +97,8 @@ static int threads_sendrecv(vae_comm *c, const void *send, size_t send_bytes, in
     if (to >= g->size || from >= g->size || (to >= 0 && to == me) || (from >= 0 && from == me))
         rc = vae_fail(VAE_EINVAL, "comm sendrecv: rank %d of %d sends to %d, receives from %d", me,
                       g->size, to, from);
-    g->posts[me] = rc ? (post){NULL, 0, -1, -1, 0} : (post){send, send_bytes, to, from, recv_bytes};
+    g->posts[me] = rc ? (post){NULL, 0, -1, -1, 0, 0, NULL}
+                      : (post){send, send_bytes, to, from, recv_bytes, 0, NULL};
     int rw = round_wait(g);
     if (rc == VAE_OK) rc = rw;
     /* both ends of each pair check it, so that a mismatch fails on both */
@@ -112,6 +115,38 @@ static int threads_sendrecv(vae_comm *c, const void *send, size_t send_bytes, in
                       me, send_bytes, to, out->recv_bytes, out->from);
     if (rc == VAE_OK && in && recv_bytes) memcpy(recv, in->p, recv_bytes);
     rw = round_wait(g); /* every receiver has its copy */
+    return rc ? rc : rw;
+}
+
+/* rank k's parts, the same geometry as rank 0's (VAE_EINVAL otherwise) */
+static int allgather_check(const group *g, int k) {
+    const post *a = &g->posts[0], *b = &g->posts[k];
+    int same = a->bytes == b->bytes && a->frames == b->frames && a->off && b->off;
+    for (int j = 0; same && j <= g->size; j++)
+        same = a->off[j] == b->off[j] && (j == 0 || b->off[j] >= b->off[j - 1]);
+    if (same && b->off[0] == 0 && b->off[g->size] == b->bytes) return VAE_OK;
+    return vae_fail(VAE_EINVAL,
+                    "comm allgather: rank %d's parts of %d frames of %zu bytes differ from rank "
+                    "0's (%d of %zu) or do not cover them",
+                    k, b->frames, b->bytes, a->frames, a->bytes);
+}
+
+static int threads_allgather(vae_comm *c, void *buf, size_t frame_bytes, int frames,
+                             const size_t *off) {
+    group *g = group_of(c);
+    const int me = c->rank;
+    g->posts[me] = (post){buf, frame_bytes, -1, -1, 0, frames, off};
+    int rc = round_wait(g);
+    for (int k = 0; k < g->size && rc == VAE_OK; k++) /* every rank finds the same mismatch */
+        rc = allgather_check(g, k);
+    /* rank k's part of its own buffer: nobody writes it in this round, everybody may read it */
+    for (int k = 0; k < g->size && rc == VAE_OK; k++) {
+        const size_t lo = off[k], n = off[k + 1] - off[k];
+        for (int f = 0; k != me && n && f < frames; f++)
+            memcpy((char *)buf + (size_t)f * frame_bytes + lo,
+                   (const char *)g->posts[k].p + (size_t)f * frame_bytes + lo, n);
+    }
+    const int rw = round_wait(g); /* every rank has its copies */
     return rc ? rc : rw;
 }
 
@@ -144,6 +179,7 @@ static const vae_comm_vtbl threads_vtbl = {
     .name = "threads",
     .allreduce_sum = threads_allreduce_sum,
     .sendrecv = threads_sendrecv,
+    .allgather = threads_allgather,
     .barrier = threads_barrier,
     .abort = threads_abort,
     .destroy = threads_destroy,

@@ -75,6 +75,7 @@ struct vae_exec {
     double *sums;   /* host memory, or: */
     void *sums_dev; /* a backend buffer (a communicator with device buffers) */
     size_t sums_cap;
+    struct vae_comm *split; /* the ranks that share each attention's queries, or NULL */
 };
 
 size_t exec_vox_bytes(const vae_exec *e, int64_t n);
@@ -94,5 +95,8 @@ void exec_window_release(vae_exec *e, window *w, int kt);
 /* exec_reduce.c: GroupNorm op i of a band plan, x -> y (allocated); the sums' buffer given back */
 int exec_norm_reduced(vae_exec *e, int i, const value *x, value *y);
 void exec_reduce_release(vae_exec *e);
+/* exec_reduce.c: attention op i with its queries shared out (vae_exec_set_split), x -> y
+ * (allocated) */
+int exec_attention_split(vae_exec *e, int i, const value *x, value *y);
 
 #endif

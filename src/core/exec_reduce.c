@@ -1,7 +1,11 @@
-/* exec_reduce.c -- the GroupNorms of a band plan (executor.h vae_exec_set_reduce): the band's
- * count, sum and sum of squares over the rows it owns, all-reduced over the group (comm.h), then
- * every row it holds normalised with the group's statistics (the halo rows too: they are exact
- * where the band computes them, and the later ops read them). */
+/* exec_reduce.c -- the collective ops of a band plan (comm.h).
+ * - Its GroupNorms (vae_exec_set_reduce): the band's count, sum and sum of squares over the rows
+ *   it owns, all-reduced over the group, then every row it holds normalised with the group's
+ *   statistics (the halo rows too: they are exact where the band computes them, and the later
+ *   ops read them).
+ * - The attention of A, which every rank computes whole (vae_exec_set_split): each rank computes
+ *   its share of the queries' rows, then all-gathers the others' (SeedVR2 1080p: 0.29 s of A's
+ *   0.39 s was the attention, repeated on every GPU; run 121). */
 #include "comm.h"
 #include "core.h"
 #include "exec_internal.h"
@@ -79,4 +83,27 @@ int exec_norm_reduced(vae_exec *e, int i, const value *x, value *y) {
                             "has %.0f",
                             op->name, st[k], count);
     return be->v->norm_apply(be, op, e->st[i].prep, x->buf, y->buf, x->t, x->h, x->w, st, dev);
+}
+
+int vae_exec_set_split(vae_exec *e, vae_comm *comm, int *on) {
+    /* comm_threads.c reads host memory only */
+    if (comm && !comm->device_buffers && !e->be->host_memory) comm = NULL;
+    e->split = comm && comm->size > 1 ? comm : NULL;
+    *on = e->split != NULL;
+    return VAE_OK;
+}
+
+int exec_attention_split(vae_exec *e, int i, const value *x, value *y) {
+    const vae_op *op = &e->p->ops[i];
+    vae_comm *c = e->split;
+    size_t off[VAE_MAX_DEVICES + 1];
+    if (c->size > VAE_MAX_DEVICES)
+        return vae_fail(VAE_EINVAL, "internal: %s shared by %d ranks", op->name, c->size);
+    const size_t row = exec_vox_bytes(e, (int64_t)x->w * op->c_out);
+    for (int k = 0; k <= c->size; k++)
+        off[k] = (size_t)((int64_t)x->h * k / c->size) * row;
+    const int q0 = (int)(off[c->rank] / row) * x->w, q1 = (int)(off[c->rank + 1] / row) * x->w;
+    int rc =
+        e->be->v->attention(e->be, op, e->st[i].prep, x->buf, y->buf, x->t, x->h, x->w, q0, q1);
+    return rc ? rc : c->v->allgather(c, y->buf, row * x->h, x->t, off);
 }

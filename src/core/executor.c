@@ -302,7 +302,8 @@ static int op_compute(vae_exec *e, int i, const value *x, const value *x2, value
                            x2, 0, x2->t);
     case VAE_OP_ATTENTION:
         if (x->t == 0 || (rc = exec_alloc_value(e, y, op->out))) return rc;
-        return be->v->attention(be, op, s->prep, x->buf, y->buf, x->t, x->h, x->w);
+        if (e->split) return exec_attention_split(e, i, x, y);
+        return be->v->attention(be, op, s->prep, x->buf, y->buf, x->t, x->h, x->w, 0, x->h * x->w);
     default: return vae_fail(VAE_EINVAL, "internal: unknown op kind %d", (int)op->kind);
     }
 }
@@ -555,7 +556,8 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
     int rc = VAE_EUNSUPPORTED;
     /* (band plans: the sums of a communicator with device buffers are stream work, which a
      * graph records like the rest; host sums wait in the middle of the step) */
-    if ((e->graph || e->graph_ok) && !e->strips && !(e->comm && !e->comm->device_buffers)) {
+    if ((e->graph || e->graph_ok) && !e->strips && !(e->comm && !e->comm->device_buffers) &&
+        !(e->split && !e->split->device_buffers)) {
         const uint64_t sig = state_sig(e, in);
         const int replay = e->graph && sig == e->graph_sig;
         /* the state before this step is the one before and after the previous step */

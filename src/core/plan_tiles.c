@@ -185,13 +185,19 @@ static void strip_rebuilds(const planner *pl, const part *b, const vae_strips *s
 /* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
  * the tiles; st: as column strips, ax their columns), into c. */
 /* The MACs of the ops in [from, to) over the whole video, whole frames. */
-static double ops_macs(const planner *pl, int from, int to) {
+/* the MACs of ops [from, to) over the whole video (of one kind; -1: every kind) */
+static double kind_macs(const planner *pl, int from, int to, int kind) {
     double macs = 0;
     for (int i = from; i < to; i++) {
         const vae_op *op = &pl->p->ops[i];
-        macs += vae_op_macs(op, (int)pl->op_frames[i], pl->vh[op->out], pl->vw[op->out]);
+        if (kind < 0 || (int)op->kind == kind)
+            macs += vae_op_macs(op, (int)pl->op_frames[i], pl->vh[op->out], pl->vw[op->out]);
     }
     return macs;
+}
+
+static double ops_macs(const planner *pl, int from, int to) {
+    return kind_macs(pl, from, to, -1);
 }
 
 static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
@@ -311,7 +317,9 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     /* a group's devices share B's tiles; each runs A itself, or the first one runs it while the
      * others' wider tiles begin */
     const double ranks = rq->ranks > 1 ? rq->ranks : 1;
-    c->cost = (macs - macs_b) / (c->a_shared ? ranks : 1) +
+    /* (bands: every device runs A, but its attention's queries are shared out) */
+    const double a_att = pl->b_reduce && !blend ? kind_macs(pl, 0, b->from, VAE_OP_ATTENTION) : 0;
+    c->cost = (macs - macs_b - a_att * (1 - 1 / ranks)) / (c->a_shared ? ranks : 1) +
               (macs_b + OP_CALL_MACS * calls_b) / ranks + HOST_BYTE_MACS * host_bytes +
               DEVICE_BYTE_MACS * copied;
     return VAE_OK;
@@ -387,15 +395,45 @@ static int shared_a_tiles(const planner *pl, int ny, int nx, vae_span *sy, vae_s
                : plan_split_shares(b->vh[v], share, n, pl->own_align, sy) == n;
 }
 
+/* A device group's row bands (vae_plan.reduce), more than two: a band computes its owned rows
+ * and the halo rows of each of its inner edges, so a middle band (two edges) has more work than
+ * an end band (one), and at every GroupNorm the others wait for it (run 125: 4 bands of 272
+ * rows, the middle ones ~8% more GPU time). The owned rows are shared out so that every band's
+ * work is the same: with e the halos' MACs per edge (measured on the even split sy), band k owns
+ * (B's MACs with halos / n - edges_k e) / B's MACs of the rows (sy rewritten). */
+static int balance_bands(planner *pl, int ny, int nx, vae_span *sy) {
+    const part *b = &pl->pb;
+    const int n = ny;
+    if (!pl->b_reduce || nx != 1 || n != pl->rq->ranks || n < 3) return VAE_OK;
+    cand even;
+    memset(&even, 0, sizeof even);
+    const vae_span sx = {0, b->vw[b->prog.output]};
+    int rc = try_spans(pl, b, sy, n, &sx, 1, 0, &even, NULL);
+    const double mb = ops_macs(pl, b->from, b->to);
+    const double halo = even.macs - ops_macs(pl, 0, pl->p->n_ops);
+    if (rc || mb <= 0 || halo <= 0) return rc;
+    const double edge = halo / (2.0 * (n - 1)), each = (mb + halo) / n;
+    double share[MAX_SPANS];
+    for (int k = 0; k < n; k++)
+        share[k] = (each - (k == 0 || k == n - 1 ? 1 : 2) * edge) / mb;
+    plan_split_shares(b->vh[b->prog.output], share, n, pl->own_align, sy);
+    VAE_DEBUG("planner: %d bands balanced by their halos' work (%.1f%% of B's a band edge): "
+              "owned rows %d, %d, .., %d",
+              n, 100 * edge / mb, sy[0].hi - sy[0].lo, sy[1].hi - sy[1].lo,
+              sy[n - 1].hi - sy[n - 1].lo);
+    return VAE_OK;
+}
+
 int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan) {
     const part *b = &pl->pb;
     vae_span sy[MAX_SPANS], sx[MAX_SPANS];
     const int hb = b->vh[b->prog.output], wb = b->vw[b->prog.output];
     int ny = plan_split_axis(hb, tile_h, pl->own_align, sy, MAX_SPANS);
     int nx = plan_split_axis(wb, tile_w, pl->own_align, sx, MAX_SPANS);
-    c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
+    c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo; /* (the even split's) */
     c->a_shared = shared_a_tiles(pl, ny, nx, sy, sx);
-    return try_spans(pl, b, sy, ny, sx, nx, 0, c, plan);
+    const int rc = balance_bands(pl, ny, nx, sy);
+    return rc ? rc : try_spans(pl, b, sy, ny, sx, nx, 0, c, plan);
 }
 
 int plan_try_blend(planner *pl, cand *c, vae_plan *plan) {

@@ -27,7 +27,7 @@ static float softmax_row(float *row, int n) {
 enum { ATT_BLOCK = 256 }; /* query rows per block (fewer when N is huge: scratch_limit) */
 
 int cpu_attention(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y, int t,
-                  int h, int w) {
+                  int h, int w, int q0, int q1) {
     cpu_backend *cb = cpu_be(be);
     const int c = op->c_out, nt = cb->threads;
     if (op->kind != VAE_OP_ATTENTION)
@@ -38,7 +38,10 @@ int cpu_attention(vae_backend *be, const vae_op *op, void *state, const void *qk
     if (t < 0 || h < 0 || w < 0 || (int64_t)h * w > INT32_MAX / 2)
         return vae_fail(VAE_ESHAPE, "%s: attention input %dx%dx%d", op->name, t, h, w);
     const int n = h * w;
-    if (t == 0 || n == 0) return VAE_OK;
+    if (q0 < 0 || q1 < q0 || q1 > n)
+        return vae_fail(VAE_EINVAL, "%s: attention queries [%d, %d) of %d tokens", op->name, q0, q1,
+                        n);
+    if (t == 0 || q1 == q0) return VAE_OK;
     if (!qkv || !y) return vae_fail(VAE_EINVAL, "%s: attention without input or output", op->name);
 
     int64_t bq64 = (int64_t)(cb->scratch_limit / ((size_t)n * sizeof(float)));
@@ -55,8 +58,8 @@ int cpu_attention(vae_backend *be, const vae_op *op, void *state, const void *qk
     for (int f = 0; f < t; f++) {
         const float *q = (const float *)qkv + (size_t)f * n * ld, *k = q + c, *v = q + 2 * c;
         float *yf = (float *)y + (size_t)f * n * c;
-        for (int i0 = 0; i0 < n; i0 += bq) {
-            int m = n - i0 < bq ? n - i0 : bq;
+        for (int i0 = q0; i0 < q1; i0 += bq) {
+            int m = q1 - i0 < bq ? q1 - i0 : bq;
             int rc =
                 cpu_sgemm(nt, 1, m, n, c, op->scale, q + (size_t)i0 * ld, ld, k, ld, 0.0f, s, n);
             if (rc) return rc;

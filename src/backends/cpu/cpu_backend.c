@@ -253,6 +253,7 @@ int vae_cpu_backend_create(vae_backend **out, vae_dtype dtype, int threads) {
     cb->base.v = &cpu_vtbl;
     cb->base.dtype = VAE_DTYPE_F32;
     cb->base.elem_size = sizeof(float);
+    cb->base.host_memory = 1;
     cb->fp8 = dtype == VAE_DTYPE_FP8;
     cb->threads = threads > 0 ? threads : omp_get_max_threads();
     if (cb->threads < 1) cb->threads = 1;

@@ -119,6 +119,6 @@ int cpu_eltwise(vae_backend *be, const vae_op *op, void *state, const void *a, c
 int cpu_resample(vae_backend *be, const vae_op *op, const void *const *frames, int n_in, int h,
                  int w, void *y, int t_out);
 int cpu_attention(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y, int t,
-                  int h, int w);
+                  int h, int w, int q0, int q1);
 
 #endif

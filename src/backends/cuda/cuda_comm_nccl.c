@@ -127,6 +127,38 @@ static int nccl_sendrecv(vae_comm *c, const void *send, size_t send_bytes, int t
     return e == ncclSuccess ? VAE_OK : nccl_fail(e, "send/receive");
 }
 
+/* every other rank's part of each frame received, this rank's sent to each: one NCCL group of
+ * sends and receives (parts are rows of channels-last frames: contiguous within a frame) */
+static int nccl_allgather(vae_comm *c, void *buf, size_t frame_bytes, int frames,
+                          const size_t *off) {
+    nrank *r = rank_of(c);
+    const int me = c->rank;
+    for (int k = 0; k < c->size; k++)
+        if (off[k] > off[k + 1] || off[0] != 0 || off[c->size] != frame_bytes)
+            return vae_fail(VAE_EINVAL, "comm allgather: rank %d's parts do not cover a frame", me);
+    int rc = enter(r->g);
+    if (rc) return rc;
+    ncclComm_t comm = r->g->comm[me];
+    char *b = buf;
+    const size_t mine = off[me + 1] - off[me];
+    ncclResult_t e = api.group_start();
+    for (int f = 0; f < frames && e == ncclSuccess; f++)
+        for (int k = 0; k < c->size && e == ncclSuccess; k++) {
+            const size_t theirs = off[k + 1] - off[k];
+            if (k == me) continue;
+            if (mine)
+                e = api.send(b + (size_t)f * frame_bytes + off[me], mine, ncclUint8, k, comm,
+                             r->cb->stream);
+            if (e == ncclSuccess && theirs)
+                e = api.recv(b + (size_t)f * frame_bytes + off[k], theirs, ncclUint8, k, comm,
+                             r->cb->stream);
+        }
+    const ncclResult_t e2 = api.group_end();
+    leave(r->g);
+    if (e == ncclSuccess) e = e2;
+    return e == ncclSuccess ? VAE_OK : nccl_fail(e, "all-gather");
+}
+
 static int nccl_barrier(vae_comm *c) {
     nrank *r = rank_of(c);
     int rc = nccl_allreduce_sum(c, r->one, 1);
@@ -160,6 +192,7 @@ static const vae_comm_vtbl nccl_vtbl = {
     .name = "nccl",
     .allreduce_sum = nccl_allreduce_sum,
     .sendrecv = nccl_sendrecv,
+    .allgather = nccl_allgather,
     .barrier = nccl_barrier,
     .abort = nccl_abort,
     .destroy = nccl_destroy,

@@ -560,7 +560,7 @@ int cuda_eltwise(vae_backend *be, const vae_op *op, void *state, const void *a, 
 int cuda_resample(vae_backend *be, const vae_op *op, const void *const *frames, int n_in, int h,
                   int w, void *y, int t_out);
 int cuda_attention(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y, int t,
-                   int h, int w);
+                   int h, int w, int q0, int q1);
 
 /* ---- cuDNN (cudnn_conv.c) ---- */
 /* One NHWC convolution: nd = 2: y[n][ho][wo][k] = conv(x[n][hx][wx][c], w[k][kh][kw][c]);

@@ -401,7 +401,7 @@ static int att_gemm_block(cuda_backend *cb, const vae_op *op, int n) {
 }
 
 static int attention_gemm(cuda_backend *cb, const vae_op *op, const char *qkv, char *y, int t,
-                          int n, int rows) {
+                          int n, int q0, int q1, int rows) {
     const int c = op->c_out;
     const size_t es = cb->base.elem_size;
     float *sc = cu_scratch(cb, att_gemm_bytes(cb, rows, n), op->name); /* [rows][n] */
@@ -412,8 +412,8 @@ static int attention_gemm(cuda_backend *cb, const vae_op *op, const char *qkv, c
     int rc = VAE_OK;
     for (int f = 0; f < t && rc == VAE_OK; f++) {
         const char *q = qkv + (size_t)f * n * 3 * c * es, *k = q + c * es, *v = q + 2 * c * es;
-        for (int r0 = 0; r0 < n && rc == VAE_OK; r0 += rows) {
-            const int mb = n - r0 < rows ? n - r0 : rows;
+        for (int r0 = q0; r0 < q1 && rc == VAE_OK; r0 += rows) {
+            const int mb = q1 - r0 < rows ? q1 - r0 : rows;
             /* column-major: S^T [n x mb] = K [c x n]^T Q_b [c x mb] (rows 3c apart) */
             rc = cu_blas_check(cublasGemmEx(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, mb, c, &scale,
                                             k, dt, 3 * c, q + (size_t)r0 * 3 * c * es, dt, 3 * c,
@@ -436,20 +436,21 @@ static int attention_gemm(cuda_backend *cb, const vae_op *op, const char *qkv, c
 }
 
 static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, void *y, int t, int h,
-                         int w);
+                         int w, int q0, int q1);
 
 int cuda_attention(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y, int t,
-                   int h, int w) {
+                   int h, int w, int q0, int q1) {
     cuda_backend *cb = cu_be(be);
     cu_prof_name(cb, op->name);
     int ph = cu_prof_begin(cb, CU_P_ATT);
-    int rc = attention_run(cb, op, qkv, y, t, h, w);
+    int rc = attention_run(cb, op, qkv, y, t, h, w, q0, q1);
     cu_prof_end(cb, ph);
     return rc;
 }
 
+/* the GEMM path computes the queries [q0, q1) only; the fused kernel every query of a frame */
 static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, void *y, int t, int h,
-                         int w) {
+                         int w, int q0, int q1) {
     vae_backend *be = &cb->base;
     const int c = op->c_out;
     if (op->kind != VAE_OP_ATTENTION)
@@ -460,12 +461,15 @@ static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, vo
     if (t < 0 || h < 0 || w < 0 || (int64_t)h * w > INT32_MAX / 2)
         return vae_fail(VAE_ESHAPE, "%s: attention input %dx%dx%d", op->name, t, h, w);
     const int n = h * w;
-    if (t == 0 || n == 0) return VAE_OK;
+    if (q0 < 0 || q1 < q0 || q1 > n)
+        return vae_fail(VAE_EINVAL, "%s: attention queries [%d, %d) of %d tokens", op->name, q0, q1,
+                        n);
+    if (t == 0 || q1 == q0) return VAE_OK;
     if (!qkv || !y) return vae_fail(VAE_EINVAL, "%s: attention without input or output", op->name);
     int rc = cu_enter(cb, op->name);
     if (rc) return rc;
     const int rows = att_gemm_block(cb, op, n);
-    if (rows > 0) return attention_gemm(cb, op, qkv, y, t, n, rows);
+    if (rows > 0) return attention_gemm(cb, op, qkv, y, t, n, q0, q1, rows);
     return cu_check(cuk_attention(cb->stream, be->dtype, qkv, y, t, n, c, op->scale), op->name,
                     "attention kernel");
 }
