@@ -15,7 +15,7 @@
  * shuffles and attention (informative).
  * Without a usable GPU: prints "skipped: no GPU" and exits 0.
  * Prints one line per check and "N passed, M failed". --buffers: the buffer and copy checks alone
- * (host copies on the bus among them); --no-bench: no timings.
+ * (host copies on the bus among them); --no-bench: no timings; --bench: the timings alone.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -1040,26 +1040,28 @@ static void bench_shuffle(const shuf_case *sc) {
     gpu->v->unprepare(gpu, &op, state);
 }
 
-static void bench_attention(int c, int h, int w, int t) {
-    int n = h * w;
+/* the queries of `share` ranks' first band of rows (1: all; exec_reduce.c) */
+static void bench_attention(int c, int h, int w, int t, int share) {
+    int n = h * w, q1 = h / share * w;
     size_t nx = (size_t)t * n * 3 * c, ny = (size_t)t * n * c;
     vae_op op = vae_op_make(VAE_OP_ATTENTION, 0, 3 * c, c);
     op.scale = (float)(1.0 / sqrt((double)c));
     snprintf(op.name, sizeof op.name, "bench.attention");
     void *x = gpu->v->alloc(gpu, nx * gpu->elem_size), *y = gpu->v->alloc(gpu, ny * gpu->elem_size);
     int rc = x && y ? gpu->v->zero(gpu, x, nx * gpu->elem_size) : VAE_ENOMEM;
-    if (!rc) rc = gpu->v->attention(gpu, &op, NULL, x, y, t, h, w, 0, h * w);
+    if (!rc) rc = gpu->v->attention(gpu, &op, NULL, x, y, t, h, w, 0, q1);
     if (!rc) rc = gpu->v->sync(gpu);
     int reps = 3;
     double t0 = now();
     for (int r = 0; r < reps && !rc; r++)
-        rc = gpu->v->attention(gpu, &op, NULL, x, y, t, h, w, 0, h * w);
+        rc = gpu->v->attention(gpu, &op, NULL, x, y, t, h, w, 0, q1);
     if (!rc) rc = gpu->v->sync(gpu);
-    double dt = (now() - t0) / reps, flop = 4.0 * t * (double)n * n * c;
+    double dt = (now() - t0) / reps, flop = 4.0 * t * (double)q1 * n * c;
     if (rc) printf("TIME [%s] attention: failed: %s\n", variant, vae_last_error());
     else
-        printf("TIME [%s] attention c=%d %dx%d (N=%d) x%d: %8.3f ms  %7.1f TFLOP/s\n", variant, c,
-               h, w, n, t, dt * 1e3, flop / dt * 1e-12);
+        printf("TIME [%s] attention c=%d %dx%d (N=%d) x%d, queries [0, %d): %8.3f ms  %7.1f "
+               "TFLOP/s\n",
+               variant, c, h, w, n, t, q1, dt * 1e3, flop / dt * 1e-12);
     gpu->v->release(gpu, x);
     gpu->v->release(gpu, y);
 }
@@ -1265,6 +1267,7 @@ int main(int argc, char **argv) {
     /* --no-bench: no timings; --buffers: only the buffer and copy checks, in each dtype */
     int bench = !(argc > 1 && strcmp(argv[1], "--no-bench") == 0);
     const int buffers_only = argc > 1 && strcmp(argv[1], "--buffers") == 0;
+    const int bench_only = argc > 1 && strcmp(argv[1], "--bench") == 0;
     if (!vae_cuda_backend_create || !vae_cuda_available || !vae_device_available(VAE_DEVICE_CUDA) ||
         !vae_cuda_available()) {
         printf("skipped: no GPU\n0 passed, 0 failed, 1 skipped\n");
@@ -1303,6 +1306,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
         variant_def v = variants[i];
         if (buffers_only) v.what &= V_BUF;
+        if (bench_only) v.what = 0;
         if (v.what) run_variant(&v);
     }
     if (buffers_only) {
@@ -1312,7 +1316,7 @@ int main(int argc, char **argv) {
 
     variant = "errors";
     tol = 1e-5;
-    if (make_gpu(&variants[0]) == VAE_OK) {
+    if (!bench_only && make_gpu(&variants[0]) == VAE_OK) {
         test_errors();
         gpu->v->destroy(gpu);
         gpu = NULL;
@@ -1354,9 +1358,13 @@ int main(int argc, char **argv) {
                     {"upsample_192", VAE_OP_UPSAMPLE, 192, 192, 1, 2, 0, 0, 0, 0, 1, 4, 240, 416, 0},
                 };
                 for (size_t k = 0; k < sizeof bs / sizeof *bs; k++) bench_shuffle(&bs[k]);
-                bench_attention(384, 60, 104, 1);
-                bench_attention(384, 90, 160, 1); /* Wan2.1 middle block, 720p */
-                bench_attention(512, 90, 156, 1); /* SeedVR2 middle block, 720p */
+                bench_attention(384, 60, 104, 1, 1);
+                bench_attention(384, 90, 160, 1, 1); /* Wan2.1 middle block, 720p */
+                bench_attention(512, 90, 156, 1, 1); /* SeedVR2 middle block, 720p */
+                /* SeedVR2 1080p, whole and one band's queries of 2 and of 4 */
+                bench_attention(512, 135, 240, 1, 1);
+                bench_attention(512, 135, 240, 1, 2);
+                bench_attention(512, 135, 240, 1, 4);
             }
             describe();
             gpu->v->destroy(gpu);

@@ -96,14 +96,15 @@ int vae_exec_set_split(vae_exec *e, vae_comm *comm, int *on) {
 int exec_attention_split(vae_exec *e, int i, const value *x, value *y) {
     const vae_op *op = &e->p->ops[i];
     vae_comm *c = e->split;
-    size_t off[VAE_MAX_DEVICES + 1];
     if (c->size > VAE_MAX_DEVICES)
         return vae_fail(VAE_EINVAL, "internal: %s shared by %d ranks", op->name, c->size);
+    /* rank k: the query rows [h k / size, h (k + 1) / size) of each frame, bytes off[k] .. */
     const size_t row = exec_vox_bytes(e, (int64_t)x->w * op->c_out);
+    size_t off[VAE_MAX_DEVICES + 1];
     for (int k = 0; k <= c->size; k++)
         off[k] = (size_t)((int64_t)x->h * k / c->size) * row;
-    const int q0 = (int)(off[c->rank] / row) * x->w, q1 = (int)(off[c->rank + 1] / row) * x->w;
-    int rc =
-        e->be->v->attention(e->be, op, e->st[i].prep, x->buf, y->buf, x->t, x->h, x->w, q0, q1);
+    const int r0 = (int)(off[c->rank] / row), r1 = (int)(off[c->rank + 1] / row);
+    int rc = e->be->v->attention(e->be, op, e->st[i].prep, x->buf, y->buf, x->t, x->h, x->w,
+                                 r0 * x->w, r1 * x->w);
     return rc ? rc : c->v->allgather(c, y->buf, row * x->h, x->t, off);
 }

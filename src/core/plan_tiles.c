@@ -370,57 +370,63 @@ static int try_spans(planner *pl, const part *b, const vae_span *sy, int ny, con
     return rc;
 }
 
-/* A device group's one row or column of ranks tiles of a decoder when A runs once, on the first
- * device: the first tile smaller by A's share of the work, so that every device ends together
- * while the others' tiles start on A's first frames (a = A's MACs / B's: device 0 takes
- * (1 - (n-1) a) / n of B, each other a more). 0: not this plan (no A, an encoder, forced tiles,
- * another grid). */
-static int shared_a_tiles(const planner *pl, int ny, int nx, vae_span *sy, vae_span *sx) {
+/* A device group's one row or column of ranks tiles of a decoder may run A once, on the first
+ * device, while the others' tiles start on A's first frames (balance_line gives device 0 the
+ * smaller tile). 0: not this plan (no A, an encoder, forced tiles, another grid; band plans: every
+ * band's GroupNorms wait for all the others). */
+static int shared_a_ok(const planner *pl, int ny, int nx) {
     const vae_plan_request *rq = pl->rq;
-    const part *b = &pl->pb;
     const int n = rq->ranks;
     const int row = ny == 1 && nx == n, column = nx == 1 && ny == n;
-    /* (band plans: no, every band's GroupNorms wait for all the others) */
-    if (n < 2 || !(row || column) || !pl->pa.present || rq->encode || rq->tile_w > 0 ||
-        rq->tile_h > 0 || pl->b_reduce)
-        return 0;
-    const double mb = ops_macs(pl, b->from, b->to);
-    const double a = mb > 0 ? ops_macs(pl, 0, b->from) / mb : 0;
-    if (a <= 0 || (n - 1) * a >= 1) return 0;
-    double share[MAX_SPANS];
-    for (int k = 0; k < n; k++)
-        share[k] = (1 - (n - 1) * a) / n + (k ? a : 0);
-    const int v = b->prog.output;
-    return row ? plan_split_shares(b->vw[v], share, n, pl->own_align, sx) == n
-               : plan_split_shares(b->vh[v], share, n, pl->own_align, sy) == n;
+    return n >= 2 && (row || column) && pl->pa.present && !rq->encode && rq->tile_w <= 0 &&
+           rq->tile_h <= 0 && !pl->b_reduce;
 }
 
-/* A device group's row bands (vae_plan.reduce), more than two: a band computes its owned rows
- * and the halo rows of each of its inner edges, so a middle band (two edges) has more work than
- * an end band (one), and at every GroupNorm the others wait for it (run 125: 4 bands of 272
- * rows, the middle ones ~8% more GPU time). The owned rows are shared out so that every band's
- * work is the same: with e the halos' MACs per edge (measured on the even split sy), band k owns
- * (B's MACs with halos / n - edges_k e) / B's MACs of the rows (sy rewritten). */
-static int balance_bands(planner *pl, int ny, int nx, vae_span *sy) {
+/* The tiles of a group's line (row bands, or a row or column with A once: *a_once) shared out so
+ * that every device ends together. Device k's work is its share of B, plus the halo of each of
+ * its inner edges (one at the ends, two in the middle: run 125's four bands of 272 rows, the
+ * middle ones ~8% more GPU time, for whom the others waited at every GroupNorm; run 126's 1x4
+ * columns of Wan2.1 720p, the last one done 30 ms early), plus A on device 0 when A runs once.
+ * With e the halos' MACs per edge (measured on the even split) and A's MACs and op calls,
+ * W = (B + 2 (n-1) e + A) / n the work of each, device k owns (W - edges_k e - [k = 0] A) / B of
+ * B's output rows or columns (sy or sx rewritten); *a_once drops where device 0 would have nothing
+ * left. */
+static int balance_line(planner *pl, int *a_once, int ny, int nx, vae_span *sy, vae_span *sx) {
     const part *b = &pl->pb;
-    const int n = ny;
-    if (!pl->b_reduce || nx != 1 || n != pl->rq->ranks || n < 3) return VAE_OK;
-    cand even;
-    memset(&even, 0, sizeof even);
-    const vae_span sx = {0, b->vw[b->prog.output]};
-    int rc = try_spans(pl, b, sy, n, &sx, 1, 0, &even, NULL);
+    const int n = pl->rq->ranks, column = nx == 1 && ny == n;
+    if (!*a_once && !(pl->b_reduce && column)) return VAE_OK;
     const double mb = ops_macs(pl, b->from, b->to);
-    const double halo = even.macs - ops_macs(pl, 0, pl->p->n_ops);
-    if (rc || mb <= 0 || halo <= 0) return rc;
-    const double edge = halo / (2.0 * (n - 1)), each = (mb + halo) / n;
+    /* A's op calls count as B's do in the cost (run 126: A took 86 ms of a 384 ms lane, 8% of B's
+     * MACs with its calls, 5% without) */
+    const part *pa = &pl->pa;
+    double edge = 0,
+           a = *a_once ? ops_macs(pl, 0, b->from) + OP_CALL_MACS * pa->prog.n_ops *
+                                                        part_steps(pa, plan_part_in_frames(pl, pa))
+                       : 0;
+    if (n > 2) { /* (two: one edge each, which changes nothing) */
+        cand even;
+        memset(&even, 0, sizeof even);
+        const int rc = try_spans(pl, b, sy, ny, sx, nx, 0, &even, NULL);
+        if (rc) return rc;
+        edge = (even.macs - ops_macs(pl, 0, pl->p->n_ops)) / (2.0 * (n - 1));
+        if (edge < 0) edge = 0;
+    }
+    if (mb <= 0) return VAE_OK;
+    const double each = (mb + 2 * (n - 1) * edge + a) / n;
+    if (each - edge - a <= 0) *a_once = 0, a = 0;
     double share[MAX_SPANS];
     for (int k = 0; k < n; k++)
-        share[k] = (each - (k == 0 || k == n - 1 ? 1 : 2) * edge) / mb;
-    plan_split_shares(b->vh[b->prog.output], share, n, pl->own_align, sy);
-    VAE_DEBUG("planner: %d bands balanced by their halos' work (%.1f%% of B's a band edge): "
-              "owned rows %d, %d, .., %d",
-              n, 100 * edge / mb, sy[0].hi - sy[0].lo, sy[1].hi - sy[1].lo,
-              sy[n - 1].hi - sy[n - 1].lo);
+        share[k] = (each - (k == 0 || k == n - 1 ? 1 : 2) * edge - (k == 0 ? a : 0)) / mb;
+    const int v = b->prog.output;
+    if (column)
+        plan_split_shares(b->vh[v], share, n, pl->own_align, sy);
+    else
+        plan_split_shares(b->vw[v], share, n, pl->own_align, sx);
+    const vae_span *s = column ? sy : sx;
+    VAE_DEBUG("planner: a line of %d tiles balanced (a halo edge %.1f%% of B's work, A %.1f%%): "
+              "%d, %d, .., %d %s",
+              n, 100 * edge / mb, 100 * a / mb, s[0].hi - s[0].lo, s[1].hi - s[1].lo,
+              s[n - 1].hi - s[n - 1].lo, column ? "rows" : "columns");
     return VAE_OK;
 }
 
@@ -431,8 +437,8 @@ int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan)
     int ny = plan_split_axis(hb, tile_h, pl->own_align, sy, MAX_SPANS);
     int nx = plan_split_axis(wb, tile_w, pl->own_align, sx, MAX_SPANS);
     c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo; /* (the even split's) */
-    c->a_shared = shared_a_tiles(pl, ny, nx, sy, sx);
-    const int rc = balance_bands(pl, ny, nx, sy);
+    c->a_shared = shared_a_ok(pl, ny, nx);
+    const int rc = balance_line(pl, &c->a_shared, ny, nx, sy, sx);
     return rc ? rc : try_spans(pl, b, sy, ny, sx, nx, 0, c, plan);
 }
 
