@@ -131,5 +131,21 @@ expect_fail 2 "synth bad JSON" "$T/o_sj" -- "$VAE" synth wan2.1 -o "$T/o_sj.safe
 expect_fail 2 "unknown command" "" -- "$VAE" frobnicate
 expect_fail 5 "encode with a decoder-only file" "$T/o_do" -- "$VAE" encode -m "$SHARED/models/taef2_decoder.pth" -i "$SHARED/media/astronaut_256.png" -o "$T/o_do.safetensors"
 
+# a device group's plan (CPU lanes; --plan-only runs nothing): the tiles share the upsampling
+# stages, not only a last op without work (eb380bd's planner ran Wan2.2 on one GPU that way)
+for w in "wan2.1 --frames 81 --size 720x1280" "wan2.2 --frames 121 --size 704x1280"; do
+    for d in 0,1 0,1,2,3; do
+        plan=$("$VAE" bench $w --device cpu --dtype fp32 --devices $d --max-memory 100G \
+            --plan-only 2>&1 | grep "tiled in steps")
+        ops=$(echo "$plan" | grep -oE "ops [0-9]+\.\.[0-9]+ tiled" | grep -oE "[0-9]+" | tr '\n' ' ')
+        set -- $ops
+        if [ $# -eq 2 ] && [ $(($2 - $1)) -gt 20 ] && echo "$plan" | grep -q "shared by"; then
+            ok "group plan $w on $d: ops $1..$2 tiled"
+        else
+            ko "group plan $w on $d: ${plan:-no tiled plan}"
+        fi
+    done
+done
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -411,7 +411,10 @@ static int balance_line(planner *pl, int *a_once, int ny, int nx, vae_span *sy, 
         edge = (even.macs - ops_macs(pl, 0, pl->p->n_ops)) / (2.0 * (n - 1));
         if (edge < 0) edge = 0;
     }
-    if (mb <= 0) return VAE_OK;
+    if (mb <= 0 || (*a_once && a <= 0)) { /* (B of no MACs: a shuffle; A once does not pay) */
+        *a_once = 0;
+        return VAE_OK;
+    }
     const double each = (mb + 2 * (n - 1) * edge + a) / n;
     if (each - edge - a <= 0) *a_once = 0, a = 0;
     double share[MAX_SPANS];
