@@ -553,9 +553,12 @@ static int cuda_copy2d(vae_backend *be, void *dst, size_t dst_pitch, const void 
     return rc;
 }
 
-/* avail: free device memory plus what this backend holds already; reserve: weights in the
- * layouts prepare() makes (a quarter more than dense for channel padding) and the cuDNN workspace
- * as far as it has grown (at least 64 MiB); scratch: the scratch area now */
+/* avail: free device memory plus what this backend holds already; reserve: the weights (one
+ * layout per conv, 5% more than dense for channel padding or the phase filters of upsampling
+ * convs, and room for the largest conv's
+ * layouts twice: tuning makes a candidate's layout before it frees the one it did not take; the
+ * tuner keeps within this, cuda_conv.c) and the cuDNN workspace as far as it has grown (at least
+ * 64 MiB); scratch: the scratch area now */
 static int cuda_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, int64_t *reserve,
                          int64_t *scratch) {
     cuda_backend *cb = cu_be(be);
@@ -569,15 +572,22 @@ static int cuda_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, 
     *avail = (int64_t)free_b + cu_held(cb) + (int64_t)cb->pool.reserved_bytes -
              cb->base.bytes_in_use;
     if (cb->pool.al.pool_free) *avail += cb->pool.al.pool_free(cb->device, cb->pool.al.user);
-    double w = 0;
+    double w = 0, largest = 0;
     for (int i = 0; i < p->n_ops; i++) {
         const vae_op *op = &p->ops[i];
-        if (op->kind == VAE_OP_CONV)
-            w += 1.25 * op->c_out * (double)op->c_in * op->kt * op->kh * op->kw * be->elem_size +
-                 4.0 * op->c_out;
-        else if (op->w)
+        if (op->kind == VAE_OP_CONV) {
+            const double dense =
+                (double)op->c_out * op->c_in * op->kt * op->kh * op->kw * be->elem_size;
+            /* (an upsampling 3x3 conv's four 2x2 phase filters: 16 taps for 9) */
+            const int phases = op->up == 2 && op->kh == 3 && op->kw == 3;
+            w += (phases ? 16.0 / 9.0 : 1.05) * dense + 4.0 * op->c_out;
+            largest = dense > largest ? dense : largest;
+        } else if (op->w) {
             w += 8.0 * op->c_out;
+        }
     }
+    w += 2 * 1.05 * largest;
+    cb->weight_reserve = (int64_t)w;
     const size_t ws = cb->ws_bytes > ((size_t)64 << 20) ? cb->ws_bytes : (size_t)64 << 20;
     *reserve = (int64_t)w + (int64_t)ws;
     *scratch = (int64_t)cb->scratch_bytes;

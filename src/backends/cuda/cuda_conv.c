@@ -761,6 +761,34 @@ static int path_too_big(const conv_call *cc, int path, int consec) {
     return need > cb->scratch_bytes;
 }
 
+/* The bytes of weights a path would add: its layout, where it is not held yet. */
+static size_t path_layout_bytes(const conv_call *cc, int path) {
+    const vae_op *op = cc->op;
+    const conv_state *s = cc->s;
+    const size_t taps = (size_t)s->kp * op->kt * op->kh * op->kw;
+    if (path == PATH_3DPAD) return s->w3p ? 0 : taps * s->cp * cc->es;
+    if ((path == PATH_3D || path == PATH_IGEMM) && op->kt > 1)
+        return s->w3 ? 0 : taps * op->c_in * cc->es;
+    return s->w || s->w2p ? 0 : taps * op->c_in * cc->es; /* the 2-D layout */
+}
+
+/* Under a memory budget, the candidates whose layout the weights' share of the plan still holds
+ * (cuda_mem_info: one layout per conv; a conv that tuned another shape's path keeps to its
+ * layouts, run 114: two layouts of six 1024-channel convs took 324 MiB more than planned and the
+ * plan failed): cand[0 .. nc) filtered in place (all kept where none would fit). */
+static int fitting_paths(const conv_call *cc, int *cand, int nc) {
+    const cuda_backend *cb = cc->cb;
+    if (cb->base.limit <= 0 || cb->weight_reserve <= 0) return nc;
+    int kept[4], nk = 0;
+    for (int k = 0; k < nc; k++)
+        if (cb->weight_bytes + (int64_t)path_layout_bytes(cc, cand[k]) <= cb->weight_reserve)
+            kept[nk++] = cand[k];
+    if (nk == 0 || nk == nc) return nc;
+    VAE_DEBUG("%s: %d of %d paths within the weights' share of the budget", cc->op->name, nk, nc);
+    memcpy(cand, kept, (size_t)nk * sizeof *cand);
+    return nk;
+}
+
 /* A temporal conv: the path measured fastest for this shape (timed on first sight, or taken
  * from the tune cache of an earlier process). */
 static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_out, int consec) {
@@ -785,6 +813,7 @@ static int run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_o
     if (s->cp && !path_too_big(cc, PATH_3DPAD, consec)) cand[nc++] = PATH_3DPAD;
     if (!path_too_big(cc, PATH_BLOCKS, consec)) cand[nc++] = PATH_BLOCKS;
     if (igemm) cand[nc++] = PATH_IGEMM; /* last: untimed choices keep cuDNN's 3-D path first */
+    nc = fitting_paths(cc, cand, nc);
     /* every run rewrites y completely, except an in-place residual (y = bias + y up front); a
      * shape first seen while recording a graph is measured on a later plain call */
     if (nc == 1 || !cc->cb->tune || cc->init_done || s->n_tune == CONV_TUNE_MAX ||

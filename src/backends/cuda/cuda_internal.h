@@ -405,6 +405,8 @@ typedef struct cuda_backend {
     struct cu_table *tables; /* shuffle index tables, keyed by the op's shuffle parameters */
     int n_tables, cap_tables;
     int64_t weight_bytes; /* prepared weights and tables (not in bytes_in_use) */
+    int64_t weight_reserve; /* the weights' share of the plan's memory (cuda_mem_info): under a
+                             * budget, the tuner makes no weight layout beyond it */
     int64_t peak_parts[4];             /* bytes_peak as weights, activations, scratch, workspace */
     int64_t n_conv_cudnn, n_conv_gemm; /* conv blocks run by each path (diagnostics) */
     int64_t n_conv_3d, n_conv_fused;   /* of the cuDNN blocks: 3-D ones, fused-epilogue ones */
