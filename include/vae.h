@@ -297,9 +297,10 @@ typedef struct vae_session_options {
      * tiles (Wan2.1, Wan2.2 and TAESD-family tile-major plans), each device computes the
      * latent-resolution part itself and every n-th tile, one host thread per device, and the
      * output equals the one-device tiled output bit for bit; the planner takes tiles for this
-     * when sharing them beats whole frames on one device. Models whose exact plan is whole
-     * frames (SeedVR2: GroupNorm over every frame) run on devices[0] alone (a warning says so).
-     * Tensors in device memory must be on devices[0]; max_memory is each device's budget. CPU:
+     * when sharing them beats whole frames on one device. Models with GroupNorm over every
+     * frame (SeedVR2) run in row bands, one per device, whose GroupNorm sums are all-reduced
+     * (NCCL where it loads) and whose latent part shares its attention's queries; the output
+     * equals one device's up to the rounding of those sums. Tensors in device memory must be on devices[0]; max_memory is each device's budget. CPU:
      * n_devices lanes of threads / n_devices threads each (the same code path, for tests). */
     int n_devices;
     int devices[VAE_MAX_DEVICES];
