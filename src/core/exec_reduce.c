@@ -85,12 +85,11 @@ int exec_norm_reduced(vae_exec *e, int i, const value *x, value *y) {
     return be->v->norm_apply(be, op, e->st[i].prep, x->buf, y->buf, x->t, x->h, x->w, st, dev);
 }
 
-int vae_exec_set_split(vae_exec *e, vae_comm *comm, int *on) {
+int vae_exec_set_split(vae_exec *e, vae_comm *comm) {
     /* comm_threads.c reads host memory only */
     if (comm && !comm->device_buffers && !e->be->host_memory) comm = NULL;
     e->split = comm && comm->size > 1 ? comm : NULL;
-    *on = e->split != NULL;
-    return VAE_OK;
+    return e->split != NULL;
 }
 
 int exec_attention_split(vae_exec *e, int i, const value *x, value *y) {

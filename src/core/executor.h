@@ -60,8 +60,8 @@ int vae_exec_set_reduce(vae_exec *e, struct vae_comm *comm, const vae_exec_norm 
  * rows out over comm, rank k computing rows [h k / size, h (k + 1) / size) of every frame, then
  * every rank's rows all-gathered, so that each rank holds the whole output; comm NULL: off. Where
  * comm's buffers are host memory and the backend's are not (CUDA lanes with comm_threads.c) it
- * stays off: 0 returned either way, *on = whether it is on. Between streams only. */
-int vae_exec_set_split(vae_exec *e, struct vae_comm *comm, int *on);
+ * stays off. Returns 1 when on. Between streams only. */
+int vae_exec_set_split(vae_exec *e, struct vae_comm *comm);
 
 /* Output of one chunk: a backend buffer [t][h][w][c] (NULL when t == 0), owned by the executor
  * until the next call. */

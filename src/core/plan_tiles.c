@@ -182,10 +182,8 @@ static void strip_rebuilds(const planner *pl, const part *b, const vae_strips *s
     }
 }
 
-/* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
- * the tiles; st: as column strips, ax their columns), into c. */
-/* The MACs of the ops in [from, to) over the whole video, whole frames. */
-/* the MACs of ops [from, to) over the whole video (of one kind; -1: every kind) */
+/* The MACs of ops [from, to) over the whole video, whole frames (of one kind; -1: every
+ * kind). */
 static double kind_macs(const planner *pl, int from, int to, int kind) {
     double macs = 0;
     for (int i = from; i < to; i++) {
@@ -200,6 +198,8 @@ static double ops_macs(const planner *pl, int from, int to) {
     return kind_macs(pl, from, to, -1);
 }
 
+/* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
+ * the tiles; st: as column strips, ax their columns), into c. */
 static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
                       int blend, const vae_strips *st, cand *c) {
     const vae_plan_request *rq = pl->rq;
@@ -403,6 +403,10 @@ static int balance_line(planner *pl, int *a_once, int ny, int nx, vae_span *sy, 
            a = *a_once ? ops_macs(pl, 0, b->from) + OP_CALL_MACS * pa->prog.n_ops *
                                                         part_steps(pa, plan_part_in_frames(pl, pa))
                        : 0;
+    if (mb <= 0 || (*a_once && a <= 0)) { /* (B of no MACs: a shuffle; A once does not pay) */
+        *a_once = 0;
+        return VAE_OK;
+    }
     if (n > 2) { /* (two: one edge each, which changes nothing) */
         cand even;
         memset(&even, 0, sizeof even);
@@ -410,10 +414,6 @@ static int balance_line(planner *pl, int *a_once, int ny, int nx, vae_span *sy, 
         if (rc) return rc;
         edge = (even.macs - ops_macs(pl, 0, pl->p->n_ops)) / (2.0 * (n - 1));
         if (edge < 0) edge = 0;
-    }
-    if (mb <= 0 || (*a_once && a <= 0)) { /* (B of no MACs: a shuffle; A once does not pay) */
-        *a_once = 0;
-        return VAE_OK;
     }
     const double each = (mb + 2 * (n - 1) * edge + a) / n;
     if (each - edge - a <= 0) *a_once = 0, a = 0;

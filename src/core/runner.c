@@ -344,14 +344,13 @@ int runner_run_tiles(run *s, store *shared_a, store *sb) {
     if (pa->present && (!shared_a || s->rank == 0)) {
         if (!shared_a) rc = runner_store_open(s, &own, 0);
         /* bands: every runner computes A; its attention's queries are shared out */
-        int split = 0;
-        if (rc == VAE_OK && pl->reduce && s->comm) rc = vae_exec_set_split(pa->e, s->comm, &split);
-        if (split && s->rank == 0) VAE_DEBUG("group: A's attention queries shared by the bands");
+        if (pl->reduce && s->comm && vae_exec_set_split(pa->e, s->comm) && s->rank == 0)
+            VAE_DEBUG("group: A's attention queries shared by the bands");
         const vae_span all_y = {0, sa->h}, all_x = {0, sa->w};
         sink k = {sa, all_y, all_x, all_y, all_x};
         if (rc == VAE_OK)
             rc = stream_input(s, pa, (vae_span){0, pl->h_in}, (vae_span){0, pl->w_in}, &k);
-        vae_exec_set_split(pa->e, NULL, &split);
+        vae_exec_set_split(pa->e, NULL);
         /* a group's lane logs how long A took; the wait costs one launch latency */
         if (rc == VAE_OK && s->world > 1) rc = s->r->be->v->sync(s->r->be);
         s->a_s = vae_seconds() - t0;
