@@ -90,11 +90,14 @@ add_test(NAME fixture_group2_file_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_
 set_tests_properties(fixture_group2_blend_taef2_real fixture_group2_file_wan22_tiny PROPERTIES LABELS fixture)
 set_tests_properties(fixture_group2_file_wan22_tiny PROPERTIES ENVIRONMENT "VAE_EXEC_HOST_MB=0")
 # A once, on device 0, the other lane's tile reading A's frames as they come (plan a_shared): at
-# this budget the group's plan for dec_t3 is 1x2 tiles with A shared (so when written; `-v`/
-# VAE_TEST_LOG=info shows "A once"), within 1e-5 of one device's own plan
+# this budget the group's plan for dec_t3 is 1x2 tiles with A shared (the regular expression: the
+# plan's "A once" in the log, then dec_t3 on the group, nothing failed), within 1e-5 of one
+# device's own plan
 add_test(NAME fixture_group2_shared_a_wan22_tiny
          COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --devices 2 --max-memory 2500000)
-set_tests_properties(fixture_group2_shared_a_wan22_tiny PROPERTIES LABELS fixture)
+set_tests_properties(fixture_group2_shared_a_wan22_tiny PROPERTIES LABELS fixture
+  ENVIRONMENT "VAE_TEST_LOG=info"
+  PASS_REGULAR_EXPRESSION "A once, on device 0.*PASS wan22_tiny dec_t3 on 2 devices \\(tiles 1x2\\).* 0 failed")
 # row bands (VAE_PLAN_BANDS=1: wherever they apply): SeedVR2's GroupNorms inside the tiled part,
 # each band's sums all-reduced over the lanes (comm_threads.c); within 1e-5 of one device (the
 # regular expression: the band plan ran, and nothing failed)

@@ -399,11 +399,11 @@ static int balance_line(planner *pl, int *a_once, int ny, int nx, vae_span *sy, 
     /* A's op calls count as B's do in the cost (run 126: A took 86 ms of a 384 ms lane, 8% of B's
      * MACs with its calls, 5% without) */
     const part *pa = &pl->pa;
-    double edge = 0,
-           a = *a_once ? ops_macs(pl, 0, b->from) + OP_CALL_MACS * pa->prog.n_ops *
-                                                        part_steps(pa, plan_part_in_frames(pl, pa))
-                       : 0;
-    if (mb <= 0 || (*a_once && a <= 0)) { /* (B of no MACs: a shuffle; A once does not pay) */
+    const double a_macs = *a_once ? ops_macs(pl, 0, b->from) : 0;
+    double edge = 0, a = a_macs + (*a_once ? OP_CALL_MACS * pa->prog.n_ops *
+                                                 part_steps(pa, plan_part_in_frames(pl, pa))
+                                           : 0);
+    if (mb <= 0 || (*a_once && a_macs <= 0)) { /* (B of no MACs: a shuffle; A once does not pay) */
         *a_once = 0;
         return VAE_OK;
     }
@@ -415,6 +415,8 @@ static int balance_line(planner *pl, int *a_once, int ny, int nx, vae_span *sy, 
         edge = (even.macs - ops_macs(pl, 0, pl->p->n_ops)) / (2.0 * (n - 1));
         if (edge < 0) edge = 0;
     }
+    /* (where the calls would leave device 0 nothing, small frames, A's MACs alone) */
+    if ((mb + 2 * (n - 1) * edge + a) / n - edge - a <= 0) a = a_macs;
     const double each = (mb + 2 * (n - 1) * edge + a) / n;
     if (each - edge - a <= 0) *a_once = 0, a = 0;
     double share[MAX_SPANS];
