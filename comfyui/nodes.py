@@ -233,7 +233,7 @@ class VaecVAELoader:
             "max_memory": ("STRING", {"default": "", "tooltip": "Memory budget, e.g. 13G (empty: free memory less a margin)."}),
             "tile_mode": _RUN_OPTIONS["tile_mode"],
         }, "optional": {
-            "devices": ("STRING", {"default": "", "tooltip": "Several GPUs sharing each decode/encode, e.g. 0,1 (exact tiles shared out; empty: the one device)."}),
+            "devices": ("STRING", {"default": "", "tooltip": "Several GPUs sharing each decode/encode, e.g. 0,1 (exact tiles, or SeedVR2 row bands, shared out; empty: the one device)."}),
         }}
 
     RETURN_TYPES = ("VAE",)

@@ -417,8 +417,8 @@ def load(path, arch=None, prefix=None, config=None, **options):
     allocator "torch" (device memory from torch's caching allocator, so torch and its users see
     it) or "cuda" (the engine's own cudaMalloc); tune_cache: file of the CUDA conv path choices
     kept between processes (None: ~/.cache/vae.c/cuda-tune.txt; "": none); devices: several GPUs
-    sharing each call (e.g. [0, 1, 2, 3]; tensors on the first; exact tiles shared out, the output
-    equal to one GPU's; max_memory per GPU). arch / prefix / config: what the checkpoint
+    sharing each call (e.g. [0, 1, 2, 3]; tensors on the first; exact tiles, or SeedVR2's row
+    bands, shared out, the output equal to one GPU's; max_memory per GPU). arch / prefix / config: what the checkpoint
     cannot tell (e.g. config={"norm_num_groups": 8} for SeedVR2).
     """
     h = C.c_void_p()
