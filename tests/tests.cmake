@@ -110,6 +110,14 @@ foreach(fx seedvr2_tiny:2:dec_t6_odd seedvr2_tiny:3:dec_t3 seedvr2_full:2:dec_t2
   set_tests_properties(fixture_group${n}_bands_${name} PROPERTIES LABELS fixture ENVIRONMENT "VAE_PLAN_BANDS=1"
     PASS_REGULAR_EXPRESSION "${case} on ${n} devices \\(tiles ${n}x1\\).* 0 failed")
 endforeach()
+# a band encoder (SeedVR2's architecture at small widths, synthetic weights): B in row bands,
+# then C (the middle and head) on both lanes with the attention's queries shared out, within 1e-5
+# of one device untiled (the regular expression: the band plan, C on each lane, the error)
+add_test(NAME bands_encode_seedvr2_small COMMAND $<TARGET_FILE:vae_cli> -v bench seedvr2
+  --config "{\"block_out_channels\":[32,32,64,64],\"norm_num_groups\":8}" --op encode
+  --frames 5 --size 128x128 --devices 0,1 --device cpu --dtype fp32 --runs 1 --warmup 0 --psnr)
+set_tests_properties(bands_encode_seedvr2_small PROPERTIES LABELS fixture ENVIRONMENT "VAE_PLAN_BANDS=1"
+  PASS_REGULAR_EXPRESSION "row bands.*device 1: .*then C in.*\"rel_err\":(0,|[0-9.]+e-(0[6-9]|[1-9][0-9]))")
 # ... and frame by frame after each temporal upsampling (a band's GroupNorms called per frame)
 add_test(NAME fixture_group2_bands_frames_seedvr2_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} seedvr2_tiny --devices 2)
 set_tests_properties(fixture_group2_bands_frames_seedvr2_tiny PROPERTIES LABELS fixture

@@ -232,8 +232,10 @@ int64_t runner_plan_steps(const vae_runner *r, const vae_plan *pl, int world) {
     const int64_t chunks = pl->t_in < p->first_chunk ? 0 : 1 + (pl->t_in - p->first_chunk) / p->chunk;
     if (pl->kind != VAE_PLAN_TILED) return chunks * pl->n_tiles;
     const int a = r->part[0].present, c = r->part[2].present;
+    /* (C after bands: on every runner, runner_group.c) */
     return (a ? chunks * (pl->a_shared ? 1 : world) : 0) +
-           (int64_t)pl->n_tiles * (a ? pl->store_t[0] : chunks) + (c ? pl->store_t[1] : 0);
+           (int64_t)pl->n_tiles * (a ? pl->store_t[0] : chunks) +
+           (c ? pl->store_t[1] * (pl->reduce ? world : 1) : 0);
 }
 
 /* ---- streams through one part -----------------------------------------------------------------

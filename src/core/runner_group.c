@@ -17,7 +17,9 @@
  * device, whose GroupNorms sum the statistics of every band's own rows over a communicator
  * (comm.h: the backend's own, NCCL on CUDA, else the host threads of this group; kept in runner
  * 0 between calls) before they normalise; a failing band aborts it, so that no band waits for
- * it. Their result equals one device's up to the rounding of the sums.
+ * it. Every band computes A, and a band encoder's C after the bands, each with the attention's
+ * queries shared out over the communicator (exec_reduce.c); runner 0 hands C's output out. Their
+ * result equals one device's up to the rounding of the sums.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -36,11 +38,29 @@ typedef struct lane {
     char err[1024]; /* its failure's message (vae_last_error is per thread) */
     pthread_t th;
     int started;
+    int c_phase;           /* band encoders' second phase: C on every lane (lane_share) */
     double prep_s, work_s; /* host seconds: preparing, then until its device was done */
+    double c_s;            /* the second phase's */
 } lane;
 
-/* One runner's share: executors, A, its tiles; its device's queued copies into host memory are
- * finished before another thread reads them. */
+/* The lane's share of the call: A and its tiles; or, once every band is in B's store, a band
+ * encoder's C (the middle and head), which every lane runs with its attention's queries shared
+ * out (as bands do A), so that no GPU waits for the first one's attention; lane 0 hands the
+ * output out, the others' is dropped. */
+static int lane_share(lane *l) {
+    run *s = &l->s;
+    if (!l->c_phase)
+        return s->plan->kind == VAE_PLAN_TILED ? runner_run_tiles(s, l->sa, l->sb)
+                                               : runner_run_blend(s);
+    vae_exec *pc = s->r->part[2].e;
+    vae_exec_set_split(pc, s->comm);
+    const int rc = runner_run_c(s, l->sb);
+    vae_exec_set_split(pc, NULL);
+    return rc;
+}
+
+/* One runner's share: executors, then lane_share; its device's queued copies into host memory
+ * are finished before another thread reads them. */
 static void lane_work(lane *l) {
     run *s = &l->s;
     vae_backend *be = s->r->be;
@@ -48,12 +68,12 @@ static void lane_work(lane *l) {
     int rc = be->v->bind ? be->v->bind(be) : VAE_OK;
     if (rc == VAE_OK) rc = runner_prepare(s->r, s->plan);
     const double t1 = vae_seconds();
-    if (rc == VAE_OK)
-        rc = s->plan->kind == VAE_PLAN_TILED ? runner_run_tiles(s, l->sa, l->sb)
-                                             : runner_run_blend(s);
+    if (rc == VAE_OK) rc = lane_share(l);
     if (rc == VAE_OK) rc = be->v->sync(be);
-    l->prep_s = t1 - t0;
-    l->work_s = vae_seconds() - t1;
+    if (l->c_phase)
+        l->c_s = vae_seconds() - t0;
+    else
+        l->prep_s = t1 - t0, l->work_s = vae_seconds() - t1;
     l->rc = rc;
     if (rc == VAE_OK) return;
     runner_drain(s);
@@ -91,19 +111,20 @@ static int run_lanes(lane *ln, int n, atomic_int *first_failed) {
     return vae_fail(ln[f].rc, "%s%s", f ? "(another device of the group) " : "", ln[f].err);
 }
 
-/* -v: each lane's time (A, its tiles, the host's share of the output) */
+/* -v: each lane's time (A, its tiles, a band encoder's C, the host's share of the output) */
 static void lanes_log(const lane *ln, int n, int a_shared, double lanes_s) {
     for (int k = 0; k < n; k++) {
-        char a[64];
+        char a[64], c[64] = "";
         if (a_shared && k > 0)
             snprintf(a, sizeof a, "A from device 0");
         else
             snprintf(a, sizeof a, "A done at %.0f ms", ln[k].s.a_s * 1e3);
+        if (ln[k].c_phase) snprintf(c, sizeof c, ", then C in %.0f ms", ln[k].c_s * 1e3);
         VAE_INFO("group: device %d: prepared in %.0f ms, %s, its tiles at %.0f ms (of the lanes' "
-                 "%.0f ms); host time on the output: %.0f ms waiting for downloads, %.0f ms "
+                 "%.0f ms)%s; host time on the output: %.0f ms waiting for downloads, %.0f ms "
                  "assembling tiles",
-                 k, ln[k].prep_s * 1e3, a, ln[k].work_s * 1e3, lanes_s * 1e3, ln[k].s.wait_s * 1e3,
-                 ln[k].s.put_s * 1e3);
+                 k, ln[k].prep_s * 1e3, a, ln[k].work_s * 1e3, lanes_s * 1e3, c,
+                 ln[k].s.wait_s * 1e3, ln[k].s.put_s * 1e3);
     }
 }
 
@@ -191,7 +212,13 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
     const double t1 = vae_seconds();
     run *s0 = &ln[0].s;
     s0->io = io; /* runner 0 hands the output to the caller */
-    if (rc == VAE_OK && with_c) rc = runner_run_c(s0, &sb);
+    if (rc == VAE_OK && with_c && plan->reduce) { /* band encoders: C on every lane */
+        for (int k = 0; k < n; k++)
+            ln[k].c_phase = 1;
+        rc = run_lanes(ln, n, &first_failed);
+    } else if (rc == VAE_OK && with_c) {
+        rc = runner_run_c(s0, &sb);
+    }
     if (rc == VAE_OK && out)
         rc = io->out_view ? vae_assembly_emit(out, runner_emit_to_view, s0, &s0->emitted)
                           : vae_assembly_emit(out, io->emit, io->emit_user, &s0->emitted);
