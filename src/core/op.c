@@ -329,3 +329,21 @@ int vae_conv_check_call(const vae_op *op, const void *const *frames, int n_in, i
         if (!frames[i]) return vae_fail(VAE_EINVAL, "%s: input frame %d is NULL", op->name, i);
     return VAE_OK;
 }
+
+/* ---- attention calls ------------------------------------------------------------------------- */
+int vae_attention_check_call(const vae_op *op, const void *qkv, const void *y, int t, int h, int w,
+                             int q0, int q1) {
+    if (op->kind != VAE_OP_ATTENTION)
+        return vae_fail(VAE_EINVAL, "%s: op kind %d is not attention", op->name, (int)op->kind);
+    if (op->c_out < 1 || op->c_in != 3 * op->c_out)
+        return vae_fail(VAE_ESHAPE, "%s: attention wants c_in = 3 * c_out, has %d and %d", op->name,
+                        op->c_in, op->c_out);
+    if (t < 0 || h < 0 || w < 0 || (int64_t)h * w > INT32_MAX / 2)
+        return vae_fail(VAE_ESHAPE, "%s: attention input %dx%dx%d", op->name, t, h, w);
+    if (q0 < 0 || q1 < q0 || q1 > h * w)
+        return vae_fail(VAE_EINVAL, "%s: attention queries [%d, %d) of %d tokens", op->name, q0, q1,
+                        h * w);
+    if (t > 0 && q1 > q0 && (!qkv || !y))
+        return vae_fail(VAE_EINVAL, "%s: attention without input or output", op->name);
+    return VAE_OK;
+}

@@ -36,6 +36,11 @@ int vae_op_check(const vae_op *op);
  * kernel, stride, padding and input upsampling (op->up) give, no NULL frame. */
 int vae_conv_check_call(const vae_op *op, const void *const *frames, int n_in, int h, int w,
                         const void *y, int t_out, int h_out, int w_out);
+/* What every backend's ATTENTION checks of its call (backend.h): an attention op of c_in =
+ * 3 c_out, a t x h x w input, the queries [q0, q1) within the frame's h w tokens, and input and
+ * output present where there is anything to compute. */
+int vae_attention_check_call(const vae_op *op, const void *qkv, const void *y, int t, int h, int w,
+                             int q0, int q1);
 
 /* ---- space ----------------------------------------------------------------------------------- */
 typedef struct vae_span {

@@ -337,7 +337,8 @@ static int search_tiles(planner *pl, cand *best, cand *floor_c) {
                 if (pl->b_reduce && (ny != pl->rq->ranks || n != ny)) continue; /* bands */
                 const int nx = n / ny;
                 const int th = (hb + ny - 1) / ny, tw = (wb + nx - 1) / nx;
-                /* one row or column of a group's tiles: A may run once (shared_a_tiles) */
+                /* one row or column of a group's tiles: A may run once (plan_tiles.c shared_a_ok)
+                 */
                 const int line = pl->rq->ranks > 1 && n == pl->rq->ranks && (nx == 1 || ny == 1);
                 if (ny > MAX_SPANS / 2 || nx > MAX_SPANS / 2 || th < 2 * pl->own_align ||
                     tw < 2 * pl->own_align ||

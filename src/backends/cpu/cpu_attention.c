@@ -29,20 +29,9 @@ enum { ATT_BLOCK = 256 }; /* query rows per block (fewer when N is huge: scratch
 int cpu_attention(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y, int t,
                   int h, int w, int q0, int q1) {
     cpu_backend *cb = cpu_be(be);
-    const int c = op->c_out, nt = cb->threads;
-    if (op->kind != VAE_OP_ATTENTION)
-        return vae_fail(VAE_EINVAL, "%s: op kind %d is not attention", op->name, (int)op->kind);
-    if (c < 1 || op->c_in != 3 * c)
-        return vae_fail(VAE_ESHAPE, "%s: attention wants c_in = 3 * c_out, has %d and %d", op->name,
-                        op->c_in, op->c_out);
-    if (t < 0 || h < 0 || w < 0 || (int64_t)h * w > INT32_MAX / 2)
-        return vae_fail(VAE_ESHAPE, "%s: attention input %dx%dx%d", op->name, t, h, w);
-    const int n = h * w;
-    if (q0 < 0 || q1 < q0 || q1 > n)
-        return vae_fail(VAE_EINVAL, "%s: attention queries [%d, %d) of %d tokens", op->name, q0, q1,
-                        n);
-    if (t == 0 || q1 == q0) return VAE_OK;
-    if (!qkv || !y) return vae_fail(VAE_EINVAL, "%s: attention without input or output", op->name);
+    const int c = op->c_out, nt = cb->threads, n = h * w;
+    int rc = vae_attention_check_call(op, qkv, y, t, h, w, q0, q1);
+    if (rc || t == 0 || q1 == q0) return rc;
 
     int64_t bq64 = (int64_t)(cb->scratch_limit / ((size_t)n * sizeof(float)));
     if (bq64 > ATT_BLOCK) bq64 = ATT_BLOCK;
@@ -60,8 +49,7 @@ int cpu_attention(vae_backend *be, const vae_op *op, void *state, const void *qk
         float *yf = (float *)y + (size_t)f * n * c;
         for (int i0 = q0; i0 < q1; i0 += bq) {
             int m = q1 - i0 < bq ? q1 - i0 : bq;
-            int rc =
-                cpu_sgemm(nt, 1, m, n, c, op->scale, q + (size_t)i0 * ld, ld, k, ld, 0.0f, s, n);
+            rc = cpu_sgemm(nt, 1, m, n, c, op->scale, q + (size_t)i0 * ld, ld, k, ld, 0.0f, s, n);
             if (rc) return rc;
 #pragma omp parallel for num_threads(nt) schedule(static)
             for (int i = 0; i < m; i++)

@@ -555,10 +555,9 @@ static int cuda_copy2d(vae_backend *be, void *dst, size_t dst_pitch, const void 
 
 /* avail: free device memory plus what this backend holds already; reserve: the weights (one
  * layout per conv, 5% more than dense for channel padding or the phase filters of upsampling
- * convs, and room for the largest conv's
- * layouts twice: tuning makes a candidate's layout before it frees the one it did not take; the
- * tuner keeps within this, cuda_conv.c) and the cuDNN workspace as far as it has grown (at least
- * 64 MiB); scratch: the scratch area now */
+ * convs, and room for the largest conv's layouts twice: tuning makes a candidate's layout before
+ * it frees the one it did not take; the tuner keeps within this, cuda_conv.c) and the cuDNN
+ * workspace as far as it has grown (at least 64 MiB); scratch: the scratch area now */
 static int cuda_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, int64_t *reserve,
                          int64_t *scratch) {
     cuda_backend *cb = cu_be(be);

@@ -452,22 +452,10 @@ int cuda_attention(vae_backend *be, const vae_op *op, void *state, const void *q
 static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, void *y, int t, int h,
                          int w, int q0, int q1) {
     vae_backend *be = &cb->base;
-    const int c = op->c_out;
-    if (op->kind != VAE_OP_ATTENTION)
-        return vae_fail(VAE_EINVAL, "%s: op kind %d is not attention", op->name, (int)op->kind);
-    if (c < 1 || op->c_in != 3 * c)
-        return vae_fail(VAE_ESHAPE, "%s: attention wants c_in = 3 * c_out, has %d and %d",
-                        op->name, op->c_in, op->c_out);
-    if (t < 0 || h < 0 || w < 0 || (int64_t)h * w > INT32_MAX / 2)
-        return vae_fail(VAE_ESHAPE, "%s: attention input %dx%dx%d", op->name, t, h, w);
-    const int n = h * w;
-    if (q0 < 0 || q1 < q0 || q1 > n)
-        return vae_fail(VAE_EINVAL, "%s: attention queries [%d, %d) of %d tokens", op->name, q0, q1,
-                        n);
-    if (t == 0 || q1 == q0) return VAE_OK;
-    if (!qkv || !y) return vae_fail(VAE_EINVAL, "%s: attention without input or output", op->name);
-    int rc = cu_enter(cb, op->name);
-    if (rc) return rc;
+    const int c = op->c_out, n = h * w;
+    int rc = vae_attention_check_call(op, qkv, y, t, h, w, q0, q1);
+    if (rc || t == 0 || q1 == q0) return rc;
+    if ((rc = cu_enter(cb, op->name))) return rc;
     const int rows = att_gemm_block(cb, op, n);
     if (rows > 0) return attention_gemm(cb, op, qkv, y, t, n, q0, q1, rows);
     return cu_check(cuk_attention(cb->stream, be->dtype, qkv, y, t, n, c, op->scale), op->name,
