@@ -19,7 +19,7 @@
 #   --runs N    timed runs per workload for --bench/--torch/--compare (default 2; compare: 5)
 #   --tiles     also the tiny fixtures with forced exact tiles (>= 3 per axis, fp32 and bf16:
 #               within 1e-5 / 2e-2 of the untiled output; also from a later cut with the store
-#               pinned on the host), column strips and blended tiles
+#               pinned on the host, and in a temporary file), column strips and blended tiles
 #   --strips    of those, only the column strips (poisoned memory, checked outputs)
 #   --budget    also the memory-budget workloads of the planner issue (vae bench --max-memory,
 #               each beside its untiled run; BUDGET_LIST overrides: 'WORKLOAD|FLAGS;...';
@@ -273,6 +273,16 @@ if [ $TILES = 1 ]; then
     for fx in wan21_small wan22_tiny taef2_real; do
         for dt in fp32 bf16; do
             fixture_run "tiles cut1 host $fx $dt" $fx $dt --tiles 3 VAE_PLAN_CUT=1 VAE_EXEC_STORE_HOST=1
+        done
+    done
+    # stores in a temporary file through the run's ring of pinned slots, crops inside the frame
+    # (tests.cmake's store_file_*): A's store read by decode tiles, B's written by encode tiles
+    for op in "decode --tile 64x64" "encode --tile 32x128"; do
+        for dt in fp32 bf16; do
+            log=$(VAE_PLAN_CUT=2 VAE_EXEC_STORE_HOST=1 VAE_EXEC_HOST_MB=0 timeout 120 build-gpu/vae -v \
+                bench wan2.1 --config '{"dim": 8, "dec_dim": 8}' --op $op --frames 41 --size 64x256 \
+                --device cuda --dtype $dt --runs 1 --warmup 0 --psnr 2>&1)
+            say "file store wan2.1 ${op%% *} $dt: rc $? $(echo "$log" | grep -c 'in a temporary file') plan lines with a file store; $(echo "$log" | grep 'against the untiled')"
         done
     done
     # plans with every op's least scratch (3-D convs where gathers would not fit)

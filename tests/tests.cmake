@@ -75,6 +75,23 @@ set_tests_properties(fixture_tiles_cut2_host_taef2_real PROPERTIES LABELS fixtur
 add_test(NAME fixture_tiles_cut1_file_wan21_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_tiny --tiles 3)
 set_tests_properties(fixture_tiles_cut1_file_wan21_tiny PROPERTIES LABELS fixture
                      ENVIRONMENT "VAE_PLAN_CUT=1;VAE_EXEC_STORE_HOST=1;VAE_EXEC_HOST_MB=0")
+# stores in a temporary file through the run's ring of staging slots, with crops that start
+# inside the frame (the fixtures' latents are narrower than a halo): A's store read by 1x4 decode
+# tiles, B's store written by 2x2 encode tiles, on one device and by two lanes at once; within
+# ~1e-6 of the untiled output (an offset wrong by a column gives 1.03); 41 frames: the rings
+# (8 slots) come round
+set(W21_NARROW "{\"dim\": 8, \"dec_dim\": 8}")
+set(FILE_OK "in a temporary file.*untiled output: PSNR [^\n]*relative error (0|[0-9.]+e-(0[6-9]|[1-9][0-9]))\n")
+add_test(NAME store_file_decode_wan21_synth COMMAND vae -v bench wan2.1 --config ${W21_NARROW}
+  --frames 41 --size 64x256 --tile 64x64 --device cpu --dtype fp32 --runs 1 --warmup 0 --psnr)
+add_test(NAME store_file_encode_wan21_synth COMMAND vae -v bench wan2.1 --config ${W21_NARROW}
+  --op encode --frames 41 --size 64x256 --tile 32x128 --device cpu --dtype fp32 --runs 1 --warmup 0 --psnr)
+add_test(NAME store_file_encode_group2_wan21_synth COMMAND vae -v bench wan2.1 --config ${W21_NARROW}
+  --op encode --frames 41 --size 64x256 --tile 32x128 --devices 0,1 --device cpu --dtype fp32 --runs 1
+  --warmup 0 --psnr)
+set_tests_properties(store_file_decode_wan21_synth store_file_encode_wan21_synth
+  store_file_encode_group2_wan21_synth PROPERTIES PASS_REGULAR_EXPRESSION "${FILE_OK}"
+  ENVIRONMENT "VAE_PLAN_CUT=2;VAE_EXEC_STORE_HOST=1;VAE_EXEC_HOST_MB=0")
 # device groups (CPU lanes, one thread each: the same code as GPUs): each case on the planner's
 # choice for the group, then its exact tiles and blends shared out, bit for bit as on one device;
 # seedvr2's plan is whole frames (device 0 alone); the output and B's store in temporary files

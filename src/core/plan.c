@@ -388,14 +388,18 @@ static void describe(const planner *pl, vae_plan *plan) {
             plan->a_shared ? "; A once, on device 0, its tile narrower by A's "
                              "work: the others start on A's first frames"
                            : "");
-    for (int k = 0; k < 2 && n < cap; k++)
+    for (int k = 0; k < 2 && n < cap; k++) {
+        const int64_t bytes = (int64_t)plan->store_t[k] * plan->store_h[k] * plan->store_w[k] *
+                              plan->store_c[k] * (int64_t)rq->elem;
         if (plan->store_t[k])
-            n +=
-                (size_t)snprintf(w + n, cap - n, ", store %c of %d frames %dx%dx%d on the %s (%s)",
-                                 'A' + k, plan->store_t[k], plan->store_h[k], plan->store_w[k],
-                                 plan->store_c[k], plan->store_host[k] ? "host" : "device",
-                                 size_str((int64_t)plan->store_t[k] * plan->store_h[k] *
-                                          plan->store_w[k] * plan->store_c[k] * (int64_t)rq->elem));
+            n += (size_t)snprintf(w + n, cap - n, ", store %c of %d frames %dx%dx%d %s (%s)",
+                                  'A' + k, plan->store_t[k], plan->store_h[k], plan->store_w[k],
+                                  plan->store_c[k],
+                                  !plan->store_host[k]         ? "on the device"
+                                  : bytes > rq->host_store_max ? "in a temporary file"
+                                                               : "on the host",
+                                  size_str(bytes));
+    }
     int frame_loops = 0;
     for (int k = 0; k < 3; k++)
         for (int i = 0; i < plan->part[k].n_loops; i++)

@@ -91,7 +91,8 @@ typedef struct vae_plan_request {
     int video_factor;              /* pixels of the video side per pixel of the latent side */
     int frame_loops;               /* settings.exec_frames (2: frame loops always) */
     int64_t host_store_max;        /* a host store above this many bytes goes to a temporary
-                                    * file (settings.exec_host_mb; 0: no limit) */
+                                    * file, strips' slots above it stay on the device
+                                    * (settings.exec_host_mb) */
     int cut;                       /* settings.plan_cut: B from this cut candidate (-1: chosen) */
     int store_host;                /* settings.exec_store_host: stores on the host */
     int host_direct;               /* the backend reads and writes host stores in place

@@ -264,18 +264,16 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     /* strips: their slots on the device, or on the host where the budget needs it and they are
      * within the host cap (exec_strip.c keeps them in memory: no file behind them) */
     const int64_t slots = st ? vae_strips_slot_bytes(st, &b->prog, rq->elem, rq->round) : 0;
-    const int host_slots_ok = slots > 0 && (!rq->host_store_max || slots <= rq->host_store_max);
+    const int host_slots_ok = slots > 0 && slots <= rq->host_store_max;
     int fit = 0;
     for (int sh = host_slots_ok && rq->store_host ? 1 : 0; sh < (host_slots_ok ? 2 : 1) && !fit;
          sh++) {
         c->slots_host = sh;
         const int64_t mb = mem_b + (sh ? 0 : slots);
         for (int host = rq->store_host || c->a_shared ? 1 : 0; host < 2; host++) {
-            /* a host store of A stages a frame on the device, unless the backend copies it
-             * directly into the tiles' input */
-            const int direct_a =
-                rq->host_direct && (!rq->host_store_max || store_a <= rq->host_store_max);
-            const int64_t sa = host ? (direct_a ? 0 : frame_a) : store_a;
+            /* a host store of A (pinned, or a file through pinned slots) stages a frame on the
+             * device, unless the backend copies host memory directly into the tiles' input */
+            const int64_t sa = host ? (rq->host_direct ? 0 : frame_a) : store_a;
             const int64_t sb = host || group ? frame_b : store_b;
             int64_t pk = phase_a + sa;
             if (sa + mb + sb > pk) pk = sa + mb + sb;
@@ -297,16 +295,16 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     double host_bytes = 0;
     if (c->store_host[0]) {
         double crops = 0;
-        /* above host_store_max: float32 frames through a temporary file, ~4x slower */
+        /* above host_store_max: through a temporary file (the page cache, a ring of pinned
+         * slots, runner_store.c), counted twice */
         for (int iy = 0; iy < ay->n; iy++)
             for (int ix = 0; ix < ax->n; ix++)
                 crops += (double)(ay->in[iy].hi - ay->in[iy].lo) * (ax->in[ix].hi - ax->in[ix].lo);
         host_bytes += (double)store_a * (1 + crops / ((double)b->vh[0] * b->vw[0])) *
-                      (rq->host_store_max > 0 && store_a > rq->host_store_max ? 4 : 1);
+                      (store_a > rq->host_store_max ? 2 : 1);
     }
     if (c->store_host[1])
-        host_bytes += 2.0 * (double)store_b *
-                      (rq->host_store_max > 0 && store_b > rq->host_store_max ? 4 : 1);
+        host_bytes += 2.0 * (double)store_b * (store_b > rq->host_store_max ? 2 : 1);
     /* strips: each inner edge writes the slots once and reads them once (ahead, overlapped,
      * where the backend has a bus) */
     if (c->slots_host)

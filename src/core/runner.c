@@ -274,6 +274,7 @@ static int stream_input(run *s, rpart *q, vae_span y, vae_span x, const sink *k)
         pos += n;
     }
     if (rc == VAE_OK) rc = out_flush(s);
+    if (rc == VAE_OK) rc = runner_store_flush(s);
     vae_exec_reset(q->e); /* caches and graph go before the buffers they were recorded with */
     r->be->v->release(r->be, dev_in);
     return rc;
@@ -307,6 +308,7 @@ static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span 
         if (rc == VAE_OK) fo += o.t;
     }
     if (rc == VAE_OK) rc = out_flush(s);
+    if (rc == VAE_OK) rc = runner_store_flush(s);
     vae_exec_reset(q->e);
     if (buf) r->be->v->release(r->be, buf);
     return rc;
@@ -442,6 +444,7 @@ int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, in
                           : vae_assembly_emit(s.out, io->emit, io->emit_user, &s.emitted);
     if (io->out_view) s.emitted = 0;
     if (rc) runner_drain(&s);
+    runner_store_rings_free(&s);
     vae_assembly_free(s.out);
     s.emit_s = vae_seconds() - t0;
     if (rc == VAE_OK)

@@ -227,6 +227,8 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
     if (rc == VAE_OK)
         VAE_INFO("group: C and the output handed out in %.0f ms", (vae_seconds() - t1) * 1e3);
     *emitted = io->out_view ? 0 : s0->emitted;
+    for (int k = 0; k < n; k++)
+        runner_store_rings_free(&ln[k].s);
     runner_store_close(s0, &sb);
     runner_store_close(s0, &sa);
     vae_assembly_free(out);

@@ -40,16 +40,36 @@ void runner_comm_drop(vae_runner *r);
 
 /* A part's output over the whole video, between parts. */
 typedef struct store {
+    int k;       /* 0: A's output, 1: B's */
     void *dev;   /* [t][h][w][c] in the backend's dtype (device memory, or host memory from
                   * host_alloc when pinned), or NULL: */
     int pinned;
-    float *host; /* the same as float32 on the host, or one frame of it when: */
-    FILE *file;  /* (above VAE_EXEC_HOST_MB) it is kept in a temporary file */
+    FILE *file;  /* above VAE_EXEC_HOST_MB: the same in a temporary file, through the run's
+                  * ring (store_ring), or: */
+    float *host; /* as float32 in host memory (a backend without host_alloc) */
     int t, h, w, c;
     /* a store one runner of a group fills while the others read it (a shared A): the frames
      * written so far (run_shared.a_frames); NULL: complete before anyone reads */
     atomic_int *ready;
 } store;
+
+/* A run's staging of one file-backed store (run.ring[store.k]): slots of host_alloc memory,
+ * each a frame's crop [rows][cols][c] in the activation dtype, used in turn. The copy to or from
+ * the device of a slot used since the last flush may still be in flight; a flush waits for them
+ * (sync) and writes the slots that hold a put into the file. */
+typedef struct ring_slot {
+    const struct store *st;
+    int f, dirty;
+    vae_span y, x;
+} ring_slot;
+
+typedef struct store_ring {
+    char *mem;
+    size_t slot_bytes;
+    int n, next, used; /* slots, the next one, the ones used since the last flush */
+    int dirty;         /* of those, the ones holding a put */
+    ring_slot *slot;
+} store_ring;
 
 /* What the runners of a group share (runner_group.c fills it; NULL for a runner alone). */
 typedef struct run_shared {
@@ -81,6 +101,7 @@ typedef struct run {
      * assembly, handing the assembled frames out (logged with -v) */
     double wait_s, put_s, emit_s;
     double a_s; /* a group's lane: host seconds until A's store was complete (logged with -v) */
+    store_ring ring[2]; /* its staging of file-backed stores (runner_store.c) */
 } run;
 
 /* bytes of one pixel of c channels in the runner's activation dtype */
@@ -92,6 +113,9 @@ static inline size_t runner_px_bytes(const vae_runner *r, int c) {
 int runner_grow(float **buf, size_t *cap, size_t n);
 int runner_store_open(run *s, store *st, int k);
 void runner_store_close(run *s, store *st);
+/* The run's puts into file-backed stores written (at the end of each stream); its rings freed. */
+int runner_store_flush(run *s);
+void runner_store_rings_free(run *s);
 /* Frames [first, first + o->t) of the store <- the rows/columns `own` of o (o covers `out`). */
 int runner_store_put(run *s, store *st, const vae_chunk *o, int first, vae_span out_y,
                      vae_span out_x, vae_span own_y, vae_span own_x);

@@ -1,10 +1,14 @@
 /* runner_store.c -- the stores between a plan's parts (runner_internal.h).
  *
- * A store holds a part's output over the whole video: on the device, pinned on the host in the
- * activation dtype (the device copies it directly), or as float32 on the host, in memory or, above
- * VAE_EXEC_HOST_MB, in a temporary file. In a group (runner_group.c) several runners write their
- * own tiles' rows of one shared store at once: disjoint rows in memory need no lock; a file's
- * one-frame buffer does.
+ * A store holds a part's output over the whole video: on the device; on the host in the
+ * activation dtype, pinned (the device copies it directly) up to VAE_EXEC_HOST_MB; above it in
+ * a temporary file, in the same layout. A file-backed store goes through the run's ring of
+ * staging slots (store_ring): a put copies the crop into a slot and writes it to the file once the
+ * copy is done, a get reads the crop into a slot and copies it to the device, so that the file's
+ * reads and writes overlap the device's work and wait for it only when the ring comes round (a
+ * sync every few frames, not one per frame). A backend without host memory of its own keeps the
+ * store as float32 in memory. In a group (runner_group.c) several runners write their own tiles'
+ * rows of one shared store at once, each through its own ring: disjoint rows need no lock.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -14,6 +18,9 @@
 #include "core.h"
 #include "runner_internal.h"
 
+enum { RING_SLOTS = 8 };
+#define RING_BYTES ((size_t)64 << 20) /* the ring's host memory, at least two frames */
+
 int runner_grow(float **buf, size_t *cap, size_t n) {
     if (n <= *cap) return VAE_OK;
     vae_free(*buf);
@@ -22,62 +29,122 @@ int runner_grow(float **buf, size_t *cap, size_t n) {
     return *buf ? VAE_OK : vae_fail(VAE_ENOMEM, "out of host memory for %zu values", n);
 }
 
-/* Frame f of a host store: in memory, or read from its file into the one-frame buffer. */
-static float *store_frame(const store *st, int f, int load) {
-    const size_t n = (size_t)st->h * st->w * st->c;
-    if (!st->file) return st->host + (size_t)f * n;
-    if (load && pread(fileno(st->file), st->host, n * sizeof(float), (off_t)(f * n * sizeof(float))) !=
-                    (ssize_t)(n * sizeof(float))) {
-        vae_fail(VAE_EIO, "temporary store file: cannot read frame %d", f);
-        return NULL;
+/* ---- the ring of a file-backed store ---------------------------------------------------- */
+/* rows of row bytes at buf (packed) <-> the file's rows of frame f, y0.., from byte x0 of each
+ * row (one call where the rows are whole) */
+static int file_rows(const store *st, int write, char *buf, int f, int y0, int rows, size_t x0,
+                     size_t row, size_t px) {
+    const size_t line = (size_t)st->w * px;
+    const int fd = fileno(st->file);
+    const int n = row == line ? 1 : rows;
+    const size_t len = row == line ? row * (size_t)rows : row;
+    for (int i = 0; i < n; i++) {
+        const off_t at = (off_t)((((size_t)f * st->h + y0 + i) * st->w) * px + x0);
+        const ssize_t got =
+            write ? pwrite(fd, buf + i * len, len, at) : pread(fd, buf + i * len, len, at);
+        if (got != (ssize_t)len)
+            return vae_fail(VAE_EIO, "temporary store file: cannot %s frame %d: %s",
+                            write ? "write" : "read", f, got < 0 ? strerror(errno) : "short");
     }
-    return st->host;
+    return VAE_OK;
 }
 
-/* After frame f of a file-backed store was changed: written back. */
-static int store_frame_done(const store *st, int f) {
-    const size_t n = (size_t)st->h * st->w * st->c;
-    if (!st->file ||
-        pwrite(fileno(st->file), st->host, n * sizeof(float), (off_t)(f * n * sizeof(float))) ==
-            (ssize_t)(n * sizeof(float)))
-        return VAE_OK;
-    return vae_fail(VAE_EIO, "temporary store file: cannot write frame %d", f);
+/* waits for the ring's copies in flight, then writes the puts among them to their files */
+static int ring_flush(run *s, store_ring *g) {
+    if (g->used == 0) return VAE_OK;
+    vae_backend *be = s->r->be;
+    int rc = be->v->sync(be);
+    for (int j = 0; j < g->used && rc == VAE_OK; j++) {
+        const int i = (g->next - g->used + j + g->n) % g->n;
+        ring_slot *sl = &g->slot[i];
+        if (!sl->dirty) continue;
+        const size_t px = runner_px_bytes(s->r, sl->st->c);
+        rc = file_rows(sl->st, 1, g->mem + (size_t)i * g->slot_bytes, sl->f, sl->y.lo,
+                       sl->y.hi - sl->y.lo, (size_t)sl->x.lo * px,
+                       (size_t)(sl->x.hi - sl->x.lo) * px, px);
+        sl->dirty = 0;
+    }
+    g->used = g->dirty = 0;
+    return rc;
 }
 
-/* A store in a temporary file has one frame buffer: runners of a group take turns with it. */
-static void file_lock(run *s, const store *st, int lock) {
-    if (!st->file || !s->sh) return;
-    if (lock) pthread_mutex_lock(&s->sh->mu);
-    else pthread_mutex_unlock(&s->sh->mu);
+/* the next slot of st's ring for frame f's crop (y, x), a put's or a get's (the ring made at
+ * first use; a full one flushed first) */
+static int ring_take(run *s, const store *st, int f, vae_span y, vae_span x, int put, char **mem) {
+    store_ring *g = &s->ring[st->k];
+    vae_backend *be = s->r->be;
+    const size_t frame = (size_t)st->h * st->w * runner_px_bytes(s->r, st->c);
+    if (g->mem && g->slot_bytes < frame) return vae_fail(VAE_EINVAL, "internal: a ring too small");
+    if (!g->mem) {
+        g->n = (int)(RING_BYTES / frame);
+        g->n = g->n < 2 ? 2 : g->n > RING_SLOTS ? RING_SLOTS : g->n;
+        g->slot_bytes = frame;
+        g->slot = vae_calloc((size_t)g->n, sizeof *g->slot);
+        g->mem = g->slot ? be->v->host_alloc(be, (size_t)g->n * frame) : NULL;
+        if (!g->mem)
+            return vae_fail(VAE_ENOMEM, "out of host memory for %d frames staging a store's file",
+                            g->n);
+    }
+    int rc = g->used == g->n ? ring_flush(s, g) : VAE_OK;
+    if (rc) return rc;
+    const int i = g->next;
+    g->next = (i + 1) % g->n;
+    g->used++;
+    g->slot[i] = (ring_slot){.st = st, .f = f, .dirty = put, .y = y, .x = x};
+    g->dirty += put;
+    *mem = g->mem + (size_t)i * g->slot_bytes;
+    return VAE_OK;
 }
 
+int runner_store_flush(run *s) {
+    int rc = VAE_OK;
+    for (int k = 0; k < 2 && rc == VAE_OK; k++)
+        rc = ring_flush(s, &s->ring[k]);
+    return rc;
+}
+
+void runner_store_rings_free(run *s) {
+    vae_backend *be = s->r->be;
+    for (int k = 0; k < 2; k++) {
+        store_ring *g = &s->ring[k];
+        if (g->mem) {
+            be->v->sync(be); /* (after a failure: nothing in flight into the slots) */
+            be->v->host_free(be, g->mem);
+        }
+        vae_free(g->slot);
+        memset(g, 0, sizeof *g);
+    }
+}
+
+/* ---- opening and closing ------------------------------------------------------------------ */
 int runner_store_open(run *s, store *st, int k) {
     const vae_plan *pl = s->plan;
     memset(st, 0, sizeof *st);
+    st->k = k;
     st->t = pl->store_t[k], st->h = pl->store_h[k], st->w = pl->store_w[k], st->c = pl->store_c[k];
     const size_t vals = (size_t)st->t * st->h * st->w * st->c;
+    vae_backend *be = s->r->be;
     if (!pl->store_host[k]) {
-        st->dev = s->r->be->v->alloc(s->r->be, vals * s->r->be->elem_size);
+        st->dev = be->v->alloc(be, vals * be->elem_size);
         if (!st->dev)
             return vae_fail(VAE_ENOMEM, "out of %s memory for a store of %d frames of %dx%dx%d",
-                            s->r->be->v->name, st->t, st->h, st->w, st->c);
+                            be->v->name, st->t, st->h, st->w, st->c);
         return VAE_OK;
     }
     /* on the host in the activation dtype, read and written by copy2d like a device store */
-    vae_backend *be = s->r->be;
     const size_t raw = vals * be->elem_size, host_max = (size_t)s->r->set.exec_host_mb << 20;
     if (be->v->host_alloc && raw <= host_max && (st->dev = be->v->host_alloc(be, raw))) {
         st->pinned = 1;
         return VAE_OK;
     }
-    const size_t frame = (size_t)st->h * st->w * st->c;
-    const int spill = vals * sizeof(float) > host_max;
-    st->host = vae_calloc(spill ? frame : vals, sizeof(float));
-    if (!st->host)
-        return vae_fail(VAE_ENOMEM, "out of host memory for a store of %d frames", st->t);
+    if (!be->v->host_alloc) {
+        st->host = vae_calloc(vals, sizeof(float));
+        return st->host
+                   ? VAE_OK
+                   : vae_fail(VAE_ENOMEM, "out of host memory for a store of %d frames", st->t);
+    }
     /* a sparse file of the whole size: frames not written yet read as zeros */
-    if (spill && (!(st->file = tmpfile()) ||
-                  ftruncate(fileno(st->file), (off_t)(vals * sizeof(float))) != 0))
+    if (!(st->file = tmpfile()) || ftruncate(fileno(st->file), (off_t)raw) != 0)
         return vae_fail(VAE_EIO, "cannot create a temporary file for a store of %d frames: %s",
                         st->t, strerror(errno));
     return VAE_OK;
@@ -91,9 +158,10 @@ void runner_store_close(run *s, store *st) {
     memset(st, 0, sizeof *st);
 }
 
-/* A shared store: frames [0, n) are in place (their copies done), for the readers waiting. */
+/* A shared store: frames [0, n) are in place (their copies done, a file's writes made), for the
+ * readers waiting. */
 static int store_publish(run *s, const store *st, int n) {
-    int rc = s->r->be->v->sync(s->r->be);
+    int rc = st->file ? ring_flush(s, &s->ring[st->k]) : s->r->be->v->sync(s->r->be);
     if (rc) return rc;
     pthread_mutex_lock(&s->sh->mu);
     atomic_store(st->ready, n);
@@ -123,35 +191,38 @@ static int store_put(run *s, store *st, const vae_chunk *o, int first, vae_span 
                         first);
     const int rows = own_y.hi - own_y.lo, cols = own_x.hi - own_x.lo;
     const size_t px = runner_px_bytes(r, o->c);
-    if (st->dev) {
-        for (int j = 0; j < o->t; j++) {
-            const char *src =
-                (const char *)o->data +
-                (((size_t)j * o->h + (own_y.lo - out_y.lo)) * o->w + (own_x.lo - out_x.lo)) * px;
-            char *dst = (char *)st->dev +
-                        (((size_t)(first + j) * st->h + own_y.lo) * st->w + own_x.lo) * px;
-            int rc = be->v->copy2d(be, dst, (size_t)st->w * px, src, (size_t)o->w * px,
-                                   (size_t)cols * px, (size_t)rows);
-            if (rc) return rc;
+    if (st->host) { /* float32 in memory */
+        const size_t vals = (size_t)o->t * o->h * o->w * o->c;
+        int rc = runner_grow(&r->cl, &r->cl_cap, vals);
+        if (rc == VAE_OK) rc = be->v->download(be, r->cl, o->data, vals);
+        for (int j = 0; rc == VAE_OK && j < o->t; j++)
+            for (int yy = own_y.lo; yy < own_y.hi; yy++)
+                memcpy(st->host + (((size_t)(first + j) * st->h + yy) * st->w + own_x.lo) * st->c,
+                       r->cl +
+                           (((size_t)j * o->h + yy - out_y.lo) * o->w + own_x.lo - out_x.lo) * o->c,
+                       (size_t)cols * o->c * sizeof(float));
+        return rc;
+    }
+    for (int j = 0; j < o->t; j++) {
+        const char *src =
+            (const char *)o->data +
+            (((size_t)j * o->h + (own_y.lo - out_y.lo)) * o->w + (own_x.lo - out_x.lo)) * px;
+        char *dst = NULL;
+        size_t pitch = (size_t)cols * px; /* a ring slot: the crop packed */
+        int rc = VAE_OK;
+        if (st->file) {
+            rc = ring_take(s, st, first + j, own_y, own_x, 1, &dst);
+        } else {
+            dst = (char *)st->dev +
+                  (((size_t)(first + j) * st->h + own_y.lo) * st->w + own_x.lo) * px;
+            pitch = (size_t)st->w * px;
         }
-        return VAE_OK;
+        if (rc == VAE_OK)
+            rc = be->v->copy2d(be, dst, pitch, src, (size_t)o->w * px, (size_t)cols * px,
+                               (size_t)rows);
+        if (rc) return rc;
     }
-    const size_t vals = (size_t)o->t * o->h * o->w * o->c;
-    int rc = runner_grow(&r->cl, &r->cl_cap, vals);
-    if (rc == VAE_OK) rc = be->v->download(be, r->cl, o->data, vals);
-    const int whole = rows == st->h && cols == st->w;
-    for (int j = 0; rc == VAE_OK && j < o->t; j++) {
-        file_lock(s, st, 1);
-        float *fr = store_frame(st, first + j, !whole);
-        for (int yy = own_y.lo; fr && yy < own_y.hi; yy++)
-            memcpy(fr + ((size_t)yy * st->w + own_x.lo) * st->c,
-                   r->cl + (((size_t)j * o->h + yy - out_y.lo) * o->w + own_x.lo - out_x.lo) * o->c,
-                   (size_t)cols * o->c * sizeof(float));
-        rc = fr ? store_frame_done(st, first + j) : VAE_EIO;
-        file_lock(s, st, 0);
-    }
-    return rc;
-
+    return VAE_OK;
 }
 
 int runner_store_put(run *s, store *st, const vae_chunk *o, int first, vae_span out_y,
@@ -167,20 +238,23 @@ int runner_store_get(run *s, const store *st, int f, vae_span y, vae_span x, voi
     vae_runner *r = s->r;
     vae_backend *be = r->be;
     const int rows = y.hi - y.lo, cols = x.hi - x.lo;
-    const size_t px = runner_px_bytes(r, st->c);
+    const size_t px = runner_px_bytes(r, st->c), row = (size_t)cols * px;
     if (st->dev)
-        return be->v->copy2d(be, dst, (size_t)cols * px,
-                             (const char *)st->dev +
-                                 (((size_t)f * st->h + y.lo) * st->w + x.lo) * px,
-                             (size_t)st->w * px, (size_t)cols * px, (size_t)rows);
+        return be->v->copy2d(
+            be, dst, row, (const char *)st->dev + (((size_t)f * st->h + y.lo) * st->w + x.lo) * px,
+            (size_t)st->w * px, row, (size_t)rows);
+    if (st->file) { /* the run's own puts reach the file first */
+        char *slot = NULL;
+        if (s->ring[st->k].dirty) rc = ring_flush(s, &s->ring[st->k]);
+        if (rc == VAE_OK) rc = ring_take(s, st, f, y, x, 0, &slot);
+        if (rc == VAE_OK) rc = file_rows(st, 0, slot, f, y.lo, rows, (size_t)x.lo * px, row, px);
+        return rc ? rc : be->v->copy2d(be, dst, row, slot, row, row, (size_t)rows);
+    }
     const size_t vals = (size_t)rows * cols * st->c;
     rc = runner_grow(&r->cl, &r->cl_cap, vals);
-    file_lock(s, st, 1);
-    const float *fr = rc ? NULL : store_frame(st, f, 1);
-    for (int yy = 0; fr && yy < rows; yy++)
-        memcpy(r->cl + (size_t)yy * cols * st->c, fr + ((size_t)(y.lo + yy) * st->w + x.lo) * st->c,
+    for (int yy = 0; rc == VAE_OK && yy < rows; yy++)
+        memcpy(r->cl + (size_t)yy * cols * st->c,
+               st->host + (((size_t)f * st->h + y.lo + yy) * st->w + x.lo) * st->c,
                (size_t)cols * st->c * sizeof(float));
-    file_lock(s, st, 0);
-    if (rc == VAE_OK && !fr) rc = VAE_EIO;
     return rc ? rc : be->v->upload(be, dst, r->cl, vals);
 }

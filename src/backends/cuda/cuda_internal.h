@@ -336,6 +336,7 @@ enum {
  * staged there, host ranges prefetched there) */
 enum { CU_BUS_BLOCKS = 512 };
 #define CU_BUS_RING ((size_t)32 << 20)
+enum { CU_PINNED_BLOCKS = 4 }; /* host_alloc blocks at once: A's and B's stores, slots */
 struct cu_bus_block {
     size_t off, bytes;  /* in the ring */
     const char *host;   /* a prefetch: the host range it holds; NULL: staging of a copy out, or
@@ -417,11 +418,12 @@ typedef struct cuda_backend {
     int hin_next, hout_next, wring_next;
     /* host time of one-off set-up work (what a cold first call pays), seconds; -v prints it */
     double host_s[CU_H_N];
-    /* host_alloc: pinned blocks for host stores, kept between calls (pinning is slow) */
+    /* host_alloc: pinned blocks for host stores, strips' slots and the staging of stores in
+     * files, kept between calls (pinning is slow) */
     struct cu_pinned {
         cu_pin pin;
         int used;
-    } pinned[2];
+    } pinned[CU_PINNED_BLOCKS];
     cu_tune_cache tc;                  /* conv path choices kept between processes */
     cu_bus bus;                        /* cuda_bus.c: copies to and from host memory */
     int prof;                          /* VAE_CUDA_PROFILE */

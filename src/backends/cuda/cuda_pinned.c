@@ -138,7 +138,7 @@ static void stores_idle(cuda_backend *cb) {
 
 void cu_stores_release(cuda_backend *cb, int all) {
     int synced = 0;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < CU_PINNED_BLOCKS; i++) {
         struct cu_pinned *b = &cb->pinned[i];
         if (!b->pin.p || (b->used && !all)) continue;
         if (!synced++) stores_idle(cb);
@@ -151,9 +151,10 @@ void *cu_store_alloc(vae_backend *be, size_t bytes) {
     cuda_backend *cb = cu_be(be);
     if (cu_enter(cb, "cuda host store")) return NULL;
     struct cu_pinned *pick = NULL;
-    for (int i = 0; i < 2 && !pick; i++) /* a kept block that is large enough */
+    for (int i = 0; i < CU_PINNED_BLOCKS && !pick; i++) /* a kept block that is large enough */
         if (!cb->pinned[i].used && cb->pinned[i].pin.bytes >= bytes) pick = &cb->pinned[i];
-    for (int i = 0; i < 2 && !pick; i++) /* else a free slot, its old block given back */
+    for (int i = 0; i < CU_PINNED_BLOCKS && !pick;
+         i++) /* else a free slot, its old block given back */
         if (!cb->pinned[i].used) {
             pick = &cb->pinned[i];
             if (pick->pin.p) {
@@ -172,6 +173,6 @@ void *cu_store_alloc(vae_backend *be, size_t bytes) {
 void cu_store_free(vae_backend *be, void *p) {
     cuda_backend *cb = cu_be(be);
     cu_bus_forget(cb, NULL, 0); /* a later host_alloc may hand the block out again */
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < CU_PINNED_BLOCKS; i++)
         if (p && cb->pinned[i].pin.p == p) cb->pinned[i].used = 0;
 }
