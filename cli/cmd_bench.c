@@ -186,6 +186,12 @@ int cmd_bench(int argc, char **argv) {
         if (i == 0) cold = dt;
         if (!cli_quiet) fprintf(stderr, "vae bench: run %d: %.3f s\n", i + 1, dt);
     }
+    /* the plan the timed runs settled on: the first call's may differ (the backend's scratch
+     * grows during it, and later calls plan with what it holds) */
+    vae_plan_info first = plan;
+    if (vae_session_plan(s, encode, in.shape, 5, &plan) != VAE_OK) plan = first;
+    if (!cli_quiet && strcmp(plan.text, first.text) != 0)
+        fprintf(stderr, "vae bench: plan after the first run: %s\n", plan.text);
     double db = NAN, rel = NAN;
     if (psnr_flag) { /* the same input through an untiled session: the exact output */
         vae_session_options ro = so;

@@ -193,10 +193,11 @@ int vae_assembly_put(vae_assembly *a, int tile, const float *fr, int first, int 
     return rc;
 }
 
-int vae_assembly_emit(vae_assembly *a, vae_frames_fn emit, void *user, int *emitted) {
+int vae_assembly_emit(vae_assembly *a, int upto, vae_frames_fn emit, void *user, int *emitted) {
     const vae_plan *pl = a->plan;
     const size_t plane = (size_t)pl->h_out * pl->w_out;
-    for (int f = 0; f < pl->t_out; f++) {
+    if (upto > pl->t_out) upto = pl->t_out;
+    for (int f = *emitted; f < upto; f++) {
         float *fr = a->out ? a->out + (size_t)f * a->frame : a->fbuf;
         if (!a->out) { /* the frame from its tiles' blocks */
             if (a->wsum) memset(fr, 0, a->frame * sizeof *fr);

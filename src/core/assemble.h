@@ -1,7 +1,7 @@
 /* assemble.h -- the output of tiled and blended plans, put together on the host (internal).
  *
  * Used by the runner: a tile's downloaded output rows go in (its own part, or its weighted part
- * for blends), whole frames come out in order once every tile has run.
+ * for blends), whole frames come out in order once every tile has put them.
  */
 #ifndef VAE_ASSEMBLE_H
 #define VAE_ASSEMBLE_H
@@ -30,7 +30,9 @@ void vae_assembly_free(vae_assembly *a);
  * rows/columns. */
 int vae_assembly_put(vae_assembly *a, int tile, const float *frames, int first, int n, int c, int h,
                      int w);
-/* Every frame to emit in order (one frame a call); *emitted counts them. */
-int vae_assembly_emit(vae_assembly *a, vae_frames_fn emit, void *user, int *emitted);
+/* Frames [*emitted, upto) to emit in order (one frame a call; every tile must have put them),
+ * *emitted counting them: the runner hands frames out as its last tile finishes them, and the
+ * rest (upto = the output's frames) at the end. */
+int vae_assembly_emit(vae_assembly *a, int upto, vae_frames_fn emit, void *user, int *emitted);
 
 #endif

@@ -180,12 +180,21 @@ static int emit_frames(run *s, const float *fr, int first, int n, int c, int h, 
     return VAE_OK;
 }
 
+/* A tile's frames into the assembly; a runner alone hands out the frames its last tile has
+ * finished (every tile before it ran through every frame) while the device computes the next
+ * step, instead of all of them after the last step. */
 static int take_output(run *s, const float *fr, int first, int n, int c, int h, int w,
                        const vae_plan_tile *t) {
     if (s->direct) return emit_frames(s, fr, first, n, c, h, w);
     const double t0 = vae_seconds();
-    int rc = vae_assembly_put(s->out, (int)(t - s->plan->tiles), fr, first, n, c, h, w);
+    const int tile = (int)(t - s->plan->tiles);
+    int rc = vae_assembly_put(s->out, tile, fr, first, n, c, h, w);
     s->put_s += vae_seconds() - t0;
+    if (rc == VAE_OK && !s->sh && tile == s->plan->n_tiles - 1 && !s->io->out_view) {
+        const double t1 = vae_seconds();
+        rc = vae_assembly_emit(s->out, first + n, s->io->emit, s->io->emit_user, &s->emitted);
+        s->emit_s += vae_seconds() - t1;
+    }
     return rc;
 }
 
@@ -440,13 +449,14 @@ int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, in
                                             : runner_run_blend(&s);
     const double t0 = vae_seconds();
     if (rc == VAE_OK && assemble)
-        rc = io->out_view ? vae_assembly_emit(s.out, runner_emit_to_view, &s, &s.emitted)
-                          : vae_assembly_emit(s.out, io->emit, io->emit_user, &s.emitted);
+        rc = io->out_view
+                 ? vae_assembly_emit(s.out, plan->t_out, runner_emit_to_view, &s, &s.emitted)
+                 : vae_assembly_emit(s.out, plan->t_out, io->emit, io->emit_user, &s.emitted);
     if (io->out_view) s.emitted = 0;
     if (rc) runner_drain(&s);
     runner_store_rings_free(&s);
     vae_assembly_free(s.out);
-    s.emit_s = vae_seconds() - t0;
+    s.emit_s += vae_seconds() - t0;
     if (rc == VAE_OK)
         VAE_INFO("runner: host time on the output: %.0f ms waiting for downloads, %.0f ms "
                  "assembling tiles, %.0f ms handing assembled frames out",
