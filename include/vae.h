@@ -205,7 +205,8 @@ typedef enum {
                                   * the budget needs it, 2 always (measurements) (1) */
     VAE_PARAM_EXEC_HOST_MB,      /* host memory in MiB for each whole-video object of a tiled
                                   * call (its output, a store between parts, strips' slots);
-                                  * beyond it a temporary file (slots: the device) (256) */
+                                  * beyond it a temporary file (slots: the device); 256 keeps
+                                  * host memory flat in the video's length (2048) */
     VAE_PARAM_CUDA_SCRATCH_MB,   /* CUDA scratch blocking target in MiB (256) */
     VAE_PARAM_CUDA_PROFILE,      /* CUDA per-kernel timing: 1 by category, 2 by op (0) */
     VAE_PARAM_CUDA_CONV,         /* conv paths: 0 tuned, 1 GEMM only, 2 cuDNN only (0) */

@@ -27,7 +27,7 @@ static const setting table[] = {
     {VAE_PARAM_EXEC_GRAPH, "VAE_EXEC_GRAPH", OFF(exec_graph), 0, 1, 0, 1, {0}},
     {VAE_PARAM_EXEC_CHECK, "VAE_EXEC_CHECK", OFF(exec_check), 0, 0, 0, 1, {0}},
     {VAE_PARAM_EXEC_FRAMES, "VAE_EXEC_FRAMES", OFF(exec_frames), 0, 1, 0, 2, {0}},
-    {VAE_PARAM_EXEC_HOST_MB, "VAE_EXEC_HOST_MB", OFF(exec_host_mb), 0, 256, 0, 1 << 24, {0}},
+    {VAE_PARAM_EXEC_HOST_MB, "VAE_EXEC_HOST_MB", OFF(exec_host_mb), 0, 2048, 0, 1 << 24, {0}},
     {VAE_PARAM_CUDA_SCRATCH_MB, "VAE_CUDA_SCRATCH_MB", OFF(cuda_scratch_mb), 0, 256, 1, 1 << 20, {0}},
     {VAE_PARAM_CUDA_PROFILE, "VAE_CUDA_PROFILE", OFF(cuda_profile), 0, 0, 0, 2, {0}},
     {VAE_PARAM_CUDA_CONV, "VAE_CUDA_CONV", OFF(cuda_conv), 0, 0, 0, 2, {"auto", "gemm", "cudnn"}},

@@ -21,8 +21,8 @@ typedef struct vae_settings {
     int exec_frames;  /* VAE_EXEC_FRAMES: frame-granular streaming after temporal upsampling (1:
                        * where the budget needs it; 2: always, for tests and measurements) */
     int exec_host_mb; /* VAE_EXEC_HOST_MB: host memory (MiB) for each whole-video object of a
-                       * tiled call (output, store, slots), else a temporary file (256: host
-                       * memory flat in the video's length, run 118) */
+                       * tiled call (output, store, slots), else a temporary file (2048; 256:
+                       * host memory flat in the video's length, run 135) */
     int exec_store_host; /* VAE_EXEC_STORE_HOST: tiled plans keep their stores (and strips their
                           * slots) on the host (0) */
     int plan_cut;        /* VAE_PLAN_CUT: exact tiles from this cut candidate (-1: cheapest) */
