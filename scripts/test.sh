@@ -13,8 +13,8 @@ bash scripts/build.sh build-asan -DVAE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDeb
 # ThreadSanitizer: one model's sessions on several threads at once (CPU backend), the
 # in-process communicator's ranks, and device groups of CPU lanes: row bands (their GroupNorm
 # sums through it; a band encoder, whose C then runs on both lanes, the attention's queries
-# all-gathered) and A once (the other lane reading A's frames as they come); one thread a lane:
-# no OpenMP workers, which it cannot see into
+# all-gathered), A once (the other lane reading A's frames as they come) and stores in files;
+# one thread a lane: no OpenMP workers, which it cannot see into
 mkdir -p build-tsan
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVAE_SANITIZE_THREAD=ON -DVAE_CUDA=OFF \
     -DVAE_MEDIA=OFF >build-tsan/configure.log 2>&1 || { cat build-tsan/configure.log; exit 1; }
@@ -30,6 +30,13 @@ TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_fixtures ../shared wa
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_PLAN_BANDS=1 build-tsan/vae bench seedvr2 \
     --config '{"block_out_channels":[32,32,64,64],"norm_num_groups":8}' --op encode --frames 5 \
     --size 64x64 --devices 0,1 --device cpu --dtype fp32 --runs 1 --warmup 0 --threads 2
+# stores in temporary files through each lane's ring: B's written by both lanes, a shared A's
+# published by lane 0 as the other reads it
+TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_EXEC_STORE_HOST=1 VAE_EXEC_HOST_MB=0 VAE_PLAN_CUT=2 \
+    build-tsan/vae bench wan2.1 --config '{"dim": 8, "dec_dim": 8}' --op encode --frames 17 \
+    --size 64x256 --tile 32x128 --devices 0,1 --device cpu --dtype fp32 --runs 1 --warmup 0 --threads 1
+TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_EXEC_HOST_MB=0 build-tsan/test_fixtures ../shared \
+    wan22_tiny --devices 2 --max-memory 2500000 --threads 1 --case dec_t3
 # Python: the package as the README installs it (pip install .: scikit-build-core builds
 # libvae.so), torch (the PyPI wheel, used on the CPU here) and diffusers from PyPI, then pytest on
 # the installed package (python/tests; the ComfyUI tests run inside ComfyUI with COMFYUI_PATH).
