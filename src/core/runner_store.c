@@ -81,9 +81,12 @@ static int ring_take(run *s, const store *st, int f, vae_span y, vae_span x, int
         g->slot_bytes = frame;
         g->slot = vae_calloc((size_t)g->n, sizeof *g->slot);
         g->mem = g->slot ? be->v->host_alloc(be, (size_t)g->n * frame) : NULL;
-        if (!g->mem)
+        if (!g->mem) {
+            vae_free(g->slot);
+            g->slot = NULL;
             return vae_fail(VAE_ENOMEM, "out of host memory for %d frames staging a store's file",
                             g->n);
+        }
     }
     int rc = g->used == g->n ? ring_flush(s, g) : VAE_OK;
     if (rc) return rc;
