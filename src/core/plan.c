@@ -263,6 +263,7 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
         plan->store_h[k] = q->vh[v], plan->store_w[k] = q->vw[v];
         plan->store_c[k] = k == 0 ? q->prog.out_channels : q->prog.in_channels;
         plan->store_host[k] = c->store_host[k];
+        plan->store_file[k] = c->store_file[k];
     }
     plan->a_shared = c->a_shared;
     plan->reduce = c->bands;
@@ -395,9 +396,9 @@ static void describe(const planner *pl, vae_plan *plan) {
             n += (size_t)snprintf(w + n, cap - n, ", store %c of %d frames %dx%dx%d %s (%s)",
                                   'A' + k, plan->store_t[k], plan->store_h[k], plan->store_w[k],
                                   plan->store_c[k],
-                                  !plan->store_host[k]         ? "on the device"
-                                  : bytes > rq->host_store_max ? "in a temporary file"
-                                                               : "on the host",
+                                  !plan->store_host[k]  ? "on the device"
+                                  : plan->store_file[k] ? "in a temporary file"
+                                                        : "on the host",
                                   size_str(bytes));
     }
     int frame_loops = 0;

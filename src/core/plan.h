@@ -121,6 +121,7 @@ typedef struct vae_plan {
     /* stores between parts: A's and B's outputs over the whole video, [t][h][w][c] */
     int store_t[2], store_h[2], store_w[2], store_c[2];
     int store_host[2]; /* the store is kept on the host (it would not fit the budget) */
+    int store_file[2]; /* of those, above the host cap (host_store_max): in a temporary file */
     int a_shared;      /* a device group: A runs once, on the first device, into its store on the
                         * host, which the others' tiles read frame by frame as it fills (their
                         * tiles wider by A's share of the work); else every device runs A */

@@ -104,7 +104,7 @@ typedef struct cand {
     int cut;            /* TILED: the cut candidate (planner.cuts) */
     int64_t peak, peak_alloc, scratch;
     int64_t caches; /* causal caches of its largest part or tile */
-    int store_host[2];
+    int store_host[2], store_file[2]; /* (vae_plan's) */
     int a_shared; /* TILED, a group: A once, on the first device (vae_plan.a_shared) */
     int bands;    /* TILED, a group: row bands with GroupNorms in B (vae_plan.reduce) */
     double macs;

@@ -257,7 +257,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         if (cb > caches) caches = cb;
     }
     vae_free(zw);
-    c->store_host[0] = c->store_host[1] = 0;
+    c->store_host[0] = c->store_host[1] = c->store_file[0] = c->store_file[1] = 0;
     c->caches = caches;
     const double macs_b = macs;
     const int group = rq->ranks > 1; /* B's store: host memory every device of the group writes */
@@ -284,6 +284,8 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             c->peak = rq->fixed + scratch + pk;
             c->store_host[0] = host && store_a;
             c->store_host[1] = (host || group) && store_b;
+            c->store_file[0] = c->store_host[0] && store_a > rq->host_store_max;
+            c->store_file[1] = c->store_host[1] && store_b > rq->host_store_max;
             if ((fit = rq->budget <= 0 || c->peak <= rq->budget)) break;
         }
     }
@@ -301,10 +303,9 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             for (int ix = 0; ix < ax->n; ix++)
                 crops += (double)(ay->in[iy].hi - ay->in[iy].lo) * (ax->in[ix].hi - ax->in[ix].lo);
         host_bytes += (double)store_a * (1 + crops / ((double)b->vh[0] * b->vw[0])) *
-                      (store_a > rq->host_store_max ? 2 : 1);
+                      (c->store_file[0] ? 2 : 1);
     }
-    if (c->store_host[1])
-        host_bytes += 2.0 * (double)store_b * (store_b > rq->host_store_max ? 2 : 1);
+    if (c->store_host[1]) host_bytes += 2.0 * (double)store_b * (c->store_file[1] ? 2 : 1);
     /* strips: each inner edge writes the slots once and reads them once (ahead, overlapped,
      * where the backend has a bus) */
     if (c->slots_host)

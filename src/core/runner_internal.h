@@ -58,12 +58,12 @@ typedef struct store {
  * the device of a slot used since the last flush may still be in flight; a flush waits for them
  * (sync) and writes the slots that hold a put into the file. */
 typedef struct ring_slot {
-    const struct store *st;
     int f, dirty;
     vae_span y, x;
 } ring_slot;
 
 typedef struct store_ring {
+    const struct store *st; /* the store it stages (one per store of the run) */
     char *mem;
     size_t slot_bytes;
     int n, next, used; /* slots, the next one, the ones used since the last flush */

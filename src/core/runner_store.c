@@ -58,8 +58,8 @@ static int ring_flush(run *s, store_ring *g) {
         const int i = (g->next - g->used + j + g->n) % g->n;
         ring_slot *sl = &g->slot[i];
         if (!sl->dirty) continue;
-        const size_t px = runner_px_bytes(s->r, sl->st->c);
-        rc = file_rows(sl->st, 1, g->mem + (size_t)i * g->slot_bytes, sl->f, sl->y.lo,
+        const size_t px = runner_px_bytes(s->r, g->st->c);
+        rc = file_rows(g->st, 1, g->mem + (size_t)i * g->slot_bytes, sl->f, sl->y.lo,
                        sl->y.hi - sl->y.lo, (size_t)sl->x.lo * px,
                        (size_t)(sl->x.hi - sl->x.lo) * px, px);
         sl->dirty = 0;
@@ -74,8 +74,9 @@ static int ring_take(run *s, const store *st, int f, vae_span y, vae_span x, int
     store_ring *g = &s->ring[st->k];
     vae_backend *be = s->r->be;
     const size_t frame = (size_t)st->h * st->w * runner_px_bytes(s->r, st->c);
-    if (g->mem && g->slot_bytes < frame) return vae_fail(VAE_EINVAL, "internal: a ring too small");
+    if (g->mem && g->st != st) return vae_fail(VAE_EINVAL, "internal: a ring for another store");
     if (!g->mem) {
+        g->st = st;
         g->n = (int)(RING_BYTES / frame);
         g->n = g->n < 2 ? 2 : g->n > RING_SLOTS ? RING_SLOTS : g->n;
         g->slot_bytes = frame;
@@ -93,7 +94,7 @@ static int ring_take(run *s, const store *st, int f, vae_span y, vae_span x, int
     const int i = g->next;
     g->next = (i + 1) % g->n;
     g->used++;
-    g->slot[i] = (ring_slot){.st = st, .f = f, .dirty = put, .y = y, .x = x};
+    g->slot[i] = (ring_slot){.f = f, .dirty = put, .y = y, .x = x};
     g->dirty += put;
     *mem = g->mem + (size_t)i * g->slot_bytes;
     return VAE_OK;
@@ -134,9 +135,10 @@ int runner_store_open(run *s, store *st, int k) {
                             be->v->name, st->t, st->h, st->w, st->c);
         return VAE_OK;
     }
-    /* on the host in the activation dtype, read and written by copy2d like a device store */
-    const size_t raw = vals * be->elem_size, host_max = (size_t)s->r->set.exec_host_mb << 20;
-    if (be->v->host_alloc && raw <= host_max && (st->dev = be->v->host_alloc(be, raw))) {
+    /* on the host in the activation dtype, read and written by copy2d like a device store:
+     * pinned within the host cap (the plan's store_file), else in a file */
+    const size_t raw = vals * be->elem_size;
+    if (be->v->host_alloc && !pl->store_file[k] && (st->dev = be->v->host_alloc(be, raw))) {
         st->pinned = 1;
         return VAE_OK;
     }

@@ -29,9 +29,9 @@ enum { ATT_BLOCK = 256 }; /* query rows per block (fewer when N is huge: scratch
 int cpu_attention(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y, int t,
                   int h, int w, int q0, int q1) {
     cpu_backend *cb = cpu_be(be);
-    const int c = op->c_out, nt = cb->threads, n = h * w;
     int rc = vae_attention_check_call(op, qkv, y, t, h, w, q0, q1);
     if (rc || t == 0 || q1 == q0) return rc;
+    const int c = op->c_out, nt = cb->threads, n = h * w; /* (checked against overflow) */
 
     int64_t bq64 = (int64_t)(cb->scratch_limit / ((size_t)n * sizeof(float)));
     if (bq64 > ATT_BLOCK) bq64 = ATT_BLOCK;

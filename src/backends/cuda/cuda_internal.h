@@ -336,7 +336,9 @@ enum {
  * staged there, host ranges prefetched there) */
 enum { CU_BUS_BLOCKS = 512 };
 #define CU_BUS_RING ((size_t)32 << 20)
-enum { CU_PINNED_BLOCKS = 4 }; /* host_alloc blocks at once: A's and B's stores, slots */
+/* host_alloc blocks at once: A's and B's stores (pinned, or their files' staging rings), strips'
+ * slots, one spare */
+enum { CU_PINNED_BLOCKS = 4 };
 struct cu_bus_block {
     size_t off, bytes;  /* in the ring */
     const char *host;   /* a prefetch: the host range it holds; NULL: staging of a copy out, or

@@ -452,9 +452,9 @@ int cuda_attention(vae_backend *be, const vae_op *op, void *state, const void *q
 static int attention_run(cuda_backend *cb, const vae_op *op, const void *qkv, void *y, int t, int h,
                          int w, int q0, int q1) {
     vae_backend *be = &cb->base;
-    const int c = op->c_out, n = h * w;
     int rc = vae_attention_check_call(op, qkv, y, t, h, w, q0, q1);
     if (rc || t == 0 || q1 == q0) return rc;
+    const int c = op->c_out, n = h * w; /* (checked against overflow) */
     if ((rc = cu_enter(cb, op->name))) return rc;
     const int rows = att_gemm_block(cb, op, n);
     if (rows > 0) return attention_gemm(cb, op, qkv, y, t, n, q0, q1, rows);

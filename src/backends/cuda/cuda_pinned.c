@@ -153,8 +153,8 @@ void *cu_store_alloc(vae_backend *be, size_t bytes) {
     struct cu_pinned *pick = NULL;
     for (int i = 0; i < CU_PINNED_BLOCKS && !pick; i++) /* a kept block that is large enough */
         if (!cb->pinned[i].used && cb->pinned[i].pin.bytes >= bytes) pick = &cb->pinned[i];
-    for (int i = 0; i < CU_PINNED_BLOCKS && !pick;
-         i++) /* else a free slot, its old block given back */
+    /* else a free slot, its old block given back */
+    for (int i = 0; i < CU_PINNED_BLOCKS && !pick; i++)
         if (!cb->pinned[i].used) {
             pick = &cb->pinned[i];
             if (pick->pin.p) {
