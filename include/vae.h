@@ -252,6 +252,9 @@ typedef enum {
                                   * sums: 1 through the backend's communicator where it has one
                                   * (CUDA: NCCL, when it loads and each GPU is in the group once),
                                   * else 0: through host memory, the group's threads (1) */
+    VAE_PARAM_EXEC_STRIP_NORM,   /* column strips: an RMS norm reads its input's columns where
+                                  * they lie and the previous strip's beside them, instead of a
+                                  * copy of both put together first (1) */
     VAE_PARAM_COUNT
 } vae_param;
 

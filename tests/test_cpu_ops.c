@@ -306,6 +306,44 @@ static void test_norm_bands(vae_backend *be, const vae_op *op, const float *x, i
     free(y), free(sum), free(part);
 }
 
+/* An RMS norm over rows of columns (backend.h norm_rows, what column strips run): columns
+ * [2, w - 1) of x (rows t * h) into columns [1, w - 2) of a y two columns wider; y's other
+ * columns must keep their NaN, the rest match the reference of the whole frame. */
+static void test_norm_rows(vae_backend *be, const vae_op *op, const float *x, int t, int h, int w,
+                           const double *ref) {
+    const int c = op->c_in, cols = w - 3, yw = w + 2;
+    const size_t rows = (size_t)t * h, n = rows * yw * c;
+    float *y = malloc(n * sizeof *y);
+    fill_nan(y, n);
+    int rc = be->v->norm_rows(be, op, NULL, x + 2 * c, sizeof(float) * w * c, y + c,
+                              sizeof(float) * yw * c, (int64_t)rows, cols);
+    EXPECT(rc == VAE_OK, "norm_rows rc %d (%s)", rc, vae_last_error());
+    double e = 0;
+    size_t kept = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (int col = 0; col < yw; col++)
+            for (int i = 0; i < c; i++) {
+                const float v = y[(r * yw + col) * c + i];
+                if (col < 1 || col >= 1 + cols) {
+                    kept += isnan(v) != 0;
+                    continue;
+                }
+                const double want = ref[(r * w + col + 1) * c + i];
+                const double d = fabs(v - want) / (fabs(want) + 1.0);
+                if (!(d <= e)) e = isnan(d) ? 1.0 : d;
+            }
+    EXPECT(e <= TOL && kept == rows * (yw - cols) * c,
+           "rms_norm rows c=%d %zu rows of %d columns: rel err %.3g, %zu of %zu outside kept", c,
+           rows, cols, e, kept, rows * (yw - cols) * c);
+    vae_error_clear();
+    rc = be->v->norm_rows(be, op, NULL, x, sizeof(float) * (w * c - 1), y, sizeof(float) * yw * c,
+                          (int64_t)rows, w);
+    EXPECT(rc == VAE_ESHAPE && strstr(vae_last_error(), op->name),
+           "norm_rows with a pitch shorter than its row: rc %d (%s)", rc, vae_last_error());
+    vae_error_clear();
+    free(y);
+}
+
 static void test_norm(vae_op_kind kind, int c, int groups, vae_act act, int t, int h, int w,
                       float offset, int has_w, int has_b, int in_place) {
     vae_backend *be = new_backend(0);
@@ -355,6 +393,7 @@ static void test_norm(vae_op_kind kind, int c, int groups, vae_act act, int t, i
             }
     }
     if (kind == VAE_OP_GROUP_NORM) test_norm_bands(be, &op, x, t, h, w, offset, ref);
+    if (kind == VAE_OP_RMS_NORM && w > 3) test_norm_rows(be, &op, x, t, h, w, ref);
     float *y = in_place ? x : malloc(n * sizeof *y);
     if (!in_place) fill_nan(y, n);
     int rc = be->v->norm(be, &op, NULL, x, y, t, h, w);

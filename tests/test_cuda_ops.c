@@ -433,6 +433,43 @@ static void test_norm(vae_op_kind kind, int c, int groups, vae_act act, int t, i
     free(out[1]);
 }
 
+/* An RMS norm over rows of columns (norm_rows, what column strips run): columns [2, w - 1) of
+ * x (t * h rows) into columns [1, w - 2) of a zeroed y two columns wider, on both backends. */
+static void test_norm_rows(int c, vae_act act, int t, int h, int w) {
+    const int cols = w - 3, yw = w + 2;
+    const size_t rows = (size_t)t * h, n = rows * w * c, ny = rows * yw * c;
+    float *x = rand_buf(n, 1.5f, 0.0f), *g = rand_buf(c, 0.5f, 1.0f);
+    vae_op op = vae_op_make(VAE_OP_RMS_NORM, 0, c, c);
+    op.act = act, op.act_scale = 3.0f, op.w = g;
+    snprintf(op.name, sizeof op.name, "test.norm_rows");
+    float *out[2] = {NULL, NULL};
+    int rc[2];
+    vae_backend *bes[2] = {cpu, gpu};
+    for (int k = 0; k < 2; k++) {
+        vae_backend *be = bes[k];
+        const size_t es = be->elem_size;
+        void *state = NULL;
+        rc[k] = be->v->prepare(be, &op, &state);
+        char *xd = dev_from(be, x, n), *yd = be->v->alloc(be, ny * es);
+        if (!rc[k]) rc[k] = be->v->zero(be, yd, ny * es);
+        if (!rc[k])
+            rc[k] = be->v->norm_rows(be, &op, state, xd + 2 * c * es, es * w * c, yd + c * es,
+                                     es * yw * c, (int64_t)rows, cols);
+        if (!rc[k]) out[k] = host_from(be, yd, ny);
+        be->v->release(be, yd);
+        be->v->release(be, xd);
+        be->v->unprepare(be, &op, state);
+    }
+    char what[160];
+    snprintf(what, sizeof what, "rms_norm rows c=%d %s %zu rows of %d of %d columns", c,
+             act_name(act), rows, cols, w);
+    compare(what, rc[0], rc[1], out[1], out[0], ny);
+    free(x);
+    free(g);
+    free(out[0]);
+    free(out[1]);
+}
+
 /* A GroupNorm in row bands as a device group runs it: each band's sums (norm_stats, at its rows'
  * offset), added up, then norm_apply over a band of the frame with a halo row (what a band holds):
  * the GPU against the CPU, with the sums in host memory and in device memory (a device
@@ -1179,6 +1216,9 @@ static void run_variant(const variant_def *v) {
         test_norm(VAE_OP_RMS_NORM, 384, 1, VAE_ACT_SILU, 1, 12, 13, 0.0f, 1, 0, 0);
         test_norm(VAE_OP_RMS_NORM, 1024, 1, VAE_ACT_SILU, 1, 6, 5, 0.0f, 1, 0, 0);
         test_norm(VAE_OP_RMS_NORM, 8, 1, VAE_ACT_NONE, 1, 4, 4, 0.0f, 0, 0, 0); /* no gamma */
+        test_norm_rows(256, VAE_ACT_SILU, 2, 5, 11); /* the vector kernels */
+        test_norm_rows(2048, VAE_ACT_SILU, 1, 3, 9);
+        test_norm_rows(13, VAE_ACT_NONE, 2, 3, 6); /* the scalar one */
         test_norm(VAE_OP_GROUP_NORM, 512, 32, VAE_ACT_SILU, 3, 16, 24, 0.0f, 1, 1, 0);
         test_norm(VAE_OP_GROUP_NORM, 256, 4, VAE_ACT_RELU, 1, 20, 18, 0.0f, 1, 1, 0); /* taesd */
         test_norm(VAE_OP_GROUP_NORM, 20, 1, VAE_ACT_SILU, 2, 6, 5, 0.0f, 1, 1, 0);

@@ -49,17 +49,22 @@ set_tests_properties(fixture_strips_frames_wan22_tiny PROPERTIES LABELS fixture 
 # The tiny Wan2.2 fixture's latent is too narrow for strips before its head; the same configuration
 # at 32x768 (synthetic weights) runs the whole decoder after the middle block in 3 strips (55
 # carries: the DupUp shortcuts and norms computed over the columns their readers need), its slots
-# on the device and on the host (staged): bit for bit the untiled output on the CPU
+# on the device and on the host (staged), and with its RMS norms' inputs copied together first
+# (VAE_EXEC_STRIP_NORM=0) instead of read where they lie: bit for bit the untiled output on the CPU
 set(W22_TINY "{\"dim\": 8, \"dec_dim\": 16, \"z_dim\": 48, \"dim_mult\": [1, 2, 4, 4], \"num_res_blocks\": 2, \"attn_scales\": [], \"temperal_downsample\": [false, true, true]}")
-foreach(where device host)
+foreach(where device host copy)
   set(env "VAE_PLAN_STRIPS=3;VAE_PLAN_CUT=0")
+  set(slots ${where})
   if(where STREQUAL host)
     list(APPEND env "VAE_EXEC_STORE_HOST=1")
+  elseif(where STREQUAL copy)
+    list(APPEND env "VAE_EXEC_STRIP_NORM=0")
+    set(slots device)
   endif()
   add_test(NAME strips_wan22_synth_${where} COMMAND vae -v bench wan2.2 --config ${W22_TINY} --op decode
            --frames 9 --size 32x768 --dtype fp32 --device cpu --runs 1 --warmup 0 --psnr)
   set_tests_properties(strips_wan22_synth_${where} PROPERTIES ENVIRONMENT "${env}"
-    PASS_REGULAR_EXPRESSION "as column strips [^\n]* 55 carries, [^\n]* on the ${where}.*untiled output: PSNR inf dB, relative error 0\n")
+    PASS_REGULAR_EXPRESSION "as column strips [^\n]* 55 carries, [^\n]* on the ${slots}.*untiled output: PSNR inf dB, relative error 0\n")
 endforeach()
 # the tiled output through the temporary file instead of memory (VAE_EXEC_HOST_MB=0)
 add_test(NAME fixture_tiles_spill_wan21_small COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_small --tiles 3)

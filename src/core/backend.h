@@ -70,6 +70,11 @@ typedef struct vae_backend_vtbl {
     /* RMS_NORM, GROUP_NORM (with fused op->act); x, y: [t][h][w][c] (y may equal x) */
     int (*norm)(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t,
                 int h, int w);
+    /* Optional (NULL: strips copy an RMS norm's input together first, exec_strip.c): RMS_NORM
+     * over rows rows of w voxels [w][c], x's rows x_pitch bytes apart and y's y_pitch (columns
+     * of channels-last frames; x and y do not overlap). */
+    int (*norm_rows)(vae_backend *be, const vae_op *op, void *state, const void *x, size_t x_pitch,
+                     void *y, size_t y_pitch, int64_t rows, int w);
     /* Optional (both or none; NULL: GroupNorms run only over whole frames, and device groups
      * get no band plans): a GROUP_NORM split across the row bands of a group (plan.h reduce).
      * norm_stats: for each frame f < t and group g of x [t][h][w][c], over the rows

@@ -21,14 +21,24 @@ typedef struct op_state {
     vae_op_clock clock; /* the op's place in the stream (op.h) */
 } op_state;
 
-enum { VALUE_OWNED = 0, VALUE_VIEW = 1, VALUE_TEMP = 2 };
+enum { VALUE_OWNED = 0, VALUE_VIEW = 1, VALUE_TEMP = 2, VALUE_IN_PLACE = 3 };
+
+struct value;
+/* A strip's rebuilt input that an op reads where it lies (exec_strip.c): buf holds its first
+ * `left` columns ([t][h][left][c]), x's columns [x0, x0 + cols) follow, then zeros to w. */
+typedef struct value_in_place {
+    const struct value *x;
+    int left, x0, cols;
+} value_in_place;
 
 typedef struct value {
     void *buf;
     void *base; /* the allocation holding buf (a window buffer starts before buf), or NULL */
     int t, h, w, c;
     int refs;
-    int kind; /* VALUE_*: VIEW = one frame of a crossing value (never freed), TEMP = its trim */
+    int kind; /* VALUE_*: VIEW = one frame of a crossing value (never freed), TEMP = its trim,
+               * IN_PLACE = a strip's input in two places (in_place) */
+    value_in_place in_place;
 } value;
 
 typedef struct trim {
@@ -89,6 +99,10 @@ int exec_run_windowed(vae_exec *e, int op_index, const value *x, const value *re
 /* exec_strip.c: input k of op i as the strip needs it (*out: x itself, or z rebuilt from the
  * slot and x; z->buf stays NULL when nothing was rebuilt), and x's last columns into the slot */
 int exec_strip_input(vae_exec *e, int i, int k, const value *x, value *z, const value **out);
+/* 1: op i reads a carried input in place (an RMS norm where the backend has norm_rows), through
+ * exec_strip_norm: y (allocated, as wide as z) <- the norm of z (VALUE_IN_PLACE) */
+int exec_strip_in_place(const vae_exec *e, int i);
+int exec_strip_norm(vae_exec *e, int i, const value *z, value *y);
 void exec_strip_release(vae_exec *e);
 void exec_window_release(vae_exec *e, window *w, int kt);
 

@@ -108,38 +108,72 @@ static int slots_prefetch(vae_exec *e, int c) {
     return rc;
 }
 
-/* z <- slot ++ x over the columns zc: the slot's columns sc (it holds the n left of ex.lo), then
- * x's (its columns cx) from where the slot's end, zeros where neither reaches */
-static int carry_build(vae_exec *e, const vae_strip_carry *cy, const value *x, vae_span cx,
-                       vae_span ex, vae_span zc, vae_span sc, const char *slot, int n, value *z) {
+/* Does op i read its carried input where it lies (an RMS norm, per voxel: exec_strip_norm),
+ * so that only the columns left of x's own are rebuilt? */
+int exec_strip_in_place(const vae_exec *e, int i) {
+    return e->p->ops[i].kind == VAE_OP_RMS_NORM && e->set.exec_strip_norm && e->be->v->norm_rows;
+}
+
+/* z <- the carry's rebuilt input in strip e->strip (vae_strip_z_parts): zeros, the slot's
+ * columns sc (it holds the n left of ex.lo), x's columns (cx are those it has), zeros. In place
+ * (exec_strip_in_place): z's buffer holds only what lies left of x's columns, z->in_place says
+ * where the rest is. */
+static int carry_build(vae_exec *e, int c, const value *x, vae_span cx, vae_span ex,
+                       const char *slot, int n, int in_place, value *z) {
     vae_backend *be = e->be;
-    *z = (value){.t = x->t, .h = x->h, .w = zc.hi - zc.lo, .c = x->c};
-    int rc = exec_alloc_value(e, z, cy->value);
-    if (rc) return rc;
-    const size_t px = exec_vox_bytes(e, x->c), rows = (size_t)x->t * x->h;
-    const size_t zp = px * (size_t)z->w;
+    const vae_strips *s = e->strips;
+    const vae_strip_carry *cy = &s->carry[c];
+    const vae_span zc = vae_strip_z(s, e->strip, c), sc = vae_strip_from_slot(s, e->strip, c);
+    int left, c0, c1;
+    vae_strip_z_parts(s, e->strip, c, &left, &c0, &c1);
     const int from_slot = sc.hi > sc.lo;
-    int c0 = from_slot ? sc.hi : zc.lo, c1 = zc.hi < cx.hi ? zc.hi : cx.hi; /* from x */
-    if (c0 < cx.lo) c0 = cx.lo;
-    if (c0 > zc.hi) c0 = zc.hi;
-    if (c1 < c0) c1 = c0; /* nothing from x */
     if (from_slot &&
         (sc.lo < zc.lo || sc.hi > zc.hi || sc.lo < ex.lo - n || sc.hi > ex.lo || !slot))
         return vae_fail(VAE_EINVAL, "internal: strip carry of %s needs columns %d..%d, slot %d..%d",
                         e->p->ops[cy->op].name, sc.lo, sc.hi, ex.lo - n, ex.lo);
-    const int left = from_slot ? sc.lo : c0; /* margins neither has: zeros */
+    const int bw = in_place ? c0 - zc.lo : zc.hi - zc.lo; /* z's buffer: columns from zc.lo */
+    *z = (value){.t = x->t, .h = x->h, .w = bw, .c = x->c};
+    int rc = bw > 0 ? exec_alloc_value(e, z, cy->value) : VAE_OK;
+    z->w = zc.hi - zc.lo;
+    if (in_place)
+        z->kind = VALUE_IN_PLACE,
+        z->in_place = (value_in_place){.x = x, .left = bw, .x0 = c0 - cx.lo, .cols = c1 - c0};
+    if (rc || bw == 0) return rc;
+    const size_t px = exec_vox_bytes(e, x->c), rows = (size_t)x->t * x->h;
+    const size_t zp = px * (size_t)bw;
     if (left > zc.lo) rc = be->v->zero2d(be, z->buf, zp, px * (size_t)(left - zc.lo), rows);
-    if (rc == VAE_OK && c1 < zc.hi)
+    if (rc == VAE_OK && !in_place && c1 < zc.hi)
         rc = be->v->zero2d(be, (char *)z->buf + (size_t)(c1 - zc.lo) * px, zp,
                            px * (size_t)(zc.hi - c1), rows);
     if (rc == VAE_OK && from_slot)
         rc = slot_read(e, slot, px * (size_t)n, rows, px * (size_t)(sc.lo - (ex.lo - n)),
                        px * (size_t)(sc.hi - sc.lo), (char *)z->buf + (size_t)(sc.lo - zc.lo) * px,
                        zp);
-    if (rc == VAE_OK && c0 < c1)
+    if (rc == VAE_OK && !in_place && c0 < c1)
         rc = be->v->copy2d(be, (char *)z->buf + (size_t)(c0 - zc.lo) * px, zp,
                            (const char *)x->buf + (size_t)(c0 - cx.lo) * px, px * (size_t)x->w,
                            px * (size_t)(c1 - c0), rows);
+    return rc;
+}
+
+int exec_strip_norm(vae_exec *e, int i, const value *z, value *y) {
+    const vae_op *op = &e->p->ops[i];
+    vae_backend *be = e->be;
+    const value_in_place *ip = &z->in_place;
+    const size_t px = exec_vox_bytes(e, z->c), yp = px * (size_t)y->w;
+    const int64_t rows = (int64_t)z->t * z->h;
+    const int right = y->w - ip->left - ip->cols;
+    int rc = VAE_OK;
+    if (ip->left > 0)
+        rc = be->v->norm_rows(be, op, e->st[i].prep, z->buf, px * (size_t)ip->left, y->buf, yp,
+                              rows, ip->left);
+    if (rc == VAE_OK && ip->cols > 0)
+        rc = be->v->norm_rows(be, op, e->st[i].prep, (const char *)ip->x->buf + px * ip->x0,
+                              px * (size_t)ip->x->w, (char *)y->buf + px * ip->left, yp, rows,
+                              ip->cols);
+    if (rc == VAE_OK && right > 0) /* an inexact margin, which nothing exact reads */
+        rc = be->v->zero2d(be, (char *)y->buf + px * (size_t)(ip->left + ip->cols), yp,
+                           px * (size_t)right, (size_t)rows);
     return rc;
 }
 
@@ -184,7 +218,8 @@ int exec_strip_input(vae_exec *e, int i, int k, const value *x, value *z, const 
     int rc = VAE_OK;
     if (zc.hi > zc.lo) {
         const vae_span sc = vae_strip_from_slot(s, e->strip, c);
-        rc = carry_build(e, cy, x, cx, ex, zc, sc, slot, sl ? sl->n : 0, z);
+        rc = carry_build(e, c, x, cx, ex, slot, sl ? sl->n : 0, k == 0 && exec_strip_in_place(e, i),
+                         z);
         if (rc == VAE_OK) *out = z;
         if (rc == VAE_OK && sc.hi > sc.lo) rc = slots_prefetch(e, c);
     }

@@ -278,6 +278,7 @@ static int op_compute(vae_exec *e, int i, const value *x, const value *x2, value
     case VAE_OP_RMS_NORM:
     case VAE_OP_GROUP_NORM:
         if (x->t == 0 || (rc = exec_alloc_value(e, y, op->out))) return rc;
+        if (x->kind == VALUE_IN_PLACE) return exec_strip_norm(e, i, x, y);
         if (e->comm && vae_op_is_reducible(op)) return exec_norm_reduced(e, i, x, y);
         return be->v->norm(be, op, s->prep, x->buf, y->buf, x->t, x->h, x->w);
     case VAE_OP_ACT:

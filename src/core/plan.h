@@ -102,6 +102,8 @@ typedef struct vae_plan_request {
     int strips;                    /* settings.plan_strips: exact tiles as column strips that
                                     * hand their edges on (strip.h) where they cost less (0), never
                                     * (-1), or always in this many strips (>= 2) */
+    int strip_norm_in_place;       /* strips' RMS norms read their input where it lies
+                                    * (exec_strip.c): only what lies left of it is rebuilt */
     int ranks;                     /* devices of a group sharing the tiles (runner_group.c; 0 or
                                     * 1: one device): tiles are taken where sharing them beats
                                     * whole frames on one device, in grids of a multiple of

@@ -175,10 +175,15 @@ static void strip_rebuilds(const planner *pl, const part *b, const vae_strips *s
         const vae_strip_carry *cy = &st->carry[c];
         const vae_span z = vae_strip_z(st, ix, c);
         if (z.hi <= z.lo) continue; /* used as it is */
-        zw[2 * cy->op + cy->k] = z.hi - z.lo;
+        int w = z.hi - z.lo, left, c0, c1;
+        if (pl->rq->strip_norm_in_place && b->prog.ops[cy->op].kind == VAE_OP_RMS_NORM) {
+            vae_strip_z_parts(st, ix, c, &left, &c0, &c1);
+            w = c0 - z.lo; /* the columns left of the value's own */
+        }
+        zw[2 * cy->op + cy->k] = w;
         *copied += 2.0 * (double)plan_frames_bytes(pl, b, cy->value,
                                                    (int)part_value_frames(pl, b, cy->value),
-                                                   b->vh[cy->value], z.hi - z.lo);
+                                                   b->vh[cy->value], w);
     }
 }
 

@@ -52,6 +52,7 @@ static const setting table[] = {
     {VAE_PARAM_CUDA_ATT, "VAE_CUDA_ATT", OFF(cuda_att), 0, 1, 0, 1, {"fused", "gemm"}},
     {VAE_PARAM_PLAN_BANDS, "VAE_PLAN_BANDS", OFF(plan_bands), 0, 0, -1, 1, {0}},
     {VAE_PARAM_COMM, "VAE_COMM", OFF(comm), 0, 1, 0, 1, {"threads", "nccl"}},
+    {VAE_PARAM_EXEC_STRIP_NORM, "VAE_EXEC_STRIP_NORM", OFF(exec_strip_norm), 0, 1, 0, 1, {0}},
 };
 /* clang-format on */
 #undef OFF

@@ -23,6 +23,8 @@ typedef struct vae_settings {
     int exec_host_mb; /* VAE_EXEC_HOST_MB: host memory (MiB) for each whole-video object of a
                        * tiled call (output, store, slots), else a temporary file (2048; 256:
                        * host memory flat in the video's length, run 135) */
+    int exec_strip_norm; /* VAE_EXEC_STRIP_NORM: strips' RMS norms read their input where it
+                          * lies instead of a copy put together (1) */
     int exec_store_host; /* VAE_EXEC_STORE_HOST: tiled plans keep their stores (and strips their
                           * slots) on the host (0) */
     int plan_cut;        /* VAE_PLAN_CUT: exact tiles from this cut candidate (-1: cheapest) */

@@ -247,6 +247,18 @@ int vae_strips_make(const vae_program *p, const int *vw, const int *bounds, int 
     return rc;
 }
 
+void vae_strip_z_parts(const vae_strips *s, int k, int c, int *left, int *c0, int *c1) {
+    const vae_span zc = vae_strip_z(s, k, c), sc = vae_strip_from_slot(s, k, c);
+    const vae_span cx = vae_strip_crop(s, k, s->carry[c].value);
+    const int from_slot = sc.hi > sc.lo;
+    int a = from_slot ? sc.hi : zc.lo, b = zc.hi < cx.hi ? zc.hi : cx.hi;
+    if (a < cx.lo) a = cx.lo;
+    if (a > zc.hi) a = zc.hi;
+    if (b < a) b = a; /* nothing from the value */
+    *left = from_slot ? sc.lo : a;
+    *c0 = a, *c1 = b;
+}
+
 int64_t vae_strip_slot_frame_values(const vae_strips *s, const vae_program *p, int j) {
     const vae_strip_slot *sl = &s->slot[j];
     return (int64_t)sl->rows * sl->n * vae_program_value_channels(p, sl->value);

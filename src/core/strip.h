@@ -72,6 +72,9 @@ void vae_strips_free(vae_strips *s);
 /* The output columns [0, E) that the input columns [0, bound) give exactly (-1: out of memory):
  * where to put input bounds so that the strips' outputs come out even. */
 int vae_strips_out_edge(const vae_program *p, const int *vw, int bound);
+/* How carry c rebuilds its input in strip k: zeros over [z.lo, *left), the slot's columns
+ * (from_slot), the value's own columns [*c0, *c1), zeros over [*c1, z.hi). */
+void vae_strip_z_parts(const vae_strips *s, int k, int c, int *left, int *c0, int *c1);
 /* activation values in slot j (frames x rows x n columns x channels), and in one of its frames */
 int64_t vae_strip_slot_values(const vae_strips *s, const vae_program *p, int j);
 int64_t vae_strip_slot_frame_values(const vae_strips *s, const vae_program *p, int j);

@@ -232,6 +232,7 @@ static const vae_backend_vtbl cpu_vtbl = {
     .unprepare = cpu_unprepare,
     .conv = cpu_conv,
     .norm = cpu_norm,
+    .norm_rows = cpu_norm_rows,
     .norm_stats = cpu_norm_stats,
     .norm_apply = cpu_norm_apply,
     .eltwise = cpu_eltwise,

@@ -110,6 +110,8 @@ int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *
 int cpu_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t, int h,
              int w);
 /* GROUP_NORM split across row bands (backend.h norm_stats, norm_apply) */
+int cpu_norm_rows(vae_backend *be, const vae_op *op, void *state, const void *x, size_t x_pitch,
+                  void *y, size_t y_pitch, int64_t rows, int w);
 int cpu_norm_stats(vae_backend *be, const vae_op *op, const void *x, int t, int h, int w, int y0,
                    int rows, double *st, int dev);
 int cpu_norm_apply(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t,

@@ -12,14 +12,18 @@
 
 #include "backends/cpu/cpu_internal.h"
 
-static int rms_norm(cpu_backend *cb, const vae_op *op, const float *x, float *y, int64_t n_vox) {
+/* rows rows of w voxels, x's rows xp floats apart and y's yp (packed: one row of every voxel) */
+static int rms_norm(cpu_backend *cb, const vae_op *op, const float *x, size_t xp, float *y,
+                    size_t yp, int64_t rows, int64_t w) {
     const int c = op->c_in;
     const float *g = op->w, *bias = op->b;
     const double sqrt_c = sqrt((double)c);
+    const int64_t n_vox = rows * w;
 #pragma omp parallel for num_threads(cb->threads) schedule(static)
     for (int64_t v = 0; v < n_vox; v++) {
-        const float *xv = x + v * c;
-        float *yv = y + v * c;
+        const int64_t r = v / w, col = v % w;
+        const float *xv = x + (size_t)r * xp + (size_t)col * c;
+        float *yv = y + (size_t)r * yp + (size_t)col * c;
         double ss = 0.0;
         for (int i = 0; i < c; i++)
             ss += (double)xv[i] * xv[i];
@@ -211,9 +215,29 @@ int cpu_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void
         return vae_fail(VAE_ESHAPE, "%s: norm input %dx%dx%d", op->name, t, h, w);
     int64_t hw = (int64_t)h * w;
     if (t == 0 || hw == 0) return VAE_OK;
-    if (op->kind == VAE_OP_RMS_NORM) return rms_norm(cb, op, x, y, t * hw);
+    if (op->kind == VAE_OP_RMS_NORM) { /* one row of every voxel */
+        const size_t all = (size_t)(t * hw) * op->c_in;
+        return rms_norm(cb, op, x, all, y, all, 1, t * hw);
+    }
     if (op->groups < 1 || op->c_in % op->groups)
         return vae_fail(VAE_EINVAL, "%s: %d channels cannot form %d groups", op->name, op->c_in,
                         op->groups);
     return group_norm(cb, op, x, y, t, hw);
+}
+
+int cpu_norm_rows(vae_backend *be, const vae_op *op, void *state, const void *x, size_t x_pitch,
+                  void *y, size_t y_pitch, int64_t rows, int w) {
+    (void)state;
+    const size_t row = (size_t)w * (size_t)op->c_in * sizeof(float);
+    if (op->kind != VAE_OP_RMS_NORM || op->c_in < 1 || (op->c_out != op->c_in && op->c_out != 0))
+        return vae_fail(VAE_EINVAL, "%s: rows of an RMS norm, not op kind %d over %d channels",
+                        op->name, (int)op->kind, op->c_in);
+    if (rows < 0 || w < 0 || x_pitch < row || y_pitch < row || x_pitch % sizeof(float) ||
+        y_pitch % sizeof(float) || ((!x || !y) && rows * w > 0))
+        return vae_fail(VAE_ESHAPE, "%s: norm rows %lld x %d, pitches %zu and %zu bytes", op->name,
+                        (long long)rows, w, x_pitch, y_pitch);
+    int rc = vae_op_check(op);
+    if (rc || rows == 0 || w == 0) return rc;
+    return rms_norm(cpu_be(be), op, x, x_pitch / sizeof(float), y, y_pitch / sizeof(float), rows,
+                    w);
 }

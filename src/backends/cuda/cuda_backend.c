@@ -750,6 +750,7 @@ static const vae_backend_vtbl cuda_vtbl = {
     .unprepare = cuda_unprepare,
     .conv = cuda_conv,
     .norm = cuda_norm,
+    .norm_rows = cuda_norm_rows,
     .norm_stats = cuda_norm_stats,
     .norm_apply = cuda_norm_apply,
     .comm_create = cuda_comm_create,

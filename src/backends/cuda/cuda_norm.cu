@@ -17,16 +17,23 @@
 #include "backends/cuda/cuda_common.cuh"
 
 /* ---- RMS ---- */
-template <typename T>
-static __global__ void rms_kernel(const T *x, T *y, int64_t nv, int c, const float *g,
-                                  const float *b, int act, float as) {
+/* Voxel v's offset: packed (P = false), or the rows of w voxels p elements apart (P = true:
+ * columns of channels-last frames, cuk_rms_norm_rows). */
+template <bool P>
+static __device__ __forceinline__ int64_t rms_at(int64_t v, int c, int64_t w, int64_t p) {
+    return P ? (v / w) * p + (v % w) * c : v * c;
+}
+
+template <typename T, bool P>
+static __global__ void rms_kernel(const T *x, T *y, int64_t nv, int c, int64_t w, int64_t xp,
+                                  int64_t yp, const float *g, const float *b, int act, float as) {
     const int lane = threadIdx.x & 31;
     const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     const int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
     const float sqc = sqrtf((float)c);
     for (int64_t v = warp; v < nv; v += nw) {
-        const T *xv = x + v * c;
-        T *yv = y + v * c;
+        const T *xv = x + rms_at<P>(v, c, w, xp);
+        T *yv = y + rms_at<P>(v, c, w, yp);
         float ss = 0.0f;
         for (int i = lane; i < c; i += 32) {
             float t = cu_ld(xv, i);
@@ -46,9 +53,10 @@ static __global__ void rms_kernel(const T *x, T *y, int64_t nv, int c, const flo
 /* Vectorised RMS: groups of L lanes (a power of two) per voxel, 32/L voxels per warp step; each
  * lane keeps up to RMS_MAXV 16-byte vectors of its voxel in registers (one read of x). */
 enum { RMS_MAXV = 8 };
-template <typename T, int L>
-static __global__ void rms_vec_kernel(const T *x, T *y, int64_t nv, int c, const float *g,
-                                      const float *b, int act, float as) {
+template <typename T, int L, bool P>
+static __global__ void rms_vec_kernel(const T *x, T *y, int64_t nv, int c, int64_t w, int64_t xp,
+                                      int64_t yp, const float *g, const float *b, int act,
+                                      float as) {
     const int N = vec16<T>::N, cv = c / N, vpw = 32 / L;
     const int lane = threadIdx.x & 31, sub = lane % L;
     const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
@@ -63,7 +71,7 @@ static __global__ void rms_vec_kernel(const T *x, T *y, int64_t nv, int c, const
         for (int k = 0; k < RMS_MAXV; k++) {
             const int idx = sub + k * L;
             if (ok && idx < cv) {
-                vec16<T>::load(x + v * c + (int64_t)idx * N, r[k]);
+                vec16<T>::load(x + rms_at<P>(v, c, w, xp) + (int64_t)idx * N, r[k]);
 #pragma unroll
                 for (int j = 0; j < N; j++) ss += r[k][j] * r[k][j];
             }
@@ -83,27 +91,28 @@ static __global__ void rms_vec_kernel(const T *x, T *y, int64_t nv, int c, const
                     if (b) t += b[ch];
                     r[k][j] = cu_act(act, as, t);
                 }
-                vec16<T>::store(y + v * c + (int64_t)idx * N, r[k]);
+                vec16<T>::store(y + rms_at<P>(v, c, w, yp) + (int64_t)idx * N, r[k]);
             }
         }
     }
 }
 
-template <typename T, int L>
-static void launch_rms_vec(cudaStream_t s, const void *x, void *y, int64_t nv, int c,
-                           const float *g, const float *b, int act, float as) {
+template <typename T, int L, bool P>
+static void launch_rms_vec(cudaStream_t s, const void *x, void *y, int64_t nv, int c, int64_t w,
+                           int64_t xp, int64_t yp, const float *g, const float *b, int act,
+                           float as) {
     int64_t warps = (nv + 32 / L - 1) / (32 / L), blocks = (warps + 7) / 8;
     if (blocks > 65535LL * 16) blocks = 65535LL * 16;
-    rms_vec_kernel<T, L><<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, g, b, act,
-                                                         as);
+    rms_vec_kernel<T, L, P>
+        <<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, w, xp, yp, g, b, act, as);
 }
 
 /* V vectors per lane, L (runtime power of two) lanes per voxel; gamma/beta in shared memory
  * (float32, c each), so that registers stay few and occupancy high. */
-template <typename T, int V>
-static __global__ void __launch_bounds__(256) rms_reg_kernel(const T *x, T *y, int64_t nv, int c,
-                                                            int L, const float *g, const float *b,
-                                                            int act, float as) {
+template <typename T, int V, bool P>
+static __global__ void __launch_bounds__(256)
+    rms_reg_kernel(const T *x, T *y, int64_t nv, int c, int64_t w, int64_t xp, int64_t yp, int L,
+                   const float *g, const float *b, int act, float as) {
     extern __shared__ float4 rms_sh4[];
     float *sg = (float *)rms_sh4, *sb = sg + c;
     for (int i = threadIdx.x; i < c; i += blockDim.x) {
@@ -119,7 +128,7 @@ static __global__ void __launch_bounds__(256) rms_reg_kernel(const T *x, T *y, i
     for (int64_t base = warp * vpw; base < nv; base += nw * vpw) { /* uniform per warp */
         const int64_t v = base + lane / L;
         const bool ok = v < nv;
-        const T *xv = x + v * c;
+        const T *xv = x + rms_at<P>(v, c, w, xp);
         float r[V][N];
         float ss = 0.0f;
 #pragma unroll
@@ -133,7 +142,7 @@ static __global__ void __launch_bounds__(256) rms_reg_kernel(const T *x, T *y, i
         }
         for (int o = L >> 1; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
         const float sc = sqc / fmaxf(sqrtf(ss), 1e-12f);
-        T *yv = y + v * c;
+        T *yv = y + rms_at<P>(v, c, w, yp);
 #pragma unroll
         for (int k = 0; k < V; k++) {
             const int idx = sub + k * L;
@@ -153,11 +162,16 @@ static __global__ void __launch_bounds__(256) rms_reg_kernel(const T *x, T *y, i
     }
 }
 
-template <typename T>
-static void launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv, int c, const float *g,
-                       const float *b, int act, float as, int sm_count) {
+/* rows rows of w voxels, x's rows xp elements apart and y's yp (P = false: packed) */
+template <typename T, bool P>
+static void launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv, int c, int64_t w,
+                       int64_t xp, int64_t yp, const float *g, const float *b, int act, float as,
+                       int sm_count) {
     const int N = vec16<T>::N, cv = c / N;
-    if (c % N == 0 && cv <= 32 * 4 && cu_aligned16(x, y, NULL)) {
+    const T *xt = (const T *)x;
+    T *yt = (T *)y;
+    const bool vec = c % N == 0 && cu_aligned16(x, y, NULL) && (!P || (xp % N == 0 && yp % N == 0));
+    if (vec && cv <= 32 * 4) {
         int L = 1;
         while (L < 32 && L * 4 < cv) L <<= 1; /* at most 4 vectors per lane */
         const int V = (cv + L - 1) / L;
@@ -168,35 +182,70 @@ static void launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv, int c
         if (blocks < 1) blocks = 1;
         const size_t shm = 2 * (size_t)c * sizeof(float);
         switch (V) {
-        case 1: rms_reg_kernel<T, 1><<<(unsigned)blocks, 256, shm, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
-        case 2: rms_reg_kernel<T, 2><<<(unsigned)blocks, 256, shm, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
-        case 3: rms_reg_kernel<T, 3><<<(unsigned)blocks, 256, shm, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
-        default: rms_reg_kernel<T, 4><<<(unsigned)blocks, 256, shm, s>>>((const T *)x, (T *)y, nv, c, L, g, b, act, as); return;
+        case 1:
+            rms_reg_kernel<T, 1, P>
+                <<<(unsigned)blocks, 256, shm, s>>>(xt, yt, nv, c, w, xp, yp, L, g, b, act, as);
+            return;
+        case 2:
+            rms_reg_kernel<T, 2, P>
+                <<<(unsigned)blocks, 256, shm, s>>>(xt, yt, nv, c, w, xp, yp, L, g, b, act, as);
+            return;
+        case 3:
+            rms_reg_kernel<T, 3, P>
+                <<<(unsigned)blocks, 256, shm, s>>>(xt, yt, nv, c, w, xp, yp, L, g, b, act, as);
+            return;
+        default:
+            rms_reg_kernel<T, 4, P>
+                <<<(unsigned)blocks, 256, shm, s>>>(xt, yt, nv, c, w, xp, yp, L, g, b, act, as);
+            return;
         }
     }
-    if (c % N == 0 && cv <= 32 * RMS_MAXV && cu_aligned16(x, y, NULL)) {
+    if (vec && cv <= 32 * RMS_MAXV) {
         int L = 1;
         while (L < 32 && L * RMS_MAXV < cv) L <<= 1; /* enough lanes for the vectors */
         while (L < 32 && L < cv && L < 8) L <<= 1;   /* and some parallelism per voxel */
         switch (L) {
-        case 1: launch_rms_vec<T, 1>(s, x, y, nv, c, g, b, act, as); return;
-        case 2: launch_rms_vec<T, 2>(s, x, y, nv, c, g, b, act, as); return;
-        case 4: launch_rms_vec<T, 4>(s, x, y, nv, c, g, b, act, as); return;
-        case 8: launch_rms_vec<T, 8>(s, x, y, nv, c, g, b, act, as); return;
-        case 16: launch_rms_vec<T, 16>(s, x, y, nv, c, g, b, act, as); return;
-        default: launch_rms_vec<T, 32>(s, x, y, nv, c, g, b, act, as); return;
+        case 1: launch_rms_vec<T, 1, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); return;
+        case 2: launch_rms_vec<T, 2, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); return;
+        case 4: launch_rms_vec<T, 4, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); return;
+        case 8: launch_rms_vec<T, 8, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); return;
+        case 16: launch_rms_vec<T, 16, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); return;
+        default: launch_rms_vec<T, 32, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); return;
         }
     }
     int64_t blocks = (nv + 7) / 8; /* scalar: one warp per voxel, 8 warps per block */
     if (blocks > 65535LL * 16) blocks = 65535LL * 16;
-    rms_kernel<T><<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, g, b, act, as);
+    rms_kernel<T, P><<<(unsigned)blocks, 256, 0, s>>>(xt, yt, nv, c, w, xp, yp, g, b, act, as);
+}
+
+template <typename T>
+static void launch_rms_packed(cudaStream_t s, const void *x, void *y, int64_t nv, int c,
+                              const float *g, const float *b, int act, float as, int sm_count) {
+    launch_rms<T, false>(s, x, y, nv, c, nv, 0, 0, g, b, act, as, sm_count);
+}
+
+template <typename T>
+static void launch_rms_rows(cudaStream_t s, const void *x, void *y, int64_t rows, int64_t w, int c,
+                            int64_t xp, int64_t yp, const float *g, const float *b, int act,
+                            float as, int sm_count) {
+    launch_rms<T, true>(s, x, y, rows * w, c, w, xp, yp, g, b, act, as, sm_count);
 }
 
 extern "C" cudaError_t cuk_rms_norm(cudaStream_t s, int dtype, const void *x, void *y,
                                     int64_t n_vox, int c, const float *g, const float *b, int act,
                                     float act_scale, int sm_count) {
     if (n_vox == 0) return cudaSuccess;
-    CU_DISPATCH(dtype, launch_rms, s, x, y, n_vox, c, g, b, act, act_scale, sm_count);
+    CU_DISPATCH(dtype, launch_rms_packed, s, x, y, n_vox, c, g, b, act, act_scale, sm_count);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuk_rms_norm_rows(cudaStream_t s, int dtype, const void *x, int64_t x_pitch,
+                                         void *y, int64_t y_pitch, int64_t rows, int w, int c,
+                                         const float *g, const float *b, int act, float act_scale,
+                                         int sm_count) {
+    if (rows == 0 || w == 0) return cudaSuccess;
+    CU_DISPATCH(dtype, launch_rms_rows, s, x, y, rows, w, c, x_pitch, y_pitch, g, b, act, act_scale,
+                sm_count);
     return cudaGetLastError();
 }
 

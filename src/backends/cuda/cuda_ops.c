@@ -183,6 +183,31 @@ int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, voi
     return rc;
 }
 
+int cuda_norm_rows(vae_backend *be, const vae_op *op, void *state, const void *x, size_t x_pitch,
+                   void *y, size_t y_pitch, int64_t rows, int w) {
+    cuda_backend *cb = cu_be(be);
+    const ops_state *s = state;
+    const size_t es = be->elem_size, row = (size_t)w * (size_t)op->c_in * es;
+    if (op->kind != VAE_OP_RMS_NORM)
+        return vae_fail(VAE_EINVAL, "%s: rows of an RMS norm, not op kind %d", op->name,
+                        (int)op->kind);
+    int rc = norm_check(op, x, y, rows > 0, 1, w);
+    if (rc == VAE_OK &&
+        (rows < 0 || x_pitch < row || y_pitch < row || x_pitch % es || y_pitch % es))
+        rc = vae_fail(VAE_ESHAPE, "%s: norm rows %lld x %d, pitches %zu and %zu bytes", op->name,
+                      (long long)rows, w, x_pitch, y_pitch);
+    if (rc || rows == 0 || w == 0) return rc;
+    if ((rc = need_params(op, s)) || (rc = cu_enter(cb, op->name))) return rc;
+    cu_prof_name(cb, op->name);
+    int ph = cu_prof_begin(cb, CU_P_RMS);
+    rc = cu_check(cuk_rms_norm_rows(cb->stream, be->dtype, x, (int64_t)(x_pitch / es), y,
+                                    (int64_t)(y_pitch / es), rows, w, op->c_in, s ? s->w : NULL,
+                                    s ? s->b : NULL, (int)op->act, op->act_scale, cb->sm_count),
+                  op->name, "rms norm rows");
+    cu_prof_end(cb, ph);
+    return rc;
+}
+
 /* A group norm of a band: the checks of both halves (split_ok: the Welford kernels) */
 static int split_check(cuda_backend *cb, const vae_op *op, const void *x, const void *y, int t,
                        int h, int w) {
