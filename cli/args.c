@@ -91,6 +91,11 @@ const char cli_mem_help[] =
     "                          units) or bytes. Default: the device's free memory minus a margin\n"
     "                          (cpu: available RAM). Frames are cut into exact tiles when the\n"
     "                          budget needs it; -v prints the plan and why\n"
+    "  --host-memory SIZE      host memory for each whole-video object of a tiled call (its\n"
+    "                          output put together, a store between parts, strips' slots);\n"
+    "                          a larger one goes to a temporary file (slots: stay on the\n"
+    "                          device). Default 2G; 256M keeps host memory flat in the video's\n"
+    "                          length; 0 keeps none\n"
     "  --tile-mode M           auto (default): exact tiles as the budget needs (the output equals\n"
     "                          the untiled one); none: whole frames only; blend: overlapping\n"
     "                          tiles, each run on its own and blended with raised-cosine ramps\n"
@@ -150,6 +155,15 @@ int cli_memory_options(const char *cmd, const cli_mem_args *a, vae_session_optio
     if (a->devices && (rc = parse_devices(cmd, a->devices, so))) return rc;
     if (a->max_memory && (rc = cli_parse_bytes(cmd, "--max-memory", a->max_memory, &so->max_memory)))
         return rc;
+    if (a->host_memory) { /* in MiB: VAE_PARAM_EXEC_HOST_MB */
+        int64_t bytes = 0;
+        if (strcmp(a->host_memory, "0") != 0 &&
+            (rc = cli_parse_bytes(cmd, "--host-memory", a->host_memory, &bytes)))
+            return rc;
+        if (vae_session_options_set(so, VAE_PARAM_EXEC_HOST_MB, bytes >> 20) != VAE_OK)
+            return cli_usage_error(cmd, "--host-memory: '%s' is more than this build allows (%s)",
+                                   a->host_memory, vae_last_error());
+    }
     if (a->tile_mode) {
         if (strcmp(a->tile_mode, "auto") == 0) so->tile_mode = VAE_TILE_AUTO;
         else if (strcmp(a->tile_mode, "none") == 0) so->tile_mode = VAE_TILE_NONE;

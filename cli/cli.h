@@ -75,14 +75,16 @@ int cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, lon
  * session options; returns 0 or a usage error exit code naming the bad value. */
 int cli_session_options(const char *cmd, const char *device, const char *dtype,
                         const char *threads, vae_session_options *so);
-/* The memory, tiling, tuning and device group flags (--max-memory, --tile-mode, --tile,
- * --tile-size, --tile-overlap, --tune-cache, --devices), as given (NULL: absent), and their help
- * text. */
+/* The memory, tiling, tuning and device group flags (--max-memory, --host-memory, --tile-mode,
+ * --tile, --tile-size, --tile-overlap, --tune-cache, --devices), as given (NULL: absent), and
+ * their help text. */
 typedef struct cli_mem_args {
-    const char *max_memory, *tile_mode, *tile, *tile_size, *tile_overlap, *tune_cache, *devices;
+    const char *max_memory, *host_memory, *tile_mode, *tile, *tile_size, *tile_overlap,
+        *tune_cache, *devices;
 } cli_mem_args;
 #define CLI_MEM_OPTS(a)                                                                             \
-    {"--max-memory", NULL, 1, &(a).max_memory}, {"--tile-mode", NULL, 1, &(a).tile_mode},           \
+    {"--max-memory", NULL, 1, &(a).max_memory}, {"--host-memory", NULL, 1, &(a).host_memory},       \
+        {"--tile-mode", NULL, 1, &(a).tile_mode},                                                   \
         {"--tile", NULL, 1, &(a).tile}, {"--tile-size", NULL, 1, &(a).tile_size},                   \
         {"--tile-overlap", NULL, 1, &(a).tile_overlap}, {"--tune-cache", NULL, 1, &(a).tune_cache}, \
         {"--devices", NULL, 1, &(a).devices}

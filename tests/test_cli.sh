@@ -67,6 +67,7 @@ expect_ok "decode" -- "$VAE" decode -m "$M" -i "$IO:dec_t3.latent" -o "$T/dec.sa
 expect_ok "decode matches the fixture" -- "$VAE" compare "$T/dec.safetensors:video" "$IO:dec_t3.video" --tol 1e-4
 expect_ok "encode" -- "$VAE" encode -m "$M" -i "$IO:enc_t9.video" -o "$T/enc.safetensors"
 expect_ok "encode matches the fixture" -- "$VAE" compare "$T/enc.safetensors:latent" "$IO:enc_t9.latent" --tol 1e-4
+expect_ok "decode in 16x16 tiles, nothing whole-video in host memory" -- "$VAE" decode -m "$M" -i "$IO:dec_t3.latent" -o "$T/dec_hm.safetensors" --tile 16x16 --host-memory 0
 expect_ok "decode on a group of 2 cpu lanes, 16x16 tiles" -- "$VAE" decode -m "$M" -i "$IO:dec_t3.latent" -o "$T/dec2.safetensors" --devices 0,1 --tile 16x16 -v
 grep -q "shared by 2 devices" "$T/stderr" && ok "  the plan shares the tiles" || ko "  plan: $(grep plan: "$T/stderr")"
 expect_ok "  matches the fixture" -- "$VAE" compare "$T/dec2.safetensors:video" "$IO:dec_t3.video" --tol 1e-4
@@ -124,6 +125,8 @@ expect_fail 2 "unknown option" "" -- "$VAE" decode -m "$M" --bogus
 expect_fail 2 "missing output" "" -- "$VAE" decode -m "$M" -i "$T/latent_ok.safetensors"
 expect_fail 2 "bad device" "$T/o_dev" -- "$VAE" decode -m "$M" -i "$T/latent_ok.safetensors" -o "$T/o_dev.safetensors" --device tpu
 expect_fail 2 "devices negative" "$T/o_dv" -- "$VAE" decode -m "$M" -i "$T/latent_ok.safetensors" -o "$T/o_dv.safetensors" --devices 0,-1
+expect_fail 2 "host memory not a size" "$T/o_hm" -- "$VAE" decode -m "$M" -i "$T/latent_ok.safetensors" -o "$T/o_hm.safetensors" --host-memory 12q
+expect_fail 2 "host memory beyond the range" "$T/o_hm2" -- "$VAE" decode -m "$M" -i "$T/latent_ok.safetensors" -o "$T/o_hm2.safetensors" --host-memory 100T
 expect_fail 2 "devices not a list" "$T/o_dl" -- "$VAE" decode -m "$M" -i "$T/latent_ok.safetensors" -o "$T/o_dl.safetensors" --devices 0,x
 expect_fail 2 "devices ending in a comma" "$T/o_dc" -- "$VAE" decode -m "$M" -i "$T/latent_ok.safetensors" -o "$T/o_dc.safetensors" --devices 0,
 expect_fail 2 "synth unknown arch" "$T/o_sa" -- "$VAE" synth wan9 -o "$T/o_sa.safetensors"

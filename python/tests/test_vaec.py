@@ -121,7 +121,10 @@ def test_exact_tiles_and_blend(tiny_io):
     x, ref = tiny_io["dec_t6_odd.latent"], tiny_io["dec_t6_odd.video"]
     m = vaec.load(FIXTURES / "wan21_tiny.safetensors", tile=16)
     assert m.plan(tuple(x.shape))["order"] == "tiled"
-    assert rel_err(m.decode(x), ref) < 1e-4
+    y = m.decode(x)
+    assert rel_err(y, ref) < 1e-4
+    # host_memory=0: the tiles' output put together in a temporary file, the same output
+    assert rel_err(m.with_options(host_memory=0).decode(x), y) == 0
     b = vaec.load(FIXTURES / "wan21_tiny.safetensors", tile_mode="blend", blend_tile=32,
                   blend_overlap=8)
     assert rel_err(b.decode(x), ref) < 0.5  # blended tiles are approximate, but close
@@ -202,6 +205,10 @@ def test_errors(tiny, tiny_io, tmp_path):
         (lambda: vaec.load(FIXTURES / "wan21_tiny.safetensors", dtype="int8"), "EINVAL", "int8"),
         (lambda: vaec.load(FIXTURES / "wan21_tiny.safetensors", max_memory="lots"), "EINVAL", "lots"),
         (lambda: vaec.load(FIXTURES / "wan21_tiny.safetensors", tile_mode="grid"), "EINVAL", "grid"),
+        (lambda: vaec.load(FIXTURES / "wan21_tiny.safetensors", host_memory="lots"), "EINVAL",
+         "host_memory"),
+        (lambda: vaec.load(FIXTURES / "wan21_tiny.safetensors", host_memory="100T"), "EINVAL",
+         "VAE_EXEC_HOST_MB"),
         (lambda: vaec.load(FIXTURES / "wan21_tiny.safetensors", config={"nope": 1}), None, "nope"),
         (lambda: vaec.load(FIXTURES / "wan21_tiny.safetensors", max_memory="1K").decode(x),
          "ENOMEM", "floor"),

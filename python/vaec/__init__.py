@@ -76,7 +76,7 @@ def _as_c_tensor(t):
     return ct
 
 
-def _parse_memory(v):
+def _parse_memory(v, name="max_memory"):
     """max_memory: bytes (int) or a string like "13G", "800M"; None: the engine's default."""
     if v is None:
         return 0
@@ -87,7 +87,7 @@ def _parse_memory(v):
     try:
         return int(float(s[:-1]) * mult[s[-1]]) if s and s[-1] in mult else int(s)
     except ValueError:
-        raise Error(-1, f"max_memory {v!r}: expected bytes or a size like 13G, 800M") from None
+        raise Error(-1, f"{name} {v!r}: expected bytes or a size like 13G, 800M") from None
 
 
 class _TorchAllocator:
@@ -140,7 +140,7 @@ class _Weights:
 
 _DEFAULTS = dict(device="cpu", dtype="fp32", max_memory=None, tile_mode="auto", tile=None,
                  blend_tile=0, blend_overlap=0, threads=0, allocator="torch", tune_cache=None,
-                 devices=None)
+                 devices=None, host_memory=None)
 
 
 def _device_group(devices, opts):
@@ -191,6 +191,9 @@ def _session_options(o):
         opts.tune_cache = str(o["tune_cache"]).encode()
     if o["devices"] is not None:
         _device_group(o["devices"], opts)
+    if o["host_memory"] is not None:  # VAE_PARAM_EXEC_HOST_MB
+        mib = _parse_memory(o["host_memory"], "host_memory") >> 20
+        _lib.check(_lib.lib.vae_session_options_set(C.byref(opts), _lib.PARAM_EXEC_HOST_MB, mib))
     return opts
 
 
@@ -418,7 +421,10 @@ def load(path, arch=None, prefix=None, config=None, **options):
     it) or "cuda" (the engine's own cudaMalloc); tune_cache: file of the CUDA conv path choices
     kept between processes (None: ~/.cache/vae.c/cuda-tune.txt; "": none); devices: several GPUs
     sharing each call (e.g. [0, 1, 2, 3]; tensors on the first; exact tiles, or SeedVR2's row
-    bands, shared out, the output equal to one GPU's; max_memory per GPU). arch / prefix / config: what the checkpoint
+    bands, shared out, the output equal to one GPU's; max_memory per GPU); host_memory: host
+    memory for each whole-video object of a tiled call (its output put together, a store between
+    parts, strips' slots), larger ones go to a temporary file (None: 2G; "256M" keeps host memory
+    flat in the video's length; 0: none). arch / prefix / config: what the checkpoint
     cannot tell (e.g. config={"norm_num_groups": 8} for SeedVR2).
     """
     h = C.c_void_p()
