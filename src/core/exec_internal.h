@@ -99,9 +99,8 @@ int exec_run_windowed(vae_exec *e, int op_index, const value *x, const value *re
 /* exec_strip.c: input k of op i as the strip needs it (*out: x itself, or z rebuilt from the
  * slot and x; z->buf stays NULL when nothing was rebuilt), and x's last columns into the slot */
 int exec_strip_input(vae_exec *e, int i, int k, const value *x, value *z, const value **out);
-/* 1: op i reads a carried input in place (an RMS norm where the backend has norm_rows), through
- * exec_strip_norm: y (allocated, as wide as z) <- the norm of z (VALUE_IN_PLACE) */
-int exec_strip_in_place(const vae_exec *e, int i);
+/* An RMS norm of a strip's input read in place (z: VALUE_IN_PLACE, from exec_strip_input where
+ * the backend has norm_rows): y (allocated, as wide as z) <- the norm of z */
 int exec_strip_norm(vae_exec *e, int i, const value *z, value *y);
 void exec_strip_release(vae_exec *e);
 void exec_window_release(vae_exec *e, window *w, int kt);

@@ -5,10 +5,13 @@
  * every frame), the rest from the value; columns that neither has (inexact margins) are zeros.
  * The value's last reader then puts its last n exact columns into the slot, after every reader
  * took the previous strip's. Frames are counted per carry, so chunks and frame loops do not
- * matter. Slots in host memory: the backend stages the copies (one contiguous copy each way on
- * the bus instead of rows of a column or two), and each read from a slot asks it to prefetch
- * what the next few carries will read (as many frames as their last step), which the previous
- * strip wrote long before and this one refills only after they read it.
+ * matter. An RMS norm (per voxel) reads its input in place instead (backend norm_rows): only the
+ * columns left of the value's own are put in a buffer, and the norm runs over both where they
+ * lie (the copy of the whole input was ~0.1 s of a Wan2.2 704p decode in strips, run 140). Slots in
+ * host memory: the backend stages the copies (one contiguous copy each way on the bus instead of
+ * rows of a column or two), and each read from a slot asks it to prefetch what the next few carries
+ * will read (as many frames as their last step), which the previous strip wrote long before and
+ * this one refills only after they read it.
  */
 #include <string.h>
 
@@ -110,13 +113,13 @@ static int slots_prefetch(vae_exec *e, int c) {
 
 /* Does op i read its carried input where it lies (an RMS norm, per voxel: exec_strip_norm),
  * so that only the columns left of x's own are rebuilt? */
-int exec_strip_in_place(const vae_exec *e, int i) {
+static int strip_in_place(const vae_exec *e, int i) {
     return e->p->ops[i].kind == VAE_OP_RMS_NORM && e->set.exec_strip_norm && e->be->v->norm_rows;
 }
 
 /* z <- the carry's rebuilt input in strip e->strip (vae_strip_z_parts): zeros, the slot's
  * columns sc (it holds the n left of ex.lo), x's columns (cx are those it has), zeros. In place
- * (exec_strip_in_place): z's buffer holds only what lies left of x's columns, z->in_place says
+ * (strip_in_place): z's buffer holds only what lies left of x's columns, z->in_place says
  * where the rest is. */
 static int carry_build(vae_exec *e, int c, const value *x, vae_span cx, vae_span ex,
                        const char *slot, int n, int in_place, value *z) {
@@ -218,8 +221,7 @@ int exec_strip_input(vae_exec *e, int i, int k, const value *x, value *z, const 
     int rc = VAE_OK;
     if (zc.hi > zc.lo) {
         const vae_span sc = vae_strip_from_slot(s, e->strip, c);
-        rc = carry_build(e, c, x, cx, ex, slot, sl ? sl->n : 0, k == 0 && exec_strip_in_place(e, i),
-                         z);
+        rc = carry_build(e, c, x, cx, ex, slot, sl ? sl->n : 0, k == 0 && strip_in_place(e, i), z);
         if (rc == VAE_OK) *out = z;
         if (rc == VAE_OK && sc.hi > sc.lo) rc = slots_prefetch(e, c);
     }

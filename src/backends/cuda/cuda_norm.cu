@@ -3,7 +3,8 @@
  * RMS: a group of L lanes per voxel, each lane holding V 16-byte vectors of it (one read of x)
  * and the matching gamma/beta in registers for the whole grid-stride loop; the sum of squares is
  * reduced with shuffles in float32. Channels that are no multiple of the vector width: one warp
- * per voxel, scalar.
+ * per voxel, scalar. The same kernels take rows of columns with their own pitches (P = true:
+ * cuk_rms_norm_rows, what column strips run over a value where it lies).
  * GroupNorm (16-byte vectors, c / vector width <= 256): one pass of statistics, then one pass
  * that normalises (2 reads + 1 write in all):
  *   stats: each thread keeps a float32 Welford (mean, M2) per channel of one channel vector over
