@@ -819,7 +819,7 @@ static void test_bus_slots(void) {
                 rc = gpu->v->copy2d(gpu, (char *)dz + px, (N + 3) * px, slot + f * fb, N * px,
                                     N * px, R);
             if (rc == VAE_OK && k > 0 && f + 1 < F)
-                rc = gpu->v->prefetch(gpu, slot + (f + 1) * fb, fb, fb, 1);
+                rc = gpu->v->prefetch(gpu, slot + (f + 1) * fb, fb);
             if (rc == VAE_OK && k > 0) {
                 float *z = host_from(gpu, dz, nz);
                 for (int r = 0; r < R; r++)
@@ -853,7 +853,7 @@ static void test_bus_slots(void) {
     char *h = gpu->v->host_alloc(gpu, n * es);
     rc = h ? VAE_OK : VAE_ENOMEM;
     if (rc == VAE_OK) rc = gpu->v->copy2d(gpu, h, cols * es, dx, cols * es, cols * es, rows);
-    if (rc == VAE_OK) rc = gpu->v->prefetch(gpu, h, 4096, 4096, 1); /* a prefetch of part of it */
+    if (rc == VAE_OK) rc = gpu->v->prefetch(gpu, h, 4096); /* a prefetch of part of it */
     if (rc == VAE_OK) rc = gpu->v->copy2d(gpu, dy, cols * es, h, cols * es, cols * es, rows);
     float *a = host_from(gpu, dx, n), *b = host_from(gpu, dy, n);
     check(rc == VAE_OK && memcmp(a, b, n * sizeof *a) == 0,
@@ -866,56 +866,6 @@ static void test_bus_slots(void) {
     free(a);
     free(b);
     gpu->host_copy_on = 0;
-}
-
-/* Column crops of a pinned store's frames, prefetched on the bus as the runner asks for the next
- * step's (rows of a crop, the frame's row pitch apart), then read whole, in part (fewer rows and
- * columns inside), after the store was written there (the prefetch is stale: the read must see
- * the new values) and beside it (columns outside the prefetched ones: not from the block). */
-static void test_bus_crops(void) {
-    enum { H = 23, W = 40, C = 64, Y0 = 3, Y1 = 19, X0 = 9, X1 = 31 };
-    const size_t es = gpu->elem_size, px = (size_t)C * es, pitch = (size_t)W * px;
-    const size_t n = (size_t)H * W * C, rows = Y1 - Y0, row = (X1 - X0) * px;
-    float *x = rand_buf(n, 1.0f, 0.0f), *x2 = rand_buf(n, 1.0f, 3.0f);
-    void *dx = dev_from(gpu, x, n), *dx2 = dev_from(gpu, x2, n), *dy = gpu->v->alloc(gpu, n * es);
-    char *h = gpu->v->host_alloc(gpu, n * es);
-    gpu->host_copy_on = 1;
-    const long hits0 = described_count(" read from prefetches");
-    int rc = h && dy ? gpu->v->copy2d(gpu, h, pitch, dx, pitch, pitch, H) : VAE_ENOMEM;
-    const char *crop = h + (size_t)Y0 * pitch + (size_t)X0 * px;
-    /* the whole crop, then rows 2.. of columns 1.. of it (inside), then columns past it */
-    const size_t cut_r[3] = {0, 2, 0}, cut_c[3] = {0, 1, 0}, extra[3] = {0, 0, 3};
-    int same = 1;
-    for (int pass = 0; pass < 2 && rc == VAE_OK; pass++) {
-        for (int k = 0; k < 3 && rc == VAE_OK; k++) {
-            rc = gpu->v->prefetch(gpu, crop, pitch, row, rows);
-            const char *src = crop + cut_r[k] * pitch + cut_c[k] * px;
-            const size_t rb = row - cut_c[k] * px + extra[k] * px, nr = rows - cut_r[k];
-            if (rc == VAE_OK) rc = gpu->v->zero(gpu, dy, n * es);
-            if (rc == VAE_OK) rc = gpu->v->copy2d(gpu, dy, rb, src, pitch, rb, nr);
-            float *got = rc ? NULL : host_from(gpu, dy, n),
-                  *want = host_from(gpu, pass ? dx2 : dx, n);
-            for (size_t r = 0; got && r < nr; r++)
-                same &= memcmp(got + r * (rb / es),
-                               want + ((Y0 + cut_r[k] + r) * W + X0 + cut_c[k]) * C,
-                               rb / es * sizeof *got) == 0;
-            free(got);
-            free(want);
-        }
-        if (rc == VAE_OK && pass == 0) /* the store written again: the prefetches are stale */
-            rc = gpu->v->copy2d(gpu, h, pitch, dx2, pitch, pitch, H);
-    }
-    const long hits = described_count(" read from prefetches") - hits0;
-    check(rc == VAE_OK && same, "bus: crops of a pinned frame read through 2-D prefetches (%s)",
-          rc ? vae_last_error() : "ok");
-    check(hits0 < 0 || hits >= 4, "bus: %ld of the 6 crop reads from prefetches", hits);
-    gpu->host_copy_on = 0;
-    if (h) gpu->v->host_free(gpu, h);
-    gpu->v->release(gpu, dx);
-    gpu->v->release(gpu, dx2);
-    gpu->v->release(gpu, dy);
-    free(x);
-    free(x2);
 }
 
 /* copy2d / zero2d of crops of channels-last frames (a strip's rebuilt input: wide rows, a slot of
@@ -1239,7 +1189,6 @@ static void run_variant(const variant_def *v) {
         test_copy2d(37, 9, 12, 3, 1, 4, 7);            /* 3 channels: 2- or 4-byte vectors */
         test_copy2d(5, 7, 7, 1, 0, 0, 7);              /* whole rows of one channel */
         test_bus_slots();
-        test_bus_crops();
     }
     if (v->what & V_FP8) /* the convs the FP8 kernels take, against the CPU's emulation */
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)

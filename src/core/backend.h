@@ -51,12 +51,11 @@ typedef struct vae_backend_vtbl {
      * error is left behind (the caller falls back). */
     void *(*host_alloc)(vae_backend *be, size_t bytes);
     void (*host_free)(vae_backend *be, void *p);
-    /* Optional, a hint: `rows` rows of row_bytes at host, pitch bytes apart (host_alloc memory),
-     * are soon read by copy2d, after what copy2d calls before this one wrote there. The backend
-     * may copy them towards the device now, while the work queued before goes on; results are
-     * the same either way (a write into the range after the hint makes the backend forget it).
-     * NULL: no prefetching. */
-    int (*prefetch)(vae_backend *be, const void *host, size_t pitch, size_t row_bytes, size_t rows);
+    /* Optional, a hint: [host, host + bytes) of host_alloc memory is soon read by copy2d, after
+     * what copy2d calls before this one wrote there. The backend may copy it towards the device
+     * now, while the work queued before goes on; results are the same either way (a write into
+     * the range after the hint makes the backend forget it). NULL: no prefetching. */
+    int (*prefetch)(vae_backend *be, const void *host, size_t bytes);
 
     /* Per-op weights in the backend's layout, made once per session. *state may stay NULL. */
     int (*prepare)(vae_backend *be, const vae_op *op, void **state);

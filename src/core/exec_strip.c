@@ -106,8 +106,7 @@ static int slots_prefetch(vae_exec *e, int c) {
         const int64_t f0 = e->carry_frames[c2], t = e->carry_step[c2];
         if (j < 0 || sc.hi <= sc.lo || t <= 0 || f0 + t > s->slot[j].frames) continue;
         const size_t fb = slot_frame_bytes(e, j);
-        rc = be->v->prefetch(be, (char *)e->slot[j] + (size_t)f0 * fb, (size_t)t * fb,
-                             (size_t)t * fb, 1);
+        rc = be->v->prefetch(be, (char *)e->slot[j] + (size_t)f0 * fb, (size_t)t * fb);
     }
     return rc;
 }

@@ -311,8 +311,6 @@ static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span 
         for (int j = 0; !whole && rc == VAE_OK && j < n; j++)
             rc = runner_store_get(s, st, f + j, y, x, (char *)buf + (size_t)j * frame);
         f += n;
-        for (int j = 0; !whole && rc == VAE_OK && j < chunk; j++) /* the next step's, meanwhile */
-            rc = runner_store_prefetch(s, st, f + j, y, x);
         if (rc == VAE_OK) rc = vae_exec_step(q->e, &in, &o);
         if (rc == VAE_OK) rc = tick(s);
         if (rc == VAE_OK) rc = sink_put(s, k, &o, fo);

@@ -119,9 +119,6 @@ void runner_store_rings_free(run *s);
 /* Frames [first, first + o->t) of the store <- the rows/columns `own` of o (o covers `out`). */
 int runner_store_put(run *s, store *st, const vae_chunk *o, int first, vae_span out_y,
                      vae_span out_x, vae_span own_y, vae_span own_x);
-/* A hint: frame f's rows y and columns x are read next (a pinned store: the backend may copy
- * them towards the device while it computes; a shared A only once the frame is written). */
-int runner_store_prefetch(run *s, const store *st, int f, vae_span y, vae_span x);
 /* Frame f of the store, rows y and columns x, into dst (a device frame [h][w][c]). */
 int runner_store_get(run *s, const store *st, int f, vae_span y, vae_span x, void *dst);
 

@@ -237,16 +237,6 @@ int runner_store_put(run *s, store *st, const vae_chunk *o, int first, vae_span 
     return rc;
 }
 
-int runner_store_prefetch(run *s, const store *st, int f, vae_span y, vae_span x) {
-    vae_backend *be = s->r->be;
-    if (!st->pinned || !be->v->prefetch || f >= st->t || (st->ready && atomic_load(st->ready) <= f))
-        return VAE_OK; /* nothing to stage ahead, or a shared A's frame not written yet */
-    const size_t px = runner_px_bytes(s->r, st->c);
-    return be->v->prefetch(be,
-                           (const char *)st->dev + (((size_t)f * st->h + y.lo) * st->w + x.lo) * px,
-                           (size_t)st->w * px, (size_t)(x.hi - x.lo) * px, (size_t)(y.hi - y.lo));
-}
-
 int runner_store_get(run *s, const store *st, int f, vae_span y, vae_span x, void *dst) {
     int rc = store_wait(s, st, f);
     if (rc) return rc;

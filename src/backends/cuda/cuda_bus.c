@@ -5,9 +5,8 @@
  * - out (cu_bus_copy_out): a kernel on the compute stream packs the rows into a block; the bus
  *   stream copies the block into host memory once the kernel is done, in one contiguous copy
  *   where the host rows are contiguous;
- * - in, ahead (cu_bus_prefetch, a hint from the executor or the runner): the bus stream copies
- *   host rows (a contiguous range, or a column crop of a store's frame) packed into a block
- *   while the compute stream works; a later read whose source rows lie inside it
+ * - in, ahead (cu_bus_prefetch, a hint from the executor): the bus stream copies a host range
+ *   into a block while the compute stream works; a later read whose source lies inside it
  *   (cu_bus_copy_in) waits for that copy alone and reads the block with the copy kernel.
  * Ordering. The bus stream runs its copies in the order of the calls; before each, it waits for
  * the compute stream's position at the call (event `mark`), so it never reads a block or host
@@ -124,17 +123,12 @@ static int bus_done(cuda_backend *cb, struct cu_bus_block *blk) {
     return rc;
 }
 
-/* the end of the host memory a prefetched block's rows span */
-static const char *block_host_end(const struct cu_bus_block *blk) {
-    return blk->host + (blk->rows - 1) * blk->pitch + blk->row;
-}
-
 void cu_bus_forget(cuda_backend *cb, const void *p, size_t bytes) {
     cu_bus *b = &cb->bus;
     const char *lo = p, *hi = lo + bytes;
     for (int k = 0; k < b->count; k++) {
         struct cu_bus_block *blk = &b->blk[(b->first + k) % CU_BUS_BLOCKS];
-        if (blk->host && (!p || (blk->host < hi && block_host_end(blk) > lo))) blk->host = NULL;
+        if (blk->host && (!p || (blk->host < hi && blk->host + blk->bytes > lo))) blk->host = NULL;
     }
 }
 
@@ -170,53 +164,29 @@ int cu_bus_copy_out(cuda_backend *cb, void *dst, size_t dst_pitch, const void *s
     return rc;
 }
 
-int cu_bus_prefetch(vae_backend *be, const void *host, size_t pitch, size_t row_bytes,
-                    size_t rows) {
+int cu_bus_prefetch(vae_backend *be, const void *host, size_t bytes) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda prefetch");
-    const size_t bytes = row_bytes * rows;
-    if (rc || bytes == 0 || bytes > BUS_MOST || pitch < row_bytes || !bus_ready(cb)) return rc;
-    if (rows == 1) pitch = row_bytes;
+    if (rc || bytes == 0 || bytes > BUS_MOST || !bus_ready(cb)) return rc;
     cu_bus *b = &cb->bus;
     for (int k = 0; k < b->count; k++) { /* already on its way */
         const struct cu_bus_block *blk = &b->blk[(b->first + k) % CU_BUS_BLOCKS];
-        if (blk->host == host && blk->row >= row_bytes && blk->rows >= rows &&
-            (rows == 1 || blk->pitch == pitch))
-            return VAE_OK;
+        if (blk->host == host && blk->bytes >= bytes) return VAE_OK;
     }
     cudaEvent_t evicted; /* the bus waits for the compute stream below: enough */
     struct cu_bus_block *blk = ring_take(b, bytes, &evicted);
     rc = bus_follow(cb);
     if (rc == VAE_OK)
-        rc = cu_check(cudaMemcpy2DAsync(b->ring + blk->off, row_bytes, host, pitch, row_bytes, rows,
-                                        cudaMemcpyHostToDevice, b->stream),
-                      "cuda prefetch", "cudaMemcpy2DAsync");
+        rc = cu_check(
+            cudaMemcpyAsync(b->ring + blk->off, host, bytes, cudaMemcpyHostToDevice, b->stream),
+            "cuda prefetch", "cudaMemcpyAsync");
     if (rc == VAE_OK) rc = bus_done(cb, blk);
     if (rc == VAE_OK) {
-        blk->host = host; /* the rows it holds (its space stays rounded in the ring) */
-        blk->pitch = pitch, blk->row = row_bytes, blk->rows = rows;
+        blk->host = host;
+        blk->bytes = bytes; /* the range it holds (its space stays rounded in the ring) */
         b->n_ahead++;
     }
     return rc;
-}
-
-/* Where in blk the rows [src, +row_bytes) x rows (src_pitch apart) are, and their pitch there;
- * NULL when blk does not hold them all. A single-row block holds a contiguous host range
- * byte for byte, whatever the read's pitch. */
-static const char *block_rows(const cu_bus *b, const struct cu_bus_block *blk, const char *src,
-                              size_t src_pitch, size_t row_bytes, size_t rows, size_t *pitch) {
-    if (!blk->host || src < blk->host) return NULL;
-    const size_t at = (size_t)(src - blk->host);
-    if (blk->rows == 1) { /* contiguous */
-        if (at + (rows - 1) * src_pitch + row_bytes > blk->row) return NULL;
-        *pitch = src_pitch;
-        return b->ring + blk->off + at;
-    }
-    const size_t r0 = at / blk->pitch, c0 = at % blk->pitch;
-    if ((rows > 1 && src_pitch != blk->pitch) || c0 + row_bytes > blk->row || r0 + rows > blk->rows)
-        return NULL;
-    *pitch = blk->row;
-    return b->ring + blk->off + r0 * blk->row + c0;
 }
 
 int cu_bus_copy_in(cuda_backend *cb, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
@@ -224,14 +194,15 @@ int cu_bus_copy_in(cuda_backend *cb, void *dst, size_t dst_pitch, const void *sr
     *done = 0;
     cu_bus *b = &cb->bus;
     if (!b->stream || cb->recording) return VAE_OK;
+    const char *lo = src, *hi = lo + (rows - 1) * src_pitch + row_bytes;
     for (int k = b->count - 1; k >= 0; k--) { /* the newest first */
         const struct cu_bus_block *blk = &b->blk[(b->first + k) % CU_BUS_BLOCKS];
-        size_t pitch;
-        const char *from = block_rows(b, blk, src, src_pitch, row_bytes, rows, &pitch);
-        if (!from) continue;
+        if (!blk->host || lo < blk->host || hi > blk->host + blk->bytes) continue;
         int rc = cu_check(cudaStreamWaitEvent(cb->stream, blk->done, 0), "cuda bus", "wait");
         if (rc == VAE_OK)
-            rc = cu_check(cuk_copy2d(cb->stream, dst, dst_pitch, from, pitch, row_bytes, rows),
+            rc = cu_check(cuk_copy2d(cb->stream, dst, dst_pitch,
+                                     b->ring + blk->off + (size_t)(lo - blk->host), src_pitch,
+                                     row_bytes, rows),
                           "cuda bus", "copy kernel");
         if (rc == VAE_OK) {
             b->n_hit++;

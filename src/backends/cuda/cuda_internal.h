@@ -345,10 +345,8 @@ enum { CU_BUS_BLOCKS = 512 };
 enum { CU_PINNED_BLOCKS = 4 };
 struct cu_bus_block {
     size_t off, bytes;  /* in the ring */
-    const char *host;   /* a prefetch: the host rows it holds, packed (`rows` of `row` bytes,
-                         * `pitch` apart in host memory); NULL: staging of a copy out, or a
-                         * prefetch forgotten (written since) */
-    size_t pitch, row, rows;
+    const char *host;   /* a prefetch: the host range it holds; NULL: staging of a copy out, or
+                         * a prefetch forgotten (written since) */
     cudaEvent_t done;   /* recorded on the bus stream after the block's copy */
 };
 typedef struct cu_bus {
@@ -511,7 +509,7 @@ int cu_bus_copy_out(cuda_backend *cb, void *dst, size_t dst_pitch, const void *s
 int cu_bus_copy_in(cuda_backend *cb, void *dst, size_t dst_pitch, const void *src,
                    size_t src_pitch, size_t row_bytes, size_t rows, int *done);
 /* vtbl prefetch (backend.h) */
-int cu_bus_prefetch(vae_backend *be, const void *host, size_t pitch, size_t row_bytes, size_t rows);
+int cu_bus_prefetch(vae_backend *be, const void *host, size_t bytes);
 /* Host memory [p, p + bytes) is written: prefetches of it are stale (p NULL: all of them). */
 void cu_bus_forget(cuda_backend *cb, const void *p, size_t bytes);
 /* The compute stream waits for the bus's copies (before it reads or writes host memory itself);
