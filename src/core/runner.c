@@ -192,14 +192,14 @@ static int take_output(run *s, const float *fr, int first, int n, int c, int h, 
     s->put_s += vae_seconds() - t0;
     if (rc == VAE_OK && !s->sh && tile == s->plan->n_tiles - 1 && !s->io->out_view) {
         const double t1 = vae_seconds();
-        rc = vae_assembly_emit(s->out, first + n, s->io->emit, s->io->emit_user, &s->emitted);
+        rc = runner_emit_assembled(s, s->out, first + n);
         s->emit_s += vae_seconds() - t1;
     }
     return rc;
 }
 
 /* Blended plans with device output: each assembled host frame goes to the device in place. */
-int runner_emit_to_view(const float *fr, int first, int n, int c, int h, int w, void *user) {
+static int emit_to_view(const float *fr, int first, int n, int c, int h, int w, void *user) {
     run *s = user;
     vae_runner *r = s->r;
     vae_backend *be = r->be;
@@ -216,6 +216,11 @@ int runner_emit_to_view(const float *fr, int first, int n, int c, int h, int w, 
     if (rc == VAE_OK) rc = be->v->sync(be); /* r->cl is reused by the next frame */
     be->v->release(be, dev);
     return rc;
+}
+
+int runner_emit_assembled(run *s, vae_assembly *a, int upto) {
+    return s->io->out_view ? vae_assembly_emit(a, upto, emit_to_view, s, &s->emitted)
+                           : vae_assembly_emit(a, upto, s->io->emit, s->io->emit_user, &s->emitted);
 }
 
 /* After each executor step: progress (reported by runner 0 of a group: the caller's thread),
@@ -448,10 +453,7 @@ int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, in
              : plan->kind == VAE_PLAN_TILED ? run_tiled(&s)
                                             : runner_run_blend(&s);
     const double t0 = vae_seconds();
-    if (rc == VAE_OK && assemble)
-        rc = io->out_view
-                 ? vae_assembly_emit(s.out, plan->t_out, runner_emit_to_view, &s, &s.emitted)
-                 : vae_assembly_emit(s.out, plan->t_out, io->emit, io->emit_user, &s.emitted);
+    if (rc == VAE_OK && assemble) rc = runner_emit_assembled(&s, s.out, plan->t_out);
     if (io->out_view) s.emitted = 0;
     if (rc) runner_drain(&s);
     runner_store_rings_free(&s);

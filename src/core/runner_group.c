@@ -219,10 +219,7 @@ int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, con
     } else if (rc == VAE_OK && with_c) {
         rc = runner_run_c(s0, &sb);
     }
-    if (rc == VAE_OK && out)
-        rc = io->out_view
-                 ? vae_assembly_emit(out, plan->t_out, runner_emit_to_view, s0, &s0->emitted)
-                 : vae_assembly_emit(out, plan->t_out, io->emit, io->emit_user, &s0->emitted);
+    if (rc == VAE_OK && out) rc = runner_emit_assembled(s0, out, plan->t_out);
     if (rc) runner_drain(s0);
     if (rc == VAE_OK) lanes_log(ln, n, plan->a_shared, t1 - t0);
     if (rc == VAE_OK)

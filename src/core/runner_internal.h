@@ -75,7 +75,7 @@ typedef struct store_ring {
 typedef struct run_shared {
     atomic_llong done;     /* units of work done by every runner */
     atomic_int stop;       /* a runner failed: the others stop at their next unit */
-    pthread_mutex_t mu;    /* a store in a temporary file: one frame buffer for all; and: */
+    pthread_mutex_t mu;    /* with: */
     pthread_cond_t filled; /* a shared A's store has more frames (a_frames), or stop */
     atomic_int a_frames;
 } run_shared;
@@ -131,8 +131,9 @@ int runner_run_tiles(run *s, store *shared_a, store *sb);
 /* C over B's store, whole frames, to the output */
 int runner_run_c(run *s, store *sb);
 int runner_run_blend(run *s);
-/* host frames of an assembled output into the caller's device tensor (emit callback; user: run) */
-int runner_emit_to_view(const float *fr, int first, int n, int c, int h, int w, void *user);
+/* Frames [s->emitted, upto) of an assembled output to the caller (s->io): into its device
+ * tensor (out_view) or through its emit callback. */
+int runner_emit_assembled(run *s, vae_assembly *a, int upto);
 /* after a failure: nothing may stay in flight into a host buffer */
 void runner_drain(run *s);
 

@@ -201,15 +201,20 @@ int cpu_norm_apply(vae_backend *be, const vae_op *op, void *state, const void *x
     return VAE_OK;
 }
 
-int cpu_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t, int h,
-             int w) {
-    cpu_backend *cb = cpu_be(be);
+/* what every norm call checks of its op */
+static int norm_op_check(const vae_op *op) {
     if (op->kind != VAE_OP_RMS_NORM && op->kind != VAE_OP_GROUP_NORM)
         return vae_fail(VAE_EINVAL, "%s: op kind %d is not a norm", op->name, (int)op->kind);
     if (op->c_in < 1 || (op->c_out != op->c_in && op->c_out != 0))
         return vae_fail(VAE_EINVAL, "%s: norm over %d channels cannot give %d", op->name, op->c_in,
                         op->c_out);
-    int rc = vae_op_check(op);
+    return vae_op_check(op);
+}
+
+int cpu_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t, int h,
+             int w) {
+    cpu_backend *cb = cpu_be(be);
+    int rc = norm_op_check(op);
     if (rc) return rc;
     if (t < 0 || h < 0 || w < 0 || (!x && t * (int64_t)h * w > 0))
         return vae_fail(VAE_ESHAPE, "%s: norm input %dx%dx%d", op->name, t, h, w);
@@ -229,14 +234,15 @@ int cpu_norm_rows(vae_backend *be, const vae_op *op, void *state, const void *x,
                   void *y, size_t y_pitch, int64_t rows, int w) {
     (void)state;
     const size_t row = (size_t)w * (size_t)op->c_in * sizeof(float);
-    if (op->kind != VAE_OP_RMS_NORM || op->c_in < 1 || (op->c_out != op->c_in && op->c_out != 0))
-        return vae_fail(VAE_EINVAL, "%s: rows of an RMS norm, not op kind %d over %d channels",
-                        op->name, (int)op->kind, op->c_in);
-    if (rows < 0 || w < 0 || x_pitch < row || y_pitch < row || x_pitch % sizeof(float) ||
-        y_pitch % sizeof(float) || ((!x || !y) && rows * w > 0))
-        return vae_fail(VAE_ESHAPE, "%s: norm rows %lld x %d, pitches %zu and %zu bytes", op->name,
-                        (long long)rows, w, x_pitch, y_pitch);
-    int rc = vae_op_check(op);
+    int rc = norm_op_check(op);
+    if (rc == VAE_OK && op->kind != VAE_OP_RMS_NORM)
+        rc = vae_fail(VAE_EINVAL, "%s: rows of an RMS norm, not op kind %d", op->name,
+                      (int)op->kind);
+    if (rc == VAE_OK &&
+        (rows < 0 || w < 0 || x_pitch < row || y_pitch < row || x_pitch % sizeof(float) ||
+         y_pitch % sizeof(float) || ((!x || !y) && rows * w > 0)))
+        rc = vae_fail(VAE_ESHAPE, "%s: norm rows %lld x %d, pitches %zu and %zu bytes", op->name,
+                      (long long)rows, w, x_pitch, y_pitch);
     if (rc || rows == 0 || w == 0) return rc;
     return rms_norm(cpu_be(be), op, x, x_pitch / sizeof(float), y, y_pitch / sizeof(float), rows,
                     w);
