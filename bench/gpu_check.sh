@@ -30,6 +30,10 @@
 #   --scaling   also device-group scaling: each workload of SCALING_LIST ('WORKLOAD;...'; default:
 #               Wan2.1 720p decode and encode, SeedVR2 1080p, Wan2.2 704p) on 1 GPU, then on
 #               groups of 2, 4, 8 (as many as there are), with the speedup and each device's peak
+#   --ranks     also groups of processes (issue 13; 2+ GPUs): the fixtures as ranks of a group
+#               of every GPU (threads standing in for the processes, NCCL between their GPUs:
+#               test_fixtures --ranks N), and with --scaling, each workload also as n processes
+#               of `vae bench --dist` (one GPU each, the torchrun environment) beside the group
 #   --python    also the Python package: pytest python/tests with build-gpu/libvae.so (CUDA
 #               tensors in place; diffusers from the carried .whl folder) and bench/vaec_bench.py
 #               beside `vae bench` of the same workload (Wan2.1 decode 81x480x832, bf16)
@@ -56,7 +60,7 @@ shift
 DEPS=""
 [ -d build-gpu-deps ] && DEPS=$ROOT/build-gpu-deps
 FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1 REPEAT=0 SANITIZE=0 TILES=0 STRIPS=0 BUDGET=0
-GROUP=0 SCALING=0
+GROUP=0 SCALING=0 RANKS=0
 PYTHON=0 COLD=0 PERF=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -76,6 +80,7 @@ while [ $# -gt 0 ]; do
     --budget) BUDGET=1 ;;
     --group) GROUP=1 ;;
     --scaling) SCALING=1 ;;
+    --ranks) RANKS=1 ;;
     --python) PYTHON=1 ;;
     --cold) COLD=1 ;;
     --perf) PERF=1 ;;
@@ -277,7 +282,7 @@ if [ $TILES = 1 ]; then
     done
     # stores in a temporary file through the run's ring of pinned slots, crops inside the frame
     # (tests.cmake's store_file_*): A's store read by decode tiles, B's written by encode tiles
-    for op in "decode --tile 64x64" "encode --tile 32x128"; do
+    for op in "decode --tile 16x16" "encode --tile 32x128"; do
         for dt in fp32 bf16; do
             log=$(VAE_PLAN_CUT=2 VAE_EXEC_STORE_HOST=1 VAE_EXEC_HOST_MB=0 timeout 120 build-gpu/vae -v \
                 bench wan2.1 --config '{"dim": 8, "dec_dim": 8}' --op $op --frames 41 --size 64x256 \
@@ -330,6 +335,46 @@ if [ $GROUP = 1 ]; then
         done
     done
     fixture_run "group of $GN blend taef2_real fp32" taef2_real fp32 --blend 128 --devices $GN
+fi
+# groups of processes: ranks as threads of test_fixtures, one GPU each, NCCL between them
+if [ $RANKS = 1 ] && [ "$NGPU" -ge 2 ]; then
+    for fx in wan21_tiny wan22_tiny taef2_real wan21_small; do
+        for dt in fp32 bf16; do
+            fixture_run "ranks $NGPU $fx $dt" $fx $dt --tiles 3 --ranks $NGPU
+        done
+    done
+    for dt in fp32 bf16; do
+        fixture_run "ranks $NGPU bands seedvr2_tiny $dt" seedvr2_tiny $dt --ranks $NGPU VAE_PLAN_BANDS=1
+    done
+    fixture_run "ranks $NGPU blend taef2_real fp32" taef2_real fp32 --blend 128 --ranks $NGPU
+    # real processes: the CLI under torchrun's environment (the output against one GPU's), and
+    # vaec with a torch.distributed group when torch is there
+    port=$((31000 + RANDOM % 2000))
+    for r in $(seq 0 $((NGPU - 1))); do
+        RANK=$r LOCAL_RANK=$r WORLD_SIZE=$NGPU LOCAL_WORLD_SIZE=$NGPU MASTER_ADDR=127.0.0.1 \
+            MASTER_PORT=$port timeout 120 build-gpu/vae decode --dist --device cuda --dtype fp32 \
+            --tile 16x16 -m "$SHARED/fixtures/wan21_tiny.safetensors" \
+            -i "$SHARED/fixtures/wan21_tiny.io.safetensors:dec_t6_odd.latent" -o "$OUT/dist_$r.npy" \
+            >>"$OUT/fixtures.log" 2>&1 &
+    done
+    wait
+    timeout 120 build-gpu/vae decode --device cuda --dtype fp32 --tile 16x16 \
+        -m "$SHARED/fixtures/wan21_tiny.safetensors" \
+        -i "$SHARED/fixtures/wan21_tiny.io.safetensors:dec_t6_odd.latent" -o "$OUT/one.npy" \
+        >>"$OUT/fixtures.log" 2>&1
+    timeout 60 build-gpu/vae compare "$OUT/dist_0.npy" "$OUT/one.npy" --tol 1e-5 >>"$OUT/fixtures.log" 2>&1
+    say "ranks: vae decode --dist as $NGPU processes, rank 0's file against one GPU's: rc $? ($(ls "$OUT"/dist_*.npy 2>/dev/null | wc -l) files: rank 0 writes)"
+    rm -f "$OUT"/dist_*.npy "$OUT/one.npy"
+    if python3 -c "import torch.distributed" 2>/dev/null; then
+        PYTHONPATH=python VAEC_LIBRARY=build-gpu/libvae.so timeout 180 python3 -m torch.distributed.run \
+            --nproc-per-node "$NGPU" bench/vaec_dist_check.py "$SHARED/fixtures/wan21_tiny.safetensors" \
+            >>"$OUT/fixtures.log" 2>&1
+        say "ranks: vaec under torchrun: rc $? $(grep -c '^PASS vaec rank' "$OUT/fixtures.log") ranks passed"
+    else
+        say "ranks: vaec under torchrun: skipped (no torch)"
+    fi
+elif [ $RANKS = 1 ]; then
+    say "ranks: skipped (one GPU: NCCL takes each GPU once)"
 fi
 grep -E "^FAIL" "$OUT/fixtures.log" | head -40 >>"$SUMMARY"
 grep -E "^PASS .*rel_err|^INFO .*predicted" "$OUT/fixtures.log" >>"$SUMMARY"
@@ -384,6 +429,21 @@ SCALING_DEFAULT="wan2.1 --op decode --frames 81 --size 720x1280;\
 seedvr2 --op decode --frames 81 --size 1080x1920;\
 wan2.2 --op decode --frames 121 --size 704x1280;\
 wan2.1 --op encode --frames 81 --size 720x1280"
+# `vae bench --dist` as n processes, one GPU each, in the environment torchrun gives them; rank 0
+# prints (its BENCH line goes to bench.log), the others' errors go there too
+dist_bench() {
+    local n=$1 port=$((29500 + RANDOM % 2000)) r rc
+    shift
+    for r in $(seq 1 $((n - 1))); do
+        RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 \
+            MASTER_PORT=$port timeout 300 build-gpu/vae bench "$@" --dist 2>>"$OUT/bench.log" &
+    done
+    RANK=0 WORLD_SIZE=$n LOCAL_RANK=0 LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 \
+        MASTER_PORT=$port timeout 300 build-gpu/vae -v bench "$@" --dist >>"$OUT/bench.log" 2>&1
+    rc=$?
+    wait
+    return $rc
+}
 if [ $SCALING = 1 ] && [ -x build-gpu/vae ]; then
     IFS=';' read -r -a SL <<<"${SCALING_LIST:-$SCALING_DEFAULT}"
     for w in "${SL[@]}"; do
@@ -399,6 +459,14 @@ if [ $SCALING = 1 ] && [ -x build-gpu/vae ]; then
             med=$(echo "$line" | grep -oE '"median_s":[0-9.]+' | cut -d: -f2)
             [ "$n" = 1 ] && one=$med
             say "scaling [$n GPUs] $w: rc $rc median ${med:-?} s, speedup $(awk -v a="$one" -v b="$med" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "?" }'), peaks $(echo "$line" | grep -oE '"device_peak_bytes":\[[0-9,]*\]' | cut -d: -f2)"
+            grep "plan:" "$OUT/bench.log" | tail -1 | cut -c1-400 >>"$SUMMARY"
+            [ $RANKS = 1 ] && [ "$n" -gt 1 ] || continue
+            echo "=== scaling [$n processes] $w" >>"$OUT/bench.log"
+            dist_bench $n $w --dtype bf16 --device cuda --warmup 1 --runs "${RUNS:-3}"
+            rc=$?
+            line=$(grep BENCH "$OUT/bench.log" | tail -1)
+            med=$(echo "$line" | grep -oE '"median_s":[0-9.]+' | cut -d: -f2)
+            say "scaling [$n processes] $w: rc $rc median ${med:-?} s, speedup $(awk -v a="$one" -v b="$med" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "?" }'), rank 0's peak $(echo "$line" | grep -oE '"peak_bytes":[0-9]+' | cut -d: -f2)"
             grep "plan:" "$OUT/bench.log" | tail -1 | cut -c1-400 >>"$SUMMARY"
         done
     done

@@ -23,8 +23,12 @@ int cli_set_error(int code, const char *fmt, ...) __attribute__((format(printf, 
 /* Prints "vae: <what>: <detail>" to stderr and returns the exit code for rc. */
 int cli_report(int rc, const char *what);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "vae: <what>: <the error cli_set_error recorded>" and returns code (a CLI exit code). */
+int cli_report_exit(int code, const char *what);
 
-extern int cli_quiet, cli_verbose;
+/* cli_rank: this process's rank under --dist (0 otherwise); the ranks above 0 print their
+ * messages as "rank N: vae: ..." and only their errors (main.c). */
+extern int cli_quiet, cli_verbose, cli_rank;
 
 /* "file.safetensors:key" -> path (malloc'd) and key (NULL when absent). A colon followed by a
  * path separator is not a key separator. */
@@ -100,5 +104,24 @@ int cli_parse_fit(const char *cmd, const char *s, int *fit); /* error, crop, pad
 int cli_is_tensor_file(const char *arg);
 /* float32 tensor -> .npy, atomically. */
 int cli_write_npy(const char *path, const vae_tensor *t);
+
+/* --dist (group.c): this process as one rank of a group of processes started by torchrun or
+ * mpirun. Reads the launcher's environment (torchrun: RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; Open MPI: OMPI_COMM_WORLD_*; MPICH: PMI_RANK,
+ * PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS; VAE_RDZV_PORT, VAE_RDZV_TIMEOUT) into so: rank,
+ * world, device_index (the local rank) and the group id, made by rank 0 and handed to the others
+ * over cli_group_rendezvous. Ranks above 0 become quiet (cli_rank, cli_quiet). A world of 1
+ * leaves so as it is (a plain run). Call after cli_session_options and cli_memory_options.
+ * Returns CLI_OK or an exit code, its error printed. */
+int cli_group_from_env(const char *cmd, vae_session_options *so);
+/* The TCP rendezvous behind it: rank 0 listens on `port` (every interface, IPv4 and IPv6) until
+ * the world - 1 other ranks have said hello, then hands each its *id; the others connect to
+ * addr:port (retrying: rank 0 may start later) and receive *id. Every step is bounded by
+ * timeout_s; a mismatched world size or a rank out of range or given twice fails rank 0 and every
+ * rank that has joined (none waits for the timeout). Returns CLI_OK or an exit code, the error
+ * recorded by cli_set_error (not printed). */
+int cli_group_rendezvous(const char *addr, int port, int rank, int world, double timeout_s,
+                         vae_group_id *id);
+extern const char cli_dist_help[];
 
 #endif

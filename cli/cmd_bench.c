@@ -68,13 +68,14 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *op = "decode", *frames_s = "81", *size = "480x832", *dtype = "bf16",
-               *device = NULL, *runs_s = "5", *warm_s = "1", *config = NULL, *threads = NULL,
-               *hflag = NULL, *pos[1], *psnr_flag = NULL, *plan_only = NULL;
+    const char *op = "decode", *frames_s = "81", *size = "480x832", *dtype = "bf16", *device = NULL,
+               *runs_s = "5", *warm_s = "1", *config = NULL, *threads = NULL, *hflag = NULL,
+               *pos[1], *psnr_flag = NULL, *plan_only = NULL, *dist = NULL;
     cli_mem_args mem = {0};
     const cli_opt opts[] = {CLI_MEM_OPTS(mem),
                             {"--psnr", NULL, 0, &psnr_flag},
                             {"--plan-only", NULL, 0, &plan_only},
+                            {"--dist", NULL, 0, &dist},
                             {"--op", NULL, 1, &op},
                             {"--frames", NULL, 1, &frames_s},
                             {"--size", NULL, 1, &size},
@@ -91,6 +92,7 @@ int cmd_bench(int argc, char **argv) {
     if (hflag) {
         fputs(help, stdout);
         fputs(cli_mem_help, stdout);
+        fputs(cli_dist_help, stdout);
         return CLI_OK;
     }
     if (npos != 1) return cli_usage_error("bench", "expected ARCH (wan2.1, wan2.2, seedvr2)");
@@ -105,6 +107,8 @@ int cmd_bench(int argc, char **argv) {
     if (!device) device = vae_device_available(VAE_DEVICE_CUDA) ? "cuda" : "cpu";
     if ((rc = cli_session_options("bench", device, dtype, threads, &so))) return rc;
     if ((rc = cli_memory_options("bench", &mem, &so))) return rc;
+    if (dist && (rc = cli_group_from_env("bench", &so))) return rc;
+    const int ranks = so.world > 1 ? so.world : 1;
 
     vae_model *m = NULL;
     vae_session *s = NULL;
@@ -151,11 +155,13 @@ int cmd_bench(int argc, char **argv) {
         rc = cli_report(rc, "bench");
         goto done;
     }
-    if (!cli_quiet || plan_only) fprintf(stderr, "vae bench: plan: %s\n", plan.text);
+    if (!cli_quiet || (plan_only && so.rank == 0))
+        fprintf(stderr, "vae bench: plan: %s\n", plan.text);
     if (plan_only) { /* the plan for this shape and budget, nothing run */
-        printf("plan: peak %.2f GiB, exact floor %.2f GiB, %d x %d tiles\n",
-               (double)plan.peak_bytes / (1 << 30), (double)plan.floor_bytes / (1 << 30),
-               plan.tiles_y, plan.tiles_x);
+        if (so.rank == 0)
+            printf("plan: peak %.2f GiB, exact floor %.2f GiB, %d x %d tiles\n",
+                   (double)plan.peak_bytes / (1 << 30), (double)plan.floor_bytes / (1 << 30),
+                   plan.tiles_y, plan.tiles_x);
         goto done;
     }
     int64_t oshape[8];
@@ -192,11 +198,13 @@ int cmd_bench(int argc, char **argv) {
     if (vae_session_plan(s, encode, in.shape, 5, &plan) != VAE_OK) plan = first;
     if (!cli_quiet && strcmp(plan.text, first.text) != 0)
         fprintf(stderr, "vae bench: plan after the first run: %s\n", plan.text);
+    if (so.rank > 0) goto done; /* --dist: rank 0 reports (rc is VAE_OK) */
     double db = NAN, rel = NAN;
     if (psnr_flag) { /* the same input through an untiled session: the exact output */
         vae_session_options ro = so;
         ro.tile_mode = VAE_TILE_NONE, ro.max_memory = 0, ro.tile_height = ro.tile_width = 0;
         ro.n_devices = 0; /* one device */
+        ro.world = 0;     /* rank 0 alone (--dist): the one-process output */
         vae_session *ref = NULL;
         sink r = {0, k.t_total, malloc(out_vals * sizeof(float))};
         rc = r.keep ? vae_session_create(&ref, m, &ro) : VAE_ENOMEM;
@@ -233,13 +241,17 @@ int cmd_bench(int argc, char **argv) {
         if (!isinf(db)) snprintf(db_s, sizeof db_s, "%.2f", db);
         snprintf(psnr_json, sizeof psnr_json, "%s,\"rel_err\":%.3g", db_s, rel);
     }
-    printf("%s %s %dx%dx%d (%s, %s): median %.3f s (min %.3f, %d runs; first run %.3f s), "
-           "%.1f TFLOP/s (%.1f TFLOP), peak memory %.2f GiB%s (predicted %.2f), %s %dx%d, %d frames "
-           "out\n",
-           info.arch, op, frames, H, W, device, dtype, med, times[0], runs, cold, flops / med / 1e12,
-           flops / 1e12, peak / (1 << 30), n_dev > 1 ? " on the fullest device" : "",
-           (double)plan.peak_bytes / (1 << 30), order[plan.order], plan.tiles_y, plan.tiles_x,
-           out_frames);
+    char ranks_s[48] = "";
+    if (ranks > 1)
+        snprintf(ranks_s, sizeof ranks_s, ", %d ranks (rank 0's times and memory)", ranks);
+    printf(
+        "%s %s %dx%dx%d (%s%s, %s): median %.3f s (min %.3f, %d runs; first run %.3f s), "
+        "%.1f TFLOP/s (%.1f TFLOP), peak memory %.2f GiB%s (predicted %.2f), %s %dx%d, %d frames "
+        "out\n",
+        info.arch, op, frames, H, W, device, ranks_s, dtype, med, times[0], runs, cold,
+        flops / med / 1e12, flops / 1e12, peak / (1 << 30),
+        n_dev > 1 ? " on the fullest device" : "", (double)plan.peak_bytes / (1 << 30),
+        order[plan.order], plan.tiles_y, plan.tiles_x, out_frames);
     for (int d = 0; n_dev > 1 && d < n_dev; d++)
         printf("  device %d of %d: peak memory %.2f GiB\n", d, n_dev, (double)dev_peaks[d] / (1 << 30));
     printf("BENCH {\"arch\":\"%s\",\"op\":\"%s\",\"frames\":%d,\"height\":%d,\"width\":%d,"
@@ -248,11 +260,11 @@ int cmd_bench(int argc, char **argv) {
            "\"tflop\":%.2f,\"tflops\":%.2f,\"peak_bytes\":%.0f,\"predicted_bytes\":%lld,"
            "\"budget_bytes\":%lld,\"order\":\"%s\",\"tiles\":\"%dx%d\",\"plan_tflop\":%.2f,"
            "\"max_rss_kib\":%ld,\"input_kib\":%zu,\"psnr_db\":%s,\"devices\":%d,"
-           "\"device_peak_bytes\":[%s]}\n",
+           "\"ranks\":%d,\"device_peak_bytes\":[%s]}\n",
            info.arch, op, frames, H, W, device, dtype, med, times[0], runs, cold, flops / 1e12,
            flops / med / 1e12, peak, (long long)plan.peak_bytes, (long long)plan.budget_bytes,
            order[plan.order], plan.tiles_y, plan.tiles_x, plan.flops / 1e12, ru.ru_maxrss,
-           n * sizeof(float) / 1024, psnr_json, n_dev, peaks_json);
+           n * sizeof(float) / 1024, psnr_json, n_dev, ranks, peaks_json);
     rc = CLI_OK;
 done:
     free(in.data);

@@ -289,6 +289,7 @@ typedef struct collect {
     cli_progress *prog;
     int in_frames, tf; /* encode: progress in input frames */
     int encode;
+    int discard; /* --dist, ranks above 0: the frames are rank 0's to keep */
 #ifdef VAE_HAVE_MEDIA
     vae_media_writer *writer;
     int writer_rc;
@@ -298,6 +299,7 @@ typedef struct collect {
 static int on_frames(const float *frames, int first, int n, int c, int h, int w, void *user) {
     collect *k = user;
     if (cli_interrupted()) return 1;
+    if (k->discard) return 0;
 #ifdef VAE_HAVE_MEDIA
     if (k->writer) {
         if ((k->writer_rc = vae_media_writer_add(k->writer, frames, n))) return 1;
@@ -333,7 +335,7 @@ int cmd_run(int argc, char **argv, int encode) {
                *threads = NULL, *prefix = NULL, *arch = NULL, *help = NULL, *space = NULL,
                *start_s = NULL, *frames_s = NULL, *size_s = NULL, *fit_s = NULL, *fps_s = NULL,
                *codec = NULL, *crf_s = NULL, *preset = NULL, *depth_s = NULL, *lframes_s = NULL,
-               *config = NULL;
+               *config = NULL, *dist = NULL;
     cli_mem_args mem = {0};
     const cli_opt opts_dec[] = {{"--model", "-m", 1, &model},
                                 {"--input", "-i", 1, &input},
@@ -352,6 +354,7 @@ int cmd_run(int argc, char **argv, int encode) {
                                 {"--preset", NULL, 1, &preset},
                                 {"--bit-depth", NULL, 1, &depth_s},
                                 CLI_MEM_OPTS(mem),
+                                {"--dist", NULL, 0, &dist},
                                 {"--help", "-h", 0, &help},
                                 {NULL, NULL, 0, NULL}};
     const cli_opt opts_enc[] = {{"--model", "-m", 1, &model},
@@ -369,6 +372,7 @@ int cmd_run(int argc, char **argv, int encode) {
                                 {"--size", NULL, 1, &size_s},
                                 {"--fit", NULL, 1, &fit_s},
                                 CLI_MEM_OPTS(mem),
+                                {"--dist", NULL, 0, &dist},
                                 {"--help", "-h", 0, &help},
                                 {NULL, NULL, 0, NULL}};
     const char *pos[1];
@@ -377,6 +381,7 @@ int cmd_run(int argc, char **argv, int encode) {
     if (help) {
         fputs(encode ? help_encode : help_decode, stdout);
         fputs(cli_mem_help, stdout);
+        fputs(cli_dist_help, stdout);
         return CLI_OK;
     }
     if (!model) return cli_usage_error(cmd, "missing -m MODEL");
@@ -447,6 +452,12 @@ int cmd_run(int argc, char **argv, int encode) {
     if (encode && tensor_in && media_opts)
         return cli_usage_error(cmd, "--start, --frames, --size and --fit apply to image and video "
                                     "inputs, not to tensor files");
+
+    /* the group forms once every argument is known good: a rank that stops on a usage error
+     * after joining would leave the others waiting for it */
+    if (dist && (rc = cli_group_from_env(cmd, &so))) return rc;
+    /* --dist: the ranks above 0 make the same calls (each is collective) and drop the output */
+    const int discard = so.world > 1 && so.rank > 0;
 
     vae_model_options mo;
     vae_model_options_default(&mo);
@@ -542,8 +553,9 @@ int cmd_run(int argc, char **argv, int encode) {
     k.encode = encode;
     k.in_frames = in.ndim == 5 ? (int)in.shape[2] : 1;
     k.tf = info.is_video ? info.temporal_factor : 1;
+    k.discard = discard; /* then no writer and no output buffer */
 #ifdef VAE_HAVE_MEDIA
-    if (to_media) {
+    if (to_media && !discard) {
         vae_media_write_options wo;
         vae_media_write_options_default(&wo);
         wo.codec = codec;
@@ -565,7 +577,7 @@ int cmd_run(int argc, char **argv, int encode) {
         cli_interrupt_unlink(vae_media_writer_temp_path(k.writer));
     } else
 #endif
-    {
+        if (!discard) {
         size_t n = 1;
         for (int i = 0; i < ond; i++)
             n *= (size_t)oshape[i];
@@ -593,6 +605,7 @@ int cmd_run(int argc, char **argv, int encode) {
             rc = cli_report(rc, cmd);
         goto done;
     }
+    if (discard) goto done; /* rc is VAE_OK: rank 0 writes the output */
     if (encode && space && latent_space == 2 && (rc = convert_latent_space(m, &out, 0))) {
         rc = cli_report(rc, output);
         goto done;

@@ -10,12 +10,24 @@
 #include "media.h"
 #endif
 
-int cli_quiet, cli_verbose;
+int cli_quiet, cli_verbose, cli_rank;
+
+/* Under --dist the ranks above 0 share rank 0's terminal or log: their lines say whose they are
+ * ("rank N: "; "" otherwise), each written with one call so that ranks' lines do not mix. */
+static const char *rank_tag(char tag[32]) {
+    if (cli_rank <= 0) return "";
+    snprintf(tag, 32, "rank %d: ", cli_rank);
+    return tag;
+}
 
 static void log_to_stderr(int level, const char *msg, void *user) {
     (void)user;
     static const char *const names[] = {"debug", "info", "warning", "error"};
-    fprintf(stderr, "vae: %s: %s\n", names[level < 0 ? 0 : level > 3 ? 3 : level], msg);
+    /* rank 0 already says what every rank would: the others keep only their errors (-v: all) */
+    if (cli_rank > 0 && level < VAE_LOG_ERROR && !cli_verbose) return;
+    const int name = level < 0 ? 0 : level > 3 ? 3 : level;
+    char tag[32];
+    fprintf(stderr, "%svae: %s: %s\n", rank_tag(tag), names[name], msg);
 }
 
 int cli_exit_code(int rc) {
@@ -49,17 +61,25 @@ int cli_set_error(int code, const char *fmt, ...) {
 int cli_report(int rc, const char *what) {
     if (rc == VAE_OK) return CLI_OK;
     const char *detail = cli_error[0] ? cli_error : vae_last_error();
-    fprintf(stderr, "vae: %s: %s%s%s\n", what, vae_strerror(rc), *detail ? ": " : "", detail);
+    char tag[32];
+    fprintf(stderr, "%svae: %s: %s%s%s\n", rank_tag(tag), what, vae_strerror(rc),
+            *detail ? ": " : "", detail);
     return cli_exit_code(rc);
 }
 
+int cli_report_exit(int code, const char *what) {
+    char tag[32];
+    fprintf(stderr, "%svae: %s: %s\n", rank_tag(tag), what, cli_error);
+    return code;
+}
+
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    char msg[1024], tag[32];
     va_list ap;
-    fprintf(stderr, "vae %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n(see 'vae %s --help')\n", cmd);
+    fprintf(stderr, "%svae %s: %s\n(see 'vae %s --help')\n", rank_tag(tag), cmd, msg, cmd);
     return CLI_EUSAGE;
 }
 

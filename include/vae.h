@@ -195,6 +195,20 @@ typedef enum {
                          * whose exact floor does not fit */
 } vae_tile_mode;
 
+/* A group of processes (vae_session_options.world): an opaque id that one rank makes with
+ * vae_group_id_create and hands to the others (the CLI's rendezvous over MASTER_ADDR, or
+ * torch.distributed in vaec) before each creates its session with it. */
+#define VAE_GROUP_ID_BYTES 128
+typedef struct vae_group_id {
+    unsigned char bytes[VAE_GROUP_ID_BYTES];
+} vae_group_id;
+/* What each rank of a group of processes gets from a call (vae_session_options.group_output). */
+typedef enum { VAE_GROUP_OUTPUT_ALL = 0, VAE_GROUP_OUTPUT_OWN = 1 } vae_group_output;
+/* A new group id for sessions on `device`. CUDA: NCCL's unique id (VAE_EUNSUPPORTED where NCCL
+ * does not load); the ranks may be on several nodes. CPU: a fresh name in this process's
+ * registry: the ranks are threads of this process, each with its own session (tests, CI). */
+VAE_API int vae_group_id_create(vae_device device, vae_group_id *id);
+
 /* Developer switches (defaults are right for users), each also an environment variable of the
  * same name that overrides it (VAE_EXEC_GRAPH=0 ...). Set with vae_session_options_set. */
 typedef enum {
@@ -309,6 +323,22 @@ typedef struct vae_session_options {
      * n_devices lanes of threads / n_devices threads each (the same code path, for tests). */
     int n_devices;
     int devices[VAE_MAX_DEVICES];
+    /* One rank of a group of processes (world > 1; 0 or 1: none), e.g. one process per GPU
+     * started by torchrun or mpirun, on one node or several. Every rank creates its session with
+     * the same model, options and world, its own rank (0 .. world-1) and device (device_index),
+     * and the same group_id (vae_group_id_create on one rank, handed to the others); creation
+     * returns once every rank has joined. Every call is then collective: each rank calls with
+     * the same input (its own copy, host or its device's memory) in the same order. The ranks
+     * agree on one plan (for the least budget among them; a plan that differs between ranks
+     * fails on every rank), and each computes its share of it as one device of a device group
+     * would: its tiles of a tile-major plan (each rank computing the latent part itself), or its
+     * row band of a band plan (GroupNorm sums all-reduced over NCCL); a whole-frame plan runs on
+     * every rank. group_output: VAE_GROUP_OUTPUT_ALL: every rank gets the whole output (equal
+     * to one process's); VAE_GROUP_OUTPUT_OWN: only the tiles or band it computed, zeros
+     * elsewhere (no exchange of the output). Not together with n_devices > 1. */
+    int rank, world;
+    vae_group_id group_id;
+    int group_output;
 } vae_session_options;
 VAE_API void vae_session_options_default(vae_session_options *opts);
 /* Sets a developer switch; VAE_EINVAL for an unknown parameter or a value out of its range. */

@@ -18,11 +18,18 @@ bash scripts/build.sh build-asan -DVAE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDeb
 mkdir -p build-tsan
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVAE_SANITIZE_THREAD=ON -DVAE_CUDA=OFF \
     -DVAE_MEDIA=OFF >build-tsan/configure.log 2>&1 || { cat build-tsan/configure.log; exit 1; }
-cmake --build build-tsan --target test_threads test_comm test_fixtures vae_cli -j"$(nproc)" \
+cmake --build build-tsan --target test_threads test_comm test_ranks test_fixtures vae_cli -j"$(nproc)" \
     >build-tsan/build.log 2>&1 ||
     { tail -40 build-tsan/build.log; exit 1; }
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_threads ../shared
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_comm
+# groups of processes, ranks as threads with a session each: their failures, exact tiles (the
+# output exchanged frame by frame as each rank's last tile puts it) and row bands
+TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_ranks
+TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_fixtures ../shared wan21_tiny --tiles 3 \
+    --ranks 3 --threads 1 --case dec_t6_odd
+TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_PLAN_BANDS=1 build-tsan/test_fixtures ../shared \
+    seedvr2_tiny --ranks 2 --threads 1 --case enc_t9
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_PLAN_BANDS=1 build-tsan/test_fixtures ../shared \
     seedvr2_tiny --devices 2 --threads 1 --case dec_t6_odd
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_fixtures ../shared wan22_tiny \

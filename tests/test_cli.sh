@@ -150,5 +150,38 @@ for w in "wan2.1 --frames 81 --size 720x1280" "wan2.2 --frames 121 --size 704x12
     done
 done
 
+# ---- --dist: one rank of a group of processes (torchrun / mpirun variables) ----
+DIST_IN=(-m "$M" -i "$IO:dec_t3.latent")
+NOLAUNCHER=(env -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u VAE_RDZV_PORT
+            -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMI_RANK -u PMI_SIZE)
+expect_fail 2 "--dist on the cpu" "$T/o_dc" -- "${NOLAUNCHER[@]}" RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 \
+    "$VAE" decode "${DIST_IN[@]}" -o "$T/o_dc.safetensors" --device cpu --dist
+grep -q -- "--dist needs --device cuda" "$T/stderr" && ok "  names --dist and why" || ko "  message: $(cat "$T/stderr")"
+expect_fail 2 "--dist with RANK=abc" "$T/o_dr" -- "${NOLAUNCHER[@]}" RANK=abc WORLD_SIZE=2 \
+    "$VAE" encode -m "$M" -i "$IO:enc_t9.video" -o "$T/o_dr.safetensors" --device cuda --dist
+grep -q "RANK=abc" "$T/stderr" && ok "  names RANK" || ko "  message: $(cat "$T/stderr")"
+expect_fail 2 "--dist with --devices" "$T/o_dd" -- "${NOLAUNCHER[@]}" RANK=0 WORLD_SIZE=2 \
+    "$VAE" decode "${DIST_IN[@]}" -o "$T/o_dd.safetensors" --devices 0,1 --dist
+expect_fail 2 "--dist without a launcher" "$T/o_dn" -- "${NOLAUNCHER[@]}" -u RANK -u WORLD_SIZE \
+    "$VAE" decode "${DIST_IN[@]}" -o "$T/o_dn.safetensors" --device cuda --dist
+expect_fail 2 "bench --dist on the cpu" "" -- "${NOLAUNCHER[@]}" RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 \
+    "$VAE" bench wan2.1 --device cpu --dist --plan-only
+# rank 1 with no rank 0 to reach gives up after VAE_RDZV_TIMEOUT, its message marked as rank 1's
+# (the rendezvous comes before any GPU work: this runs on any build)
+RDZV_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+expect_fail 1 "--dist rank 1 without rank 0" "$T/o_d1" -- "${NOLAUNCHER[@]}" RANK=1 WORLD_SIZE=2 \
+    LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((RDZV_PORT - 1)) VAE_RDZV_TIMEOUT=1 \
+    "$VAE" decode "${DIST_IN[@]}" -o "$T/o_d1.safetensors" --device cuda --dist
+grep -q "^rank 1: vae: --dist: cannot reach rank 0 at 127.0.0.1:$RDZV_PORT within 1 s" "$T/stderr" \
+    && ok "  rank 1 says so, naming the address" || ko "  message: $(cat "$T/stderr")"
+# a group of one is a plain run, on any device
+expect_ok "--dist with WORLD_SIZE=1 on the cpu" -- "${NOLAUNCHER[@]}" RANK=0 WORLD_SIZE=1 \
+    "$VAE" decode "${DIST_IN[@]}" -o "$T/dec_w1.safetensors" --device cpu --dist
+expect_ok "  the same output as without --dist" -- "$VAE" compare "$T/dec_w1.safetensors:video" "$T/dec.safetensors:video" --tol 0
+expect_ok "bench --dist with WORLD_SIZE=1" -- "${NOLAUNCHER[@]}" RANK=0 WORLD_SIZE=1 "$VAE" bench wan2.1 \
+    --config '{"dim":8}' --frames 1 --size 16x16 --runs 1 --warmup 0 --device cpu --dtype fp32 --dist
+sed -n 's/^BENCH //p' "$T/stdout" | python3 -c 'import json, sys; assert json.load(sys.stdin)["ranks"] == 1' \
+    && ok "  BENCH json with \"ranks\": 1" || ko "  BENCH line: $(grep BENCH "$T/stdout")"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -2,7 +2,7 @@
  *
  * usage: test_fixtures SHARED_DIR FIXTURE [--device cpu|cuda] [--dtype fp32|bf16|fp16|fp8]
  *                     [--tol X] [--min-psnr DB] [--tiles N] [--strips N] [--blend PX] [--tile HxW]
- *                     [--max-memory BYTES] [--devices N] [--case NAME] [--threads N]
+ *                     [--max-memory BYTES] [--devices N | --ranks N] [--case NAME] [--threads N]
  *
  * Weights come from the shipped checkpoint ("file"), the taef2 .pth files, or a checkpoint written
  * by vae_synth_checkpoint() from the fixture's `config` (then checked against its `checksums`).
@@ -12,7 +12,10 @@
  * With --devices N, each case (and each tiled or blended run) again on a device group of N
  * (CPU: N lanes; CUDA: GPUs 0..N-1, shared by lanes when there are fewer): exact plans must equal
  * the one-device output bit for bit on the CPU (within the tiles' tolerance on GPUs, which tune
- * their conv paths each by its own timing), blends within 1e-6.
+ * their conv paths each by its own timing), blends within 1e-6. With --ranks N, the same as
+ * N ranks of a group of processes (threads standing in for them, each with its own session
+ * joined by a group id): every rank's output as for --devices, and each rank keeping only its
+ * own tiles (group_output own) adds up with the others to the whole output.
  * --case NAME runs that case alone, --threads N sets the CPU backend's threads (1: no OpenMP
  * workers, for ThreadSanitizer, which does not see into them).
  * Prints one line per check and "N passed, M failed".
@@ -20,6 +23,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +34,8 @@
 #include "vae.h"
 
 static int passed, failed;
-static int group_devices; /* --devices */
+static int group_devices; /* --devices or --ranks */
+static int group_ranks;   /* --ranks: the group is processes (ranks as threads, a session each) */
 
 static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void check(int ok, const char *fmt, ...) {
@@ -138,12 +143,127 @@ static int same_shape(const vae_tensor *a, const cJSON *shape) {
     return 1;
 }
 
+/* one rank of a group of processes, on its own thread */
+typedef struct rank_call {
+    const vae_model *m;
+    vae_session_options so;
+    int encode;
+    const vae_tensor *in;
+    vae_tensor out;
+    vae_plan_info plan;
+    int rc;
+    char err[512];
+    pthread_t th;
+} rank_call;
+
+static void *rank_main(void *arg) {
+    rank_call *k = arg;
+    vae_session *s = NULL;
+    k->rc = vae_session_create(&s, k->m, &k->so);
+    if (k->rc == VAE_OK)
+        k->rc = vae_session_plan(s, k->encode, k->in->shape, k->in->ndim, &k->plan);
+    if (k->rc == VAE_OK)
+        k->rc =
+            k->encode ? vae_encode_tensor(s, k->in, &k->out) : vae_decode_tensor(s, k->in, &k->out);
+    if (k->rc) snprintf(k->err, sizeof k->err, "%s", vae_last_error());
+    vae_session_free(s);
+    return NULL;
+}
+
+/* group_devices ranks, threads standing in for processes (each its own session, joined by a
+ * group id), group_output `gout`; 0 when every rank ran */
+static int run_ranks(const vae_model *m, const vae_session_options *base, int encode,
+                     const vae_tensor *in, int gout, rank_call *k, const char *label) {
+    vae_group_id id;
+    if (vae_group_id_create(base->device, &id) != VAE_OK) {
+        check(0, "%s: group id: %s", label, vae_last_error());
+        return 1;
+    }
+    const int gpus = base->device == VAE_DEVICE_CUDA ? vae_device_count(VAE_DEVICE_CUDA) : 0;
+    for (int r = 0; r < group_devices; r++) {
+        k[r] = (rank_call){.m = m, .so = *base, .encode = encode, .in = in};
+        k[r].so.world = group_devices, k[r].so.rank = r, k[r].so.group_id = id;
+        k[r].so.group_output = gout;
+        k[r].so.device_index = gpus > 0 ? r % gpus : 0;
+        pthread_create(&k[r].th, NULL, rank_main, &k[r]);
+    }
+    int failed_ranks = 0;
+    for (int r = 0; r < group_devices; r++) {
+        pthread_join(k[r].th, NULL);
+        if (k[r].rc) check(0, "%s: rank %d of %d: %s", label, r, group_devices, k[r].err);
+        failed_ranks += k[r].rc != 0;
+    }
+    return failed_ranks;
+}
+
+/* The same call as group_devices ranks of a group of processes: every rank's output against the
+ * one-device output (bit for bit when bits, else within tol); then each rank keeping only its own
+ * tiles (group_output own): at most one rank has a value where the output is not zero, and the
+ * ranks' outputs add up to the whole output. */
+static void check_ranks(const vae_model *m, const vae_session_options *base, int encode,
+                        const vae_tensor *in, const vae_tensor *single, int bits, double tol,
+                        const char *label) {
+    rank_call k[VAE_MAX_DEVICES];
+    if (base->device == VAE_DEVICE_CUDA) bits = 0;
+    static const char *const order[] = {"whole frames", "tiles", "blend"};
+    vae_tensor whole = {0}; /* rank 0's whole output (bands: the sums round differently) */
+    if (run_ranks(m, base, encode, in, VAE_GROUP_OUTPUT_ALL, k, label) == 0) {
+        for (int r = 0; r < group_devices; r++) {
+            int64_t bad;
+            const double e = rel_error(&k[r].out, single, &bad);
+            const int same =
+                numel(&k[r].out) == numel(single) &&
+                memcmp(k[r].out.data, single->data, (size_t)numel(single) * sizeof(float)) == 0;
+            check(bad == 0 && (bits ? same : e <= tol),
+                  "%s, rank %d of %d processes (%s %dx%d): %s one process (rel %.2e, tol %.0e)",
+                  label, r, group_devices, order[k[r].plan.order], k[r].plan.tiles_y,
+                  k[r].plan.tiles_x, same ? "bit for bit as" : "against", e, bits ? 0.0 : tol);
+        }
+        whole = k[0].out;
+        k[0].out = (vae_tensor){0};
+    }
+    for (int r = 0; r < group_devices; r++)
+        vae_tensor_free(&k[r].out);
+    /* own tiles: exact decodes */
+    if (whole.data && k[0].plan.order == VAE_ORDER_TILED && !encode &&
+        run_ranks(m, base, encode, in, VAE_GROUP_OUTPUT_OWN, k, label) == 0) {
+        /* (GPUs: a second call may tune its conv paths otherwise: within tol) */
+        const int64_t n = numel(single);
+        int64_t shared = 0, wrong = 0;
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float sum = 0;
+            int nonzero = 0;
+            for (int r = 0; r < group_devices; r++) {
+                const float v = ((const float *)k[r].out.data)[i];
+                sum += v, nonzero += v != 0;
+            }
+            const float want = ((const float *)whole.data)[i];
+            shared += nonzero > 1;
+            wrong += sum != want;
+            num += ((double)sum - want) * ((double)sum - want), den += (double)want * want;
+        }
+        const double e = den > 0 ? sqrt(num / den) : sqrt(num);
+        check(shared == 0 && (bits ? wrong == 0 : e <= tol),
+              "%s, each of %d ranks its own tiles: %lld values on more than one rank, %lld "
+              "differing from the whole output in the ranks' sum (rel %.2e)",
+              label, group_devices, (long long)shared, (long long)wrong, e);
+        for (int r = 0; r < group_devices; r++)
+            vae_tensor_free(&k[r].out);
+    }
+    vae_tensor_free(&whole);
+}
+
 /* The same call on a device group of group_devices (options *base otherwise): its output against
  * the one-device output `single` (bit for bit when bits, else within tol), and, on the CPU, its
  * predicted peak against the largest measured on a device. */
 static void check_group(const vae_model *m, const vae_session_options *base, int encode,
                         const vae_tensor *in, const vae_tensor *single, int bits, double tol,
                         const char *label) {
+    if (group_ranks) {
+        check_ranks(m, base, encode, in, single, bits, tol, label);
+        return;
+    }
     vae_session_options so = *base;
     so.n_devices = group_devices;
     /* GPUs 0..N-1; with fewer GPUs, lanes share them (the same code, one device's speed) */
@@ -335,9 +455,11 @@ static void check_checksums(const char *ckpt, const cJSON *sums) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s SHARED_DIR FIXTURE [--device D] [--dtype T] [--tol X] "
-                        "[--tiles N] [--strips N] [--blend PX] [--tile HxW] [--max-memory BYTES] "
-                        "[--devices N]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s SHARED_DIR FIXTURE [--device D] [--dtype T] [--tol X] "
+                "[--tiles N] [--strips N] [--blend PX] [--tile HxW] [--max-memory BYTES] "
+                "[--devices N | --ranks N]\n",
+                argv[0]);
         return 2;
     }
     const char *shared = argv[1], *name = argv[2], *device = "cpu", *dtype = "fp32";
@@ -357,6 +479,8 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--strips") == 0) sscanf(argv[i + 1], "%d", &strips);
         else if (strcmp(argv[i], "--max-memory") == 0) sscanf(argv[i + 1], "%lld", &max_mem);
         else if (strcmp(argv[i], "--devices") == 0) sscanf(argv[i + 1], "%d", &group_devices);
+        else if (strcmp(argv[i], "--ranks") == 0)
+            group_ranks = sscanf(argv[i + 1], "%d", &group_devices) == 1;
         else if (strcmp(argv[i], "--case") == 0)
             only = argv[i + 1];
         else if (strcmp(argv[i], "--threads") == 0)

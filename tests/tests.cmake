@@ -17,10 +17,17 @@ vae_unit_test(test_formats)
 vae_unit_test(test_cpu_ops)
 vae_unit_test(test_executor)
 vae_unit_test(test_comm)
+vae_unit_test(test_ranks)
+# the CLI's --dist rendezvous (cli/group.c) over loopback TCP, ranks as forked processes; its
+# library calls are stubbed in the test, so it needs neither a GPU nor NCCL
+add_executable(test_rendezvous tests/test_rendezvous.c cli/group.c)
+target_include_directories(test_rendezvous PRIVATE include cli)
+add_test(NAME test_rendezvous COMMAND test_rendezvous)
+set_tests_properties(test_rendezvous PROPERTIES LABELS unit TIMEOUT 60)
 
 add_executable(test_fixtures tests/test_fixtures.c)
 target_include_directories(test_fixtures PRIVATE include ${CJSON_INCLUDE})
-target_link_libraries(test_fixtures PRIVATE vae ${CJSON_LIB} m)
+target_link_libraries(test_fixtures PRIVATE vae Threads::Threads ${CJSON_LIB} m)
 foreach(fx wan21_tiny wan21_small wan22_tiny seedvr2_tiny taef2_real wan21_full seedvr2_full wan22_full)
   add_test(NAME fixture_${fx} COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx})
   set_tests_properties(fixture_${fx} PROPERTIES LABELS fixture)
@@ -111,6 +118,35 @@ add_test(NAME fixture_group2_blend_taef2_real COMMAND test_fixtures ${VAE_SHARED
 add_test(NAME fixture_group2_file_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3 --devices 2)
 set_tests_properties(fixture_group2_blend_taef2_real fixture_group2_file_wan22_tiny PROPERTIES LABELS fixture)
 set_tests_properties(fixture_group2_file_wan22_tiny PROPERTIES ENVIRONMENT "VAE_EXEC_HOST_MB=0")
+# groups of processes (ranks as threads of the test, each with its own session joined by a group
+# id: the same code as processes on GPUs through NCCL), one case each: the planner's choice and
+# forced tiles, every rank's output bit for bit as one process's, and each rank's own tiles adding
+# up to it (group_output own); an encoder (B's store exchanged, C on every rank); blends within
+# 1e-6; the output and B's store in temporary files; row bands of SeedVR2 (GroupNorm sums over the
+# group), decoding and encoding
+foreach(fx wan21_tiny:2:tiles:dec_t6_odd wan21_tiny:3:tiles:enc_t21_odd wan22_tiny:3:tiles:dec_t3
+        taef2_real:2:blend:coffee_dec seedvr2_tiny:3:bands:dec_t6_odd seedvr2_tiny:2:bands:enc_t9
+        wan22_tiny:2:file:dec_t3)
+  string(REPLACE ":" ";" fx_n ${fx})
+  list(GET fx_n 0 name)
+  list(GET fx_n 1 n)
+  list(GET fx_n 2 how)
+  list(GET fx_n 3 case)
+  set(args --tiles 3)
+  set(env "")
+  if(how STREQUAL blend)
+    set(args --blend 128)
+  elseif(how STREQUAL bands)
+    set(args "")
+    set(env "VAE_PLAN_BANDS=1")
+  elseif(how STREQUAL file)
+    set(env "VAE_EXEC_HOST_MB=0")
+  endif()
+  set(t fixture_ranks${n}_${how}_${name}_${case})
+  add_test(NAME ${t} COMMAND test_fixtures ${VAE_SHARED_DIR} ${name} ${args} --ranks ${n} --case ${case})
+  set_tests_properties(${t} PROPERTIES LABELS fixture ENVIRONMENT "${env}"
+    PASS_REGULAR_EXPRESSION "rank 1 of ${n} processes.* 0 failed")
+endforeach()
 # A once, on device 0, the other lane's tile reading A's frames as they come (plan a_shared): at
 # this budget the group's plan for dec_t3 is 1x2 tiles with A shared (the regular expression: the
 # plan's "A once" in the log, then dec_t3 on the group, nothing failed), within 1e-5 of one

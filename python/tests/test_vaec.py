@@ -305,3 +305,171 @@ def test_sessions_share_weights(tiny, tiny_io):
     with pytest.raises(vaec.Error) as e:
         tiny.with_options(tiles=3)
     assert "tiles" in str(e.value)
+
+
+# ---- groups of processes (ranks): on the CPU the ranks are threads of this process ----
+
+def run_ranks(world, fn, timeout=300):
+    """fn(rank) on `world` threads at once (each rank's collective calls wait for the others; the
+    library's calls release the GIL): the results by rank; a rank's exception is raised here."""
+    results, errors = [None] * world, [None] * world
+
+    def body(r):
+        try:
+            results[r] = fn(r)
+        except BaseException as e:  # noqa: B902 -- handed to the test's thread
+            errors[r] = e
+
+    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), f"a rank of {world} did not return"
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
+
+
+def tile_regions(plan, shape):
+    """The (rows, cols) slices of the owned tiles of an exact tiled plan, over an output shape."""
+    (ty, tx), (th, tw) = plan["tiles"], plan["tile_size"]
+    assert ty * th >= shape[-2] and tx * tw >= shape[-1], plan
+    return [(slice(y * th, (y + 1) * th), slice(x * tw, (x + 1) * tw))
+            for y in range(ty) for x in range(tx)]
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_group_of_cpu_ranks(tiny_io, world):
+    """world ranks (threads, each its own session with the same group id): exact tiles shared
+    out; group_output="all": every rank's output equals one ordinary session's tiled output;
+    "own": each tile is one rank's (equal there), zeros elsewhere, the ranks' union the whole."""
+    x, v = tiny_io["dec_t6_odd.latent"], tiny_io["enc_t9.video"]
+    one = vaec.load(FIXTURES / "wan21_tiny.safetensors", tile=16, threads=1)
+    plan = one.plan(tuple(x.shape))
+    assert plan["order"] == "tiled" and plan["tiles"][0] * plan["tiles"][1] >= world
+    y1, l1 = one.decode(x), one.encode(v)
+    assert rel_err(y1, tiny_io["dec_t6_odd.video"]) < 1e-4
+
+    for output in ("all", "own"):
+        gid = vaec.group_id_create("cpu")
+        assert isinstance(gid, bytes) and len(gid) == 128
+
+        def rank(r):
+            m = one.with_options(group_id=gid, rank=r, world=world, group_output=output)
+            assert (m.rank, m.world) == (r, world) and f"rank {r} of {world}" in repr(m)
+            ys = [m.decode(x.clone()) for _ in range(2)]  # two calls: collective in order
+            return ys, (m.encode(v.clone()) if output == "all" else None)
+
+        outs = run_ranks(world, rank)
+        for r, (ys, lat) in enumerate(outs):
+            assert torch.equal(ys[0], ys[1]), (output, r)
+        if output == "all":
+            for r, (ys, lat) in enumerate(outs):
+                assert torch.equal(ys[0], y1), f"rank {r}: {rel_err(ys[0], y1):.3g}"
+                assert torch.equal(lat, l1), f"rank {r} encode: {rel_err(lat, l1):.3g}"
+            continue
+        owners = []
+        for rows, cols in tile_regions(plan, y1.shape):
+            mine = [r for r, (ys, _) in enumerate(outs) if ys[0][..., rows, cols].any()]
+            assert len(mine) == 1, f"tile {rows}, {cols}: computed by ranks {mine}"
+            assert torch.equal(outs[mine[0]][0][0][..., rows, cols], y1[..., rows, cols])
+            owners.append(mine[0])
+        assert sorted(set(owners)) == list(range(world)), owners  # every rank has tiles
+        union = sum(ys[0] for ys, _ in outs)  # zeros outside each rank's tiles
+        assert torch.equal(union, y1)
+
+
+def test_group_option_errors(tiny):
+    """Bad group options are errors naming the option, before any rank waits for the others."""
+    gid = vaec.group_id_create("cpu")
+    cases = [
+        (dict(group_id=gid[:100], rank=0, world=2), "group_id"),
+        (dict(group_id=gid.hex(), rank=0, world=2), "group_id"),
+        (dict(rank=0, world=2), "group_id"),
+        (dict(group_id=gid, rank=2, world=2), "rank"),
+        (dict(group_id=gid, rank=-1, world=2), "rank"),
+        (dict(group_id=gid, rank=0), "world"),
+        (dict(group_id=gid, world=2), "rank"),
+        (dict(group_id=gid, rank=0, world=0), "world"),
+        (dict(group_id=gid, rank=True, world=2), "rank"),
+        (dict(group_id=gid, rank=0, world=2, group_output="mine"), "group_output"),
+        (dict(group_output="own"), "group_output"),
+        (dict(group_id=gid, rank=0, world=2, devices=[0, 1]), "devices"),
+        (dict(process_group=True, rank=0), "process_group"),
+        (dict(process_group=True, group_id=gid), "process_group"),
+        (dict(process_group="world"), "process_group"),
+    ]
+    for opts, text in cases:
+        with pytest.raises(vaec.Error) as e:
+            tiny.with_options(**opts)
+        assert e.value.name == "EINVAL" and text in str(e.value), (opts, str(e.value))
+    with pytest.raises(vaec.Error) as e:
+        vaec.group_id_create("tpu")
+    assert "tpu" in str(e.value)
+    assert vaec.group_id_create("cpu") != gid  # a fresh id each time
+
+
+def test_process_group_of_one(tiny_io, tmp_path):
+    """process_group= with torch.distributed (gloo, one process): rank and world from the group,
+    the id broadcast from its rank 0 (a world of 1 is an ordinary session)."""
+    import torch.distributed as dist
+    x = tiny_io["dec_t6_odd.latent"]
+    one = vaec.load(FIXTURES / "wan21_tiny.safetensors", tile=16, threads=1)
+    with pytest.raises(vaec.Error) as e:  # not initialised yet
+        one.with_options(process_group=True)
+    assert "process_group" in str(e.value)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)
+    try:
+        for pg, output in ((True, "all"), (dist.group.WORLD, "own"), (dist.new_group([0]), "all")):
+            m = one.with_options(process_group=pg, group_output=output)
+            assert (m.rank, m.world) == (0, 1)
+            assert torch.equal(m.decode(x), one.decode(x))
+    finally:
+        dist.destroy_process_group()
+
+
+class _FakeGroup:
+    """A torch.distributed stand-in whose ranks are threads (torch's own groups are processes):
+    the group's rank 0 is global rank 10 (so that the broadcast's src is translated)."""
+
+    def __init__(self, world):
+        self.world, self.local = world, threading.local()
+        self.barrier, self.box, self.sources = threading.Barrier(world), None, set()
+
+    def broadcast_object_list(self, objs, src, group):
+        assert group is self
+        self.sources.add(src)
+        if self.local.rank + 10 == src:
+            self.box = list(objs)
+        self.barrier.wait()
+        objs[:] = self.box
+        self.barrier.wait()
+
+
+def test_process_group_of_threads(tiny_io, monkeypatch):
+    """process_group= of 2 ranks through the torch.distributed calls vaec makes (here a stand-in
+    whose ranks are threads): the id made on rank 0 and broadcast, the output one session's."""
+    import torch.distributed as dist
+    g = _FakeGroup(2)
+    monkeypatch.setattr(dist, "ProcessGroup", _FakeGroup)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_rank", lambda group: group.local.rank)
+    monkeypatch.setattr(dist, "get_world_size", lambda group: group.world)
+    monkeypatch.setattr(dist, "get_global_rank", lambda group, r: r + 10)
+    monkeypatch.setattr(dist, "broadcast_object_list", g.broadcast_object_list)
+    x = tiny_io["dec_t6_odd.latent"]
+    one = vaec.load(FIXTURES / "wan21_tiny.safetensors", tile=16, threads=1)
+
+    def rank(r):
+        g.local.rank = r
+        m = one.with_options(process_group=g)
+        return m.rank, m.world, m.decode(x.clone())
+
+    outs = run_ranks(2, rank)
+    assert g.sources == {10} and len(g.box[0]) == 128
+    y1 = one.decode(x)
+    for r, (rk, world, y) in enumerate(outs):
+        assert (rk, world) == (r, 2) and torch.equal(y, y1)

@@ -7,7 +7,15 @@
 Tensors stay where they are: CUDA tensors are read and written by the engine in place on torch's
 current stream (no host copy), CPU tensors by the CPU backend. Failures raise vaec.Error with the
 library's message.
+
+One process per GPU (torchrun): each rank opens the model with the group and calls with the same
+input; the ranks share out the tiles (or SeedVR2's row bands) and each gets the whole output:
+
+    torch.distributed.init_process_group("nccl"); torch.cuda.set_device(local_rank)
+    m = vaec.load(path, device="cuda", process_group=True)   # collective
+    video = m.decode(latent)                                 # collective, latent on every rank
 """
+import contextlib
 import ctypes as C
 import json
 import threading
@@ -16,7 +24,7 @@ from . import _lib
 from ._lib import Error
 
 __all__ = ["load", "from_state_dict", "Model", "Error", "version", "build_info",
-           "cuda_available", "synth_checkpoint"]
+           "cuda_available", "synth_checkpoint", "group_id_create"]
 
 
 def version():
@@ -39,10 +47,29 @@ def synth_checkpoint(arch, path, config=None):
                                              str(path).encode()))
 
 
+def group_id_create(device="cuda"):
+    """A new id (bytes of length 128) for the sessions of a group of processes on device "cuda"
+    (NCCL's unique id; the ranks may be on several nodes) or "cpu" (a name in this process's
+    registry: the ranks are threads of this process, for tests). One rank makes it and hands it to
+    the others, each of which passes it as load(..., group_id=, rank=, world=); one id serves one
+    group of sessions. process_group= does this through torch.distributed."""
+    dev = str(device)
+    if dev == "cpu":
+        code = _lib.DEVICE_CPU
+    elif dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit()):
+        code = _lib.DEVICE_CUDA
+    else:
+        raise Error(-1, f"device {device!r}: expected 'cpu', 'cuda' or 'cuda:N'")
+    gid = _lib.GroupId()
+    _lib.check(_lib.lib.vae_group_id_create(code, C.byref(gid)))
+    return bytes(gid.bytes)
+
+
 _DTYPES = {"fp32": _lib.DTYPE_F32, "float32": _lib.DTYPE_F32, "fp16": _lib.DTYPE_F16,
            "float16": _lib.DTYPE_F16, "bf16": _lib.DTYPE_BF16, "bfloat16": _lib.DTYPE_BF16,
            "fp8": _lib.DTYPE_FP8}
 _TILES = {"auto": _lib.TILE_AUTO, "none": _lib.TILE_NONE, "blend": _lib.TILE_BLEND}
+_GROUP_OUTPUTS = {"all": _lib.GROUP_OUTPUT_ALL, "own": _lib.GROUP_OUTPUT_OWN}
 
 
 def _torch():
@@ -140,7 +167,98 @@ class _Weights:
 
 _DEFAULTS = dict(device="cpu", dtype="fp32", max_memory=None, tile_mode="auto", tile=None,
                  blend_tile=0, blend_overlap=0, threads=0, allocator="torch", tune_cache=None,
-                 devices=None, host_memory=None)
+                 devices=None, host_memory=None, process_group=None, group_id=None, rank=None,
+                 world=None, group_output="all")
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _process_group(pg, o):
+    """(rank, world, group id) of this process in torch.distributed group pg (True: the default
+    group): rank 0 of the group makes the id, a broadcast over the group hands it to the others
+    (collective: every rank of the group gets here)."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        raise Error(-1, "process_group: torch.distributed is not available") from None
+    if not dist.is_available():
+        raise Error(-1, "process_group: this torch has no torch.distributed")
+    if pg is not True and not isinstance(pg, dist.ProcessGroup):
+        raise Error(-1, f"process_group: expected a torch.distributed ProcessGroup or True (the "
+                        f"default group), got {type(pg).__name__}")
+    if not dist.is_initialized():
+        raise Error(-1, "process_group: torch.distributed is not initialised "
+                        "(torch.distributed.init_process_group first)")
+    if pg is True:
+        pg = dist.group.WORLD
+    rank, world = dist.get_rank(pg), dist.get_world_size(pg)
+    if rank < 0:
+        raise Error(-1, "process_group: this process is not a member of the group")
+    msg = [None, 0, ""]  # the id, or rank 0's error (code, message)
+    if rank == 0 and world > 1:
+        try:
+            msg[0] = group_id_create(o["device"])
+        except Error as e:  # handed to the other ranks too, which would wait for the id
+            msg[1:] = [e.code, str(e)]
+    dist.broadcast_object_list(msg, src=dist.get_global_rank(pg, 0), group=pg)
+    if msg[1]:
+        raise Error(msg[1], f"process_group: rank 0 could not make the group id: {msg[2]}")
+    return rank, world, msg[0]
+
+
+def _group(o, opts):
+    """The group-of-processes options (process_group, or group_id / rank / world) into opts; a
+    process group's id is made on its rank 0 and broadcast, after everything else is checked."""
+    if o["group_output"] not in _GROUP_OUTPUTS:
+        raise Error(-1, f"group_output {o['group_output']!r}: expected 'all' or 'own'")
+    explicit = [k for k in ("group_id", "rank", "world") if o[k] is not None]
+    pg = o["process_group"]
+    if pg is None and not explicit:
+        if o["group_output"] != "all":
+            raise Error(-1, "group_output: only for a group of processes (process_group, or "
+                            "group_id / rank / world)")
+        return None
+    if pg is not None and explicit:
+        raise Error(-1, f"process_group: not together with {', '.join(explicit)} (the group "
+                        "gives the rank, the world and the id)")
+    if opts.n_devices > 1:
+        raise Error(-1, "devices: a rank of a group of processes runs on one device (device="
+                        "'cuda:N'), not together with " + ("process_group" if pg is not None
+                                                           else ", ".join(explicit)))
+    if pg is None:
+        rank, world, gid = o["rank"], o["world"], o["group_id"]
+        for k, v in (("world", world), ("rank", rank)):
+            if v is None:
+                raise Error(-1, f"{k}: needed with {', '.join(explicit)}")
+            if not _is_int(v):
+                raise Error(-1, f"{k} {v!r}: expected an int")
+        if world < 1:
+            raise Error(-1, f"world {world}: expected at least 1")
+        if not 0 <= rank < world:
+            raise Error(-1, f"rank {rank}: expected 0 .. world-1 = {world - 1}")
+        if gid is None and world > 1:
+            raise Error(-1, "group_id: needed with world > 1 (vaec.group_id_create on one rank, "
+                            "handed to the others)")
+        if gid is not None:
+            if not isinstance(gid, (bytes, bytearray)):
+                raise Error(-1, f"group_id: expected bytes (vaec.group_id_create), got "
+                                f"{type(gid).__name__}")
+            if len(gid) != _lib.GROUP_ID_BYTES:
+                raise Error(-1, f"group_id of {len(gid)} bytes: expected {_lib.GROUP_ID_BYTES} "
+                                "(vaec.group_id_create)")
+    if (opts.device == _lib.DEVICE_CUDA and ":" not in str(o["device"]) and o["devices"] is None
+            and _torch().cuda.is_available()):
+        # "cuda" in a group: this rank's GPU, the current one (torch.cuda.set_device(local_rank))
+        opts.device_index = _torch().cuda.current_device()
+    if pg is not None:
+        rank, world, gid = _process_group(pg, o)
+    opts.rank, opts.world = rank, world
+    if gid is not None:
+        C.memmove(C.addressof(opts.group_id), bytes(gid), _lib.GROUP_ID_BYTES)
+    opts.group_output = _GROUP_OUTPUTS[o["group_output"]]
+    return rank, world
 
 
 def _device_group(devices, opts):
@@ -194,7 +312,19 @@ def _session_options(o):
     if o["host_memory"] is not None:  # VAE_PARAM_EXEC_HOST_MB
         mib = _parse_memory(o["host_memory"], "host_memory") >> 20
         _lib.check(_lib.lib.vae_session_options_set(C.byref(opts), _lib.PARAM_EXEC_HOST_MB, mib))
-    return opts
+    return opts, _group(o, opts)  # the group last: a process group's broadcast is collective
+
+
+@contextlib.contextmanager
+def _caller_device(cuda):
+    """The library makes its GPU the current one of the calling thread; torch's current device
+    is put back afterwards (a rank's broadcast and the caller's tensors go on using theirs)."""
+    torch = _torch() if cuda else None
+    if torch is None or not torch.cuda.is_available():  # (the library says what is wrong)
+        yield
+        return
+    with torch.cuda.device(torch.cuda.current_device()):
+        yield
 
 
 class Model:
@@ -211,14 +341,16 @@ class Model:
         if unknown:
             raise Error(-1, f"unknown option(s) {sorted(unknown)}: expected {sorted(_DEFAULTS)}")
         self.options = {**_DEFAULTS, **options}
-        opts = _session_options(self.options)
+        opts, group = _session_options(self.options)
+        self.rank, self.world = group or (0, 1)
         self._alloc = None
         if opts.device == _lib.DEVICE_CUDA and self.options["allocator"] == "torch":
             self._alloc = _TorchAllocator()
             opts.dev_alloc, opts.dev_free = self._alloc.alloc, self._alloc.free
             opts.dev_pool_free = self._alloc.pool_free
         s = C.c_void_p()
-        _lib.check(_lib.lib.vae_session_create(C.byref(s), weights.handle, C.byref(opts)))
+        with _caller_device(opts.device == _lib.DEVICE_CUDA):
+            _lib.check(_lib.lib.vae_session_create(C.byref(s), weights.handle, C.byref(opts)))
         self._session = s
         self.device, self.dtype = str(self.options["device"]), self.options["dtype"]
         self.info = weights.info
@@ -230,7 +362,8 @@ class Model:
 
     def with_options(self, **overrides):
         """Another session of the same weights with some options changed (dtype, tiles, budget,
-        device...): the checkpoint is not read again."""
+        device...): the checkpoint is not read again. In a group of processes every rank calls it
+        (a session of a group is made collectively); with group_id= pass a new id."""
         return Model(self._weights, **{**self.options, **overrides})
 
     def close(self):
@@ -248,8 +381,9 @@ class Model:
             pass
 
     def __repr__(self):
+        group = f", rank {self.rank} of {self.world}" if self.world > 1 else ""
         return (f"vaec.Model({self.info['arch']}, device={self.device}, dtype={self.dtype}, "
-                f"{self.info['param_count']} parameters)")
+                f"{self.info['param_count']} parameters{group})")
 
     # ---- shapes and plans ----
     def output_shape(self, shape, encode=False):
@@ -381,8 +515,8 @@ class Model:
         fn = _lib.lib.vae_encode_into if encode else _lib.lib.vae_decode_into
         self._cancelled = False
         try:
-            with self._lock:  # one call at a time per session
-                for b in range(x.shape[0]):
+            with self._lock, _caller_device(self.device.startswith("cuda")):
+                for b in range(x.shape[0]):  # (one call at a time per session)
                     if self._cancelled:  # a cancel that came between two items
                         raise Error(_lib.EINTERRUPTED, f"stopped by the caller before item {b}")
                     ci, cout = _as_c_tensor(x[b : b + 1]), _as_c_tensor(out[b : b + 1])
@@ -426,6 +560,18 @@ def load(path, arch=None, prefix=None, config=None, **options):
     parts, strips' slots), larger ones go to a temporary file (None: 2G; "256M" keeps host memory
     flat in the video's length; 0: none). arch / prefix / config: what the checkpoint
     cannot tell (e.g. config={"norm_num_groups": 8} for SeedVR2).
+
+    A group of processes (one process per GPU, e.g. under torchrun): process_group: a
+    torch.distributed ProcessGroup, or True for the default group (torch.distributed.group.WORLD):
+    this process's rank and the group's size from it, the group id made on the group's rank 0 and
+    broadcast over it; device "cuda" is then the current CUDA device (torch.cuda.set_device). Or
+    explicitly: group_id (bytes from vaec.group_id_create on one rank, handed to the others), rank
+    (0 .. world-1) and world. Opening the model, and every decode/encode after, is then collective:
+    every rank calls with the same options and the same input, in the same order; the ranks share
+    out the exact tiles (SeedVR2: row bands). group_output: "all" (every rank gets the whole
+    output, equal to one process's) or "own" (only the tiles or band this rank computed, zeros
+    elsewhere). Not together with devices= of several GPUs. On the CPU the ranks must be threads
+    of one process (each with its own Model; the calls release the GIL), for tests.
     """
     h = C.c_void_p()
     o = _model_options(prefix, arch, config)

@@ -30,6 +30,8 @@ DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_FP8 = 0, 1, 2, 3
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 PARAM_EXEC_HOST_MB = 4  # vae_param (vae.h)
 TILE_AUTO, TILE_NONE, TILE_BLEND = 0, 1, 2
+GROUP_ID_BYTES = 128  # VAE_GROUP_ID_BYTES
+GROUP_OUTPUT_ALL, GROUP_OUTPUT_OWN = 0, 1
 
 
 class Tensor(C.Structure):
@@ -45,6 +47,10 @@ Progress = C.CFUNCTYPE(C.c_int, C.c_int64, C.c_int64, C.c_void_p)
 LogFn = C.CFUNCTYPE(None, C.c_int, C.c_char_p, C.c_void_p)
 
 
+class GroupId(C.Structure):
+    _fields_ = [("bytes", C.c_ubyte * GROUP_ID_BYTES)]
+
+
 class SessionOptions(C.Structure):
     _fields_ = [("device", C.c_int), ("dtype", C.c_int), ("threads", C.c_int),
                 ("device_index", C.c_int), ("max_memory", C.c_int64), ("tile_mode", C.c_int),
@@ -52,7 +58,9 @@ class SessionOptions(C.Structure):
                 ("blend_overlap", C.c_int), ("params", C.c_int64 * 32),
                 ("params_set", C.c_uint64), ("dev_alloc", DevAlloc), ("dev_free", DevFree),
                 ("dev_alloc_user", C.c_void_p), ("dev_pool_free", DevPoolFree),
-                ("tune_cache", C.c_char_p), ("n_devices", C.c_int), ("devices", C.c_int * 8)]
+                ("tune_cache", C.c_char_p), ("n_devices", C.c_int), ("devices", C.c_int * 8),
+                ("rank", C.c_int), ("world", C.c_int), ("group_id", GroupId),
+                ("group_output", C.c_int)]
 
 
 class ModelOptions(C.Structure):
@@ -127,6 +135,7 @@ _SIGS = {
     "vae_session_device_peaks": (_I, [_P, C.POINTER(C.c_int64), _I]),
     "vae_session_plan": (_I, [_P, _I, C.POINTER(C.c_int64), _I, C.POINTER(PlanInfo)]),
     "vae_call_options_default": (_V, [C.POINTER(CallOptions)]),
+    "vae_group_id_create": (_I, [_I, C.POINTER(GroupId)]),
     "vae_synth_checkpoint": (_I, [C.c_char_p, C.c_char_p, C.c_char_p]),
     "vae_decode_into": (_I, [_P, C.POINTER(Tensor), C.POINTER(Tensor), C.POINTER(CallOptions)]),
     "vae_encode_into": (_I, [_P, C.POINTER(Tensor), C.POINTER(Tensor), C.POINTER(CallOptions)]),

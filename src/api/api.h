@@ -33,6 +33,10 @@ struct vae_session {
     int64_t model_error[2]; /* decode, encode: bytes a run held beyond the memory model's plan */
     int64_t retry_budget;   /* > 0: this call's next plan after the device or host ran out */
     atomic_int cancel;      /* vae_session_cancel, from any thread */
+    /* a rank of a group of processes (opts.world > 1; session_group.c), else NULL */
+    struct vae_comm *comm;
+    int64_t group_avail; /* > 0: this call's budget base, the least any rank has available */
+    int group_stopped;   /* a call failed while the ranks exchanged: the group is unusable */
 };
 
 /* session_plan.c: one call's plan (VAE_ENOMEM with the plan filled when nothing fits) and its
@@ -40,6 +44,16 @@ struct vae_session {
 int vae_frames_used(const vae_program *p, int t);
 int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan);
 int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g, const vae_run_io *io);
+
+/* session_group.c: a rank of a group of processes. join: at creation (collective), leave: at
+ * free; plan: this call's plan, made by every rank for the least budget among them and checked
+ * to be the same on every rank (collective; VAE_ENOMEM with the plan filled, as
+ * vae_session_plan_make); run: its share, the group stopped by a failure */
+int vae_session_group_join(vae_session *s);
+void vae_session_group_leave(vae_session *s);
+int vae_session_group_plan(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan);
+int vae_session_group_run(vae_session *s, vae_runner *r, const vae_plan *plan, const vae_run_io *io,
+                          int *emitted);
 
 /* tensor_view.c: the caller's tensors as [c][t][h][w] views */
 int vae_tensor_view(const vae_tensor *x, const char *what, int channels, vae_io_view *v);

@@ -48,6 +48,18 @@ static int check_options(const vae_session_options *o) {
     for (int i = 0; i < o->n_devices; i++)
         if (o->devices[i] < 0)
             return vae_fail(VAE_EINVAL, "devices: index %d is negative", o->devices[i]);
+    if (o->world < 0 || (o->world > 1 && (o->rank < 0 || o->rank >= o->world)))
+        return vae_fail(VAE_EINVAL,
+                        "rank %d of world %d: a group of processes has world >= 2 "
+                        "ranks, numbered 0 .. world-1",
+                        o->rank, o->world);
+    if (o->world > 1 && o->n_devices > 1)
+        return vae_fail(VAE_EINVAL,
+                        "a rank of a group of processes (world %d) runs on one device "
+                        "(n_devices %d): one process per GPU",
+                        o->world, o->n_devices);
+    if (o->group_output != VAE_GROUP_OUTPUT_ALL && o->group_output != VAE_GROUP_OUTPUT_OWN)
+        return vae_fail(VAE_EINVAL, "unknown group_output %d", o->group_output);
     return VAE_OK;
 }
 
@@ -115,6 +127,7 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
     for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++)
         rc = lane_create(s, o.n_devices > 1 ? o.devices[k] : o.device_index, &s->lane[k]);
     s->be = s->lane[0];
+    if (rc == VAE_OK && o.world > 1) rc = vae_session_group_join(s);
     if (rc) {
         vae_session_free(s);
         return rc;
@@ -144,6 +157,7 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
 
 void vae_session_free(vae_session *s) {
     if (!s) return;
+    vae_session_group_leave(s);
     for (int k = 0; k < VAE_MAX_DEVICES; k++) {
         vae_runner_free(s->runner[0][k]);
         vae_runner_free(s->runner[1][k]);

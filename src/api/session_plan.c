@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "core/comm.h"
 
 /* How many input frames a program consumes: the first chunk, then whole chunks. */
 int vae_frames_used(const vae_program *p, int t) {
@@ -43,7 +44,9 @@ int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_
         if (a < avail) avail = a;
     }
     if (rc) return rc;
+    if (s->group_avail > 0) avail = s->group_avail; /* a group of processes: its least */
     const int sharing = lanes_per_device(s); /* lanes on one device share its memory */
+    const int ranks = s->comm ? s->comm->size : s->n_lanes;
     const vae_session_options *o = &s->opts;
     vae_plan_request rq = {
         .prog = p, .encode = encode, .t = vae_frames_used(p, g->t), .h = g->h, .w = g->w,
@@ -58,11 +61,12 @@ int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_
         .cut = s->set.plan_cut, .store_host = s->set.exec_store_host,
         .scratch_minimal = s->set.plan_scratch_min, .strips = s->set.plan_strips,
         .host_store_max = (int64_t)s->set.exec_host_mb << 20, .ranks = s->n_lanes};
+    rq.ranks = ranks, rq.processes = s->comm != NULL; /* (a group of processes: its ranks) */
     rq.blend_overlap = o->blend_overlap > 0 ? o->blend_overlap : rq.blend_tile / 8;
     rq.strip_norm_in_place = s->set.exec_strip_norm && be->v->norm_rows;
     /* band plans: every lane splits GroupNorm (its sums all-reduced by the group's communicator,
      * runner_group.c) */
-    int split = s->n_lanes > 1 && s->set.plan_bands >= 0;
+    int split = ranks > 1 && s->set.plan_bands >= 0;
     for (int k = 0; k < s->n_lanes; k++)
         split = split && s->lane[k]->v->norm_stats && s->lane[k]->v->norm_apply;
     rq.reduce = split ? 1 + s->set.plan_bands : 0;
@@ -82,6 +86,7 @@ static int run_once(vae_session *s, int encode, const vae_plan *plan, const vae_
             rc = be->v->scratch_reserve(be, (size_t)plan->scratch, plan->scratch_minimal);
     }
     if (rc) return rc;
+    if (s->comm) return vae_session_group_run(s, rs[0], plan, io, emitted);
     return s->n_lanes > 1 ? vae_runner_run_group(rs, s->n_lanes, plan, io, emitted)
                           : vae_runner_run(rs[0], plan, io, emitted);
 }
@@ -117,11 +122,18 @@ int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g,
     s->retry_budget = 0;
     for (int attempt = 0;; attempt++) {
         vae_plan plan;
-        if ((rc = vae_session_plan_make(s, encode, g, &plan))) {
+        rc = s->comm ? vae_session_group_plan(s, encode, g, &plan)
+                     : vae_session_plan_make(s, encode, g, &plan);
+        if (rc) {
             vae_plan_free(&plan); /* a plan that does not fit keeps its tiles for the caller */
             break;
         }
         VAE_INFO("plan: %s", plan.why);
+        if (s->comm && plan.kind == VAE_PLAN_WHOLE && attempt == 0)
+            VAE_WARN("%s: the plan is whole frames, so every rank of the group computes all of "
+                     "it (no exact tiles or bands to share: the input is too small for them to "
+                     "pay, or VAE_PLAN_BANDS=-1)",
+                     encode ? "encode" : "decode");
         if (s->n_lanes > 1 && plan.kind == VAE_PLAN_WHOLE && attempt == 0)
             VAE_WARN(
                 "%s: the plan is whole frames, so device %d runs it alone (no exact tiles or "
@@ -140,8 +152,9 @@ int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g,
          * ran out says nothing about the model: this call plans for 80% of what it held then,
          * if an exact plan that small exists */
         const int64_t ran_out_at = peak * 4 / 5;
-        const int retry = rc == VAE_ENOMEM && emitted == 0 && attempt < 2 && plan.budget > 0 &&
-                          s->opts.tile_mode != VAE_TILE_NONE &&
+        /* (not in a group of processes: its ranks would have to fail together) */
+        const int retry = rc == VAE_ENOMEM && !s->comm && emitted == 0 && attempt < 2 &&
+                          plan.budget > 0 && s->opts.tile_mode != VAE_TILE_NONE &&
                           (refused || ran_out_at >= plan.floor);
         if (retry && refused && plan.budget - modelled + plan.budget / 20 > *model_error)
             *model_error = plan.budget - modelled + plan.budget / 20;

@@ -29,6 +29,9 @@ struct vae_assembly {
     int64_t *off, *block;
     float *buf, *fbuf; /* a tile block, a frame */
     pthread_mutex_t mu;
+    int rank, world; /* a rank of a group of processes: its tiles only (vae_assembly_set_rank) */
+    int (*merge)(float *frame, int f, void *user);
+    void *merge_user;
 };
 
 /* Blend weight of row i of a tile's output span `out` in a frame of n rows: raised-cosine ramps
@@ -76,6 +79,7 @@ int vae_assembly_open(vae_assembly **out, const vae_plan *pl, int64_t max_host_b
     *out = a;
     pthread_mutex_init(&a->mu, NULL);
     a->plan = pl;
+    a->world = 1;
     a->frame = (size_t)pl->c_out * pl->h_out * pl->w_out;
     const int64_t bytes = (int64_t)a->frame * pl->t_out * (int64_t)sizeof(float);
     const size_t plane = (size_t)pl->h_out * pl->w_out;
@@ -193,6 +197,12 @@ int vae_assembly_put(vae_assembly *a, int tile, const float *fr, int first, int 
     return rc;
 }
 
+void vae_assembly_set_rank(vae_assembly *a, int rank, int world,
+                           int (*merge)(float *frame, int f, void *user), void *user) {
+    a->rank = rank, a->world = world;
+    a->merge = merge, a->merge_user = user;
+}
+
 int vae_assembly_emit(vae_assembly *a, int upto, vae_frames_fn emit, void *user, int *emitted) {
     const vae_plan *pl = a->plan;
     const size_t plane = (size_t)pl->h_out * pl->w_out;
@@ -200,8 +210,8 @@ int vae_assembly_emit(vae_assembly *a, int upto, vae_frames_fn emit, void *user,
     for (int f = *emitted; f < upto; f++) {
         float *fr = a->out ? a->out + (size_t)f * a->frame : a->fbuf;
         if (!a->out) { /* the frame from its tiles' blocks */
-            if (a->wsum) memset(fr, 0, a->frame * sizeof *fr);
-            for (int i = 0; i < pl->n_tiles; i++) {
+            if (a->wsum || a->world > 1) memset(fr, 0, a->frame * sizeof *fr);
+            for (int i = a->rank; i < pl->n_tiles; i += a->world) {
                 const vae_plan_tile *t = &pl->tiles[i];
                 const int rows = t->own_y.hi - t->own_y.lo, cols = t->own_x.hi - t->own_x.lo;
                 int rc =
@@ -219,6 +229,10 @@ int vae_assembly_emit(vae_assembly *a, int upto, vae_frames_fn emit, void *user,
                             memcpy(dst, src, (size_t)cols * sizeof *dst);
                     }
             }
+        }
+        if (a->merge) {
+            const int rc = a->merge(fr, f, a->merge_user);
+            if (rc) return rc;
         }
         if (a->wsum)
             for (size_t i = 0; i < a->frame; i++)

@@ -30,6 +30,12 @@ void vae_assembly_free(vae_assembly *a);
  * rows/columns. */
 int vae_assembly_put(vae_assembly *a, int tile, const float *frames, int first, int n, int c, int h,
                      int w);
+/* One rank of a group of processes (runner_rank.c) puts only the tiles i with i % world ==
+ * rank: a frame out of the file is made of those alone (the rest zeros), and merge, when given,
+ * completes each frame [c][h][w] in place (blends: before it is divided by the weights) before
+ * it is emitted. */
+void vae_assembly_set_rank(vae_assembly *a, int rank, int world,
+                           int (*merge)(float *frame, int f, void *user), void *user);
 /* Frames [*emitted, upto) to emit in order (one frame a call; every tile must have put them),
  * *emitted counting them: the runner hands frames out as its last tile finishes them, and the
  * rest (upto = the output's frames) at the end. */

@@ -95,6 +95,11 @@ typedef struct vae_backend_vtbl {
      * with no error left behind where it cannot be made (no NCCL, a device twice): the caller
      * takes comm_threads.c instead. */
     int (*comm_create)(vae_backend *const *lanes, int n, struct vae_comm **ranks);
+    /* Optional (NULL: none; the session takes comm_threads.c's registry): this backend's rank
+     * `rank` of a group of `world` processes, joined with the id that one rank made
+     * (vae_cuda_group_id_create); returns once every rank has joined. */
+    int (*comm_join)(vae_backend *be, const unsigned char *id, int rank, int world,
+                     struct vae_comm **out);
     /* ACT (a), ADD (a + b2), SCALE_SHIFT (a): n_vox voxels of op->c_in channels (y may equal a) */
     int (*eltwise)(vae_backend *be, const vae_op *op, void *state, const void *a, const void *b2,
                    void *y, int64_t n_vox);
@@ -223,6 +228,8 @@ struct vae_settings;
 int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index,
                             const struct vae_settings *settings, const vae_dev_allocator *alloc);
 int vae_cuda_available(void);
+/* a group id for comm_join (NCCL's unique id), VAE_COMM_ID_BYTES bytes */
+int vae_cuda_group_id_create(unsigned char *id);
 #endif
 
 #endif

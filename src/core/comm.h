@@ -54,4 +54,12 @@ struct vae_comm {
 /* `size` handles of one in-process group (ranks[k]: rank k, used by one thread at a time). */
 int vae_comm_threads_create(int size, vae_comm **ranks);
 
+/* Groups whose ranks join one by one with an id (vae_group_id: sessions of a group of processes,
+ * which on the CPU are threads of this process). new_id: a fresh id of this process; join: rank
+ * `rank`'s handle of the group of `world` ranks with that id (its first rank makes it). */
+#define VAE_COMM_ID_BYTES 128
+void vae_comm_threads_new_id(unsigned char *id);
+int vae_comm_threads_id(const unsigned char *id); /* 1: an id of new_id (of any process) */
+int vae_comm_threads_join(const unsigned char *id, int rank, int world, vae_comm **out);
+
 #endif

@@ -7,8 +7,11 @@
  * mismatches are found between the rounds, and every rank still passes both, so a bad call
  * fails on every rank involved instead of leaving the others waiting.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "core.h"
@@ -185,32 +188,136 @@ static const vae_comm_vtbl threads_vtbl = {
     .destroy = threads_destroy,
 };
 
-int vae_comm_threads_create(int size, vae_comm **ranks) {
-    if (size < 1 || !ranks) return vae_fail(VAE_EINVAL, "comm: a group of %d ranks", size);
+static group *group_new(int size) {
     group *g = vae_calloc(1, sizeof *g);
     post *posts = vae_calloc((size_t)size, sizeof *posts);
     if (!g || !posts) {
         vae_free(g);
         vae_free(posts);
-        return vae_fail(VAE_ENOMEM, "comm: out of memory");
+        return NULL;
     }
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     g->size = size;
     g->aborted_by = -1;
     g->posts = posts;
+    return g;
+}
+
+static vae_comm *rank_new(group *g, int k) {
+    rank_comm *r = vae_calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->base = (vae_comm){&threads_vtbl, k, g->size, 0};
+    r->g = g;
+    return &r->base;
+}
+
+int vae_comm_threads_create(int size, vae_comm **ranks) {
+    if (size < 1 || !ranks) return vae_fail(VAE_EINVAL, "comm: a group of %d ranks", size);
+    group *g = group_new(size);
+    if (!g) return vae_fail(VAE_ENOMEM, "comm: out of memory");
     for (int k = 0; k < size; k++) {
-        rank_comm *r = vae_calloc(1, sizeof *r);
-        if (!r) { /* no thread has a handle yet: all of it goes */
+        if (!(ranks[k] = rank_new(g, k))) { /* no thread has a handle yet: all of it goes */
             for (int j = 0; j < k; j++)
                 vae_free(ranks[j]);
             group_free(g);
             return vae_fail(VAE_ENOMEM, "comm: out of memory");
         }
-        r->base = (vae_comm){&threads_vtbl, k, size, 0};
-        r->g = g;
-        ranks[k] = &r->base;
     }
     g->handles = size;
     return VAE_OK;
+}
+
+/* ---- groups joined by id: sessions of one process standing in for the processes of a group
+ * (vae_session_options.world on the CPU). A group is in the registry from its first rank's join
+ * until its last rank's, and holds a handle of its own meanwhile, so that a rank that leaves
+ * early does not free it under the others. */
+typedef struct named {
+    unsigned char id[VAE_COMM_ID_BYTES];
+    group *g;
+    int joined;
+    unsigned char *has; /* [size]: rank k has joined */
+    struct named *next;
+} named;
+
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static named *registry;
+static unsigned long registry_ids;
+
+static const char id_magic[] = "vae.c threads group";
+
+void vae_comm_threads_new_id(unsigned char *id) {
+    pthread_mutex_lock(&registry_mu);
+    const unsigned long n = ++registry_ids;
+    pthread_mutex_unlock(&registry_mu);
+    memset(id, 0, VAE_COMM_ID_BYTES);
+    snprintf((char *)id, VAE_COMM_ID_BYTES, "%s %ld %lu", id_magic, (long)getpid(), n);
+}
+
+int vae_comm_threads_id(const unsigned char *id) {
+    return strncmp((const char *)id, id_magic, sizeof id_magic - 1) == 0;
+}
+
+static named *registry_find(const unsigned char *id) {
+    for (named *e = registry; e; e = e->next)
+        if (memcmp(e->id, id, VAE_COMM_ID_BYTES) == 0) return e;
+    return NULL;
+}
+
+static void registry_drop(named *e) {
+    for (named **p = &registry; *p; p = &(*p)->next)
+        if (*p == e) {
+            *p = e->next;
+            break;
+        }
+    vae_free(e->has);
+    vae_free(e);
+}
+
+/* the entry of id, made by its first rank (world ranks); NULL with an error set */
+static named *registry_entry(const unsigned char *id, int world) {
+    named *e = registry_find(id);
+    if (e) return e;
+    e = vae_calloc(1, sizeof *e);
+    if (e) e->has = vae_calloc((size_t)world, 1);
+    if (e && e->has) e->g = group_new(world);
+    if (!e || !e->has || !e->g) {
+        if (e) vae_free(e->has);
+        vae_free(e);
+        vae_fail(VAE_ENOMEM, "comm: out of memory");
+        return NULL;
+    }
+    memcpy(e->id, id, VAE_COMM_ID_BYTES);
+    e->g->handles = 1; /* the registry's */
+    e->next = registry;
+    registry = e;
+    return e;
+}
+
+int vae_comm_threads_join(const unsigned char *id, int rank, int world, vae_comm **out) {
+    char want[64];
+    snprintf(want, sizeof want, "%s %ld ", id_magic, (long)getpid());
+    if (strncmp((const char *)id, want, strlen(want)) != 0)
+        return vae_fail(VAE_EINVAL, "group id: not one this process made for CPU sessions (on the "
+                                    "CPU the ranks of a group are threads of one process)");
+    pthread_mutex_lock(&registry_mu);
+    named *e = registry_entry(id, world);
+    int rc = e ? VAE_OK : VAE_ENOMEM;
+    if (rc == VAE_OK && e->g->size != world)
+        rc = vae_fail(VAE_EINVAL, "group id: rank %d joins a group of %d ranks, which has %d", rank,
+                      world, e->g->size);
+    else if (rc == VAE_OK && e->has[rank])
+        rc = vae_fail(VAE_EINVAL, "group id: rank %d of %d joined twice", rank, world);
+    if (rc == VAE_OK && !(*out = rank_new(e->g, rank)))
+        rc = vae_fail(VAE_ENOMEM, "comm: out of memory");
+    if (rc == VAE_OK) {
+        e->has[rank] = 1;
+        const int complete = ++e->joined == world;
+        pthread_mutex_lock(&e->g->mu);
+        e->g->handles += complete ? 0 : 1; /* complete: the registry's handle becomes this rank's */
+        pthread_mutex_unlock(&e->g->mu);
+        if (complete) registry_drop(e);
+    }
+    pthread_mutex_unlock(&registry_mu);
+    return rc;
 }

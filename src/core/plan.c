@@ -350,6 +350,9 @@ static int search_tiles(planner *pl, cand *best, cand *floor_c) {
                 memset(&c, 0, sizeof c);
                 tried++;
                 if ((rc = plan_try_tiled(pl, th, tw, &c, NULL))) return rc;
+                /* a group of processes runs a band on every rank (runner_rank.c): as many as
+                 * there are ranks (a device group leaves a device without one out) */
+                if (pl->rq->processes && pl->b_reduce && c.tiles != pl->rq->ranks) continue;
                 cand_debug(pl, &c);
                 if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
                 if (budget > 0 && c.peak > budget) continue;

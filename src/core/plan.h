@@ -109,6 +109,8 @@ typedef struct vae_plan_request {
                                     * whole frames on one device, in grids of a multiple of
                                     * `ranks` tiles, with B's store on the host (every device
                                     * writes it); the budget is each device's */
+    int processes;                 /* the ranks are processes (runner_rank.c): no host memory
+                                    * is common to them, so A is never shared */
     int reduce;                    /* the group can all-reduce (comm.h) and its backends split
                                     * GroupNorm (norm_stats): band plans (vae_plan.reduce) where
                                     * they are faster (1) or wherever they apply (2: tests) */

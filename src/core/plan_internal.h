@@ -101,6 +101,7 @@ typedef struct cand {
                          * with halos */
     int slots_host;     /* strips: their slots in host memory */
     int tile_h, tile_w; /* owned tile size in B's output (TILED), or input crop size (BLEND) */
+    int tiles;          /* TILED: how many (a split may give fewer than asked for) */
     int cut;            /* TILED: the cut candidate (planner.cuts) */
     int64_t peak, peak_alloc, scratch;
     int64_t caches; /* causal caches of its largest part or tile */

@@ -383,7 +383,7 @@ static int shared_a_ok(const planner *pl, int ny, int nx) {
     const int n = rq->ranks;
     const int row = ny == 1 && nx == n, column = nx == 1 && ny == n;
     return n >= 2 && (row || column) && pl->pa.present && !rq->encode && rq->tile_w <= 0 &&
-           rq->tile_h <= 0 && !pl->b_reduce;
+           rq->tile_h <= 0 && !pl->b_reduce && !rq->processes;
 }
 
 /* The tiles of a group's line (row bands, or a row or column with A once: *a_once) shared out so
@@ -446,6 +446,7 @@ int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan)
     int ny = plan_split_axis(hb, tile_h, pl->own_align, sy, MAX_SPANS);
     int nx = plan_split_axis(wb, tile_w, pl->own_align, sx, MAX_SPANS);
     c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo; /* (the even split's) */
+    c->tiles = ny * nx;
     c->a_shared = shared_a_ok(pl, ny, nx);
     const int rc = balance_line(pl, &c->a_shared, ny, nx, sy, sx);
     return rc ? rc : try_spans(pl, b, sy, ny, sx, nx, 0, c, plan);

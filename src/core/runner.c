@@ -180,9 +180,14 @@ static int emit_frames(run *s, const float *fr, int first, int n, int c, int h, 
     return VAE_OK;
 }
 
-/* A tile's frames into the assembly; a runner alone hands out the frames its last tile has
- * finished (every tile before it ran through every frame) while the device computes the next
- * step, instead of all of them after the last step. */
+/* The io that assembled frames go to. */
+static const vae_run_io *out_io(const run *s) {
+    return s->out_io ? s->out_io : s->io;
+}
+
+/* A tile's frames into the assembly; a runner alone (or a rank of a group of processes) hands
+ * out the frames its last tile has finished (every tile before it ran through every frame)
+ * while the device computes the next step, instead of all of them after the last step. */
 static int take_output(run *s, const float *fr, int first, int n, int c, int h, int w,
                        const vae_plan_tile *t) {
     if (s->direct) return emit_frames(s, fr, first, n, c, h, w);
@@ -190,7 +195,8 @@ static int take_output(run *s, const float *fr, int first, int n, int c, int h, 
     const int tile = (int)(t - s->plan->tiles);
     int rc = vae_assembly_put(s->out, tile, fr, first, n, c, h, w);
     s->put_s += vae_seconds() - t0;
-    if (rc == VAE_OK && !s->sh && tile == s->plan->n_tiles - 1 && !s->io->out_view) {
+    const int last = s->rank + (s->plan->n_tiles - 1 - s->rank) / s->world * s->world;
+    if (rc == VAE_OK && !s->sh && tile == last && (s->world > 1 || !out_io(s)->out_view)) {
         const double t1 = vae_seconds();
         rc = runner_emit_assembled(s, s->out, first + n);
         s->emit_s += vae_seconds() - t1;
@@ -212,19 +218,21 @@ static int emit_to_view(const float *fr, int first, int n, int c, int h, int w, 
         return vae_fail(VAE_ENOMEM, "out of %s memory for an output frame", be->v->name);
     rc = be->v->upload(be, dev, r->cl, vals);
     if (rc == VAE_OK)
-        rc = be->v->view_export(be, dev, n, h, w, 0, 0, h, w, s->io->out_view, first, 0, 0);
+        rc = be->v->view_export(be, dev, n, h, w, 0, 0, h, w, out_io(s)->out_view, first, 0, 0);
     if (rc == VAE_OK) rc = be->v->sync(be); /* r->cl is reused by the next frame */
     be->v->release(be, dev);
     return rc;
 }
 
 int runner_emit_assembled(run *s, vae_assembly *a, int upto) {
-    return s->io->out_view ? vae_assembly_emit(a, upto, emit_to_view, s, &s->emitted)
-                           : vae_assembly_emit(a, upto, s->io->emit, s->io->emit_user, &s->emitted);
+    const vae_run_io *io = out_io(s);
+    return io->out_view ? vae_assembly_emit(a, upto, emit_to_view, s, &s->emitted)
+                        : vae_assembly_emit(a, upto, io->emit, io->emit_user, &s->emitted);
 }
 
-/* After each executor step: progress (reported by runner 0 of a group: the caller's thread),
- * the caller's request to stop, and, in a group, another runner's failure. */
+/* After each executor step: progress (reported by runner 0 of a device group: the caller's
+ * thread; by every rank of a group of processes to its own caller), the caller's request to
+ * stop, and, in a device group, another runner's failure. */
 static int tick(run *s) {
     s->done++;
     const int64_t done = s->sh ? atomic_fetch_add(&s->sh->done, 1) + 1 : s->done;
@@ -232,24 +240,38 @@ static int tick(run *s) {
     if (s->sh && atomic_load(&s->sh->stop))
         return vae_fail(VAE_EINTERRUPTED, "stopped: another device of the group failed");
     if ((io->cancel && atomic_load_explicit(io->cancel, memory_order_relaxed)) ||
-        (io->progress && s->rank == 0 && io->progress(done, s->total, io->progress_user)))
+        (io->progress && (!s->sh || s->rank == 0) &&
+         io->progress(done, s->total, io->progress_user)))
         return vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %lld of %lld steps",
                         s->plan->encode ? "encode" : "decode", (long long)done,
                         (long long)s->total);
     return VAE_OK;
 }
 
+static int64_t input_chunks(const vae_program *p, const vae_plan *pl) {
+    return pl->t_in < p->first_chunk ? 0 : 1 + (pl->t_in - p->first_chunk) / p->chunk;
+}
+
 /* Units of work of the plan: executor steps over every part and tile (A once per runner of a
  * group of `world`, or once for all of them when shared). */
 int64_t runner_plan_steps(const vae_runner *r, const vae_plan *pl, int world) {
     const vae_program *p = r->p;
-    const int64_t chunks = pl->t_in < p->first_chunk ? 0 : 1 + (pl->t_in - p->first_chunk) / p->chunk;
+    const int64_t chunks = input_chunks(p, pl);
     if (pl->kind != VAE_PLAN_TILED) return chunks * pl->n_tiles;
     const int a = r->part[0].present, c = r->part[2].present;
     /* (C after bands: on every runner, runner_group.c) */
     return (a ? chunks * (pl->a_shared ? 1 : world) : 0) +
            (int64_t)pl->n_tiles * (a ? pl->store_t[0] : chunks) +
            (c ? pl->store_t[1] * (pl->reduce ? world : 1) : 0);
+}
+
+/* The same for rank `rank` of a group of processes (runner_rank.c): A, its tiles, and C. */
+int64_t runner_rank_steps(const vae_runner *r, const vae_plan *pl, int rank, int world) {
+    const int64_t chunks = input_chunks(r->p, pl);
+    const int64_t tiles = (pl->n_tiles - rank + world - 1) / world;
+    if (pl->kind != VAE_PLAN_TILED) return chunks * tiles;
+    const int a = r->part[0].present, c = r->part[2].present;
+    return (a ? chunks : 0) + tiles * (a ? pl->store_t[0] : chunks) + (c ? pl->store_t[1] : 0);
 }
 
 /* ---- streams through one part -----------------------------------------------------------------

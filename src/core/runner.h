@@ -58,4 +58,13 @@ int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, in
 int vae_runner_run_group(vae_runner *const *rs, int n, const vae_plan *plan, const vae_run_io *io,
                          int *emitted);
 
+/* Runs rank comm->rank's share of the plan in a group of comm->size processes (runner_rank.c):
+ * the tiles (or band) a runner of a device group of that size would run, A itself; the output of
+ * tiled and blended plans is exchanged (every rank gets the whole output, or with own_only its
+ * own tiles and zeros elsewhere), an encoder's B store is exchanged before every rank runs C.
+ * Whole-frame plans run whole. Every rank makes this call with the same plan. */
+struct vae_comm;
+int vae_runner_run_rank(vae_runner *r, const vae_plan *plan, const vae_run_io *io,
+                        struct vae_comm *comm, int own_only, int *emitted);
+
 #endif

@@ -3,6 +3,8 @@
  * runner_store.c  the stores between a plan's parts (device, pinned host, host, temporary file)
  * runner.c        one runner: parts, streams, tiles, host output (uses runner_store.c)
  * runner_group.c  several runners on one plan, one thread each (uses runner.c)
+ * runner_rank.c   one rank of a group of processes: its share of a plan, the output exchanged
+ *                 (uses runner.c and runner_store.c)
  */
 #ifndef VAE_RUNNER_INTERNAL_H
 #define VAE_RUNNER_INTERNAL_H
@@ -85,6 +87,8 @@ typedef struct run {
     vae_runner *r;
     const vae_plan *plan;
     const vae_run_io *io;
+    const vae_run_io *out_io; /* where assembled frames go (NULL: io; a rank of a group of
+                               * processes runs its tiles with an io without output) */
     int emitted;
     int64_t done, total; /* units of work (executor steps) */
     int rank, world;     /* this runner takes the tiles i with i % world == rank */
@@ -125,6 +129,7 @@ int runner_store_get(run *s, const store *st, int f, vae_span y, vae_span x, voi
 /* ---- runner.c: the steps of a plan, for runner_group.c ---- */
 int runner_prepare(vae_runner *r, const vae_plan *plan);
 int64_t runner_plan_steps(const vae_runner *r, const vae_plan *pl, int world);
+int64_t runner_rank_steps(const vae_runner *r, const vae_plan *pl, int rank, int world);
 /* A (if any) and this run's tiles of B; B's output into sb (C follows) or to the output.
  * shared_a: a group's store of A (plan a_shared), filled by runner 0 while the others read it */
 int runner_run_tiles(run *s, store *shared_a, store *sb);

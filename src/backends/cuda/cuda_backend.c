@@ -754,6 +754,7 @@ static const vae_backend_vtbl cuda_vtbl = {
     .norm_stats = cuda_norm_stats,
     .norm_apply = cuda_norm_apply,
     .comm_create = cuda_comm_create,
+    .comm_join = cuda_comm_join,
     .eltwise = cuda_eltwise,
     .resample = cuda_resample,
     .attention = cuda_attention,

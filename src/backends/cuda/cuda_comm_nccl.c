@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
 #include "core/comm.h"
@@ -40,6 +41,8 @@ typedef struct nccl_api {
     ncclResult_t (*abort)(ncclComm_t);
     ncclResult_t (*destroy)(ncclComm_t);
     const char *(*error_string)(ncclResult_t);
+    ncclResult_t (*get_unique_id)(ncclUniqueId *);
+    ncclResult_t (*init_rank)(ncclComm_t *, int, ncclUniqueId, int);
 } nccl_api;
 
 static nccl_api api;
@@ -50,12 +53,15 @@ static void api_load(void) {
     void *lib = dlopen(VAE_NCCL_LIB, RTLD_NOW | RTLD_LOCAL);
     if (!lib) lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return;
-    void **fn[] = {(void **)&api.init_all, (void **)&api.all_reduce,  (void **)&api.send,
-                   (void **)&api.recv,     (void **)&api.group_start, (void **)&api.group_end,
-                   (void **)&api.abort,    (void **)&api.destroy,     (void **)&api.error_string};
+    void **fn[] = {
+        (void **)&api.init_all,      (void **)&api.all_reduce,  (void **)&api.send,
+        (void **)&api.recv,          (void **)&api.group_start, (void **)&api.group_end,
+        (void **)&api.abort,         (void **)&api.destroy,     (void **)&api.error_string,
+        (void **)&api.get_unique_id, (void **)&api.init_rank};
     static const char *const names[] = {"ncclCommInitAll", "ncclAllReduce",   "ncclSend",
                                         "ncclRecv",        "ncclGroupStart",  "ncclGroupEnd",
-                                        "ncclCommAbort",   "ncclCommDestroy", "ncclGetErrorString"};
+                                        "ncclCommAbort",   "ncclCommDestroy", "ncclGetErrorString",
+                                        "ncclGetUniqueId", "ncclCommInitRank"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if (!(*fn[k] = dlsym(lib, names[k]))) return; /* the library stays loaded, unused */
     api_ok = 1;
@@ -74,6 +80,7 @@ typedef struct nrank {
     ngroup *g;
     cuda_backend *cb;
     double *one; /* a device double: barriers, the warm-up */
+    int slot;    /* its comm: g->comm[slot] (a rank of another process is not in g) */
 } nrank;
 
 static nrank *rank_of(vae_comm *c) {
@@ -102,7 +109,7 @@ static int nccl_allreduce_sum(vae_comm *c, double *buf, size_t n) {
     int rc = enter(r->g);
     if (rc) return rc;
     ncclResult_t e =
-        api.all_reduce(buf, buf, n, ncclFloat64, ncclSum, r->g->comm[c->rank], r->cb->stream);
+        api.all_reduce(buf, buf, n, ncclFloat64, ncclSum, r->g->comm[r->slot], r->cb->stream);
     leave(r->g);
     return e == ncclSuccess ? VAE_OK : nccl_fail(e, "all-reduce");
 }
@@ -115,7 +122,7 @@ static int nccl_sendrecv(vae_comm *c, const void *send, size_t send_bytes, int t
                         to, from, c->size);
     int rc = enter(r->g);
     if (rc) return rc;
-    ncclComm_t comm = r->g->comm[c->rank];
+    ncclComm_t comm = r->g->comm[r->slot];
     ncclResult_t e = api.group_start();
     if (e == ncclSuccess && to >= 0)
         e = api.send(send, send_bytes, ncclUint8, to, comm, r->cb->stream);
@@ -140,7 +147,7 @@ static int nccl_allgather(vae_comm *c, void *buf, size_t frame_bytes, int frames
         return vae_fail(VAE_EINVAL, "comm allgather: rank %d's parts do not cover a frame", me);
     int rc = enter(r->g);
     if (rc) return rc;
-    ncclComm_t comm = r->g->comm[me];
+    ncclComm_t comm = r->g->comm[r->slot];
     char *b = buf;
     const size_t mine = off[me + 1] - off[me];
     ncclResult_t e = api.group_start();
@@ -269,10 +276,69 @@ int cuda_comm_create(vae_backend *const *lanes, int n, vae_comm **ranks) {
     }
     for (int k = 0; k < n; k++) {
         rk[k]->base = (vae_comm){&nccl_vtbl, k, n, 1};
+        rk[k]->slot = k;
         ranks[k] = &rk[k]->base;
     }
     VAE_DEBUG("nccl: a communicator of %d GPUs for the group's GroupNorm sums", n);
     return VAE_OK;
+}
+
+/* ---- one rank of a group of processes (vae_session_options.world): its comm alone in its
+ * ngroup (comm[rank]; the others' are in their processes), joined with the id rank 0 made */
+static int nccl_loaded(void) {
+    pthread_once(&api_once, api_load);
+    if (api_ok) return VAE_OK;
+    return vae_fail(VAE_EUNSUPPORTED,
+                    "nccl: %s (or libnccl.so.2) does not load: groups of "
+                    "processes on CUDA need NCCL",
+                    VAE_NCCL_LIB);
+}
+
+int vae_cuda_group_id_create(unsigned char *id) {
+    int rc = nccl_loaded();
+    if (rc) return rc;
+    ncclUniqueId u;
+    ncclResult_t e = api.get_unique_id(&u);
+    if (e != ncclSuccess) return nccl_fail(e, "making a group id");
+    _Static_assert(sizeof u <= VAE_COMM_ID_BYTES, "ncclUniqueId fits a group id");
+    memset(id, 0, VAE_COMM_ID_BYTES);
+    memcpy(id, &u, sizeof u);
+    return VAE_OK;
+}
+
+int cuda_comm_join(vae_backend *be, const unsigned char *id, int rank, int world, vae_comm **out) {
+    int rc = nccl_loaded();
+    if (rc) return rc;
+    ngroup *g = vae_calloc(1, sizeof *g);
+    nrank *r = vae_calloc(1, sizeof *r);
+    if (!g || !r) rc = vae_fail(VAE_ENOMEM, "nccl: out of memory");
+    if (rc == VAE_OK) rc = be->v->bind(be);
+    if (rc == VAE_OK && !(r->one = be->v->alloc(be, sizeof(double))))
+        rc = vae_fail(VAE_ENOMEM, "nccl: out of device memory");
+    if (rc == VAE_OK) rc = be->v->zero(be, r->one, sizeof(double));
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    ncclResult_t e = ncclSuccess;
+    if (rc == VAE_OK && (e = api.init_rank(&g->comm[0], world, u, rank)) != ncclSuccess)
+        rc = nccl_fail(e, "joining the group of processes");
+    if (rc) {
+        if (r && r->one) be->v->release(be, r->one);
+        vae_free(r);
+        vae_free(g);
+        return rc;
+    }
+    g->size = 1; /* the comms it holds: this rank's, at comm[0] */
+    atomic_init(&g->aborted_by, -1);
+    atomic_init(&g->busy, 0);
+    atomic_init(&g->handles, 1);
+    r->cb = cu_be(be), r->g = g;
+    r->base = (vae_comm){&nccl_vtbl, rank, world, 1};
+    r->slot = 0;
+    *out = &r->base;
+    rc = nccl_barrier(&r->base); /* the connections made now, not inside a call */
+    if (rc) nccl_destroy(&r->base);
+    if (rc == VAE_OK) VAE_DEBUG("nccl: rank %d of a group of %d processes", rank, world);
+    return rc;
 }
 
 #else /* built without NCCL's header */
@@ -280,6 +346,17 @@ int cuda_comm_create(vae_backend *const *lanes, int n, vae_comm **ranks) {
 int cuda_comm_create(vae_backend *const *lanes, int n, vae_comm **ranks) {
     (void)lanes, (void)n, (void)ranks;
     return VAE_EUNSUPPORTED;
+}
+
+int vae_cuda_group_id_create(unsigned char *id) {
+    (void)id;
+    return vae_fail(VAE_EUNSUPPORTED, "this build of vae has no NCCL: groups of processes on "
+                                      "CUDA need it");
+}
+
+int cuda_comm_join(vae_backend *be, const unsigned char *id, int rank, int world, vae_comm **out) {
+    (void)be, (void)id, (void)rank, (void)world, (void)out;
+    return vae_cuda_group_id_create(NULL);
 }
 
 #endif

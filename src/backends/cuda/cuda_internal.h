@@ -561,6 +561,8 @@ int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, voi
 /* backend.h comm_create: NCCL among CUDA lanes (cuda_comm_nccl.c) */
 struct vae_comm;
 int cuda_comm_create(vae_backend *const *lanes, int n, struct vae_comm **ranks);
+int cuda_comm_join(vae_backend *be, const unsigned char *id, int rank, int world,
+                   struct vae_comm **out);
 int cuda_norm_rows(vae_backend *be, const vae_op *op, void *state, const void *x, size_t x_pitch,
                    void *y, size_t y_pitch, int64_t rows, int w);
 int cuda_norm_stats(vae_backend *be, const vae_op *op, const void *x, int t, int h, int w, int y0,
