@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,23 @@ static int find_stream_info(AVFormatContext *fmt) {
     return r;
 }
 
+/* A PNG's size, from its IHDR, is checked before FFmpeg reads the file: its decoder allocates the
+ * whole frame for the header's size before it looks at the data (found by tests/fuzz:
+ * fuzz_media, a 188-byte PNG declaring 62980x1024 16-bit RGBA: 0.5 GB). 1: not a PNG, or a size
+ * that is supported; 0: refused, *w and *h set. */
+static int png_size_ok(const char *path, uint32_t *w, uint32_t *h) {
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    unsigned char b[24];
+    FILE *f = fopen(path, "rb");
+    const int n = f ? (int)fread(b, 1, sizeof b, f) : 0;
+    if (f) fclose(f);
+    if (n < 24 || memcmp(b, sig, 8) != 0 || memcmp(b + 12, "IHDR", 4) != 0) return 1;
+    *w = (uint32_t)b[16] << 24 | (uint32_t)b[17] << 16 | (uint32_t)b[18] << 8 | b[19];
+    *h = (uint32_t)b[20] << 24 | (uint32_t)b[21] << 16 | (uint32_t)b[22] << 8 | b[23];
+    return *w <= VAE_MAX_IMAGE_SIDE && *h <= VAE_MAX_IMAGE_SIDE &&
+           (int64_t)*w * *h <= VAE_MAX_IMAGE_PIXELS;
+}
+
 static int src_open_file(vm_src *s, const char *path) {
     struct stat st;
     vm_av_last_clear();
@@ -156,6 +174,12 @@ static int src_open_file(vm_src *s, const char *path) {
     /* FFmpeg's open of a FIFO waits for a writer forever, and a device streams without end. */
     if (!S_ISREG(st.st_mode)) return vm_fail(VAE_EIO, "%s: not a regular file (a FIFO or device)", path);
     if (st.st_size == 0) return vm_fail(VAE_EFORMAT, "%s: file is empty (0 bytes)", path);
+    uint32_t pw = 0, ph = 0;
+    if (!png_size_ok(path, &pw, &ph))
+        return vm_fail(VAE_EUNSUPPORTED,
+                       "%s: a PNG of %ux%u pixels is larger than supported (at "
+                       "most %lld pixels, %d per side)",
+                       path, pw, ph, (long long)VAE_MAX_IMAGE_PIXELS, VAE_MAX_IMAGE_SIDE);
     AVDictionary *o = NULL;
     av_dict_set(&o, "pattern_type", "none", 0); /* image2: a '%' in a real name is not a pattern */
     int r = avformat_open_input(&s->fmt, path, NULL, &o);
