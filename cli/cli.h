@@ -114,12 +114,12 @@ int cli_write_npy(const char *path, const vae_tensor *t);
  * leaves so as it is (a plain run). Call after cli_session_options and cli_memory_options.
  * Returns CLI_OK or an exit code, its error printed. */
 int cli_group_from_env(const char *cmd, vae_session_options *so);
-/* The TCP rendezvous behind it: rank 0 listens on `port` (every interface, IPv4 and IPv6) until
- * the world - 1 other ranks have said hello, then hands each its *id; the others connect to
- * addr:port (retrying: rank 0 may start later) and receive *id. Every step is bounded by
- * timeout_s; a mismatched world size or a rank out of range or given twice fails rank 0 and every
- * rank that has joined (none waits for the timeout). Returns CLI_OK or an exit code, the error
- * recorded by cli_set_error (not printed). */
+/* The TCP rendezvous behind it (rendezvous.c): rank 0 listens on `port` (every interface, IPv4
+ * and IPv6) until the world - 1 other ranks have said hello, then hands each its *id; the others
+ * connect to addr:port (retrying: rank 0 may start later) and receive *id. Every step is bounded
+ * by timeout_s; a mismatched world size or a rank out of range or given twice fails rank 0 and
+ * every rank that has joined (none waits for the timeout). Returns CLI_OK or an exit code, the
+ * error recorded by cli_set_error (not printed). */
 int cli_group_rendezvous(const char *addr, int port, int rank, int world, double timeout_s,
                          vae_group_id *id);
 extern const char cli_dist_help[];

@@ -1,8 +1,9 @@
-/* test_rendezvous.c -- the CLI's --dist rendezvous (cli/group.c) over loopback TCP: ranks as
+/* test_rendezvous.c -- the CLI's --dist rendezvous (cli/rendezvous.c) over loopback TCP: ranks as
  * forked processes, rank 0 handing its group id to the others; a world size that differs, a rank
  * given twice, a missing rank and a missing rank 0 fail with clear errors within their timeouts
- * (no hang); the launcher's environment read into session options. The library calls that
- * group.c makes are stubbed here, so that this runs without a GPU, NCCL or the library's group.
+ * (no hang); the launcher's environment read into session options (cli/group.c). The library
+ * calls that group.c makes are stubbed here, so that this runs without a GPU, NCCL or the
+ * library's group.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -19,7 +20,7 @@
 
 #include "cli.h"
 
-/* ---- stubs of what group.c uses from main.c and the library ---- */
+/* ---- stubs of what group.c and rendezvous.c use from main.c and the library ---- */
 int cli_quiet, cli_verbose, cli_rank;
 static char last_error[1024];
 

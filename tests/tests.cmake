@@ -18,9 +18,10 @@ vae_unit_test(test_cpu_ops)
 vae_unit_test(test_executor)
 vae_unit_test(test_comm)
 vae_unit_test(test_ranks)
-# the CLI's --dist rendezvous (cli/group.c) over loopback TCP, ranks as forked processes; its
-# library calls are stubbed in the test, so it needs neither a GPU nor NCCL
-add_executable(test_rendezvous tests/test_rendezvous.c cli/group.c)
+# the CLI's --dist rendezvous (cli/rendezvous.c; the environment: cli/group.c) over loopback TCP,
+# ranks as forked processes; its library calls are stubbed in the test, so it needs neither a GPU
+# nor NCCL
+add_executable(test_rendezvous tests/test_rendezvous.c cli/group.c cli/rendezvous.c)
 target_include_directories(test_rendezvous PRIVATE include cli)
 add_test(NAME test_rendezvous COMMAND test_rendezvous)
 set_tests_properties(test_rendezvous PROPERTIES LABELS unit TIMEOUT 60)

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 
 #include "core/backend.h"
+#include "core/comm_host.h"
 #include "core/plan.h"
 #include "core/runner.h"
 #include "core/settings.h"
@@ -35,14 +36,24 @@ struct vae_session {
     atomic_int cancel;      /* vae_session_cancel, from any thread */
     /* a rank of a group of processes (opts.world > 1; session_group.c), else NULL */
     struct vae_comm *comm;
-    int64_t group_avail; /* > 0: this call's budget base, the least any rank has available */
-    int group_stopped;   /* a call failed while the ranks exchanged: the group is unusable */
+    vae_comm_host group_stage; /* the ranks' exchanges of a few doubles (budget, plan), kept */
+    int group_stopped;         /* a call failed while the ranks exchanged: the group is unusable */
 };
+
+/* What a call's plan is made for: the device's memory (backend mem_info; avail: a device
+ * group's least, a group of processes' least over its ranks), 0 where unknown. */
+typedef struct vae_session_mem {
+    int64_t avail, reserve, scratch;
+} vae_session_mem;
 
 /* session_plan.c: one call's plan (VAE_ENOMEM with the plan filled when nothing fits) and its
  * runs until one succeeds (planned again with what the memory model missed) */
 int vae_frames_used(const vae_program *p, int t);
+int vae_session_mem_info(vae_session *s, int encode, vae_session_mem *mem);
 int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan);
+/* plan_make for memory already asked (vae_session_mem_info) */
+int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
+                         const vae_session_mem *mem, vae_plan *plan);
 int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g, const vae_run_io *io);
 
 /* session_group.c: a rank of a group of processes. join: at creation (collective), leave: at

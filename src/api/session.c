@@ -103,6 +103,15 @@ static int lane_create(vae_session *s, int device_index, vae_backend **be) {
     return vae_fail(VAE_EINVAL, "unknown device %d", (int)o->device);
 }
 
+/* The backend's one-time costs of the model's programs, paid now rather than in the first call
+ * (backend.h warm). */
+static int lane_warm(vae_backend *be, const vae_model *m) {
+    int rc = VAE_OK;
+    if (be->v->warm && m->dec.n_ops > 0) rc = be->v->warm(be, &m->dec);
+    if (be->v->warm && m->enc.n_ops > 0 && rc == VAE_OK) rc = be->v->warm(be, &m->enc);
+    return rc;
+}
+
 int vae_session_create(vae_session **out, const vae_model *m, const vae_session_options *opts) {
     vae_error_clear();
     if (!out || !m) return vae_fail(VAE_EINVAL, "vae_session_create: NULL argument");
@@ -127,6 +136,8 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
     for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++)
         rc = lane_create(s, o.n_devices > 1 ? o.devices[k] : o.device_index, &s->lane[k]);
     s->be = s->lane[0];
+    for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++)
+        rc = lane_warm(s->lane[k], m);
     if (rc == VAE_OK && o.world > 1) rc = vae_session_group_join(s);
     if (rc) {
         vae_session_free(s);

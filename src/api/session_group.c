@@ -46,6 +46,11 @@ int vae_session_group_join(vae_session *s) {
     else
         rc = vae_fail(VAE_EUNSUPPORTED, "the %s backend cannot join a group of processes",
                       be->v->name);
+    if (rc == VAE_OK) { /* share()'s staging, kept until leave (which frees it on failure too) */
+        vae_comm_host_init(&s->group_stage, s->comm, be);
+        rc = vae_comm_host_reserve(&s->group_stage, (size_t)o->world * sizeof(double));
+        if (rc) s->comm->v->abort(s->comm); /* the others stop at their first exchange */
+    }
     if (rc == VAE_OK)
         VAE_INFO("session: rank %d of a group of %d processes (%s)", o->rank, o->world,
                  s->comm->v->name);
@@ -53,6 +58,7 @@ int vae_session_group_join(vae_session *s) {
 }
 
 void vae_session_group_leave(vae_session *s) {
+    vae_comm_host_free(&s->group_stage); /* (zeros when the join did not get that far) */
     if (s->comm) s->comm->v->destroy(s->comm);
     s->comm = NULL;
 }
@@ -98,23 +104,15 @@ static double plan_signature(const vae_session *s, const vae_plan *pl) {
 /* v[0 .. world) <- every rank's x (summed: the others' slots are zero) */
 static int share(vae_session *s, double x, double *v) {
     const size_t world = (size_t)s->comm->size;
-    vae_comm_host ch;
-    vae_comm_host_init(&ch, s->comm, s->be);
-    int rc = vae_comm_host_reserve(&ch, world * sizeof *v);
-    double *buf = ch.host;
-    if (rc == VAE_OK) {
-        memset(buf, 0, world * sizeof *v);
-        buf[s->comm->rank] = x;
-        rc = vae_comm_host_allreduce(&ch, world);
-    }
+    double *buf = s->group_stage.host; /* (reserved for world doubles by the join) */
+    memset(buf, 0, world * sizeof *v);
+    buf[s->comm->rank] = x;
+    const int rc = vae_comm_host_allreduce(&s->group_stage, world);
     if (rc == VAE_OK) memcpy(v, buf, world * sizeof *v);
-    vae_comm_host_free(&ch);
     return rc;
 }
 
 int vae_session_group_plan(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan) {
-    const vae_program *p = encode ? &s->model->enc : &s->model->dec;
-    vae_backend *be = s->be;
     const int world = s->comm->size;
     memset(plan, 0, sizeof *plan); /* (freed by the caller, made or not) */
     if (s->group_stopped)
@@ -124,15 +122,14 @@ int vae_session_group_plan(vae_session *s, int encode, const vae_io_view *g, vae
                         s->comm->rank);
     double *v = vae_calloc((size_t)world, sizeof *v);
     if (!v) return vae_fail(VAE_ENOMEM, "out of memory");
-    int64_t avail = 0, reserve = 0, scratch = 0;
-    const int mrc = be->v->mem_info ? be->v->mem_info(be, p, &avail, &reserve, &scratch) : 0;
-    int rc = share(s, mrc ? 0.0 : (double)avail, v); /* every rank shares (0: unknown) */
-    s->group_avail = 0;
+    vae_session_mem mem;
+    const int mrc = vae_session_mem_info(s, encode, &mem);
+    int rc = share(s, mrc ? 0.0 : (double)mem.avail, v); /* every rank shares (0: unknown) */
+    int64_t least = 0; /* the plan's budget base: the least any rank has available */
     for (int k = 0; rc == VAE_OK && k < world; k++)
-        if (v[k] > 0 && (s->group_avail == 0 || (int64_t)v[k] < s->group_avail))
-            s->group_avail = (int64_t)v[k];
-    int prc = mrc ? mrc : rc ? rc : vae_session_plan_make(s, encode, g, plan);
-    s->group_avail = 0;
+        if (v[k] > 0 && (least == 0 || (int64_t)v[k] < least)) least = (int64_t)v[k];
+    if (least > 0) mem.avail = least;
+    int prc = mrc ? mrc : rc ? rc : vae_session_plan_for(s, encode, g, &mem, plan);
     const double mine = prc == VAE_OK ? plan_signature(s, plan) : -1;
     if (rc == VAE_OK) rc = share(s, mine, v);
     if (rc) { /* an exchange failed (another rank stopped the group) or could not start */

@@ -32,28 +32,40 @@ static int lanes_per_device(const vae_session *s) {
     return most;
 }
 
+int vae_session_mem_info(vae_session *s, int encode, vae_session_mem *mem) {
+    const vae_program *p = encode ? &s->model->enc : &s->model->dec;
+    vae_backend *be = s->be;
+    memset(mem, 0, sizeof *mem);
+    if (!be->v->mem_info) return VAE_OK;
+    int rc = be->v->mem_info(be, p, &mem->avail, &mem->reserve, &mem->scratch);
+    for (int k = 1; rc == VAE_OK && k < s->n_lanes; k++) {
+        int64_t a = 0, r = 0, sc = 0; /* a group plans for its device with the least memory */
+        rc = s->lane[k]->v->mem_info(s->lane[k], p, &a, &r, &sc);
+        if (a < mem->avail) mem->avail = a;
+    }
+    return rc;
+}
+
 int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan) {
+    vae_session_mem mem;
+    const int rc = vae_session_mem_info(s, encode, &mem);
+    return rc ? rc : vae_session_plan_for(s, encode, g, &mem, plan);
+}
+
+int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
+                         const vae_session_mem *mem, vae_plan *plan) {
     const vae_model *m = s->model;
     const vae_program *p = encode ? &m->enc : &m->dec;
     vae_backend *be = s->be;
-    int64_t avail = 0, reserve = 0, scratch = 0;
-    int rc = be->v->mem_info ? be->v->mem_info(be, p, &avail, &reserve, &scratch) : VAE_OK;
-    for (int k = 1; rc == VAE_OK && k < s->n_lanes && be->v->mem_info; k++) {
-        int64_t a = 0, r = 0, sc = 0; /* a group plans for its device with the least memory */
-        rc = s->lane[k]->v->mem_info(s->lane[k], p, &a, &r, &sc);
-        if (a < avail) avail = a;
-    }
-    if (rc) return rc;
-    if (s->group_avail > 0) avail = s->group_avail; /* a group of processes: its least */
     const int sharing = lanes_per_device(s); /* lanes on one device share its memory */
     const int ranks = s->comm ? s->comm->size : s->n_lanes;
     const vae_session_options *o = &s->opts;
     vae_plan_request rq = {
         .prog = p, .encode = encode, .t = vae_frames_used(p, g->t), .h = g->h, .w = g->w,
-        .elem = be->elem_size, .budget = session_budget(s, avail) / sharing,
-        .fixed = reserve + s->model_error[encode], .conv_upsample = be->v->conv_upsample,
+        .elem = be->elem_size, .budget = session_budget(s, mem->avail) / sharing,
+        .fixed = mem->reserve + s->model_error[encode], .conv_upsample = be->v->conv_upsample,
         .round = be->v->alloc_size, .scratch_need = be->v->scratch_need, .be = be,
-        .scratch_now = scratch, .planar_io = be->v->stage_in != NULL,
+        .scratch_now = mem->scratch, .planar_io = be->v->stage_in != NULL,
         .host_direct = be->v->host_alloc != NULL, .host_copy = be->host_copy_bytes,
         .mode = o->tile_mode, .tile_h = o->tile_height, .tile_w = o->tile_width,
         .blend_tile = o->blend_tile > 0 ? o->blend_tile : 512,

@@ -155,6 +155,10 @@ typedef struct vae_backend_vtbl {
     /* Optional (NULL: any thread may call): makes the calling thread work on the backend's
      * device (CUDA: cudaSetDevice); a runner of a device group calls it on its own thread. */
     int (*bind)(vae_backend *be);
+    /* Optional (NULL: nothing to pay): what a process pays once for program p's ops, paid at
+     * session creation instead of in the first call (CUDA: cuBLAS's first use by the
+     * attention). Holds no memory afterwards. */
+    int (*warm)(vae_backend *be, const vae_program *p);
 
     /* Optional (NULL: always yes): does this temporal conv want its input as a contiguous window
      * (see executor.c)? Asked at the start of each stream, so a backend may answer from what it

@@ -42,6 +42,25 @@ static void pack_offsets(const run *s, size_t px_bytes, size_t *off) {
         off[k + 1] += off[k];
 }
 
+/* The plan's tiles of this rank (OWN) or of the others (OTHERS), in order, each handed to fn with
+ * where its pixels lie in a packed frame (rank k's tiles one after another from off[k]; at: the
+ * world cursors). Stops at fn's first failure. */
+enum { OWN, OTHERS };
+typedef int (*pack_fn)(int tile, size_t at, void *user);
+
+static int pack_walk(const run *s, const size_t *off, size_t *at, size_t px_bytes, int which,
+                     pack_fn fn, void *user) {
+    const vae_plan *pl = s->plan;
+    int rc = VAE_OK;
+    memcpy(at, off, sizeof *at * (size_t)s->world);
+    for (int i = 0; rc == VAE_OK && i < pl->n_tiles; i++) {
+        const int k = i % s->world;
+        if ((k == s->rank) == (which == OWN)) rc = fn(i, at[k], user);
+        at[k] += tile_px(&pl->tiles[i]) * px_bytes;
+    }
+    return rc;
+}
+
 /* ---- the output: frames [c][h][w] of the assembly ---------------------------------------- */
 typedef struct merger {
     const run *s;
@@ -82,32 +101,37 @@ static int merge_blend(merger *m, float *fr) {
     return rc;
 }
 
+/* a packed frame's tile copied one way or the other (pack_walk) */
+typedef struct frame_pack {
+    const vae_plan *pl;
+    float *fr;
+    char *pack;
+    int how;
+} frame_pack;
+
+static int frame_tile(int tile, size_t at, void *user) {
+    const frame_pack *p = user;
+    tile_copy(p->pl, tile, p->fr, (float *)(p->pack + at), p->how);
+    return VAE_OK;
+}
+
 /* assemble.h merge: frame f made whole from every rank's tiles (or zeros where the others'
  * go: group_output own) */
 static int merge_frame(float *fr, int f, void *user) {
     merger *m = user;
     const run *s = m->s;
     const vae_plan *pl = s->plan;
-    float *pack = m->ch.host;
-    (void)f;
     if (m->own_only || pl->kind == VAE_PLAN_BLEND) {
         for (int i = 0; m->own_only && i < pl->n_tiles; i++)
             if (!own(s, i)) tile_copy(pl, i, fr, NULL, ZEROS);
         return m->own_only ? VAE_OK : merge_blend(m, fr);
     }
-    memcpy(m->at, m->off, sizeof *m->at * (size_t)s->world);
-    for (int i = s->rank; i < pl->n_tiles; i += s->world) {
-        tile_copy(pl, i, fr, pack + m->at[s->rank] / sizeof(float), TO_PACK);
-        m->at[s->rank] += tile_px(&pl->tiles[i]) * pl->c_out * sizeof(float);
-    }
+    const size_t px = (size_t)pl->c_out * sizeof(float);
+    frame_pack p = {pl, fr, m->ch.host, TO_PACK};
+    pack_walk(s, m->off, m->at, px, OWN, frame_tile, &p);
     const int rc = vae_comm_host_allgather(&m->ch, m->off[s->world], 1, m->off);
-    memcpy(m->at, m->off, sizeof *m->at * (size_t)s->world);
-    for (int i = 0; rc == VAE_OK && i < pl->n_tiles; i++) {
-        const int k = i % s->world;
-        if (k != s->rank) tile_copy(pl, i, fr, pack + m->at[k] / sizeof(float), TO_FRAME);
-        m->at[k] += tile_px(&pl->tiles[i]) * pl->c_out * sizeof(float);
-    }
-    return rc;
+    p.how = TO_FRAME;
+    return rc ? rc : pack_walk(s, m->off, m->at, px, OTHERS, frame_tile, &p);
 }
 
 static int merger_open(merger *m, const run *s, vae_comm *comm, int own_only) {
@@ -131,11 +155,32 @@ static void merger_close(merger *m) {
 }
 
 /* ---- an encoder's B store before C ---------------------------------------------------------- */
+/* a frame of B's store and its packed tiles in a backend buffer (pack_walk) */
+typedef struct store_pack {
+    run *s;
+    store *sb;
+    int f;
+    char *buf;
+} store_pack;
+
+static int store_pack_tile(int tile, size_t at, void *user) {
+    const store_pack *p = user;
+    const vae_plan_tile *t = &p->s->plan->tiles[tile];
+    return runner_store_get(p->s, p->sb, p->f, t->own_y, t->own_x, p->buf + at);
+}
+
+static int store_unpack_tile(int tile, size_t at, void *user) {
+    const store_pack *p = user;
+    const vae_plan_tile *t = &p->s->plan->tiles[tile];
+    const vae_chunk o = {p->buf + at, 1, t->own_y.hi - t->own_y.lo, t->own_x.hi - t->own_x.lo,
+                         p->sb->c};
+    return runner_store_put(p->s, p->sb, &o, p->f, t->own_y, t->own_x, t->own_y, t->own_x);
+}
+
 /* Every frame of sb gets the other ranks' tiles: this rank's own crops packed into a backend
  * buffer (rank k's part at off[k]), all-gathered there, the others' put into the store. */
 static int store_merge(run *s, store *sb, vae_comm *comm) {
     vae_backend *be = s->r->be;
-    const vae_plan *pl = s->plan;
     const size_t px = runner_px_bytes(s->r, sb->c);
     if (!comm->device_buffers && !be->host_memory)
         return vae_fail(VAE_EUNSUPPORTED, "internal: the %s communicator cannot read %s memory",
@@ -143,31 +188,17 @@ static int store_merge(run *s, store *sb, vae_comm *comm) {
     size_t *off = vae_calloc(2 * ((size_t)s->world + 1), sizeof *off), *at = off + s->world + 1;
     if (!off) return vae_fail(VAE_ENOMEM, "out of memory");
     pack_offsets(s, px, off);
-    char *buf = be->v->alloc(be, off[s->world] + 1);
-    int rc = buf ? VAE_OK
-                 : vae_fail(VAE_ENOMEM, "out of %s memory for a frame of B's store", be->v->name);
-    for (int f = 0; rc == VAE_OK && f < sb->t; f++) {
-        memcpy(at, off, sizeof *at * (size_t)s->world);
-        for (int i = s->rank; rc == VAE_OK && i < pl->n_tiles; i += s->world) {
-            rc = runner_store_get(s, sb, f, pl->tiles[i].own_y, pl->tiles[i].own_x,
-                                  buf + at[s->rank]);
-            at[s->rank] += tile_px(&pl->tiles[i]) * px;
-        }
-        if (rc == VAE_OK) rc = comm->v->allgather(comm, buf, off[s->world], 1, off);
-        memcpy(at, off, sizeof *at * (size_t)s->world);
-        for (int i = 0; rc == VAE_OK && i < pl->n_tiles; i++) {
-            const vae_plan_tile *t = &pl->tiles[i];
-            const int k = i % s->world;
-            const vae_chunk o = {buf + at[k], 1, t->own_y.hi - t->own_y.lo,
-                                 t->own_x.hi - t->own_x.lo, sb->c};
-            if (k != s->rank)
-                rc = runner_store_put(s, sb, &o, f, t->own_y, t->own_x, t->own_y, t->own_x);
-            at[k] += tile_px(t) * px;
-        }
+    store_pack p = {s, sb, 0, be->v->alloc(be, off[s->world] + 1)};
+    int rc = p.buf ? VAE_OK
+                   : vae_fail(VAE_ENOMEM, "out of %s memory for a frame of B's store", be->v->name);
+    for (; rc == VAE_OK && p.f < sb->t; p.f++) {
+        rc = pack_walk(s, off, at, px, OWN, store_pack_tile, &p);
+        if (rc == VAE_OK) rc = comm->v->allgather(comm, p.buf, off[s->world], 1, off);
+        if (rc == VAE_OK) rc = pack_walk(s, off, at, px, OTHERS, store_unpack_tile, &p);
         if (rc == VAE_OK) rc = be->v->sync(be); /* buf is packed again for the next frame */
     }
     if (rc == VAE_OK) rc = runner_store_flush(s);
-    if (buf) be->v->release(be, buf);
+    if (p.buf) be->v->release(be, p.buf);
     vae_free(off);
     return rc;
 }

@@ -769,6 +769,7 @@ static const vae_backend_vtbl cuda_vtbl = {
     .view_reach = cu_view_reach,
     .trim = cuda_trim,
     .bind = cuda_bind,
+    .warm = cuda_warm,
     .conv_window = cuda_conv_window,
     .conv_upsample = 1,
     .graph_begin = cuda_graph_begin,

@@ -573,6 +573,7 @@ int cuda_eltwise(vae_backend *be, const vae_op *op, void *state, const void *a, 
                  void *y, int64_t n_vox);
 int cuda_resample(vae_backend *be, const vae_op *op, const void *const *frames, int n_in, int h,
                   int w, void *y, int t_out);
+int cuda_warm(vae_backend *be, const vae_program *p);
 int cuda_attention(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y, int t,
                    int h, int w, int q0, int q1);
 

@@ -5,6 +5,7 @@
  * qkv buffer (row stride 3c): no copies, no score matrix in device memory.
  */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
@@ -425,6 +426,30 @@ static int att_gemm_block(cuda_backend *cb, const vae_op *op, int n) {
     return rows;
 }
 
+/* One block of mb query rows q (rows 3c apart, as k and v) against n keys: the scores sc
+ * [mb][n] (float32), P [mb][n] (activation dtype), y [mb][c]. */
+static int att_gemm_pair(cuda_backend *cb, const char *who, const char *q, const char *k,
+                         const char *v, float *sc, void *p, char *y, int n, int mb, int c,
+                         float scale) {
+    const cudaDataType_t dt = cu_blas_type(cb->base.dtype);
+    const float zero = 0.f, one = 1.f;
+    /* column-major: S^T [n x mb] = K [c x n]^T Q_b [c x mb] */
+    int rc = cu_blas_check(cublasGemmEx(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, mb, c, &scale, k,
+                                        dt, 3 * c, q, dt, 3 * c, &zero, sc, CUDA_R_32F, n,
+                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                           who, "attention scores");
+    if (rc == VAE_OK)
+        rc = cu_check(cuk_softmax_rows(cb->stream, cb->base.dtype, sc, p, mb, n), who,
+                      "attention softmax");
+    /* Y_b^T [c x mb] = V [c x n] P^T [n x mb] */
+    if (rc == VAE_OK)
+        rc = cu_blas_check(cublasGemmEx(cb->cublas, CUBLAS_OP_N, CUBLAS_OP_N, c, mb, n, &one, v, dt,
+                                        3 * c, p, dt, n, &zero, y, dt, c, CUBLAS_COMPUTE_32F,
+                                        CUBLAS_GEMM_DEFAULT),
+                           who, "attention P V");
+    return rc;
+}
+
 static int attention_gemm(cuda_backend *cb, const vae_op *op, const char *qkv, char *y, int t,
                           int n, int q0, int q1, int rows) {
     const int c = op->c_out;
@@ -432,31 +457,45 @@ static int attention_gemm(cuda_backend *cb, const vae_op *op, const char *qkv, c
     float *sc = cu_scratch(cb, att_gemm_bytes(cb, rows, n), op->name); /* [rows][n] */
     if (!sc) return VAE_ENOMEM;
     void *p = sc + (size_t)rows * n; /* [rows][n], activation dtype */
-    const cudaDataType_t dt = cu_blas_type(cb->base.dtype);
-    const float scale = op->scale, zero = 0.f, one = 1.f;
     int rc = VAE_OK;
     for (int f = 0; f < t && rc == VAE_OK; f++) {
         const char *q = qkv + (size_t)f * n * 3 * c * es, *k = q + c * es, *v = q + 2 * c * es;
         for (int r0 = q0; r0 < q1 && rc == VAE_OK; r0 += rows) {
             const int mb = q1 - r0 < rows ? q1 - r0 : rows;
-            /* column-major: S^T [n x mb] = K [c x n]^T Q_b [c x mb] (rows 3c apart) */
-            rc = cu_blas_check(cublasGemmEx(cb->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, mb, c, &scale,
-                                            k, dt, 3 * c, q + (size_t)r0 * 3 * c * es, dt, 3 * c,
-                                            &zero, sc, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
-                                            CUBLAS_GEMM_DEFAULT),
-                               op->name, "attention scores");
-            if (rc == VAE_OK)
-                rc = cu_check(cuk_softmax_rows(cb->stream, cb->base.dtype, sc, p, mb, n), op->name,
-                              "attention softmax");
-            /* Y_b^T [c x mb] = V [c x n] P^T [n x mb] */
-            if (rc == VAE_OK)
-                rc = cu_blas_check(cublasGemmEx(cb->cublas, CUBLAS_OP_N, CUBLAS_OP_N, c, mb, n,
-                                                &one, v, dt, 3 * c, p, dt, n, &zero,
-                                                y + ((size_t)f * n + r0) * c * es, dt, c,
-                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                                   op->name, "attention P V");
+            rc = att_gemm_pair(cb, op->name, q + (size_t)r0 * 3 * c * es, k, v, sc, p,
+                               y + ((size_t)f * n + r0) * c * es, n, mb, c, op->scale);
         }
     }
+    return rc;
+}
+
+/* backend.h warm: the GEMM path once on zeros, a block of ATT_WARM_ROWS queries against
+ * ATT_WARM_TOKENS keys of program p's first attention, so that a process's first call does not
+ * pay cuBLAS's first use (its heuristics and lazily loaded kernels: 152 ms of a fresh process's
+ * first Wan2.1 480p decode on the H100, bench/RESULTS.md run 155). Own buffers, not the
+ * scratch area or the pool: nothing stays allocated. */
+enum { ATT_WARM_TOKENS = 8192, ATT_WARM_ROWS = 2048 };
+int cuda_warm(vae_backend *be, const vae_program *p) {
+    cuda_backend *cb = cu_be(be);
+    const vae_op *op = NULL;
+    for (int i = 0; i < p->n_ops && !op; i++)
+        if (p->ops[i].kind == VAE_OP_ATTENTION) op = &p->ops[i];
+    if (!op || att_gemm_rows(cb, op, ATT_WARM_TOKENS, SIZE_MAX) == 0) return VAE_OK;
+    const int n = ATT_WARM_TOKENS, mb = ATT_WARM_ROWS, c = op->c_out;
+    const size_t es = cb->base.elem_size, qkv_bytes = (size_t)n * 3 * c * es;
+    const size_t bytes = qkv_bytes + att_gemm_bytes(cb, mb, n) + (size_t)mb * c * es;
+    char *buf = NULL;
+    int rc = cu_enter(cb, "cuda warm-up");
+    if (rc == VAE_OK) rc = cu_check(cudaMalloc((void **)&buf, bytes), op->name, "warm-up buffer");
+    if (rc == VAE_OK) rc = cu_check(cudaMemsetAsync(buf, 0, bytes, cb->stream), op->name, "memset");
+    if (rc == VAE_OK) {
+        float *sc = (float *)(buf + qkv_bytes); /* [mb][n], then P [mb][n], then y [mb][c] */
+        char *pm = (char *)(sc + (size_t)mb * n), *y = pm + (size_t)mb * n * es;
+        rc = att_gemm_pair(cb, op->name, buf, buf + c * es, buf + 2 * c * es, sc, pm, y, n, mb, c,
+                           op->scale);
+    }
+    if (rc == VAE_OK) rc = cu_check(cudaStreamSynchronize(cb->stream), op->name, "warm-up");
+    if (buf) cudaFree(buf);
     return rc;
 }
 
