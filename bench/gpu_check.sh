@@ -37,8 +37,9 @@
 #   --python    also the Python package: pytest python/tests with build-gpu/libvae.so (CUDA
 #               tensors in place; diffusers from the carried .whl folder) and bench/vaec_bench.py
 #               beside `vae bench` of the same workload (Wan2.1 decode 81x480x832, bf16)
-#   --perf      also bench/perf_ops (every conv shape of the three models on every conv path, with
-#               TFLOP/s and GB/s) at the bench sizes: perf.log, the totals in the summary
+#   --perf      also bench/perf_ops (every conv shape of the three decoders and Wan2.1's encoder on
+#               every conv path, with TFLOP/s and GB/s) at the bench sizes: perf.log, the totals in
+#               the summary
 #   --cold      also the cold start with the conv path cache (--tune-cache): Wan2.1 decode 480p in
 #               a fresh process without a cache, then again with the cache it wrote, then with
 #               that cache damaged, then two processes at once on a new cache file
@@ -473,7 +474,7 @@ if [ $SCALING = 1 ] && [ -x build-gpu/vae ]; then
 fi
 if [ $PERF = 1 ] && [ -x build-gpu/perf_ops ]; then
     for w in "wan2.1 --frames 81 --size 480x832" "wan2.2 --frames 121 --size 704x1280" \
-        "seedvr2 --frames 81 --size 720x1248"; do
+        "seedvr2 --frames 81 --size 720x1248" "wan2.1 --op encode --frames 81 --size 480x832"; do
         timeout 300 build-gpu/perf_ops --arch $w --dtype bf16 --device cuda >>"$OUT/perf.log" 2>&1
         say "perf_ops $w: rc $?"
         grep "^TOTAL" "$OUT/perf.log" | tail -6 >>"$SUMMARY"
