@@ -12,7 +12,7 @@
  *   cuda_pinned.c       pinned host memory: transfer buffers, host stores, the weight upload ring
  *   cuda_bus.c          copies to and from pinned host memory on a second stream (ring, prefetch)
  *   cuda_ops.c          norm / eltwise / resample / attention entry points (checks, launches;
- *                       attention's cuBLAS path)
+ *                       attention's cuBLAS path, warmed up at session creation)
  *   cuda_conv.c         conv: weights layout, path choice (cuDNN, GEMM), blocking, bias/residual
  *   cuda_conv_phase.c   the upsampling convs as four 2x2 phase convs (cuDNN or CUTLASS, timed)
  *   cuda_conv_igemm.c   conv through the CUTLASS kernels: bf16 implicit GEMM, FP8 (the three
