@@ -11,31 +11,13 @@
  */
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/comm.h"
 #include "core/core.h"
-
-static int n_pass, n_fail;
-static pthread_mutex_t print_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    pthread_mutex_lock(&print_mu);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    if (ok)
-        n_pass++;
-    else
-        n_fail++;
-    pthread_mutex_unlock(&print_mu);
-    va_end(ap);
-}
+#include "test_check.h"
 
 enum { MAX_RANKS = 8, ROUNDS = 40, N_SUM = 1031 };
 

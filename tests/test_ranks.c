@@ -12,32 +12,12 @@
  * Prints one line per check and "N passed, M failed".
  */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_check.h"
 #include "vae.h"
-
-static int n_pass, n_fail;
-static pthread_mutex_t print_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    pthread_mutex_lock(&print_mu);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    if (ok)
-        n_pass++;
-    else
-        n_fail++;
-    pthread_mutex_unlock(&print_mu);
-    va_end(ap);
-}
 
 /* Wan2.1 at small widths: a 9x32x48 video in 2x2 exact tiles */
 #define W21_SMALL "{\"dim\": 8, \"dec_dim\": 8}"
