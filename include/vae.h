@@ -269,6 +269,11 @@ typedef enum {
     VAE_PARAM_EXEC_STRIP_NORM,   /* column strips: an RMS norm reads its input's columns where
                                   * they lie and the previous strip's beside them, instead of a
                                   * copy of both put together first (1) */
+    VAE_PARAM_CUDA_WARM,         /* what a CUDA session pays at its creation instead of in its
+                                  * first call: 0 nothing, 1 the attention's cuBLAS warm-up, 2
+                                  * also the parameters converted into pinned host memory, so
+                                  * that first uses copy them as they are (2; host memory of ~2
+                                  * bytes a parameter, until vae_session_trim) */
     VAE_PARAM_COUNT
 } vae_param;
 
@@ -397,8 +402,8 @@ VAE_API int vae_encode_into(vae_session *session, const vae_tensor *video, const
  * after it clears the request. */
 VAE_API void vae_session_cancel(vae_session *session);
 /* Gives the device memory the session cached between calls back (to cudaFree or dev_free),
- * and the host memory it keeps for the output of tiled calls (up to VAE_EXEC_HOST_MB); the next
- * call allocates again. */
+ * the host memory it keeps for the output of tiled calls (up to VAE_EXEC_HOST_MB) and the
+ * parameters staged at creation (VAE_PARAM_CUDA_WARM); the next call allocates again. */
 VAE_API int vae_session_trim(vae_session *session);
 
 /* The plan for an input shape under the session's options, before running (a host reserving

@@ -53,6 +53,7 @@ static const setting table[] = {
     {VAE_PARAM_PLAN_BANDS, "VAE_PLAN_BANDS", OFF(plan_bands), 0, 0, -1, 1, {0}},
     {VAE_PARAM_COMM, "VAE_COMM", OFF(comm), 0, 1, 0, 1, {"threads", "nccl"}},
     {VAE_PARAM_EXEC_STRIP_NORM, "VAE_EXEC_STRIP_NORM", OFF(exec_strip_norm), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_CUDA_WARM, "VAE_CUDA_WARM", OFF(cuda_warm), 0, 2, 0, 2, {0}},
 };
 /* clang-format on */
 #undef OFF

@@ -284,16 +284,21 @@ int cu_upload_host(cuda_backend *cb, void *dst, const void *host, size_t bytes, 
                     "uploading constants");
 }
 
-static int upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, void **out,
-                        const char *who) {
+/* key/tag: what to look up in the stage; src: float32 values to convert where it has no such
+ * item (NULL: then nothing is done) */
+static int upload_param(cuda_backend *cb, const void *key, int tag, const float *src, size_t n,
+                        int as_f32, void **out, const char *who) {
     *out = NULL;
-    if (!src || n == 0) return VAE_OK;
+    if (!key || n == 0) return VAE_OK;
     vae_dtype dt = as_f32 ? VAE_DTYPE_F32 : cb->base.dtype;
     size_t es = dt == VAE_DTYPE_F32 ? 4 : 2, bytes = n * es;
+    const void *staged = cu_stage_find(&cb->stage, key, tag, dt, n);
+    if (!staged && !src) return VAE_OK;
     void *p = NULL;
     cudaError_t e = cu_dev_malloc(&cb->pool, &p, bytes);
-    int rc = e == cudaSuccess ? cu_ring_upload(cb, p, src, n, dt, who)
-                              : cu_check(e, who, "allocating weights");
+    int rc = e != cudaSuccess ? cu_check(e, who, "allocating weights")
+             : staged         ? cu_upload_host(cb, p, staged, bytes, who)
+                              : cu_ring_upload(cb, p, src, n, dt, who);
     if (rc) {
         if (p) cu_dev_free(&cb->pool, p, bytes);
         return rc;
@@ -307,7 +312,15 @@ static int upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32
 int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, void **out,
                     const char *who) {
     const double t0 = cu_now();
-    int rc = upload_param(cb, src, n, as_f32, out, who);
+    int rc = upload_param(cb, src, CU_STAGE_RAW, src, n, as_f32, out, who);
+    cb->host_s[CU_H_WEIGHTS] += cu_now() - t0;
+    return rc;
+}
+
+int cu_upload_staged(cuda_backend *cb, const void *key, int tag, size_t n, int as_f32, void **out,
+                     const char *who) {
+    const double t0 = cu_now();
+    int rc = upload_param(cb, key, tag, NULL, n, as_f32, out, who);
     cb->host_s[CU_H_WEIGHTS] += cu_now() - t0;
     return rc;
 }
@@ -333,6 +346,7 @@ static void cuda_destroy(vae_backend *be) {
     cuda_ops_destroy(cb);
     cu_bus_destroy(cb);
     cu_host_bufs_free(cb);
+    cu_stage_free(cb, &cb->stage);
     cu_stores_release(cb, 1);
     for (int i = 0; i < 2; i++)
         if (cb->tune_ev[i]) cudaEventDestroy(cb->tune_ev[i]);
@@ -598,6 +612,7 @@ static int cuda_trim(vae_backend *be) {
     int rc = cu_enter(cb, "cuda trim");
     if (rc == VAE_OK) cu_pool_trim(&cb->pool);
     if (rc == VAE_OK) cu_stores_release(cb, 0);
+    if (rc == VAE_OK) cu_stage_free(cb, &cb->stage);
     return rc;
 }
 
@@ -786,7 +801,8 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM, %lld "
         "implicit GEMM (%s), %lld fp8, %lld graph launches; weights %.1f MiB; peak %.1f MiB "
         "(weights %.1f, activations %.1f, scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; "
-        "host set-up: device allocations "
+        "session creation %.0f ms (warm-up, %.1f MiB of parameters staged); host set-up: device "
+        "allocations "
         "%.0f ms, pinned buffers %.0f ms, cuDNN handle %.0f ms, cuDNN plans %.0f ms (first "
         "launches %.0f ms), graphs %.0f ms, op preparation %.0f ms, weight uploads %.0f ms, "
         "CUTLASS launches %.0f ms; host copies: %lld out on the bus, %lld prefetched, %lld "
@@ -802,7 +818,8 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
         (double)cb->peak_parts[0] / 1048576.0, (double)cb->peak_parts[1] / 1048576.0,
         (double)cb->peak_parts[2] / 1048576.0, (double)cb->peak_parts[3] / 1048576.0,
-        (double)cb->pool.reserved_bytes / 1048576.0, cb->host_s[CU_H_MALLOC] * 1e3,
+        (double)cb->pool.reserved_bytes / 1048576.0, cb->host_s[CU_H_WARM] * 1e3,
+        (double)cu_stage_bytes(&cb->stage) / 1048576.0, cb->host_s[CU_H_MALLOC] * 1e3,
         cb->host_s[CU_H_PINNED] * 1e3, cb->host_s[CU_H_DNN_HANDLE] * 1e3,
         cb->host_s[CU_H_DNN_PLAN] * 1e3, cb->host_s[CU_H_DNN_FIRST] * 1e3,
         cb->host_s[CU_H_GRAPH] * 1e3, cb->host_s[CU_H_PREPARE] * 1e3,
@@ -899,6 +916,7 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->kpad = st->cuda_kpad;
     cb->narrow = st->cuda_narrow;
     cb->att_gemm = st->cuda_att;
+    cb->warm = st->cuda_warm;
     cb->igemm = cuk_igemm_device() ? st->cuda_igemm : 0;
     cb->dnn_gain_us = st->cuda_dnn_gain_us;
     cb->fp8 = fp8;

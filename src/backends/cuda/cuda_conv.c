@@ -130,10 +130,12 @@ static int need_w3p(cuda_backend *cb, const vae_op *op, conv_state *s) {
 /* bias padded to kp (zeros), float32 or the activation dtype */
 static int upload_bias(cuda_backend *cb, const vae_op *op, const conv_state *s, int as_f32,
                        void **out) {
+    int rc = cu_upload_staged(cb, op->b, CU_STAGE_BIAS, (size_t)s->kp, as_f32, out, op->name);
+    if (rc || *out) return rc;
     float *host = vae_calloc((size_t)s->kp, sizeof(float));
     if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory", op->name);
     memcpy(host, op->b, (size_t)s->co * sizeof(float));
-    int rc = cu_upload_param(cb, host, (size_t)s->kp, as_f32, out, op->name);
+    rc = cu_upload_param(cb, host, (size_t)s->kp, as_f32, out, op->name);
     vae_free(host);
     return rc;
 }
@@ -150,6 +152,23 @@ static int conv_pad_channels(const cuda_backend *cb, const vae_op *op) {
     return (op->c_in + 63) / 64 * 64;
 }
 
+/* The sizes and choices of the conv's state that do not depend on its calls' shapes. */
+static void conv_state_init(cuda_backend *cb, const vae_op *op, conv_state *s) {
+    const vae_backend *be = &cb->base;
+    s->k = (int64_t)op->kh * op->kw * op->kt * op->c_in;
+    s->use_gemm = cb->conv_mode == CU_CONV_GEMM;
+    s->co = s->kp = op->c_out;
+    s->cg = op->kt * op->c_in;
+    s->cp = conv_pad_channels(cb, op);
+    if (be->dtype != VAE_DTYPE_F32 && s->cg % 8 && (op->kh > 1 || op->kw > 1) && cb->cpad)
+        s->cg = (s->cg + 7) / 8 * 8;
+    const int spatial = op->kh > 1 || op->kw > 1 || op->kt > 1;
+    if (be->dtype != VAE_DTYPE_F32 && spatial && op->c_out % 8 && op->c_out < 64 &&
+        cb->conv_mode != CU_CONV_GEMM && cb->kpad)
+        s->kp = (op->c_out + 7) / 8 * 8;
+    s->fp8 = cu_conv_fp8_takes(cb, op);
+}
+
 int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     cuda_backend *cb = cu_be(be);
     *state = NULL;
@@ -157,19 +176,7 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     if (rc) return rc;
     conv_state *s = vae_calloc(1, sizeof *s);
     if (!s) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
-    s->k = (int64_t)op->kh * op->kw * op->kt * op->c_in;
-    s->use_gemm = cb->conv_mode == CU_CONV_GEMM;
-    s->co = s->kp = op->c_out;
-    s->cg = op->kt * op->c_in;
-    s->cp = conv_pad_channels(cb, op);
-    if (be->dtype != VAE_DTYPE_F32 && s->cg % 8 && (op->kh > 1 || op->kw > 1) &&
-        cb->cpad)
-        s->cg = (s->cg + 7) / 8 * 8;
-    const int spatial = op->kh > 1 || op->kw > 1 || op->kt > 1;
-    if (be->dtype != VAE_DTYPE_F32 && spatial && op->c_out % 8 && op->c_out < 64 &&
-        cb->conv_mode != CU_CONV_GEMM && cb->kpad)
-        s->kp = (op->c_out + 7) / 8 * 8;
-    s->fp8 = cu_conv_fp8_takes(cb, op);
+    conv_state_init(cb, op, s);
     /* the weight layouts are made on first use: the path chosen for the first shape (timed, or
      * from the tune cache) decides which one, so none is made only to be freed again */
     if (rc == VAE_OK && op->b) {
@@ -186,6 +193,36 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     }
     *state = s;
     return VAE_OK;
+}
+
+/* What prepare and the first calls will upload: the filters as they are (float32 for the FP8
+ * kernels, which quantise them on the device), the padded biases, the phase filters. */
+void cuda_conv_stage(cuda_backend *cb, const vae_op *op) {
+    if (op->c_in < 1 || op->c_out < 1 || op->kt < 1 || op->kh < 1 || op->kw < 1)
+        return; /* prepare reports it */
+    conv_state s;
+    memset(&s, 0, sizeof s);
+    conv_state_init(cb, op, &s);
+    cu_stage *st = &cb->stage;
+    const vae_dtype dt = cb->base.dtype;
+    const size_t n = (size_t)s.co * op->c_in * op->kt * op->kh * op->kw;
+    cu_stage_put(st, op->w, CU_STAGE_RAW, s.fp8 ? VAE_DTYPE_F32 : dt, n, op->w);
+    float *host = NULL;
+    if (op->b && !cu_stage_counting(st)) {
+        if (!(host = vae_calloc((size_t)s.kp, sizeof(float)))) return; /* not staged */
+        memcpy(host, op->b, (size_t)s.co * sizeof(float));
+    }
+    cu_stage_put(st, op->b, CU_STAGE_BIAS, VAE_DTYPE_F32, (size_t)s.kp, host);
+    if (dt != VAE_DTYPE_F32) cu_stage_put(st, op->b, CU_STAGE_BIAS, dt, (size_t)s.kp, host);
+    vae_free(host);
+    if (cu_conv_phase_takes(cb, op, &s)) {
+        const size_t np = cu_conv_phase_count(op, &s);
+        host = NULL;
+        if (!cu_stage_counting(st) && !(host = vae_malloc(np * sizeof(float)))) return;
+        if (host) cu_conv_phase_filters(op, &s, host);
+        cu_stage_put(st, op->w, CU_STAGE_PHASE, dt, np, host);
+        vae_free(host);
+    }
 }
 
 void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state) {
@@ -877,10 +914,7 @@ static int conv_up(cuda_backend *cb, const vae_op *op, conv_state *s, const void
                    int w_out) {
     vae_backend *be = &cb->base;
     const int up = op->up;
-    if (up == 2 && cb->phase && !s->nophase && !s->use_gemm && op->kt == 1 && op->st == 1 &&
-        op->kh == 3 && op->kw == 3 && op->sh == 1 && op->sw == 1 && op->pad_h[0] == 1 &&
-        op->pad_h[1] == 1 && op->pad_w[0] == 1 && op->pad_w[1] == 1 && s->kp == op->c_out &&
-        residual != y) {
+    if (up == 2 && !s->nophase && cu_conv_phase_takes(cb, op, s) && residual != y) {
         int rc = cu_conv_up_phase(cb, op, s, frames, n_in, h, w, residual, y);
         if (rc == VAE_OK && s->w) conv_trim_layouts(cb, s, 0, 0, 0); /* phase filters only */
         if (rc != VAE_EUNSUPPORTED) return rc;

@@ -83,6 +83,11 @@ int cu_tune_own_wins(const cuda_backend *cb, float own_ms, float dnn_ms);
  * (then the caller upsamples first). */
 int cu_conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
                      int n_in, int h, int w, const void *residual, void *y);
+/* The op's shape and the settings allow the phase path (whether it runs is decided per call). */
+int cu_conv_phase_takes(const cuda_backend *cb, const vae_op *op, const conv_state *s);
+/* The phase filters: how many values, and those values (float32, [4][kp][2][2][c_in]). */
+size_t cu_conv_phase_count(const vae_op *op, const conv_state *s);
+void cu_conv_phase_filters(const vae_op *op, const conv_state *s, float *host);
 
 /* ---- cuda_conv_igemm.c ---- */
 /* The CUTLASS bf16 kernel takes this conv (frames consecutive: consec). */

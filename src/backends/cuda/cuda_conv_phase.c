@@ -19,16 +19,24 @@
 
 enum { PHASE_DNN = PATH_BLOCKS, PHASE_IGEMM = PATH_IGEMM };
 
+int cu_conv_phase_takes(const cuda_backend *cb, const vae_op *op, const conv_state *s) {
+    return op->up == 2 && cb->phase && !s->use_gemm && op->kt == 1 && op->st == 1 && op->kh == 3 &&
+           op->kw == 3 && op->sh == 1 && op->sw == 1 && op->pad_h[0] == 1 && op->pad_h[1] == 1 &&
+           op->pad_w[0] == 1 && op->pad_w[1] == 1 && s->kp == op->c_out;
+}
+
+size_t cu_conv_phase_count(const vae_op *op, const conv_state *s) {
+    return (size_t)16 * s->kp * op->c_in;
+}
+
 /* Phase filters: phase (a, b) row tap r takes the 3x3 rows R_a(r) (a = 0: {0} | {1, 2}; a = 1:
  * {0, 1} | {2}), likewise columns; [a*2+b][kp][r][s][c_in] */
-static int need_wph(cuda_backend *cb, const vae_op *op, conv_state *s) {
-    if (s->wph) return VAE_OK;
+void cu_conv_phase_filters(const vae_op *op, const conv_state *s, float *host) {
     static const int lo[2][2] = {{0, 1}, {0, 2}},
                      hi[2][2] = {{0, 2}, {1, 2}}; /* [a][r]: dh range */
-    const int ci = op->c_in, kp = s->kp;
-    const size_t per = (size_t)kp * 4 * ci, n = 4 * per;
-    float *host = vae_calloc(n, sizeof(float));
-    if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory for weights", op->name);
+    const int ci = op->c_in;
+    const size_t per = (size_t)s->kp * 4 * ci;
+    memset(host, 0, 4 * per * sizeof(float));
     for (int a = 0; a < 2; a++)
         for (int b = 0; b < 2; b++)
             for (int o = 0; o < s->co; o++)
@@ -42,8 +50,19 @@ static int need_wph(cuda_backend *cb, const vae_op *op, conv_state *s) {
                             host[(size_t)(a * 2 + b) * per + (((size_t)o * 2 + r) * 2 + q) * ci +
                                  c] = (float)acc;
                         }
+}
+
+/* the phase filters on the device: from the stage (session creation made them), else made now */
+static int need_wph(cuda_backend *cb, const vae_op *op, conv_state *s) {
+    if (s->wph) return VAE_OK;
+    const size_t n = cu_conv_phase_count(op, s);
     s->wph_bytes = n * cb->base.elem_size;
-    int rc = cu_upload_param(cb, host, n, 0, &s->wph, op->name);
+    int rc = cu_upload_staged(cb, op->w, CU_STAGE_PHASE, n, 0, &s->wph, op->name);
+    if (rc || s->wph) return rc;
+    float *host = vae_malloc(n * sizeof(float));
+    if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory for weights", op->name);
+    cu_conv_phase_filters(op, s, host);
+    rc = cu_upload_param(cb, host, n, 0, &s->wph, op->name);
     vae_free(host);
     return rc;
 }

@@ -10,6 +10,7 @@
  *   cuda_backend.c      creation, buffers (caching allocator), upload/download, vtbl, prepare
  *   cuda_alloc.c        the caching allocator (free lists by size class)
  *   cuda_pinned.c       pinned host memory: transfer buffers, host stores, the weight upload ring
+ *   cuda_stage.c        the parameters staged in pinned memory at session creation (cuda_warm)
  *   cuda_bus.c          copies to and from pinned host memory on a second stream (ring, prefetch)
  *   cuda_ops.c          norm / eltwise / resample / attention entry points (checks, launches;
  *                       attention's cuBLAS path, warmed up at session creation)
@@ -311,6 +312,32 @@ typedef struct cu_host_buf {
     int pending;
 } cu_host_buf;
 
+/* The model's parameters staged at session creation (cuda_stage.c): converted into pinned host
+ * memory once, so that a first use copies them to the device as they are. An item is keyed by
+ * its host array (the op's w or b), what was made of it (tag) and its dtype and length. */
+enum {
+    CU_STAGE_RAW = 0,   /* the array as it is, converted to dt */
+    CU_STAGE_BIAS = 1,  /* a conv's bias padded to its kp filters with zeros */
+    CU_STAGE_PHASE = 2, /* an upsampling conv's four phase filters (cuda_conv_phase.c) */
+    CU_STAGE_BLOCKS = 4
+};
+typedef struct cu_stage_item {
+    const void *key;
+    int tag, block, ready;
+    vae_dtype dt;
+    size_t n, off; /* values, and their byte offset in the block */
+} cu_stage_item;
+typedef struct cu_stage {
+    cu_pin block[CU_STAGE_BLOCKS];    /* one per staged program */
+    size_t reserved[CU_STAGE_BLOCKS]; /* its share of the process's cap (cuda_stage.c) */
+    int n_blocks;
+    cu_stage_item *items;
+    int n, cap;
+    int first;   /* the items of the program being staged start here */
+    size_t want; /* its bytes so far (counting pass) */
+    int filling; /* 0: counting pass, 1: writing into the newest block */
+} cu_stage;
+
 /* The conv path choices on disk (cuda_tune_cache.c). */
 typedef struct cu_tune_cache {
     char file[1024];   /* "" : none */
@@ -333,6 +360,7 @@ enum {
     CU_H_PREPARE,    /* per-op state at executor creation (weights, scales, descriptors) */
     CU_H_WEIGHTS,    /* of which and later: parameters converted and copied to the device */
     CU_H_IGEMM,      /* host time of the CUTLASS launches (the first ones load their modules) */
+    CU_H_WARM,       /* at session creation (warm): the cuBLAS warm-up and the staging */
     CU_H_N
 };
 
@@ -421,6 +449,9 @@ typedef struct cuda_backend {
     int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
     cu_host_buf hin[2], hout[2];       /* stage_in / download_planar buffers, used in turn */
     cu_host_buf wring[2];              /* parameters on their way to the device, in turn */
+    cu_stage stage;                    /* parameters staged at session creation */
+    int warm;                          /* VAE_CUDA_WARM */
+    int warm_att_c;                    /* the attention width cuBLAS was warmed up for */
     int hin_next, hout_next, wring_next;
     /* host time of one-off set-up work (what a cold first call pays), seconds; -v prints it */
     double host_s[CU_H_N];
@@ -493,10 +524,15 @@ int cu_upload_refused(cuda_backend *cb, const char *who);
  * return); VAE_EUNSUPPORTED while a graph is being recorded (cu_upload_refused). */
 int cu_upload_host(cuda_backend *cb, void *dst, const void *host, size_t bytes, const char *who);
 /* Device buffer from host float32 data converted to the backend dtype (conv weights), or a
- * float32 copy (norm parameters) when as_f32, through the pinned ring (cu_ring_upload);
- * *out = NULL for src == NULL. */
+ * float32 copy (norm parameters) when as_f32: copied from the stage where src is staged as it
+ * is (CU_STAGE_RAW), else through the pinned ring (cu_ring_upload); *out = NULL for src ==
+ * NULL. */
 int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, void **out,
                     const char *who);
+/* The same from what the stage made of key (tag): VAE_OK with *out set, or VAE_OK with *out =
+ * NULL where the stage has no such item (the caller makes it itself). */
+int cu_upload_staged(cuda_backend *cb, const void *key, int tag, size_t n, int as_f32, void **out,
+                     const char *who);
 void cu_free_param(cuda_backend *cb, void *p, size_t bytes);
 cudaDataType_t cu_blas_type(vae_dtype dt);
 
@@ -534,6 +570,20 @@ void cu_host_bufs_free(cuda_backend *cb);
  * the pinned ring in the stream's order (src may be freed on return) */
 int cu_ring_upload(cuda_backend *cb, void *dst, const float *src, size_t n, vae_dtype dt,
                    const char *who);
+/* ---- cuda_stage.c: parameters staged at session creation ---- */
+/* Staging a program: begin, the puts of every parameter (counting), alloc, the same puts again
+ * (filling), end. put's src (n float32 values) may be NULL while counting; a key already staged
+ * is skipped. alloc: 0 when there is no room (nothing is staged then, no error). */
+void cu_stage_begin(cu_stage *st);
+void cu_stage_put(cu_stage *st, const void *key, int tag, vae_dtype dt, size_t n, const float *src);
+int cu_stage_counting(const cu_stage *st);
+int cu_stage_alloc(cuda_backend *cb, cu_stage *st);
+void cu_stage_end(cu_stage *st);
+/* the staged values (pinned, dt) of (key, tag, dt, n), or NULL */
+const void *cu_stage_find(const cu_stage *st, const void *key, int tag, vae_dtype dt, size_t n);
+size_t cu_stage_bytes(const cu_stage *st);
+void cu_stage_free(cuda_backend *cb, cu_stage *st); /* after the stream's copies from it */
+
 /* host stores (vtbl host_alloc / host_free) and giving their kept blocks back (all: also the
  * ones in use) */
 void *cu_store_alloc(vae_backend *be, size_t bytes);
@@ -549,6 +599,8 @@ void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state);
 int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
               int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
 int cuda_conv_window(vae_backend *be, const vae_op *op, void *state);
+/* puts the conv's parameters as its first uses will upload them into the stage (cu_stage_put) */
+void cuda_conv_stage(cuda_backend *cb, const vae_op *op);
 /* vtbl scratch_need (cuda_ops.c), and its conv part (cuda_conv.c) */
 int64_t cuda_scratch_need(vae_backend *be, const vae_op *op, int t, int h, int w, int minimal);
 int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, int h, int w,

@@ -95,6 +95,13 @@ void cuda_ops_destroy(cuda_backend *cb) {
 }
 
 /* ---- prepare ---- */
+/* the norms' and scale-shifts' float32 parameters (cuda_ops_prepare uploads them) */
+static int ops_has_params(const vae_op *op) {
+    const int kind = op->kind == VAE_OP_RMS_NORM || op->kind == VAE_OP_GROUP_NORM ||
+                     op->kind == VAE_OP_SCALE_SHIFT;
+    return kind && op->c_in >= 1 && (op->w || op->b);
+}
+
 int cuda_ops_prepare(vae_backend *be, const vae_op *op, void **state) {
     cuda_backend *cb = cu_be(be);
     *state = NULL;
@@ -102,9 +109,7 @@ int cuda_ops_prepare(vae_backend *be, const vae_op *op, void **state) {
         const int *tab; /* made now: errors surface at session start, no upload mid-stream */
         return shuffle_table(cb, op, &tab);
     }
-    int params = op->kind == VAE_OP_RMS_NORM || op->kind == VAE_OP_GROUP_NORM ||
-                 op->kind == VAE_OP_SCALE_SHIFT;
-    if (!params || op->c_in < 1 || (!op->w && !op->b)) return VAE_OK;
+    if (!ops_has_params(op)) return VAE_OK;
     ops_state *s = vae_calloc(1, sizeof *s);
     if (!s) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
     int rc = cu_upload_param(cb, op->w, (size_t)op->c_in, 1, (void **)&s->w, op->name);
@@ -469,29 +474,29 @@ static int attention_gemm(cuda_backend *cb, const vae_op *op, const char *qkv, c
     return rc;
 }
 
-/* backend.h warm: the GEMM path once on zeros, a block of ATT_WARM_ROWS queries against
+/* The attention's GEMM path once on zeros, a block of ATT_WARM_ROWS queries against
  * ATT_WARM_TOKENS keys of program p's first attention, so that a process's first call does not
  * pay cuBLAS's first use (its heuristics and lazily loaded kernels: 152 ms of a fresh process's
  * first Wan2.1 480p decode on the H100, bench/RESULTS.md runs 155-162; 8192 x 2048 did better
- * than 2048 x 512 there). Own buffers (~120 MB in bf16), not the scratch area or the pool:
- * nothing stays allocated; where the device has no room for them the first call pays instead. */
+ * than 2048 x 512 there). Once per width (a decoder and an encoder of the same width share it).
+ * Own buffers (~120 MB in bf16), not the scratch area or the pool: nothing stays allocated;
+ * where the device has no room for them the first call pays instead. */
 enum { ATT_WARM_TOKENS = 8192, ATT_WARM_ROWS = 2048 };
-int cuda_warm(vae_backend *be, const vae_program *p) {
-    cuda_backend *cb = cu_be(be);
+static int att_warm(cuda_backend *cb, const vae_program *p) {
     const vae_op *op = NULL;
     for (int i = 0; i < p->n_ops && !op; i++)
         if (p->ops[i].kind == VAE_OP_ATTENTION) op = &p->ops[i];
-    if (!op || att_gemm_rows(cb, op, ATT_WARM_TOKENS, SIZE_MAX) == 0) return VAE_OK;
+    if (!op || op->c_out == cb->warm_att_c || att_gemm_rows(cb, op, ATT_WARM_TOKENS, SIZE_MAX) == 0)
+        return VAE_OK;
     const int n = ATT_WARM_TOKENS, mb = ATT_WARM_ROWS, c = op->c_out;
     const size_t es = cb->base.elem_size, qkv_bytes = (size_t)n * 3 * c * es;
     const size_t bytes = qkv_bytes + att_gemm_bytes(cb, mb, n) + (size_t)mb * c * es;
     char *buf = NULL;
-    int rc = cu_enter(cb, "cuda warm-up");
-    if (rc == VAE_OK && cudaMalloc((void **)&buf, bytes) != cudaSuccess) {
+    if (cudaMalloc((void **)&buf, bytes) != cudaSuccess) {
         cudaGetLastError(); /* (no room: not an error) */
         return VAE_OK;
     }
-    if (rc == VAE_OK) rc = cu_check(cudaMemsetAsync(buf, 0, bytes, cb->stream), op->name, "memset");
+    int rc = cu_check(cudaMemsetAsync(buf, 0, bytes, cb->stream), op->name, "memset");
     if (rc == VAE_OK) {
         float *sc = (float *)(buf + qkv_bytes); /* [mb][n], then P [mb][n], then y [mb][c] */
         char *pm = (char *)(sc + (size_t)mb * n), *y = pm + (size_t)mb * n * es;
@@ -499,7 +504,41 @@ int cuda_warm(vae_backend *be, const vae_program *p) {
                            op->scale);
     }
     if (rc == VAE_OK) rc = cu_check(cudaStreamSynchronize(cb->stream), op->name, "warm-up");
-    if (buf) cudaFree(buf);
+    cudaFree(buf);
+    if (rc == VAE_OK) cb->warm_att_c = c;
+    return rc;
+}
+
+/* Program p's parameters into the stage (cuda_stage.c), in the forms their first uses take. */
+static void stage_program(cuda_backend *cb, const vae_program *p) {
+    cu_stage *st = &cb->stage;
+    cu_stage_begin(st);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && !cu_stage_alloc(cb, st)) break;
+        for (int i = 0; i < p->n_ops; i++) {
+            const vae_op *op = &p->ops[i];
+            if (op->kind == VAE_OP_CONV) cuda_conv_stage(cb, op);
+            if (!ops_has_params(op)) continue;
+            cu_stage_put(st, op->w, CU_STAGE_RAW, VAE_DTYPE_F32, (size_t)op->c_in, op->w);
+            cu_stage_put(st, op->b, CU_STAGE_RAW, VAE_DTYPE_F32, (size_t)op->c_in, op->b);
+        }
+    }
+    cu_stage_end(st);
+}
+
+/* backend.h warm (VAE_CUDA_WARM): 1 the attention's cuBLAS warm-up, 2 also the parameters
+ * staged in pinned memory. The time goes to CU_H_WARM, not to the calls' set-up. */
+int cuda_warm(vae_backend *be, const vae_program *p) {
+    cuda_backend *cb = cu_be(be);
+    if (cb->warm == 0) return VAE_OK;
+    const double t0 = cu_now(), pinned = cb->host_s[CU_H_PINNED];
+    int rc = cu_enter(cb, "cuda warm-up");
+    if (rc == VAE_OK) rc = att_warm(cb, p);
+    if (rc == VAE_OK && cb->warm >= 2) stage_program(cb, p);
+    cb->host_s[CU_H_PINNED] = pinned;
+    cb->host_s[CU_H_WARM] += cu_now() - t0;
+    VAE_DEBUG("cuda warm-up: %.0f ms so far, %.1f MiB of parameters staged",
+              cb->host_s[CU_H_WARM] * 1e3, (double)cu_stage_bytes(&cb->stage) / 1048576.0);
     return rc;
 }
 
