@@ -10,7 +10,8 @@
  * fused bias epilogue (VAE_CUDA_FUSE=0); a 1 MiB scratch limit (blocked gathers); the CUTLASS
  * implicit-GEMM kernels forced (VAE_CUDA_IGEMM=always) or off; fp8 (Hopper + CUTLASS builds):
  * the implicit-GEMM cases against the CPU backend's fp8 emulation (the shapes the FP8 kernels
- * do not take run in bf16 and are compared with the float32 reference).
+ * do not take run in bf16 and are compared with the float32 reference); the convs with their
+ * parameters staged first (VAE_CUDA_WARM=2, as sessions do), in fp32, bf16 and fp8.
  * Then buffers, the planar host transfers, error paths, and timings of model-sized convs, norms,
  * shuffles and attention (informative).
  * Without a usable GPU: prints "skipped: no GPU" and exits 0.
@@ -209,6 +210,26 @@ static long fp8_convs(void) {
     return n > 0 ? n : 0;
 }
 
+/* Variants "<dtype>/staged": each conv's parameters are staged first (backend.h warm, as a
+ * session does at its creation), so that its first uses copy them from the stage; the stage is
+ * given back after each conv (trim), since the next test's host arrays may take the same
+ * addresses. */
+static int staged;
+
+static void stage_op(const vae_op *op) {
+    vae_program p;
+    vae_program_init(&p, op->c_in);
+    if (staged && gpu->v->warm && vae_program_add(&p, op) >= 0) {
+        int rc = gpu->v->warm(gpu, &p);
+        check(rc == VAE_OK, "%s: staging: %s", op->name, rc ? vae_last_error() : "ok");
+    }
+    vae_program_free(&p);
+}
+
+static void unstage(void) {
+    if (staged && gpu->v->trim) gpu->v->trim(gpu);
+}
+
 static void test_conv(const conv_case *cc) {
     int K = cc->c_in * cc->kt * cc->kh * cc->kw;
     int t_out = (cc->n_in - cc->kt) / cc->st + 1;
@@ -234,7 +255,9 @@ static void test_conv(const conv_case *cc) {
     snprintf(op.name, sizeof op.name, "test.conv.%s", cc->name);
     int rc_c, rc_g;
     const long fp8_before = ref != cpu ? fp8_convs() : 0;
+    stage_op(&op);
     float *yg = run_conv(gpu, cc, &op, src, n_src, frame_src, res, fsz, ysz, t_out, ho, wo, &rc_g);
+    unstage();
     /* fp8: a shape the FP8 kernels do not take ran in bf16: then the bf16 reference */
     vae_backend *r = ref != cpu && fp8_convs() == fp8_before ? cpu : ref;
     float *yc = run_conv(r, cc, &op, src, n_src, frame_src, res, fsz, ysz, t_out, ho, wo, &rc_c);
@@ -365,6 +388,7 @@ static void test_conv_up(int c_in, int c_out, int kh, int n, int h, int w, int b
         vae_backend *be = bes[k];
         vae_op o = op;
         o.up = k == 0 ? 0 : up;
+        if (be == gpu) stage_op(&o);
         void *state = NULL;
         rc[k] = be->v->prepare(be, &o, &state);
         const int hh = k == 0 ? hu : h, ww = k == 0 ? wu : w;
@@ -384,6 +408,7 @@ static void test_conv_up(int c_in, int c_out, int kh, int n, int h, int w, int b
         be->v->release(be, yd);
         be->v->release(be, xd);
         be->v->unprepare(be, &o, state);
+        if (be == gpu) unstage();
     }
     char what[200];
     snprintf(what, sizeof what, "conv up2 %dx%d %3d->%-3d %d frames %dx%d%s%s", kh, kh, c_in, c_out,
@@ -1169,6 +1194,7 @@ static void check_igemm_ran(const char *what) {
 static void run_variant(const variant_def *v) {
     variant = v->label;
     tol = v->dtype == VAE_DTYPE_F32 ? 1e-5 : 2e-2;
+    staged = v->extra && !strcmp(v->extra, "VAE_CUDA_WARM=2");
     int rc = make_gpu(v);
     if (rc == VAE_EUNSUPPORTED && v->dtype == VAE_DTYPE_FP8) { /* Hopper + CUTLASS builds only */
         printf("INFO [%s] skipped: %s\n", variant, vae_last_error());
@@ -1294,6 +1320,10 @@ static void run_variant(const variant_def *v) {
     if (v->extra && !strcmp(v->extra, "VAE_CUDA_IGEMM=always"))
         check_igemm_ran(" implicit GEMM (always)");
     if (v->dtype == VAE_DTYPE_FP8) check_igemm_ran(" fp8,");
+    if (staged) {
+        const long n = described_count(" uploads from the stage");
+        check(n > 0, "first uses that copied their parameters from the stage: %ld", n);
+    }
     gpu->v->destroy(gpu);
     gpu = NULL;
 }
@@ -1342,6 +1372,9 @@ int main(int argc, char **argv) {
         {"bf16/igemm", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_IGEMM=always"},
         {"bf16/noigemm", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_IGEMM=off"},
         {"fp8", VAE_DTYPE_FP8, NULL, NULL, V_FP8, 0, NULL},
+        {"fp32/staged", VAE_DTYPE_F32, NULL, NULL, V_CONV, 0, "VAE_CUDA_WARM=2"},
+        {"bf16/staged", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_WARM=2"},
+        {"fp8/staged", VAE_DTYPE_FP8, NULL, NULL, V_FP8, 0, "VAE_CUDA_WARM=2"},
     };
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
         variant_def v = variants[i];

@@ -303,6 +303,7 @@ static int upload_param(cuda_backend *cb, const void *key, int tag, const float 
         if (p) cu_dev_free(&cb->pool, p, bytes);
         return rc;
     }
+    cb->n_staged_uploads += staged != NULL;
     cb->weight_bytes += (int64_t)bytes;
     cu_note_peak(cb);
     *out = p;
@@ -801,7 +802,8 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM, %lld "
         "implicit GEMM (%s), %lld fp8, %lld graph launches; weights %.1f MiB; peak %.1f MiB "
         "(weights %.1f, activations %.1f, scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; "
-        "session creation %.0f ms (warm-up, %.1f MiB of parameters staged); host set-up: device "
+        "session creation %.0f ms (warm-up, %.1f MiB of parameters staged, %lld uploads from "
+        "the stage); host set-up: device "
         "allocations "
         "%.0f ms, pinned buffers %.0f ms, cuDNN handle %.0f ms, cuDNN plans %.0f ms (first "
         "launches %.0f ms), graphs %.0f ms, op preparation %.0f ms, weight uploads %.0f ms, "
@@ -819,12 +821,13 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         (double)cb->peak_parts[0] / 1048576.0, (double)cb->peak_parts[1] / 1048576.0,
         (double)cb->peak_parts[2] / 1048576.0, (double)cb->peak_parts[3] / 1048576.0,
         (double)cb->pool.reserved_bytes / 1048576.0, cb->host_s[CU_H_WARM] * 1e3,
-        (double)cu_stage_bytes(&cb->stage) / 1048576.0, cb->host_s[CU_H_MALLOC] * 1e3,
-        cb->host_s[CU_H_PINNED] * 1e3, cb->host_s[CU_H_DNN_HANDLE] * 1e3,
-        cb->host_s[CU_H_DNN_PLAN] * 1e3, cb->host_s[CU_H_DNN_FIRST] * 1e3,
-        cb->host_s[CU_H_GRAPH] * 1e3, cb->host_s[CU_H_PREPARE] * 1e3,
-        cb->host_s[CU_H_WEIGHTS] * 1e3, cb->host_s[CU_H_IGEMM] * 1e3, cb->bus.n_out,
-        cb->bus.n_ahead, cb->bus.n_hit, cb->bus.n_direct);
+        (double)cu_stage_bytes(&cb->stage) / 1048576.0, (long long)cb->n_staged_uploads,
+        cb->host_s[CU_H_MALLOC] * 1e3, cb->host_s[CU_H_PINNED] * 1e3,
+        cb->host_s[CU_H_DNN_HANDLE] * 1e3, cb->host_s[CU_H_DNN_PLAN] * 1e3,
+        cb->host_s[CU_H_DNN_FIRST] * 1e3, cb->host_s[CU_H_GRAPH] * 1e3,
+        cb->host_s[CU_H_PREPARE] * 1e3, cb->host_s[CU_H_WEIGHTS] * 1e3,
+        cb->host_s[CU_H_IGEMM] * 1e3, cb->bus.n_out, cb->bus.n_ahead, cb->bus.n_hit,
+        cb->bus.n_direct);
     return buf;
 }
 

@@ -447,6 +447,7 @@ typedef struct cuda_backend {
     int64_t n_conv_3d, n_conv_fused;   /* of the cuDNN blocks: 3-D ones, fused-epilogue ones */
     int64_t n_conv_igemm;              /* convs run by the CUTLASS implicit-GEMM kernels */
     int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
+    int64_t n_staged_uploads;          /* parameters copied from the stage (cuda_stage.c) */
     cu_host_buf hin[2], hout[2];       /* stage_in / download_planar buffers, used in turn */
     cu_host_buf wring[2];              /* parameters on their way to the device, in turn */
     cu_stage stage;                    /* parameters staged at session creation */
