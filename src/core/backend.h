@@ -156,8 +156,9 @@ typedef struct vae_backend_vtbl {
      * device (CUDA: cudaSetDevice); a runner of a device group calls it on its own thread. */
     int (*bind)(vae_backend *be);
     /* Optional (NULL: nothing to pay): what a process pays once for program p's ops, paid at
-     * session creation instead of in the first call (CUDA: cuBLAS's first use by the
-     * attention). Holds no memory afterwards. */
+     * session creation instead of in the first call (CUDA: cuBLAS's first use by the attention,
+     * and p's parameters converted into pinned host memory, kept until trim). Holds no device
+     * memory afterwards; failing to stage is no error (the first call pays instead). */
     int (*warm)(vae_backend *be, const vae_program *p);
 
     /* Optional (NULL: always yes): does this temporal conv want its input as a contiguous window

@@ -803,12 +803,11 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         "implicit GEMM (%s), %lld fp8, %lld graph launches; weights %.1f MiB; peak %.1f MiB "
         "(weights %.1f, activations %.1f, scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; "
         "session creation %.0f ms (warm-up, %.1f MiB of parameters staged, %lld uploads from "
-        "the stage); host set-up: device "
-        "allocations "
-        "%.0f ms, pinned buffers %.0f ms, cuDNN handle %.0f ms, cuDNN plans %.0f ms (first "
-        "launches %.0f ms), graphs %.0f ms, op preparation %.0f ms, weight uploads %.0f ms, "
-        "CUTLASS launches %.0f ms; host copies: %lld out on the bus, %lld prefetched, %lld "
-        "read from prefetches, %lld on the compute stream",
+        "the stage); host set-up: device allocations %.0f ms, pinned buffers %.0f ms, cuDNN "
+        "handle %.0f ms, cuDNN plans %.0f ms (first launches %.0f ms), graphs %.0f ms, op "
+        "preparation %.0f ms, weight uploads %.0f ms, CUTLASS launches %.0f ms; host copies: "
+        "%lld out on the bus, %lld prefetched, %lld read from prefetches, %lld on the compute "
+        "stream",
         cb->device_name, cb->fp8 ? "bf16 activations with fp8 convs" : vae_dtype_name(be->dtype),
         cu_dnn_describe(cb, dnn, sizeof dnn), (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d,
         (long long)cb->n_conv_fused, (long long)cb->n_conv_gemm, (long long)cb->n_conv_igemm,
