@@ -225,6 +225,12 @@ void cuda_conv_stage(cuda_backend *cb, const vae_op *op) {
     }
 }
 
+int cuda_conv_wants_dnn(const cuda_backend *cb, const vae_op *op) {
+    const int strided = op->st > 1 || op->sh > 1 || op->sw > 1;
+    const int asym = op->pad_h[0] != op->pad_h[1] || op->pad_w[0] != op->pad_w[1];
+    return cb->conv_mode != CU_CONV_GEMM && (strided || asym) && (op->kh > 1 || op->kw > 1);
+}
+
 void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state) {
     conv_state *s = state;
     if (!s) return;

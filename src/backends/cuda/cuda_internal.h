@@ -602,6 +602,8 @@ int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const 
 int cuda_conv_window(vae_backend *be, const vae_op *op, void *state);
 /* puts the conv's parameters as its first uses will upload them into the stage (cu_stage_put) */
 void cuda_conv_stage(cuda_backend *cb, const vae_op *op);
+/* 1: no own kernel takes this conv (strided, asymmetric padding): cuDNN runs it */
+int cuda_conv_wants_dnn(const cuda_backend *cb, const vae_op *op);
 /* vtbl scratch_need (cuda_ops.c), and its conv part (cuda_conv.c) */
 int64_t cuda_scratch_need(vae_backend *be, const vae_op *op, int t, int h, int w, int minimal);
 int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, int h, int w,
@@ -664,6 +666,8 @@ int cu_view_reach(vae_backend *be, const vae_io_view *v);
 int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const void *w,
                     const cu_dnn_epi *epi, void *y, const char *who);
 void cu_dnn_destroy(cuda_backend *cb);
+/* cuDNN's first use in the process, paid now (cuda_warm) */
+int cu_dnn_warm(cuda_backend *cb);
 /* "cuDNN 9.x.y" or "cuDNN unavailable" */
 const char *cu_dnn_describe(cuda_backend *cb, char *buf, size_t len);
 

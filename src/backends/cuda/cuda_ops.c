@@ -526,17 +526,28 @@ static void stage_program(cuda_backend *cb, const vae_program *p) {
     cu_stage_end(st);
 }
 
-/* backend.h warm (VAE_CUDA_WARM): 1 the attention's cuBLAS warm-up, 2 also the parameters
- * staged in pinned memory. The time goes to CU_H_WARM, not to the calls' set-up. */
+/* The program has convs that only cuDNN runs (an encoder's strided ones). */
+static int program_wants_dnn(const cuda_backend *cb, const vae_program *p) {
+    for (int i = 0; i < p->n_ops; i++)
+        if (p->ops[i].kind == VAE_OP_CONV && cuda_conv_wants_dnn(cb, &p->ops[i])) return 1;
+    return 0;
+}
+
+/* backend.h warm (VAE_CUDA_WARM): 1 the attention's cuBLAS warm-up and cuDNN's first use where
+ * the program has convs only cuDNN runs, 2 also the parameters staged in pinned memory. The time
+ * goes to CU_H_WARM, not to the calls' set-up. */
 int cuda_warm(vae_backend *be, const vae_program *p) {
     cuda_backend *cb = cu_be(be);
     if (cb->warm == 0) return VAE_OK;
-    const double t0 = cu_now(), pinned = cb->host_s[CU_H_PINNED];
+    double set_up[CU_H_N];
+    memcpy(set_up, cb->host_s, sizeof set_up);
+    const double t0 = cu_now();
     int rc = cu_enter(cb, "cuda warm-up");
     if (rc == VAE_OK) rc = att_warm(cb, p);
+    if (rc == VAE_OK && program_wants_dnn(cb, p)) rc = cu_dnn_warm(cb);
     if (rc == VAE_OK && cb->warm >= 2) stage_program(cb, p);
-    cb->host_s[CU_H_PINNED] = pinned;
-    cb->host_s[CU_H_WARM] += cu_now() - t0;
+    memcpy(cb->host_s, set_up, sizeof set_up); /* a call's set-up, not the session's */
+    cb->host_s[CU_H_WARM] = set_up[CU_H_WARM] + cu_now() - t0;
     VAE_DEBUG("cuda warm-up: %.0f ms so far, %.1f MiB of parameters staged",
               cb->host_s[CU_H_WARM] * 1e3, (double)cu_stage_bytes(&cb->stage) / 1048576.0);
     return rc;

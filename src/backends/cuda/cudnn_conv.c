@@ -361,3 +361,47 @@ int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const
     }
     return rc;
 }
+
+/* cuDNN's first use in the process (its handle, its engine libraries, their first kernels) paid
+ * by the caller (cuda_warm, for programs with convs that only cuDNN runs): one 3x3 stride-2 conv
+ * of 64 channels over 16x16 zeros in the backend's dtype, its plan kept like any other. Nothing
+ * where cuDNN was used already, is unavailable, or refuses the shape; no error is left. */
+int cu_dnn_warm(cuda_backend *cb) {
+    if (cb->dnn || cb->dnn_failed || !dnn_get(cb)) return VAE_OK;
+    const cu_dnn_conv g = {.nd = 2,
+                           .n = 1,
+                           .c = 64,
+                           .dx = 1,
+                           .hx = 16,
+                           .wx = 16,
+                           .k = 64,
+                           .kd = 1,
+                           .kh = 3,
+                           .kw = 3,
+                           .ph = 1,
+                           .pw = 1,
+                           .sd = 1,
+                           .sh = 2,
+                           .sw = 2,
+                           .dy = 1,
+                           .ho = 8,
+                           .wo = 8};
+    const size_t es = cb->base.elem_size, xb = 16 * 16 * 64 * es, wb = 64 * 64 * 9 * es;
+    const size_t bytes = xb + wb + 8 * 8 * 64 * es;
+    char *buf = NULL;
+    if (cudaMalloc((void **)&buf, bytes) != cudaSuccess) {
+        cudaGetLastError(); /* (no room: not an error) */
+        return VAE_OK;
+    }
+    int rc = cu_check(cudaMemsetAsync(buf, 0, bytes, cb->stream), "cuDNN warm-up", "memset");
+    const cu_dnn_epi epi = {0};
+    if (rc == VAE_OK)
+        rc = cu_dnn_conv_run(cb, &g, buf, buf + xb, &epi, buf + xb + wb, "cuDNN warm-up");
+    if (rc == VAE_EUNSUPPORTED) {
+        vae_error_clear(); /* the first real conv pays instead */
+        rc = VAE_OK;
+    }
+    if (rc == VAE_OK) rc = cu_check(cudaStreamSynchronize(cb->stream), "cuDNN warm-up", "sync");
+    cudaFree(buf);
+    return rc;
+}
