@@ -127,14 +127,20 @@ static int need_w3p(cuda_backend *cb, const vae_op *op, conv_state *s) {
     return upload_weights(cb, op, s, 1, s->cp, &s->w3p, &s->w3p_bytes);
 }
 
+/* the bias padded to kp with zeros (float32, host; the caller frees it), or NULL without memory */
+static float *padded_bias(const vae_op *op, const conv_state *s) {
+    float *host = vae_calloc((size_t)s->kp, sizeof(float));
+    if (host) memcpy(host, op->b, (size_t)s->co * sizeof(float));
+    return host;
+}
+
 /* bias padded to kp (zeros), float32 or the activation dtype */
 static int upload_bias(cuda_backend *cb, const vae_op *op, const conv_state *s, int as_f32,
                        void **out) {
     int rc = cu_upload_staged(cb, op->b, CU_STAGE_BIAS, (size_t)s->kp, as_f32, out, op->name);
     if (rc || *out) return rc;
-    float *host = vae_calloc((size_t)s->kp, sizeof(float));
+    float *host = padded_bias(op, s);
     if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory", op->name);
-    memcpy(host, op->b, (size_t)s->co * sizeof(float));
     rc = cu_upload_param(cb, host, (size_t)s->kp, as_f32, out, op->name);
     vae_free(host);
     return rc;
@@ -208,10 +214,7 @@ void cuda_conv_stage(cuda_backend *cb, const vae_op *op) {
     const size_t n = (size_t)s.co * op->c_in * op->kt * op->kh * op->kw;
     cu_stage_put(st, op->w, CU_STAGE_RAW, s.fp8 ? VAE_DTYPE_F32 : dt, n, op->w);
     float *host = NULL;
-    if (op->b && !cu_stage_counting(st)) {
-        if (!(host = vae_calloc((size_t)s.kp, sizeof(float)))) return; /* not staged */
-        memcpy(host, op->b, (size_t)s.co * sizeof(float));
-    }
+    if (op->b && !cu_stage_counting(st) && !(host = padded_bias(op, &s))) return; /* not staged */
     cu_stage_put(st, op->b, CU_STAGE_BIAS, VAE_DTYPE_F32, (size_t)s.kp, host);
     if (dt != VAE_DTYPE_F32) cu_stage_put(st, op->b, CU_STAGE_BIAS, dt, (size_t)s.kp, host);
     vae_free(host);

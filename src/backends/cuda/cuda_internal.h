@@ -360,7 +360,7 @@ enum {
     CU_H_PREPARE,    /* per-op state at executor creation (weights, scales, descriptors) */
     CU_H_WEIGHTS,    /* of which and later: parameters converted and copied to the device */
     CU_H_IGEMM,      /* host time of the CUTLASS launches (the first ones load their modules) */
-    CU_H_WARM,       /* at session creation (warm): the cuBLAS warm-up and the staging */
+    CU_H_WARM,       /* at session creation (warm): cuBLAS's and cuDNN's warm-ups, the staging */
     CU_H_N
 };
 
@@ -567,6 +567,9 @@ int cu_host_buf_reserve(cuda_backend *cb, cu_host_buf *b, size_t bytes);
 int cu_host_buf_wait(cu_host_buf *b);
 int cu_host_buf_queued(cuda_backend *cb, cu_host_buf *b);
 void cu_host_bufs_free(cuda_backend *cb);
+/* dst [n] in dt (float32, bfloat16 or float16) <- host float32 src [n], on the host (threads for
+ * large n): what the ring and the stage hold */
+void cu_params_convert(void *dst, const float *src, size_t n, vae_dtype dt);
 /* dst (device, n values of dt) <- host float32 src, converted on the host and copied through
  * the pinned ring in the stream's order (src may be freed on return) */
 int cu_ring_upload(cuda_backend *cb, void *dst, const float *src, size_t n, vae_dtype dt,

@@ -96,6 +96,18 @@ void cu_host_bufs_free(cuda_backend *cb) {
  * converting one piece overlaps the copy of the one before. */
 enum { RING_PIECE = 4 << 20 };
 
+void cu_params_convert(void *dst, const float *src, size_t n, vae_dtype dt) {
+    if (dt == VAE_DTYPE_F32) {
+        memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    uint16_t *d = dst;
+    const int bf16 = dt == VAE_DTYPE_BF16;
+#pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 18))
+    for (size_t i = 0; i < n; i++)
+        d[i] = bf16 ? vae_f32_to_bf16(src[i]) : vae_f32_to_f16(src[i]);
+}
+
 int cu_ring_upload(cuda_backend *cb, void *dst, const float *src, size_t n, vae_dtype dt,
                    const char *who) {
     const int refused = cu_upload_refused(cb, who);
@@ -106,16 +118,7 @@ int cu_ring_upload(cuda_backend *cb, void *dst, const float *src, size_t n, vae_
         cu_host_buf *b = &cb->wring[cb->wring_next];
         int rc = cu_host_buf_reserve(cb, b, RING_PIECE);
         if (rc) return rc;
-        const float *s = src + at;
-        if (dt == VAE_DTYPE_F32) {
-            memcpy(b->pin.p, s, k * 4);
-        } else {
-            uint16_t *d = b->pin.p;
-            const int bf16 = dt == VAE_DTYPE_BF16;
-#pragma omp parallel for schedule(static) if (k >= ((size_t)1 << 18))
-            for (size_t i = 0; i < k; i++)
-                d[i] = bf16 ? vae_f32_to_bf16(s[i]) : vae_f32_to_f16(s[i]);
-        }
+        cu_params_convert(b->pin.p, src + at, k, dt);
         rc = cu_check(cudaMemcpyAsync((char *)dst + at * es, b->pin.p, k * es,
                                       cudaMemcpyHostToDevice, cb->stream),
                       who, "uploading parameters");

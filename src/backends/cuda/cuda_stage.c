@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "backends/cuda/cuda_internal.h"
-#include "core/dtype.h"
 
 enum { STAGE_ALIGN = 256 };
 
@@ -61,19 +60,6 @@ int cu_stage_counting(const cu_stage *st) {
     return !st->filling;
 }
 
-/* src [n] float32 -> dst [n] in dt (the ring's conversion, cuda_pinned.c) */
-static void convert(void *dst, const float *src, size_t n, vae_dtype dt) {
-    if (dt == VAE_DTYPE_F32) {
-        memcpy(dst, src, n * sizeof(float));
-        return;
-    }
-    uint16_t *d = dst;
-    const int bf16 = dt == VAE_DTYPE_BF16;
-#pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 18))
-    for (size_t i = 0; i < n; i++)
-        d[i] = bf16 ? vae_f32_to_bf16(src[i]) : vae_f32_to_f16(src[i]);
-}
-
 void cu_stage_put(cu_stage *st, const void *key, int tag, vae_dtype dt, size_t n,
                   const float *src) {
     if (!key || n == 0) return;
@@ -91,7 +77,7 @@ void cu_stage_put(cu_stage *st, const void *key, int tag, vae_dtype dt, size_t n
         return;
     }
     if (!it || it->ready || it - st->items < st->first || !src) return;
-    convert((char *)st->block[it->block].p + it->off, src, n, dt);
+    cu_params_convert((char *)st->block[it->block].p + it->off, src, n, dt);
     it->ready = 1;
 }
 

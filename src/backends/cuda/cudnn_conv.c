@@ -368,24 +368,10 @@ int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const
  * where cuDNN was used already, is unavailable, or refuses the shape; no error is left. */
 int cu_dnn_warm(cuda_backend *cb) {
     if (cb->dnn || cb->dnn_failed || !dnn_get(cb)) return VAE_OK;
-    const cu_dnn_conv g = {.nd = 2,
-                           .n = 1,
-                           .c = 64,
-                           .dx = 1,
-                           .hx = 16,
-                           .wx = 16,
-                           .k = 64,
-                           .kd = 1,
-                           .kh = 3,
-                           .kw = 3,
-                           .ph = 1,
-                           .pw = 1,
-                           .sd = 1,
-                           .sh = 2,
-                           .sw = 2,
-                           .dy = 1,
-                           .ho = 8,
-                           .wo = 8};
+    cu_dnn_conv g;
+    memset(&g, 0, sizeof g);
+    g.nd = 2, g.n = 1, g.c = g.k = 64, g.hx = g.wx = 16, g.kh = g.kw = 3, g.ph = g.pw = 1;
+    g.dx = g.dy = g.kd = g.sd = 1, g.sh = g.sw = 2, g.ho = g.wo = 8;
     const size_t es = cb->base.elem_size, xb = 16 * 16 * 64 * es, wb = 64 * 64 * 9 * es;
     const size_t bytes = xb + wb + 8 * 8 * 64 * es;
     char *buf = NULL;
