@@ -69,12 +69,13 @@ typedef enum {
     VAE_DTYPE_F32 = 0,
     VAE_DTYPE_F16 = 1,
     VAE_DTYPE_BF16 = 2,
-    /* Compute only (session option, never a tensor's dtype): FP8 (OCP E4M3) convolutions --
-     * weights quantised per output channel at load, each conv's input with one scale per call
-     * (its largest magnitude maps to 448), float32 accumulation; norms, attention, bias,
-     * residuals and the narrow convs at the network's ends (<= 16 channels in or out) stay in
-     * higher precision. The CPU backend emulates it (float32 activations, values rounded to the
-     * E4M3 grid); no GPU kernels yet. */
+    /* Compute only (session option, never a tensor's dtype): FP8 (OCP E4M3) convolutions in
+     * the residual branches -- weights quantised per output channel at load, each conv's input
+     * with one scale per call (its largest magnitude maps to 448), float32 accumulation; norms,
+     * attention, bias, residuals, the convs that carry the whole signal (upsampling, shortcuts)
+     * and the narrow ones at the network's ends (<= 16 channels in or out) stay in higher
+     * precision. The CPU backend emulates it (float32 activations, values rounded to the E4M3
+     * grid); Hopper GPUs run it on bf16 activations (E4M3 kernels where their shapes allow). */
     VAE_DTYPE_FP8 = 3,
 } vae_dtype;
 VAE_API const char *vae_dtype_name(vae_dtype dtype);

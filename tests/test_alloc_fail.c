@@ -13,8 +13,8 @@
  * GroupNorm sums, so a failure on one must wake the other).
  * "quick" sweeps three of the scenarios (the sanitizer build, where every try is 3x slower; the
  * bands' ~2000 allocations take ~3 min even in the release build).
- * A third argument runs only the scenarios whose name holds it (e.g. "bands").
- * usage: test_alloc_fail SHARED_DIR [cuda|quick] [NAME-PART] */
+ * A third argument runs only the scenarios whose name holds it (e.g. "bands"); none matching fails.
+ * usage: test_alloc_fail SHARED_DIR [all|cuda|quick] [NAME-PART] */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -138,7 +138,11 @@ static long sweep(const vae_model *m, const scenario *sc, const vae_tensor *in) 
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) return 2;
+    if (argc < 2 || (argc > 2 && strcmp(argv[2], "all") && strcmp(argv[2], "cuda") &&
+                     strcmp(argv[2], "quick"))) {
+        printf("usage: test_alloc_fail SHARED_DIR [all|cuda|quick] [NAME-PART]\n");
+        return 2;
+    }
     const int quick = argc > 2 && strcmp(argv[2], "quick") == 0;
     if (argc > 2 && strcmp(argv[2], "cuda") == 0) {
         if (!vae_device_available(VAE_DEVICE_CUDA)) {
@@ -169,6 +173,7 @@ int main(int argc, char **argv) {
         {"encode, exact 16 px tiles on 2 lanes", "enc_img.video", 1, VAE_TILE_AUTO, 16, 0, 2, 0},
         {"decode, row bands on 2 lanes (SeedVR2 bands)", "dec_img.latent", 0, VAE_TILE_AUTO, 0, 0, 2, 1},
     };
+    int n_run = 0;
     for (size_t i = 0; i < sizeof scs / sizeof *scs; i++) {
         /* on the GPU every try makes a CUDA backend (~0.1 s): the decodes, whole and tiled */
         if (device == VAE_DEVICE_CUDA && (scs[i].encode || scs[i].mode == VAE_TILE_BLEND)) continue;
@@ -176,12 +181,14 @@ int main(int argc, char **argv) {
         /* quick (the sanitizer build, 3x slower): whole-frame decode, tiled encode, a group */
         if (quick && i != 0 && i != 3 && i != 5) continue;
         const long before = n_fail;
+        n_run++;
         long n = scs[i].bands ? sweep(m2, &scs[i], &lat2)
                               : sweep(m, &scs[i], scs[i].encode ? &img : &lat);
         printf("%s %s: %ld allocations, each %s failing in turn\n",
                n_fail == before ? "PASS" : "FAIL", scs[i].name, n,
                sweep_step(&scs[i]) > 1 ? "37th" : "one");
     }
+    CHECK(n_run > 0, "no scenario's name holds \"%s\"", argc > 3 ? argv[3] : "");
     vae_tensor_free(&lat);
     vae_tensor_free(&img);
     vae_tensor_free(&lat2);

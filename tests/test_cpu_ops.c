@@ -246,6 +246,7 @@ static void test_conv_fp8(int c_in, int c_out) {
     op.kt = op.kh = op.kw = 3, op.st = op.sh = op.sw = 1;
     op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = 1;
     op.w = wt, op.b = b;
+    op.fp8 = vae_op_fp8_shape(&op); /* as if in a residual branch: vae_program_mark_fp8 */
     snprintf(op.name, sizeof op.name, "test.conv.fp8.%dx%d", c_in, c_out);
     const int fp8 = vae_op_fp8(&op);
     /* the reference's operands: rounded as documented (or not at all for a narrow conv) */

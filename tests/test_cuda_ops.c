@@ -252,6 +252,7 @@ static void test_conv(const conv_case *cc) {
     op.kt = cc->kt, op.kh = cc->kh, op.kw = cc->kw, op.st = cc->st, op.sh = cc->sh, op.sw = cc->sw;
     op.pad_h[0] = cc->pt, op.pad_h[1] = cc->pb, op.pad_w[0] = cc->pl, op.pad_w[1] = cc->pr;
     op.w = wt, op.b = b;
+    op.fp8 = vae_op_fp8_shape(&op); /* as if in a residual branch: vae_program_mark_fp8 */
     snprintf(op.name, sizeof op.name, "test.conv.%s", cc->name);
     int rc_c, rc_g;
     const long fp8_before = ref != cpu ? fp8_convs() : 0;

@@ -78,6 +78,8 @@ static int model_build(vae_model *m, vae_builder *b) {
     if (rc == VAE_OK) rc = vb_status(b);
     if (rc == VAE_OK) rc = vb_check_all_used(b, arch->name);
     if (rc) return rc;
+    vae_program_mark_fp8(&m->enc);
+    vae_program_mark_fp8(&m->dec);
     m->weights = vb_take_arena(b);
     m->params = vb_param_count(b);
     m->tensors = vb_tensor_count(b);

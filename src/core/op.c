@@ -240,8 +240,12 @@ double vae_op_macs(const vae_op *op, int t, int h_out, int w_out) {
     }
 }
 
-int vae_op_fp8(const vae_op *op) {
+int vae_op_fp8_shape(const vae_op *op) {
     return op->kind == VAE_OP_CONV && op->c_in > 16 && op->c_out > 16;
+}
+
+int vae_op_fp8(const vae_op *op) {
+    return op->kind == VAE_OP_CONV && op->fp8;
 }
 
 int vae_op_cache_frames(const vae_op *op) {

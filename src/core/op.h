@@ -100,8 +100,17 @@ void vae_op_step_frames(const vae_op *op, vae_op_clock *c, int t_in, int t_in2, 
 /* Multiply-accumulates of t frames of output h_out x w_out (attention: scores and values, over
  * h_out*w_out tokens); 0 for the ops whose cost is memory traffic. */
 double vae_op_macs(const vae_op *op, int t, int h_out, int w_out);
-/* A conv that VAE_DTYPE_FP8 runs in FP8: all but the narrow ones (at most 16 channels in or out:
- * the network's ends, next to the pixels and the latent, cheap and the most sensitive). */
+/* FP8 (VAE_DTYPE_FP8): which convs run in E4M3. One E4M3 conv adds ~3.4% relative noise to its
+ * output (3 mantissa bits on both operands), so the rule keeps it where the noise is damped:
+ * - vae_op_fp8_shape: wider than 16 channels in and out (the network's ends, next to the pixels
+ *   and the latent, are cheap and the most sensitive);
+ * - in a residual branch (vae_program_mark_fp8): the conv adds a residual, or its output reaches
+ *   the first input of one that does (or of an ADD) through ops that nothing else reads. Its
+ *   noise then lands beside the skip's exact signal: on the synthetic-weight Wan2.1 decoder one
+ *   such conv costs ~1% at the output, a conv that carries the whole signal (an upsampling
+ *   conv, a shortcut, Wan's time_conv) 2-3.6% (bench/RESULTS.md, session 24).
+ * vae_op_fp8 reads the mark; backends run the marked convs their E4M3 kernels take. */
+int vae_op_fp8_shape(const vae_op *op);
 int vae_op_fp8(const vae_op *op);
 /* Frames of input kept between steps (windowed ops: kt - 1; others 0). */
 int vae_op_cache_frames(const vae_op *op);

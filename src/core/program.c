@@ -120,6 +120,39 @@ int vae_program_slice(const vae_program *p, int from, int to, vae_program *out) 
     return VAE_OK;
 }
 
+/* The one op that reads value v (its index; *k: as which input), or -1 when none or several do
+ * or v is the program's output. */
+static int only_reader(const vae_program *p, int v, int *k) {
+    int reader = -1;
+    if (v == p->output) return -1;
+    for (int j = 0; j < p->n_ops; j++)
+        for (int q = 0; q < 2; q++)
+            if (p->ops[j].in[q] == v) {
+                if (reader >= 0) return -1;
+                reader = j, *k = q;
+            }
+    return reader;
+}
+
+/* Op i's output is added beside a skip: op i adds a residual, or its output reaches the first
+ * input of a conv that adds one (or of an ADD) through ops that nothing else reads. */
+static int in_residual_branch(const vae_program *p, int i) {
+    for (int guard = 0; guard <= p->n_ops; guard++) {
+        const vae_op *op = &p->ops[i];
+        if ((op->kind == VAE_OP_CONV && op->in[1] >= 0) || (guard > 0 && op->kind == VAE_OP_ADD))
+            return 1;
+        int k = 0, j = only_reader(p, op->out, &k);
+        if (j < 0 || k != 0) return 0; /* read twice (a skip itself), as a skip, or the output */
+        i = j;
+    }
+    return 0;
+}
+
+void vae_program_mark_fp8(vae_program *p) {
+    for (int i = 0; i < p->n_ops; i++)
+        p->ops[i].fp8 = vae_op_fp8_shape(&p->ops[i]) && in_residual_branch(p, i);
+}
+
 /* ---- frame loops ------------------------------------------------------------------------------
  */
 int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, const int *whole, int n) {

@@ -38,7 +38,7 @@ typedef enum {
     VAE_OP_GROUP_NORM,
     /* y = act(x) */
     VAE_OP_ACT,
-    /* y = act(in[0] + in[1]) */
+    /* y = act(in[0] + in[1]); in[1] is the skip when the add closes a residual block */
     VAE_OP_ADD,
     /* y[c] = x[c] * w[c] + b[c] (latent normalisation) */
     VAE_OP_SCALE_SHIFT,
@@ -92,6 +92,8 @@ typedef struct vae_op {
     int n;
     /* CONV: nearest upsampling of the input by `up` before the conv (0 or 1: none) */
     int up;
+    /* CONV: VAE_DTYPE_FP8 may run it in E4M3 (set by vae_program_mark_fp8; op.h: vae_op_fp8) */
+    int fp8;
     char name[96]; /* checkpoint name of the layer, for logs and errors */
 } vae_op;
 
@@ -125,6 +127,8 @@ int vae_program_shapes(const vae_program *p, int h, int w, int *vh, int *vw);
  * whose output is the one value crossing out of `to` (value ids renumbered, weights shared).
  * VAE_EINVAL when more than one value crosses either boundary. */
 int vae_program_slice(const vae_program *p, int from, int to, vae_program *out);
+/* Sets op->fp8 on the convs that VAE_DTYPE_FP8 runs in E4M3 (the rule: op.h, vae_op_fp8). */
+void vae_program_mark_fp8(vae_program *p);
 
 /* ---- frame loops (executor.h) and stepping through them ------------------------------------- */
 enum { VAE_MAX_LOOPS = 8 };
