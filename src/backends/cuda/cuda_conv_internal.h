@@ -1,7 +1,8 @@
-/* cuda_conv_internal.h -- what cuda_conv.c (the conv: paths, tuner, upsampling),
- * cuda_conv_phase.c (the upsampling convs' phase path) and cuda_conv_igemm.c (the CUTLASS
- * implicit-GEMM and FP8 paths) share (internal to the CUDA backend). cuda_conv.c calls the other
- * two; cuda_conv_phase.c uses cuda_conv.c's tuning helpers and cuda_conv_igemm.c's phase kernels;
+/* cuda_conv_internal.h -- what cuda_conv.c (the conv: weight layouts, paths, upsampling),
+ * cuda_conv_tune.c (which path per shape), cuda_conv_phase.c (the upsampling convs' phase path)
+ * and cuda_conv_igemm.c (the CUTLASS implicit-GEMM and FP8 paths) share (internal to the CUDA
+ * backend). cuda_conv.c calls the other three; cuda_conv_tune.c runs cuda_conv.c's paths;
+ * cuda_conv_phase.c uses the tuning helpers and cuda_conv_igemm.c's phase kernels;
  * cuda_conv_igemm.c uses cuda_conv.c's weight layouts.
  */
 #ifndef VAE_CUDA_CONV_INTERNAL_H
@@ -68,6 +69,18 @@ typedef struct conv_call {
 int cu_conv_need_w3(cuda_backend *cb, const vae_op *op, conv_state *s);
 /* frames fr[j*st] for j < tb follow each other in memory (one [tb][h][w][c] tensor) */
 int cu_frames_consecutive(const void *const *fr, int tb, int st, size_t fb);
+/* The bytes of one output frame's temporally gathered input (cg channels) of the per-block path. */
+size_t cu_conv_gathered_bytes(const vae_op *op, int h, int w, int cg, size_t es);
+/* The call by a path (PATH_*), or where it falls back to: implicit GEMM -> 3-D -> per block,
+ * padded 3-D -> per block (each fallback remembered for the op). */
+int cu_conv_run_path(conv_call *cc, const void *const *frames, int t_out, int path);
+/* After a tuning decision: frees the layouts no path chosen so far reads. */
+void cu_conv_trim_tuned(cuda_backend *cb, const vae_op *op, conv_state *s);
+
+/* ---- cuda_conv_tune.c ---- */
+/* A temporal conv (or a 2-D one the implicit-GEMM kernels take) by the path measured fastest for
+ * its shape: timed on first sight, or taken from the tune cache (consec: frames consecutive). */
+int cu_conv_run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_out, int consec);
 /* Timing a candidate: event i (0 before, 1 after) on the stream; the milliseconds between. */
 int cu_tune_mark(cuda_backend *cb, int i, const char *who);
 int cu_tune_elapsed(cuda_backend *cb, float *ms, const char *who);

@@ -14,12 +14,16 @@
  *   cuda_bus.c          copies to and from pinned host memory on a second stream (ring, prefetch)
  *   cuda_ops.c          norm / eltwise / resample / attention entry points (checks, launches;
  *                       attention's cuBLAS path, warmed up at session creation)
- *   cuda_conv.c         conv: weights layout, path choice (cuDNN, GEMM), blocking, bias/residual
+ *   cuda_conv.c         conv: weights layout, paths (cuDNN, GEMM), blocking, bias/residual
+ *   cuda_conv_tune.c    which conv path per shape: timed once, kept in the tune cache
+ *   cuda_tune_cache.c   the tune cache: conv path choices on disk between processes
  *   cuda_conv_phase.c   the upsampling convs as four 2x2 phase convs (cuDNN or CUTLASS, timed)
  *   cuda_conv_igemm.c   conv through the CUTLASS kernels: bf16 implicit GEMM, FP8 (the three
  *                       cuda_conv*.c share cuda_conv_internal.h)
  *   cudnn_conv.c        everything that talks to cuDNN (handle, plans per shape, workspace)
  *   cuda_comm_nccl.c    the communicator of a device group over NCCL (loaded when first asked)
+ *   cuda_io.c           tensors the caller holds on the device, the caller's stream
+ *   cuda_info.c         describing the GPUs (vae --info) without a backend
  *   cuda_*.cu           kernels, with C-callable launchers returning cudaError_t
  *   cuda_igemm.cu       which CUTLASS kernel takes a conv (cuk_igemm*; none without CUTLASS)
  *   cutlass/            the implicit-GEMM conv kernels for sm_90a through CUTLASS (C++), built by

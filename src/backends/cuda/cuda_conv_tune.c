@@ -1,0 +1,204 @@
+/* cuda_conv_tune.c -- which path a conv takes for a shape (cuda_conv.c's paths: per block, 3-D,
+ * padded 3-D, implicit GEMM): the candidates that fit the scratch area and the weights' share of
+ * a budget, each timed once (a warm-up run, then one between two events), the fastest kept per
+ * (op, frames, size) and stored in the tune cache (cuda_tune_cache.c: a later process takes it
+ * without timing); VAE_CUDA_TUNE=seed:N picks by a hash instead (tests), VAE_CUDA_TUNE=0 takes
+ * the first candidate. An own kernel wins unless cuDNN saves more than cb->dnn_gain_us.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_conv_internal.h"
+
+static const char *const path_names[4] = {"per block", "3-D", "padded 3-D", "implicit GEMM"};
+
+/* One warm-up run (plans), then one timed run. */
+static int timed_path(conv_call *cc, const void *const *frames, int t_out, int path, float *ms) {
+    cuda_backend *cb = cc->cb;
+    int rc = cu_conv_run_path(cc, frames, t_out, path);
+    if (rc) return rc;
+    if ((rc = cu_tune_mark(cb, 0, cc->op->name))) return rc;
+    rc = cu_conv_run_path(cc, frames, t_out, path);
+    return rc ? rc : cu_tune_elapsed(cb, ms, cc->op->name);
+}
+
+int cu_tune_mark(cuda_backend *cb, int i, const char *who) {
+    for (int k = 0; k < 2; k++)
+        if (!cb->tune_ev[k]) {
+            int rc = cu_check(cudaEventCreate(&cb->tune_ev[k]), who, "cudaEventCreate");
+            if (rc) return rc;
+        }
+    return cu_check(cudaEventRecord(cb->tune_ev[i], cb->stream), who, "event");
+}
+
+int cu_tune_elapsed(cuda_backend *cb, float *ms, const char *who) {
+    int rc = cu_tune_mark(cb, 1, who);
+    if (rc == VAE_OK) rc = cu_check(cudaEventSynchronize(cb->tune_ev[1]), who, "event");
+    return rc ? rc
+              : cu_check(cudaEventElapsedTime(ms, cb->tune_ev[0], cb->tune_ev[1]), who, "event");
+}
+
+uint64_t cu_conv_seed_hash(uint64_t seed, const char *name, int n_in, int h, int w) {
+    uint64_t x = 0xcbf29ce484222325ull ^ seed;
+    for (const char *c = name; *c; c++)
+        x = (x ^ (unsigned char)*c) * 0x100000001b3ull;
+    const int v[3] = {n_in, h, w};
+    for (int i = 0; i < 3; i++)
+        x = (x ^ (uint64_t)(uint32_t)v[i]) * 0x100000001b3ull;
+    return x ^ (x >> 29);
+}
+
+/* The key of a tuning decision in the cache file: everything the paths' speed depends on. */
+static void tune_key(const conv_call *cc, int n_in, const int *cand, int nc, char *key,
+                     size_t len) {
+    const vae_op *op = cc->op;
+    int n = snprintf(key, len, "c%d-%d|k%dx%dx%d|s%dx%dx%d|p%d.%d.%d.%d|u%d|n%d|%dx%d|r%d|f%d|",
+                     op->c_in, op->c_out, op->kt, op->kh, op->kw, op->st, op->sh, op->sw,
+                     op->pad_h[0], op->pad_h[1], op->pad_w[0], op->pad_w[1], op->up, n_in, cc->h,
+                     cc->w, cc->res != NULL, cc->fuse);
+    for (int k = 0; k < nc && n > 0 && (size_t)n < len; k++) /* the paths it was chosen from */
+        n += snprintf(key + n, len - (size_t)n, "%d%s", cand[k],
+                      cand[k] == PATH_3DPAD && cu_conv_igemm_padded_ok(cc) ? "g" : "");
+    if (n > 0 && (size_t)n < len) /* the rule it was chosen by */
+        snprintf(key + n, len - (size_t)n, "|d%d", cc->cb->dnn_gain_us);
+}
+
+int cu_tune_own_wins(const cuda_backend *cb, float own_ms, float dnn_ms) {
+    return (own_ms - dnn_ms) * 1000.0f <= (float)cb->dnn_gain_us;
+}
+
+/* The engine's own kernels run the path (CUTLASS over the window or the padded window); the
+ * other paths are cuDNN's. */
+static int path_is_own(const conv_call *cc, int path) {
+    return path == PATH_IGEMM || (path == PATH_3DPAD && cu_conv_igemm_padded_ok(cc));
+}
+
+/* The timed choice among nc candidates (ms[k] < 0: did not run as itself): the fastest, except
+ * that a cuDNN path must beat the fastest own path by the margin of cu_tune_own_wins. */
+static int tuned_pick(const conv_call *cc, const int *cand, const float *ms, int nc) {
+    int best = -1, own = -1;
+    for (int k = 0; k < nc; k++) {
+        if (ms[k] < 0) continue;
+        if (best < 0 || ms[k] < ms[best]) best = k;
+        if (path_is_own(cc, cand[k]) && (own < 0 || ms[k] < ms[own])) own = k;
+    }
+    if (best >= 0 && own >= 0 && best != own && !path_is_own(cc, cand[best]) &&
+        cu_tune_own_wins(cc->cb, ms[own], ms[best]))
+        return own;
+    return best;
+}
+
+/* Under a capped scratch area (a plan made with the least scratch), a path that needs more than
+ * the area for one output frame is not taken where the 3-D path can run. */
+static int path_too_big(const conv_call *cc, int path, int consec) {
+    const cuda_backend *cb = cc->cb;
+    const vae_op *op = cc->op;
+    if (!cb->scratch_capped || path == PATH_3D || path == PATH_IGEMM || !consec || cc->s->no3d)
+        return 0;
+    const size_t need = path == PATH_3DPAD /* one output frame's window, or gathered frame */
+                            ? (size_t)op->kt * cc->h * cc->w * (size_t)cc->s->cp * cc->es
+                            : cu_conv_gathered_bytes(op, cc->h, cc->w, cc->s->cg, cc->es);
+    return need > cb->scratch_bytes;
+}
+
+/* The bytes of weights a path would add: its layout, where it is not held yet. */
+static size_t path_layout_bytes(const conv_call *cc, int path) {
+    const vae_op *op = cc->op;
+    const conv_state *s = cc->s;
+    const size_t taps = (size_t)s->kp * op->kt * op->kh * op->kw;
+    if (path == PATH_3DPAD) return s->w3p ? 0 : taps * s->cp * cc->es;
+    if ((path == PATH_3D || path == PATH_IGEMM) && op->kt > 1)
+        return s->w3 ? 0 : taps * op->c_in * cc->es;
+    return s->w || s->w2p ? 0 : taps * op->c_in * cc->es; /* the 2-D layout */
+}
+
+/* Under a memory budget, the candidates whose layout the weights' share of the plan still holds
+ * (cuda_mem_info: one layout per conv; a conv that tuned another shape's path keeps to its
+ * layouts, run 114: two layouts of six 1024-channel convs took 324 MiB more than planned and the
+ * plan failed): cand[0 .. nc) filtered in place (all kept where none would fit). */
+static int fitting_paths(const conv_call *cc, int *cand, int nc) {
+    const cuda_backend *cb = cc->cb;
+    if (cb->base.limit <= 0 || cb->weight_reserve <= 0) return nc;
+    int kept[4], nk = 0;
+    for (int k = 0; k < nc; k++)
+        if (cb->weight_bytes + (int64_t)path_layout_bytes(cc, cand[k]) <= cb->weight_reserve)
+            kept[nk++] = cand[k];
+    if (nk == 0 || nk == nc) return nc;
+    VAE_DEBUG("%s: %d of %d paths within the weights' share of the budget", cc->op->name, nk, nc);
+    memcpy(cand, kept, (size_t)nk * sizeof *cand);
+    return nk;
+}
+
+/* A temporal conv: the path measured fastest for this shape (timed on first sight, or taken
+ * from the tune cache of an earlier process). */
+int cu_conv_run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_out, int consec) {
+    conv_state *s = cc->s;
+    for (int i = 0; i < s->n_tune; i++)
+        if (s->tune[i].n_in == n_in && s->tune[i].h == cc->h && s->tune[i].w == cc->w) {
+            int path = s->tune[i].path;
+            if (path_too_big(cc, path, consec)) path = PATH_3D;
+            if ((path == PATH_3D || path == PATH_IGEMM) && !consec) {
+                path = s->cp ? PATH_3DPAD : PATH_BLOCKS;
+                VAE_DEBUG("%s: %d frames %dx%d: not consecutive, %s", cc->op->name, n_in, cc->h,
+                          cc->w, path_names[path]);
+            }
+            return cu_conv_run_path(cc, frames, t_out, path);
+        }
+    const int igemm = cu_conv_igemm_ok(cc, consec);
+    if (igemm && cc->cb->igemm == 2) return cu_conv_run_path(cc, frames, t_out, PATH_IGEMM);
+    if (cc->cb->igemm == 2 && cu_conv_igemm_padded_ok(cc)) /* the kernels on the padded window */
+        return cu_conv_run_path(cc, frames, t_out, PATH_3DPAD);
+    int cand[4], nc = 0;
+    if (consec && !s->no3d) cand[nc++] = PATH_3D;
+    if (s->cp && !path_too_big(cc, PATH_3DPAD, consec)) cand[nc++] = PATH_3DPAD;
+    if (!path_too_big(cc, PATH_BLOCKS, consec)) cand[nc++] = PATH_BLOCKS;
+    if (igemm) cand[nc++] = PATH_IGEMM; /* last: untimed choices keep cuDNN's 3-D path first */
+    nc = fitting_paths(cc, cand, nc);
+    /* every run rewrites y completely, except an in-place residual (y = bias + y up front); a
+     * shape first seen while recording a graph is measured on a later plain call */
+    if (nc == 1 || !cc->cb->tune || cc->init_done || s->n_tune == CONV_TUNE_MAX ||
+        cc->cb->recording)
+        return cu_conv_run_path(cc, frames, t_out, cand[0]);
+    float ms[4] = {0, 0, 0, 0};
+    int best = -1;
+    char key[256];
+    tune_key(cc, n_in, cand, nc, key, sizeof key);
+    const int cached = cc->cb->tune_seed ? -1 : cu_tune_lookup(cc->cb, key);
+    for (int k = 0; k < nc; k++)
+        if (cand[k] == cached) best = k; /* chosen by an earlier process (a path offered here) */
+    const int from_cache = best >= 0;
+    if (!from_cache && cc->cb->tune_seed) {
+        best = (int)(cu_conv_seed_hash(cc->cb->tune_seed, cc->op->name, n_in, cc->h, cc->w) %
+                     (uint64_t)nc);
+    } else if (!from_cache) {
+        float valid[4];
+        for (int k = 0; k < nc; k++) {
+            int rc = timed_path(cc, frames, t_out, cand[k], &ms[k]);
+            if (rc) return rc;
+            /* -1: that path turned out unsupported (it ran per block) */
+            valid[k] = (cand[k] == PATH_3D && s->no3d) || (cand[k] == PATH_3DPAD && !s->cp) ||
+                               (cand[k] == PATH_IGEMM && s->noigemm)
+                           ? -1.0f
+                           : ms[k];
+        }
+        best = tuned_pick(cc, cand, valid, nc);
+    }
+    const int path = best >= 0 ? cand[best] : PATH_BLOCKS;
+    const int timed = !from_cache && !cc->cb->tune_seed;
+    if (path != cand[nc - 1] || !timed) { /* y from the chosen path (the last timed one made it) */
+        int rc = cu_conv_run_path(cc, frames, t_out, path);
+        if (rc) return rc;
+    }
+    char msg[160];
+    int len = 0;
+    for (int k = 0; k < nc && len < (int)sizeof msg; k++)
+        len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s %.3f ms", k ? ", " : "",
+                        path_names[cand[k]], ms[k]);
+    VAE_DEBUG("%s: %d frames %dx%d: %s -> %s", cc->op->name, n_in, cc->h, cc->w,
+              from_cache ? "from the tune cache" : msg, path_names[path]);
+    if (timed) cu_tune_store(cc->cb, key, path);
+    s->tune[s->n_tune++] = (conv_tune){n_in, cc->h, cc->w, path};
+    if (n_in >= s->main_nin) s->main_nin = n_in, s->main_path = path;
+    cu_conv_trim_tuned(cc->cb, cc->op, s);
+    return VAE_OK;
+}
