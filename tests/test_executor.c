@@ -2,7 +2,8 @@
  *
  * A causal op must give the same result however the stream is cut into chunks, and the same as a
  * direct computation over the whole front-padded sequence. Memory must not grow with the number
- * of frames. Prints "N passed, M failed".
+ * of frames. Also the program rules the executor relies on (frame walks, the FP8 mark of
+ * residual-branch convs). Prints "N passed, M failed".
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -13,6 +14,7 @@
 #include "core/backend.h"
 #include "core/core.h"
 #include "core/executor.h"
+#include "core/op.h"
 #include "core/plan.h"
 #include "core/program.h"
 #include "core/settings.h"
@@ -610,6 +612,41 @@ static void test_walk(void) {
     vae_program_free(&p);
 }
 
+/* The FP8 mark (vae_program_mark_fp8): the convs of residual branches, wider than 16 channels. */
+static int add_conv(vae_program *p, int x, int res, int c_in, int c_out) {
+    vae_op op = vae_op_make(VAE_OP_CONV, x, c_in, c_out);
+    op.in[1] = res;
+    return vae_program_add(p, &op);
+}
+
+static void test_fp8_mark(void) {
+    enum { D = 32 };
+    vae_program p;
+    vae_program_init(&p, D);
+    const int a = add_conv(&p, p.input, -1, D, D); /* read by the norm and as C's skip: no */
+    vae_op op = vae_op_make(VAE_OP_RMS_NORM, a, D, D);
+    const int n = vae_program_add(&p, &op);
+    const int b = add_conv(&p, n, -1, D, D); /* into C's first input: yes */
+    const int c = add_conv(&p, b, a, D, D);  /* adds a residual: yes */
+    const int d = add_conv(&p, c, -1, D, D); /* into the ADD's first input: yes */
+    const int k = add_conv(&p, c, -1, D, D); /* the ADD's skip: no */
+    op = vae_op_make(VAE_OP_ADD, d, D, D);
+    op.in[1] = k;
+    const int e = vae_program_add(&p, &op);
+    const int f = add_conv(&p, e, -1, D, 16); /* narrow: no */
+    const int g = add_conv(&p, f, e, 16, D);  /* narrow input, adds a residual: no */
+    const int h = add_conv(&p, g, -1, D, D);  /* the program's output: no */
+    vae_program_mark_fp8(&p);
+    const int want[][2] = {{a, 0}, {b, 1}, {c, 1}, {d, 1}, {k, 0}, {f, 0}, {g, 0}, {h, 0}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        const vae_op *o = &p.ops[want[i][0] - 1];
+        CHECK(vae_op_fp8(o) == want[i][1], "conv %zu (value %d): fp8 %d, expected %d", i,
+              want[i][0], vae_op_fp8(o), want[i][1]);
+    }
+    CHECK(!vae_op_fp8(&p.ops[n - 1]) && !vae_op_fp8(&p.ops[e - 1]), "a norm or an add marked");
+    vae_program_free(&p);
+}
+
 /* A switch spelled as a word in the environment (VAE_CUDA_IGEMM=off|tuned|always) is read as its
  * value, a word it does not know is an error naming the variable and what it accepts. */
 static void test_settings_words(void) {
@@ -656,6 +693,7 @@ int main(void) {
     test_bounded_memory(be, 1);
     test_plan_caches(be);
     test_walk();
+    test_fp8_mark();
     test_conv_up(be);
     test_graphs(be);
     test_check_mode(be);
