@@ -4,24 +4,12 @@
 set -eu
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
-# ctest in DIR without the tests EXCLUDE matches; the alloc_fail_ sweeps (thousands of short
-# runs, on one thread) run beside the other tests, on the second core, their output after theirs
-ctest_beside_alloc_fail() {
-    local dir=$1 exclude=${2:-^$} rc=0 rc_af=0
-    (cd "$dir" && ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -E "$exclude" \
-        >alloc_fail.log 2>&1) &
-    local af=$!
-    (cd "$dir" && ctest --output-on-failure --timeout 1500 -E "^alloc_fail_|$exclude") || rc=$?
-    wait "$af" || rc_af=$?
-    cat "$dir/alloc_fail.log"
-    [ "$rc" = 0 ] && [ "$rc_af" = 0 ]
-}
 bash scripts/build.sh build
-ctest_beside_alloc_fail build
+(cd build && ctest --output-on-failure --timeout 1500)
 # Sanitizers: everything but the large-model fixtures (those run above; ASan makes them slow).
 bash scripts/build.sh build-asan -DVAE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVAE_CUDA=OFF
-export ASAN_OPTIONS=detect_leaks=1
-ctest_beside_alloc_fail build-asan 'fixture_(wan21_full|wan22_full|seedvr2_full|wan21_small)|gpu_'
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 1500 \
+    -E 'fixture_(wan21_full|wan22_full|seedvr2_full|wan21_small)|gpu_')
 # ThreadSanitizer: one model's sessions on several threads at once (CPU backend), the
 # in-process communicator's ranks, and device groups of CPU lanes: row bands (their GroupNorm
 # sums through it; a band encoder, whose C then runs on both lanes, the attention's queries

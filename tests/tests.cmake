@@ -309,7 +309,7 @@ set_tests_properties(install PROPERTIES LABELS unit)
 # every host allocation of a session's life failing in turn: VAE_ENOMEM, no leak, the session
 # works afterwards (decode and encode; whole frames, exact and blended tiles, lanes, bands), one
 # ctest entry per group of scenarios (test_alloc_fail's third argument picks them by name; ~20
-# min in all, on one thread: scripts/test.sh runs the alloc_fail_ entries beside the others)
+# min in all, on one thread)
 add_executable(test_alloc_fail tests/test_alloc_fail.c)
 target_include_directories(test_alloc_fail PRIVATE include src)
 target_link_libraries(test_alloc_fail PRIVATE vae ${CJSON_LIB} m)
