@@ -134,18 +134,17 @@ static int only_reader(const vae_program *p, int v, int *k) {
     return reader;
 }
 
-/* Op i's output is added beside a skip: op i adds a residual, or its output reaches the first
- * input of a conv that adds one (or of an ADD) through ops that nothing else reads. */
+/* Conv i's output is added beside a skip: conv i adds a residual, or its output reaches the
+ * first input of a conv that adds one (or of an ADD) through ops that nothing else reads. Each
+ * step goes to a later op, so the walk ends. */
 static int in_residual_branch(const vae_program *p, int i) {
-    for (int guard = 0; guard <= p->n_ops; guard++) {
+    for (;;) {
         const vae_op *op = &p->ops[i];
-        if ((op->kind == VAE_OP_CONV && op->in[1] >= 0) || (guard > 0 && op->kind == VAE_OP_ADD))
-            return 1;
+        if ((op->kind == VAE_OP_CONV && op->in[1] >= 0) || op->kind == VAE_OP_ADD) return 1;
         int k = 0, j = only_reader(p, op->out, &k);
         if (j < 0 || k != 0) return 0; /* read twice (a skip itself), as a skip, or the output */
         i = j;
     }
-    return 0;
 }
 
 void vae_program_mark_fp8(vae_program *p) {

@@ -22,11 +22,12 @@
  * Which is fastest depends on the shape: the candidates are timed once per (op, frames, size) on
  * the first call (cuda_conv_tune.c; VAE_CUDA_TUNE=0: no timing; 3-D, else padded 3-D, else per
  * block), and the executor is told (conv_window) not to build windows for ops whose steady-state
- * shape prefers another path than plain 3-D. Under a capped scratch area (a plan made with every op's least
- * scratch: scratch_reserve(.., capped = 1)), paths whose one-frame need exceeds the area are
- * left out where the 3-D path can run, and every temporal conv gets its window. Under a memory
- * budget, paths whose weight layout would take the weights past the share the plan counted for
- * them (cuda_mem_info's reserve) are left out where another path fits (fitting_paths).
+ * shape prefers another path than plain 3-D. Under a capped scratch area (a plan made with every
+ * op's least scratch: scratch_reserve(.., capped = 1)), paths whose one-frame need exceeds the
+ * area are left out where the 3-D path can run, and every temporal conv gets its window. Under
+ * a memory budget, paths whose weight layout would take the weights past the share the plan
+ * counted for them (cuda_mem_info's reserve) are left out where another path fits
+ * (cuda_conv_tune.c: fitting_paths).
  * Bias and residual: for 16-bit activations cuDNN adds them in the convolution's epilogue (fused,
  * float32, one rounding; VAE_CUDA_FUSE=0 turns it off); otherwise y is first set to bias +
  * residual and the convolution accumulates on top (beta = 1). Each weight layout is made on first
