@@ -22,12 +22,14 @@ static igemm_fn igemm_pick(int dtype, int ci, int co) {
 #endif
 }
 
-/* FP8: the same filter tiles, c_in a multiple of 64 (igemm_conv.cuh: why not 32). */
+/* FP8: the same filter tiles, c_in a multiple of 64, 128 channels a k-block where c_in allows
+ * (igemm_conv.cuh: why). */
 static igemm_fn igemm8_pick(int ci, int co) {
 #ifdef VAE_HAVE_CUTLASS
     if (ci % 64 || co % 96 && co % 128) return NULL;
-    if (co % 192 == 0) return igemm_e4m3_m128_n192_k64;
-    if (co % 128 == 0) return igemm_e4m3_m128_n128_k64;
+    const int k128 = ci % 128 == 0;
+    if (co % 192 == 0) return k128 ? igemm_e4m3_m128_n192_k128 : igemm_e4m3_m128_n192_k64;
+    if (co % 128 == 0) return k128 ? igemm_e4m3_m128_n128_k128 : igemm_e4m3_m128_n128_k64;
     return igemm_e4m3_m256_n96_k64;
 #else
     return NULL;

@@ -45,10 +45,15 @@ typedef struct igemm_args {
 #define VAE_IGEMM_DECLARE(TM, TN, TK)                                                              \
     cudaError_t igemm_bf16_m##TM##_n##TN##_k##TK(const igemm_args *a);
 VAE_IGEMM_INSTANCES(VAE_IGEMM_DECLARE)
-/* FP8 (E4M3 operands, bf16 output), TK = 64 only: with 32 channels a k-block (one wgmma k-step)
- * Wan2.1's 96-channel convs ran 12% slower than in bf16, quantisation included (bench/RESULTS.md
- * run 68) */
-#define VAE_IGEMM8_INSTANCES(X) X(256, 96, 64) X(128, 128, 64) X(128, 192, 64)
+/* FP8 (E4M3 operands, bf16 output): TK = 128 where c_in allows (128-byte rows, the widest
+ * swizzle; half the pipeline's barriers per MAC): the 128- to 512-channel convs of Wan2.1 and
+ * SeedVR2 ran 12-27% faster than with TK = 64 on the H200 (bench/RESULTS.md run 180), else
+ * TK = 64 (c_in = 192); not 32: with one wgmma k-step a k-block Wan2.1's 96-channel convs ran 12%
+ * slower than in bf16, quantisation included (run 68). Two CTAs a multiprocessor (half the
+ * stages, 128 registers a thread: one CTA's epilogue beside the other's mainloop) made the bf16
+ * kernels 19-40% slower (run 180). */
+#define VAE_IGEMM8_INSTANCES(X)                                                                    \
+    X(256, 96, 64) X(128, 128, 64) X(128, 192, 64) X(128, 128, 128) X(128, 192, 128)
 #define VAE_IGEMM8_DECLARE(TM, TN, TK)                                                             \
     cudaError_t igemm_e4m3_m##TM##_n##TN##_k##TK(const igemm_args *a);
 VAE_IGEMM8_INSTANCES(VAE_IGEMM8_DECLARE)
