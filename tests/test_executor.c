@@ -647,6 +647,42 @@ static void test_fp8_mark(void) {
     vae_program_free(&p);
 }
 
+/* Which convs read their input through a contiguous window (vae_program_window_ok, the rule the
+ * executor and the planner share) and the reader counts it is decided on. */
+static int add_tconv(vae_program *p, int x, int res, int tpad) {
+    vae_op op = vae_op_make(VAE_OP_CONV, x, 8, 8);
+    op.in[1] = res, op.kt = 3, op.tpad = tpad;
+    return vae_program_add(p, &op);
+}
+
+static void test_window_rule(void) {
+    vae_program p;
+    vae_program_init(&p, 8);
+    const int a = add_tconv(&p, p.input, -1, 2); /* the program's input: no */
+    vae_op op = vae_op_make(VAE_OP_RMS_NORM, a, 8, 8);
+    const int n = vae_program_add(&p, &op);
+    const int b = add_tconv(&p, n, -1, 2); /* an inner value read once: yes */
+    const int c = add_tconv(&p, b, -1, 3); /* more front padding than its cache: no */
+    const int d = add_tconv(&p, c, -1, 2); /* c read twice: no */
+    const int k = add_tconv(&p, c, d, 2);  /* (the other reader of c) */
+    op = vae_op_make(VAE_OP_CONV, k, 8, 8);
+    const int e = vae_program_add(&p, &op); /* not temporal: no */
+    const int f = add_tconv(&p, e, e, 2);   /* its input also its residual: no */
+    const int g = add_tconv(&p, f, -1, 2);  /* yes (its output is the program's) */
+    int uses[16] = {0};
+    CHECK(p.n_values <= 16, "%d values", p.n_values);
+    vae_program_count_readers(&p, uses);
+    CHECK(uses[c] == 2 && uses[d] == 1 && uses[e] == 2 && uses[g] == 0 && uses[p.input] == 1,
+          "reader counts: c %d d %d e %d g %d input %d", uses[c], uses[d], uses[e], uses[g],
+          uses[p.input]);
+    const int want[][2] = {{a, 0}, {b, 1}, {c, 0}, {d, 0}, {k, 0}, {e, 0}, {f, 0}, {g, 1}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        CHECK(vae_program_window_ok(&p, want[i][0] - 1, uses) == want[i][1],
+              "conv %zu (value %d): window %d, expected %d", i, want[i][0],
+              vae_program_window_ok(&p, want[i][0] - 1, uses), want[i][1]);
+    vae_program_free(&p);
+}
+
 /* A switch spelled as a word in the environment (VAE_CUDA_IGEMM=off|tuned|always) is read as its
  * value, a word it does not know is an error naming the variable and what it accepts. */
 static void test_settings_words(void) {
@@ -694,6 +730,7 @@ int main(void) {
     test_plan_caches(be);
     test_walk();
     test_fp8_mark();
+    test_window_rule();
     test_conv_up(be);
     test_graphs(be);
     test_check_mode(be);

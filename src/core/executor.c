@@ -63,12 +63,9 @@ static void plan_windows(vae_exec *e) {
     if (!e->set.exec_contig) return;
     for (int i = 0; i < p->n_ops; i++) {
         const vae_op *op = &p->ops[i];
-        int x = op->in[0];
-        if (op->kind != VAE_OP_CONV || op->kt < 2 || x < 0 || x == p->input || x == p->output ||
-            op->in[1] == x || e->uses[x] != 1 || op->tpad > op->kt - 1 || e->trims[x].on)
-            continue;
+        if (!vae_program_window_ok(p, i, e->uses) || e->trims[op->in[0]].on) continue;
         if (e->be->v->conv_window && !e->be->v->conv_window(e->be, op, e->st[i].prep)) continue;
-        e->win_of[x] = i;
+        e->win_of[op->in[0]] = i;
     }
 }
 
@@ -95,11 +92,9 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be,
     if (!e->st || !e->val || !e->uses || !e->win_of || !e->trims || !e->graph_seen || !e->clk ||
         !e->tv)
         rc = vae_fail(VAE_ENOMEM, "out of memory creating an executor");
-    for (int i = 0; rc == VAE_OK && i < p->n_ops; i++) {
+    for (int i = 0; rc == VAE_OK && i < p->n_ops; i++)
         rc = vae_op_check(&p->ops[i]);
-        for (int k = 0; k < 2; k++)
-            if (p->ops[i].in[k] >= 0) e->uses[p->ops[i].in[k]]++;
-    }
+    if (rc == VAE_OK) vae_program_count_readers(p, e->uses);
     if (rc == VAE_OK)
         rc = vae_loops_init(&e->loops, p, cfg ? cfg->loops : NULL, cfg ? cfg->whole : NULL,
                             cfg ? cfg->n_loops : 0);

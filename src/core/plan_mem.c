@@ -219,19 +219,13 @@ int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const in
     if (!m.uses || !m.refs || !m.win_of || !m.cut || !m.held || !m.temp || !m.cache ||
         !m.cache_frames || !m.zero || !clk || !clk2 || !tv)
         goto done;
-    for (int i = 0; i < p->n_ops; i++)
-        for (int k = 0; k < 2; k++)
-            if (p->ops[i].in[k] >= 0) m.uses[p->ops[i].in[k]]++;
+    vae_program_count_readers(p, m.uses);
     /* contiguous windows, as executor.c plan_windows (backends are assumed to accept them) */
     for (size_t v = 0; v < nv; v++)
         m.win_of[v] = -1;
-    for (int i = 0; i < p->n_ops; i++) {
-        const vae_op *op = &p->ops[i];
-        const int x = op->in[0];
-        if (op->kind == VAE_OP_CONV && op->kt >= 2 && x != p->input && x != p->output &&
-            op->in[1] != x && m.uses[x] == 1 && op->tpad <= op->kt - 1 && !trim_of(&m, x))
-            m.win_of[x] = i;
-    }
+    for (int i = 0; i < p->n_ops; i++)
+        if (vae_program_window_ok(p, i, m.uses) && !trim_of(&m, p->ops[i].in[0]))
+            m.win_of[p->ops[i].in[0]] = i;
     for (int s = 0; s < n_steps; s++) {
         const int t_in = s == 0 ? t_first : t_next;
         free_value(&m, p->output); /* the previous step's output, released by the next step */

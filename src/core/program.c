@@ -152,6 +152,21 @@ void vae_program_mark_fp8(vae_program *p) {
         p->ops[i].fp8 = vae_op_fp8_shape(&p->ops[i]) && in_residual_branch(p, i);
 }
 
+void vae_program_count_readers(const vae_program *p, int *uses) {
+    for (int v = 0; v < p->n_values; v++)
+        uses[v] = 0;
+    for (int i = 0; i < p->n_ops; i++)
+        for (int k = 0; k < 2; k++)
+            if (p->ops[i].in[k] >= 0) uses[p->ops[i].in[k]]++;
+}
+
+int vae_program_window_ok(const vae_program *p, int i, const int *uses) {
+    const vae_op *op = &p->ops[i];
+    const int x = op->in[0];
+    return op->kind == VAE_OP_CONV && op->kt >= 2 && x >= 0 && x != p->input && x != p->output &&
+           op->in[1] != x && uses[x] == 1 && op->tpad <= op->kt - 1;
+}
+
 /* ---- frame loops ------------------------------------------------------------------------------
  */
 int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, const int *whole, int n) {

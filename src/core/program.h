@@ -129,6 +129,14 @@ int vae_program_shapes(const vae_program *p, int h, int w, int *vh, int *vw);
 int vae_program_slice(const vae_program *p, int from, int to, vae_program *out);
 /* Sets op->fp8 on the convs that VAE_DTYPE_FP8 runs in E4M3 (the rule: op.h, vae_op_fp8). */
 void vae_program_mark_fp8(vae_program *p);
+/* uses[v] = how many op inputs read value v (an op reading it twice counts twice): uses
+ * [n_values], filled. */
+void vae_program_count_readers(const vae_program *p, int *uses);
+/* Op i may read its input through a contiguous window (the value is stored after the kt - 1
+ * cached frames of the conv, no copy): a temporal conv whose input is an inner value that it
+ * alone reads, once, with no more front padding than its cache holds. The executor and the
+ * planner add their own conditions (trims, the backend's consent). uses: as counted above. */
+int vae_program_window_ok(const vae_program *p, int i, const int *uses);
 
 /* ---- frame loops (executor.h) and stepping through them ------------------------------------- */
 enum { VAE_MAX_LOOPS = 8 };

@@ -22,7 +22,8 @@
  * (CuTe's shared-memory layouts do not divide it). Operands: bfloat16 (the engine's default
  * 16-bit type; no fp16 instances yet), and E4M3 for dtype fp8 with bf16 output, whose epilogue
  * multiplies each output channel's accumulator by its factor (input scale x weight scale) before
- * bias and residual (igemm_epi_vector).
+ * bias and residual (igemm_epi_vector); the E4M3 instances also take TK = 128 (c_in % 128 == 0,
+ * igemm8_k128.cu; why: VAE_IGEMM8_INSTANCES below).
  */
 #ifndef VAE_IGEMM_CONV_CUH
 #define VAE_IGEMM_CONV_CUH
