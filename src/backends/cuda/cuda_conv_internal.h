@@ -1,9 +1,14 @@
-/* cuda_conv_internal.h -- what cuda_conv.c (the conv: weight layouts, paths, upsampling),
- * cuda_conv_tune.c (which path per shape), cuda_conv_phase.c (the upsampling convs' phase path)
- * and cuda_conv_igemm.c (the CUTLASS implicit-GEMM and FP8 paths) share (internal to the CUDA
- * backend). cuda_conv.c calls the other three; cuda_conv_tune.c runs cuda_conv.c's paths;
- * cuda_conv_phase.c uses the tuning helpers and cuda_conv_igemm.c's phase kernels;
- * cuda_conv_igemm.c uses cuda_conv.c's weight layouts.
+/* cuda_conv_internal.h -- what the conv's files share (internal to the CUDA backend):
+ *   cuda_conv.c          the op: prepare, the call's checks and dispatch (narrow heads, pointwise,
+ *                        upsampling, FP8, tuned paths), the scratch rules
+ *   cuda_conv_tune.c     which path per shape (timed once, kept in the tune cache)
+ *   cuda_conv_paths.c    the paths: per block (cuDNN, cuBLAS), 3-D, padded 3-D, their fallbacks
+ *   cuda_conv_phase.c    the upsampling convs' phase path
+ *   cuda_conv_igemm.c    the CUTLASS implicit-GEMM and FP8 kernels' calls
+ *   cuda_conv_weights.c  the filters in each path's layout
+ * Calls go down this list (cuda_conv.c -> tune -> paths -> igemm -> weights; cuda_conv.c calls
+ * phase, which uses tune's timing helpers, paths' cu_frames_consecutive and igemm's phase
+ * kernels), never up.
  */
 #ifndef VAE_CUDA_CONV_INTERNAL_H
 #define VAE_CUDA_CONV_INTERNAL_H
@@ -64,18 +69,30 @@ typedef struct conv_call {
     float beta;         /* beta of the block being run (set by block_epi) */
 } conv_call;
 
-/* ---- cuda_conv.c ---- */
-/* The 3-D weight layout [kp][kt][kh][kw][c_in] of the op, made on first use. */
+/* ---- cuda_conv_weights.c: the filters in each path's layout, made on first use ---- */
+/* [kp][kh][kw][kt*c_in]: the per-block paths' 2-D layout (the taps next to the channels) */
+int cu_conv_need_w2(cuda_backend *cb, const vae_op *op, conv_state *s);
+/* [kp][kt][kh][kw][c_in]: the 3-D layout (kt 1: the 2-D one) */
 int cu_conv_need_w3(cuda_backend *cb, const vae_op *op, conv_state *s);
+/* [kp][kh][kw][cg]: the 2-D layout with the gathered channels padded to cg */
+int cu_conv_need_w2p(cuda_backend *cb, const vae_op *op, conv_state *s);
+/* [kp][kt][kh][kw][cp]: the 3-D layout with the input channels padded to cp */
+int cu_conv_need_w3p(cuda_backend *cb, const vae_op *op, conv_state *s);
+/* Frees the layouts not kept (w and w2p, w3, w3p) that exist; not while a graph records. */
+void cu_conv_trim_layouts(cuda_backend *cb, conv_state *s, int keep_w, int keep_w3, int keep_w3p);
+/* After a tuning decision: frees the layouts no path chosen so far reads. */
+void cu_conv_trim_tuned(cuda_backend *cb, const vae_op *op, conv_state *s);
+
+/* ---- cuda_conv_paths.c: per block, 3-D, padded 3-D ---- */
 /* frames fr[j*st] for j < tb follow each other in memory (one [tb][h][w][c] tensor) */
 int cu_frames_consecutive(const void *const *fr, int tb, int st, size_t fb);
 /* The bytes of one output frame's temporally gathered input (cg channels) of the per-block path. */
 size_t cu_conv_gathered_bytes(const vae_op *op, int h, int w, int cg, size_t es);
+/* The per-block path (any frame list): cuDNN, else pointwise GEMMs or im2col + GEMM. */
+int cu_conv_blocks(conv_call *cc, const void *const *frames, int t_out);
 /* The call by a path (PATH_*), or where it falls back to: implicit GEMM -> 3-D -> per block,
  * padded 3-D -> per block (each fallback remembered for the op). */
 int cu_conv_run_path(conv_call *cc, const void *const *frames, int t_out, int path);
-/* After a tuning decision: frees the layouts no path chosen so far reads. */
-void cu_conv_trim_tuned(cuda_backend *cb, const vae_op *op, conv_state *s);
 
 /* ---- cuda_conv_tune.c ---- */
 /* A temporal conv (or a 2-D one the implicit-GEMM kernels take) by the path measured fastest for

@@ -1,4 +1,4 @@
-/* cuda_conv_tune.c -- which path a conv takes for a shape (cuda_conv.c's paths: per block, 3-D,
+/* cuda_conv_tune.c -- which path a conv takes for a shape (cuda_conv_paths.c: per block, 3-D,
  * padded 3-D, implicit GEMM): the candidates that fit the scratch area and the weights' share of
  * a budget, each timed once (a warm-up run, then one between two events), the fastest kept per
  * (op, frames, size) and stored in the tune cache (cuda_tune_cache.c: a later process takes it

@@ -1,5 +1,5 @@
 /* cuda_fp8.cu -- the activation side of the FP8 (E4M3) convolutions: a call's input scale and
- * its E4M3 copy (the conv itself: cutlass/igemm_conv.cuh; the rule: cuda_conv.c).
+ * its E4M3 copy (the conv itself: cutlass/igemm_conv.cuh; which convs: cuda_conv_igemm.c).
  *
  * The CPU backend's emulation (cpu_conv.c) is the reference: the scale of a call's input is its
  * largest magnitude / 448 (0 when all zero), each value is rounded to the E4M3 grid of that

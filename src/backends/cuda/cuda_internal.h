@@ -14,11 +14,13 @@
  *   cuda_bus.c          copies to and from pinned host memory on a second stream (ring, prefetch)
  *   cuda_ops.c          norm / eltwise / resample / attention entry points (checks, launches;
  *                       attention's cuBLAS path, warmed up at session creation)
- *   cuda_conv.c         conv: weights layout, paths (cuDNN, GEMM), blocking, bias/residual
+ *   cuda_conv.c         conv: prepare, checks, dispatch among the paths, scratch rules
  *   cuda_conv_tune.c    which conv path per shape: timed once, kept in the tune cache
+ *   cuda_conv_paths.c   the conv paths: per block (cuDNN, cuBLAS GEMM), 3-D, padded 3-D
+ *   cuda_conv_weights.c the conv filters in each path's layout (made on first use, trimmed)
  *   cuda_tune_cache.c   the tune cache: conv path choices on disk between processes
  *   cuda_conv_phase.c   the upsampling convs as four 2x2 phase convs (cuDNN or CUTLASS, timed)
- *   cuda_conv_igemm.c   conv through the CUTLASS kernels: bf16 implicit GEMM, FP8 (the three
+ *   cuda_conv_igemm.c   conv through the CUTLASS kernels: bf16 implicit GEMM, FP8 (the
  *                       cuda_conv*.c share cuda_conv_internal.h)
  *   cudnn_conv.c        everything that talks to cuDNN (handle, plans per shape, workspace)
  *   cuda_comm_nccl.c    the communicator of a device group over NCCL (loaded when first asked)

@@ -14,8 +14,8 @@
  * comes from global memory into registers. An input frame is read once for TT outputs instead
  * of kt times (the head is memory-bound: the input is ~100x its output; TT = 4 and the loads
  * overlapping the MMAs took Wan2.1's 96 -> 3 head from 1.06 to 0.69 ms a 4-frame step, runs 93-94).
- * Weights come in the 3-D layout of cuda_conv.c ([kp][kt][3][3][c_in], activation dtype); bias
- * float32 [kp] or NULL.
+ * Weights come in the 3-D layout of cuda_conv_weights.c ([kp][kt][3][3][c_in], activation dtype);
+ * bias float32 [kp] or NULL.
  */
 #include "backends/cuda/cuda_common.cuh"
 

@@ -1,7 +1,7 @@
 /* cuda_tune_cache.c -- conv path choices kept on disk between processes (settings tune_cache).
  *
- * The tuner (cuda_conv.c) times the candidate paths of a temporal conv the first time it sees a
- * shape, which costs a process's first call about as much as the call itself. Its choices go to
+ * The tuner (cuda_conv_tune.c) times the candidate paths of a temporal conv the first time it sees
+ * a shape, which costs a process's first call about as much as the call itself. Its choices go to
  * a text file, one per line:
  *     vae-tune-1 <device key> <shape key> <path number>
  * The device key holds what can change a choice: GPU name and compute capability, CUDA driver
