@@ -670,7 +670,11 @@ static void test_window_rule(void) {
     const int f = add_tconv(&p, e, e, 2);   /* its input also its residual: no */
     const int g = add_tconv(&p, f, -1, 2);  /* yes (its output is the program's) */
     int uses[16] = {0};
-    CHECK(p.n_values <= 16, "%d values", p.n_values);
+    if (p.n_values > 16) {
+        CHECK(0, "%d values (the test holds 16)", p.n_values);
+        vae_program_free(&p);
+        return;
+    }
     vae_program_count_readers(&p, uses);
     CHECK(uses[c] == 2 && uses[d] == 1 && uses[e] == 2 && uses[g] == 0 && uses[p.input] == 1,
           "reader counts: c %d d %d e %d g %d input %d", uses[c], uses[d], uses[e], uses[g],

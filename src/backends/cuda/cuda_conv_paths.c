@@ -345,8 +345,7 @@ int cu_conv_blocks(conv_call *cc, const void *const *frames, int t_out) {
         const void *const *fr = frames + (size_t)j0 * op->st;
         if (pointwise) {
             rc = VAE_EUNSUPPORTED;
-            /* 1x1 convs through cuDNN too, for the fused bias epilogue (VAE_CUDA_PW=gemm: cuBLAS)
-             */
+            /* 1x1 convs by cuDNN too, for its fused bias epilogue (VAE_CUDA_PW=gemm: cuBLAS) */
             if (cb->pw_dnn && op->kt == 1 && cc->fuse && !s->pw_gemm) {
                 rc = block_cudnn(cc, fr, j0, tb);
                 if (rc == VAE_EUNSUPPORTED) s->pw_gemm = 1;
