@@ -9,14 +9,16 @@ enum { IGEMM_BF16 = 2 }; /* VAE_DTYPE_BF16 (vae.h) */
 
 typedef cudaError_t (*igemm_fn)(const igemm_args *);
 
-/* The widest filter tile that divides c_out, the widest channel tile that divides c_in. */
+/* The widest filter tile that divides c_out, the widest channel tile that divides c_in; the
+ * clustered instances where they were measured faster (igemm_conv.cuh). */
 static igemm_fn igemm_pick(int dtype, int ci, int co) {
 #ifdef VAE_HAVE_CUTLASS
     if (dtype != IGEMM_BF16 || ci % 32 || co % 96 && co % 128) return NULL;
     const int k64 = ci % 64 == 0;
     if (co % 192 == 0) return k64 ? igemm_bf16_m128_n192_k64 : igemm_bf16_m128_n192_k32;
+    if (co % 256 == 0 && k64) return igemm_bf16_m128_n128_k64_c12;
     if (co % 128 == 0) return k64 ? igemm_bf16_m128_n128_k64 : igemm_bf16_m128_n128_k32;
-    return k64 ? igemm_bf16_m256_n96_k64 : igemm_bf16_m256_n96_k32;
+    return k64 ? igemm_bf16_m256_n96_k64 : igemm_bf16_m256_n96_k32_c21;
 #else
     return NULL;
 #endif
@@ -29,6 +31,7 @@ static igemm_fn igemm8_pick(int ci, int co) {
     if (ci % 64 || co % 96 && co % 128) return NULL;
     const int k128 = ci % 128 == 0;
     if (co % 192 == 0) return k128 ? igemm_e4m3_m128_n192_k128 : igemm_e4m3_m128_n192_k64;
+    if (co % 256 == 0 && k128) return igemm_e4m3_m128_n128_k128_c12;
     if (co % 128 == 0) return k128 ? igemm_e4m3_m128_n128_k128 : igemm_e4m3_m128_n128_k64;
     return igemm_e4m3_m256_n96_k64;
 #else

@@ -42,7 +42,7 @@ typedef struct igemm_args {
 } igemm_args;
 
 #define VAE_IGEMM_INSTANCES(X)                                                                     \
-    X(256, 96, 32) X(256, 96, 64) X(128, 128, 32) X(128, 128, 64) X(128, 192, 32) X(128, 192, 64)
+    X(256, 96, 64) X(128, 128, 32) X(128, 128, 64) X(128, 192, 32) X(128, 192, 64)
 #define VAE_IGEMM_DECLARE(TM, TN, TK)                                                              \
     cudaError_t igemm_bf16_m##TM##_n##TN##_k##TK(const igemm_args *a);
 VAE_IGEMM_INSTANCES(VAE_IGEMM_DECLARE)
@@ -58,6 +58,22 @@ VAE_IGEMM_INSTANCES(VAE_IGEMM_DECLARE)
 #define VAE_IGEMM8_DECLARE(TM, TN, TK)                                                             \
     cudaError_t igemm_e4m3_m##TM##_n##TN##_k##TK(const igemm_args *a);
 VAE_IGEMM8_INSTANCES(VAE_IGEMM8_DECLARE)
+/* Thread-block clusters of CM x CN tiles (suffix _cMN), whose TMA loads multicast the operand
+ * they share: B (the filters) along M (2 x 1), A (the window) along N (1 x 2; c_out a multiple of
+ * 2 TN). The kernels with K = 27 x c_in taps x channels load each tile's operands from L2 at
+ * close to its bandwidth (SeedVR2's 512 -> 256 FP8 conv: ~50 GB in 5 ms), so a shared operand
+ * is time saved (bench/RESULTS.md run 183, H200, conv time a step): Wan2.1's 96-channel convs at
+ * 480x832 (256 x 96 x 32, 2 x 1) 1.32 / 1.43 -> 1.21 / 1.29 ms; SeedVR2's 512-channel bf16 convs
+ * (128 x 128 x 64, 1 x 2) 10-11% faster, its 256-channel ones 3-5%, FP8 512-channel ones
+ * (128 x 128 x 128, 1 x 2) 6-9%, 256-channel ones unchanged. Elsewhere neither helped (the
+ * 192-filter tiles of Wan's 192/384-channel convs: 2 x 1 1-3% slower, 1 x 2 within 1%). */
+#define VAE_IGEMM_CLUSTER_DECLARE(TM, TN, TK, CM, CN)                                              \
+    cudaError_t igemm_bf16_m##TM##_n##TN##_k##TK##_c##CM##CN(const igemm_args *a);
+#define VAE_IGEMM8_CLUSTER_DECLARE(TM, TN, TK, CM, CN)                                             \
+    cudaError_t igemm_e4m3_m##TM##_n##TN##_k##TK##_c##CM##CN(const igemm_args *a);
+VAE_IGEMM_CLUSTER_DECLARE(256, 96, 32, 2, 1)
+VAE_IGEMM_CLUSTER_DECLARE(128, 128, 64, 1, 2)
+VAE_IGEMM8_CLUSTER_DECLARE(128, 128, 128, 1, 2)
 
 #ifdef VAE_IGEMM_INSTANTIATE /* the instance files: the CUTLASS kernel itself */
 /* in this order: the conv headers use CuTe and KernelHardwareInfo without including them */
@@ -100,13 +116,14 @@ template <class Out, class Tile> struct igemm_epi_vector {
             Vec<float>, cutlass::epilogue::fusion::Sm90AccFetch, Vec<float>>>;
 };
 
-template <class Elt, class Out, int TM, int TN, int TK, template <class, class> class Epi>
+template <class Elt, class Out, int TM, int TN, int TK, template <class, class> class Epi,
+          int CM = 1, int CN = 1>
 struct igemm_kernel {
     using Layout = cutlass::layout::TensorNDHWC;
     static constexpr int align = 16 / sizeof(Elt); /* TMA: 16-byte rows */
     static constexpr int align_out = 16 / sizeof(Out);
     using Tile = cute::Shape<cute::Int<TM>, cute::Int<TN>, cute::Shape<cute::Int<TK>>>;
-    using Cluster = cute::Shape<cute::_1, cute::_1, cute::_1>;
+    using Cluster = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
     using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
         cutlass::epilogue::collective::EpilogueTileAuto, float, float, Out, Layout, align_out, Out,
@@ -143,9 +160,9 @@ static void igemm_epi_args(Args &t, const igemm_args *a, igemm_epi_vector_tag) {
 }
 
 template <class Elt, class Out, int TM, int TN, int TK, template <class, class> class Epi,
-          class Tag>
+          class Tag, int CM = 1, int CN = 1>
 static cudaError_t igemm_run(const igemm_args *a) {
-    using K = igemm_kernel<Elt, Out, TM, TN, TK, Epi>;
+    using K = igemm_kernel<Elt, Out, TM, TN, TK, Epi, CM, CN>;
     typename K::Problem ps(cutlass::conv::Mode::kCrossCorrelation, {1, a->t_in, a->h, a->w, a->ci},
                            {a->co, a->kt, a->kh, a->kw, a->ci}, {0, a->ph, a->pw},
                            {0, a->ph, a->pw}, {1, 1, 1}, {1, 1, 1}, 1);
@@ -184,6 +201,16 @@ static cudaError_t igemm_run(const igemm_args *a) {
     cudaError_t igemm_e4m3_m##TM##_n##TN##_k##TK(const igemm_args *a) {                            \
         return igemm_run<cutlass::float_e4m3_t, cutlass::bfloat16_t, TM, TN, TK, igemm_epi_vector, \
                          igemm_epi_vector_tag>(a);                                                 \
+    }
+#define VAE_IGEMM_CLUSTER_DEFINE(TM, TN, TK, CM, CN)                                               \
+    cudaError_t igemm_bf16_m##TM##_n##TN##_k##TK##_c##CM##CN(const igemm_args *a) {                \
+        return igemm_run<cutlass::bfloat16_t, cutlass::bfloat16_t, TM, TN, TK, igemm_epi_scalar,   \
+                         igemm_epi_scalar_tag, CM, CN>(a);                                         \
+    }
+#define VAE_IGEMM8_CLUSTER_DEFINE(TM, TN, TK, CM, CN)                                              \
+    cudaError_t igemm_e4m3_m##TM##_n##TN##_k##TK##_c##CM##CN(const igemm_args *a) {                \
+        return igemm_run<cutlass::float_e4m3_t, cutlass::bfloat16_t, TM, TN, TK, igemm_epi_vector, \
+                         igemm_epi_vector_tag, CM, CN>(a);                                         \
     }
 #endif /* VAE_IGEMM_INSTANTIATE */
 
