@@ -50,9 +50,7 @@ VAE_IGEMM_INSTANCES(VAE_IGEMM_DECLARE)
  * swizzle; half the pipeline's barriers per MAC): the 128- to 512-channel convs of Wan2.1 and
  * SeedVR2 ran 12-27% faster than with TK = 64 on the H200 (bench/RESULTS.md run 180), else
  * TK = 64 (c_in = 192); not 32: with one wgmma k-step a k-block Wan2.1's 96-channel convs ran 12%
- * slower than in bf16, quantisation included (run 68). Two CTAs a multiprocessor (half the
- * stages, 128 registers a thread: one CTA's epilogue beside the other's mainloop) made the bf16
- * kernels 19-40% slower (run 180). */
+ * slower than in bf16, quantisation included (run 68). */
 #define VAE_IGEMM8_INSTANCES(X)                                                                    \
     X(256, 96, 64) X(128, 128, 64) X(128, 192, 64) X(128, 128, 128) X(128, 192, 128)
 #define VAE_IGEMM8_DECLARE(TM, TN, TK)                                                             \
@@ -66,7 +64,9 @@ VAE_IGEMM8_INSTANCES(VAE_IGEMM8_DECLARE)
  * 480x832 (256 x 96 x 32, 2 x 1) 1.32 / 1.43 -> 1.21 / 1.29 ms; SeedVR2's 512-channel bf16 convs
  * (128 x 128 x 64, 1 x 2) 10-11% faster, its 256-channel ones 3-5%, FP8 512-channel ones
  * (128 x 128 x 128, 1 x 2) 6-9%, 256-channel ones unchanged. Elsewhere neither helped (the
- * 192-filter tiles of Wan's 192/384-channel convs: 2 x 1 1-3% slower, 1 x 2 within 1%). */
+ * 192-filter tiles of Wan's 192/384-channel convs: 2 x 1 1-3% slower, 1 x 2 within 1%). Two CTAs
+ * a multiprocessor instead (half the stages, 128 registers a thread: one CTA's epilogue beside the
+ * other's mainloop) made the bf16 kernels 19-40% slower (run 180). */
 #define VAE_IGEMM_CLUSTER_DECLARE(TM, TN, TK, CM, CN)                                              \
     cudaError_t igemm_bf16_m##TM##_n##TN##_k##TK##_c##CM##CN(const igemm_args *a);
 #define VAE_IGEMM8_CLUSTER_DECLARE(TM, TN, TK, CM, CN)                                             \
