@@ -276,6 +276,11 @@ typedef enum {
                                   * converted into pinned host memory, so that first uses copy
                                   * them as they are (2; host memory of ~2 bytes a parameter,
                                   * until vae_session_trim) */
+    VAE_PARAM_FP8_CONVS,         /* VAE_DTYPE_FP8: at most this many convs of each program in
+                                  * E4M3, those nearest its output that the backend runs in E4M3
+                                  * (their noise is the least amplified); each adds ~1-1.7%
+                                  * relative error at the output (6; 0 or "all": every conv that
+                                  * may, for the most speed) */
     VAE_PARAM_COUNT
 } vae_param;
 

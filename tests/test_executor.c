@@ -619,6 +619,12 @@ static int add_conv(vae_program *p, int x, int res, int c_in, int c_out) {
     return vae_program_add(p, &op);
 }
 
+/* test_fp8_mark's backend: runs every conv in E4M3 but the one named "1" */
+static int pick_runs(void *user, const vae_op *op) {
+    (void)user;
+    return strcmp(op->name, "1") != 0;
+}
+
 static void test_fp8_mark(void) {
     enum { D = 32 };
     vae_program p;
@@ -644,6 +650,38 @@ static void test_fp8_mark(void) {
               want[i][0], vae_op_fp8(o), want[i][1]);
     }
     CHECK(!vae_op_fp8(&p.ops[n - 1]) && !vae_op_fp8(&p.ops[e - 1]), "a norm or an add marked");
+
+    /* a session's pick (vae_program_pick_fp8) on copies: the marked convs the backend runs in
+     * E4M3, nearest the output first, at most the budget; the model's marks stay */
+    static const struct {
+        int budget, refused, kept, want_b, want_c, want_d;
+    } pick[] = {{0, 0, 3, 1, 1, 1},   {1, 0, 1, 0, 0, 1},   {2, 0, 2, 0, 1, 1},
+                {2, 'd', 2, 1, 1, 0}, {0, 'c', 2, 1, 0, 1}, {5, 'b', 2, 0, 1, 1}};
+    for (size_t i = 0; i < sizeof pick / sizeof *pick; i++) {
+        vae_program q;
+        CHECK(vae_program_copy(&p, &q) == VAE_OK, "copy: %s", vae_last_error());
+        const int refuse = pick[i].refused == 'b'   ? b
+                           : pick[i].refused == 'c' ? c
+                           : pick[i].refused == 'd' ? d
+                                                    : -1;
+        for (int j = 0; j < q.n_ops; j++) /* the names tell the callback which conv it is */
+            snprintf(q.ops[j].name, sizeof q.ops[j].name, "%d", q.ops[j].out == refuse);
+        const int kept = vae_program_pick_fp8(&q, pick[i].budget, pick_runs, NULL);
+        const int got[3] = {vae_op_fp8(&q.ops[b - 1]), vae_op_fp8(&q.ops[c - 1]),
+                            vae_op_fp8(&q.ops[d - 1])};
+        CHECK(kept == pick[i].kept && got[0] == pick[i].want_b && got[1] == pick[i].want_c &&
+                  got[2] == pick[i].want_d,
+              "pick %zu (budget %d): kept %d (b %d c %d d %d), expected %d (%d %d %d)", i,
+              pick[i].budget, kept, got[0], got[1], got[2], pick[i].kept, pick[i].want_b,
+              pick[i].want_c, pick[i].want_d);
+        int others = 0;
+        for (int j = 0; j < q.n_ops; j++)
+            others += vae_op_fp8(&q.ops[j]) && j != b - 1 && j != c - 1 && j != d - 1;
+        CHECK(others == 0, "pick %zu marked %d unmarked ops", i, others);
+        vae_program_free(&q);
+    }
+    CHECK(vae_op_fp8(&p.ops[b - 1]) && vae_op_fp8(&p.ops[c - 1]) && vae_op_fp8(&p.ops[d - 1]),
+          "picking on a copy changed the model's marks");
     vae_program_free(&p);
 }
 

@@ -185,15 +185,15 @@ set_tests_properties(fixture_group2_bands_frames_seedvr2_tiny PROPERTIES LABELS 
 # frame by frame after every temporal upsampling, always (VAE_EXEC_FRAMES=2), whole and tiled
 add_test(NAME fixture_frames_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3)
 set_tests_properties(fixture_frames_wan22_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")
-# FP8 emulated on the CPU (--dtype fp8; the convs of residual branches, op.h): synthetic-weight
-# fixtures within 0.13 relative of the reference (measured 0.004-0.116: E4M3 rounds each conv's
-# operands to 3 mantissa bits), the real taef2 photos within 0.12 and decoded at >= 42 dB PSNR
-# (measured 44.0 and 45.3)
-foreach(fx wan21_tiny wan21_small wan22_tiny seedvr2_tiny)
-  add_test(NAME fixture_fp8_${fx} COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --dtype fp8 --tol 0.13)
+# FP8 emulated on the CPU (--dtype fp8; the 6 residual-branch convs nearest each program's
+# output, VAE_FP8_CONVS: program.h vae_program_pick_fp8): every fixture case within the issue's
+# 5e-2 relative of the reference (measured 0.6-4.2e-2; the full-size ones 1.5-3.1e-2), the real
+# taef2 photos decoded at >= 45 dB PSNR (measured 50.2 and 50.5)
+foreach(fx wan21_tiny wan21_small wan22_tiny seedvr2_tiny wan21_full wan22_full seedvr2_full)
+  add_test(NAME fixture_fp8_${fx} COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --dtype fp8 --tol 0.05)
   set_tests_properties(fixture_fp8_${fx} PROPERTIES LABELS fixture)
 endforeach()
-add_test(NAME fixture_fp8_taef2_real COMMAND test_fixtures ${VAE_SHARED_DIR} taef2_real --dtype fp8 --tol 0.12 --min-psnr 42)
+add_test(NAME fixture_fp8_taef2_real COMMAND test_fixtures ${VAE_SHARED_DIR} taef2_real --dtype fp8 --tol 0.05 --min-psnr 45)
 set_tests_properties(fixture_fp8_taef2_real PROPERTIES LABELS fixture)
 add_test(NAME fixture_blend_taef2_real COMMAND test_fixtures ${VAE_SHARED_DIR} taef2_real --blend 128)
 add_test(NAME fixture_blend_wan21_small COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_small --blend 32)

@@ -31,6 +31,9 @@ struct vae_session {
     vae_backend *lane[VAE_MAX_DEVICES];     /* one backend per device */
     vae_backend *be;                        /* lane[0]: the device of the caller's tensors */
     vae_runner *runner[2][VAE_MAX_DEVICES]; /* [decode, encode][lane], made on first use */
+    /* [decode, encode]: the model's programs, with the convs this session runs in E4M3 marked
+     * (session.c: vae_program_pick_fp8 over what lane 0's backend runs in E4M3) */
+    vae_program prog[2];
     int64_t model_error[2]; /* decode, encode: bytes a run held beyond the memory model's plan */
     int64_t retry_budget;   /* > 0: this call's next plan after the device or host ran out */
     atomic_int cancel;      /* vae_session_cancel, from any thread */
@@ -39,6 +42,10 @@ struct vae_session {
     vae_comm_host group_stage; /* the ranks' exchanges of a few doubles (budget, plan), kept */
     int group_stopped;         /* a call failed while the ranks exchanged: the group is unusable */
 };
+
+static inline const vae_program *vae_session_program(const vae_session *s, int encode) {
+    return &s->prog[encode ? 1 : 0];
+}
 
 /* What a call's plan is made for: the device's memory (backend mem_info; avail: a device
  * group's least, a group of processes' least over its ranks), 0 where unknown. */

@@ -103,13 +103,37 @@ static int lane_create(vae_session *s, int device_index, vae_backend **be) {
     return vae_fail(VAE_EINVAL, "unknown device %d", (int)o->device);
 }
 
-/* The backend's one-time costs of the model's programs, paid now rather than in the first call
+/* The backend's one-time costs of the session's programs, paid now rather than in the first call
  * (backend.h warm). */
-static int lane_warm(vae_backend *be, const vae_model *m) {
+static int lane_warm(vae_backend *be, const vae_session *s) {
     int rc = VAE_OK;
-    if (be->v->warm && m->dec.n_ops > 0) rc = be->v->warm(be, &m->dec);
-    if (be->v->warm && m->enc.n_ops > 0 && rc == VAE_OK) rc = be->v->warm(be, &m->enc);
+    for (int d = 0; d < 2 && rc == VAE_OK; d++)
+        if (be->v->warm && s->prog[d].n_ops > 0) rc = be->v->warm(be, &s->prog[d]);
     return rc;
+}
+
+static int fp8_runs(void *be, const vae_op *op) {
+    vae_backend *b = be;
+    return b->v->fp8_conv && b->v->fp8_conv(b, op);
+}
+
+/* The session's copies of the model's programs; under dtype fp8 the convs lane 0's backend runs
+ * in E4M3 (every lane of a group has the same kind of device), at most set.fp8_convs of them a
+ * program (program.h: vae_program_pick_fp8). */
+static int session_programs(vae_session *s) {
+    const vae_program *src[2] = {&s->model->dec, &s->model->enc};
+    for (int d = 0; d < 2; d++) {
+        int rc = vae_program_copy(src[d], &s->prog[d]);
+        if (rc) return rc;
+        const int budget = s->set.fp8_convs;
+        const int kept = vae_program_pick_fp8(&s->prog[d], budget, fp8_runs, s->be);
+        char most[16] = "all";
+        if (budget > 0) snprintf(most, sizeof most, "%d", budget);
+        if (s->opts.dtype == VAE_DTYPE_FP8 && s->prog[d].n_ops > 0)
+            VAE_INFO("session: %d %s convs in E4M3 (VAE_FP8_CONVS=%s: those nearest the output)",
+                     kept, d ? "encoder" : "decoder", most);
+    }
+    return VAE_OK;
 }
 
 int vae_session_create(vae_session **out, const vae_model *m, const vae_session_options *opts) {
@@ -136,8 +160,9 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
     for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++)
         rc = lane_create(s, o.n_devices > 1 ? o.devices[k] : o.device_index, &s->lane[k]);
     s->be = s->lane[0];
+    if (rc == VAE_OK) rc = session_programs(s);
     for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++)
-        rc = lane_warm(s->lane[k], m);
+        rc = lane_warm(s->lane[k], s);
     if (rc == VAE_OK && o.world > 1) rc = vae_session_group_join(s);
     if (rc) {
         vae_session_free(s);
@@ -174,6 +199,8 @@ void vae_session_free(vae_session *s) {
         vae_runner_free(s->runner[1][k]);
         if (s->lane[k]) s->lane[k]->v->destroy(s->lane[k]);
     }
+    vae_program_free(&s->prog[0]);
+    vae_program_free(&s->prog[1]);
     vae_free(s);
 }
 
@@ -232,7 +259,7 @@ typedef struct call {
 
 static int call_views(vae_session *s, int encode, const call *k, vae_io_view *iv, vae_io_view *ov) {
     const vae_model *m = s->model;
-    const vae_program *p = encode ? &m->enc : &m->dec;
+    const vae_program *p = vae_session_program(s, encode);
     const char *what = encode ? "encode input video" : "decode input latent";
     const char *what_out = encode ? "encode output latent" : "decode output video";
     if (p->n_ops == 0)
@@ -293,7 +320,7 @@ static int input_to_host(vae_session *s, const vae_io_view *iv, float **host, va
 
 static int session_run(vae_session *s, int encode, const call *k) {
     const vae_model *m = s->model;
-    const vae_program *p = encode ? &m->enc : &m->dec;
+    const vae_program *p = vae_session_program(s, encode);
     const char *what = encode ? "encode input video" : "decode input latent";
     vae_io_view iv, ov;
     int rc = call_views(s, encode, k, &iv, &ov);

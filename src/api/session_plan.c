@@ -33,7 +33,7 @@ static int lanes_per_device(const vae_session *s) {
 }
 
 int vae_session_mem_info(vae_session *s, int encode, vae_session_mem *mem) {
-    const vae_program *p = encode ? &s->model->enc : &s->model->dec;
+    const vae_program *p = vae_session_program(s, encode);
     vae_backend *be = s->be;
     memset(mem, 0, sizeof *mem);
     if (!be->v->mem_info) return VAE_OK;
@@ -55,7 +55,7 @@ int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_
 int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
                          const vae_session_mem *mem, vae_plan *plan) {
     const vae_model *m = s->model;
-    const vae_program *p = encode ? &m->enc : &m->dec;
+    const vae_program *p = vae_session_program(s, encode);
     vae_backend *be = s->be;
     const int sharing = lanes_per_device(s); /* lanes on one device share its memory */
     const int ranks = s->comm ? s->comm->size : s->n_lanes;
@@ -87,7 +87,7 @@ int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
 
 static int run_once(vae_session *s, int encode, const vae_plan *plan, const vae_run_io *io,
                     int *emitted) {
-    const vae_program *p = encode ? &s->model->enc : &s->model->dec;
+    const vae_program *p = vae_session_program(s, encode);
     vae_runner **rs = s->runner[encode];
     int rc = VAE_OK;
     for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++) {

@@ -161,6 +161,11 @@ typedef struct vae_backend_vtbl {
      * memory afterwards; failing to stage is no error (the first call pays instead). */
     int (*warm)(vae_backend *be, const vae_program *p);
 
+    /* Optional (NULL: none): 1 when this backend runs conv op in E4M3 if it is marked (dtype fp8;
+     * vae_op_fp8), whatever its mark now: the session spends its budget of E4M3 convs on these
+     * (vae_program_pick_fp8). */
+    int (*fp8_conv)(vae_backend *be, const vae_op *op);
+
     /* Optional (NULL: always yes): does this temporal conv want its input as a contiguous window
      * (see executor.c)? Asked at the start of each stream, so a backend may answer from what it
      * measured on an earlier stream. */

@@ -109,7 +109,9 @@ double vae_op_macs(const vae_op *op, int t, int h_out, int w_out);
  *   noise then lands beside the skip's exact signal: on the synthetic-weight Wan2.1 decoder one
  *   such conv costs ~1% at the output, a conv that carries the whole signal (an upsampling
  *   conv, a shortcut, Wan's time_conv) 2-3.6% (bench/RESULTS.md, session 24).
- * vae_op_fp8 reads the mark; backends run the marked convs their E4M3 kernels take. */
+ * The model's programs carry these marks; each session keeps them on a copy only for the
+ * VAE_FP8_CONVS convs nearest the output that its backend runs in E4M3 (program.h:
+ * vae_program_pick_fp8). vae_op_fp8 reads the mark; backends run the marked convs in E4M3. */
 int vae_op_fp8_shape(const vae_op *op);
 int vae_op_fp8(const vae_op *op);
 /* Frames of input kept between steps (windowed ops: kt - 1; others 0). */

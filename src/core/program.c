@@ -152,6 +152,33 @@ void vae_program_mark_fp8(vae_program *p) {
         p->ops[i].fp8 = vae_op_fp8_shape(&p->ops[i]) && in_residual_branch(p, i);
 }
 
+int vae_program_pick_fp8(vae_program *p, int budget, int (*runs)(void *user, const vae_op *op),
+                         void *user) {
+    int kept = 0;
+    for (int i = p->n_ops - 1; i >= 0; i--) {
+        vae_op *op = &p->ops[i];
+        if (!op->fp8) continue;
+        op->fp8 = (budget == 0 || kept < budget) && runs(user, op);
+        kept += op->fp8;
+    }
+    return kept;
+}
+
+int vae_program_copy(const vae_program *p, vae_program *out) {
+    *out = *p;
+    out->ops = NULL;
+    out->cap_ops = 0;
+    if (p->n_ops == 0) return VAE_OK;
+    out->ops = vae_malloc((size_t)p->n_ops * sizeof *out->ops);
+    if (!out->ops) {
+        out->n_ops = 0;
+        return vae_fail(VAE_ENOMEM, "out of memory copying a program");
+    }
+    memcpy(out->ops, p->ops, (size_t)p->n_ops * sizeof *out->ops);
+    out->cap_ops = p->n_ops;
+    return VAE_OK;
+}
+
 void vae_program_count_readers(const vae_program *p, int *uses) {
     for (int v = 0; v < p->n_values; v++)
         uses[v] = 0;

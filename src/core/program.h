@@ -127,8 +127,18 @@ int vae_program_shapes(const vae_program *p, int h, int w, int *vh, int *vw);
  * whose output is the one value crossing out of `to` (value ids renumbered, weights shared).
  * VAE_EINVAL when more than one value crosses either boundary. */
 int vae_program_slice(const vae_program *p, int from, int to, vae_program *out);
-/* Sets op->fp8 on the convs that VAE_DTYPE_FP8 runs in E4M3 (the rule: op.h, vae_op_fp8). */
+/* Sets op->fp8 on the convs that VAE_DTYPE_FP8 may run in E4M3 (the rule: op.h, vae_op_fp8). */
 void vae_program_mark_fp8(vae_program *p);
+/* A session's E4M3 convs: keeps the mark on the `budget` marked convs nearest p's output that
+ * runs(user, op) runs in E4M3 (budget 0: on all of those), clears it on every other. A conv's
+ * E4M3 noise is amplified by the network after it: one at a time on the CPU emulation, the
+ * first convs of SeedVR2's encoder cost 4-5% relative error at the output, its last ones ~1%,
+ * Wan2.2's decoder 3-4% in its middle block, 0.5% in its last level (bench/RESULTS.md, session
+ * 26); errors add in quadrature. Returns the convs kept. */
+int vae_program_pick_fp8(vae_program *p, int budget, int (*runs)(void *user, const vae_op *op),
+                         void *user);
+/* *out = a copy of p (its own op list; weights shared with p). VAE_ENOMEM. */
+int vae_program_copy(const vae_program *p, vae_program *out);
 /* uses[v] = how many op inputs read value v (an op reading it twice counts twice): uses
  * [n_values], filled. */
 void vae_program_count_readers(const vae_program *p, int *uses);

@@ -54,6 +54,7 @@ static const setting table[] = {
     {VAE_PARAM_COMM, "VAE_COMM", OFF(comm), 0, 1, 0, 1, {"threads", "nccl"}},
     {VAE_PARAM_EXEC_STRIP_NORM, "VAE_EXEC_STRIP_NORM", OFF(exec_strip_norm), 0, 1, 0, 1, {0}},
     {VAE_PARAM_CUDA_WARM, "VAE_CUDA_WARM", OFF(cuda_warm), 0, 2, 0, 2, {0}},
+    {VAE_PARAM_FP8_CONVS, "VAE_FP8_CONVS", OFF(fp8_convs), 0, 6, 0, 1 << 20, {"all"}},
 };
 /* clang-format on */
 #undef OFF

@@ -787,6 +787,7 @@ static const vae_backend_vtbl cuda_vtbl = {
     .bind = cuda_bind,
     .warm = cuda_warm,
     .conv_window = cuda_conv_window,
+    .fp8_conv = cuda_conv_fp8,
     .conv_upsample = 1,
     .graph_begin = cuda_graph_begin,
     .graph_end = cuda_graph_end,

@@ -110,9 +110,17 @@ int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, cons
 
 /* ---- FP8 ---- */
 /* (temporal convs only: the 2-D ones stay bf16, as measured in bench/RESULTS.md run 69) */
-int cu_conv_fp8_takes(const cuda_backend *cb, const vae_op *op) {
-    return cb->fp8 && vae_op_fp8(op) && op->kt > 1 && igemm_geometry(op) &&
+static int fp8_runs(const cuda_backend *cb, const vae_op *op) {
+    return cb->fp8 && op->kind == VAE_OP_CONV && op->kt > 1 && igemm_geometry(op) &&
            cuk_igemm8_supported(op->c_in, op->c_out);
+}
+
+int cuda_conv_fp8(vae_backend *be, const vae_op *op) {
+    return fp8_runs(cu_be(be), op);
+}
+
+int cu_conv_fp8_takes(const cuda_backend *cb, const vae_op *op) {
+    return vae_op_fp8(op) && fp8_runs(cb, op);
 }
 
 /* A device block counted with the weights (freed by cu_free_param with the same size). */

@@ -609,6 +609,8 @@ void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state);
 int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
               int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
 int cuda_conv_window(vae_backend *be, const vae_op *op, void *state);
+/* backend.h fp8_conv: the FP8 kernels would take this conv (cuda_conv_igemm.c) */
+int cuda_conv_fp8(vae_backend *be, const vae_op *op);
 /* puts the conv's parameters as its first uses will upload them into the stage (cu_stage_put) */
 void cuda_conv_stage(cuda_backend *cb, const vae_op *op);
 /* 1: no own kernel takes this conv (strided, asymmetric padding): cuDNN runs it */
