@@ -167,8 +167,8 @@ class _Weights:
 
 _DEFAULTS = dict(device="cpu", dtype="fp32", max_memory=None, tile_mode="auto", tile=None,
                  blend_tile=0, blend_overlap=0, threads=0, allocator="torch", tune_cache=None,
-                 devices=None, host_memory=None, fp8_convs=None, process_group=None, group_id=None, rank=None,
-                 world=None, group_output="all")
+                 devices=None, host_memory=None, fp8_convs=None, process_group=None,
+                 group_id=None, rank=None, world=None, group_output="all")
 
 
 def _is_int(v):
@@ -315,7 +315,7 @@ def _session_options(o):
     if o["fp8_convs"] is not None:  # VAE_PARAM_FP8_CONVS
         n = 0 if o["fp8_convs"] == "all" else o["fp8_convs"]
         if not _is_int(n) or n < 0:
-            raise Error(-1, f"fp8_convs {o['fp8_convs']!r}: expected a count >= 1 or 'all'")
+            raise Error(-1, f"fp8_convs {o['fp8_convs']!r}: expected a count of convs or 'all'")
         _lib.check(_lib.lib.vae_session_options_set(C.byref(opts), _lib.PARAM_FP8_CONVS, n))
     return opts, _group(o, opts)  # the group last: a process group's broadcast is collective
 
@@ -565,8 +565,8 @@ def load(path, arch=None, prefix=None, config=None, **options):
     parts, strips' slots), larger ones go to a temporary file (None: 2G; "256M" keeps host memory
     flat in the video's length; 0: none); fp8_convs: dtype "fp8", E4M3 convs of each program at
     most, those nearest its output (None: 6, every fixture within 5e-2 of the reference; "all":
-    every conv that may, the most speed and up to ~1e-1). arch / prefix / config: what the checkpoint
-    cannot tell (e.g. config={"norm_num_groups": 8} for SeedVR2).
+    every conv that may, the most speed and up to ~1e-1). arch / prefix / config: what the
+    checkpoint cannot tell (e.g. config={"norm_num_groups": 8} for SeedVR2).
 
     A group of processes (one process per GPU, e.g. under torchrun): process_group: a
     torch.distributed ProcessGroup, or True for the default group (torch.distributed.group.WORLD):
