@@ -122,13 +122,13 @@ static int fp8_runs(void *be, const vae_op *op) {
  * program (program.h: vae_program_pick_fp8). */
 static int session_programs(vae_session *s) {
     const vae_program *src[2] = {&s->model->dec, &s->model->enc};
+    const int budget = s->set.fp8_convs;
+    char most[16] = "all";
+    if (budget > 0) snprintf(most, sizeof most, "%d", budget);
     for (int d = 0; d < 2; d++) {
         int rc = vae_program_copy(src[d], &s->prog[d]);
         if (rc) return rc;
-        const int budget = s->set.fp8_convs;
         const int kept = vae_program_pick_fp8(&s->prog[d], budget, fp8_runs, s->be);
-        char most[16] = "all";
-        if (budget > 0) snprintf(most, sizeof most, "%d", budget);
         if (s->opts.dtype == VAE_DTYPE_FP8 && s->prog[d].n_ops > 0)
             VAE_INFO("session: %d %s convs in E4M3 (VAE_FP8_CONVS=%s: those nearest the output)",
                      kept, d ? "encoder" : "decoder", most);

@@ -214,11 +214,6 @@ static void cpu_unprepare(vae_backend *be, const vae_op *op, void *state) {
     if (state && op->kind == VAE_OP_CONV) cpu_conv_unprepare(be, op, state);
 }
 
-/* FP8 emulation: every conv the rule lets run in E4M3 (op.h, vae_op_fp8_shape) */
-static int cpu_fp8_conv(vae_backend *be, const vae_op *op) {
-    return cpu_be(be)->fp8 && vae_op_fp8_shape(op);
-}
-
 static const vae_backend_vtbl cpu_vtbl = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -244,7 +239,7 @@ static const vae_backend_vtbl cpu_vtbl = {
     .resample = cpu_resample,
     .attention = cpu_attention,
     .mem_info = cpu_mem_info,
-    .fp8_conv = cpu_fp8_conv,
+    .fp8_conv = cpu_conv_fp8,
 };
 
 int vae_cpu_backend_create(vae_backend **out, vae_dtype dtype, int threads) {

@@ -65,6 +65,10 @@ static void quantise(int nt, float *x, size_t n, float s) {
         x[i] = vae_f32_round_e4m3(x[i] / s) * s;
 }
 
+int cpu_conv_fp8(vae_backend *be, const vae_op *op) {
+    return cpu_be(be)->fp8 && vae_op_fp8_shape(op);
+}
+
 int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     *state = NULL;
     int rc = vae_op_check(op);
@@ -86,7 +90,7 @@ int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
             for (int tap = 0; tap < taps; tap++)
                 s->wp[((size_t)tap * ci_n + ci) * co_n + co] =
                     op->w[((size_t)co * ci_n + ci) * taps + tap];
-    s->fp8 = cpu_be(be)->fp8 && vae_op_fp8(op);
+    s->fp8 = vae_op_fp8(op) && cpu_conv_fp8(be, op);
     if (s->fp8) quantise_columns(s->wp, s->k, co_n);
     *state = s;
     return VAE_OK;
