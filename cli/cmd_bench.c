@@ -258,13 +258,14 @@ int cmd_bench(int argc, char **argv) {
            "\"device\":\"%s\",\"dtype\":\"%s\",\"median_s\":%.4f,\"min_s\":%.4f,\"runs\":%d,"
            "\"cold_s\":%.4f,"
            "\"tflop\":%.2f,\"tflops\":%.2f,\"peak_bytes\":%.0f,\"predicted_bytes\":%lld,"
-           "\"budget_bytes\":%lld,\"order\":\"%s\",\"tiles\":\"%dx%d\",\"plan_tflop\":%.2f,"
+           "\"budget_bytes\":%lld,\"order\":\"%s\",\"tiles\":\"%dx%d\",\"step_frames\":%d,"
+           "\"plan_tflop\":%.2f,"
            "\"max_rss_kib\":%ld,\"input_kib\":%zu,\"psnr_db\":%s,\"devices\":%d,"
            "\"ranks\":%d,\"device_peak_bytes\":[%s]}\n",
            info.arch, op, frames, H, W, device, dtype, med, times[0], runs, cold, flops / 1e12,
            flops / med / 1e12, peak, (long long)plan.peak_bytes, (long long)plan.budget_bytes,
-           order[plan.order], plan.tiles_y, plan.tiles_x, plan.flops / 1e12, ru.ru_maxrss,
-           n * sizeof(float) / 1024, psnr_json, n_dev, ranks, peaks_json);
+           order[plan.order], plan.tiles_y, plan.tiles_x, plan.step_frames, plan.flops / 1e12,
+           ru.ru_maxrss, n * sizeof(float) / 1024, psnr_json, n_dev, ranks, peaks_json);
     rc = CLI_OK;
 done:
     free(in.data);

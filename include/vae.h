@@ -281,6 +281,13 @@ typedef enum {
                                   * (their noise is the least amplified); each adds ~1-1.7%
                                   * relative error at the output (6; 0 or "all": every conv that
                                   * may, for the most speed) */
+    VAE_PARAM_EXEC_CHUNKS,       /* one device's whole-frame plans feed up to this many of the
+                                  * model's input chunks a step (decoders: latent frames), as many
+                                  * as divide the input's later chunks, where they fit the budget
+                                  * without frame-by-frame streaming and no tiles or strips were
+                                  * asked for: fewer, larger kernels and fewer causal-window
+                                  * copies a frame, for more memory (4; 1: the model's own steps;
+                                  * the result is the same) */
     VAE_PARAM_COUNT
 } vae_param;
 
@@ -301,7 +308,7 @@ typedef struct vae_session_options {
     /* VAE_TILE_BLEND: tile size and overlap in pixels of the video side (0: 512, tile / 8). */
     int blend_tile, blend_overlap;
     /* developer switches: vae_session_options_set */
-    int64_t params[32];
+    int64_t params[64];
     uint64_t params_set; /* bit p: params[p] was set */
     /* Optional device allocator (CUDA sessions; NULL: cudaMalloc/cudaFree): every block of
      * device memory the session holds comes from alloc and goes back through free, so that a
@@ -424,6 +431,8 @@ typedef struct vae_plan_info {
     int frame_loops;             /* stages that stream one frame at a time */
     int strips;                  /* exact tiles as this many column strips that hand their edge
                                   * columns on (no halos recomputed; tiles 1 x strips), or 0 */
+    int step_frames;             /* input frames a step after the first: the model's chunk, or
+                                  * several of them (whole frames, VAE_PARAM_EXEC_CHUNKS) */
     int64_t peak_bytes;          /* predicted peak, as vae_session_peak_bytes counts it */
     int64_t floor_bytes;         /* the smallest exact plan's peak */
     int64_t budget_bytes;        /* the budget it was made for (0: unlimited) */

@@ -425,6 +425,27 @@ static void check_strips(const vae_model *m, const vae_session_options *base, in
 }
 
 /* The synthesiser against the fixture's checksums: every key, shape, sum and first values. */
+/* A whole-frame decode of t latent frames steps through several of them at once: the most, up
+ * to VAE_EXEC_CHUNKS (default 4), that divides t - 1. */
+static void check_steps(vae_session *s, const vae_tensor *in, const char *label) {
+    if (getenv("VAE_EXEC_FRAMES") || in->ndim != 5) return;
+    const char *env = getenv("VAE_EXEC_CHUNKS");
+    const int most = env && *env ? atoi(env) : 4;
+    vae_plan_info plan;
+    if (vae_session_plan(s, 0, in->shape, in->ndim, &plan) != VAE_OK) {
+        check(0, "%s: plan: %s", label, vae_last_error());
+        return;
+    }
+    const int later = (int)in->shape[2] - 1;
+    if (plan.order != VAE_ORDER_WHOLE || later < 1) return;
+    int want = most < later ? most : later;
+    while (want > 1 && later % want)
+        want--;
+    check(plan.step_frames == want,
+          "%s: whole frames in steps of %d latent frames after the first (of %d; wanted %d)", label,
+          plan.step_frames, later, want);
+}
+
 static void check_checksums(const char *ckpt, const cJSON *sums) {
     int n = 0, bad = 0;
     const cJSON *it;
@@ -599,6 +620,7 @@ int main(int argc, char **argv) {
                 snprintf(label, sizeof label, "%s %s", name, cname);
                 const vae_model *mm = encode ? enc : dec;
                 const double tol_tiles = so.dtype == VAE_DTYPE_F32 ? 1e-5 : 2e-2;
+                if (!encode && !is_taesd && group_devices <= 1) check_steps(sd, &in, label);
                 if (group_devices > 1) /* the planner's own choice for the group */
                     check_group(mm, &so, encode, &in, &out, 0, tol_tiles, label);
                 if (tiles) check_tiles(mm, &so, encode, &in, &out, &ref, tol, tol_tiles, tiles, 0, label);

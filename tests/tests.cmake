@@ -182,6 +182,16 @@ add_test(NAME fixture_group2_bands_frames_seedvr2_tiny COMMAND test_fixtures ${V
 set_tests_properties(fixture_group2_bands_frames_seedvr2_tiny PROPERTIES LABELS fixture
   ENVIRONMENT "VAE_PLAN_BANDS=1;VAE_EXEC_FRAMES=2"
   PASS_REGULAR_EXPRESSION "dec_t6_odd on 2 devices \\(tiles 2x1\\).* 0 failed")
+# the model's own steps (VAE_EXEC_CHUNKS=1; by default whole-frame plans step through up to 4 of
+# its chunks at once: dec_t3 in steps of 2 latent frames, enc_t9 of 8 frames), whole and tiled
+add_test(NAME fixture_chunks1_wan21_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_tiny --tiles 3)
+set_tests_properties(fixture_chunks1_wan21_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_CHUNKS=1")
+# ... and steps of 5 (dec_t6_odd: 5 latent frames after the first; enc_t21_odd: 20 frames), exact
+# and in FP8 (its per-step activation scales then span 5 frames: 3.69e-2 against 3.76e-2)
+add_test(NAME fixture_chunks5_wan21_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_tiny)
+set_tests_properties(fixture_chunks5_wan21_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_CHUNKS=5")
+add_test(NAME fixture_fp8_chunks5_wan21_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_tiny --dtype fp8 --tol 0.05)
+set_tests_properties(fixture_fp8_chunks5_wan21_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_CHUNKS=5")
 # frame by frame after every temporal upsampling, always (VAE_EXEC_FRAMES=2), whole and tiled
 add_test(NAME fixture_frames_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3)
 set_tests_properties(fixture_frames_wan22_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")

@@ -77,6 +77,8 @@ def test_info_and_shapes(tiny):
     assert tiny.output_shape((1, 3, 9, 32, 48), encode=True) == (1, 16, 3, 4, 6)
     plan = tiny.plan((1, 16, 3, 4, 6))
     assert plan["fits"] and plan["peak_bytes"] > 0 and plan["order"] == "whole"
+    # whole frames step through 2 latent frames after the first (up to 4 that divide t - 1)
+    assert plan["step_frames"] == 2 and tiny.plan((1, 16, 6, 4, 6))["step_frames"] == 1
 
 
 def test_non_contiguous_in_and_out(tiny, tiny_io):

@@ -410,7 +410,7 @@ class Model:
             _lib.check(rc)
         return {"fits": rc == 0, "order": ("whole", "tiled", "blend")[p.order],
                 "tiles": (p.tiles_y, p.tiles_x), "tile_size": (p.tile_height, p.tile_width),
-                "strips": p.strips,
+                "strips": p.strips, "step_frames": p.step_frames,
                 "peak_bytes": p.peak_bytes, "floor_bytes": p.floor_bytes,
                 "budget_bytes": p.budget_bytes, "flops": p.flops, "text": p.text.decode()}
 

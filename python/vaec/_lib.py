@@ -56,7 +56,7 @@ class SessionOptions(C.Structure):
     _fields_ = [("device", C.c_int), ("dtype", C.c_int), ("threads", C.c_int),
                 ("device_index", C.c_int), ("max_memory", C.c_int64), ("tile_mode", C.c_int),
                 ("tile_height", C.c_int), ("tile_width", C.c_int), ("blend_tile", C.c_int),
-                ("blend_overlap", C.c_int), ("params", C.c_int64 * 32),
+                ("blend_overlap", C.c_int), ("params", C.c_int64 * 64),
                 ("params_set", C.c_uint64), ("dev_alloc", DevAlloc), ("dev_free", DevFree),
                 ("dev_alloc_user", C.c_void_p), ("dev_pool_free", DevPoolFree),
                 ("tune_cache", C.c_char_p), ("n_devices", C.c_int), ("devices", C.c_int * 8),
@@ -85,8 +85,9 @@ class CallOptions(C.Structure):
 class PlanInfo(C.Structure):
     _fields_ = [("order", C.c_int), ("tiles_y", C.c_int), ("tiles_x", C.c_int),
                 ("tile_height", C.c_int), ("tile_width", C.c_int), ("frame_loops", C.c_int),
-                ("strips", C.c_int), ("peak_bytes", C.c_int64), ("floor_bytes", C.c_int64),
-                ("budget_bytes", C.c_int64), ("flops", C.c_double), ("text", C.c_char * 1024)]
+                ("strips", C.c_int), ("step_frames", C.c_int), ("peak_bytes", C.c_int64),
+                ("floor_bytes", C.c_int64), ("budget_bytes", C.c_int64), ("flops", C.c_double),
+                ("text", C.c_char * 1024)]
 
 
 _STRUCTS = {"vae_tensor": Tensor, "vae_session_options": SessionOptions,

@@ -56,6 +56,8 @@ typedef struct vae_session_mem {
 /* session_plan.c: one call's plan (VAE_ENOMEM with the plan filled when nothing fits) and its
  * runs until one succeeds (planned again with what the memory model missed) */
 int vae_frames_used(const vae_program *p, int t);
+/* the input frames a call of the session uses (the model's chunks) */
+int vae_session_frames_used(const vae_session *s, int encode, int t);
 int vae_session_mem_info(vae_session *s, int encode, vae_session_mem *mem);
 int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan);
 /* plan_make for memory already asked (vae_session_mem_info) */

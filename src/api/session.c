@@ -320,15 +320,14 @@ static int input_to_host(vae_session *s, const vae_io_view *iv, float **host, va
 
 static int session_run(vae_session *s, int encode, const call *k) {
     const vae_model *m = s->model;
-    const vae_program *p = vae_session_program(s, encode);
     const char *what = encode ? "encode input video" : "decode input latent";
     vae_io_view iv, ov;
     int rc = call_views(s, encode, k, &iv, &ov);
     if (rc) return rc;
-    int t_used = vae_frames_used(p, iv.t);
+    int t_used = vae_session_frames_used(s, encode, iv.t);
     if (t_used < iv.t)
         VAE_WARN("%s: %d frames given, the model uses the first %d (%s takes 1 + %d*k frames)",
-                 what, iv.t, t_used, m->cfg.arch->name, p->chunk);
+                 what, iv.t, t_used, m->cfg.arch->name, (encode ? &m->enc : &m->dec)->chunk);
     const int dev_in = k->in->device == VAE_DEVICE_CUDA;
     const int dev_out = k->out && k->out->device == VAE_DEVICE_CUDA;
     vae_backend *be = s->be;
@@ -393,6 +392,7 @@ int vae_session_plan(vae_session *s, int encode, const int64_t *shape, int ndim,
     info->tile_height = plan.tile_h, info->tile_width = plan.tile_w;
     info->frame_loops = plan.part[1].n_loops;
     info->strips = plan.strips ? plan.strips->n : 0;
+    info->step_frames = vae_session_program(s, encode)->chunk;
     info->peak_bytes = plan.peak, info->floor_bytes = plan.floor, info->budget_bytes = plan.budget;
     info->flops = 2 * plan.macs;
     snprintf(info->text, sizeof info->text, "%s", plan.why);

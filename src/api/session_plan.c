@@ -52,16 +52,27 @@ int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_
     return rc ? rc : vae_session_plan_for(s, encode, g, &mem, plan);
 }
 
-int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
-                         const vae_session_mem *mem, vae_plan *plan) {
+static const vae_program *model_program(const vae_session *s, int encode) {
+    return encode ? &s->model->enc : &s->model->dec;
+}
+
+int vae_session_frames_used(const vae_session *s, int encode, int t) {
+    return vae_frames_used(model_program(s, encode), t);
+}
+
+/* The planner's request for the session's program as it is now (its chunk: plan_for); whole:
+ * whole frames in chunks only (no tiles, no frame-by-frame streaming). */
+static int plan_request(vae_session *s, int encode, const vae_io_view *g,
+                        const vae_session_mem *mem, int whole, vae_plan *plan) {
     const vae_model *m = s->model;
     const vae_program *p = vae_session_program(s, encode);
     vae_backend *be = s->be;
     const int sharing = lanes_per_device(s); /* lanes on one device share its memory */
     const int ranks = s->comm ? s->comm->size : s->n_lanes;
     const vae_session_options *o = &s->opts;
+    const int t_used = vae_session_frames_used(s, encode, g->t);
     vae_plan_request rq = {
-        .prog = p, .encode = encode, .t = vae_frames_used(p, g->t), .h = g->h, .w = g->w,
+        .prog = p, .encode = encode, .t = t_used, .h = g->h, .w = g->w,
         .elem = be->elem_size, .budget = session_budget(s, mem->avail) / sharing,
         .fixed = mem->reserve + s->model_error[encode], .conv_upsample = be->v->conv_upsample,
         .round = be->v->alloc_size, .scratch_need = be->v->scratch_need, .be = be,
@@ -82,7 +93,47 @@ int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
     for (int k = 0; k < s->n_lanes; k++)
         split = split && s->lane[k]->v->norm_stats && s->lane[k]->v->norm_apply;
     rq.reduce = split ? 1 + s->set.plan_bands : 0;
+    if (whole) rq.mode = VAE_TILE_NONE, rq.frame_loops = 0;
     return vae_plan_make(plan, &rq);
+}
+
+/* How many of the model's chunks a step of this input: the most, up to settings.exec_chunks,
+ * that divides the number of its later chunks (no frame left over, every later step alike). */
+static int chunks_a_step(const vae_session *s, int encode, int t) {
+    const vae_program *m = model_program(s, encode);
+    const int used = vae_session_frames_used(s, encode, t);
+    const int later = used > m->first_chunk ? (used - m->first_chunk) / m->chunk : 0;
+    for (int k = s->set.exec_chunks < later ? s->set.exec_chunks : later; k > 1; k--)
+        if (later % k == 0) return k;
+    return 1;
+}
+
+/* Whole frames in steps of several of the model's chunks where they fit the budget without
+ * streaming frame by frame: fewer, larger kernels and fewer causal-window copies a frame (the
+ * result is the same: program.h). Else, and where the caller asked for tiles, strips or a
+ * device group, the model's own steps, planned as they were. The session's program keeps the
+ * chosen chunk for this call's runs. */
+int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
+                         const vae_session_mem *mem, vae_plan *plan) {
+    vae_program *p = &s->prog[encode ? 1 : 0];
+    const vae_session_options *o = &s->opts;
+    const int model_chunk = model_program(s, encode)->chunk;
+    const int k = s->n_lanes == 1 && !s->comm && o->tile_mode != VAE_TILE_BLEND &&
+                          o->tile_height <= 0 && o->tile_width <= 0 && s->set.plan_strips < 2 &&
+                          s->set.exec_frames < 2
+                      ? chunks_a_step(s, encode, g->t)
+                      : 1;
+    if (k > 1) {
+        p->chunk = k * model_chunk;
+        const int rc = plan_request(s, encode, g, mem, 1, plan);
+        if (rc == VAE_OK) return VAE_OK;
+        if (rc != VAE_ENOMEM) return rc; /* the input's fault: no fallback */
+        /* an expected fallback (whole frames in larger steps do not fit): the model's steps */
+        vae_plan_free(plan);
+        vae_error_clear();
+    }
+    p->chunk = model_chunk;
+    return plan_request(s, encode, g, mem, 0, plan);
 }
 
 static int run_once(vae_session *s, int encode, const vae_plan *plan, const vae_run_io *io,

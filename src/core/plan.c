@@ -408,6 +408,9 @@ static void describe(const planner *pl, vae_plan *plan) {
     for (int k = 0; k < 3; k++)
         for (int i = 0; i < plan->part[k].n_loops; i++)
             frame_loops += !plan->part[k].whole[i];
+    if (plan->kind == VAE_PLAN_WHOLE && n < cap)
+        n += (size_t)snprintf(w + n, cap - n, " in steps of %d then %d frames",
+                              rq->prog->first_chunk, rq->prog->chunk);
     if (n < cap)
         n += (size_t)snprintf(w + n, cap - n, "; %s",
                               frame_loops ? "frame by frame after "

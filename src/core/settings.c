@@ -55,12 +55,13 @@ static const setting table[] = {
     {VAE_PARAM_EXEC_STRIP_NORM, "VAE_EXEC_STRIP_NORM", OFF(exec_strip_norm), 0, 1, 0, 1, {0}},
     {VAE_PARAM_CUDA_WARM, "VAE_CUDA_WARM", OFF(cuda_warm), 0, 2, 0, 2, {0}},
     {VAE_PARAM_FP8_CONVS, "VAE_FP8_CONVS", OFF(fp8_convs), 0, 6, 0, 1 << 20, {"all"}},
+    {VAE_PARAM_EXEC_CHUNKS, "VAE_EXEC_CHUNKS", OFF(exec_chunks), 0, 4, 1, 64, {0}},
 };
 /* clang-format on */
 #undef OFF
 enum { N_SETTINGS = sizeof table / sizeof table[0] };
 _Static_assert((int)N_SETTINGS == (int)VAE_PARAM_COUNT, "one settings row per VAE_PARAM_*");
-_Static_assert((int)VAE_PARAM_COUNT <= 32, "vae_session_options.params has 32 slots");
+_Static_assert((int)VAE_PARAM_COUNT <= 64, "vae_session_options.params has 64 slots");
 
 static void put(vae_settings *s, const setting *t, int64_t v) {
     char *p = (char *)s + t->offset;

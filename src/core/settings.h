@@ -20,6 +20,8 @@ typedef struct vae_settings {
     int exec_check;   /* VAE_EXEC_CHECK: every op's output read back, must be finite (0) */
     int exec_frames;  /* VAE_EXEC_FRAMES: frame-granular streaming after temporal upsampling (1:
                        * where the budget needs it; 2: always, for tests and measurements) */
+    int exec_chunks;  /* VAE_EXEC_CHUNKS: whole-frame plans feed up to this many of the
+                       * model's chunks a step where they fit (4; 1: the model's steps) */
     int exec_host_mb; /* VAE_EXEC_HOST_MB: host memory (MiB) for each whole-video object of a
                        * tiled call (output, store, slots), else a temporary file (2048; 256:
                        * host memory flat in the video's length, run 135) */
