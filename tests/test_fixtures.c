@@ -424,7 +424,6 @@ static void check_strips(const vae_model *m, const vae_session_options *base, in
     vae_session_free(s);
 }
 
-/* The synthesiser against the fixture's checksums: every key, shape, sum and first values. */
 /* A whole-frame decode of t latent frames steps through several of them at once: the most, up
  * to VAE_EXEC_CHUNKS (default 4), that divides t - 1. */
 static void check_steps(vae_session *s, const vae_tensor *in, const char *label) {
@@ -446,6 +445,7 @@ static void check_steps(vae_session *s, const vae_tensor *in, const char *label)
           plan.step_frames, later, want);
 }
 
+/* The synthesiser against the fixture's checksums: every key, shape, sum and first values. */
 static void check_checksums(const char *ckpt, const cJSON *sums) {
     int n = 0, bad = 0;
     const cJSON *it;
