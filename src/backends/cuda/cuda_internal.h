@@ -133,11 +133,11 @@ cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias,
 
 /* RMS over channels per voxel: y = x / max(|x|, 1e-12) * sqrt(c) * g + b, then act */
 cudaError_t cuk_rms_norm(cudaStream_t s, int dtype, const void *x, void *y, int64_t n_vox, int c,
-                         const float *g, const float *b, int act, float act_scale, int sm_count);
+                         const float *g, const float *b, int act, float act_scale);
 /* the same over rows rows of w voxels, x's rows x_pitch elements apart and y's y_pitch */
 cudaError_t cuk_rms_norm_rows(cudaStream_t s, int dtype, const void *x, int64_t x_pitch, void *y,
                               int64_t y_pitch, int64_t rows, int w, int c, const float *g,
-                              const float *b, int act, float act_scale, int sm_count);
+                              const float *b, int act, float act_scale);
 /* GroupNorm per frame. work: cuk_group_norm_work(...) bytes of device scratch. */
 size_t cuk_group_norm_work(int dtype, int t, int64_t hw, int c, int groups, int sm_count);
 cudaError_t cuk_group_norm(cudaStream_t s, int dtype, const void *x, void *y, int t, int64_t hw,

@@ -109,8 +109,16 @@ static void launch_rms_vec(cudaStream_t s, const void *x, void *y, int64_t nv, i
 }
 
 /* V vectors per lane, L (runtime power of two) lanes per voxel; gamma/beta in shared memory
- * (float32, c each), so that registers stay few and occupancy high. */
-template <typename T, int V, bool P>
+ * (float32, c each), so that registers stay few and occupancy high. A: the activation when known
+ * at compile time (SiLU, the Wan blocks'), else -1 (act read at run time). One block per
+ * 8 x 32/L voxels (the loop only past the grid's limit). A lane's loads all come before the
+ * first sum of squares: written as one loop of load-then-sum per vector the kernel stayed at the
+ * old rate (bench/RESULTS.md run 199 against 198). Measured on the H100 (bench/rms_norm_probe.cu,
+ * bf16 + SiLU, runs 196-198): 2.8-3.0 TB/s at 96-384 channels, 2.5-2.6 at 256-1024, against
+ * 2.2-2.5 before (a 16-byte copy: 2.8). Two voxels in flight per lane group made it slower
+ * (2.2-2.4); the probe's own kernel (gamma read per value, no beta) keeps 2.9-3.0 at 256-1024
+ * channels with two in flight: what is left to take. */
+template <typename T, int V, bool P, int A>
 static __global__ void __launch_bounds__(256)
     rms_reg_kernel(const T *x, T *y, int64_t nv, int c, int64_t w, int64_t xp, int64_t yp, int L,
                    const float *g, const float *b, int act, float as) {
@@ -126,6 +134,7 @@ static __global__ void __launch_bounds__(256)
     const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     const int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
     const float sqc = sqrtf((float)c);
+    if (A >= 0) act = A;
     for (int64_t base = warp * vpw; base < nv; base += nw * vpw) { /* uniform per warp */
         const int64_t v = base + lane / L;
         const bool ok = v < nv;
@@ -133,14 +142,14 @@ static __global__ void __launch_bounds__(256)
         float r[V][N];
         float ss = 0.0f;
 #pragma unroll
-        for (int k = 0; k < V; k++) {
-            const int idx = sub + k * L;
-            if (ok && idx < cv) {
-                vec16<T>::load(xv + (int64_t)idx * N, r[k]);
+        for (int k = 0; k < V; k++) /* every load issued before the first sum */
+            if (ok && sub + k * L < cv) vec16<T>::load(xv + (int64_t)(sub + k * L) * N, r[k]);
 #pragma unroll
-                for (int j = 0; j < N; j++) ss += r[k][j] * r[k][j];
-            }
-        }
+        for (int k = 0; k < V; k++)
+            if (ok && sub + k * L < cv)
+#pragma unroll
+                for (int j = 0; j < N; j++)
+                    ss += r[k][j] * r[k][j];
         for (int o = L >> 1; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
         const float sc = sqc / fmaxf(sqrtf(ss), 1e-12f);
         T *yv = y + rms_at<P>(v, c, w, yp);
@@ -163,11 +172,27 @@ static __global__ void __launch_bounds__(256)
     }
 }
 
+/* one launch of rms_reg_kernel<T, V, P, A>: a block per 8 warps' voxels */
+template <typename T, int V, bool P>
+static void launch_rms_reg(cudaStream_t s, const T *x, T *y, int64_t nv, int c, int64_t w,
+                           int64_t xp, int64_t yp, int L, const float *g, const float *b, int act,
+                           float as) {
+    const int64_t per_block = 8LL * (32 / L);
+    int64_t blocks = (nv + per_block - 1) / per_block;
+    if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL; /* the loop takes the rest */
+    const size_t shm = 2 * (size_t)c * sizeof(float);
+    if (act == CU_ACT_SILU)
+        rms_reg_kernel<T, V, P, CU_ACT_SILU>
+            <<<(unsigned)blocks, 256, shm, s>>>(x, y, nv, c, w, xp, yp, L, g, b, act, as);
+    else
+        rms_reg_kernel<T, V, P, -1>
+            <<<(unsigned)blocks, 256, shm, s>>>(x, y, nv, c, w, xp, yp, L, g, b, act, as);
+}
+
 /* rows rows of w voxels, x's rows xp elements apart and y's yp (P = false: packed) */
 template <typename T, bool P>
 static void launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv, int c, int64_t w,
-                       int64_t xp, int64_t yp, const float *g, const float *b, int act, float as,
-                       int sm_count) {
+                       int64_t xp, int64_t yp, const float *g, const float *b, int act, float as) {
     const int N = vec16<T>::N, cv = c / N;
     const T *xt = (const T *)x;
     T *yt = (T *)y;
@@ -176,29 +201,11 @@ static void launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv, int c
         int L = 1;
         while (L < 32 && L * 4 < cv) L <<= 1; /* at most 4 vectors per lane */
         const int V = (cv + L - 1) / L;
-        const int64_t groups = (nv + 32 / L - 1) / (32 / L); /* warp iterations in all */
-        int64_t blocks = (groups + 7) / 8;
-        const int64_t cap = (int64_t)sm_count * 8; /* full occupancy; loop beyond */
-        if (blocks > cap) blocks = cap;
-        if (blocks < 1) blocks = 1;
-        const size_t shm = 2 * (size_t)c * sizeof(float);
         switch (V) {
-        case 1:
-            rms_reg_kernel<T, 1, P>
-                <<<(unsigned)blocks, 256, shm, s>>>(xt, yt, nv, c, w, xp, yp, L, g, b, act, as);
-            return;
-        case 2:
-            rms_reg_kernel<T, 2, P>
-                <<<(unsigned)blocks, 256, shm, s>>>(xt, yt, nv, c, w, xp, yp, L, g, b, act, as);
-            return;
-        case 3:
-            rms_reg_kernel<T, 3, P>
-                <<<(unsigned)blocks, 256, shm, s>>>(xt, yt, nv, c, w, xp, yp, L, g, b, act, as);
-            return;
-        default:
-            rms_reg_kernel<T, 4, P>
-                <<<(unsigned)blocks, 256, shm, s>>>(xt, yt, nv, c, w, xp, yp, L, g, b, act, as);
-            return;
+        case 1: launch_rms_reg<T, 1, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as); return;
+        case 2: launch_rms_reg<T, 2, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as); return;
+        case 3: launch_rms_reg<T, 3, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as); return;
+        default: launch_rms_reg<T, 4, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as); return;
         }
     }
     if (vec && cv <= 32 * RMS_MAXV) {
@@ -221,32 +228,31 @@ static void launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv, int c
 
 template <typename T>
 static void launch_rms_packed(cudaStream_t s, const void *x, void *y, int64_t nv, int c,
-                              const float *g, const float *b, int act, float as, int sm_count) {
-    launch_rms<T, false>(s, x, y, nv, c, nv, 0, 0, g, b, act, as, sm_count);
+                              const float *g, const float *b, int act, float as) {
+    launch_rms<T, false>(s, x, y, nv, c, nv, 0, 0, g, b, act, as);
 }
 
 template <typename T>
 static void launch_rms_rows(cudaStream_t s, const void *x, void *y, int64_t rows, int64_t w, int c,
                             int64_t xp, int64_t yp, const float *g, const float *b, int act,
-                            float as, int sm_count) {
-    launch_rms<T, true>(s, x, y, rows * w, c, w, xp, yp, g, b, act, as, sm_count);
+                            float as) {
+    launch_rms<T, true>(s, x, y, rows * w, c, w, xp, yp, g, b, act, as);
 }
 
 extern "C" cudaError_t cuk_rms_norm(cudaStream_t s, int dtype, const void *x, void *y,
                                     int64_t n_vox, int c, const float *g, const float *b, int act,
-                                    float act_scale, int sm_count) {
+                                    float act_scale) {
     if (n_vox == 0) return cudaSuccess;
-    CU_DISPATCH(dtype, launch_rms_packed, s, x, y, n_vox, c, g, b, act, act_scale, sm_count);
+    CU_DISPATCH(dtype, launch_rms_packed, s, x, y, n_vox, c, g, b, act, act_scale);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t cuk_rms_norm_rows(cudaStream_t s, int dtype, const void *x, int64_t x_pitch,
                                          void *y, int64_t y_pitch, int64_t rows, int w, int c,
-                                         const float *g, const float *b, int act, float act_scale,
-                                         int sm_count) {
+                                         const float *g, const float *b, int act, float act_scale) {
     if (rows == 0 || w == 0) return cudaSuccess;
-    CU_DISPATCH(dtype, launch_rms_rows, s, x, y, rows, w, c, x_pitch, y_pitch, g, b, act, act_scale,
-                sm_count);
+    CU_DISPATCH(dtype, launch_rms_rows, s, x, y, rows, w, c, x_pitch, y_pitch, g, b, act,
+                act_scale);
     return cudaGetLastError();
 }
 
