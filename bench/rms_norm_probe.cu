@@ -2,8 +2,8 @@
 // the Wan decoders (bf16, channels-last), against a plain 16-byte copy of the same bytes, and
 // which launch shape helps: the engine's kernel (cuk_rms_norm) beside variants that keep U voxels
 // a lane group in flight, read with the streaming cache hint, or launch one block per tile of
-// voxels instead of a grid-stride loop. Results: bench/RESULTS.md runs 195-198 (the engine's kernel
-// took the one-block-per-tile grid and SiLU compiled in from them).
+// voxels instead of a grid-stride loop. Results: bench/RESULTS.md runs 196-200 (the engine's kernel
+// took from them SiLU compiled in, the one-block-per-tile grid and a lane's loads all first).
 // Build and run on the GPU from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 -Isrc -o /tmp/rms_probe bench/rms_norm_probe.cu &&
 //   /tmp/rms_probe

@@ -114,7 +114,7 @@ static void launch_rms_vec(cudaStream_t s, const void *x, void *y, int64_t nv, i
  * 8 x 32/L voxels (the loop only past the grid's limit). A lane's loads all come before the
  * first sum of squares: written as one loop of load-then-sum per vector the kernel stayed at the
  * old rate (bench/RESULTS.md run 199 against 198). Measured on the H100 (bench/rms_norm_probe.cu,
- * bf16 + SiLU, runs 196-198): 2.8-3.0 TB/s at 96-384 channels, 2.5-2.6 at 256-1024, against
+ * bf16 + SiLU, runs 196-200): 2.8-3.0 TB/s at 96-384 channels, 2.5-2.6 at 256-1024, against
  * 2.2-2.5 before (a 16-byte copy: 2.8). Two voxels in flight per lane group made it slower
  * (2.2-2.4); the probe's own kernel (gamma read per value, no beta) keeps 2.9-3.0 at 256-1024
  * channels with two in flight: what is left to take. */
