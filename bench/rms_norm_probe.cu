@@ -11,16 +11,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "../bench/probe_common.cuh"
 #include "backends/cuda/cuda_norm.cu"
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            printf("%s: %s\n", #x, cudaGetErrorString(e_));                                        \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
 
 __global__ void copy_vec(int4 *dst, const int4 *src, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;

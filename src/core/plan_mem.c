@@ -6,8 +6,9 @@
  * zero frame (exec_window.c), the upsampled temporary of a conv whose backend cannot upsample
  * inside the conv, the trims and the gathered output of frame loops, the previous step's output
  * (held until the next step), the inputs that column strips rebuild (strip.h). Frees happen at
- * the last consumer, as in the executor. The peak of the running total is the part's peak. Sizes
- * go through the backend's allocator rounding.
+ * the last consumer, as in the executor; an output that takes over its input's buffer (a time
+ * head / drop or a one-sided concat, executor.c value_take) allocates nothing. The peak of the
+ * running total is the part's peak. Sizes go through the backend's allocator rounding.
  */
 #include <string.h>
 
@@ -114,6 +115,23 @@ static int64_t rebuilt_inputs(memsim *m, int i, const int *tv, int64_t *fb_in) {
     return bytes;
 }
 
+/* The input whose buffer op i's output takes over instead of a copy (executor.c value_take:
+ * a time head / drop, or a concat with one empty input; the value's last reader, not a view, the
+ * program's input or output; the output needs no window room), or -1. */
+static int taken_input(const memsim *m, int i, const vae_op_frames *f, const int *tv) {
+    const vae_op *op = &m->p->ops[i];
+    int k = -1;
+    if (op->kind == VAE_OP_TIME_HEAD || op->kind == VAE_OP_TIME_DROP) k = 0;
+    if (op->kind == VAE_OP_CONCAT_T && op->in[0] != op->in[1])
+        k = tv[op->in[0]] == 0 ? 1 : tv[op->in[1]] == 0 ? 0 : -1;
+    if (k < 0 || f->t_out == 0 || m->zw) return -1;
+    const int v = op->in[k];
+    if (tv[v] == 0 || m->refs[v] != 1 || m->cut[v] || v == m->p->input || v == m->p->output ||
+        m->win_of[op->out] >= 0)
+        return -1;
+    return v;
+}
+
 static void on_op(memsim *m, int i, const vae_op_frames *f, const int *tv) {
     const vae_op *op = &m->p->ops[i];
     const int x = op->in[0], y = op->out, windowed = vae_op_is_windowed(op);
@@ -128,7 +146,11 @@ static void on_op(memsim *m, int i, const vae_op_frames *f, const int *tv) {
         if (need > m->scratch) m->scratch = need;
     }
     if (windowed) window_allocs(m, i, f, fb_in, 1);
-    if (f->t_out > 0) {
+    const int src = taken_input(m, i, f, tv);
+    if (src >= 0) { /* y holds its input's buffer (executor.c value_take) */
+        m->held[y] = m->held[src];
+        m->held[src] = 0;
+    } else if (f->t_out > 0) {
         int64_t fb = frame_bytes(m, y, op->c_out);
         int64_t head = m->win_of[y] >= 0 ? (int64_t)(m->p->ops[m->win_of[y]].kt - 1) * fb : 0;
         m->held[y] = rounded(m, fb * f->t_out + head);

@@ -28,8 +28,10 @@
  *
  * softmax rows (the GEMM path of cuda_ops.c, where cuBLAS computes the scores of a block of
  * query rows and P V): p = exp(s - max) / sum over a float32 row of scores, written in the
- * activation dtype; one block of 256 threads per row, the row read three times (from L2: a row
- * of 14400 keys is 56 KB).
+ * activation dtype; one block of 256 threads per row. Rows of n % 4 == 0 and up to 16384 keys
+ * are read once, as float4 vectors into registers (bench/attention_probe.cu, H100, run 202:
+ * 0.47 against 1.00 ms a frame at 14400 keys, where a block of 1536 rows of scores outgrows the
+ * L2), others three times.
  *
  * fma kernel (everything else: float32 -- never TF32 --, or 16-bit with odd channel counts):
  * plain float32 FMA. 8 warps, 32 query rows, key tiles of 64: the scores (4 rows x 2 keys per
@@ -40,74 +42,7 @@
 #include <math.h>
 
 #include "backends/cuda/cuda_common.cuh"
-
-/* ---- PTX wrappers (sm_80+: cp.async, ldmatrix, mma.sync m16n8k16) ---- */
-static __device__ __forceinline__ unsigned att_saddr(const void *p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-/* 16 bytes global -> shared without passing through registers; bytes = 0 reads nothing and
- * stores zeros (tails past n or c). */
-static __device__ __forceinline__ void att_cp16(void *dst, const void *src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(att_saddr(dst)), "l"(src),
-                 "r"(bytes)
-                 : "memory");
-}
-static __device__ __forceinline__ void att_cp_commit(void) {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-/* wait until at most N of this thread's committed groups are still in flight */
-template <int N> static __device__ __forceinline__ void att_cp_wait(void) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-/* four 8x8 16-bit matrices; lane L gives the row address of row L % 8 of matrix L / 8 */
-static __device__ __forceinline__ void att_ldsm(unsigned r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(att_saddr(p))
-                 : "memory");
-}
-/* the same, each matrix transposed */
-static __device__ __forceinline__ void att_ldsm_t(unsigned r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(att_saddr(p))
-                 : "memory");
-}
-/* d[16x8] += a[16x16] b[16x8], float32 accumulation; two values per 32-bit register, the lower
- * index in the low half */
-template <typename T> struct att_mma;
-template <> struct att_mma<__nv_bfloat16> {
-    static __device__ __forceinline__ void run(float d[4], const unsigned a[4], unsigned b0,
-                                               unsigned b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ unsigned pack(float lo, float hi) {
-        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-        return *(unsigned *)&v;
-    }
-};
-template <> struct att_mma<__half> {
-    static __device__ __forceinline__ void run(float d[4], const unsigned a[4], unsigned b0,
-                                               unsigned b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ unsigned pack(float lo, float hi) {
-        __half2 v = __floats2half2_rn(lo, hi);
-        return *(unsigned *)&v;
-    }
-};
-/* the kernel's dynamic shared memory */
-static __device__ __forceinline__ unsigned char *att_dyn_smem(void) {
-    extern __shared__ __align__(16) unsigned char att_dsm[];
-    return att_dsm;
-}
-/* ---- end of PTX wrappers ---- */
+#include "backends/cuda/cuda_ptx.cuh"
 
 /* ---- mma kernel ---- */
 enum {
@@ -136,7 +71,7 @@ template <typename T, int DVW>
 static __global__ void __launch_bounds__(TC_THREADS, 1)
     att_mma_kernel(const T *qkv, T *y, int n, int c, float sl) {
     constexpr int NV = DVW / TC_KD;
-    T *ring = (T *)att_dyn_smem();                      /* [TC_STAGES][2][TC_BK][TC_LD] */
+    T *ring = (T *)cu_dyn_smem();                       /* [TC_STAGES][2][TC_BK][TC_LD] */
     float *red = (float *)(ring + TC_STAGES * TC_SLOT); /* [TC_WARPS][8][32 lanes][4] */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int rg = warp & 3, h = warp >> 2;
@@ -165,8 +100,8 @@ static __global__ void __launch_bounds__(TC_THREADS, 1)
                 off = 2 * c + ch;
             }
             const bool ok = kr < n && ch < c;
-            att_cp16(dst + (mat * TC_BK + row) * TC_LD + v, ok ? qf + kr * ld + off : qf,
-                     ok ? 16 : 0);
+            cu_cp16(dst + (mat * TC_BK + row) * TC_LD + v, ok ? qf + kr * ld + off : qf,
+                    ok ? 16 : 0);
         }
     };
 
@@ -175,7 +110,7 @@ static __global__ void __launch_bounds__(TC_THREADS, 1)
     for (int i = 0; i < DVW / 8; i++)
         o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* rows g and g + 8 */
-    /* ldmatrix row addresses of this lane (see att_ldsm): A (Q rows, and V rows for the
+    /* ldmatrix row addresses of this lane (see cu_ldsm): A (Q rows, and V rows for the
      * transposed B of P V) take matrices {rows 0-7, 8-15} x {cols 0-7, 8-15} in the order of the
      * a0..a7 registers; B of Q K^T (K rows) takes {k 0-7, 8-15} of keys 0-7, then of keys 8-15. */
     const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
@@ -184,16 +119,16 @@ static __global__ void __launch_bounds__(TC_THREADS, 1)
 #pragma unroll
     for (int p = 0; p < TC_STAGES - 1; p++) {
         load(p);
-        att_cp_commit();
+        cu_cp_commit();
     }
     int s = 0;
     /* start step s: its chunk has landed for everyone, slot (s - 1) % TC_STAGES is free for
      * step s + TC_STAGES - 1 (one group per step, possibly empty); returns the slot of s */
     auto begin_step = [&]() -> const T * {
-        att_cp_wait<TC_STAGES - 2>();
+        cu_cp_wait<TC_STAGES - 2>();
         __syncthreads();
         load(s + TC_STAGES - 1);
-        att_cp_commit();
+        cu_cp_commit();
         return ring + (s % TC_STAGES) * TC_SLOT;
     };
     for (int j = 0; j < steps / per; j++) {
@@ -212,13 +147,13 @@ static __global__ void __launch_bounds__(TC_THREADS, 1)
                 const int kk = 2 * h + k2;
                 if (kk < kn) {
                     unsigned a[4];
-                    att_ldsm(a, qb + kk * 16);
+                    cu_ldsm(a, qb + kk * 16);
 #pragma unroll
                     for (int np = 0; np < TC_BK / 16; np++) {
                         unsigned b[4];
-                        att_ldsm(b, kb + np * 16 * TC_LD + kk * 16);
-                        att_mma<T>::run(sc[2 * np], a, b[0], b[1]);
-                        att_mma<T>::run(sc[2 * np + 1], a, b[2], b[3]);
+                        cu_ldsm(b, kb + np * 16 * TC_LD + kk * 16);
+                        cu_mma<T>::run(sc[2 * np], a, b[0], b[1]);
+                        cu_mma<T>::run(sc[2 * np + 1], a, b[2], b[3]);
                     }
                 }
             }
@@ -282,8 +217,8 @@ static __global__ void __launch_bounds__(TC_THREADS, 1)
             sc[i][3] = exp2f(sc[i][3] - mn1);
             l0 += sc[i][0] + sc[i][1]; /* this lane's share; the quad is summed at the end */
             l1 += sc[i][2] + sc[i][3];
-            pa[i / 2][2 * (i & 1)] = att_mma<T>::pack(sc[i][0], sc[i][1]);
-            pa[i / 2][2 * (i & 1) + 1] = att_mma<T>::pack(sc[i][2], sc[i][3]);
+            pa[i / 2][2 * (i & 1)] = cu_mma<T>::pack(sc[i][0], sc[i][1]);
+            pa[i / 2][2 * (i & 1) + 1] = cu_mma<T>::pack(sc[i][2], sc[i][3]);
         }
 
         /* O[:, 64cc..] += P V chunk cc; chunks wholly past c are skipped (zeros, not written) */
@@ -296,14 +231,14 @@ static __global__ void __launch_bounds__(TC_THREADS, 1)
 #pragma unroll
                 for (int np = 0; np < TC_KD / 16; np++) {
                     unsigned b[4];
-                    att_ldsm_t(b, vb + kt * 16 * TC_LD + np * 16);
-                    att_mma<T>::run(o[cc * 8 + 2 * np], pa[kt], b[0], b[1]);
-                    att_mma<T>::run(o[cc * 8 + 2 * np + 1], pa[kt], b[2], b[3]);
+                    cu_ldsm_t(b, vb + kt * 16 * TC_LD + np * 16);
+                    cu_mma<T>::run(o[cc * 8 + 2 * np], pa[kt], b[0], b[1]);
+                    cu_mma<T>::run(o[cc * 8 + 2 * np + 1], pa[kt], b[2], b[3]);
                 }
             }
         }
     }
-    att_cp_wait<0>(); /* only empty groups are left; nothing may be in flight at exit */
+    cu_cp_wait<0>(); /* only empty groups are left; nothing may be in flight at exit */
 
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -317,10 +252,10 @@ static __global__ void __launch_bounds__(TC_THREADS, 1)
         if (col >= c) continue;
         if (r0 < n)
             *(unsigned *)(yf + r0 * (int64_t)c + col) =
-                att_mma<T>::pack(o[i][0] * inv0, o[i][1] * inv0);
+                cu_mma<T>::pack(o[i][0] * inv0, o[i][1] * inv0);
         if (r1 < n)
             *(unsigned *)(yf + r1 * (int64_t)c + col) =
-                att_mma<T>::pack(o[i][2] * inv1, o[i][3] * inv1);
+                cu_mma<T>::pack(o[i][2] * inv1, o[i][3] * inv1);
     }
 }
 
@@ -568,15 +503,60 @@ static __global__ void __launch_bounds__(SM_THREADS)
         cu_st(out, j, __expf(row[j] - m) * inv);
 }
 
+/* The same for rows of n % 4 == 0 keys, at most 4 V SM_THREADS: a thread's share of the row is
+ * read once, as float4 vectors, into registers (the row is read once instead of three times). */
+template <typename T, int V>
+static __global__ void __launch_bounds__(SM_THREADS)
+    att_softmax_reg_kernel(const float *s, T *p, int n) {
+    __shared__ float red[SM_THREADS / 32];
+    const float4 *row = (const float4 *)(s + (int64_t)blockIdx.x * n);
+    T *out = p + (int64_t)blockIdx.x * n;
+    const int nv = n / 4;
+    float4 v[V];
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        const int j = threadIdx.x + k * SM_THREADS;
+        v[k] = j < nv ? row[j] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+        m = fmaxf(m, fmaxf(fmaxf(v[k].x, v[k].y), fmaxf(v[k].z, v[k].w)));
+    }
+    m = sm_block_reduce(m, true, red);
+    float l = 0.f;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        v[k] = make_float4(__expf(v[k].x - m), __expf(v[k].y - m), __expf(v[k].z - m),
+                           __expf(v[k].w - m));
+        if (threadIdx.x + k * SM_THREADS < nv) l += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+    }
+    const float inv = 1.f / sm_block_reduce(l, false, red);
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        const int j = threadIdx.x + k * SM_THREADS;
+        if (j >= nv) break;
+        cu_st(out, 4 * (int64_t)j, v[k].x * inv);
+        cu_st(out, 4 * (int64_t)j + 1, v[k].y * inv);
+        cu_st(out, 4 * (int64_t)j + 2, v[k].z * inv);
+        cu_st(out, 4 * (int64_t)j + 3, v[k].w * inv);
+    }
+}
+
+template <typename T>
+static void softmax_rows_launch(cudaStream_t s, const float *scores, void *p, int rows, int n) {
+    const int nv = (n + 3) / 4;
+    if (n % 4 || (uintptr_t)scores % 16)
+        att_softmax_rows_kernel<<<rows, SM_THREADS, 0, s>>>(scores, (T *)p, n);
+    else if (nv <= 8 * SM_THREADS)
+        att_softmax_reg_kernel<T, 8><<<rows, SM_THREADS, 0, s>>>(scores, (T *)p, n);
+    else if (nv <= 16 * SM_THREADS)
+        att_softmax_reg_kernel<T, 16><<<rows, SM_THREADS, 0, s>>>(scores, (T *)p, n);
+    else
+        att_softmax_rows_kernel<<<rows, SM_THREADS, 0, s>>>(scores, (T *)p, n);
+}
+
 extern "C" cudaError_t cuk_softmax_rows(cudaStream_t s, int dtype, const float *scores, void *p,
                                         int rows, int n) {
     if (rows <= 0 || n <= 0) return cudaSuccess;
-    if (dtype == CU_BF16)
-        att_softmax_rows_kernel<<<rows, SM_THREADS, 0, s>>>(scores, (__nv_bfloat16 *)p, n);
-    else if (dtype == CU_F16)
-        att_softmax_rows_kernel<<<rows, SM_THREADS, 0, s>>>(scores, (__half *)p, n);
-    else
-        att_softmax_rows_kernel<<<rows, SM_THREADS, 0, s>>>(scores, (float *)p, n);
+    CU_DISPATCH(dtype, softmax_rows_launch, s, scores, p, rows, n);
     return cudaGetLastError();
 }
 

@@ -304,16 +304,17 @@ int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const 
     return cuda_conv_checked(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
 }
 
-/* The narrow heads' own kernel (cuda_narrow_conv.cu): 16-bit, at most CUK_NARROW_MAX outputs,
- * 3x3 with stride 1 and padding 1 (the causal temporal padding is in the frame list), input
- * channels a multiple of 16 and frames 16-byte aligned (vector loads), one frame list for all
- * output frames. */
-static int narrow_ok(const cuda_backend *cb, const vae_op *op, const void *const *frames,
-                     int n_in, int t_out) {
-    if (!cb->narrow || cb->base.dtype == VAE_DTYPE_F32 || op->c_out > CUK_NARROW_MAX ||
-        op->c_in % 16 || op->kt > CUK_NARROW_KT || op->kh != 3 || op->kw != 3 || op->sh != 1 ||
-        op->sw != 1 || op->st != 1 || op->pad_h[0] != 1 || op->pad_h[1] != 1 || op->pad_w[0] != 1 ||
-        op->pad_w[1] != 1 || n_in > CUK_MAX_FRAMES || n_in != t_out + op->kt - 1)
+/* The narrow heads' own kernel (cuda_narrow_conv.cu): 16-bit, sizes it takes (at most
+ * CUK_NARROW_MAX outputs, input channels a multiple of 16, filters within its shared memory),
+ * 3x3 with stride 1 and padding 1 (the causal temporal padding is in the frame list), frames
+ * 16-byte aligned (vector loads), one frame list for all output frames. */
+static int narrow_ok(const cuda_backend *cb, const vae_op *op, const void *const *frames, int n_in,
+                     int t_out, int h, int w) {
+    if (!cb->narrow || cb->base.dtype == VAE_DTYPE_F32 ||
+        !cuk_narrow_conv_fits(op->kt, op->c_in, op->c_out, h, w) || op->kh != 3 || op->kw != 3 ||
+        op->sh != 1 || op->sw != 1 || op->st != 1 || op->pad_h[0] != 1 || op->pad_h[1] != 1 ||
+        op->pad_w[0] != 1 || op->pad_w[1] != 1 || n_in > CUK_MAX_FRAMES ||
+        n_in != t_out + op->kt - 1)
         return 0;
     for (int i = 0; i < n_in; i++)
         if ((uintptr_t)frames[i] % 16) return 0;
@@ -376,7 +377,7 @@ static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
         return vae_fail(VAE_EUNSUPPORTED, "%s: frame of %dx%d is too large", op->name, h, w);
     if (pointwise_ok(cb, op, n_in, t_out))
         return run_pointwise(cb, op, s, frames, n_in, h, w, residual, y);
-    if (narrow_ok(cb, op, frames, n_in, t_out))
+    if (narrow_ok(cb, op, frames, n_in, t_out, h, w))
         return run_narrow(cb, op, s, frames, n_in, h, w, residual, y, t_out);
     if (s->kp == op->c_out)
         return conv_core(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);

@@ -81,15 +81,18 @@ cudaError_t cuk_eltwise(cudaStream_t s, int dtype, int kind, int act, float act_
  * channels past the real ones 0 */
 cudaError_t cuk_weight_layout(cudaStream_t s, int dtype, const void *src, void *dst, int co, int kp,
                               int ci, int kt, int kh, int kw, int three_d, int width);
-/* y[r][k] = src[r][k] (+ res[r][k]) for k < c; src rows have cs >= c channels */
 /* Narrow 3x3(x3) convs, stride 1, padding 1, c_out <= CUK_NARROW_MAX, c_in a multiple of 16,
  * kt <= CUK_NARROW_KT, 16-bit (cuda_narrow_conv.cu): y [t_out][h][w][c_out] = bias + res + conv
- * of frames[j .. j+kt) with the 3-D weight layout wt [>= c_out][kt][3][3][c_in]; bias float32 or
- * NULL, res y-shaped (may be y) or NULL; frame data 16-byte aligned. */
+ * of frames[j .. j+kt) with the 3-D weight layout wt [>= c_out][kt][3][3][c_in] (16-byte
+ * aligned); bias float32 or NULL, res y-shaped (may be y) or NULL; frame data 16-byte aligned.
+ * cuk_narrow_conv_fits: 1 when the kernel takes these sizes (its filters sit in shared memory:
+ * c_in up to ~300 at 3 outputs, ~110 at 8; a frame's h w c_in below 2^31). */
 enum { CUK_NARROW_MAX = 8, CUK_NARROW_KT = 3 };
+int cuk_narrow_conv_fits(int kt, int c_in, int c_out, int h, int w);
 cudaError_t cuk_narrow_conv(cudaStream_t s, int dtype, const cuk_frames *frames, int kt,
                             int t_out, int h, int w, int c_in, int c_out, const void *wt,
                             const float *bias, const void *res, void *y);
+/* y[r][k] = src[r][k] (+ res[r][k]) for k < c; src rows have cs >= c channels */
 cudaError_t cuk_narrow(cudaStream_t s, int dtype, const void *src, int cs, const void *res, void *y,
                        int c, int64_t rows);
 /* Pointwise convs with few channels (cuda_narrow_conv.cu), any dtype: y [nf][hw][c_out] = bias +

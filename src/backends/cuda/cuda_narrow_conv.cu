@@ -5,142 +5,103 @@
  *
  * y[j][p][co] = bias[co] (+ res[j][p][co]) + sum over dt < kt, 3x3 taps, ci < c_in of
  *               w[co][dt][dh][dw][ci] * frames[j + dt][p + (dh-1, dw-1)][ci]   (zero outside)
- * as an implicit GEMM: M = output pixels, N = 8 outputs (zero filters above c_out), K = taps x
- * channels, with mma.sync m16n8k16 (float32 accumulation). A block owns ROWS x 16 output pixels
- * of TT consecutive output frames, one warp per row. Per chunk of 16 channels the kt x 9 tap
- * filters go to shared memory, then each of the TT + kt - 1 input frames the block's outputs read:
- * its (ROWS+2) x 18 input halo (pixel rows padded to 24 values: conflict-free fragment loads),
- * and each warp runs 9 MMAs for every output frame that frame is a tap of, while the next halo
- * comes from global memory into registers. An input frame is read once for TT outputs instead
- * of kt times (the head is memory-bound: the input is ~100x its output; TT = 4 and the loads
- * overlapping the MMAs took Wan2.1's 96 -> 3 head from 1.06 to 0.69 ms a 4-frame step, runs 93-94).
- * Weights come in the 3-D layout of cuda_conv_weights.c ([kp][kt][3][3][c_in], activation dtype);
- * bias float32 [kp] or NULL.
+ * as an implicit GEMM: M = output pixels, N = 8 outputs, K = taps x channels, with mma.sync
+ * m16n8k16 (float32 accumulation). B columns past c_out repeat the last filter: their sums land
+ * in accumulator columns that are never stored, so no lane needs a branch or a zero filter.
+ *
+ * A block of 8 warps owns 16 x 16 output pixels (a warp two rows of 16: each B fragment serves two
+ * MMAs) of `tpb` consecutive output frames, and walks its input frames in order, each once: input
+ * frame f is temporal tap dt of output frame f - dt, so the warp keeps kt accumulators, acc[dt]
+ * for output f - dt, and after frame f writes output f - kt + 1 (complete) and shifts them. The
+ * input streams through a 3-stage cp.async ring, a stage being the 18 x 18 halo of one frame,
+ * NC channels (rows padded to NC + 8 values: conflict-free ldmatrix), the channel chunks of a
+ * frame in consecutive stages; all the filters sit in shared memory from the start. Every
+ * address but the stage's base is fixed per thread or a compile-time offset: the first version
+ * (a block of 4 output frames, re-reading their 6 input frames) spent 14 instructions an MMA on
+ * addressing and predicates and ran at 2.1 of 4 instructions a cycle (ncu, run 202).
+ * Weights come in the 3-D layout of cuda_conv_weights.c ([kp][kt][3][3][c_in], activation dtype,
+ * 16-byte aligned); bias float32 [kp] or NULL.
  */
-#include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/cuda_ptx.cuh"
 
-enum { ROWS = 8, NW = 16, HR = ROWS + 2, HW = NW + 2, NC = 16, PITCH = 24, TT = 4 };
+/* NT threads; a 16 x 16 tile of outputs, its 18 x 18 input halo; the ring's stages */
+enum { NT = 256, TR = 16, TW = 16, HR = TR + 2, HW = TW + 2, HPIX = HR * HW, NSTAGES = 3 };
+/* blocks a launch should have at least (2 a multiprocessor resident: 4 waves on an H100) */
+enum { NARROW_MIN_BLOCKS = 1024 };
+/* shared memory of one launch: the ring [NSTAGES][HPIX][NC + 8] and the filters
+ * [kt][9][c_out][c_in + 8], activation dtype */
+static size_t narrow_smem(int nc, int kt, int c_in, int c_out, size_t es) {
+    return ((size_t)NSTAGES * HPIX * (nc + 8) + (size_t)kt * 9 * c_out * (c_in + 8)) * es;
+}
+/* the most a block may ask for on every architecture the binary targets (sm_86/89/120: 99 KB) */
+#define NARROW_SMEM_MAX ((size_t)96 << 10)
 
-template <typename T> struct mma_op;
-template <> struct mma_op<__nv_bfloat16> {
-    static __device__ __forceinline__ void run(float *d, const uint32_t *a, const uint32_t *b) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+/* One stage: the halo of one frame (NC channels of the chunk; its 16-byte copies fixed per
+ * thread: goff[k] the element offset in the frame past c0, -1 outside it) to the ring slot xs. */
+template <typename T, int NC, int KPER>
+static __device__ __forceinline__ void narrow_halo_load(T *xs, const T *x,
+                                                        const int (&goff)[KPER]) {
+    enum { PITCH = NC + 8, VPP = NC / 8 };
+#pragma unroll
+    for (int k = 0; k < KPER; k++) {
+        const int i = threadIdx.x + k * NT;
+        if (i < HPIX * VPP)
+            cu_cp16(xs + (i / VPP) * PITCH + (i % VPP) * 8, goff[k] >= 0 ? x + goff[k] : x,
+                    goff[k] >= 0 ? 16 : 0);
     }
-};
-template <> struct mma_op<__half> {
-    static __device__ __forceinline__ void run(float *d, const uint32_t *a, const uint32_t *b) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    }
-};
+}
 
-/* The 9 taps of one input frame's halo (xs) with one temporal tap's filters (wd) into acc. */
-template <typename T>
-static __device__ __forceinline__ void narrow_taps(const T *xs, const T *wd, int warp, int g, int q,
-                                                   float *acc) {
+/* One stage's MMAs: the halo xs of an input frame (channels c0 .. c0 + NC) as temporal tap dt of
+ * output acc[dt] for each dt with `live` bit dt set; wsr: this lane's filter row (output g, or the
+ * last one past c_out) at channel c0 + 2q, rows (dt * 9 + tap) * wrow apart. */
+template <typename T, int NC, int KT>
+static __device__ __forceinline__ void narrow_stage_mma(const T *xs, const T *wsr, int wrow,
+                                                        unsigned live, float (&acc)[KT][2][4]) {
+    enum { PITCH = NC + 8 };
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    /* ldmatrix rows of this lane (cu_ldsm): pixel lpix of the 16, channels lk .. lk + 8 */
+    const T *xa =
+        xs + (2 * warp * HW + (lane & 7) + ((lane >> 3) & 1) * 8) * PITCH + (lane >> 4) * 8;
 #pragma unroll
     for (int tap = 0; tap < 9; tap++) {
-        const int dh = tap / 3, dw = tap % 3;
-        /* A: rows = the warp's 16 output pixels shifted by the tap, cols = channels */
-        const T *ar = xs + ((warp + dh) * HW + dw) * PITCH;
-        uint32_t a[4], b[2];
-        a[0] = *(const uint32_t *)(ar + g * PITCH + q * 2);
-        a[1] = *(const uint32_t *)(ar + (g + 8) * PITCH + q * 2);
-        a[2] = *(const uint32_t *)(ar + g * PITCH + q * 2 + 8);
-        a[3] = *(const uint32_t *)(ar + (g + 8) * PITCH + q * 2 + 8);
-        /* B: rows = channels (k), cols = outputs (n = g) */
-        const T *br = wd + (tap * 8 + g) * PITCH;
-        b[0] = *(const uint32_t *)(br + q * 2);
-        b[1] = *(const uint32_t *)(br + q * 2 + 8);
-        mma_op<T>::run(acc, a, b);
-    }
-}
-
-/* A halo's 16-byte vectors (8 channels each), HALO_V of them, HALO_PER per thread at most. */
-enum { HALO_V = HR * HW * 2, HALO_PER = (HALO_V + 32 * ROWS - 1) / (32 * ROWS) };
-
-/* This thread's vectors of the halo of frame x, channels c0 .. c0+15 (zeros outside the frame),
- * into registers: loaded while the block computes on the previous halo. */
-template <typename T>
-static __device__ __forceinline__ void halo_load(uint4 *v, const T *x, int c0, int x0, int y0,
-                                                 int h, int w, int c_in) {
 #pragma unroll
-    for (int k = 0; k < HALO_PER; k++) {
-        const int i = threadIdx.x + k * 32 * ROWS;
-        const int px = i / 2, half = i % 2, hy = y0 + px / HW - 1, hx = x0 + px % HW - 1;
-        v[k] = make_uint4(0, 0, 0, 0);
-        if (i < HALO_V && hy >= 0 && hy < h && hx >= 0 && hx < w)
-            v[k] = *(const uint4 *)(x + ((int64_t)hy * w + hx) * c_in + c0 + half * 8);
-    }
-}
-
-template <typename T> static __device__ __forceinline__ void halo_store(T *xs, const uint4 *v) {
+        for (int kc = 0; kc < NC / 16; kc++) {
+            unsigned a[2][4]; /* A: the warp's two rows of 16 pixels shifted by the tap */
 #pragma unroll
-    for (int k = 0; k < HALO_PER; k++) {
-        const int i = threadIdx.x + k * 32 * ROWS;
-        if (i < HALO_V) *(uint4 *)(xs + (i / 2) * PITCH + (i % 2) * 8) = v[k];
-    }
-}
-
-template <typename T>
-static __global__ void __launch_bounds__(32 * ROWS)
-    narrow_conv_kernel(cuk_frames fr, int kt, int t_out, int h, int w, int c_in, int c_out,
-                       const T *wt, const float *bias, const T *res, T *y) {
-    __shared__ __align__(16) T xs[HR * HW * PITCH]; /* [halo pixel][channel] of one frame, chunk */
-    __shared__ __align__(16) T ws[CUK_NARROW_KT * 9 * 8 * PITCH]; /* [dt][tap][output][channel] */
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-    const int x0 = blockIdx.x * NW, y0 = blockIdx.y * ROWS, j0 = blockIdx.z * TT;
-    const int nt = t_out - j0 < TT ? t_out - j0 : TT; /* output frames of this block */
-    const int nf = nt + kt - 1;                       /* input frames they read */
-    float acc[TT][4] = {};
-    const T zero = T(0.0f);
-    uint4 next[HALO_PER]; /* the next halo, on its way from global memory */
-    halo_load<T>(next, (const T *)fr.p[j0], 0, x0, y0, h, w, c_in);
-    for (int c0 = 0; c0 < c_in; c0 += NC) {
-        __syncthreads(); /* the previous chunk's filters are consumed */
-        for (int i = threadIdx.x; i < kt * 9 * 8 * NC; i += 32 * ROWS) {
-            const int c = i % NC, n = (i / NC) % 8, tap = i / (8 * NC) % 9, dt = i / (9 * 8 * NC);
-            ws[((dt * 9 + tap) * 8 + n) * PITCH + c] =
-                n < c_out ? wt[(((int64_t)n * kt + dt) * 9 + tap) * c_in + c0 + c] : zero;
-        }
-        for (int f = 0; f < nf; f++) {  /* input frame j0 + f */
-            if (f > 0) __syncthreads(); /* the previous halo is consumed */
-            halo_store<T>(xs, next);
-            __syncthreads();
-            if (f + 1 < nf)
-                halo_load<T>(next, (const T *)fr.p[j0 + f + 1], c0, x0, y0, h, w, c_in);
-            else if (c0 + NC < c_in)
-                halo_load<T>(next, (const T *)fr.p[j0], c0 + NC, x0, y0, h, w, c_in);
-                /* output frame j0 + tt reads this frame as its temporal tap dt = f - tt */
+            for (int r = 0; r < 2; r++)
+                cu_ldsm(a[r], xa + ((r + tap / 3) * HW + tap % 3) * PITCH + kc * 16);
 #pragma unroll
-            for (int tt = 0; tt < TT; tt++) {
-                const int dt = f - tt;
-                if (tt < nt && dt >= 0 && dt < kt)
-                    narrow_taps<T>(xs, ws + dt * 9 * 8 * PITCH, warp, g, q, acc[tt]);
+            for (int dt = 0; dt < KT; dt++) {
+                if (!(live >> dt & 1)) continue;
+                const T *br = wsr + (dt * 9 + tap) * wrow + kc * 16;
+                const unsigned b0 = *(const unsigned *)br, b1 = *(const unsigned *)(br + 8);
+                cu_mma<T>::run(acc[dt][0], a[0], b0, b1);
+                cu_mma<T>::run(acc[dt][1], a[1], b0, b1);
             }
         }
     }
-    /* D: pixel g (acc 0, 1) and g + 8 (acc 2, 3), outputs 2q and 2q + 1 */
-    const int oy = y0 + warp;
-    if (oy >= h) return;
+}
+
+/* Output frame j from acc (bias and residual added): D holds pixel g (acc 0, 1) and g + 8 (acc 2,
+ * 3) of the warp's rows, outputs 2q and 2q + 1. */
+template <typename T>
+static __device__ __forceinline__ void narrow_store(const float (&acc)[2][4], int j, int x0, int y0,
+                                                    int h, int w, int c_out, const float *bias,
+                                                    const T *res, T *y) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
 #pragma unroll
-    for (int tt = 0; tt < TT; tt++) {
-        if (tt >= nt) break;
+    for (int r = 0; r < 2; r++) {
+        const int oy = y0 + 2 * warp + r;
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int ox = x0 + g + 8 * r;
-            if (ox >= w) continue;
-            const int64_t o = (((int64_t)(j0 + tt) * h + oy) * w + ox) * c_out;
+        for (int half = 0; half < 2; half++) {
+            const int ox = x0 + g + 8 * half;
+            if (oy >= h || ox >= w) continue;
+            const int64_t o = (((int64_t)j * h + oy) * w + ox) * c_out;
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int n = 2 * q + e;
                 if (n >= c_out) continue;
-                float v = acc[tt][2 * r + e] + (bias ? bias[n] : 0.0f);
+                float v = acc[r][2 * half + e] + (bias ? bias[n] : 0.0f);
                 if (res) v += cu_ld(res, o + n);
                 cu_st(y, o + n, v);
             }
@@ -148,23 +109,137 @@ static __global__ void __launch_bounds__(32 * ROWS)
     }
 }
 
+template <typename T, int NC, int KT>
+static __global__ void __launch_bounds__(NT, 2)
+    narrow_conv_kernel(cuk_frames fr, int t_out, int tpb, int h, int w, int c_in, int c_out,
+                       const T *wt, const float *bias, const T *res, T *y) {
+    enum { STAGE = HPIX * (NC + 8), VPP = NC / 8, KPER = (HPIX * VPP + NT - 1) / NT };
+    T *ring = (T *)cu_dyn_smem();    /* [NSTAGES][HPIX][NC + 8] */
+    T *wsm = ring + NSTAGES * STAGE; /* [KT * 9][c_out][c_in + 8] */
+    const int wp = c_in + 8, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+    const int x0 = blockIdx.x * TW, y0 = blockIdx.y * TR, j0 = blockIdx.z * tpb;
+    const int nt = t_out - j0 < tpb ? t_out - j0 : tpb;    /* output frames of this block */
+    const int nc = c_in / NC, nstage = (nt + KT - 1) * nc; /* stage s: frame s / nc, chunk s % nc */
+    int goff[KPER]; /* this thread's halo copies (narrow_halo_load) */
+#pragma unroll
+    for (int k = 0; k < KPER; k++) {
+        const int i = threadIdx.x + k * NT, px = i / VPP;
+        const int hy = y0 - 1 + px / HW, hx = x0 - 1 + px % HW;
+        goff[k] = i < HPIX * VPP && hy >= 0 && hy < h && hx >= 0 && hx < w
+                      ? (hy * w + hx) * c_in + (i % VPP) * 8
+                      : -1;
+    }
+    /* all the filters, with the first stage's group */
+    for (int i = threadIdx.x; i < KT * 9 * c_out * (c_in / 8); i += NT) {
+        const int r = i / (c_in / 8), v = i % (c_in / 8), n = r % c_out, dtap = r / c_out;
+        cu_cp16(wsm + r * wp + v * 8, wt + ((int64_t)n * KT * 9 + dtap) * c_in + v * 8, 16);
+    }
+    for (int s = 0; s < NSTAGES - 1; s++) {
+        if (s < nstage)
+            narrow_halo_load<T, NC>(ring + s * STAGE, (const T *)fr.p[j0 + s / nc] + s % nc * NC,
+                                    goff);
+        cu_cp_commit();
+    }
+    const T *wsr = wsm + (g < c_out ? g : c_out - 1) * wp + 2 * q;
+    float acc[KT][2][4] = {}; /* acc[dt]: output frame f - dt of input frame f */
+    for (int u = 0; u < nstage; u++) {
+        cu_cp_wait<NSTAGES - 2>();
+        __syncthreads(); /* stage u has landed for all; the slot of stage u - 1 is consumed */
+        const int s = u + NSTAGES - 1;
+        if (s < nstage)
+            narrow_halo_load<T, NC>(ring + s % NSTAGES * STAGE,
+                                    (const T *)fr.p[j0 + s / nc] + s % nc * NC, goff);
+        cu_cp_commit();
+        const int f = u / nc, ci = u % nc;
+        /* the outputs f - dt that exist: all kt of them but near the block's first and last */
+        unsigned live = 0;
+#pragma unroll
+        for (int dt = 0; dt < KT; dt++)
+            live |= (unsigned)(f - dt >= 0 && f - dt < nt) << dt;
+        if (live == (1u << KT) - 1)
+            narrow_stage_mma<T, NC, KT>(ring + u % NSTAGES * STAGE, wsr + ci * NC, c_out * wp,
+                                        (1u << KT) - 1, acc);
+        else
+            narrow_stage_mma<T, NC, KT>(ring + u % NSTAGES * STAGE, wsr + ci * NC, c_out * wp, live,
+                                        acc);
+        if (ci + 1 < nc) continue;
+        /* frame f done: output f - KT + 1 is complete; the others move up a tap */
+        if (f - (KT - 1) >= 0)
+            narrow_store<T>(acc[KT - 1], j0 + f - (KT - 1), x0, y0, h, w, c_out, bias, res, y);
+#pragma unroll
+        for (int dt = KT - 1; dt > 0; dt--)
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    acc[dt][r][e] = acc[dt - 1][r][e];
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[0][r][e] = 0.0f;
+    }
+}
+
+/* One launch with NC channels a stage: output frames split among blocks only where the 16 x 16
+ * tiles alone would leave the GPU short of blocks (each block then re-reads kt - 1 frames). */
+template <typename T, int NC, int KT>
+static cudaError_t narrow_launch(cudaStream_t s, const cuk_frames *frames, int t_out, int h, int w,
+                                 int c_in, int c_out, const void *wt, const float *bias,
+                                 const void *res, void *y) {
+    const size_t smem = narrow_smem(NC, KT, c_in, c_out, sizeof(T));
+    cudaError_t e = cudaFuncSetAttribute(narrow_conv_kernel<T, NC, KT>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    const int tiles = ((w + TW - 1) / TW) * ((h + TR - 1) / TR);
+    int groups = (NARROW_MIN_BLOCKS + tiles - 1) / tiles;
+    if (groups > t_out) groups = t_out;
+    const int tpb = (t_out + groups - 1) / groups;
+    const dim3 grid((unsigned)((w + TW - 1) / TW), (unsigned)((h + TR - 1) / TR),
+                    (unsigned)((t_out + tpb - 1) / tpb));
+    narrow_conv_kernel<T, NC, KT><<<grid, NT, smem, s>>>(
+        *frames, t_out, tpb, h, w, c_in, c_out, (const T *)wt, bias, (const T *)res, (T *)y);
+    return cudaGetLastError();
+}
+
+/* 32 channels a stage where they divide c_in and fit the shared memory (the heads: 3 outputs of
+ * 96 or 128 channels), else 16. */
+template <typename T, int KT>
+static cudaError_t narrow_dispatch_nc(cudaStream_t s, const cuk_frames *frames, int t_out, int h,
+                                      int w, int c_in, int c_out, const void *wt, const float *bias,
+                                      const void *res, void *y) {
+    if (c_in % 32 == 0 && narrow_smem(32, KT, c_in, c_out, sizeof(T)) <= NARROW_SMEM_MAX)
+        return narrow_launch<T, 32, KT>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
+    return narrow_launch<T, 16, KT>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
+}
+
+template <typename T>
+static cudaError_t narrow_dispatch(cudaStream_t s, const cuk_frames *frames, int kt, int t_out,
+                                   int h, int w, int c_in, int c_out, const void *wt,
+                                   const float *bias, const void *res, void *y) {
+    if (kt == 3)
+        return narrow_dispatch_nc<T, 3>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
+    if (kt == 2)
+        return narrow_dispatch_nc<T, 2>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
+    return narrow_dispatch_nc<T, 1>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
+}
+
+extern "C" int cuk_narrow_conv_fits(int kt, int c_in, int c_out, int h, int w) {
+    return c_in >= 16 && c_in % 16 == 0 && c_out >= 1 && c_out <= CUK_NARROW_MAX && kt >= 1 &&
+           kt <= CUK_NARROW_KT && narrow_smem(16, kt, c_in, c_out, 2) <= NARROW_SMEM_MAX &&
+           h >= 1 && w >= 1 && (int64_t)h * w * c_in <= INT32_MAX; /* int offsets in a frame */
+}
+
 extern "C" cudaError_t cuk_narrow_conv(cudaStream_t s, int dtype, const cuk_frames *frames, int kt,
                                        int t_out, int h, int w, int c_in, int c_out, const void *wt,
                                        const float *bias, const void *res, void *y) {
-    if (c_in % NC || c_out < 1 || c_out > CUK_NARROW_MAX || kt < 1 || kt > CUK_NARROW_KT ||
-        t_out < 1 || (t_out + TT - 1) / TT > 65535 || (dtype != CU_BF16 && dtype != CU_F16))
+    if (!cuk_narrow_conv_fits(kt, c_in, c_out, h, w) || t_out < 1 || t_out > 65535 ||
+        (uintptr_t)wt % 16 || (dtype != CU_BF16 && dtype != CU_F16))
         return cudaErrorInvalidValue;
-    const dim3 grid((unsigned)((w + NW - 1) / NW), (unsigned)((h + ROWS - 1) / ROWS),
-                    (unsigned)((t_out + TT - 1) / TT));
     if (dtype == CU_BF16)
-        narrow_conv_kernel<__nv_bfloat16><<<grid, 32 * ROWS, 0, s>>>(
-            *frames, kt, t_out, h, w, c_in, c_out, (const __nv_bfloat16 *)wt, bias,
-            (const __nv_bfloat16 *)res, (__nv_bfloat16 *)y);
-    else
-        narrow_conv_kernel<__half><<<grid, 32 * ROWS, 0, s>>>(*frames, kt, t_out, h, w, c_in, c_out,
-                                                              (const __half *)wt, bias,
-                                                              (const __half *)res, (__half *)y);
-    return cudaGetLastError();
+        return narrow_dispatch<__nv_bfloat16>(s, frames, kt, t_out, h, w, c_in, c_out, wt, bias,
+                                              res, y);
+    return narrow_dispatch<__half>(s, frames, kt, t_out, h, w, c_in, c_out, wt, bias, res, y);
 }
 
 /* ---- pointwise (1x1x1) convs with few channels ----------------------------------------------

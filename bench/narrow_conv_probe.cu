@@ -1,0 +1,169 @@
+// narrow_conv_probe.cu -- the decoders' RGB heads (3x3x3 convs of 96 or 128 channels to 3, bf16,
+// channels-last) on the engine's narrow-conv kernel (cuda_narrow_conv.cu) at the shapes of a
+// decode step: time a launch (and the input's rate against HBM's ~3 TB/s) for each choice of
+// channels a stage (NC), and check every variant against a plain float32 conv on the CUDA cores
+// (odd shapes too: partial tiles, kt 1 and 2, residuals, c_out up to 8). With -DNARROW_OLD='"file"'
+// it also times an older version of the kernel (cuk_narrow_conv of an older cuda_narrow_conv.cu,
+// cut before its pointwise section, e.g. `git show REV:FILE | sed '/---- pointwise/,$d'`) in the
+// same run. Results: bench/RESULTS.md run 202. Build and run on the GPU from the repository root:
+//   nvcc -O3 -std=c++17 -arch=sm_90 -Isrc -o /tmp/narrow_probe bench/narrow_conv_probe.cu &&
+//   /tmp/narrow_probe
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "../bench/probe_common.cuh"
+#include "backends/cuda/cuda_narrow_conv.cu"
+#ifdef NARROW_OLD
+#define cuk_narrow_conv old_cuk_narrow_conv
+
+namespace old {
+#include NARROW_OLD
+}
+#undef cuk_narrow_conv
+
+#endif
+
+// float32 reference: one thread per output value
+__global__ void ref_kernel(const __nv_bfloat16 *x, const __nv_bfloat16 *wt, const float *bias,
+                           const __nv_bfloat16 *res, float *y, int kt, int t_out, int h, int w,
+                           int c_in, int c_out) {
+    const int64_t n = (int64_t)t_out * h * w * c_out;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int co = i % c_out, px = i / c_out % w, py = i / c_out / w % h;
+        const int j = i / c_out / w / h;
+        float s = bias[co] + (res ? __bfloat162float(res[i]) : 0.0f);
+        for (int dt = 0; dt < kt; dt++)
+            for (int tap = 0; tap < 9; tap++) {
+                const int yy = py + tap / 3 - 1, xx = px + tap % 3 - 1;
+                if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+                const __nv_bfloat16 *xr = x + (((int64_t)(j + dt) * h + yy) * w + xx) * c_in;
+                const __nv_bfloat16 *wr = wt + (((int64_t)co * kt + dt) * 9 + tap) * c_in;
+                for (int c = 0; c < c_in; c++)
+                    s += __bfloat162float(xr[c]) * __bfloat162float(wr[c]);
+            }
+        y[i] = s;
+    }
+}
+
+__global__ void err_kernel(const __nv_bfloat16 *y, const float *ref, int64_t n, float *out) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float d = fabsf(__bfloat162float(y[i]) - ref[i]);
+        atomicMax((int *)&out[0], __float_as_int(d != d ? INFINITY : d));
+        atomicMax((int *)&out[1], __float_as_int(fabsf(ref[i])));
+    }
+}
+
+typedef cudaError_t (*launch_fn)(cudaStream_t, const cuk_frames *, int, int, int, int, int, int,
+                                 const void *, const float *, const void *, void *);
+struct variant {
+    const char *name;
+    launch_fn fn;
+    int nc; // channels a stage: c_in must be a multiple (the engine picks 16 otherwise)
+};
+struct shape {
+    const char *name;
+    int c_in, c_out, kt, h, w, t_out, residual;
+};
+
+// the engine's kernel with NC channels a stage
+template <int NC>
+static cudaError_t probe_launch(cudaStream_t s, const cuk_frames *f, int kt, int t, int h, int w,
+                                int ci, int co, const void *wt, const float *b, const void *r,
+                                void *y) {
+    typedef __nv_bfloat16 T;
+    if (kt == 3) return narrow_launch<T, NC, 3>(s, f, t, h, w, ci, co, wt, b, r, y);
+    if (kt == 2) return narrow_launch<T, NC, 2>(s, f, t, h, w, ci, co, wt, b, r, y);
+    return narrow_launch<T, NC, 1>(s, f, t, h, w, ci, co, wt, b, r, y);
+}
+
+#ifdef NARROW_OLD
+static cudaError_t old_launch(cudaStream_t s, const cuk_frames *f, int kt, int t, int h, int w,
+                              int ci, int co, const void *wt, const float *b, const void *r,
+                              void *y) {
+    return old::old_cuk_narrow_conv(s, CU_BF16, f, kt, t, h, w, ci, co, wt, b, r, y);
+}
+#endif
+
+int main() {
+    const shape shapes[] = {
+        {"Wan2.1 head 480x832", 96, 3, 3, 480, 832, 16, 0},
+        {"Wan2.1 head 720x1280", 96, 3, 3, 720, 1280, 16, 0},
+        {"SeedVR2 head 720x1248", 128, 3, 3, 720, 1248, 16, 0},
+        {"odd: 48 -> 5, kt 2, residual", 48, 5, 2, 37, 53, 7, 1},
+        {"odd: 96 -> 3, 200x300, blocks of 3 frames", 96, 3, 3, 200, 300, 11, 1},
+        {"odd: 64 -> 8, kt 1, residual", 64, 8, 1, 19, 33, 3, 1},
+    };
+    const variant variants[] = {
+        {"NC 32", probe_launch<32>, 32},
+        {"NC 16", probe_launch<16>, 16},
+#ifdef NARROW_OLD
+        {"old kernel", old_launch, 16},
+#endif
+    };
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    int fails = 0;
+    for (const shape &sh : shapes) {
+        const int n_in = sh.t_out + sh.kt - 1;
+        const int64_t fx = (int64_t)sh.h * sh.w * sh.c_in,
+                      ny = (int64_t)sh.t_out * sh.h * sh.w * sh.c_out;
+        const int64_t nw = (int64_t)sh.c_out * sh.kt * 9 * sh.c_in;
+        __nv_bfloat16 *x, *wt, *res = nullptr, *y;
+        float *bias, *ref, *err;
+        CK(cudaMalloc(&x, n_in * fx * 2));
+        CK(cudaMalloc(&wt, nw * 2));
+        CK(cudaMalloc(&y, ny * 2));
+        CK(cudaMalloc(&ref, ny * 4));
+        CK(cudaMalloc(&bias, sh.c_out * 4));
+        CK(cudaMalloc(&err, 8));
+        probe_fill<<<1024, 256>>>(x, n_in * fx, 1.0f, 1);
+        probe_fill<<<64, 256>>>(wt, nw, 1.0f / sqrtf(9.0f * sh.kt * sh.c_in), 2);
+        std::vector<float> hb(sh.c_out);
+        for (int i = 0; i < sh.c_out; i++)
+            hb[i] = 0.1f * (i - 1);
+        CK(cudaMemcpy(bias, hb.data(), sh.c_out * 4, cudaMemcpyHostToDevice));
+        if (sh.residual) {
+            CK(cudaMalloc(&res, ny * 2));
+            probe_fill<<<256, 256>>>(res, ny, 1.0f, 3);
+        }
+        ref_kernel<<<2048, 256>>>(x, wt, bias, res, ref, sh.kt, sh.t_out, sh.h, sh.w, sh.c_in,
+                                  sh.c_out);
+        CK(cudaDeviceSynchronize());
+        cuk_frames fr;
+        for (int i = 0; i < n_in; i++)
+            fr.p[i] = x + i * fx;
+        const double gb = n_in * fx * 2.0 / 1e9;
+        printf("%s: %d frames in (%.2f GB), %d out\n", sh.name, n_in, gb, sh.t_out);
+        for (const variant &v : variants) {
+            if (sh.c_in % v.nc) continue;
+            CK(cudaMemset(err, 0, 8));
+            CK(cudaMemset(y, 0xff, ny * 2)); /* NaN: unwritten outputs fail */
+            CK(v.fn(0, &fr, sh.kt, sh.t_out, sh.h, sh.w, sh.c_in, sh.c_out, wt, bias, res, y));
+            err_kernel<<<1024, 256>>>(y, ref, ny, err);
+            float he[2];
+            CK(cudaMemcpy(he, err, 8, cudaMemcpyDeviceToHost));
+            const int reps = sh.h > 100 ? 20 : 3;
+            CK(cudaEventRecord(e0));
+            for (int r = 0; r < reps; r++)
+                CK(v.fn(0, &fr, sh.kt, sh.t_out, sh.h, sh.w, sh.c_in, sh.c_out, wt, bias, res, y));
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            ms /= reps;
+            const float rel = he[0] / (he[1] > 0 ? he[1] : 1.0f);
+            const int bad = !(rel < 1e-2f);
+            fails += bad;
+            printf("  %-12s %7.3f ms  %6.0f GB/s of input  max err %.2e of max |y| %.2f%s\n",
+                   v.name, ms, gb / ms * 1e3, he[0], he[1], bad ? "  FAIL" : "");
+        }
+        cudaFree(x), cudaFree(wt), cudaFree(y), cudaFree(ref), cudaFree(bias), cudaFree(err);
+        if (res) cudaFree(res);
+    }
+    printf("%s\n", fails ? "FAILED" : "all variants match the reference");
+    return fails != 0;
+}
