@@ -141,6 +141,18 @@ static void test_temporal_conv(vae_backend *be, int kt, int st, int tpad, int re
 }
 
 /* Wan's upsample3d time rule: frame 0 passes, frames >= 1 go through a causal conv and double. */
+/* value v's first frame ++ the rest of it (time head, time drop, concat: the temporal upsamplers'
+ * shape); returns the concat's value */
+static int add_head_drop_concat(vae_program *p, int v) {
+    vae_op head = vae_op_make(VAE_OP_TIME_HEAD, v, C, C),
+           drop = vae_op_make(VAE_OP_TIME_DROP, v, C, C);
+    head.n = drop.n = 1;
+    int vh = vae_program_add(p, &head), vd = vae_program_add(p, &drop);
+    vae_op cat = vae_op_make(VAE_OP_CONCAT_T, vh, C, C);
+    cat.in[1] = vd;
+    return vae_program_add(p, &cat);
+}
+
 /* the backend's copies, counted (test_time_split) */
 static const vae_backend_vtbl *count_inner;
 static int count_copies;
@@ -159,12 +171,7 @@ static void test_time_split(vae_backend *be) {
     for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = frand();
     vae_program p;
     vae_program_init(&p, C);
-    vae_op head = vae_op_make(VAE_OP_TIME_HEAD, 0, C, C), drop = vae_op_make(VAE_OP_TIME_DROP, 0, C, C);
-    head.n = drop.n = 1;
-    int a = vae_program_add(&p, &head), b = vae_program_add(&p, &drop);
-    vae_op cat = vae_op_make(VAE_OP_CONCAT_T, a, C, C);
-    cat.in[1] = b;
-    vae_program_add(&p, &cat);
+    add_head_drop_concat(&p, 0);
     const int cuts[][2] = {{1, 1}, {T, T}, {1, 2}}, copies[] = {T, 4, 1 + (T - 1 + 1) / 2};
     vae_backend_vtbl counting = *be->v;
     counting.copy = count_copy;
@@ -320,6 +327,52 @@ static void test_contiguous_window(vae_backend *be, int kt, int st, int tpad, in
         CHECK(wrap_calls > 0 && wrap_contig == wrap_calls,
               "contig kt %d st %d cuts %d: %d of %d conv calls saw contiguous frames", kt, st, s,
               wrap_contig, wrap_calls);
+        free(y);
+    }
+    be->v = wrap_inner;
+    vae_program_free(&p);
+}
+
+/* A temporal conv behind a time drop and a one-sided concat (first frame ++ the rest, as Wan's
+ * and SeedVR2's temporal upsamplers): the drop and the concat take over their input's buffer,
+ * which holds the conv's window room (vae_program_heads), so the conv still sees contiguous frames
+ * and a steady step copies only its window (the cached frames in, the last ones out). */
+static void test_window_take(vae_backend *be) {
+    enum { T = 13 };
+    float x[T * H * W * C], w[C * C * 3];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+        x[i] = frand();
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+        w[i] = frand();
+    vae_program p;
+    vae_program_init(&p, C);
+    vae_op act = vae_op_make(VAE_OP_ACT, 0, C, C); /* identity: makes an intermediate value */
+    int a = vae_program_add(&p, &act);
+    vae_op conv = vae_op_make(VAE_OP_CONV, add_head_drop_concat(&p, a), C, C);
+    conv.kt = 3, conv.tpad = 2, conv.w = w;
+    snprintf(conv.name, sizeof conv.name, "tconv_take");
+    vae_program_add(&p, &conv);
+    float ref[T * H * W * C];
+    int t_ref;
+    ref_tconv(x, T, w, 3, 1, 2, 0, ref, &t_ref);
+    wrap_inner = count_inner = be->v;
+    wrap_vtbl = *be->v;
+    wrap_vtbl.conv = wrap_conv, wrap_vtbl.copy = count_copy;
+    be->v = &wrap_vtbl;
+    /* copies: 2 a step (the window's); in one step the head's and both concat inputs' too */
+    const int cuts[][2] = {{1, 1}, {1, 4}, {T, T}}, copies[] = {2 * T, 2 * 4, 4};
+    for (int s = 0; s < 3; s++) {
+        int t_out, oh, ow, oc;
+        int64_t peak;
+        wrap_calls = wrap_contig = count_copies = 0;
+        float *y = run_stream(be, &p, x, T, cuts[s], 2, &t_out, &oh, &ow, &oc, &peak);
+        CHECK(y && t_out == t_ref && max_diff(y, ref, (size_t)t_ref * H * W * C) < 1e-5,
+              "window take (cuts %d): output differs from the conv of the stream", s);
+        CHECK(wrap_calls > 0 && wrap_contig == wrap_calls,
+              "window take (cuts %d): %d of %d conv calls saw contiguous frames", s, wrap_contig,
+              wrap_calls);
+        CHECK(count_copies == copies[s], "window take (cuts %d): %d copies, expected %d", s,
+              count_copies, copies[s]);
         free(y);
     }
     be->v = wrap_inner;
@@ -511,14 +564,7 @@ static void test_graphs(vae_backend *be) {
     c1.kt = 3, c1.tpad = 2, c1.w = w1, c1.in[1] = 0;
     snprintf(c1.name, sizeof c1.name, "graph.conv1");
     int v1 = vae_program_add(&p, &c1);
-    vae_op head = vae_op_make(VAE_OP_TIME_HEAD, v1, C, C),
-           drop = vae_op_make(VAE_OP_TIME_DROP, v1, C, C);
-    head.n = drop.n = 1;
-    int vh = vae_program_add(&p, &head), vd = vae_program_add(&p, &drop);
-    vae_op cat = vae_op_make(VAE_OP_CONCAT_T, vh, C, C);
-    cat.in[1] = vd;
-    int vc = vae_program_add(&p, &cat);
-    vae_op a2 = vae_op_make(VAE_OP_ACT, vc, C, C);
+    vae_op a2 = vae_op_make(VAE_OP_ACT, add_head_drop_concat(&p, v1), C, C);
     a2.act = VAE_ACT_SILU;
     int va2 = vae_program_add(&p, &a2);
     vae_op c2 = vae_op_make(VAE_OP_CONV, va2, C, C);
@@ -787,6 +833,7 @@ int main(void) {
     test_contiguous_window(be, 3, 2, 2, 1); /* SeedVR2 temporal downsample */
     test_contiguous_window(be, 2, 1, 1, 0);
     test_time_split(be);
+    test_window_take(be);
     test_bounded_memory(be, 0);
     test_bounded_memory(be, 1);
     test_plan_caches(be);

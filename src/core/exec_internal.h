@@ -53,6 +53,7 @@ struct vae_exec {
     value *val;
     int *uses;           /* static number of consumers of each value */
     int *win_of;         /* per value: the op whose contiguous window it fills, or -1 */
+    int *head;           /* per value: frames of room in front of its buffer (vae_program_heads) */
     trim *trims;         /* per value */
     const void **frames; /* scratch frame-pointer list */
     int frames_cap;

@@ -5,12 +5,13 @@
  *
  * Contiguous windows: when the input of a temporal conv (kt > 1) is an intermediate value with no
  * other consumer, that value is allocated with kt-1 spare frames in front of it (executor.c,
- * plan_windows). Before the conv runs, the cached frames (and the front padding at stream start)
- * are copied into that space, so the conv's frame list is one contiguous [frames][h][w][c]
- * tensor that a backend can read in place (no per-tap gather). The cache itself stays a separate
- * buffer of kt-1 frames, so memory between chunks is unchanged. A frame of a value cut by a frame
- * loop is contiguous too: the frames before it in its buffer (already consumed) or the buffer's
- * spare frames take the cache.
+ * plan_windows), or takes over a buffer that has them (a time drop's or a one-sided concat's
+ * input: vae_program_heads, executor.c value_take). Before the conv runs, the cached frames (and
+ * the front padding at stream start) are copied into that space, so the conv's frame list is one
+ * contiguous [frames][h][w][c] tensor that a backend can read in place (no per-tap gather). The
+ * cache itself stays a separate buffer of kt-1 frames, so memory between chunks is unchanged. A
+ * frame of a value cut by a frame loop is contiguous too: the frames before it in its buffer
+ * (already consumed) or the buffer's spare frames take the cache.
  */
 #include <string.h>
 

@@ -39,14 +39,14 @@ int exec_frames_reserve(vae_exec *e, int n) {
     return VAE_OK;
 }
 
-/* Allocates v's buffer (with kt-1 spare frames in front when it fills a contiguous window). */
+/* Allocates v's buffer (with kt-1 spare frames in front when it fills a contiguous window, or
+ * when such a window's value may take it over: e->head). */
 int exec_alloc_value(vae_exec *e, value *v, int v_id) {
     v->buf = v->base = NULL;
     v->kind = VALUE_OWNED;
     if (v->t == 0) return VAE_OK;
     size_t fb = exec_vox_bytes(e, (int64_t)v->h * v->w * v->c), bytes = fb * (size_t)v->t;
-    int wi = e->win_of[v_id];
-    size_t head = wi >= 0 ? (size_t)(e->p->ops[wi].kt - 1) * fb : 0; /* room for the window */
+    size_t head = (size_t)e->head[v_id] * fb; /* room for a window */
     v->base = e->be->v->alloc(e->be, head + bytes);
     if (!v->base)
         return vae_fail(VAE_ENOMEM, "out of %s memory allocating %zu bytes", e->be->v->name,
@@ -55,7 +55,8 @@ int exec_alloc_value(vae_exec *e, value *v, int v_id) {
     return VAE_OK;
 }
 
-/* Which values get a contiguous window (win_of); only between streams (no value is live). */
+/* Which values get a contiguous window (win_of) and room in front (head); only between streams
+ * (no value is live). */
 static void plan_windows(vae_exec *e) {
     const vae_program *p = e->p;
     for (int v = 0; v < p->n_values; v++)
@@ -67,6 +68,9 @@ static void plan_windows(vae_exec *e) {
         if (e->be->v->conv_window && !e->be->v->conv_window(e->be, op, e->st[i].prep)) continue;
         e->win_of[op->in[0]] = i;
     }
+    vae_program_heads(p, e->win_of, e->head);
+    for (int v = 0; v < p->n_values; v++)
+        if (e->trims[v].on) e->head[v] = 0; /* its trims have no room (cut_frames) */
 }
 
 int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be,
@@ -84,13 +88,14 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be,
     e->val = vae_calloc((size_t)p->n_values, sizeof *e->val);
     e->uses = vae_calloc((size_t)p->n_values, sizeof *e->uses);
     e->win_of = vae_calloc((size_t)p->n_values, sizeof *e->win_of);
+    e->head = vae_calloc((size_t)p->n_values, sizeof *e->head);
     e->trims = vae_calloc((size_t)p->n_values, sizeof *e->trims);
     e->graph_seen = vae_calloc((size_t)p->n_ops + 1, sizeof *e->graph_seen);
     e->clk = vae_calloc((size_t)p->n_ops + 1, sizeof *e->clk);
     e->tv = vae_calloc((size_t)p->n_values, sizeof *e->tv);
     int rc = VAE_OK;
-    if (!e->st || !e->val || !e->uses || !e->win_of || !e->trims || !e->graph_seen || !e->clk ||
-        !e->tv)
+    if (!e->st || !e->val || !e->uses || !e->win_of || !e->head || !e->trims || !e->graph_seen ||
+        !e->clk || !e->tv)
         rc = vae_fail(VAE_ENOMEM, "out of memory creating an executor");
     for (int i = 0; rc == VAE_OK && i < p->n_ops; i++)
         rc = vae_op_check(&p->ops[i]);
@@ -182,6 +187,7 @@ void vae_exec_free(vae_exec *e) {
     vae_free(e->val);
     vae_free(e->uses);
     vae_free(e->win_of);
+    vae_free(e->head);
     vae_free(e->trims);
     vae_loops_free(&e->loops);
     vae_free(e->clk);
@@ -249,20 +255,23 @@ static int conv_plain(vae_exec *e, const vae_op *op, op_state *s, const value *x
 }
 
 /* Op i's output y (shape set) takes over the buffer of its input k, frames [from, from + y->t),
- * instead of a copy: where this op is that value's last reader and the value is this step's own
+ * instead of a copy: where this op is that value's last reader, the value is this step's own
  * allocation (not a view or trim of a frame loop, a strip's rebuilt input, the program's input or
- * output) and y needs no room in front of its frames (a contiguous window: a later step's buffer
- * might not have it). 1: taken (the input's pointers cleared, so its release frees nothing). */
+ * output) and its buffer has the room y needs in front (e->head: a contiguous window's, given to
+ * the value by vae_program_heads; otherwise y is allocated with it). 1: taken (the input's
+ * pointers cleared, so its release frees nothing). */
 static int value_take(vae_exec *e, int i, int k, int from, value *y) {
     const vae_op *op = &e->p->ops[i];
     if (k < 0 || e->strips || op->in[0] == op->in[1]) return 0;
     const int v = op->in[k];
     value *x = &e->val[v];
-    if (x->kind != VALUE_OWNED || x->refs != 1 || !x->buf || v == e->p->input ||
-        v == e->p->output || e->win_of[op->out] >= 0)
+    if (x->kind != VALUE_OWNED || x->refs != 1 || !x->buf || v == e->p->input || v == e->p->output)
         return 0;
-    y->buf = (char *)x->buf + (size_t)from * exec_vox_bytes(e, (int64_t)x->h * x->w * x->c);
-    y->base = x->base ? x->base : x->buf;
+    const size_t fb = exec_vox_bytes(e, (int64_t)x->h * x->w * x->c);
+    char *base = x->base ? x->base : x->buf;
+    if ((size_t)((char *)x->buf - base) / fb + (size_t)from < (size_t)e->head[op->out]) return 0;
+    y->buf = (char *)x->buf + (size_t)from * fb;
+    y->base = base;
     y->kind = VALUE_OWNED;
     x->buf = x->base = NULL;
     return 1;

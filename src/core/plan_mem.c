@@ -24,6 +24,8 @@ typedef struct memsim {
     int n_trims;
     const int *zw; /* strips: per op input (i*2 + k) the width it is rebuilt to, 0 none */
     int *uses, *refs, *win_of, *cut; /* cut: the value is cut by an active loop (a view) */
+    int *head;                       /* frames of room to allocate in front (vae_program_heads) */
+    int *headf;                      /* frames of room in front of the value's buffer now */
     int64_t *held;                   /* bytes held by each value */
     int64_t *cache;                  /* per op: cache bytes allocated (persist between steps) */
     int *cache_frames;               /* per op: list-mode cache frames allocated */
@@ -107,8 +109,7 @@ static int64_t rebuilt_inputs(memsim *m, int i, const int *tv, int64_t *fb_in) {
         if (v < 0 || w <= 0 || tv[v] == 0) continue;
         const int c = vae_program_value_channels(m->p, v);
         const int64_t fb = (int64_t)m->vh[v] * w * c * (int64_t)m->rq->elem;
-        const int head = k == 0 && m->win_of[v] == i ? op->kt - 1 : 0;
-        bytes += rounded(m, fb * (tv[v] + head));
+        bytes += rounded(m, fb * (tv[v] + m->head[v]));
         if (k == 0) *fb_in = fb;
     }
     add(m, bytes);
@@ -117,17 +118,19 @@ static int64_t rebuilt_inputs(memsim *m, int i, const int *tv, int64_t *fb_in) {
 
 /* The input whose buffer op i's output takes over instead of a copy (executor.c value_take:
  * a time head / drop, or a concat with one empty input; the value's last reader, not a view, the
- * program's input or output; the output needs no window room), or -1. */
-static int taken_input(const memsim *m, int i, const vae_op_frames *f, const int *tv) {
+ * program's input or output, with the room in front the output needs), or -1; *from: the first
+ * frame the output keeps. */
+static int taken_input(const memsim *m, int i, const vae_op_frames *f, const int *tv, int *from) {
     const vae_op *op = &m->p->ops[i];
     int k = -1;
-    if (op->kind == VAE_OP_TIME_HEAD || op->kind == VAE_OP_TIME_DROP) k = 0;
+    *from = 0;
+    if (op->kind == VAE_OP_TIME_HEAD || op->kind == VAE_OP_TIME_DROP) k = 0, *from = f->from;
     if (op->kind == VAE_OP_CONCAT_T && op->in[0] != op->in[1])
         k = tv[op->in[0]] == 0 ? 1 : tv[op->in[1]] == 0 ? 0 : -1;
     if (k < 0 || f->t_out == 0 || m->zw) return -1;
     const int v = op->in[k];
     if (tv[v] == 0 || m->refs[v] != 1 || m->cut[v] || v == m->p->input || v == m->p->output ||
-        m->win_of[op->out] >= 0)
+        m->headf[v] + *from < m->head[op->out])
         return -1;
     return v;
 }
@@ -146,14 +149,16 @@ static void on_op(memsim *m, int i, const vae_op_frames *f, const int *tv) {
         if (need > m->scratch) m->scratch = need;
     }
     if (windowed) window_allocs(m, i, f, fb_in, 1);
-    const int src = taken_input(m, i, f, tv);
+    int from;
+    const int src = taken_input(m, i, f, tv, &from);
     if (src >= 0) { /* y holds its input's buffer (executor.c value_take) */
         m->held[y] = m->held[src];
         m->held[src] = 0;
+        m->headf[y] = m->headf[src] + from;
     } else if (f->t_out > 0) {
         int64_t fb = frame_bytes(m, y, op->c_out);
-        int64_t head = m->win_of[y] >= 0 ? (int64_t)(m->p->ops[m->win_of[y]].kt - 1) * fb : 0;
-        m->held[y] = rounded(m, fb * f->t_out + head);
+        m->held[y] = rounded(m, fb * (f->t_out + m->head[y]));
+        m->headf[y] = m->head[y];
         add(m, m->held[y]);
         if (op->kind == VAE_OP_CONV && op->up > 1 && !m->rq->conv_upsample) { /* temporary */
             int64_t tmp = rounded(m, fb_in * op->up * op->up * tv[x]);
@@ -229,6 +234,8 @@ int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const in
     m.uses = vae_calloc(nv, sizeof *m.uses);
     m.refs = vae_calloc(nv, sizeof *m.refs);
     m.win_of = vae_calloc(nv, sizeof *m.win_of);
+    m.head = vae_calloc(nv, sizeof *m.head);
+    m.headf = vae_calloc(nv, sizeof *m.headf);
     m.cut = vae_calloc(nv, sizeof *m.cut);
     m.held = vae_calloc(nv, sizeof *m.held);
     m.temp = vae_calloc(nv, sizeof *m.temp);
@@ -238,8 +245,8 @@ int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const in
     vae_op_clock *clk = vae_calloc(no, sizeof *clk), *clk2 = vae_calloc(no, sizeof *clk2);
     int *tv = vae_calloc(nv, sizeof *tv);
     int64_t peak = -1;
-    if (!m.uses || !m.refs || !m.win_of || !m.cut || !m.held || !m.temp || !m.cache ||
-        !m.cache_frames || !m.zero || !clk || !clk2 || !tv)
+    if (!m.uses || !m.refs || !m.win_of || !m.head || !m.headf || !m.cut || !m.held || !m.temp ||
+        !m.cache || !m.cache_frames || !m.zero || !clk || !clk2 || !tv)
         goto done;
     vae_program_count_readers(p, m.uses);
     /* contiguous windows, as executor.c plan_windows (backends are assumed to accept them) */
@@ -248,6 +255,9 @@ int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const in
     for (int i = 0; i < p->n_ops; i++)
         if (vae_program_window_ok(p, i, m.uses) && !trim_of(&m, p->ops[i].in[0]))
             m.win_of[p->ops[i].in[0]] = i;
+    vae_program_heads(p, m.win_of, m.head);
+    for (size_t v = 0; v < nv; v++)
+        if (trim_of(&m, (int)v)) m.head[v] = 0; /* as executor.c plan_windows */
     for (int s = 0; s < n_steps; s++) {
         const int t_in = s == 0 ? t_first : t_next;
         free_value(&m, p->output); /* the previous step's output, released by the next step */
@@ -278,6 +288,8 @@ done:
     vae_free(m.uses);
     vae_free(m.refs);
     vae_free(m.win_of);
+    vae_free(m.head);
+    vae_free(m.headf);
     vae_free(m.cut);
     vae_free(m.held);
     vae_free(m.temp);

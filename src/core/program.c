@@ -194,6 +194,30 @@ int vae_program_window_ok(const vae_program *p, int i, const int *uses) {
            op->in[1] != x && uses[x] == 1 && op->tpad <= op->kt - 1;
 }
 
+/* n frames in front of v, and of the inputs whose buffer v may take over (vae_program_heads); a
+ * value marked with n already is not walked again */
+static void mark_head(const vae_program *p, int v, int n, int *head) {
+    if (v < 0 || v == p->input || v == p->output || head[v] >= n) return;
+    head[v] = n;
+    for (int j = 0; j < p->n_ops; j++) {
+        const vae_op *op = &p->ops[j];
+        if (op->out != v) continue;
+        if (op->kind == VAE_OP_TIME_HEAD || op->kind == VAE_OP_TIME_DROP)
+            mark_head(p, op->in[0], n, head);
+        if (op->kind == VAE_OP_CONCAT_T) {
+            mark_head(p, op->in[0], n, head);
+            mark_head(p, op->in[1], n, head);
+        }
+    }
+}
+
+void vae_program_heads(const vae_program *p, const int *win_of, int *head) {
+    for (int v = 0; v < p->n_values; v++)
+        head[v] = 0;
+    for (int v = 0; v < p->n_values; v++)
+        if (win_of[v] >= 0) mark_head(p, v, p->ops[win_of[v]].kt - 1, head);
+}
+
 /* ---- frame loops ------------------------------------------------------------------------------
  */
 int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, const int *whole, int n) {

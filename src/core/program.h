@@ -147,6 +147,12 @@ void vae_program_count_readers(const vae_program *p, int *uses);
  * alone reads, once, with no more front padding than its cache holds. The executor and the
  * planner add their own conditions (trims, the backend's consent). uses: as counted above. */
 int vae_program_window_ok(const vae_program *p, int i, const int *uses);
+/* head[v] = frames of room to allocate in front of value v: kt - 1 for a contiguous window's input
+ * (win_of[v] = the conv, -1 none), and as many for the values whose buffer that input may take
+ * over (the executor's value_take): back through time heads and drops (their input) and concats
+ * (both inputs), so that a time drop or a one-sided concat in front of a temporal conv costs no
+ * copy. The program's input and output get none. head [n_values], filled. */
+void vae_program_heads(const vae_program *p, const int *win_of, int *head);
 
 /* ---- frame loops (executor.h) and stepping through them ------------------------------------- */
 enum { VAE_MAX_LOOPS = 8 };
