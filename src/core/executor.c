@@ -254,16 +254,16 @@ static int conv_plain(vae_exec *e, const vae_op *op, op_state *s, const value *x
     return rc;
 }
 
-/* Op i's output y (shape set) takes over the buffer of its input k, frames [from, from + y->t),
- * instead of a copy: where this op is that value's last reader, the value is this step's own
- * allocation (not a view or trim of a frame loop, a strip's rebuilt input, the program's input or
- * output) and its buffer has the room y needs in front (e->head: a contiguous window's, given to
- * the value by vae_program_heads; otherwise y is allocated with it). 1: taken (the input's
+/* Op i's output y (shape set) takes over the buffer of its input f->pass, frames [f->from,
+ * f->from + y->t), instead of a copy: where this op is that value's last reader, the value is this
+ * step's own allocation (not a view or trim of a frame loop, a strip's rebuilt input, the program's
+ * input or output) and its buffer has the room y needs in front (e->head: a contiguous window's,
+ * given to the value by vae_program_heads; otherwise y is allocated with it). 1: taken (the input's
  * pointers cleared, so its release frees nothing). */
-static int value_take(vae_exec *e, int i, int k, int from, value *y) {
+static int value_take(vae_exec *e, int i, const vae_op_frames *f, value *y) {
     const vae_op *op = &e->p->ops[i];
-    if (k < 0 || e->strips || op->in[0] == op->in[1]) return 0;
-    const int v = op->in[k];
+    if (f->pass < 0 || e->strips) return 0;
+    const int v = op->in[f->pass], from = f->from;
     value *x = &e->val[v];
     if (x->kind != VALUE_OWNED || x->refs != 1 || !x->buf || v == e->p->input || v == e->p->output)
         return 0;
@@ -314,14 +314,14 @@ static int op_compute(vae_exec *e, int i, const value *x, const value *x2, value
                               (int64_t)x->t * x->h * x->w);
     case VAE_OP_TIME_HEAD:
     case VAE_OP_TIME_DROP:
-        if (y->t == 0 || value_take(e, i, 0, f.from, y)) return VAE_OK;
+        if (y->t == 0 || value_take(e, i, &f, y)) return VAE_OK;
         if ((rc = exec_alloc_value(e, y, op->out))) return rc;
         return copy_frames(e, y->buf, x, f.from, y->t);
     case VAE_OP_CONCAT_T:
         if (x->t > 0 && x2->t > 0 && (x->h != x2->h || x->w != x2->w || x->c != x2->c))
             return check_same(op, x, x2, "concat");
         if (x->t == 0) y->h = x2->h, y->w = x2->w;
-        if (y->t == 0 || value_take(e, i, x->t == 0 ? 1 : x2->t == 0 ? 0 : -1, 0, y)) return VAE_OK;
+        if (y->t == 0 || value_take(e, i, &f, y)) return VAE_OK;
         if ((rc = exec_alloc_value(e, y, op->out))) return rc;
         if ((rc = copy_frames(e, y->buf, x, 0, x->t)) || x2->t == 0) return rc;
         return copy_frames(e,

@@ -201,6 +201,7 @@ int vae_op_is_windowed(const vae_op *op) {
 
 void vae_op_step_frames(const vae_op *op, vae_op_clock *c, int t_in, int t_in2, vae_op_frames *f) {
     memset(f, 0, sizeof *f);
+    f->pass = -1;
     if (vae_op_is_windowed(op)) {
         f->pad = !c->started && t_in > 0 ? op->tpad : 0;
         f->total = c->pending + f->pad + t_in;
@@ -220,9 +221,13 @@ void vae_op_step_frames(const vae_op *op, vae_op_clock *c, int t_in, int t_in2, 
         int in_head = (int)(left < t_in ? left : t_in);
         f->from = op->kind == VAE_OP_TIME_HEAD ? 0 : in_head;
         f->t_out = op->kind == VAE_OP_TIME_HEAD ? in_head : t_in - in_head;
+        f->pass = f->t_out > 0 ? 0 : -1;
         break;
     }
-    case VAE_OP_CONCAT_T: f->t_out = t_in + t_in2; break;
+    case VAE_OP_CONCAT_T:
+        f->t_out = t_in + t_in2;
+        f->pass = f->t_out == 0 ? -1 : t_in == 0 ? 1 : t_in2 == 0 ? 0 : -1;
+        break;
     case VAE_OP_UPSAMPLE:
     case VAE_OP_SHUFFLE_UP: f->t_out = t_in * op->ft; break;
     default: f->t_out = t_in; break;

@@ -89,6 +89,9 @@ typedef struct vae_op_frames {
     int used;  /* windowed: frames consumed from the front of the list (t_out * st) */
     int keep;  /* windowed: frames kept for the next step (the last `keep` of the list) */
     int from;  /* TIME_HEAD / TIME_DROP: first input frame copied */
+    int pass;  /* the input whose frames [from, from + t_out) are the whole output (a time head or
+                * drop, a concat with one input empty in this step): its buffer can serve as the
+                * output's, no copy (executor.c value_take); -1 none */
 } vae_op_frames;
 
 /* Does op see the stream through a temporal window (cache ++ chunk)? */

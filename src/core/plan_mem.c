@@ -116,21 +116,15 @@ static int64_t rebuilt_inputs(memsim *m, int i, const int *tv, int64_t *fb_in) {
     return bytes;
 }
 
-/* The input whose buffer op i's output takes over instead of a copy (executor.c value_take:
- * a time head / drop, or a concat with one empty input; the value's last reader, not a view, the
- * program's input or output, with the room in front the output needs), or -1; *from: the first
- * frame the output keeps. */
-static int taken_input(const memsim *m, int i, const vae_op_frames *f, const int *tv, int *from) {
+/* The input whose buffer op i's output takes over instead of a copy (executor.c value_take: the
+ * step's f->pass, where this op is its last reader and it is not a view, the program's input or
+ * output, and has the room in front the output needs), or -1. */
+static int taken_input(const memsim *m, int i, const vae_op_frames *f) {
     const vae_op *op = &m->p->ops[i];
-    int k = -1;
-    *from = 0;
-    if (op->kind == VAE_OP_TIME_HEAD || op->kind == VAE_OP_TIME_DROP) k = 0, *from = f->from;
-    if (op->kind == VAE_OP_CONCAT_T && op->in[0] != op->in[1])
-        k = tv[op->in[0]] == 0 ? 1 : tv[op->in[1]] == 0 ? 0 : -1;
-    if (k < 0 || f->t_out == 0 || m->zw) return -1;
-    const int v = op->in[k];
-    if (tv[v] == 0 || m->refs[v] != 1 || m->cut[v] || v == m->p->input || v == m->p->output ||
-        m->headf[v] + *from < m->head[op->out])
+    if (f->pass < 0 || m->zw) return -1;
+    const int v = op->in[f->pass];
+    if (m->refs[v] != 1 || m->cut[v] || v == m->p->input || v == m->p->output ||
+        m->headf[v] + f->from < m->head[op->out])
         return -1;
     return v;
 }
@@ -149,12 +143,11 @@ static void on_op(memsim *m, int i, const vae_op_frames *f, const int *tv) {
         if (need > m->scratch) m->scratch = need;
     }
     if (windowed) window_allocs(m, i, f, fb_in, 1);
-    int from;
-    const int src = taken_input(m, i, f, tv, &from);
+    const int src = taken_input(m, i, f);
     if (src >= 0) { /* y holds its input's buffer (executor.c value_take) */
         m->held[y] = m->held[src];
         m->held[src] = 0;
-        m->headf[y] = m->headf[src] + from;
+        m->headf[y] = m->headf[src] + f->from;
     } else if (f->t_out > 0) {
         int64_t fb = frame_bytes(m, y, op->c_out);
         m->held[y] = rounded(m, fb * (f->t_out + m->head[y]));
