@@ -254,6 +254,8 @@ done
 # fp8: the CPU emulation's tolerances, tests/tests.cmake)
 for fx in $FX; do
     fixture_run "igemm always $fx bf16" $fx bf16 VAE_CUDA_IGEMM=always
+    # the halo-tile kernel wherever it applies (96-filter 3x3 convs: Wan2.1's real config only)
+    [ $fx = wan21_full ] && fixture_run "halo always $fx bf16" $fx bf16 VAE_CUDA_HALO=always
     if [ $fx = taef2_real ]; then fixture_run "fp8 $fx" $fx fp8 --tol 0.05 --min-psnr 45
     else fixture_run "fp8 $fx" $fx fp8 --tol 0.05; fi
 done

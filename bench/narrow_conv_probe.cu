@@ -24,38 +24,6 @@ namespace old {
 
 #endif
 
-// float32 reference: one thread per output value
-__global__ void ref_kernel(const __nv_bfloat16 *x, const __nv_bfloat16 *wt, const float *bias,
-                           const __nv_bfloat16 *res, float *y, int kt, int t_out, int h, int w,
-                           int c_in, int c_out) {
-    const int64_t n = (int64_t)t_out * h * w * c_out;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int co = i % c_out, px = i / c_out % w, py = i / c_out / w % h;
-        const int j = i / c_out / w / h;
-        float s = bias[co] + (res ? __bfloat162float(res[i]) : 0.0f);
-        for (int dt = 0; dt < kt; dt++)
-            for (int tap = 0; tap < 9; tap++) {
-                const int yy = py + tap / 3 - 1, xx = px + tap % 3 - 1;
-                if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
-                const __nv_bfloat16 *xr = x + (((int64_t)(j + dt) * h + yy) * w + xx) * c_in;
-                const __nv_bfloat16 *wr = wt + (((int64_t)co * kt + dt) * 9 + tap) * c_in;
-                for (int c = 0; c < c_in; c++)
-                    s += __bfloat162float(xr[c]) * __bfloat162float(wr[c]);
-            }
-        y[i] = s;
-    }
-}
-
-__global__ void err_kernel(const __nv_bfloat16 *y, const float *ref, int64_t n, float *out) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const float d = fabsf(__bfloat162float(y[i]) - ref[i]);
-        atomicMax((int *)&out[0], __float_as_int(d != d ? INFINITY : d));
-        atomicMax((int *)&out[1], __float_as_int(fabsf(ref[i])));
-    }
-}
-
 typedef cudaError_t (*launch_fn)(cudaStream_t, const cuk_frames *, int, int, int, int, int, int,
                                  const void *, const float *, const void *, void *);
 struct variant {

@@ -1,7 +1,9 @@
 // probe_common.cuh -- what the kernel labs of bench/ (*_probe.cu, each built alone by nvcc) share:
-// the CUDA error check of main() and a bf16 fill with hashed uniform values.
+// the CUDA error check of main(), a bf16 fill with hashed uniform values, a float32 reference conv
+// (channels-last, KTRSC filters, 3x3 taps with padding 1) and the error against it.
 #pragma once
 #include <cstdint>
+#include <cmath>
 #include <cstdio>
 
 #include <cuda_bf16.h>
@@ -24,5 +26,38 @@ __global__ void probe_fill(__nv_bfloat16 *p, int64_t n, float a, unsigned seed) 
         unsigned x = (unsigned)i * 2654435761u ^ seed;
         x ^= x >> 15, x *= 2246822519u, x ^= x >> 13, x *= 3266489917u, x ^= x >> 16;
         p[i] = __float2bfloat16(a * ((x >> 8) * (2.0f / 16777216.0f) - 1.0f));
+    }
+}
+
+// float32 reference conv of a contiguous window x [t_out + kt - 1][h][w][c_in] with filters
+// wt [c_out][kt][3][3][c_in]: one thread per output value
+__global__ void ref_kernel(const __nv_bfloat16 *x, const __nv_bfloat16 *wt, const float *bias,
+                           const __nv_bfloat16 *res, float *y, int kt, int t_out, int h, int w,
+                           int c_in, int c_out) {
+    const int64_t n = (int64_t)t_out * h * w * c_out;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int co = i % c_out, px = i / c_out % w, py = i / c_out / w % h;
+        const int j = i / c_out / w / h;
+        float s = bias[co] + (res ? __bfloat162float(res[i]) : 0.0f);
+        for (int dt = 0; dt < kt; dt++)
+            for (int tap = 0; tap < 9; tap++) {
+                const int yy = py + tap / 3 - 1, xx = px + tap % 3 - 1;
+                if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+                const __nv_bfloat16 *xr = x + (((int64_t)(j + dt) * h + yy) * w + xx) * c_in;
+                const __nv_bfloat16 *wr = wt + (((int64_t)co * kt + dt) * 9 + tap) * c_in;
+                for (int c = 0; c < c_in; c++)
+                    s += __bfloat162float(xr[c]) * __bfloat162float(wr[c]);
+            }
+        y[i] = s;
+    }
+}
+
+__global__ void err_kernel(const __nv_bfloat16 *y, const float *ref, int64_t n, float *out) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float d = fabsf(__bfloat162float(y[i]) - ref[i]);
+        atomicMax((int *)&out[0], __float_as_int(d != d ? INFINITY : d));
+        atomicMax((int *)&out[1], __float_as_int(fabsf(ref[i])));
     }
 }

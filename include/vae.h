@@ -288,6 +288,10 @@ typedef enum {
                                   * asked for: fewer, larger kernels and fewer causal-window
                                   * copies a frame, for more memory (4; 1: the model's own steps;
                                   * the result is the same) */
+    VAE_PARAM_CUDA_HALO,         /* Hopper: the halo-tile wgmma kernel for the 3x3(x3) convs with
+                                  * 96 filters (Wan's full-resolution blocks): 0 off, 1 a tuned
+                                  * candidate beside CUTLASS's and cuDNN's paths, 2 wherever it
+                                  * applies (1; needs VAE_PARAM_CUDA_IGEMM on) */
     VAE_PARAM_COUNT
 } vae_param;
 

@@ -8,7 +8,8 @@
  * and take the 3-D cuDNN path). Variants: each dtype with the default paths; convolutions forced
  * through im2col + cuBLAS (VAE_CUDA_CONV=gemm); without the 3-D path (VAE_CUDA_CONV3D=0) or the
  * fused bias epilogue (VAE_CUDA_FUSE=0); a 1 MiB scratch limit (blocked gathers); the CUTLASS
- * implicit-GEMM kernels forced (VAE_CUDA_IGEMM=always) or off; fp8 (Hopper + CUTLASS builds):
+ * implicit-GEMM kernels forced (VAE_CUDA_IGEMM=always) or off; the halo-tile kernel forced
+ * (VAE_CUDA_HALO=always, bf16 and fp16: the 96-filter 3x3 cases); fp8 (Hopper + CUTLASS builds):
  * the implicit-GEMM cases against the CPU backend's fp8 emulation (the shapes the FP8 kernels
  * do not take run in bf16 and are compared with the float32 reference); the convs with their
  * parameters staged first (VAE_CUDA_WARM=2, as sessions do), in fp32, bf16 and fp8.
@@ -354,6 +355,12 @@ static const conv_case convs[] = {
     {"3x3x3_ig_c512", 512, 512, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 5, 9, 1, 1, L_CHUNK},
     {"3x3x3_ig_32to256", 32, 256, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 3, 4, 1, 0, L_CHUNK},
     {"3x1x1_ig_time", 96, 192, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 6, 6, 10, 1, 0, L_CHUNK},
+    /* the halo-tile kernel (96 filters, 3x3, c_in % 96: the implicit-GEMM path's choice for
+     * them): two channel blocks with the residual in place, partial 16x16 tiles; three blocks and
+     * kt 2; more tiles than an H100's 132 blocks (each block walks several) */
+    {"3x3x3_halo_192to96_res=y", 192, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 19, 21, 1, 2, L_CHUNK},
+    {"2x3x3_halo_288to96", 288, 96, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 7, 23, 0, 0, L_CHUNK},
+    {"1x3x3_halo_many_tiles", 96, 96, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 66, 66, 1, 1, L_CHUNK},
     /* 2-D convs on the kernels (frames as the time axis, one tap); 16 input channels (Wan's
      * conv1: the kernels on its window padded to 32 channels) */
     {"1x3x3_ig_c96_res", 96, 96, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 11, 9, 1, 1, L_CHUNK},
@@ -1320,6 +1327,7 @@ static void run_variant(const variant_def *v) {
     describe();
     if (v->extra && !strcmp(v->extra, "VAE_CUDA_IGEMM=always"))
         check_igemm_ran(" implicit GEMM (always)");
+    if (v->extra && !strcmp(v->extra, "VAE_CUDA_HALO=always")) check_igemm_ran(" halo tile");
     if (v->dtype == VAE_DTYPE_FP8) check_igemm_ran(" fp8,");
     if (staged) {
         const long n = described_count(" uploads from the stage");
@@ -1372,6 +1380,8 @@ int main(int argc, char **argv) {
         {"bf16/nokpad", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_KPAD=0"},
         {"bf16/igemm", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_IGEMM=always"},
         {"bf16/noigemm", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_IGEMM=off"},
+        {"bf16/halo", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_HALO=always"},
+        {"fp16/halo", VAE_DTYPE_F16, NULL, NULL, V_CONV, 0, "VAE_CUDA_HALO=always"},
         {"fp8", VAE_DTYPE_FP8, NULL, NULL, V_FP8, 0, NULL},
         {"fp32/staged", VAE_DTYPE_F32, NULL, NULL, V_CONV, 0, "VAE_CUDA_WARM=2"},
         {"bf16/staged", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_WARM=2"},

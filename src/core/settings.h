@@ -57,6 +57,8 @@ typedef struct vae_settings {
     int cuda_igemm;          /* VAE_CUDA_IGEMM: CUTLASS implicit-GEMM convs on sm_90: off, tuned
                               * (a candidate timed beside cuDNN's paths, 1), always (where it
                               * applies, untimed: tests) */
+    int cuda_halo;           /* VAE_CUDA_HALO: the halo-tile kernel for 96-filter 3x3 convs: off,
+                              * tuned (1), always (where it applies, untimed: tests) */
     int cuda_bus;            /* VAE_CUDA_BUS: host copies on a second stream, reads prefetched
                               * (1) */
     int cuda_att;            /* VAE_CUDA_ATT: large 16-bit attention on cuBLAS (1) or the fused

@@ -41,7 +41,10 @@
  * a contiguous window, or 2-D over consecutive frames) with stride 1 and symmetric spatial
  * padding, c_in a multiple of 32 and c_out a multiple of 96 or 128, is one CUTLASS kernel (TMA
  * im2col loads, wgmma, bias + residual in its epilogue); a candidate of the tuner beside cuDNN's
- * paths (VAE_CUDA_IGEMM=always: taken wherever it applies, for tests; off: never).
+ * paths (VAE_CUDA_IGEMM=always: taken wherever it applies, for tests; off: never). The 3x3 convs
+ * with 96 filters and c_in a multiple of 96 (bf16 or fp16) also have the halo-tile kernel, another
+ * candidate (sm90/halo_conv.cu: each input frame's tile read once for all nine taps;
+ * VAE_CUDA_HALO=always: taken wherever it applies; off: never).
  * FP8 (dtype fp8: bf16 activations): the convs vae_op_fp8 names that an E4M3 kernel takes (the
  * implicit-GEMM kind with c_in a multiple of 64) quantise their window per call into the scratch
  * area (cuda_fp8.cu: scale = largest magnitude / 448) and run on E4M3 weights quantised per
@@ -184,6 +187,7 @@ void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state) {
     cu_free_param(cb, s->w3, s->w3_bytes);
     cu_free_param(cb, s->w2p, s->w2p_bytes);
     cu_free_param(cb, s->w3p, s->w3p_bytes);
+    cu_free_param(cb, s->wh, s->wh_bytes);
     cu_free_param(cb, s->wph, s->wph_bytes);
     cu_free_param(cb, s->bias, s->b_bytes);
     cu_free_param(cb, s->bias_dt, s->bdt_bytes);
@@ -232,8 +236,9 @@ static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     }
     /* temporal convs, and 2-D ones the implicit-GEMM kernels take: 3-D (consecutive frames),
      * padded 3-D, per block or implicit GEMM, as measured */
-    if ((op->kt > 1 || op->st > 1 || cu_conv_igemm_ok(&cc, consec)) && cb->conv3d && !s->use_gemm &&
-        sym)
+    if ((op->kt > 1 || op->st > 1 || cu_conv_igemm_ok(&cc, consec) ||
+         cu_conv_halo_ok(&cc, consec)) &&
+        cb->conv3d && !s->use_gemm && sym)
         return cu_conv_run_tuned(&cc, frames, n_in, t_out, consec);
     return cu_conv_blocks(&cc, frames, t_out);
 }
@@ -252,7 +257,7 @@ static int conv_up(cuda_backend *cb, const vae_op *op, conv_state *s, const void
     const int up = op->up;
     if (up == 2 && !s->nophase && cu_conv_phase_takes(cb, op, s) && residual != y) {
         int rc = cu_conv_up_phase(cb, op, s, frames, n_in, h, w, residual, y);
-        if (rc == VAE_OK && s->w) cu_conv_trim_layouts(cb, s, 0, 0, 0); /* phase filters only */
+        if (rc == VAE_OK && s->w) cu_conv_trim_layouts(cb, s, 0, 0, 0, 0); /* phase filters only */
         if (rc != VAE_EUNSUPPORTED) return rc;
         VAE_DEBUG("%s: %s; upsampling first", op->name, vae_last_error());
         vae_error_clear();
@@ -407,7 +412,7 @@ int cuda_conv_window(vae_backend *be, const vae_op *op, void *state) {
         return 0;
     /* capped scratch: the 3-D path may be the only one that fits, and it needs the window */
     return s->main_nin > 0 && !cb->scratch_capped
-               ? s->main_path == PATH_3D || s->main_path == PATH_IGEMM
+               ? s->main_path == PATH_3D || s->main_path == PATH_IGEMM || s->main_path == PATH_HALO
                : 1;
 }
 

@@ -1,6 +1,7 @@
-/* cuda_conv_igemm.c -- the convs that CUTLASS kernels run (cuda_conv_internal.h): bf16 implicit
- * GEMM, a candidate of cuda_conv.c's tuner, and the FP8 path of dtype fp8 (the kernels:
- * cutlass/, their choice: cuda_igemm.cu, the quantisation: cuda_fp8.cu).
+/* cuda_conv_igemm.c -- the convs that the sm_90a kernels run (cuda_conv_internal.h): implicit
+ * GEMM (CUTLASS's bf16 kernels) and the halo-tile kernel (the 96-filter 3x3 convs, 16-bit), two
+ * candidates of cuda_conv.c's tuner, and the FP8 path of dtype fp8 (the kernels: cutlass/ and
+ * sm90/, their choice: cuda_igemm.cu, the quantisation: cuda_fp8.cu).
  */
 #include "backends/cuda/cuda_conv_internal.h"
 
@@ -22,6 +23,16 @@ static int igemm_takes(const cuda_backend *cb, const conv_state *s, const vae_op
 /* The implicit-GEMM kernel takes this conv over a contiguous window (frames consecutive). */
 int cu_conv_igemm_ok(const conv_call *cc, int consec) {
     return consec && igemm_geometry(cc->op) && igemm_takes(cc->cb, cc->s, cc->op, cc->op->c_in);
+}
+
+int cu_conv_halo_takes(const cuda_backend *cb, const vae_op *op, const conv_state *s) {
+    return cb->halo && !s->nohalo && s->kp == op->c_out && igemm_geometry(op) &&
+           cuk_halo_takes(cb->base.dtype, op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0],
+                          op->c_in, op->c_out);
+}
+
+int cu_conv_halo_ok(const conv_call *cc, int consec) {
+    return consec && cu_conv_halo_takes(cc->cb, cc->op, cc->s);
 }
 
 /* One bf16 kernel call: x [t_in][h][w][ci] by filters wt [kp][kt][kh][kw][ci] (spatial padding
@@ -54,6 +65,32 @@ static int igemm_launch(cuda_backend *cb, conv_state *s, const vae_op *op, const
     int rc = cu_check(e, op->name, "implicit GEMM conv");
     if (rc == VAE_OK) cb->n_conv_igemm++;
     return rc;
+}
+
+/* The halo-tile kernel over the window x0 (its own filter layout, bias and residual in its
+ * epilogue, after an up-front init as cu_conv_igemm's). */
+int cu_conv_halo(conv_call *cc, const void *x0, int t_out) {
+    const vae_op *op = cc->op;
+    cuda_backend *cb = cc->cb;
+    conv_state *s = cc->s;
+    int rc = cu_conv_need_wh(cb, op, s);
+    if (rc) return rc;
+    int ph = cu_prof_begin(cb, CU_P_HALO);
+    const double t0 = cu_now();
+    cudaError_t e = cuk_halo_conv(cb->stream, cb->base.dtype, x0, t_out + op->kt - 1, cc->h, cc->w,
+                                  op->c_in, op->kt, s->wh, cc->init_done ? NULL : s->bias,
+                                  cc->init_done ? cc->y : cc->res, cc->y, cb->sm_count);
+    cb->host_s[CU_H_IGEMM] += cu_now() - t0;
+    cu_prof_end(cb, ph);
+    if (e == cudaErrorNotSupported) {
+        cudaGetLastError();
+        s->nohalo = 1;
+        return vae_fail(VAE_EUNSUPPORTED, "%s: the halo-tile kernel cannot take %dx%d frames",
+                        op->name, cc->h, cc->w);
+    }
+    if ((rc = cu_check(e, op->name, "halo-tile conv"))) return rc;
+    cb->n_conv_halo++;
+    return VAE_OK;
 }
 
 /* Implicit-GEMM path: the whole window x0 (t_out + kt - 1 frames) in one kernel, bias and

@@ -16,7 +16,7 @@
 #include "backends/cuda/cuda_internal.h"
 
 enum { CONV_TUNE_MAX = 6 };
-enum { PATH_BLOCKS = 0, PATH_3D = 1, PATH_3DPAD = 2, PATH_IGEMM = 3 };
+enum { PATH_BLOCKS = 0, PATH_3D = 1, PATH_3DPAD = 2, PATH_IGEMM = 3, PATH_HALO = 4, N_PATHS = 5 };
 typedef struct conv_tune {
     int n_in, h, w, path;
 } conv_tune;
@@ -30,6 +30,8 @@ typedef struct conv_state {
     void *w3p;     /* [kp][kt][kh][kw][cp]: padded 3-D (made on first use) */
     int cp;        /* padded 3-D input channels (32, or a multiple of 64), 0: no padded 3-D path */
     size_t w3p_bytes;
+    void *wh; /* [kt][c_in / 96][9][12][96][8]: the halo-tile kernel's (made on first use) */
+    size_t wh_bytes;
     float *bias;   /* [kp] float32, or NULL */
     void *bias_dt; /* [kp] activation dtype, or NULL */
     size_t w_bytes, w3_bytes, b_bytes, bdt_bytes;
@@ -38,6 +40,7 @@ typedef struct conv_state {
     int use_gemm;
     int no3d;    /* the 3-D path is unsupported for this op */
     int noigemm; /* the implicit-GEMM kernel refused this op */
+    int nohalo;  /* the halo-tile kernel refused this op */
     int pw_gemm; /* cuDNN had no plan for this 1x1 conv: cuBLAS */
     conv_tune tune[CONV_TUNE_MAX]; /* PATH_* measured per shape */
     int n_tune;
@@ -78,8 +81,11 @@ int cu_conv_need_w3(cuda_backend *cb, const vae_op *op, conv_state *s);
 int cu_conv_need_w2p(cuda_backend *cb, const vae_op *op, conv_state *s);
 /* [kp][kt][kh][kw][cp]: the 3-D layout with the input channels padded to cp */
 int cu_conv_need_w3p(cuda_backend *cb, const vae_op *op, conv_state *s);
-/* Frees the layouts not kept (w and w2p, w3, w3p) that exist; not while a graph records. */
-void cu_conv_trim_layouts(cuda_backend *cb, conv_state *s, int keep_w, int keep_w3, int keep_w3p);
+/* the halo-tile kernel's layout, tiled from the 3-D one */
+int cu_conv_need_wh(cuda_backend *cb, const vae_op *op, conv_state *s);
+/* Frees the layouts not kept (w and w2p, w3, w3p, wh) that exist; not while a graph records. */
+void cu_conv_trim_layouts(cuda_backend *cb, conv_state *s, int keep_w, int keep_w3, int keep_w3p,
+                          int keep_wh);
 /* After a tuning decision: frees the layouts no path chosen so far reads. */
 void cu_conv_trim_tuned(cuda_backend *cb, const vae_op *op, conv_state *s);
 
@@ -90,8 +96,8 @@ int cu_frames_consecutive(const void *const *fr, int tb, int st, size_t fb);
 size_t cu_conv_gathered_bytes(const vae_op *op, int h, int w, int cg, size_t es);
 /* The per-block path (any frame list): cuDNN, else pointwise GEMMs or im2col + GEMM. */
 int cu_conv_blocks(conv_call *cc, const void *const *frames, int t_out);
-/* The call by a path (PATH_*), or where it falls back to: implicit GEMM -> 3-D -> per block,
- * padded 3-D -> per block (each fallback remembered for the op). */
+/* The call by a path (PATH_*), or where it falls back to: halo tile -> implicit GEMM -> 3-D ->
+ * per block, padded 3-D -> per block (each fallback remembered for the op). */
 int cu_conv_run_path(conv_call *cc, const void *const *frames, int t_out, int path);
 
 /* ---- cuda_conv_tune.c ---- */
@@ -122,6 +128,12 @@ void cu_conv_phase_filters(const vae_op *op, const conv_state *s, float *host);
 /* ---- cuda_conv_igemm.c ---- */
 /* The CUTLASS bf16 kernel takes this conv (frames consecutive: consec). */
 int cu_conv_igemm_ok(const conv_call *cc, int consec);
+/* The halo-tile kernel (PATH_HALO: 96 filters, 3x3, c_in a multiple of 96, 16-bit) takes this op,
+ * and this call (frames consecutive); the call over the window x0, VAE_EUNSUPPORTED (and the op
+ * marked: s->nohalo) when it refuses. */
+int cu_conv_halo_takes(const cuda_backend *cb, const vae_op *op, const conv_state *s);
+int cu_conv_halo_ok(const conv_call *cc, int consec);
+int cu_conv_halo(conv_call *cc, const void *x0, int t_out);
 /* The conv of the window x0 (t_out + kt - 1 frames) by it; VAE_EUNSUPPORTED when it refuses. */
 int cu_conv_igemm(conv_call *cc, const void *x0, int t_out);
 /* The padded 3-D path's window (c_in zero-padded to s->cp channels) by the kernel: one call for

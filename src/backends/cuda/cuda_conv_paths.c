@@ -375,6 +375,13 @@ int cu_conv_blocks(conv_call *cc, const void *const *frames, int t_out) {
  * block (each fallback remembered for the op). */
 int cu_conv_run_path(conv_call *cc, const void *const *frames, int t_out, int path) {
     conv_state *s = cc->s;
+    if (path == PATH_HALO && !s->nohalo) {
+        int rc = cu_conv_halo(cc, frames[0], t_out);
+        if (rc != VAE_EUNSUPPORTED) return rc;
+        VAE_DEBUG("%s: %s; using the implicit-GEMM path", cc->op->name, vae_last_error());
+        vae_error_clear();
+    }
+    if (path == PATH_HALO) path = cu_conv_igemm_ok(cc, 1) ? PATH_IGEMM : PATH_3D;
     if (path == PATH_IGEMM && !s->noigemm) {
         int rc = cu_conv_igemm(cc, frames[0], t_out);
         if (rc != VAE_EUNSUPPORTED) return rc;

@@ -1,7 +1,7 @@
 /* cuda_conv_tune.c -- which path a conv takes for a shape (cuda_conv_paths.c: per block, 3-D,
- * padded 3-D, implicit GEMM): the candidates that fit the scratch area and the weights' share of
- * a budget, each timed once (a warm-up run, then one between two events), the fastest kept per
- * (op, frames, size) and stored in the tune cache (cuda_tune_cache.c: a later process takes it
+ * padded 3-D, implicit GEMM, halo tile): the candidates that fit the scratch area and the weights'
+ * share of a budget, each timed once (a warm-up run, then one between two events), the fastest kept
+ * per (op, frames, size) and stored in the tune cache (cuda_tune_cache.c: a later process takes it
  * without timing); VAE_CUDA_TUNE=seed:N picks by a hash instead (tests), VAE_CUDA_TUNE=0 takes
  * the first candidate. An own kernel wins unless cuDNN saves more than cb->dnn_gain_us.
  */
@@ -10,7 +10,8 @@
 
 #include "backends/cuda/cuda_conv_internal.h"
 
-static const char *const path_names[4] = {"per block", "3-D", "padded 3-D", "implicit GEMM"};
+static const char *const path_names[N_PATHS] = {"per block", "3-D", "padded 3-D", "implicit GEMM",
+                                                "halo tile"};
 
 /* One warm-up run (plans), then one timed run. */
 static int timed_path(conv_call *cc, const void *const *frames, int t_out, int path, float *ms) {
@@ -70,7 +71,8 @@ int cu_tune_own_wins(const cuda_backend *cb, float own_ms, float dnn_ms) {
 /* The engine's own kernels run the path (CUTLASS over the window or the padded window); the
  * other paths are cuDNN's. */
 static int path_is_own(const conv_call *cc, int path) {
-    return path == PATH_IGEMM || (path == PATH_3DPAD && cu_conv_igemm_padded_ok(cc));
+    return path == PATH_IGEMM || path == PATH_HALO ||
+           (path == PATH_3DPAD && cu_conv_igemm_padded_ok(cc));
 }
 
 /* The timed choice among nc candidates (ms[k] < 0: did not run as itself): the fastest, except
@@ -93,7 +95,8 @@ static int tuned_pick(const conv_call *cc, const int *cand, const float *ms, int
 static int path_too_big(const conv_call *cc, int path, int consec) {
     const cuda_backend *cb = cc->cb;
     const vae_op *op = cc->op;
-    if (!cb->scratch_capped || path == PATH_3D || path == PATH_IGEMM || !consec || cc->s->no3d)
+    if (!cb->scratch_capped || path == PATH_3D || path == PATH_IGEMM || path == PATH_HALO ||
+        !consec || cc->s->no3d)
         return 0;
     const size_t need = path == PATH_3DPAD /* one output frame's window, or gathered frame */
                             ? (size_t)op->kt * cc->h * cc->w * (size_t)cc->s->cp * cc->es
@@ -107,6 +110,7 @@ static size_t path_layout_bytes(const conv_call *cc, int path) {
     const conv_state *s = cc->s;
     const size_t taps = (size_t)s->kp * op->kt * op->kh * op->kw;
     if (path == PATH_3DPAD) return s->w3p ? 0 : taps * s->cp * cc->es;
+    if (path == PATH_HALO) return s->wh ? 0 : taps * op->c_in * cc->es;
     if ((path == PATH_3D || path == PATH_IGEMM) && op->kt > 1)
         return s->w3 ? 0 : taps * op->c_in * cc->es;
     return s->w || s->w2p ? 0 : taps * op->c_in * cc->es; /* the 2-D layout */
@@ -119,7 +123,7 @@ static size_t path_layout_bytes(const conv_call *cc, int path) {
 static int fitting_paths(const conv_call *cc, int *cand, int nc) {
     const cuda_backend *cb = cc->cb;
     if (cb->base.limit <= 0 || cb->weight_reserve <= 0) return nc;
-    int kept[4], nk = 0;
+    int kept[N_PATHS], nk = 0;
     for (int k = 0; k < nc; k++)
         if (cb->weight_bytes + (int64_t)path_layout_bytes(cc, cand[k]) <= cb->weight_reserve)
             kept[nk++] = cand[k];
@@ -137,29 +141,31 @@ int cu_conv_run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_
         if (s->tune[i].n_in == n_in && s->tune[i].h == cc->h && s->tune[i].w == cc->w) {
             int path = s->tune[i].path;
             if (path_too_big(cc, path, consec)) path = PATH_3D;
-            if ((path == PATH_3D || path == PATH_IGEMM) && !consec) {
+            if ((path == PATH_3D || path == PATH_IGEMM || path == PATH_HALO) && !consec) {
                 path = s->cp ? PATH_3DPAD : PATH_BLOCKS;
                 VAE_DEBUG("%s: %d frames %dx%d: not consecutive, %s", cc->op->name, n_in, cc->h,
                           cc->w, path_names[path]);
             }
             return cu_conv_run_path(cc, frames, t_out, path);
         }
-    const int igemm = cu_conv_igemm_ok(cc, consec);
+    const int igemm = cu_conv_igemm_ok(cc, consec), halo = cu_conv_halo_ok(cc, consec);
+    if (halo && cc->cb->halo == 2) return cu_conv_run_path(cc, frames, t_out, PATH_HALO);
     if (igemm && cc->cb->igemm == 2) return cu_conv_run_path(cc, frames, t_out, PATH_IGEMM);
     if (cc->cb->igemm == 2 && cu_conv_igemm_padded_ok(cc)) /* the kernels on the padded window */
         return cu_conv_run_path(cc, frames, t_out, PATH_3DPAD);
-    int cand[4], nc = 0;
+    int cand[N_PATHS], nc = 0;
     if (consec && !s->no3d) cand[nc++] = PATH_3D;
     if (s->cp && !path_too_big(cc, PATH_3DPAD, consec)) cand[nc++] = PATH_3DPAD;
     if (!path_too_big(cc, PATH_BLOCKS, consec)) cand[nc++] = PATH_BLOCKS;
     if (igemm) cand[nc++] = PATH_IGEMM; /* last: untimed choices keep cuDNN's 3-D path first */
+    if (halo) cand[nc++] = PATH_HALO;
     nc = fitting_paths(cc, cand, nc);
     /* every run rewrites y completely, except an in-place residual (y = bias + y up front); a
      * shape first seen while recording a graph is measured on a later plain call */
     if (nc == 1 || !cc->cb->tune || cc->init_done || s->n_tune == CONV_TUNE_MAX ||
         cc->cb->recording)
         return cu_conv_run_path(cc, frames, t_out, cand[0]);
-    float ms[4] = {0, 0, 0, 0};
+    float ms[N_PATHS] = {0};
     int best = -1;
     char key[256];
     tune_key(cc, n_in, cand, nc, key, sizeof key);
@@ -171,13 +177,14 @@ int cu_conv_run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_
         best = (int)(cu_conv_seed_hash(cc->cb->tune_seed, cc->op->name, n_in, cc->h, cc->w) %
                      (uint64_t)nc);
     } else if (!from_cache) {
-        float valid[4];
+        float valid[N_PATHS];
         for (int k = 0; k < nc; k++) {
             int rc = timed_path(cc, frames, t_out, cand[k], &ms[k]);
             if (rc) return rc;
             /* -1: that path turned out unsupported (it ran per block) */
             valid[k] = (cand[k] == PATH_3D && s->no3d) || (cand[k] == PATH_3DPAD && !s->cp) ||
-                               (cand[k] == PATH_IGEMM && s->noigemm)
+                               (cand[k] == PATH_IGEMM && s->noigemm) ||
+                               (cand[k] == PATH_HALO && s->nohalo)
                            ? -1.0f
                            : ms[k];
         }

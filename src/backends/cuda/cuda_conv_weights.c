@@ -1,6 +1,6 @@
 /* cuda_conv_weights.c -- a conv's filters on the device in the layouts its paths read
- * (cuda_conv_internal.h: conv_state's w, w2p, w3, w3p), each made on first use from op->w (which
- * stays on the host) and freed again once tuning shows that no chosen path reads it. The FP8
+ * (cuda_conv_internal.h: conv_state's w, w2p, w3, w3p, wh), each made on first use from op->w
+ * (which stays on the host) and freed again once tuning shows that no chosen path reads it. The FP8
  * operands: cuda_conv_igemm.c; the phase filters: cuda_conv_phase.c.
  */
 #include "backends/cuda/cuda_conv_internal.h"
@@ -62,16 +62,39 @@ int cu_conv_need_w3p(cuda_backend *cb, const vae_op *op, conv_state *s) {
     return upload_weights(cb, op, s, 1, s->cp, &s->w3p, &s->w3p_bytes);
 }
 
+int cu_conv_need_wh(cuda_backend *cb, const vae_op *op, conv_state *s) {
+    if (s->wh) return VAE_OK;
+    int rc = cu_conv_need_w3(cb, op, s);
+    if (rc) return rc;
+    VAE_DEBUG("%s: weights in the halo-tile layout", op->name);
+    const size_t bytes = (size_t)s->kp * op->kt * op->kh * op->kw * op->c_in * cb->base.elem_size;
+    void *dst = NULL;
+    rc = cu_check(cu_dev_malloc(&cb->pool, &dst, bytes), op->name, "allocating weights");
+    if (rc == VAE_OK)
+        rc = cu_check(
+            cuk_halo_tile_filters(cb->stream, op->kt > 1 ? s->w3 : s->w, dst, op->kt, op->c_in),
+            op->name, "halo weight layout");
+    if (rc) {
+        if (dst) cu_dev_free(&cb->pool, dst, bytes);
+        return rc;
+    }
+    cb->weight_bytes += (int64_t)bytes;
+    cu_note_peak(cb);
+    s->wh = dst, s->wh_bytes = bytes;
+    return VAE_OK;
+}
+
 /* Frees the weight layouts that no measured path uses (tuning tries every path, so every layout
  * gets made): device memory is what a tuned op keeps. A layout freed here is made again if a
  * later call needs it (need_*: op->w stays on the host). */
-void cu_conv_trim_layouts(cuda_backend *cb, conv_state *s, int keep_w, int keep_w3, int keep_w3p) {
-    void **lay[4] = {&s->w, &s->w2p, &s->w3, &s->w3p};
-    size_t *bytes[4] = {&s->w_bytes, &s->w2p_bytes, &s->w3_bytes, &s->w3p_bytes};
-    const int keep[4] = {keep_w, keep_w, keep_w3, keep_w3p};
+void cu_conv_trim_layouts(cuda_backend *cb, conv_state *s, int keep_w, int keep_w3, int keep_w3p,
+                          int keep_wh) {
+    void **lay[5] = {&s->w, &s->w2p, &s->w3, &s->w3p, &s->wh};
+    size_t *bytes[5] = {&s->w_bytes, &s->w2p_bytes, &s->w3_bytes, &s->w3p_bytes, &s->wh_bytes};
+    const int keep[5] = {keep_w, keep_w, keep_w3, keep_w3p, keep_wh};
     if (cb->recording) return; /* the recorded work reads them */
     int synced = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         if (keep[i] || !*lay[i]) continue;
         if (!synced) cudaStreamSynchronize(cb->stream); /* queued convs may still read it */
         synced = 1;
@@ -84,12 +107,15 @@ void cu_conv_trim_layouts(cuda_backend *cb, conv_state *s, int keep_w, int keep_
 
 /* After a tuning decision: the layouts of the paths chosen for the shapes seen so far. */
 void cu_conv_trim_tuned(cuda_backend *cb, const vae_op *op, conv_state *s) {
-    int blocks = 0, three_d = 0, pad = 0;
+    int blocks = 0, three_d = 0, pad = 0, tiled = 0;
     for (int i = 0; i < s->n_tune; i++) {
-        blocks |= s->tune[i].path == PATH_BLOCKS;
-        three_d |= s->tune[i].path == PATH_3D || s->tune[i].path == PATH_IGEMM;
-        pad |= s->tune[i].path == PATH_3DPAD;
+        const int path = s->tune[i].path;
+        blocks |= path == PATH_BLOCKS;
+        three_d |= path == PATH_3D || path == PATH_IGEMM;
+        pad |= path == PATH_3DPAD;
+        tiled |= path == PATH_HALO;
     }
     /* kt == 1: the 3-D path reads the 2-D layout */
-    cu_conv_trim_layouts(cb, s, blocks || s->use_gemm || (three_d && op->kt == 1), three_d, pad);
+    cu_conv_trim_layouts(cb, s, blocks || s->use_gemm || (three_d && op->kt == 1), three_d, pad,
+                         tiled);
 }

@@ -1,9 +1,11 @@
 /* cuda_igemm.cu -- which CUTLASS implicit-GEMM kernel runs a convolution (cuda_internal.h:
- * cuk_igemm*). The kernels (cutlass/igemm_conv.cuh, cutlass/igemm*_n*.cu) are built for sm_90a
- * alone, and only where CMake found CUTLASS's headers (VAE_HAVE_CUTLASS, cmake/cutlass.cmake);
- * elsewhere every query here says no. */
+ * cuk_igemm*), and the halo-tile kernel's entry points (cuk_halo*). The kernels
+ * (cutlass/igemm_conv.cuh, cutlass/igemm*_n*.cu, sm90/halo_conv.cu) are built for sm_90a alone,
+ * and only where CMake found CUTLASS's headers (VAE_HAVE_CUTLASS, cmake/cutlass.cmake); elsewhere
+ * every query here says no. */
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/cutlass/igemm_conv.cuh"
+#include "backends/cuda/sm90/halo_conv.h"
 
 enum { IGEMM_BF16 = 2 }; /* VAE_DTYPE_BF16 (vae.h) */
 
@@ -79,4 +81,39 @@ cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int t_in, int h, int
     if (!fn || t_in < kt) return cudaErrorNotSupported;
     const igemm_args a = {x8, w8, scale, bias, res, y, t_in, h, w, ci, co, kt, kh, kw, ph, pw, s};
     return fn(&a);
+}
+
+enum { IGEMM_F16 = 1 }; /* VAE_DTYPE_F16 (vae.h) */
+
+int cuk_halo_takes(int dtype, int kt, int kh, int kw, int ph, int pw, int ci, int co) {
+#ifdef VAE_HAVE_CUTLASS
+    return (dtype == IGEMM_BF16 || dtype == IGEMM_F16) &&
+           halo_conv_fits(kt, kh, kw, ph, pw, ci, co);
+#else
+    (void)dtype, (void)kt, (void)kh, (void)kw, (void)ph, (void)pw, (void)ci, (void)co;
+    return 0;
+#endif
+}
+
+cudaError_t cuk_halo_tile_filters(cudaStream_t s, const void *w3, void *wh, int kt, int ci) {
+#ifdef VAE_HAVE_CUTLASS
+    return halo_conv_tile_filters(s, w3, wh, kt, ci);
+#else
+    (void)s, (void)w3, (void)wh, (void)kt, (void)ci;
+    return cudaErrorNotSupported;
+#endif
+}
+
+cudaError_t cuk_halo_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
+                          int kt, const void *wh, const float *bias, const void *res, void *y,
+                          int blocks) {
+#ifdef VAE_HAVE_CUTLASS
+    if (t_in < kt) return cudaErrorNotSupported;
+    return halo_conv_run(s, dtype == IGEMM_F16, x, wh, bias, res, y, kt, t_in - kt + 1, h, w, ci,
+                         blocks);
+#else
+    (void)s, (void)dtype, (void)x, (void)t_in, (void)h, (void)w, (void)ci, (void)kt, (void)wh;
+    (void)bias, (void)res, (void)y, (void)blocks;
+    return cudaErrorNotSupported;
+#endif
 }

@@ -27,9 +27,11 @@
  *   cuda_io.c           tensors the caller holds on the device, the caller's stream
  *   cuda_info.c         describing the GPUs (vae --info) without a backend
  *   cuda_*.cu           kernels, with C-callable launchers returning cudaError_t
- *   cuda_igemm.cu       which CUTLASS kernel takes a conv (cuk_igemm*; none without CUTLASS)
+ *   cuda_igemm.cu       which CUTLASS kernel takes a conv (cuk_igemm*; none without CUTLASS), and
+ *                       the halo-tile kernel's entry points (cuk_halo*)
  *   cutlass/            the implicit-GEMM conv kernels for sm_90a through CUTLASS (C++), built by
  *                       cmake/cutlass.cmake where CUTLASS's headers are found (VAE_HAVE_CUTLASS)
+ *   sm90/               own sm_90a kernels (wgmma, TMA): the halo-tile conv, built with them
  *
  * The .cu launchers take `int dtype` (a vae_dtype) and raw pointers; they never report errors
  * themselves: the C callers turn a cudaError_t into vae_fail(..) with the op's name.
@@ -130,6 +132,17 @@ int cuk_igemm_supported(int dtype, int ci, int co); /* a kernel exists for these
 cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
                            int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
                            const float *bias, const void *res, void *y);
+/* The halo-tile wgmma conv (sm90/halo_conv.cu, built with the CUTLASS kernels for sm_90a): 96
+ * filters, 3x3 taps with padding 1, c_in a multiple of 96, 16-bit; each input frame's 18 x 18
+ * pixel tile read once for all nine taps. Its filters: [kt][c_in / 96][9][12][96][8], tiled from
+ * the 3-D layout [96][kt][3][3][c_in] by cuk_halo_tile_filters (same size). cuk_halo_conv: y
+ * [t_in-kt+1][h][w][96] = bias + res + conv of the window x [t_in][h][w][c_in] (as
+ * cuk_igemm_conv); blocks: the multiprocessor count. */
+int cuk_halo_takes(int dtype, int kt, int kh, int kw, int ph, int pw, int ci, int co);
+cudaError_t cuk_halo_tile_filters(cudaStream_t s, const void *w3, void *wh, int kt, int ci);
+cudaError_t cuk_halo_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
+                          int kt, const void *wh, const float *bias, const void *res, void *y,
+                          int blocks);
 /* y[r][c] = bias[c] (or 0) + res[r][c] (or 0), rows r < rows */
 cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias, const void *res,
                           int64_t rows, int c);
@@ -294,7 +307,8 @@ enum {
     CU_P_DOWNLOAD,
     CU_P_NARROW,
     CU_P_IGEMM,
-    CU_P_BUS, /* copy2d to or from host memory (host stores, strips' slots) */
+    CU_P_BUS,  /* copy2d to or from host memory (host stores, strips' slots) */
+    CU_P_HALO, /* the halo-tile conv kernel (the implicit-GEMM path's 96-filter 3x3 convs) */
     CU_P_N
 };
 
@@ -438,6 +452,8 @@ typedef struct cuda_backend {
     int att_gemm;         /* large 16-bit attention on cuBLAS (VAE_CUDA_ATT) */
     int igemm;            /* CUTLASS implicit-GEMM convs: 0 off (or not built / not sm_90), 1 a
                            * tuned candidate, 2 wherever they apply (VAE_CUDA_IGEMM) */
+    int halo;             /* the halo-tile kernel for 96-filter 3x3 convs: 0 off (or igemm off), 1
+                           * a tuned candidate, 2 wherever it applies (VAE_CUDA_HALO) */
     int dnn_gain_us;      /* a cuDNN path is chosen where it saves more than this a call over the
                            * fastest own kernel (VAE_CUDA_DNN_GAIN_US; cu_tune_own_wins) */
     int fp8;              /* dtype fp8: bf16 activations, E4M3 convs where the FP8 kernels apply */
@@ -455,6 +471,7 @@ typedef struct cuda_backend {
     int64_t n_conv_cudnn, n_conv_gemm; /* conv blocks run by each path (diagnostics) */
     int64_t n_conv_3d, n_conv_fused;   /* of the cuDNN blocks: 3-D ones, fused-epilogue ones */
     int64_t n_conv_igemm;              /* convs run by the CUTLASS implicit-GEMM kernels */
+    int64_t n_conv_halo;               /* convs run by the halo-tile kernel */
     int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
     int64_t n_staged_uploads;          /* parameters copied from the stage (cuda_stage.c) */
     cu_host_buf hin[2], hout[2];       /* stage_in / download_planar buffers, used in turn */

@@ -1,0 +1,140 @@
+// halo_conv_probe.cu -- the 96-filter 3x3(x3) convs of Wan's full-resolution blocks (bf16,
+// channels-last) on the halo-tile wgmma kernel (src/backends/cuda/sm90/halo_conv.cu) beside the
+// CUTLASS implicit-GEMM instances the engine has for them (with -DWITH_CUTLASS): time a launch
+// (TFLOP/s) and check every kernel against a float32 conv on the CUDA cores, odd shapes too
+// (partial tiles, kt 1 and 2, three channel blocks, residuals). Build and run on the GPU from the
+// repository root (CUTLASS: the include folders of the nvidia-cutlass wheel's source/):
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -w -DNDEBUG
+//        -Isrc [-DWITH_CUTLASS -I$C/include -I$C/tools/util/include] -o /tmp/halo_probe
+//        bench/halo_conv_probe.cu && /tmp/halo_probe [shape index]
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "../bench/probe_common.cuh"
+#include "backends/cuda/sm90/halo_conv.cu"
+#ifdef WITH_CUTLASS
+#define VAE_IGEMM_INSTANTIATE
+#include "backends/cuda/cutlass/igemm_n96.cu"
+#endif
+
+struct conv_shape {
+    const char *name;
+    int c_in, kt, h, w, t_out, residual;
+};
+struct bufs {
+    const __nv_bfloat16 *x, *wt, *wt_tiled, *res;
+    const float *bias;
+    __nv_bfloat16 *y;
+    int sms;
+};
+typedef cudaError_t (*launch_fn)(const conv_shape &, const bufs &);
+
+static cudaError_t run_halo(const conv_shape &s, const bufs &b) {
+    return halo_conv_run(0, 0, b.x, b.wt_tiled, b.bias, b.res, b.y, s.kt, s.t_out, s.h, s.w, s.c_in,
+                         b.sms);
+}
+#ifdef WITH_CUTLASS
+template <cudaError_t (*F)(const igemm_args *)>
+static cudaError_t run_igemm(const conv_shape &s, const bufs &b) {
+    igemm_args a = {b.x, b.wt, nullptr, b.bias, b.res, b.y, s.t_out + s.kt - 1,
+                    s.h, s.w,  s.c_in,  96,     s.kt,  3,   3,
+                    1,   1,    0};
+    return F(&a);
+}
+#endif
+
+int main(int argc, char **argv) {
+    const int only = argc > 1 ? atoi(argv[1]) : -1; /* one shape's index, e.g. under ncu */
+    const conv_shape shapes[] = {
+        {"Wan2.1 96 -> 96 at 480x832", 96, 3, 480, 832, 16, 0},
+        {"Wan2.1 96 -> 96 at 480x832, residual", 96, 3, 480, 832, 16, 1},
+        {"Wan2.1 192 -> 96 at 480x832", 192, 3, 480, 832, 16, 0},
+        {"Wan2.1 192 -> 96 2-D at 480x832", 192, 1, 480, 832, 16, 0},
+        {"Wan2.1 96 -> 96 at 720x1280", 96, 3, 720, 1280, 8, 0},
+        {"odd: 40x56, residual", 96, 3, 40, 56, 3, 1},
+        {"odd: 288 -> 96, kt 2, 23x37", 288, 2, 23, 37, 2, 0},
+        {"odd: kt 1, 9x17, residual", 96, 1, 9, 17, 1, 1},
+    };
+    struct variant {
+        const char *name;
+        launch_fn fn;
+    } variants[] = {
+        {"halo wgmma", run_halo},
+#ifdef WITH_CUTLASS
+        {"igemm 256x96x32 2x1", run_igemm<igemm_bf16_m256_n96_k32_c21>},
+        {"igemm 256x96x64", run_igemm<igemm_bf16_m256_n96_k64>},
+#endif
+    };
+    int sms = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    int fails = 0;
+    for (const conv_shape &sh : shapes) {
+        if (only >= 0 && &sh - shapes != only) continue;
+        const int n_in = sh.t_out + sh.kt - 1, co = 96;
+        const int64_t fx = (int64_t)sh.h * sh.w * sh.c_in,
+                      ny = (int64_t)sh.t_out * sh.h * sh.w * co;
+        const int64_t nw = (int64_t)co * sh.kt * 9 * sh.c_in;
+        __nv_bfloat16 *x, *wt, *wtt, *res = nullptr, *y;
+        float *bias, *ref, *err;
+        CK(cudaMalloc(&x, n_in * fx * 2));
+        CK(cudaMalloc(&wt, nw * 2));
+        CK(cudaMalloc(&wtt, nw * 2));
+        CK(cudaMalloc(&y, ny * 2));
+        CK(cudaMalloc(&ref, ny * 4));
+        CK(cudaMalloc(&bias, co * 4));
+        CK(cudaMalloc(&err, 8));
+        probe_fill<<<1024, 256>>>(x, n_in * fx, 1.0f, 1);
+        probe_fill<<<64, 256>>>(wt, nw, 1.0f / sqrtf(9.0f * sh.kt * sh.c_in), 2);
+        CK(halo_conv_tile_filters(0, wt, wtt, sh.kt, sh.c_in));
+        std::vector<float> hb(co);
+        for (int i = 0; i < co; i++)
+            hb[i] = 0.01f * (i - 40);
+        CK(cudaMemcpy(bias, hb.data(), co * 4, cudaMemcpyHostToDevice));
+        if (sh.residual) {
+            CK(cudaMalloc(&res, ny * 2));
+            probe_fill<<<256, 256>>>(res, ny, 1.0f, 3);
+        }
+        ref_kernel<<<4096, 256>>>(x, wt, bias, res, ref, sh.kt, sh.t_out, sh.h, sh.w, sh.c_in, co);
+        CK(cudaDeviceSynchronize());
+        const double tflop = 2.0 * ny * sh.kt * 9 * sh.c_in / 1e12;
+        printf("%s: %d frames out, %.2f TFLOP\n", sh.name, sh.t_out, tflop);
+        const bufs b = {x, wt, wtt, res, bias, y, sms};
+        for (const variant &v : variants) {
+            CK(cudaMemset(err, 0, 8));
+            CK(cudaMemset(y, 0xff, ny * 2)); /* NaN: unwritten outputs fail */
+            const cudaError_t e = v.fn(sh, b);
+            if (e == cudaErrorNotSupported) {
+                printf("  %-22s does not take it\n", v.name);
+                continue;
+            }
+            CK(e);
+            err_kernel<<<1024, 256>>>(y, ref, ny, err);
+            float he[2];
+            CK(cudaMemcpy(he, err, 8, cudaMemcpyDeviceToHost));
+            const int reps = tflop > 0.1 ? 10 : 3;
+            CK(cudaEventRecord(e0));
+            for (int r = 0; r < reps; r++)
+                CK(v.fn(sh, b));
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            ms /= reps;
+            const float rel = he[0] / (he[1] > 0 ? he[1] : 1.0f);
+            const int bad = !(rel < 1e-2f);
+            fails += bad;
+            printf("  %-22s %7.3f ms  %6.0f TFLOP/s  max err %.2e of max |y| %.2f%s\n", v.name, ms,
+                   tflop / ms * 1e3, he[0], he[1], bad ? "  FAIL" : "");
+        }
+        cudaFree(x), cudaFree(wt), cudaFree(wtt), cudaFree(y), cudaFree(ref), cudaFree(bias);
+        cudaFree(err);
+        if (res) cudaFree(res);
+    }
+    printf("%s\n", fails ? "FAILED" : "all kernels match the reference");
+    return fails != 0;
+}

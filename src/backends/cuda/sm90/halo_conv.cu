@@ -1,0 +1,474 @@
+/* halo_conv.cu -- 3x3 / 3x3x3 convolutions with 96 filters on Hopper tensor cores (wgmma), each
+ * input frame's tile read once into shared memory and used for all nine spatial taps (sm_90a).
+ *
+ * Why: the CUTLASS implicit GEMM (cutlass/igemm_conv.cuh) loads every tap's A tile again through
+ * the TMA's im2col mode: for Wan's 96-channel convs (K blocks of 32 channels, 256 x 96 tiles) that
+ * is ~22 KB from L2 and through shared memory per 384 cycles of MMA. Here a block loads an
+ * 18 x 18 pixel halo of 96 channels per input frame (62 KB) once, and the nine taps are nine
+ * shifted views of it: wgmma reads K-major operands in the no-swizzle ("interleave") layout, where
+ * a core matrix is 8 rows of 16 bytes at consecutive addresses, so a view starting one pixel or
+ * one halo row later is just another start address in the descriptor.
+ *
+ * The GEMM: M = 256 output pixels (a 16 x 16 tile of one output frame), N = 96 filters, K = kt x
+ * c_in x 9 in units of (frame f, channel block cb of 96, tap s) -- "units" of 96 x 96 x 256 MACs.
+ * Shared memory (no swizzle, 16-byte chunks of 8 channels):
+ *   A[2]:  [12 chunks][18 x 18 halo pixels][8]   one input frame's channel block, double buffered
+ *          (chunks 5248 bytes apart: TMA destinations are 128-byte aligned)
+ *   B[5]:  [12 chunks][96 filters][8]            one unit's filters (tap s of block cb of frame f)
+ * Warp-specialised and persistent (one block a multiprocessor walks tiles t, ty, tx in order):
+ *   - two consumer warp groups, each 128 output pixels = two m64 tiles (8 halo rows x 8 pixels,
+ *     SBO = one halo row) x 96 filters (wgmma m64n96k16, 96 float32 accumulators a thread): per
+ *     unit wait for its full barriers, issue 12 wgmmas, wait for the previous unit's and hand its
+ *     stages back (empty barriers, one arrival per warp);
+ *   - producer warp 8 streams every unit's filters (one 18 KB bulk copy), warp 9 every frame
+ *     block's halo (12 TMA boxes of 8 channels x 18 x 18 pixels; the spatial padding is the TMA's
+ *     zero fill) and, for a tile's last frame block, prefetches its residual into L2.
+ * Epilogue: the A buffer of the tile's last frame block is free once both groups are past their
+ * last MMA; there y = acc + bias (+ res) is formed in float32, rounded once, and written out in
+ * coalesced 16-byte pieces while the next tile's loads are already in flight.
+ * Measured (bench/RESULTS.md runs 206-214, H100): 650-690 TFLOP/s on Wan2.1's 96- and 192-channel
+ * convs in bench/halo_conv_probe.cu against 585-600 for CUTLASS's 96-filter tiles; inside a decode
+ * the gap shrinks (5.0 against 5.4 ms a 16-frame step without residual, 6.2 against 5.7 with one),
+ * so the tuner takes it per shape (PATH_HALO). The window x is contiguous ([t_out + kt - 1][h][w]
+ * [c_in], the executor's windows), filters come pre-tiled by halo_conv_tile_filters. */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "backends/cuda/cuda_ptx.cuh"
+#include "backends/cuda/sm90/halo_conv.h"
+
+namespace halo {
+enum {
+    TILE = 16,                           /* output pixels a tile side */
+    HALO = TILE + 2,                     /* halo pixels a side */
+    HPIX = HALO * HALO,                  /* 324 */
+    CB = 96,                             /* channels a block = filters (N) */
+    CHUNKS = CB / 8,                     /* 16-byte chunks a pixel: 12 */
+    A_BOX = HPIX * 16,                   /* one chunk of the halo: 5184 bytes, one TMA box */
+    A_CHUNK = (A_BOX + 127) / 128 * 128, /* 5248: TMA destinations are 128-byte aligned */
+    A_BYTES = CHUNKS * A_CHUNK,          /* 62976 */
+    B_BYTES = CHUNKS * CB * 16,          /* 18432 */
+    B_STAGES = 5,
+    CONSUMERS = 256,          /* two warp groups */
+    THREADS = CONSUMERS + 64, /* and two producer warps: filters, halos */
+    /* barriers: full A[2], full B[B_STAGES], empty A[2], empty B[B_STAGES] */
+    FULL_A = 0,
+    FULL_B = 2,
+    EMPTY_A = 2 + B_STAGES,
+    EMPTY_B = 4 + B_STAGES,
+    BARS = 4 + 2 * B_STAGES,
+    SMEM = 2 * A_BYTES + B_STAGES * B_BYTES + BARS * 8, /* 218224 */
+};
+
+/* wgmma operand descriptor, K-major, no swizzle: start address, LBO = the byte step between the
+ * two 8-element K halves of a k16 step, SBO = the byte step between 8-row groups (PTX ISA, matrix
+ * descriptor; CuTe's make_gmma_desc for Major::K INTERLEAVE) */
+static __device__ __forceinline__ uint64_t desc(unsigned addr, unsigned lbo, unsigned sbo) {
+    return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(lbo >> 4) << 16 |
+           (uint64_t)(sbo >> 4) << 32;
+}
+
+static __device__ __forceinline__ void wg_fence(void) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ void wg_commit(void) {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N> static __device__ __forceinline__ void wg_wait(void) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* mbarriers (shared::cta, 64-bit): a full barrier completes with one arrival (the producer's
+ * expect_tx) and the bytes of the copies on it, an empty one with an arrival per consumer warp */
+static __device__ __forceinline__ void bar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void bar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+static __device__ __forceinline__ void bar_expect(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+static __device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
+    unsigned ok;
+    do {
+        asm volatile("{\n.reg .pred p;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(ok)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!ok);
+}
+/* bytes (a multiple of 16) global -> shared by the TMA engine, completing on bar */
+static __device__ __forceinline__ void bulk_load(unsigned dst, const void *src, unsigned bytes,
+                                                 unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+                 "%2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+/* one box of the 4-D tensor map at coordinates (c, x, y, t); outside the tensor: zeros */
+static __device__ __forceinline__ void tma_load_4d(unsigned dst, const CUtensorMap *map, int c,
+                                                   int x, int y, int t, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c), "r"(x), "r"(y), "r"(t), "r"(bar)
+                 : "memory");
+}
+
+#define HALO_D8(i)                                                                                 \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),    \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+#define HALO_WGMMA(TY)                                                                             \
+    asm volatile("{\n"                                                                             \
+                 ".reg .pred p;\n"                                                                 \
+                 "setp.ne.b32 p, %50, 0;\n"                                                        \
+                 "wgmma.mma_async.sync.aligned.m64n96k16.f32." TY "." TY " "                       \
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "         \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, "     \
+                 "%31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "     \
+                 "%46, %47}, %48, %49, p, 1, 1, 0, 0;\n"                                           \
+                 "}\n"                                                                             \
+                 : HALO_D8(0), HALO_D8(8), HALO_D8(16), HALO_D8(24), HALO_D8(32), HALO_D8(40)      \
+                 : "l"(da), "l"(db), "r"(acc))
+
+/* d[64 x 96] = A[64 x 16] B[16 x 96] + (acc ? d : 0) (float32 accumulators in wgmma's fragment
+ * order) */
+template <typename T> struct mma;
+template <> struct mma<__nv_bfloat16> {
+    static __device__ __forceinline__ void run(float d[48], uint64_t da, uint64_t db, int acc) {
+        HALO_WGMMA("bf16");
+    }
+};
+template <> struct mma<__half> {
+    static __device__ __forceinline__ void run(float d[48], uint64_t da, uint64_t db, int acc) {
+        HALO_WGMMA("f16");
+    }
+};
+
+struct args {
+    const void *x;              /* [t_out + kt - 1][h][w][c_in] */
+    const void *wt;             /* [kt][c_in / 96][9][12][96][8]: halo_conv_tile_filters */
+    const float *bias;          /* [96] or NULL */
+    const void *res;            /* [t_out][h][w][96] or NULL (may be y) */
+    void *y;                    /* [t_out][h][w][96] */
+    int kt, h, w, c_in, blocks; /* blocks = c_in / 96 */
+    int tiles_x, tiles_y, tiles;
+    int units; /* a tile's: kt x blocks x 9 */
+};
+
+/* the tile's origin: output frame t, first row y0 and column x0 */
+struct tile_pos {
+    int t, y0, x0;
+};
+static __device__ __forceinline__ tile_pos tile_at(const args &a, int tile) {
+    tile_pos p;
+    p.x0 = tile % a.tiles_x * TILE;
+    p.y0 = tile / a.tiles_x % a.tiles_y * TILE;
+    p.t = tile / (a.tiles_x * a.tiles_y);
+    return p;
+}
+
+/* a producer lane: frame block fb (frame f = fb / blocks, channels fb % blocks) of the
+ * tile's 18 x 18 halo into A, one TMA box per 16-byte chunk (the spatial padding is the TMA's
+ * zero fill outside the frame) */
+static __device__ __forceinline__ void load_halo(const args &a, const CUtensorMap *map,
+                                                 const tile_pos &p, int fb, unsigned abuf,
+                                                 unsigned bar) {
+    const int f = fb / a.blocks, cb = fb % a.blocks;
+    bar_expect(bar, CHUNKS * A_BOX);
+    for (int ch = 0; ch < CHUNKS; ch++)
+        tma_load_4d(abuf + ch * A_CHUNK, map, cb * CB + ch * 8, p.x0 - 1, p.y0 - 1, p.t + f, bar);
+}
+
+/* a producer lane: one unit's filters (contiguous, already in the shared layout) into B */
+static __device__ __forceinline__ void load_filters(const args &a, int unit, unsigned bbuf,
+                                                    unsigned bar) {
+    bar_expect(bar, B_BYTES);
+    bulk_load(bbuf, (const unsigned char *)a.wt + (int64_t)unit * B_BYTES, B_BYTES, bar);
+}
+
+/* the kernel's state between units: shared-memory addresses, the block's tile walk */
+struct walk {
+    unsigned sa0, sb0, bars; /* A[0], B[0], the barriers (shared addresses) */
+    int total, fbs, wg;      /* units this block runs, frame blocks a tile, warp group */
+};
+static __device__ __forceinline__ unsigned bar_at(const walk &k, int b) {
+    return k.bars + b * 8;
+}
+
+/* unit i's MMAs are complete in this warp: its filter stage (and, at a frame block's last tap,
+ * its A buffer) may be loaded again; one arrival per consumer warp */
+static __device__ __forceinline__ void unit_done(const walk &k, int i, bool release_a = true) {
+    if (threadIdx.x % 32) return;
+    bar_arrive(bar_at(k, EMPTY_B + i % B_STAGES));
+    if (release_a && i % 9 == 8) bar_arrive(bar_at(k, EMPTY_A + (i / 9 & 1)));
+}
+
+static __device__ __forceinline__ void bar_named(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+/* two 16-bit values <-> float */
+static __device__ __forceinline__ float2 unpack2(unsigned v, __nv_bfloat16) {
+    return __bfloat1622float2(*(__nv_bfloat162 *)&v);
+}
+static __device__ __forceinline__ float2 unpack2(unsigned v, __half) {
+    return __half22float2(*(__half2 *)&v);
+}
+
+enum { ST_PITCH = 208, ST_WG = 128 * ST_PITCH };
+/* 16-byte piece n (0..11) of this warp group's part of the tile: pixel q / 12 of its 8 x 16, part
+ * q % 12 of the pixel's 96 channels (q = tid + 128 n: consecutive threads, consecutive bytes);
+ * the element offset in y (or res), -1 outside the frame */
+static __device__ __forceinline__ int64_t piece_at(const args &a, const tile_pos &p, int wg,
+                                                   int q) {
+    const int px = q / 12, part = q % 12;
+    const int oy = p.y0 + wg * 8 + px / 16, ox = p.x0 + px % 16;
+    if (oy >= a.h || ox >= a.w) return -1;
+    return (((int64_t)p.t * a.h + oy) * a.w + ox) * CB + part * 8;
+}
+static __device__ __forceinline__ unsigned piece_stage(int q) {
+    return q / 12 * ST_PITCH + q % 12 * 16;
+}
+
+/* The tile's epilogue, y = acc + bias (+ res) in float32 with one rounding, through shared memory
+ * so that every global access is a coalesced 16-byte one: the A buffer of the tile's last frame
+ * block is free once both warp groups finished their MMAs (its hand-back to the producer waits
+ * until here), each warp group stages its 128 pixels x 96 channels there (rows padded to 104
+ * channels: the fragments' writes hit 32 distinct banks): the residual in, then the fragments
+ * (a thread holds rows lane / 4 and lane / 4 + 8 of its warp's 16 rows of each m64 tile, columns
+ * 8 j + 2 (lane % 4) + {0, 1}) add bias and residual and round in place, then the rows go out. */
+template <typename T>
+static __device__ __forceinline__ void epilogue(const args &a, const walk &k, int i_last,
+                                                const tile_pos &p, const float d0[48],
+                                                const float d1[48]) {
+    const int ga = i_last / 9, tid = threadIdx.x % 128, lane = threadIdx.x % 32;
+    const int wi = tid / 32;
+    unit_done(k, i_last, false);
+    bar_named(1, CONSUMERS); /* both groups are past their last MMA: A[ga & 1] is free */
+    unsigned char *stage = cu_dyn_smem() + (ga & 1) * A_BYTES + k.wg * ST_WG;
+    if (a.res) { /* in L2 already: the producer prefetched it (residual_prefetch) */
+#pragma unroll
+        for (int n = 0; n < 12; n++) {
+            const int64_t o = piece_at(a, p, k.wg, tid + 128 * n);
+            if (o >= 0)
+                *(uint4 *)(stage + piece_stage(tid + 128 * n)) =
+                    *(const uint4 *)((const T *)a.res + o);
+        }
+        bar_named(2 + k.wg, 128);
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const float *d = mt ? d1 : d0;
+            unsigned char *row = stage + ((2 * wi + half) * 16 + mt * 8 + lane / 4) * ST_PITCH;
+#pragma unroll
+            for (int j = 0; j < 12; j++) {
+                const int c = 8 * j + 2 * (lane % 4);
+                float v0 = d[4 * j + 2 * half], v1 = d[4 * j + 2 * half + 1];
+                if (a.bias) v0 += a.bias[c], v1 += a.bias[c + 1];
+                unsigned *sv = (unsigned *)(row + c * 2);
+                if (a.res) {
+                    const float2 r = unpack2(*sv, T());
+                    v0 += r.x, v1 += r.y;
+                }
+                *sv = cu_mma<T>::pack(v0, v1);
+            }
+        }
+    bar_named(2 + k.wg, 128);
+#pragma unroll
+    for (int n = 0; n < 12; n++) {
+        const int64_t o = piece_at(a, p, k.wg, tid + 128 * n);
+        if (o >= 0) *(uint4 *)((T *)a.y + o) = *(const uint4 *)(stage + piece_stage(tid + 128 * n));
+    }
+    /* this thread's shared-memory reads and writes (generic proxy) come before the producer's
+     * next TMA writes into the buffer (async proxy) */
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncwarp();
+    if (lane == 0) bar_arrive(bar_at(k, EMPTY_A + (ga & 1)));
+}
+
+/* the consumers' side of unit i (unit u of its tile): wait for its operands, issue its MMAs
+ * (u == 0: accumulators from zero), wait for unit i - 1's and hand its stages back (not across a
+ * tile's start: the epilogue handed back the tile's last unit) */
+template <typename T>
+static __device__ __forceinline__ void unit_step(const walk &k, int i, int u, float d0[48],
+                                                 float d1[48]) {
+    const int s = u % 9, g = i / 9; /* tap, and the block's frame-block count */
+    if (s == 0) bar_wait(bar_at(k, FULL_A + (g & 1)), (g >> 1) & 1);
+    bar_wait(bar_at(k, FULL_B + i % B_STAGES), (i / B_STAGES) & 1);
+    /* this warp group's m64 tiles: halo rows 8 wg + kh.., pixels kw.. and 8 + kw.. */
+    const unsigned a_at = k.sa0 + (g & 1) * A_BYTES + ((k.wg * 8 + s / 3) * HALO + s % 3) * 16;
+    const uint64_t da0 = desc(a_at, A_CHUNK, HALO * 16),
+                   da1 = desc(a_at + 8 * 16, A_CHUNK, HALO * 16),
+                   db = desc(k.sb0 + (i % B_STAGES) * B_BYTES, CB * 16, 128);
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < CHUNKS / 2; ks++) { /* k16 steps: chunks 2 ks, 2 ks + 1 */
+        const int acc = u > 0 || ks > 0;
+        mma<T>::run(d0, da0 + ks * (2 * A_CHUNK / 16), db + ks * (2 * CB), acc);
+        mma<T>::run(d1, da1 + ks * (2 * A_CHUNK / 16), db + ks * (2 * CB), acc);
+    }
+    wg_commit();
+    wg_wait<1>();
+    if (u > 0) unit_done(k, i - 1);
+}
+
+/* the tile's residual rows (16 x 16 pixels x 96 channels) into L2, while the tile's last frame
+ * block runs: the epilogue's reads of it then wait for L2, not for HBM */
+static __device__ __forceinline__ void residual_prefetch(const args &a, const tile_pos &p) {
+    const int n = min(TILE, a.w - p.x0) * CB * 2; /* bytes of a row's pixels in the frame */
+    for (int r = 0; r < TILE && p.y0 + r < a.h; r++) {
+        const unsigned char *src = (const unsigned char *)a.res +
+                                   ((((int64_t)p.t * a.h + p.y0 + r) * a.w + p.x0) * CB) * 2;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(n) : "memory");
+    }
+}
+
+/* the producers, one lane each: warp 8 loads every unit's filters in order, warp 9 every frame
+ * block's halo, each into a stage whose last reader (n - stages) the consumers handed back */
+static __device__ void produce(const args &a, const CUtensorMap *map, const walk &k) {
+    const int warp = threadIdx.x / 32 - CONSUMERS / 32;
+    if (threadIdx.x % 32) return;
+    if (warp == 0) {
+        for (int n = 0; n < k.total; n++) {
+            const int st = n % B_STAGES, m = n / B_STAGES;
+            if (m > 0) bar_wait(bar_at(k, EMPTY_B + st), (m - 1) & 1);
+            load_filters(a, n % a.units, k.sb0 + st * B_BYTES, bar_at(k, FULL_B + st));
+        }
+    } else {
+        for (int gn = 0; gn * 9 < k.total; gn++) {
+            const int ab = gn & 1, m = gn >> 1;
+            if (m > 0) bar_wait(bar_at(k, EMPTY_A + ab), (m - 1) & 1);
+            const tile_pos p = tile_at(a, blockIdx.x + gn / k.fbs * gridDim.x);
+            load_halo(a, map, p, gn % k.fbs, k.sa0 + ab * A_BYTES, bar_at(k, FULL_A + ab));
+            if (a.res && gn % k.fbs == k.fbs - 1) residual_prefetch(a, p);
+        }
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(THREADS, 1)
+    halo_conv_kernel(const __grid_constant__ CUtensorMap map, args a) {
+    unsigned char *smem = cu_dyn_smem();
+    walk k;
+    const int my_tiles =
+        a.tiles > (int)blockIdx.x ? (a.tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    k.total = my_tiles * a.units; /* a.units % 9 == 0 */
+    if (k.total == 0) return;
+    k.fbs = a.units / 9;
+    k.wg = threadIdx.x / 128;
+    k.sa0 = cu_saddr(smem), k.sb0 = k.sa0 + 2 * A_BYTES, k.bars = k.sb0 + B_STAGES * B_BYTES;
+    if (threadIdx.x == 0) {
+        for (int b = 0; b < BARS; b++) /* full: the producer's expect_tx; empty: consumer warps */
+            bar_init(k.bars + b * 8, b < EMPTY_A ? 1 : CONSUMERS / 32);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x >= CONSUMERS) {
+        produce(a, &map, k);
+        return;
+    }
+    float d0[48], d1[48];
+#pragma unroll
+    for (int j = 0; j < 48; j++)
+        d0[j] = 0.0f, d1[j] = 0.0f;
+    /* the tile's first unit stands before its loop so that one MMA group is in flight wherever
+     * the loop is entered (ptxas would otherwise wait for all MMAs at every back edge) */
+    for (int tile = 0, i = 0; tile < my_tiles; tile++) {
+        unit_step<T>(k, i++, 0, d0, d1);
+        for (int u = 1; u < a.units; u++)
+            unit_step<T>(k, i++, u, d0, d1);
+        wg_wait<0>();
+        epilogue<T>(a, k, i - 1, tile_at(a, blockIdx.x + tile * gridDim.x), d0, d1);
+    }
+}
+
+/* wt [96][kt][3][3][c_in] (KTRSC) -> [kt][c_in / 96][9][12][96][8] */
+template <typename T> __global__ void tile_filters_kernel(const T *src, T *dst, int kt, int c_in) {
+    const int64_t n = (int64_t)CB * kt * 9 * c_in;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int ci = i % c_in, tap = i / c_in % (kt * 9), co = i / c_in / (kt * 9);
+        const int f = tap / 9, s = tap % 9, cb = ci / CB, ch = ci % CB / 8, e = ci % 8;
+        const int64_t o =
+            ((((int64_t)(f * (c_in / CB) + cb) * 9 + s) * CHUNKS + ch) * CB + co) * 8 + e;
+        dst[o] = src[i];
+    }
+}
+} /* namespace halo */
+
+extern "C" {
+int halo_conv_fits(int kt, int kh, int kw, int ph, int pw, int c_in, int c_out) {
+    return c_out == halo::CB && kh == 3 && kw == 3 && ph == 1 && pw == 1 && kt >= 1 && c_in > 0 &&
+           c_in % halo::CB == 0;
+}
+
+cudaError_t halo_conv_tile_filters(cudaStream_t s, const void *src, void *dst, int kt, int c_in) {
+    /* both 16-bit types move as bf16 */
+    halo::tile_filters_kernel<__nv_bfloat16>
+        <<<256, 256, 0, s>>>((const __nv_bfloat16 *)src, (__nv_bfloat16 *)dst, kt, c_in);
+    return cudaGetLastError();
+}
+
+/* the input window as a 4-D tensor (c_in, w, h, t_in) with boxes of 8 channels x 18 x 18 pixels
+ * of one frame; cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link)
+ */
+static cudaError_t halo_map(CUtensorMap *map, int is_half, const void *x, int t_in, int h, int w,
+                            int c_in) {
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                             cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            fn = nullptr;
+        return (PFN_cuTensorMapEncodeTiled_v12000)fn;
+    }();
+    if (!encode) return cudaErrorNotSupported;
+    const cuuint64_t dims[4] = {(cuuint64_t)c_in, (cuuint64_t)w, (cuuint64_t)h, (cuuint64_t)t_in};
+    const cuuint64_t strides[3] = {(cuuint64_t)c_in * 2, (cuuint64_t)w * c_in * 2,
+                                   (cuuint64_t)h * w * c_in * 2};
+    const cuuint32_t box[4] = {8, halo::HALO, halo::HALO, 1}, one[4] = {1, 1, 1, 1};
+    const CUresult r =
+        encode(map, is_half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+               (void *)x, dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorNotSupported;
+}
+
+cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void *wt,
+                          const float *bias, const void *res, void *y, int kt, int t_out, int h,
+                          int w, int c_in, int blocks) {
+    halo::args a;
+    a.x = x, a.wt = wt, a.bias = bias, a.res = res, a.y = y;
+    a.kt = kt, a.h = h, a.w = w, a.c_in = c_in, a.blocks = c_in / halo::CB;
+    a.tiles_x = (w + halo::TILE - 1) / halo::TILE, a.tiles_y = (h + halo::TILE - 1) / halo::TILE;
+    a.tiles = a.tiles_x * a.tiles_y * t_out;
+    a.units = kt * a.blocks * 9;
+    if (a.tiles <= 0) return cudaSuccess;
+    const int grid = a.tiles < blocks ? a.tiles : blocks;
+    CUtensorMap map;
+    cudaError_t e = halo_map(&map, is_half, x, t_out + kt - 1, h, w, c_in);
+    if (e != cudaSuccess) return e;
+    if (is_half) {
+        e = cudaFuncSetAttribute(halo::halo_conv_kernel<__half>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, halo::SMEM);
+        if (e != cudaSuccess) return e;
+        halo::halo_conv_kernel<__half><<<grid, halo::THREADS, halo::SMEM, s>>>(map, a);
+    } else {
+        e = cudaFuncSetAttribute(halo::halo_conv_kernel<__nv_bfloat16>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, halo::SMEM);
+        if (e != cudaSuccess) return e;
+        halo::halo_conv_kernel<__nv_bfloat16><<<grid, halo::THREADS, halo::SMEM, s>>>(map, a);
+    }
+    return cudaGetLastError();
+}
+}

@@ -1,0 +1,30 @@
+/* halo_conv.h -- the halo-tile wgmma convolution (halo_conv.cu, sm_90a; internal to the CUDA
+ * backend: only ../cuda_igemm.cu calls these, and only where the sm_90a kernels were built). */
+#ifndef VAE_HALO_CONV_H
+#define VAE_HALO_CONV_H
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when the kernel takes the conv: 96 filters, 3 x 3 taps with padding 1, any kt, c_in a
+ * multiple of 96 */
+int halo_conv_fits(int kt, int kh, int kw, int ph, int pw, int c_in, int c_out);
+/* The filters' layout for the kernel: src [96][kt][3][3][c_in] (16-bit) -> dst
+ * [kt][c_in / 96][9][12][96][8] (the same size) */
+cudaError_t halo_conv_tile_filters(cudaStream_t s, const void *src, void *dst, int kt, int c_in);
+/* y [t_out][h][w][96] = bias + res + conv(x, wt): x [t_out + kt - 1][h][w][c_in] 16-bit (is_half:
+ * float16, else bfloat16), wt tiled by halo_conv_tile_filters, bias [96] float32 or NULL, res
+ * [t_out][h][w][96] or NULL (may be y); blocks: the persistent grid (the multiprocessor count).
+ * cudaErrorNotSupported where the TMA cannot describe x. */
+cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void *wt,
+                          const float *bias, const void *res, void *y, int kt, int t_out, int h,
+                          int w, int c_in, int blocks);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
