@@ -69,9 +69,6 @@ int main(int argc, char **argv) {
     };
     int sms = 0;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     int fails = 0;
     for (const conv_shape &sh : shapes) {
         if (only >= 0 && &sh - shapes != only) continue;
@@ -105,7 +102,6 @@ int main(int argc, char **argv) {
         printf("%s: %d frames out, %.2f TFLOP\n", sh.name, sh.t_out, tflop);
         const bufs b = {x, wt, wtt, res, bias, y, sms};
         for (const variant &v : variants) {
-            CK(cudaMemset(err, 0, 8));
             CK(cudaMemset(y, 0xff, ny * 2)); /* NaN: unwritten outputs fail */
             const cudaError_t e = v.fn(sh, b);
             if (e == cudaErrorNotSupported) {
@@ -113,18 +109,9 @@ int main(int argc, char **argv) {
                 continue;
             }
             CK(e);
-            err_kernel<<<1024, 256>>>(y, ref, ny, err);
-            float he[2];
-            CK(cudaMemcpy(he, err, 8, cudaMemcpyDeviceToHost));
-            const int reps = tflop > 0.1 ? 10 : 3;
-            CK(cudaEventRecord(e0));
-            for (int r = 0; r < reps; r++)
-                CK(v.fn(sh, b));
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            ms /= reps;
+            float he[2], ms;
+            CK(probe_max_err(y, ref, ny, err, he));
+            CK(probe_time([&] { return v.fn(sh, b); }, tflop > 0.1 ? 10 : 3, &ms));
             const float rel = he[0] / (he[1] > 0 ? he[1] : 1.0f);
             const int bad = !(rel < 1e-2f);
             fails += bad;

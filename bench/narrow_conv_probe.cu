@@ -71,9 +71,6 @@ int main() {
         {"old kernel", old_launch, 16},
 #endif
     };
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     int fails = 0;
     for (const shape &sh : shapes) {
         const int n_in = sh.t_out + sh.kt - 1;
@@ -108,21 +105,16 @@ int main() {
         printf("%s: %d frames in (%.2f GB), %d out\n", sh.name, n_in, gb, sh.t_out);
         for (const variant &v : variants) {
             if (sh.c_in % v.nc) continue;
-            CK(cudaMemset(err, 0, 8));
             CK(cudaMemset(y, 0xff, ny * 2)); /* NaN: unwritten outputs fail */
             CK(v.fn(0, &fr, sh.kt, sh.t_out, sh.h, sh.w, sh.c_in, sh.c_out, wt, bias, res, y));
-            err_kernel<<<1024, 256>>>(y, ref, ny, err);
-            float he[2];
-            CK(cudaMemcpy(he, err, 8, cudaMemcpyDeviceToHost));
-            const int reps = sh.h > 100 ? 20 : 3;
-            CK(cudaEventRecord(e0));
-            for (int r = 0; r < reps; r++)
-                CK(v.fn(0, &fr, sh.kt, sh.t_out, sh.h, sh.w, sh.c_in, sh.c_out, wt, bias, res, y));
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            ms /= reps;
+            float he[2], ms;
+            CK(probe_max_err(y, ref, ny, err, he));
+            CK(probe_time(
+                [&] {
+                    return v.fn(0, &fr, sh.kt, sh.t_out, sh.h, sh.w, sh.c_in, sh.c_out, wt, bias,
+                                res, y);
+                },
+                sh.h > 100 ? 20 : 3, &ms));
             const float rel = he[0] / (he[1] > 0 ? he[1] : 1.0f);
             const int bad = !(rel < 1e-2f);
             fails += bad;

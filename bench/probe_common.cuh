@@ -61,3 +61,29 @@ __global__ void err_kernel(const __nv_bfloat16 *y, const float *ref, int64_t n, 
         atomicMax((int *)&out[1], __float_as_int(fabsf(ref[i])));
     }
 }
+
+// he[0] = the largest |y - ref| (NaN counts as infinite), he[1] = the largest |ref|, over n values;
+// err: 8 bytes of device scratch
+static cudaError_t probe_max_err(const __nv_bfloat16 *y, const float *ref, int64_t n, float *err,
+                                 float he[2]) {
+    cudaError_t e = cudaMemset(err, 0, 8);
+    if (e != cudaSuccess) return e;
+    err_kernel<<<1024, 256>>>(y, ref, n, err);
+    return cudaMemcpy(he, err, 8, cudaMemcpyDeviceToHost);
+}
+
+// *ms = the mean milliseconds of reps calls of launch() (returning cudaError_t), between two events
+template <class F> static cudaError_t probe_time(F launch, int reps, float *ms) {
+    cudaEvent_t e0, e1;
+    cudaError_t e = cudaEventCreate(&e0);
+    if (e == cudaSuccess) e = cudaEventCreate(&e1);
+    if (e == cudaSuccess) e = cudaEventRecord(e0);
+    for (int r = 0; r < reps && e == cudaSuccess; r++)
+        e = launch();
+    if (e == cudaSuccess) e = cudaEventRecord(e1);
+    if (e == cudaSuccess) e = cudaEventSynchronize(e1);
+    if (e == cudaSuccess) e = cudaEventElapsedTime(ms, e0, e1);
+    *ms /= reps;
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    return e;
+}
