@@ -12,6 +12,8 @@
  *   gemm     im2col + cuBLAS GEMM (VAE_CUDA_CONV=gemm)
  *   igemm    the CUTLASS implicit-GEMM kernels where they apply (VAE_CUDA_IGEMM=always: bf16 on
  *            sm_90, temporal convs over windows), else the 3-D path
+ *   halo     the halo-tile kernel where it applies (VAE_CUDA_HALO=always: 96-filter 3x3 convs,
+ *            16-bit on sm_90), else the 3-D path
  * (a path that does not apply to a shape runs the next one the backend falls back to; the cpu
  * backend has one path). Per shape and path: milliseconds (median of --reps after a warm-up),
  * TFLOP/s (2 x MACs) and GB/s (input window + output + weights, read or written once); then the
@@ -19,7 +21,7 @@
  *
  * usage: perf_ops [--arch wan2.1|wan2.2|seedvr2|all] [--op decode|encode] [--frames N]
  *                 [--size HxW] [--dtype bf16|fp16|fp32|fp8] [--device cuda|cpu] [--reps N]
- *                 [--paths tuned,3d,pad3d,blocks,gemm,igemm] [--match NAME]
+ *                 [--paths tuned,3d,pad3d,blocks,gemm,igemm,halo] [--match NAME]
  * Lines: "PERF ..." per shape, "TOTAL ..." per path. Not a test: nothing here can fail but a
  * path's error, which is printed and counted (exit status 1).
  */
@@ -44,8 +46,9 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
                             const vae_settings *settings, const vae_dev_allocator *alloc)
     __attribute__((weak));
 
-enum { MAX_SHAPES = 256, N_PATHS = 6, MAX_FRAMES = 64 };
-static const char *const path_names[N_PATHS] = {"tuned", "3d", "pad3d", "blocks", "gemm", "igemm"};
+enum { MAX_SHAPES = 256, N_PATHS = 7, MAX_FRAMES = 64 };
+static const char *const path_names[N_PATHS] = {"tuned", "3d",    "pad3d", "blocks",
+                                                "gemm",  "igemm", "halo"};
 
 /* one distinct conv shape: the first op that has it, and how often the model runs it */
 typedef struct shape {
@@ -188,7 +191,9 @@ static int make_backend(int cuda, vae_dtype dtype, int k, vae_backend **be) {
     int rc = vae_settings_resolve(&set, &so);
     set.tune_cache[0] = 0; /* measure, never reuse an earlier process's choice */
     if (k > 0) set.cuda_tune = 0;
-    if (k > 0) set.cuda_igemm = k == 5 ? 2 : 0; /* igemm: where it applies, else the 3-D path */
+    /* igemm, halo: where the kernel applies, else the 3-D path (the halo kernel needs igemm on) */
+    if (k > 0) set.cuda_igemm = k == 5 ? 2 : k == 6 ? 1 : 0;
+    if (k > 0) set.cuda_halo = k == 6 ? 2 : 0;
     if (k >= 2 && k <= 4) set.cuda_conv3d = 0;
     if (k >= 3 && k <= 4) set.cuda_pad3d = 0;
     if (k == 4) set.cuda_conv = 1;
@@ -227,7 +232,7 @@ static void print_shape(const char *arch, const shape *s, const int *on, size_t 
 
 int main(int argc, char **argv) {
     const char *arch_s = "all", *op_s = "decode", *size_s = "480x832", *dtype_s = "bf16",
-               *device = NULL, *paths_s = "tuned,3d,pad3d,blocks,gemm,igemm", *match = NULL;
+               *device = NULL, *paths_s = "tuned,3d,pad3d,blocks,gemm,igemm,halo", *match = NULL;
     int frames = 81, reps = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
