@@ -355,9 +355,9 @@ static const conv_case convs[] = {
     {"3x3x3_ig_c512", 512, 512, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 5, 9, 1, 1, L_CHUNK},
     {"3x3x3_ig_32to256", 32, 256, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 3, 4, 1, 0, L_CHUNK},
     {"3x1x1_ig_time", 96, 192, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 6, 6, 10, 1, 0, L_CHUNK},
-    /* the halo-tile kernel (96 filters, 3x3, c_in % 96: the implicit-GEMM path's choice for
-     * them): two channel blocks with the residual in place, partial 16x16 tiles; three blocks and
-     * kt 2; more tiles than an H100's 132 blocks (each block walks several) */
+    /* the halo-tile kernel (96 filters, 3x3, c_in % 96: a tuner path of its own, forced by the
+     * halo variants): two channel blocks with the residual in place, partial 16x16 tiles; three
+     * blocks and kt 2; more tiles than an H100's 132 blocks (each block walks several) */
     {"3x3x3_halo_192to96_res=y", 192, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 19, 21, 1, 2, L_CHUNK},
     {"2x3x3_halo_288to96", 288, 96, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 7, 23, 0, 0, L_CHUNK},
     {"1x3x3_halo_many_tiles", 96, 96, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 66, 66, 1, 1, L_CHUNK},

@@ -308,7 +308,7 @@ enum {
     CU_P_NARROW,
     CU_P_IGEMM,
     CU_P_BUS,  /* copy2d to or from host memory (host stores, strips' slots) */
-    CU_P_HALO, /* the halo-tile conv kernel (the implicit-GEMM path's 96-filter 3x3 convs) */
+    CU_P_HALO, /* the halo-tile conv kernel (PATH_HALO: the 96-filter 3x3 convs) */
     CU_P_N
 };
 

@@ -402,6 +402,16 @@ template <typename T> __global__ void tile_filters_kernel(const T *src, T *dst, 
         dst[o] = src[i];
     }
 }
+
+/* one launch of the kernel for T on s (its shared memory raised past the 48 KB default first) */
+template <typename T>
+static cudaError_t launch(cudaStream_t s, int grid, const CUtensorMap &map, const args &a) {
+    cudaError_t e = cudaFuncSetAttribute(halo_conv_kernel<T>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    if (e != cudaSuccess) return e;
+    halo_conv_kernel<T><<<grid, THREADS, SMEM, s>>>(map, a);
+    return cudaGetLastError();
+}
 } /* namespace halo */
 
 extern "C" {
@@ -458,17 +468,7 @@ cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void
     CUtensorMap map;
     cudaError_t e = halo_map(&map, is_half, x, t_out + kt - 1, h, w, c_in);
     if (e != cudaSuccess) return e;
-    if (is_half) {
-        e = cudaFuncSetAttribute(halo::halo_conv_kernel<__half>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, halo::SMEM);
-        if (e != cudaSuccess) return e;
-        halo::halo_conv_kernel<__half><<<grid, halo::THREADS, halo::SMEM, s>>>(map, a);
-    } else {
-        e = cudaFuncSetAttribute(halo::halo_conv_kernel<__nv_bfloat16>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, halo::SMEM);
-        if (e != cudaSuccess) return e;
-        halo::halo_conv_kernel<__nv_bfloat16><<<grid, halo::THREADS, halo::SMEM, s>>>(map, a);
-    }
-    return cudaGetLastError();
+    return is_half ? halo::launch<__half>(s, grid, map, a)
+                   : halo::launch<__nv_bfloat16>(s, grid, map, a);
 }
 }
