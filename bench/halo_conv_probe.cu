@@ -32,8 +32,8 @@ struct bufs {
 typedef cudaError_t (*launch_fn)(const conv_shape &, const bufs &);
 
 static cudaError_t run_halo(const conv_shape &s, const bufs &b) {
-    return halo_conv_run(0, 0, b.x, b.wt_tiled, b.bias, b.res, b.y, s.kt, s.t_out, s.h, s.w, s.c_in,
-                         b.sms);
+    return halo_conv_run(0, 0, b.x, b.wt_tiled, b.bias, b.res, NULL, b.y, s.kt, s.t_out, s.h, s.w,
+                         s.c_in, b.sms);
 }
 #ifdef WITH_CUTLASS
 template <cudaError_t (*F)(const igemm_args *)>

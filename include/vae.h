@@ -292,6 +292,10 @@ typedef enum {
                                   * 96 filters (Wan's full-resolution blocks): 0 off, 1 a tuned
                                   * candidate beside CUTLASS's and cuDNN's paths, 2 wherever it
                                   * applies (1; needs VAE_PARAM_CUDA_IGEMM on) */
+    VAE_PARAM_EXEC_FUSE_NORMS,   /* an RMS norm that alone reads a conv's output runs inside that
+                                  * conv (its output written once: one pass over the activation
+                                  * fewer, and one buffer), where the backend can (1; 0: as
+                                  * separate ops; the result is the same) */
     VAE_PARAM_COUNT
 } vae_param;
 

@@ -147,6 +147,7 @@ typedef struct conv_case {
     int n_in, h, w;
     int bias, residual; /* residual: 0 none, 1 separate buffer, 2 residual == y */
     int layout;
+    int norm; /* an RMS norm of the output (op.norm_w): 0 none, 1 with SiLU, 2 alone */
 } conv_case;
 
 /* Runs the conv on be; returns the output on the host (NULL on error, *rc set). */
@@ -249,7 +250,9 @@ static void test_conv(const conv_case *cc) {
     float *wt = rand_buf((size_t)cc->c_out * K, 1.0f / sqrtf((float)K), 0.0f);
     float *b = cc->bias ? rand_buf(cc->c_out, 0.5f, 0.0f) : NULL;
     float *res = cc->residual ? rand_buf(ysz, 1.0f, 0.0f) : NULL;
+    float *gamma = cc->norm ? rand_buf(cc->c_out, 0.5f, 1.0f) : NULL;
     vae_op op = vae_op_make(VAE_OP_CONV, 0, cc->c_in, cc->c_out);
+    op.norm_w = gamma, op.norm_act = cc->norm == 1 ? VAE_ACT_SILU : VAE_ACT_NONE;
     op.kt = cc->kt, op.kh = cc->kh, op.kw = cc->kw, op.st = cc->st, op.sh = cc->sh, op.sw = cc->sw;
     op.pad_h[0] = cc->pt, op.pad_h[1] = cc->pb, op.pad_w[0] = cc->pl, op.pad_w[1] = cc->pr;
     op.w = wt, op.b = b;
@@ -265,13 +268,16 @@ static void test_conv(const conv_case *cc) {
     float *yc = run_conv(r, cc, &op, src, n_src, frame_src, res, fsz, ysz, t_out, ho, wo, &rc_c);
     char what[200];
     snprintf(what, sizeof what,
-             "conv %-18s %3d->%-3d k%dx%dx%d s%d,%d,%d pad %d%d%d%d %2d frames %dx%d %s%s%s%s",
+             "conv %-18s %3d->%-3d k%dx%dx%d s%d,%d,%d pad %d%d%d%d %2d frames %dx%d %s%s%s%s%s",
              cc->name, cc->c_in, cc->c_out, cc->kt, cc->kh, cc->kw, cc->st, cc->sh, cc->sw, cc->pt,
              cc->pb, cc->pl, cc->pr, cc->n_in, cc->h, cc->w, layout_name[cc->layout],
              cc->bias ? " bias" : "",
              cc->residual == 2 ? " res=y"
              : cc->residual    ? " res"
                                : "",
+             cc->norm == 1 ? " norm+silu"
+             : cc->norm    ? " norm"
+                           : "",
              r != cpu     ? " (fp8)"
              : ref != cpu ? " (bf16: no fp8 kernel)"
                           : "");
@@ -280,6 +286,7 @@ static void test_conv(const conv_case *cc) {
     free(wt);
     free(b);
     free(res);
+    free(gamma);
     free(yc);
     free(yg);
 }
@@ -287,86 +294,114 @@ static void test_conv(const conv_case *cc) {
 /* name, c_in, c_out, kt kh kw, st sh sw, pad t b l r, n_in h w, bias, residual, layout */
 static const conv_case convs[] = {
     /* Wan CausalConv3d: 2 cache frames + chunk, bias, residual */
-    {"3x3x3_cache", 16, 24, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 9, 11, 1, 1, L_CACHE_CHUNK},
-    {"3x3x3_zero_pad", 12, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 8, 8, 1, 0, L_SCATTER},
-    {"3x3x3_replicate", 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 7, 6, 1, 2, L_REPLICATE},
-    {"3x3x3_c3_in", 3, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 16, 12, 1, 0, L_CACHE_CHUNK},
-    {"3x3x3_c3_out", 32, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 10, 14, 1, 0, L_CHUNK},
+    {"3x3x3_cache", 16, 24, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 9, 11, 1, 1, L_CACHE_CHUNK, 0},
+    {"3x3x3_zero_pad", 12, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 8, 8, 1, 0, L_SCATTER, 0},
+    {"3x3x3_replicate", 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 7, 6, 1, 2, L_REPLICATE, 0},
+    {"3x3x3_c3_in", 3, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 16, 12, 1, 0, L_CACHE_CHUNK, 0},
+    {"3x3x3_c3_out", 32, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 10, 14, 1, 0, L_CHUNK, 0},
     /* narrow heads (16-bit: the direct kernel): partial 16x16 tiles, cache frames, residual */
-    {"3x3x3_head96", 96, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 19, 37, 1, 1, L_CACHE_CHUNK},
+    {"3x3x3_head96", 96, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 19, 37, 1, 1, L_CACHE_CHUNK, 0},
     /* several blocks of output frames in time, the last one partial (7 = 4 + 3) */
-    {"3x3x3_head32_t7", 32, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 9, 12, 21, 1, 0, L_CACHE_CHUNK},
-    {"1x3x3_head4_res_alias", 48, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 17, 15, 0, 2, L_SCATTER},
-    {"3x3x3_c64", 64, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 16, 20, 1, 1, L_CACHE_CHUNK},
-    {"3x3x3_odd_c", 13, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 5, 9, 1, 1, L_SCATTER},
-    {"3x3x3_many", 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 40, 4, 5, 1, 1, L_CHUNK}, /* > 32 frames */
-    {"3x3x3_blocks", 64, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 8, 24, 24, 1, 1, L_CACHE_CHUNK},
+    {"3x3x3_head32_t7", 32, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 9, 12, 21, 1, 0, L_CACHE_CHUNK, 0},
+    {"1x3x3_head4_res_alias", 48, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 17, 15, 0, 2, L_SCATTER, 0},
+    {"3x3x3_c64", 64, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 16, 20, 1, 1, L_CACHE_CHUNK, 0},
+    {"3x3x3_odd_c", 13, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 5, 9, 1, 1, L_SCATTER, 0},
+    {"3x3x3_many", 8, 8, 3, 3, 3,       1, 1, 1, 1, 1, 1, 1,
+     40,           4, 5, 1, 1, L_CHUNK, 0}, /* > 32 frames */
+    {"3x3x3_blocks", 64, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 8, 24, 24, 1, 1, L_CACHE_CHUNK, 0},
     /* 2-D convs (kt 1): cuDNN on the frames in place */
-    {"1x3x3_pad1", 32, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 12, 10, 1, 0, L_CHUNK},
-    {"1x3x3_scatter", 16, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 9, 7, 0, 1, L_SCATTER},
-    {"1x3x3_res_alias", 24, 24, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2, 8, 8, 1, 2, L_CHUNK},
+    {"1x3x3_pad1", 32, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 12, 10, 1, 0, L_CHUNK, 0},
+    {"1x3x3_scatter", 16, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 9, 7, 0, 1, L_SCATTER, 0},
+    {"1x3x3_res_alias", 24, 24, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2, 8, 8, 1, 2, L_CHUNK, 0},
     /* downsample2d: stride 2, padding {0,1} */
-    {"3x3_s2_pad01", 16, 16, 1, 3, 3, 1, 2, 2, 0, 1, 0, 1, 2, 16, 12, 1, 0, L_CHUNK},
-    {"3x3_s2_pad01_odd", 6, 10, 1, 3, 3, 1, 2, 2, 0, 1, 0, 1, 1, 9, 11, 1, 0, L_CHUNK},
+    {"3x3_s2_pad01", 16, 16, 1, 3, 3, 1, 2, 2, 0, 1, 0, 1, 2, 16, 12, 1, 0, L_CHUNK, 0},
+    {"3x3_s2_pad01_odd", 6, 10, 1, 3, 3, 1, 2, 2, 0, 1, 0, 1, 1, 9, 11, 1, 0, L_CHUNK, 0},
     /* SeedVR2 temporal+spatial downsample: kt 3 st 2, stride 2, pad {0,1} */
-    {"3x3x3_st2_s2", 8, 16, 3, 3, 3, 2, 2, 2, 0, 1, 0, 1, 5, 8, 10, 1, 0, L_REPLICATE},
+    {"3x3x3_st2_s2", 8, 16, 3, 3, 3, 2, 2, 2, 0, 1, 0, 1, 5, 8, 10, 1, 0, L_REPLICATE, 0},
     /* pointwise: GEMM */
-    {"1x1x1", 64, 192, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 9, 10, 1, 0, L_CHUNK},
-    {"1x1x1_res", 13, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 4, 3, 0, 1, L_SCATTER},
+    {"1x1x1", 64, 192, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 9, 10, 1, 0, L_CHUNK, 0},
+    {"1x1x1_res", 13, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 4, 3, 0, 1, L_SCATTER, 0},
     /* pointwise with few channels: their own kernel (Wan's conv2 16 -> 16, 48 -> 48, 32 -> 32) */
-    {"1x1x1_pw_c16", 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 12, 10, 1, 0, L_CHUNK},
-    {"1x1x1_pw_c48_res=y", 48, 48, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 9, 7, 1, 2, L_CHUNK},
-    {"1x1x1_pw_32to16_nobias", 32, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 5, 6, 0, 1, L_SCATTER},
-    {"1x1x1_pw_64to36", 64, 36, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 7, 11, 1, 1, L_CHUNK},
-    {"3x1x1_time_conv", 32, 64, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 4, 6, 5, 1, 0, L_CACHE_CHUNK},
-    {"3x1x1_st2", 16, 16, 3, 1, 1, 2, 1, 1, 0, 0, 0, 0, 5, 4, 5, 1, 1, L_SCATTER},
-    {"3x1x1_st2_n6", 7, 5, 3, 1, 1, 2, 1, 1, 0, 0, 0, 0, 6, 3, 4, 1, 0, L_CHUNK},
+    {"1x1x1_pw_c16", 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 12, 10, 1, 0, L_CHUNK, 0},
+    {"1x1x1_pw_c48_res=y", 48, 48, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 9, 7, 1, 2, L_CHUNK, 0},
+    {"1x1x1_pw_32to16_nobias", 32, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 5, 6, 0, 1, L_SCATTER, 0},
+    {"1x1x1_pw_64to36", 64, 36, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 7, 11, 1, 1, L_CHUNK, 0},
+    {"3x1x1_time_conv", 32, 64, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 4, 6, 5, 1, 0, L_CACHE_CHUNK, 0},
+    {"3x1x1_st2", 16, 16, 3, 1, 1, 2, 1, 1, 0, 0, 0, 0, 5, 4, 5, 1, 1, L_SCATTER, 0},
+    {"3x1x1_st2_n6", 7, 5, 3, 1, 1, 2, 1, 1, 0, 0, 0, 0, 6, 3, 4, 1, 0, L_CHUNK, 0},
     /* contiguous windows (the executor's layout): 3-D cuDNN, fused bias / residual */
-    {"3x3x3_window", 16, 24, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 9, 11, 1, 1, L_CHUNK},
-    {"3x3x3_window_c64", 64, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 16, 20, 1, 1, L_CHUNK},
-    {"3x3x3_window_nores", 32, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 12, 10, 1, 0, L_CHUNK},
-    {"3x3x3_window_res=y", 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 8, 9, 1, 2, L_CHUNK},
-    {"3x3x3_window_nobias", 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 6, 7, 0, 1, L_CHUNK},
-    {"3x3x3_window_first", 24, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 10, 12, 1, 0, L_CHUNK},
-    {"3x3x3_window_st2", 16, 16, 3, 3, 3, 2, 1, 1, 1, 1, 1, 1, 7, 8, 6, 1, 0, L_CHUNK},
-    {"3x1x1_window", 32, 64, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 6, 6, 5, 1, 0, L_CHUNK},
-    {"1x3x3_bias_res", 32, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 12, 10, 1, 1, L_CHUNK},
+    {"3x3x3_window", 16, 24, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 9, 11, 1, 1, L_CHUNK, 0},
+    {"3x3x3_window_c64", 64, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 16, 20, 1, 1, L_CHUNK, 0},
+    {"3x3x3_window_nores", 32, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 12, 10, 1, 0, L_CHUNK, 0},
+    {"3x3x3_window_res=y", 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 8, 9, 1, 2, L_CHUNK, 0},
+    {"3x3x3_window_nobias", 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 6, 7, 0, 1, L_CHUNK, 0},
+    {"3x3x3_window_first", 24, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 10, 12, 1, 0, L_CHUNK, 0},
+    {"3x3x3_window_st2", 16, 16, 3, 3, 3, 2, 1, 1, 1, 1, 1, 1, 7, 8, 6, 1, 0, L_CHUNK, 0},
+    {"3x1x1_window", 32, 64, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 6, 6, 5, 1, 0, L_CHUNK, 0},
+    {"1x3x3_bias_res", 32, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 12, 10, 1, 1, L_CHUNK, 0},
     /* 96 / 48 input channels: padded 3-D candidate (any frame layout) */
-    {"3x3x3_c96_cache", 96, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 10, 12, 1, 1, L_CACHE_CHUNK},
-    {"3x3x3_c96_window", 96, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 9, 10, 1, 0, L_CHUNK},
-    {"3x3x3_c48_rep", 48, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 7, 8, 1, 1, L_REPLICATE},
-    {"3x3x3_c96_st2", 96, 24, 3, 3, 3, 2, 1, 1, 1, 1, 1, 1, 7, 6, 5, 1, 0, L_SCATTER},
+    {"3x3x3_c96_cache", 96, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 10, 12, 1, 1, L_CACHE_CHUNK, 0},
+    {"3x3x3_c96_window", 96, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 9, 10, 1, 0, L_CHUNK, 0},
+    {"3x3x3_c48_rep", 48, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 7, 8, 1, 1, L_REPLICATE, 0},
+    {"3x3x3_c96_st2", 96, 24, 3, 3, 3, 2, 1, 1, 1, 1, 1, 1, 7, 6, 5, 1, 0, L_SCATTER, 0},
     /* narrow outputs (c_out padded to 8 on the device for 16-bit), with residuals */
-    {"3x3x3_c3_res", 16, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 9, 8, 1, 1, L_CHUNK},
-    {"3x3x3_c12_res=y", 24, 12, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 7, 9, 1, 2, L_CHUNK},
-    {"1x3x3_c3_cache", 8, 3, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2, 6, 6, 1, 0, L_SCATTER},
+    {"3x3x3_c3_res", 16, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 9, 8, 1, 1, L_CHUNK, 0},
+    {"3x3x3_c12_res=y", 24, 12, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 7, 9, 1, 2, L_CHUNK, 0},
+    {"1x3x3_c3_cache", 8, 3, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2, 6, 6, 1, 0, L_SCATTER, 0},
     /* odd shapes */
-    {"1x1_s2", 4, 6, 1, 1, 1, 1, 2, 2, 0, 0, 0, 0, 1, 7, 7, 1, 0, L_CHUNK},
-    {"2x5x3_asym", 5, 7, 2, 5, 3, 1, 1, 2, 2, 1, 0, 2, 3, 9, 11, 1, 1, L_SCATTER},
-    {"3x3x3_tiny_frame", 4, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 2, 1, 1, 0, L_CHUNK},
+    {"1x1_s2", 4, 6, 1, 1, 1, 1, 2, 2, 0, 0, 0, 0, 1, 7, 7, 1, 0, L_CHUNK, 0},
+    {"2x5x3_asym", 5, 7, 2, 5, 3, 1, 1, 2, 2, 1, 0, 2, 3, 9, 11, 1, 1, L_SCATTER, 0},
+    {"3x3x3_tiny_frame", 4, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 2, 1, 1, 0, L_CHUNK, 0},
     /* implicit-GEMM kernels (bf16 on sm_90; c_in % 32, c_out % 96 or % 128; windows): each filter
      * and channel tile, partial pixel tiles, residual (also in place), no bias, many tiles */
-    {"3x3x3_ig_c96", 96, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 10, 13, 1, 1, L_CHUNK},
-    {"3x3x3_ig_c192", 192, 192, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 9, 7, 1, 0, L_CHUNK},
-    {"3x3x3_ig_c128_res=y", 128, 128, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 8, 11, 1, 2, L_CHUNK},
-    {"3x3x3_ig_96to192", 96, 192, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 17, 5, 0, 1, L_CHUNK},
-    {"3x3x3_ig_c384", 384, 384, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 6, 6, 1, 1, L_CHUNK},
-    {"3x3x3_ig_64to96", 64, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 40, 72, 1, 1, L_CHUNK},
-    {"3x3x3_ig_c512", 512, 512, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 5, 9, 1, 1, L_CHUNK},
-    {"3x3x3_ig_32to256", 32, 256, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 3, 4, 1, 0, L_CHUNK},
-    {"3x1x1_ig_time", 96, 192, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 6, 6, 10, 1, 0, L_CHUNK},
+    {"3x3x3_ig_c96", 96, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 10, 13, 1, 1, L_CHUNK, 0},
+    {"3x3x3_ig_c192", 192, 192, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 9, 7, 1, 0, L_CHUNK, 0},
+    {"3x3x3_ig_c128_res=y", 128, 128, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 8, 11, 1, 2, L_CHUNK, 0},
+    {"3x3x3_ig_96to192", 96, 192, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 17, 5, 0, 1, L_CHUNK, 0},
+    {"3x3x3_ig_c384", 384, 384, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 6, 6, 1, 1, L_CHUNK, 0},
+    {"3x3x3_ig_64to96", 64, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 40, 72, 1, 1, L_CHUNK, 0},
+    {"3x3x3_ig_c512", 512, 512, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 5, 9, 1, 1, L_CHUNK, 0},
+    {"3x3x3_ig_32to256", 32, 256, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 3, 4, 1, 0, L_CHUNK, 0},
+    {"3x1x1_ig_time", 96, 192, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 6, 6, 10, 1, 0, L_CHUNK, 0},
     /* the halo-tile kernel (96 filters, 3x3, c_in % 96: a tuner path of its own, forced by the
      * halo variants): two channel blocks with the residual in place, partial 16x16 tiles; three
      * blocks and kt 2; more tiles than an H100's 132 blocks (each block walks several) */
-    {"3x3x3_halo_192to96_res=y", 192, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 19, 21, 1, 2, L_CHUNK},
-    {"2x3x3_halo_288to96", 288, 96, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 7, 23, 0, 0, L_CHUNK},
-    {"1x3x3_halo_many_tiles", 96, 96, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 66, 66, 1, 1, L_CHUNK},
+    {"3x3x3_halo_192to96_res=y",
+     192,
+     96,
+     3,
+     3,
+     3,
+     1,
+     1,
+     1,
+     1,
+     1,
+     1,
+     1,
+     4,
+     19,
+     21,
+     1,
+     2,
+     L_CHUNK,
+     0},
+    {"2x3x3_halo_288to96", 288, 96, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 7, 23, 0, 0, L_CHUNK, 0},
+    {"1x3x3_halo_many_tiles", 96, 96, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 66, 66, 1, 1, L_CHUNK, 0},
+    /* an RMS norm of the output (vae_program_fuse_norms): in the halo-tile kernel's epilogue
+     * (residual in place, two channel blocks, no activation), else a pass after the conv */
+    {"3x3x3_halo_norm_res=y", 96, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 19, 21, 1, 2, L_CHUNK, 1},
+    {"3x3x3_halo_192to96_norm", 192, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 17, 35, 1, 0, L_CHUNK, 1},
+    {"1x3x3_halo_norm_alone", 96, 96, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 20, 18, 0, 1, L_CHUNK, 2},
+    {"3x3x3_c64_norm", 64, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 9, 10, 1, 1, L_CACHE_CHUNK, 1},
+    {"1x1_c32_norm_res=y", 32, 32, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 6, 7, 1, 2, L_CHUNK, 1},
     /* 2-D convs on the kernels (frames as the time axis, one tap); 16 input channels (Wan's
      * conv1: the kernels on its window padded to 32 channels) */
-    {"1x3x3_ig_c96_res", 96, 96, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 11, 9, 1, 1, L_CHUNK},
-    {"1x1x1_ig_c128_res=y", 128, 128, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 7, 9, 1, 2, L_CHUNK},
-    {"3x3x3_ig_pad16_cache", 16, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 9, 14, 1, 1, L_CACHE_CHUNK},
-    {"3x3x3_ig_pad16_scatter", 16, 128, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 6, 5, 0, 0, L_SCATTER},
+    {"1x3x3_ig_c96_res", 96, 96, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 11, 9, 1, 1, L_CHUNK, 0},
+    {"1x1x1_ig_c128_res=y", 128, 128, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 7, 9, 1, 2, L_CHUNK, 0},
+    {"3x3x3_ig_pad16_cache", 16, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 9, 14, 1, 1,
+     L_CACHE_CHUNK,          0},
+    {"3x3x3_ig_pad16_scatter", 16, 128, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 6, 5, 0, 0, L_SCATTER, 0},
 };
 
 /* CONV with input upsampling (op.up = 2, the fused nearest x2 + conv of the Wan upsamplers): the
@@ -1327,7 +1362,10 @@ static void run_variant(const variant_def *v) {
     describe();
     if (v->extra && !strcmp(v->extra, "VAE_CUDA_IGEMM=always"))
         check_igemm_ran(" implicit GEMM (always)");
-    if (v->extra && !strcmp(v->extra, "VAE_CUDA_HALO=always")) check_igemm_ran(" halo tile");
+    if (v->extra && !strcmp(v->extra, "VAE_CUDA_HALO=always")) {
+        check_igemm_ran(" halo tile");
+        check_igemm_ran(" halo normed"); /* the norm in the kernel's epilogue */
+    }
     if (v->dtype == VAE_DTYPE_FP8) check_igemm_ran(" fp8,");
     if (staged) {
         const long n = described_count(" uploads from the stage");

@@ -791,6 +791,73 @@ static void test_window_rule(void) {
     vae_program_free(&p);
 }
 
+/* RMS norms folded into the conv before them (vae_program_fuse_norms): only a norm whose input is
+ * a conv's output that nothing else reads; the folded program streams to the same values (the
+ * CPU runs the same norm in place) with two ops and two values fewer. */
+static int add_norm(vae_program *p, int x, const float *g, vae_act act) {
+    vae_op op = vae_op_make(VAE_OP_RMS_NORM, x, C, C);
+    op.w = g, op.act = act;
+    return vae_program_add(p, &op);
+}
+
+static int add_conv3(vae_program *p, int x, int res, const float *w) {
+    vae_op op = vae_op_make(VAE_OP_CONV, x, C, C);
+    op.in[1] = res, op.kt = op.kh = op.kw = 3, op.tpad = 2;
+    op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = 1;
+    op.w = w;
+    return vae_program_add(p, &op);
+}
+
+static void test_fuse_norms(vae_backend *be) {
+    enum { T = 9, K = C * C * 27 };
+    static float x[T * H * W * C], w[3][K], g[4][C];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+        x[i] = frand();
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < K; i++)
+            w[k][i] = frand() * 0.3f;
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < C; i++)
+            g[k][i] = 0.5f + 0.5f * frand();
+    vae_program p;
+    vae_program_init(&p, C);
+    const int n0 = add_norm(&p, p.input, g[0], VAE_ACT_SILU); /* reads the input: stays */
+    const int a = add_conv3(&p, n0, -1, w[0]);
+    const int na = add_norm(&p, a, g[1], VAE_ACT_SILU); /* a read by it alone: folds */
+    const int b = add_conv3(&p, na, p.input, w[1]);
+    const int nb = add_norm(&p, b, g[2], VAE_ACT_NONE); /* b also c's residual: stays */
+    const int c = add_conv3(&p, nb, b, w[2]);
+    add_norm(&p, c, g[3], VAE_ACT_SILU); /* the output: folds */
+    vae_program q;
+    int folded = -1;
+    CHECK(vae_program_copy(&p, &q) == VAE_OK && vae_program_fuse_norms(&q, &folded) == VAE_OK,
+          "fuse: %s", vae_last_error());
+    CHECK(folded == 2 && q.n_ops == p.n_ops - 2 && q.n_values == p.n_values - 2 &&
+              q.output == q.n_values - 1,
+          "fuse: %d folded, %d ops, %d values, output %d", folded, q.n_ops, q.n_values, q.output);
+    CHECK(q.n_ops == 5 && q.ops[1].norm_w == g[1] && q.ops[1].norm_act == VAE_ACT_SILU &&
+              q.ops[4].norm_w == g[3] && !q.ops[2].norm_w && q.ops[3].kind == VAE_OP_RMS_NORM &&
+              q.ops[2].in[0] == q.ops[1].out && q.ops[2].in[1] == q.input &&
+              q.ops[4].in[1] == q.ops[2].out && vae_op_check(&q.ops[1]) == VAE_OK,
+          "fuse: the folded program's ops (values %d %d %d %d)", a, na, nb, c);
+    const int cuts[3] = {1, 4, 3};
+    int t1, t2, oh, ow, oc;
+    int64_t peak;
+    float *y1 = run_stream(be, &p, x, T, cuts, 3, &t1, &oh, &ow, &oc, &peak);
+    float *y2 = run_stream(be, &q, x, T, cuts, 3, &t2, &oh, &ow, &oc, &peak);
+    CHECK(y1 && y2 && t1 == T && t2 == T, "fuse: %d and %d frames of %d", t1, t2, T);
+    if (y1 && y2 && t1 == T && t2 == T) {
+        double d = max_diff(y1, y2, (size_t)T * H * W * C), m = 0;
+        for (size_t i = 0; i < (size_t)T * H * W * C; i++)
+            m = fmax(m, fabs(y1[i]));
+        CHECK(d == 0.0 && m > 0.1, "fuse: outputs differ by %g (max |y| %g)", d, m);
+    }
+    free(y1);
+    free(y2);
+    vae_program_free(&q);
+    vae_program_free(&p);
+}
+
 /* A switch spelled as a word in the environment (VAE_CUDA_IGEMM=off|tuned|always) is read as its
  * value, a word it does not know is an error naming the variable and what it accepts. */
 static void test_settings_words(void) {
@@ -840,6 +907,7 @@ int main(void) {
     test_walk();
     test_fp8_mark();
     test_window_rule();
+    test_fuse_norms(be);
     test_conv_up(be);
     test_graphs(be);
     test_check_mode(be);

@@ -119,7 +119,8 @@ static int fp8_runs(void *be, const vae_op *op) {
 
 /* The session's copies of the model's programs; under dtype fp8 the convs lane 0's backend runs
  * in E4M3 (every lane of a group has the same kind of device), at most set.fp8_convs of them a
- * program (program.h: vae_program_pick_fp8). */
+ * program (program.h: vae_program_pick_fp8); then the RMS norms that alone read a conv's output
+ * folded into that conv (vae_program_fuse_norms), where the backend applies them. */
 static int session_programs(vae_session *s) {
     const vae_program *src[2] = {&s->model->dec, &s->model->enc};
     const int budget = s->set.fp8_convs;
@@ -129,6 +130,13 @@ static int session_programs(vae_session *s) {
         int rc = vae_program_copy(src[d], &s->prog[d]);
         if (rc) return rc;
         const int kept = vae_program_pick_fp8(&s->prog[d], budget, fp8_runs, s->be);
+        int folded = 0;
+        if (s->set.exec_fuse_norms && s->be->v->conv_norm &&
+            (rc = vae_program_fuse_norms(&s->prog[d], &folded)))
+            return rc;
+        if (folded)
+            VAE_DEBUG("session: %d RMS norms of the %s run inside the conv before them", folded,
+                      d ? "encoder" : "decoder");
         if (s->opts.dtype == VAE_DTYPE_FP8 && s->prog[d].n_ops > 0)
             VAE_INFO("session: %d %s convs in E4M3 (VAE_FP8_CONVS=%s: those nearest the output)",
                      kept, d ? "encoder" : "decoder", most);

@@ -172,6 +172,9 @@ typedef struct vae_backend_vtbl {
     int (*conv_window)(vae_backend *be, const vae_op *op, void *state);
     /* 1: conv() takes op->up > 1 itself (else the executor upsamples the input first) */
     int conv_upsample;
+    /* 1: conv() applies op->norm_w (an RMS norm of its output, program.h) itself; 0: the session
+     * keeps such norms as ops of their own (vae_program_fuse_norms is not run) */
+    int conv_norm;
 
     /* Optional (NULL: nothing is held besides the executor's buffers, the machine's available
      * memory is unknown): for memory budgets. *avail: the bytes this session may use on the

@@ -35,7 +35,20 @@ static int check_conv(const vae_op *op) {
     if (op->up > 1 && (op->kt != 1 || op->st != 1 || vae_op_is_windowed(op)))
         return vae_fail(VAE_EUNSUPPORTED, "%s: input upsampling only for non-temporal convs",
                         op->name);
+    if (op->norm_w) {
+        const vae_op n = vae_conv_norm_op(op);
+        return check_act(&n);
+    }
     return VAE_OK;
+}
+
+vae_op vae_conv_norm_op(const vae_op *conv) {
+    vae_op n = vae_op_make(VAE_OP_RMS_NORM, conv->out, conv->c_out, conv->c_out);
+    n.w = conv->norm_w;
+    n.act = conv->norm_act;
+    n.act_scale = conv->act_scale;
+    memcpy(n.name, conv->name, sizeof n.name);
+    return n;
 }
 
 int vae_op_check(const vae_op *op) {

@@ -32,6 +32,9 @@
 /* The op's parameters make sense (kernel, strides, padding, channels, groups, weights present,
  * activation); VAE_EINVAL naming the op otherwise. Backends call it from prepare(). */
 int vae_op_check(const vae_op *op);
+/* The RMS norm a conv applies to its output (program.h: norm_w), as an op of its own: for backends
+ * that run it as a pass over y (in place) after the conv. */
+vae_op vae_conv_norm_op(const vae_op *conv);
 /* What every backend's CONV checks of its call (backend.h): enough frames, the output size that
  * kernel, stride, padding and input upsampling (op->up) give, no NULL frame. */
 int vae_conv_check_call(const vae_op *op, const void *const *frames, int n_in, int h, int w,

@@ -187,6 +187,59 @@ void vae_program_count_readers(const vae_program *p, int *uses) {
             if (p->ops[i].in[k] >= 0) uses[p->ops[i].in[k]]++;
 }
 
+/* Op j is an RMS norm (without a bias) that folds into the conv making its input: that conv's
+ * output, which nothing else reads and the program does not return. */
+static int norm_folds(const vae_program *p, int j, const int *uses) {
+    const vae_op *n = &p->ops[j];
+    const int x = n->in[0];
+    if (n->kind != VAE_OP_RMS_NORM || x <= 0 || x == p->output || uses[x] != 1) return 0;
+    const vae_op *c = &p->ops[x - 1];
+    return c->out == x && c->kind == VAE_OP_CONV && !c->norm_w && c->c_out == n->c_in && !n->b;
+}
+
+int vae_program_fuse_norms(vae_program *p, int *folded) {
+    *folded = 0;
+    for (int i = 0; i < p->n_ops; i++)
+        if (p->ops[i].out != i + 1) return VAE_OK; /* not numbered as vae_program_add does */
+    int *uses = vae_malloc((size_t)p->n_values * sizeof *uses);
+    int *map = vae_malloc((size_t)p->n_values * sizeof *map);
+    int *norm_of = vae_malloc((size_t)(p->n_ops + 1) * sizeof *norm_of);
+    if (!uses || !map || !norm_of) {
+        vae_free(uses), vae_free(map), vae_free(norm_of);
+        return vae_fail(VAE_ENOMEM, "out of memory fusing norms");
+    }
+    vae_program_count_readers(p, uses);
+    for (int i = 0; i < p->n_ops; i++) /* the norm folded into conv i, -1 none */
+        norm_of[i] = -1;
+    for (int j = 0; j < p->n_ops; j++)
+        if (norm_folds(p, j, uses)) norm_of[p->ops[j].in[0] - 1] = j;
+    map[p->input] = p->input;
+    int k = 0; /* ops kept so far: op i moves to k <= i, its value to k + 1 */
+    for (int i = 0; i < p->n_ops; i++) {
+        vae_op o = p->ops[i];
+        const int x = o.in[0];
+        if (o.kind == VAE_OP_RMS_NORM && x > 0 && norm_of[x - 1] == i) {
+            map[o.out] = map[x]; /* the conv's value now holds the norm's */
+            (*folded)++;
+            continue;
+        }
+        for (int q = 0; q < 2; q++)
+            if (o.in[q] >= 0) o.in[q] = map[o.in[q]];
+        if (norm_of[i] >= 0) { /* j > i: not moved yet */
+            const vae_op *n = &p->ops[norm_of[i]];
+            o.norm_w = n->w, o.norm_act = n->act, o.act_scale = n->act_scale;
+        }
+        map[o.out] = k + 1;
+        o.out = k + 1;
+        p->ops[k++] = o;
+    }
+    p->output = map[p->output];
+    p->n_ops = k;
+    p->n_values = k + 1;
+    vae_free(uses), vae_free(map), vae_free(norm_of);
+    return VAE_OK;
+}
+
 int vae_program_window_ok(const vae_program *p, int i, const int *uses) {
     const vae_op *op = &p->ops[i];
     const int x = op->in[0];

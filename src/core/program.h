@@ -29,7 +29,10 @@ typedef enum {
      * or NULL. Spatial zero padding pad_h = {top, bottom}, pad_w = {left, right}. up > 1 (kt = 1,
      * not windowed): x is first upsampled by `up` in h and w (nearest), as an UPSAMPLE op would;
      * a backend may compute both at once (vtbl conv_upsample), else the executor materialises
-     * the upsampled input. */
+     * the upsampled input. norm_w (optional, set by vae_program_fuse_norms): the RMS norm that
+     * read y alone, applied to it: y = norm_act(RMS_NORM(y) with weight norm_w [c_out], then
+     * act_scale as that norm's), so that y is written once instead of written, read and written
+     * again. */
     VAE_OP_CONV,
     /* y = x / max(||x||_2 over c, 1e-12) * sqrt(c) * w[c]  (Wan RMS_norm, per voxel), then act */
     VAE_OP_RMS_NORM,
@@ -94,6 +97,10 @@ typedef struct vae_op {
     int up;
     /* CONV: VAE_DTYPE_FP8 may run it in E4M3 (set by vae_program_mark_fp8; op.h: vae_op_fp8) */
     int fp8;
+    /* CONV: an RMS norm (weight [c_out], float32, owned by the model) and its activation applied
+     * to the output (vae_program_fuse_norms); NULL: none */
+    const float *norm_w;
+    vae_act norm_act;
     char name[96]; /* checkpoint name of the layer, for logs and errors */
 } vae_op;
 
@@ -137,6 +144,13 @@ void vae_program_mark_fp8(vae_program *p);
  * 26); errors add in quadrature. Returns the convs kept. */
 int vae_program_pick_fp8(vae_program *p, int budget, int (*runs)(void *user, const vae_op *op),
                          void *user);
+/* Folds every RMS norm whose input is a conv's output that nothing else reads (not the program's
+ * output) into that conv (norm_w, norm_act; op.h vae_conv_norm_op): one op and one value fewer,
+ * the values renumbered. The conv keeps its name, marks and weights. *folded: the norms folded.
+ * VAE_ENOMEM (p unchanged).
+ * A per-voxel norm of the output changes nothing the planner or the executor derive from a conv
+ * (shape, receptive field, time). */
+int vae_program_fuse_norms(vae_program *p, int *folded);
 /* *out = a copy of p (its own op list; weights shared with p). VAE_ENOMEM. */
 int vae_program_copy(const vae_program *p, vae_program *out);
 /* uses[v] = how many op inputs read value v (an op reading it twice counts twice): uses

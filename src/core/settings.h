@@ -25,6 +25,8 @@ typedef struct vae_settings {
     int exec_host_mb; /* VAE_EXEC_HOST_MB: host memory (MiB) for each whole-video object of a
                        * tiled call (output, store, slots), else a temporary file (2048; 256:
                        * host memory flat in the video's length, run 135) */
+    int exec_fuse_norms; /* VAE_EXEC_FUSE_NORMS: an RMS norm that alone reads a conv's output
+                          * runs inside that conv (program.h vae_program_fuse_norms) (1) */
     int exec_strip_norm; /* VAE_EXEC_STRIP_NORM: strips' RMS norms read their input where it
                           * lies instead of a copy put together (1) */
     int exec_store_host; /* VAE_EXEC_STORE_HOST: tiled plans keep their stores (and strips their

@@ -231,6 +231,7 @@ static const vae_backend_vtbl cpu_vtbl = {
     .prepare = cpu_prepare,
     .unprepare = cpu_unprepare,
     .conv = cpu_conv,
+    .conv_norm = 1,
     .norm = cpu_norm,
     .norm_rows = cpu_norm_rows,
     .norm_stats = cpu_norm_stats,

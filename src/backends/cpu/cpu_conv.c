@@ -135,16 +135,13 @@ static void im2col_row(const vae_op *op, const float *const *frames, int h, int 
     }
 }
 
-int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
-             int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out) {
+/* y = conv(frames) + bias [+ residual] (the checks done) */
+static int conv_run(vae_backend *be, const vae_op *op, const conv_state *s,
+                    const void *const *frames, int n_in, int h, int w, const void *residual,
+                    void *y, int t_out, int h_out, int w_out) {
     cpu_backend *cb = cpu_be(be);
-    const conv_state *s = state;
-    if (op->kind != VAE_OP_CONV) return vae_fail(VAE_EINVAL, "%s: not a conv op", op->name);
-    int rc = vae_op_check(op);
-    if (rc) return rc;
-    if (!s) return vae_fail(VAE_EINVAL, "%s: conv was not prepared", op->name);
-    /* the executor upsamples the input for this backend (no conv_upsample): op->up is 0 here */
-    if ((rc = vae_conv_check_call(op, frames, n_in, h, w, y, t_out, h_out, w_out))) return rc;
+    int rc = VAE_OK;
+    (void)n_in;
 
     const int c_in = op->c_in, c_out = op->c_out, K = s->k, nt = cb->threads;
     const int64_t hw_out = (int64_t)h_out * w_out;
@@ -217,4 +214,19 @@ int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *
         }
     }
     return VAE_OK;
+}
+
+int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
+             int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out) {
+    const conv_state *s = state;
+    if (op->kind != VAE_OP_CONV) return vae_fail(VAE_EINVAL, "%s: not a conv op", op->name);
+    int rc = vae_op_check(op);
+    if (rc) return rc;
+    if (!s) return vae_fail(VAE_EINVAL, "%s: conv was not prepared", op->name);
+    /* the executor upsamples the input for this backend (no conv_upsample): op->up is 0 here */
+    if ((rc = vae_conv_check_call(op, frames, n_in, h, w, y, t_out, h_out, w_out))) return rc;
+    rc = conv_run(be, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
+    if (rc || !op->norm_w) return rc;
+    const vae_op n = vae_conv_norm_op(op); /* its RMS norm, in place (per voxel: reads first) */
+    return cpu_norm(be, &n, NULL, y, y, t_out, h_out, w_out);
 }

@@ -45,6 +45,10 @@
  * with 96 filters and c_in a multiple of 96 (bf16 or fp16) also have the halo-tile kernel, another
  * candidate (sm90/halo_conv.cu: each input frame's tile read once for all nine taps;
  * VAE_CUDA_HALO=always: taken wherever it applies; off: never).
+ * An RMS norm folded into the conv (op->norm_w, program.h vae_program_fuse_norms): the halo-tile
+ * kernel applies it in its epilogue (a tile holds every output pixel's 96 channels); after any
+ * other path it is a pass over y in place (cu_conv_norm). The tuner times each candidate with
+ * that pass where it needs one, so the fused path is credited with the pass it saves.
  * FP8 (dtype fp8: bf16 activations): the convs vae_op_fp8 names that an E4M3 kernel takes (the
  * implicit-GEMM kind with c_in a multiple of 64) quantise their window per call into the scratch
  * area (cuda_fp8.cu: scale = largest magnitude / 448) and run on E4M3 weights quantised per
@@ -137,6 +141,8 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
             s->bdt_bytes = (size_t)s->kp * be->elem_size;
         }
     }
+    if (rc == VAE_OK && op->norm_w)
+        rc = cu_upload_param(cb, op->norm_w, (size_t)op->c_out, 1, (void **)&s->nw, op->name);
     if (rc) {
         cuda_conv_unprepare(be, op, s);
         return rc;
@@ -191,6 +197,7 @@ void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state) {
     cu_free_param(cb, s->wph, s->wph_bytes);
     cu_free_param(cb, s->bias, s->b_bytes);
     cu_free_param(cb, s->bias_dt, s->bdt_bytes);
+    cu_free_param(cb, s->nw, s->nw ? (size_t)op->c_out * sizeof(float) : 0);
     cu_free_param(cb, s->w8, s->w8_bytes);
     cu_free_param(cb, s->w8_scale, (size_t)s->kp * sizeof(float));
     cu_free_param(cb, s->scale8, (size_t)s->kp * sizeof(float));
@@ -305,8 +312,23 @@ int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const 
     const int up = op->up > 1 ? op->up : 1;
     if ((rc = cu_enter(cb, op->name))) return rc;
     cu_prof_name(cb, op->name);
-    if (up > 1) return conv_up(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
-    return cuda_conv_checked(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
+    cb->conv_norm_done = 0;
+    rc = up > 1
+             ? conv_up(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out)
+             : cuda_conv_checked(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
+    return rc ? rc : cu_conv_norm(cb, op, s, y, (int64_t)t_out * h_out * w_out);
+}
+
+int cu_conv_norm(cuda_backend *cb, const vae_op *op, const conv_state *s, void *y, int64_t n_vox) {
+    if (!op->norm_w || cb->conv_norm_done || n_vox == 0) return VAE_OK;
+    if (!s->nw) return vae_fail(VAE_EINVAL, "%s: conv was prepared without its norm", op->name);
+    int ph = cu_prof_begin(cb, CU_P_RMS);
+    int rc = cu_check(cuk_rms_norm(cb->stream, cb->base.dtype, y, y, n_vox, op->c_out, s->nw, NULL,
+                                   (int)op->norm_act, op->act_scale),
+                      op->name, "rms norm");
+    cu_prof_end(cb, ph);
+    cb->conv_norm_done = rc == VAE_OK;
+    return rc;
 }
 
 /* The narrow heads' own kernel (cuda_narrow_conv.cu): 16-bit, sizes it takes (at most

@@ -68,7 +68,8 @@ static int igemm_launch(cuda_backend *cb, conv_state *s, const vae_op *op, const
 }
 
 /* The halo-tile kernel over the window x0 (its own filter layout, bias and residual in its
- * epilogue, after an up-front init as cu_conv_igemm's). */
+ * epilogue, after an up-front init as cu_conv_igemm's; the conv's RMS norm too: each output
+ * pixel's 96 channels are in one tile). */
 int cu_conv_halo(conv_call *cc, const void *x0, int t_out) {
     const vae_op *op = cc->op;
     cuda_backend *cb = cc->cb;
@@ -79,7 +80,8 @@ int cu_conv_halo(conv_call *cc, const void *x0, int t_out) {
     const double t0 = cu_now();
     cudaError_t e = cuk_halo_conv(cb->stream, cb->base.dtype, x0, t_out + op->kt - 1, cc->h, cc->w,
                                   op->c_in, op->kt, s->wh, cc->init_done ? NULL : s->bias,
-                                  cc->init_done ? cc->y : cc->res, cc->y, cb->sm_count);
+                                  cc->init_done ? cc->y : cc->res, s->nw, (int)op->norm_act,
+                                  op->act_scale, cc->y, cb->sm_count);
     cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
     if (e == cudaErrorNotSupported) {
@@ -90,6 +92,8 @@ int cu_conv_halo(conv_call *cc, const void *x0, int t_out) {
     }
     if ((rc = cu_check(e, op->name, "halo-tile conv"))) return rc;
     cb->n_conv_halo++;
+    cb->n_conv_normed += s->nw != NULL;
+    cb->conv_norm_done = s->nw != NULL;
     return VAE_OK;
 }
 

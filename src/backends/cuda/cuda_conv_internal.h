@@ -33,6 +33,7 @@ typedef struct conv_state {
     void *wh; /* [kt][c_in / 96][9][12][96][8]: the halo-tile kernel's (made on first use) */
     size_t wh_bytes;
     float *bias;   /* [kp] float32, or NULL */
+    float *nw;     /* [c_out] float32: op->norm_w (the RMS norm after the conv), or NULL */
     void *bias_dt; /* [kp] activation dtype, or NULL */
     size_t w_bytes, w3_bytes, b_bytes, bdt_bytes;
     int64_t k;  /* kh*kw*kt*c_in */
@@ -71,6 +72,10 @@ typedef struct conv_call {
     int init_done;      /* y was set to bias + residual up front (beta = 1 everywhere) */
     float beta;         /* beta of the block being run (set by block_epi) */
 } conv_call;
+
+/* The conv's RMS norm (op->norm_w) over its output y [n_vox][c_out] in place, where the path
+ * did not apply it (cb->conv_norm_done); sets conv_norm_done. */
+int cu_conv_norm(cuda_backend *cb, const vae_op *op, const conv_state *s, void *y, int64_t n_vox);
 
 /* ---- cuda_conv_weights.c: the filters in each path's layout, made on first use ---- */
 /* [kp][kh][kw][kt*c_in]: the per-block paths' 2-D layout (the taps next to the channels) */

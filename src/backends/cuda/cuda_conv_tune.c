@@ -13,13 +13,15 @@
 static const char *const path_names[N_PATHS] = {"per block", "3-D", "padded 3-D", "implicit GEMM",
                                                 "halo tile"};
 
-/* One warm-up run (plans), then one timed run. */
+/* One warm-up run (plans), then one timed run; with the conv's RMS norm (op->norm_w) as a pass
+ * of its own where the path does not apply it, so that a path that does is credited with it. */
 static int timed_path(conv_call *cc, const void *const *frames, int t_out, int path, float *ms) {
     cuda_backend *cb = cc->cb;
     int rc = cu_conv_run_path(cc, frames, t_out, path);
     if (rc) return rc;
     if ((rc = cu_tune_mark(cb, 0, cc->op->name))) return rc;
     rc = cu_conv_run_path(cc, frames, t_out, path);
+    if (rc == VAE_OK) rc = cu_conv_norm(cb, cc->op, cc->s, cc->y, (int64_t)t_out * cc->ho * cc->wo);
     return rc ? rc : cu_tune_elapsed(cb, ms, cc->op->name);
 }
 
@@ -53,10 +55,10 @@ uint64_t cu_conv_seed_hash(uint64_t seed, const char *name, int n_in, int h, int
 static void tune_key(const conv_call *cc, int n_in, const int *cand, int nc, char *key,
                      size_t len) {
     const vae_op *op = cc->op;
-    int n = snprintf(key, len, "c%d-%d|k%dx%dx%d|s%dx%dx%d|p%d.%d.%d.%d|u%d|n%d|%dx%d|r%d|f%d|",
+    int n = snprintf(key, len, "c%d-%d|k%dx%dx%d|s%dx%dx%d|p%d.%d.%d.%d|u%d|n%d|%dx%d|r%d|f%d|q%d|",
                      op->c_in, op->c_out, op->kt, op->kh, op->kw, op->st, op->sh, op->sw,
                      op->pad_h[0], op->pad_h[1], op->pad_w[0], op->pad_w[1], op->up, n_in, cc->h,
-                     cc->w, cc->res != NULL, cc->fuse);
+                     cc->w, cc->res != NULL, cc->fuse, op->norm_w != NULL);
     for (int k = 0; k < nc && n > 0 && (size_t)n < len; k++) /* the paths it was chosen from */
         n += snprintf(key + n, len - (size_t)n, "%d%s", cand[k],
                       cand[k] == PATH_3DPAD && cu_conv_igemm_padded_ok(cc) ? "g" : "");

@@ -105,15 +105,16 @@ cudaError_t cuk_halo_tile_filters(cudaStream_t s, const void *w3, void *wh, int 
 }
 
 cudaError_t cuk_halo_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
-                          int kt, const void *wh, const float *bias, const void *res, void *y,
-                          int blocks) {
+                          int kt, const void *wh, const float *bias, const void *res,
+                          const float *nw, int act, float act_scale, void *y, int blocks) {
 #ifdef VAE_HAVE_CUTLASS
     if (t_in < kt) return cudaErrorNotSupported;
-    return halo_conv_run(s, dtype == IGEMM_F16, x, wh, bias, res, y, kt, t_in - kt + 1, h, w, ci,
-                         blocks);
+    const halo_conv_norm norm = {nw, act, act_scale};
+    return halo_conv_run(s, dtype == IGEMM_F16, x, wh, bias, res, &norm, y, kt, t_in - kt + 1, h, w,
+                         ci, blocks);
 #else
     (void)s, (void)dtype, (void)x, (void)t_in, (void)h, (void)w, (void)ci, (void)kt, (void)wh;
-    (void)bias, (void)res, (void)y, (void)blocks;
+    (void)bias, (void)res, (void)nw, (void)act, (void)act_scale, (void)y, (void)blocks;
     return cudaErrorNotSupported;
 #endif
 }

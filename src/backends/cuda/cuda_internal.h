@@ -137,12 +137,14 @@ cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, i
  * pixel tile read once for all nine taps. Its filters: [kt][c_in / 96][9][12][96][8], tiled from
  * the 3-D layout [96][kt][3][3][c_in] by cuk_halo_tile_filters (same size). cuk_halo_conv: y
  * [t_in-kt+1][h][w][96] = bias + res + conv of the window x [t_in][h][w][c_in] (as
- * cuk_igemm_conv); blocks: the multiprocessor count. */
+ * cuk_igemm_conv), then with nw (NULL: none) each pixel's RMS norm y = act(rms(y) * nw) (CU_ACT_*,
+ * act_scale: cu_act's) of the rounded y, rounded again (as the separate norm pass would); blocks:
+ * the multiprocessor count. */
 int cuk_halo_takes(int dtype, int kt, int kh, int kw, int ph, int pw, int ci, int co);
 cudaError_t cuk_halo_tile_filters(cudaStream_t s, const void *w3, void *wh, int kt, int ci);
 cudaError_t cuk_halo_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
-                          int kt, const void *wh, const float *bias, const void *res, void *y,
-                          int blocks);
+                          int kt, const void *wh, const float *bias, const void *res,
+                          const float *nw, int act, float act_scale, void *y, int blocks);
 /* y[r][c] = bias[c] (or 0) + res[r][c] (or 0), rows r < rows */
 cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias, const void *res,
                           int64_t rows, int c);
@@ -472,6 +474,8 @@ typedef struct cuda_backend {
     int64_t n_conv_3d, n_conv_fused;   /* of the cuDNN blocks: 3-D ones, fused-epilogue ones */
     int64_t n_conv_igemm;              /* convs run by the CUTLASS implicit-GEMM kernels */
     int64_t n_conv_halo;               /* convs run by the halo-tile kernel */
+    int64_t n_conv_normed;             /* of those, convs whose RMS norm it applied too */
+    int conv_norm_done;                /* the current conv call's path applied op->norm_w itself */
     int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
     int64_t n_staged_uploads;          /* parameters copied from the stage (cuda_stage.c) */
     cu_host_buf hin[2], hout[2];       /* stage_in / download_planar buffers, used in turn */

@@ -15,6 +15,7 @@
  *   A[2]:  [12 chunks][18 x 18 halo pixels][8]   one input frame's channel block, double buffered
  *          (chunks 5248 bytes apart: TMA destinations are 128-byte aligned)
  *   B[5]:  [12 chunks][96 filters][8]            one unit's filters (tap s of block cb of frame f)
+ *   (then the barriers, and the output norm's 96 weights)
  * Warp-specialised and persistent (one block a multiprocessor walks tiles t, ty, tx in order):
  *   - two consumer warp groups, each 128 output pixels = two m64 tiles (8 halo rows x 8 pixels,
  *     SBO = one halo row) x 96 filters (wgmma m64n96k16, 96 float32 accumulators a thread): per
@@ -61,7 +62,8 @@ enum {
     EMPTY_A = 2 + B_STAGES,
     EMPTY_B = 4 + B_STAGES,
     BARS = 4 + 2 * B_STAGES,
-    SMEM = 2 * A_BYTES + B_STAGES * B_BYTES + BARS * 8, /* 218224 */
+    GAMMA = 2 * A_BYTES + B_STAGES * B_BYTES + BARS * 8, /* the norm's 96 weights (float32) */
+    SMEM = GAMMA + CB * 4,                               /* 218608 */
 };
 
 /* wgmma operand descriptor, K-major, no swizzle: start address, LBO = the byte step between the
@@ -156,6 +158,7 @@ struct args {
     const void *wt;             /* [kt][c_in / 96][9][12][96][8]: halo_conv_tile_filters */
     const float *bias;          /* [96] or NULL */
     const void *res;            /* [t_out][h][w][96] or NULL (may be y) */
+    halo_conv_norm norm;        /* each output pixel's RMS norm (norm.w NULL: none) */
     void *y;                    /* [t_out][h][w][96] */
     int kt, h, w, c_in, blocks; /* blocks = c_in / 96 */
     int tiles_x, tiles_y, tiles;
@@ -221,6 +224,52 @@ static __device__ __forceinline__ float2 unpack2(unsigned v, __half) {
     return __half22float2(*(__half2 *)&v);
 }
 
+/* SiLU with one MUFU op (tanh) instead of two (exp, reciprocal): the norm in the epilogue stalls
+ * the tensor cores, and there the MUFU throughput was what it cost */
+static __device__ __forceinline__ float silu_tanh(float x) {
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(0.5f * x));
+    return 0.5f * x * (1.0f + t);
+}
+
+/* The RMS norm of one output pixel's 96 channels (a row of the staged tile, already rounded as the
+ * unfused conv would write them), in place: y = act(y * sqrt(96) / max(|y|, 1e-12) * g[c]) as the
+ * RMS norm kernel (cuda_norm.cu) but SiLU by silu_tanh; g: the weights in shared memory; A: the
+ * activation, -1 read at run time. */
+template <typename T, int A>
+static __device__ __forceinline__ void norm_pixel(unsigned char *row, const float *g,
+                                                  const halo_conv_norm &n) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < CHUNKS; j++) {
+        const uint4 v = *(const uint4 *)(row + j * 16);
+        const unsigned u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const float2 f = unpack2(u[q], T());
+            ss += f.x * f.x;
+            ss += f.y * f.y;
+        }
+    }
+    const float sc = sqrtf((float)CB) / fmaxf(sqrtf(ss), 1e-12f);
+#pragma unroll 2
+    for (int j = 0; j < CHUNKS; j++) {
+        const uint4 v = *(const uint4 *)(row + j * 16);
+        const float4 g0 = *(const float4 *)(g + 8 * j), g1 = *(const float4 *)(g + 8 * j + 4);
+        const float gj[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+        unsigned u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const float2 f = unpack2(u[q], T());
+            const float a = f.x * sc * gj[2 * q], b = f.y * sc * gj[2 * q + 1];
+            u[q] = A == CU_ACT_SILU ? cu_mma<T>::pack(silu_tanh(a), silu_tanh(b))
+                                    : cu_mma<T>::pack(cu_act_t<T>(n.act, n.act_scale, a),
+                                                      cu_act_t<T>(n.act, n.act_scale, b));
+        }
+        *(uint4 *)(row + j * 16) = make_uint4(u[0], u[1], u[2], u[3]);
+    }
+}
+
 enum { ST_PITCH = 208, ST_WG = 128 * ST_PITCH };
 /* 16-byte piece n (0..11) of this warp group's part of the tile: pixel q / 12 of its 8 x 16, part
  * q % 12 of the pixel's 96 channels (q = tid + 128 n: consecutive threads, consecutive bytes);
@@ -242,7 +291,9 @@ static __device__ __forceinline__ unsigned piece_stage(int q) {
  * until here), each warp group stages its 128 pixels x 96 channels there (rows padded to 104
  * channels: the fragments' writes hit 32 distinct banks): the residual in, then the fragments
  * (a thread holds rows lane / 4 and lane / 4 + 8 of its warp's 16 rows of each m64 tile, columns
- * 8 j + 2 (lane % 4) + {0, 1}) add bias and residual and round in place, then the rows go out. */
+ * 8 j + 2 (lane % 4) + {0, 1}) add bias and residual and round in place, then (with a norm) each
+ * thread normalises one pixel's row from those rounded values (as the unfused norm pass would read
+ * them), then the rows go out. */
 template <typename T>
 static __device__ __forceinline__ void epilogue(const args &a, const walk &k, int i_last,
                                                 const tile_pos &p, const float d0[48],
@@ -282,6 +333,14 @@ static __device__ __forceinline__ void epilogue(const args &a, const walk &k, in
             }
         }
     bar_named(2 + k.wg, 128);
+    if (a.norm.w) { /* thread tid: staged row tid = pixel tid of the group's 8 x 16 */
+        const float *g = (const float *)(cu_dyn_smem() + GAMMA);
+        if (a.norm.act == CU_ACT_SILU)
+            norm_pixel<T, CU_ACT_SILU>(stage + tid * ST_PITCH, g, a.norm);
+        else
+            norm_pixel<T, -1>(stage + tid * ST_PITCH, g, a.norm);
+        bar_named(2 + k.wg, 128);
+    }
 #pragma unroll
     for (int n = 0; n < 12; n++) {
         const int64_t o = piece_at(a, p, k.wg, tid + 128 * n);
@@ -370,6 +429,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             bar_init(k.bars + b * 8, b < EMPTY_A ? 1 : CONSUMERS / 32);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
+    if (a.norm.w && threadIdx.x < CB)
+        ((float *)(smem + GAMMA))[threadIdx.x] = a.norm.w[threadIdx.x];
     __syncthreads();
     if (threadIdx.x >= CONSUMERS) {
         produce(a, &map, k);
@@ -455,10 +516,11 @@ static cudaError_t halo_map(CUtensorMap *map, int is_half, const void *x, int t_
 }
 
 cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void *wt,
-                          const float *bias, const void *res, void *y, int kt, int t_out, int h,
-                          int w, int c_in, int blocks) {
+                          const float *bias, const void *res, const halo_conv_norm *norm, void *y,
+                          int kt, int t_out, int h, int w, int c_in, int blocks) {
     halo::args a;
     a.x = x, a.wt = wt, a.bias = bias, a.res = res, a.y = y;
+    a.norm = norm ? *norm : halo_conv_norm{nullptr, 0, 0.0f};
     a.kt = kt, a.h = h, a.w = w, a.c_in = c_in, a.blocks = c_in / halo::CB;
     a.tiles_x = (w + halo::TILE - 1) / halo::TILE, a.tiles_y = (h + halo::TILE - 1) / halo::TILE;
     a.tiles = a.tiles_x * a.tiles_y * t_out;

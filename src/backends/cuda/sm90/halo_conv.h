@@ -15,13 +15,22 @@ int halo_conv_fits(int kt, int kh, int kw, int ph, int pw, int c_in, int c_out);
 /* The filters' layout for the kernel: src [96][kt][3][3][c_in] (16-bit) -> dst
  * [kt][c_in / 96][9][12][96][8] (the same size) */
 cudaError_t halo_conv_tile_filters(cudaStream_t s, const void *src, void *dst, int kt, int c_in);
-/* y [t_out][h][w][96] = bias + res + conv(x, wt): x [t_out + kt - 1][h][w][c_in] 16-bit (is_half:
- * float16, else bfloat16), wt tiled by halo_conv_tile_filters, bias [96] float32 or NULL, res
- * [t_out][h][w][96] or NULL (may be y); blocks: the persistent grid (the multiprocessor count).
- * cudaErrorNotSupported where the TMA cannot describe x. */
+/* An RMS norm of each output pixel (Wan's RMS_norm, then an activation): y = act(y / max(|y|,
+ * 1e-12) * sqrt(96) * w[c]) with act a CU_ACT_* (act_scale: cu_act's); w NULL: none. */
+typedef struct halo_conv_norm {
+    const float *w; /* [96] float32 */
+    int act;
+    float act_scale;
+} halo_conv_norm;
+
+/* y [t_out][h][w][96] = bias + res + conv(x, wt), then the norm: x [t_out + kt - 1][h][w][c_in]
+ * 16-bit (is_half: float16, else bfloat16), wt tiled by halo_conv_tile_filters, bias [96] float32
+ * or NULL, res [t_out][h][w][96] or NULL (may be y), norm NULL or norm->w NULL: none; blocks: the
+ * persistent grid (the multiprocessor count). cudaErrorNotSupported where the TMA cannot
+ * describe x. */
 cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void *wt,
-                          const float *bias, const void *res, void *y, int kt, int t_out, int h,
-                          int w, int c_in, int blocks);
+                          const float *bias, const void *res, const halo_conv_norm *norm, void *y,
+                          int kt, int t_out, int h, int w, int c_in, int blocks);
 
 #ifdef __cplusplus
 }
