@@ -26,7 +26,11 @@
  *     zero fill) and, for a tile's last frame block, prefetches its residual into L2.
  * Epilogue: the A buffer of the tile's last frame block is free once both groups are past their
  * last MMA; there y = acc + bias (+ res) is formed in float32, rounded once, and written out in
- * coalesced 16-byte pieces while the next tile's loads are already in flight.
+ * coalesced 16-byte pieces while the next tile's loads are already in flight. With a norm (the RMS
+ * norm + SiLU that alone reads the conv's output, folded into the conv: program.h
+ * vae_program_fuse_norms) each thread normalises one staged pixel before the rows go out: the
+ * tensor cores wait meanwhile, so SiLU takes one MUFU op (tanh) instead of two; it costs ~2.5 ms of
+ * the 4.4 ms a separate norm pass took in a 480p decode (bench/RESULTS.md runs 216-217).
  * Measured (bench/RESULTS.md runs 206-214, H100): 650-690 TFLOP/s on Wan2.1's 96- and 192-channel
  * convs in bench/halo_conv_probe.cu against 585-600 for CUTLASS's 96-filter tiles; inside a decode
  * the gap shrinks (5.0 against 5.4 ms a 16-frame step without residual, 6.2 against 5.7 with one),
