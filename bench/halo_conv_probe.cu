@@ -2,7 +2,9 @@
 // channels-last) on the halo-tile wgmma kernel (src/backends/cuda/sm90/halo_conv.cu) beside the
 // CUTLASS implicit-GEMM instances the engine has for them (with -DWITH_CUTLASS): time a launch
 // (TFLOP/s) and check every kernel against a float32 conv on the CUDA cores, odd shapes too
-// (partial tiles, kt 1 and 2, three channel blocks, residuals). Build and run on the GPU from the
+// (partial tiles, kt 1 and 2, three channel blocks, residuals); also the kernel with the RMS norm
+// + SiLU in its epilogue (what a folded norm costs it) against that norm of the rounded reference.
+// Build and run on the GPU from the
 // repository root (CUTLASS: the include folders of the nvidia-cutlass wheel's source/):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -w -DNDEBUG
 //        -Isrc [-DWITH_CUTLASS -I$C/include -I$C/tools/util/include] -o /tmp/halo_probe
@@ -25,7 +27,7 @@ struct conv_shape {
 };
 struct bufs {
     const __nv_bfloat16 *x, *wt, *wt_tiled, *res;
-    const float *bias;
+    const float *bias, *gamma;
     __nv_bfloat16 *y;
     int sms;
 };
@@ -35,6 +37,28 @@ static cudaError_t run_halo(const conv_shape &s, const bufs &b) {
     return halo_conv_run(0, 0, b.x, b.wt_tiled, b.bias, b.res, NULL, b.y, s.kt, s.t_out, s.h, s.w,
                          s.c_in, b.sms);
 }
+static cudaError_t run_halo_norm(const conv_shape &s, const bufs &b) {
+    const halo_conv_norm n = {b.gamma, CU_ACT_SILU, 0.0f};
+    return halo_conv_run(0, 0, b.x, b.wt_tiled, b.bias, b.res, &n, b.y, s.kt, s.t_out, s.h, s.w,
+                         s.c_in, b.sms);
+}
+
+/* ref_n = the RMS norm + SiLU of each pixel of ref [n_pix][96] rounded to bf16 (what the engine's
+ * norm pass reads), in float32 */
+__global__ void ref_norm_kernel(const float *ref, const float *g, float *ref_n, int64_t n_pix) {
+    for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < n_pix;
+         p += (int64_t)gridDim.x * blockDim.x) {
+        float v[96], ss = 0.0f;
+        for (int c = 0; c < 96; c++)
+            v[c] = __bfloat162float(__float2bfloat16(ref[p * 96 + c])), ss += v[c] * v[c];
+        const float sc = sqrtf(96.0f) / fmaxf(sqrtf(ss), 1e-12f);
+        for (int c = 0; c < 96; c++) {
+            const float a = v[c] * sc * g[c];
+            ref_n[p * 96 + c] = a / (1.0f + expf(-a));
+        }
+    }
+}
+
 #ifdef WITH_CUTLASS
 template <cudaError_t (*F)(const igemm_args *)>
 static cudaError_t run_igemm(const conv_shape &s, const bufs &b) {
@@ -60,11 +84,13 @@ int main(int argc, char **argv) {
     struct variant {
         const char *name;
         launch_fn fn;
+        int norm; /* checked against ref_n */
     } variants[] = {
-        {"halo wgmma", run_halo},
+        {"halo wgmma", run_halo, 0},
+        {"halo wgmma + norm", run_halo_norm, 1},
 #ifdef WITH_CUTLASS
-        {"igemm 256x96x32 2x1", run_igemm<igemm_bf16_m256_n96_k32_c21>},
-        {"igemm 256x96x64", run_igemm<igemm_bf16_m256_n96_k64>},
+        {"igemm 256x96x32 2x1", run_igemm<igemm_bf16_m256_n96_k32_c21>, 0},
+        {"igemm 256x96x64", run_igemm<igemm_bf16_m256_n96_k64>, 0},
 #endif
     };
     int sms = 0;
@@ -77,13 +103,15 @@ int main(int argc, char **argv) {
                       ny = (int64_t)sh.t_out * sh.h * sh.w * co;
         const int64_t nw = (int64_t)co * sh.kt * 9 * sh.c_in;
         __nv_bfloat16 *x, *wt, *wtt, *res = nullptr, *y;
-        float *bias, *ref, *err;
+        float *bias, *gamma, *ref, *ref_n, *err;
         CK(cudaMalloc(&x, n_in * fx * 2));
         CK(cudaMalloc(&wt, nw * 2));
         CK(cudaMalloc(&wtt, nw * 2));
         CK(cudaMalloc(&y, ny * 2));
         CK(cudaMalloc(&ref, ny * 4));
+        CK(cudaMalloc(&ref_n, ny * 4));
         CK(cudaMalloc(&bias, co * 4));
+        CK(cudaMalloc(&gamma, co * 4));
         CK(cudaMalloc(&err, 8));
         probe_fill<<<1024, 256>>>(x, n_in * fx, 1.0f, 1);
         probe_fill<<<64, 256>>>(wt, nw, 1.0f / sqrtf(9.0f * sh.kt * sh.c_in), 2);
@@ -92,15 +120,19 @@ int main(int argc, char **argv) {
         for (int i = 0; i < co; i++)
             hb[i] = 0.01f * (i - 40);
         CK(cudaMemcpy(bias, hb.data(), co * 4, cudaMemcpyHostToDevice));
+        for (int i = 0; i < co; i++)
+            hb[i] = 0.5f + 0.01f * i;
+        CK(cudaMemcpy(gamma, hb.data(), co * 4, cudaMemcpyHostToDevice));
         if (sh.residual) {
             CK(cudaMalloc(&res, ny * 2));
             probe_fill<<<256, 256>>>(res, ny, 1.0f, 3);
         }
         ref_kernel<<<4096, 256>>>(x, wt, bias, res, ref, sh.kt, sh.t_out, sh.h, sh.w, sh.c_in, co);
+        ref_norm_kernel<<<1024, 128>>>(ref, gamma, ref_n, ny / co);
         CK(cudaDeviceSynchronize());
         const double tflop = 2.0 * ny * sh.kt * 9 * sh.c_in / 1e12;
         printf("%s: %d frames out, %.2f TFLOP\n", sh.name, sh.t_out, tflop);
-        const bufs b = {x, wt, wtt, res, bias, y, sms};
+        const bufs b = {x, wt, wtt, res, bias, gamma, y, sms};
         for (const variant &v : variants) {
             CK(cudaMemset(y, 0xff, ny * 2)); /* NaN: unwritten outputs fail */
             const cudaError_t e = v.fn(sh, b);
@@ -110,7 +142,7 @@ int main(int argc, char **argv) {
             }
             CK(e);
             float he[2], ms;
-            CK(probe_max_err(y, ref, ny, err, he));
+            CK(probe_max_err(y, v.norm ? ref_n : ref, ny, err, he));
             CK(probe_time([&] { return v.fn(sh, b); }, tflop > 0.1 ? 10 : 3, &ms));
             const float rel = he[0] / (he[1] > 0 ? he[1] : 1.0f);
             const int bad = !(rel < 1e-2f);
@@ -118,7 +150,8 @@ int main(int argc, char **argv) {
             printf("  %-22s %7.3f ms  %6.0f TFLOP/s  max err %.2e of max |y| %.2f%s\n", v.name, ms,
                    tflop / ms * 1e3, he[0], he[1], bad ? "  FAIL" : "");
         }
-        cudaFree(x), cudaFree(wt), cudaFree(wtt), cudaFree(y), cudaFree(ref), cudaFree(bias);
+        cudaFree(x), cudaFree(wt), cudaFree(wtt), cudaFree(y), cudaFree(ref), cudaFree(ref_n);
+        cudaFree(bias), cudaFree(gamma);
         cudaFree(err);
         if (res) cudaFree(res);
     }
