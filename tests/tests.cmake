@@ -151,9 +151,11 @@ endforeach()
 # A once, on device 0, the other lane's tile reading A's frames as they come (plan a_shared): at
 # this budget the group's plan for dec_t3 is 1x2 tiles with A shared (the regular expression: the
 # plan's "A once" in the log, then dec_t3 on the group, nothing failed), within 1e-5 of one
-# device's own plan
+# device's own plan. 2.7 MB: with the RMS norms folded into their convs (VAE_EXEC_FUSE_NORMS, the
+# default) the program's peaks moved, and at 2.5 MB the group took 2x2 tiles without A shared
+# (its peak predicted 10.9% over the measured one); at 2.7 MB both programs take A shared.
 add_test(NAME fixture_group2_shared_a_wan22_tiny
-         COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --devices 2 --max-memory 2500000)
+         COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --devices 2 --max-memory 2700000)
 set_tests_properties(fixture_group2_shared_a_wan22_tiny PROPERTIES LABELS fixture
   ENVIRONMENT "VAE_TEST_LOG=info"
   PASS_REGULAR_EXPRESSION "A once, on device 0.*PASS wan22_tiny dec_t3 on 2 devices \\(tiles 1x2\\).* 0 failed")
