@@ -199,6 +199,7 @@ static int norm_folds(const vae_program *p, int j, const int *uses) {
 
 int vae_program_fuse_norms(vae_program *p, int *folded) {
     *folded = 0;
+    if (p->n_ops == 0) return VAE_OK; /* an absent side (no encoder): not even an input value */
     for (int i = 0; i < p->n_ops; i++)
         if (p->ops[i].out != i + 1) return VAE_OK; /* not numbered as vae_program_add does */
     int *uses = vae_malloc((size_t)p->n_values * sizeof *uses);
