@@ -38,7 +38,7 @@ TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_PLAN_BANDS=1 build-tsan/test_fixt
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_PLAN_BANDS=1 build-tsan/test_fixtures ../shared \
     seedvr2_tiny --devices 2 --threads 1 --case dec_t6_odd
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/test_fixtures ../shared wan22_tiny \
-    --devices 2 --max-memory 2500000 --threads 1 --case dec_t3
+    --devices 2 --max-memory 2700000 --threads 1 --case dec_t3
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_PLAN_BANDS=1 build-tsan/vae bench seedvr2 \
     --config '{"block_out_channels":[32,32,64,64],"norm_num_groups":8}' --op encode --frames 5 \
     --size 64x64 --devices 0,1 --device cpu --dtype fp32 --runs 1 --warmup 0 --threads 2
@@ -48,7 +48,7 @@ TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_EXEC_STORE_HOST=1 VAE_EXEC_HOST_M
     build-tsan/vae bench wan2.1 --config '{"dim": 8, "dec_dim": 8}' --op encode --frames 17 \
     --size 64x256 --tile 32x128 --devices 0,1 --device cpu --dtype fp32 --runs 1 --warmup 0 --threads 1
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_EXEC_HOST_MB=0 build-tsan/test_fixtures ../shared \
-    wan22_tiny --devices 2 --max-memory 2500000 --threads 1 --case dec_t3
+    wan22_tiny --devices 2 --max-memory 2700000 --threads 1 --case dec_t3
 # Python: the package as the README installs it (pip install .: scikit-build-core builds
 # libvae.so), torch (the PyPI wheel, used on the CPU here) and diffusers from PyPI, then pytest on
 # the installed package (python/tests; the ComfyUI tests run inside ComfyUI with COMFYUI_PATH).

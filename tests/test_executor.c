@@ -856,6 +856,11 @@ static void test_fuse_norms(vae_backend *be) {
     free(y2);
     vae_program_free(&q);
     vae_program_free(&p);
+    vae_program empty; /* an absent side (a model without an encoder): nothing, no error */
+    memset(&empty, 0, sizeof empty);
+    folded = -1;
+    CHECK(vae_program_fuse_norms(&empty, &folded) == VAE_OK && folded == 0 && empty.n_ops == 0,
+          "fuse on an empty program: %d folded", folded);
 }
 
 /* A switch spelled as a word in the environment (VAE_CUDA_IGEMM=off|tuned|always) is read as its
