@@ -141,7 +141,6 @@ static int conv_run(vae_backend *be, const vae_op *op, const conv_state *s,
                     void *y, int t_out, int h_out, int w_out) {
     cpu_backend *cb = cpu_be(be);
     int rc = VAE_OK;
-    (void)n_in;
 
     const int c_in = op->c_in, c_out = op->c_out, K = s->k, nt = cb->threads;
     const int64_t hw_out = (int64_t)h_out * w_out;
