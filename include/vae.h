@@ -296,6 +296,12 @@ typedef enum {
                                   * conv (its output written once: one pass over the activation
                                   * fewer, and one buffer), where the backend can (1; 0: as
                                   * separate ops; the result is the same) */
+    VAE_PARAM_CUDA_TUNE_REPS,    /* the conv tuner: each candidate path of a shape is timed once,
+                                  * then the two fastest (where the second is within 15% of the
+                                  * first) this many rounds more, in alternating order, and judged
+                                  * by those: the GPU slows down as its power limit sets in during
+                                  * the first round, which would favour whichever ran earlier (2;
+                                  * 0: the first round decides) */
     VAE_PARAM_COUNT
 } vae_param;
 

@@ -58,6 +58,7 @@ static const setting table[] = {
     {VAE_PARAM_EXEC_CHUNKS, "VAE_EXEC_CHUNKS", OFF(exec_chunks), 0, 4, 1, 64, {0}},
     {VAE_PARAM_CUDA_HALO, "VAE_CUDA_HALO", OFF(cuda_halo), 0, 1, 0, 2, {"off", "tuned", "always"}},
     {VAE_PARAM_EXEC_FUSE_NORMS, "VAE_EXEC_FUSE_NORMS", OFF(exec_fuse_norms), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_CUDA_TUNE_REPS, "VAE_CUDA_TUNE_REPS", OFF(cuda_tune_reps), 0, 2, 0, 8, {0}},
 };
 /* clang-format on */
 #undef OFF

@@ -50,6 +50,7 @@ typedef struct vae_settings {
     int cuda_poison;         /* VAE_CUDA_POISON: every block handed out is filled with NaN (0) */
     int cuda_tune;           /* VAE_CUDA_TUNE: 1 time the conv paths, 0 take the first (1) */
     uint64_t cuda_tune_seed; /* VAE_CUDA_TUNE=seed:N: paths chosen by hash (0 = timing) */
+    int cuda_tune_reps;      /* VAE_CUDA_TUNE_REPS: the two fastest paths timed again (2) */
     int cuda_pw_gemm;        /* VAE_CUDA_PW=gemm: pointwise convs on cuBLAS only (0) */
     int cuda_phase;          /* VAE_CUDA_PHASE: upsample convs as four phase convs (1) */
     int cuda_pad3d;          /* VAE_CUDA_PAD3D: channel-padded 3-D windows (1) */

@@ -915,6 +915,7 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     /* seed:N -- no timing: each (op, shape) gets a path chosen by a hash of N (tests explore the
      * combinations of paths that timing noise can produce) */
     cb->tune_seed = st->cuda_tune_seed;
+    cb->tune_reps = st->cuda_tune_reps;
     cb->pw_dnn = !st->cuda_pw_gemm;
     cb->phase = st->cuda_phase;
     cb->pad3d = st->cuda_pad3d;

@@ -448,6 +448,7 @@ typedef struct cuda_backend {
     int recording;        /* a graph is being recorded (stream capture): no timing, no frees */
     int poison;           /* VAE_CUDA_POISON=1: new blocks filled with NaN (cu_poison) */
     uint64_t tune_seed;   /* VAE_CUDA_TUNE=seed:N: paths by hash instead of timing (0: off) */
+    int tune_reps;        /* the two fastest paths' rounds after the first (VAE_CUDA_TUNE_REPS) */
     int pw_dnn;           /* 1x1 convs through cuDNN with the fused epilogue (VAE_CUDA_PW=gemm: off) */
     int phase;            /* nearest x2 + 3x3 conv as four 2x2 phase convs (VAE_CUDA_PHASE) */
     int narrow;           /* narrow heads, small 1x1 convs on own kernels (VAE_CUDA_NARROW) */
