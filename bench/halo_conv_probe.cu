@@ -3,8 +3,11 @@
 // CUTLASS implicit-GEMM instances the engine has for them (with -DWITH_CUTLASS): time a launch
 // (TFLOP/s) and check every kernel against a float32 conv on the CUDA cores, odd shapes too
 // (partial tiles, kt 1 and 2, three channel blocks, residuals); also the kernel with the RMS norm
-// + SiLU in its epilogue (what a folded norm costs it) against that norm of the rounded reference.
-// Build and run on the GPU from the
+// + SiLU in its epilogue (what a folded norm costs it) against that norm of the rounded reference;
+// and the kernel's phase mode (halo_conv_run_up2: nearest x2 + 3x3 as four 2 x 2 phase convs,
+// written straight into the upsampled output) against a float32 conv of the upsampled input,
+// beside CUTLASS's four phase convs into (h+1) x (w+1) planes (the engine's other phase path,
+// without its interleave pass). Build and run on the GPU from the
 // repository root (CUTLASS: the include folders of the nvidia-cutlass wheel's source/):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -w -DNDEBUG
 //        -Isrc [-DWITH_CUTLASS -I$C/include -I$C/tools/util/include] -o /tmp/halo_probe
@@ -57,6 +60,116 @@ __global__ void ref_norm_kernel(const float *ref, const float *g, float *ref_n, 
             ref_n[p * 96 + c] = a / (1.0f + expf(-a));
         }
     }
+}
+
+/* xu [t][2h][2w][c] = nearest x2 of x [t][h][w][c] */
+__global__ void up2_kernel(const __nv_bfloat16 *x, __nv_bfloat16 *xu, int t, int h, int w, int c) {
+    const int64_t n = (int64_t)t * 4 * h * w * c;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int ch = i % c, xx = i / c % (2 * w), yy = i / c / (2 * w) % (2 * h);
+        const int64_t f = i / c / (2 * w) / (2 * h);
+        xu[i] = x[((f * h + yy / 2) * w + xx / 2) * c + ch];
+    }
+}
+
+/* The phase filters [4][96][2][2][c] of 3x3 filters [96][3][3][c] (cuda_conv_phase.c's rule: phase
+ * (a, b) row tap r sums the 3x3 rows {0} | {1, 2} (a = 0) or {0, 1} | {2} (a = 1), columns alike)
+ */
+static std::vector<__nv_bfloat16> phase_filters(const std::vector<__nv_bfloat16> &w3, int c) {
+    static const int lo[2][2] = {{0, 1}, {0, 2}}, hi[2][2] = {{0, 2}, {1, 2}};
+    std::vector<__nv_bfloat16> out((size_t)4 * 96 * 4 * c);
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+            for (int o = 0; o < 96; o++)
+                for (int r = 0; r < 2; r++)
+                    for (int q = 0; q < 2; q++)
+                        for (int ci = 0; ci < c; ci++) {
+                            float acc = 0.0f;
+                            for (int dh = lo[a][r]; dh <= hi[a][r]; dh++)
+                                for (int dw = lo[b][q]; dw <= hi[b][q]; dw++)
+                                    acc += __bfloat162float(
+                                        w3[(((size_t)o * 3 + dh) * 3 + dw) * c + ci]);
+                            out[((((size_t)(a * 2 + b) * 96 + o) * 2 + r) * 2 + q) * c + ci] =
+                                __float2bfloat16(acc);
+                        }
+    return out;
+}
+
+/* The phase mode on t frames of h x w (c channels in, 96 out): checked against a float32 conv of
+ * the upsampled input, timed beside CUTLASS's four phase convs; returns the failures. */
+static int probe_up2(const char *name, int c, int t, int h, int w, int residual, int sms) {
+    const int64_t nx = (int64_t)t * h * w * c, nxu = 4 * nx, ny = (int64_t)t * 4 * h * w * 96;
+    const int64_t nw = (int64_t)96 * 9 * c, np = (int64_t)4 * 96 * 4 * c;
+    const int64_t nplane = (int64_t)t * (h + 1) * (w + 1) * 96;
+    __nv_bfloat16 *x, *xu, *wt, *wph, *whp, *res = nullptr, *y, *planes;
+    float *bias, *ref, *err;
+    CK(cudaMalloc(&x, nx * 2));
+    CK(cudaMalloc(&xu, nxu * 2));
+    CK(cudaMalloc(&wt, nw * 2));
+    CK(cudaMalloc(&wph, np * 2));
+    CK(cudaMalloc(&whp, np * 2));
+    CK(cudaMalloc(&y, ny * 2));
+    CK(cudaMalloc(&planes, 4 * nplane * 2));
+    CK(cudaMalloc(&ref, ny * 4));
+    CK(cudaMalloc(&bias, 96 * 4));
+    CK(cudaMalloc(&err, 8));
+    probe_fill<<<1024, 256>>>(x, nx, 1.0f, 11);
+    probe_fill<<<64, 256>>>(wt, nw, 1.0f / sqrtf(9.0f * c), 12);
+    up2_kernel<<<1024, 256>>>(x, xu, t, h, w, c);
+    std::vector<float> hb(96);
+    for (int i = 0; i < 96; i++)
+        hb[i] = 0.01f * (i - 40);
+    CK(cudaMemcpy(bias, hb.data(), 96 * 4, cudaMemcpyHostToDevice));
+    if (residual) {
+        CK(cudaMalloc(&res, ny * 2));
+        probe_fill<<<256, 256>>>(res, ny, 1.0f, 13);
+    }
+    std::vector<__nv_bfloat16> hw(nw);
+    CK(cudaMemcpy(hw.data(), wt, nw * 2, cudaMemcpyDeviceToHost));
+    const std::vector<__nv_bfloat16> hp = phase_filters(hw, c);
+    CK(cudaMemcpy(wph, hp.data(), np * 2, cudaMemcpyHostToDevice));
+    CK(halo_conv_tile_phase_filters(0, wph, whp, c));
+    ref_kernel<<<4096, 256>>>(xu, wt, bias, res, ref, 1, t, 2 * h, 2 * w, c, 96);
+    CK(cudaDeviceSynchronize());
+    const double tflop = 2.0 * (ny / 96) * 96 * 4 * c / 1e12; /* the phase convs' MACs */
+    printf("%s: %d frames, %.2f TFLOP of phase convs\n", name, t, tflop);
+    auto halo = [&] { return halo_conv_run_up2(0, 0, x, whp, bias, res, y, t, h, w, c, sms); };
+    CK(cudaMemset(y, 0xff, ny * 2));
+    CK(halo());
+    float he[2], ms;
+    CK(probe_max_err(y, ref, ny, err, he));
+    CK(probe_time(halo, tflop > 0.1 ? 10 : 3, &ms));
+    const float rel = he[0] / (he[1] > 0 ? he[1] : 1.0f);
+    const int bad = !(rel < 1e-2f);
+    printf("  %-22s %7.3f ms  %6.0f TFLOP/s  max err %.2e of max |y| %.2f%s\n", "halo wgmma up2",
+           ms, tflop / ms * 1e3, he[0], he[1], bad ? "  FAIL" : "");
+#ifdef WITH_CUTLASS
+    auto phases = [&] {
+        for (int p = 0; p < 4; p++) {
+            igemm_args a = {x,       wph + p * 96 * 4 * c,
+                            nullptr, bias,
+                            nullptr, planes + p * nplane,
+                            t,       h,
+                            w,       c,
+                            96,      1,
+                            2,       2,
+                            1,       1,
+                            0};
+            cudaError_t e = c % 64 ? igemm_bf16_m256_n96_k32_c21(&a) : igemm_bf16_m256_n96_k64(&a);
+            if (e != cudaSuccess) return e;
+        }
+        return cudaSuccess;
+    };
+    CK(phases());
+    CK(probe_time(phases, tflop > 0.1 ? 10 : 3, &ms));
+    printf("  %-22s %7.3f ms  %6.0f TFLOP/s  (no interleave)\n", "igemm phases", ms,
+           tflop / ms * 1e3);
+#endif
+    cudaFree(x), cudaFree(xu), cudaFree(wt), cudaFree(wph), cudaFree(whp), cudaFree(y);
+    cudaFree(planes), cudaFree(ref), cudaFree(bias), cudaFree(err);
+    if (res) cudaFree(res);
+    return bad;
 }
 
 #ifdef WITH_CUTLASS
@@ -154,6 +267,12 @@ int main(int argc, char **argv) {
         cudaFree(bias), cudaFree(gamma);
         cudaFree(err);
         if (res) cudaFree(res);
+    }
+    if (only < 0) {
+        fails += probe_up2("Wan2.1 192 -> 96 up2 at 240x416", 192, 4, 240, 416, 0, sms);
+        fails += probe_up2("Wan2.1 192 -> 96 up2 at 360x640", 192, 4, 360, 640, 0, sms);
+        fails += probe_up2("odd: 96 -> 96 up2 at 17x35, residual", 96, 2, 17, 35, 1, sms);
+        fails += probe_up2("odd: 288 -> 96 up2 at 9x20", 288, 3, 9, 20, 0, sms);
     }
     printf("%s\n", fails ? "FAILED" : "all kernels match the reference");
     return fails != 0;

@@ -1273,6 +1273,9 @@ static void run_variant(const variant_def *v) {
         test_conv_up(12, 20, 3, 17, 3, 2, 1, 1); /* many frames, odd channels */
         test_conv_up(64, 96, 3, 2, 6, 9, 1, 0);  /* phases on the implicit-GEMM kernels */
         test_conv_up(32, 128, 3, 3, 5, 4, 1, 1); /* the same, + residual */
+        /* 96 filters: the halo-tile kernel's phase mode (partial tiles, two channel blocks) */
+        test_conv_up(192, 96, 3, 3, 17, 35, 1, 0);
+        test_conv_up(96, 96, 3, 2, 16, 16, 0, 1); /* one whole tile, + residual, no bias */
     }
     if (v->what & V_NORM) {
         static const vae_act acts[] = {VAE_ACT_NONE, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE};
@@ -1365,6 +1368,7 @@ static void run_variant(const variant_def *v) {
     if (v->extra && !strcmp(v->extra, "VAE_CUDA_HALO=always")) {
         check_igemm_ran(" halo tile");
         check_igemm_ran(" halo normed"); /* the norm in the kernel's epilogue */
+        check_igemm_ran(" halo up2");    /* the upsampling convs' phase mode */
     }
     if (v->dtype == VAE_DTYPE_FP8) check_igemm_ran(" fp8,");
     if (staged) {

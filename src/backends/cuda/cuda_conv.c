@@ -35,7 +35,8 @@
  * reads are freed again. Gathers are bounded by scratch_limit (at least one output frame per
  * block).
  * Input upsampling (op->up = 2, nearest, then a 3x3 conv with padding 1: the Wan upsamplers):
- * four 2x2 convs of the small input, one per output phase (cuda_conv_phase.c). Other cases (or
+ * four 2x2 convs of the small input, one per output phase (cuda_conv_phase.c; with 96 filters
+ * also the halo-tile kernel's phase mode, straight into y). Other cases (or
  * VAE_CUDA_PHASE=0) upsample into a temporary first.
  * Implicit GEMM (cuda_conv_igemm.c; bf16 on sm_90, builds with CUTLASS): a conv (temporal over
  * a contiguous window, or 2-D over consecutive frames) with stride 1 and symmetric spatial
@@ -195,6 +196,7 @@ void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state) {
     cu_free_param(cb, s->w3p, s->w3p_bytes);
     cu_free_param(cb, s->wh, s->wh_bytes);
     cu_free_param(cb, s->wph, s->wph_bytes);
+    cu_free_param(cb, s->whp, s->whp_bytes);
     cu_free_param(cb, s->bias, s->b_bytes);
     cu_free_param(cb, s->bias_dt, s->bdt_bytes);
     cu_free_param(cb, s->nw, s->nw ? (size_t)op->c_out * sizeof(float) : 0);

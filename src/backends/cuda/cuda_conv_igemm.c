@@ -97,6 +97,51 @@ int cu_conv_halo(conv_call *cc, const void *x0, int t_out) {
     return VAE_OK;
 }
 
+int cu_conv_halo_up2_ok(const cuda_backend *cb, const vae_op *op, const conv_state *s) {
+    return cb->halo && !s->nohalo && s->kp == op->c_out &&
+           cuk_halo_takes(cb->base.dtype, 1, 3, 3, 1, 1, op->c_in, op->c_out);
+}
+
+/* The phase filters (s->wph, made by the caller) in the halo-tile layout, once. */
+static int need_whp(cuda_backend *cb, const vae_op *op, conv_state *s) {
+    if (s->whp) return VAE_OK;
+    const size_t bytes = s->wph_bytes;
+    void *dst = NULL;
+    int rc = cu_check(cu_dev_malloc(&cb->pool, &dst, bytes), op->name, "allocating weights");
+    if (rc == VAE_OK)
+        rc = cu_check(cuk_halo_tile_phase_filters(cb->stream, s->wph, dst, op->c_in), op->name,
+                      "halo phase weight layout");
+    if (rc) {
+        if (dst) cu_dev_free(&cb->pool, dst, bytes);
+        return rc;
+    }
+    cb->weight_bytes += (int64_t)bytes;
+    cu_note_peak(cb);
+    s->whp = dst, s->whp_bytes = bytes;
+    return VAE_OK;
+}
+
+int cu_conv_halo_up2(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x, int t, int h,
+                     int w, const void *res, void *y) {
+    int rc = need_whp(cb, op, s);
+    if (rc) return rc;
+    int ph = cu_prof_begin(cb, CU_P_HALO);
+    const double t0 = cu_now();
+    cudaError_t e = cuk_halo_conv_up2(cb->stream, cb->base.dtype, x, t, h, w, op->c_in, s->whp,
+                                      s->bias, res, y, cb->sm_count);
+    cb->host_s[CU_H_IGEMM] += cu_now() - t0;
+    cu_prof_end(cb, ph);
+    if (e == cudaErrorNotSupported) {
+        cudaGetLastError();
+        s->nohalo = 1;
+        return vae_fail(VAE_EUNSUPPORTED, "%s: the halo-tile kernel cannot take %dx%d frames",
+                        op->name, h, w);
+    }
+    if ((rc = cu_check(e, op->name, "halo-tile up2 conv"))) return rc;
+    cb->n_conv_halo_up2++;
+    return VAE_OK;
+}
+
 /* Implicit-GEMM path: the whole window x0 (t_out + kt - 1 frames) in one kernel, bias and
  * residual in its epilogue (after an up-front bias + residual init: y accumulates on itself).
  * VAE_EUNSUPPORTED when the kernel refuses the problem. */

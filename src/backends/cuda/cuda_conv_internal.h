@@ -48,6 +48,10 @@ typedef struct conv_state {
     int main_nin, main_path; /* the decision for the largest frame count seen */
     void *wph;               /* up = 2: 4 phase filters [4][kp][2][2][c_in] (made on first use) */
     size_t wph_bytes;
+    void *whp; /* up = 2: the phase filters in the halo-tile kernel's layout (made on first use) */
+    size_t whp_bytes;
+    conv_tune up_tune[CONV_TUNE_MAX]; /* up = 2: the halo kernel (PATH_HALO) or the phase convs */
+    int n_up_tune;
     int nophase;             /* the phase path is unsupported for this op */
     conv_tune ph_tune[CONV_TUNE_MAX]; /* the phase convs' path (cuDNN or CUTLASS) per shape */
     int n_ph_tune;
@@ -138,6 +142,13 @@ int cu_conv_igemm_ok(const conv_call *cc, int consec);
  * marked: s->nohalo) when it refuses. */
 int cu_conv_halo_takes(const cuda_backend *cb, const vae_op *op, const conv_state *s);
 int cu_conv_halo_ok(const conv_call *cc, int consec);
+/* An upsampling conv (op->up = 2, 3x3, 96 filters) on the halo-tile kernel's phase mode: the
+ * kernel takes it (settings, dtype, channels), and the call: y [t][2h][2w][96] = bias + res +
+ * the conv of nearest x2 of the consecutive frames x (s->wph made by the caller; VAE_EUNSUPPORTED
+ * and s->nohalo where the kernel refuses). */
+int cu_conv_halo_up2_ok(const cuda_backend *cb, const vae_op *op, const conv_state *s);
+int cu_conv_halo_up2(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x, int t, int h,
+                     int w, const void *res, void *y);
 int cu_conv_halo(conv_call *cc, const void *x0, int t_out);
 /* The conv of the window x0 (t_out + kt - 1 frames) by it; VAE_EUNSUPPORTED when it refuses. */
 int cu_conv_igemm(conv_call *cc, const void *x0, int t_out);

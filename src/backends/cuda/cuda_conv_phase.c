@@ -11,6 +11,12 @@
  * CUTLASS with VAE_CUDA_IGEMM=always, cuDNN with it off. Measured on the H100 (bench/RESULTS.md
  * runs 74-75): CUTLASS is faster at Wan2.1's 384->192 and 192->96 phases, cuDNN at most of
  * Wan2.2's 1024 and 512 channels (untimed CUTLASS phases made Wan2.2 2% slower).
+ * With 96 filters (Wan2.1's last upsampler, 192 -> 96 at full size) the halo-tile kernel's phase
+ * mode is a third way (cuda_conv_igemm.c cu_conv_halo_up2, sm90/halo_conv.cu): one launch that
+ * computes each phase's 2 x 2 conv from the 18 x 18 halo tile and writes it straight to its rows
+ * and columns of y, with bias and residual: no planes in the scratch area, no interleave pass.
+ * Which of the two runs a shape is timed once (up_choose: both twice, in alternating order), kept
+ * in the tune cache, forced by VAE_CUDA_HALO=always.
  */
 #include <stdio.h>
 #include <string.h>
@@ -171,13 +177,13 @@ static int phases_choose(cuda_backend *cb, const vae_op *op, conv_state *s, cons
     return VAE_OK;
 }
 
-int cu_conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
-                     int n_in, int h, int w, const void *residual, void *y) {
+/* The phase convs of the frames x0 (n_in consecutive), in blocks whose four phase planes fit
+ * scratch_limit, each block interleaved into y (+ residual). */
+static int phases_blocks(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x0,
+                         int n_in, int h, int w, const void *residual, void *y) {
     vae_backend *be = &cb->base;
     const size_t es = be->elem_size, fb = (size_t)h * w * op->c_in * es;
     const size_t yfb = (size_t)4 * h * w * op->c_out * es;
-    if (!cu_frames_consecutive(frames, n_in, 1, fb))
-        return vae_fail(VAE_EUNSUPPORTED, "%s: frames not consecutive", op->name);
     int rc = need_wph(cb, op, s);
     if (rc) return rc;
     const int64_t ph_frame = (int64_t)(h + 1) * (w + 1) * s->kp;
@@ -193,7 +199,7 @@ int cu_conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
         const size_t plane = (size_t)tb * ph_frame * es;
         void *tmp = cu_scratch(cb, 4 * plane, op->name);
         if (!tmp) return VAE_ENOMEM;
-        const void *x = (const char *)frames[0] + (size_t)j0 * fb;
+        const void *x = (const char *)x0 + (size_t)j0 * fb;
         int path, add_bias = 0, ran;
         rc = phases_choose(cb, op, s, x, tb, h, w, tmp, plane, &path, &add_bias, &ran);
         if (rc == VAE_OK && !ran)
@@ -216,4 +222,113 @@ int cu_conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
         if (rc) return rc;
     }
     return VAE_OK;
+}
+
+/* After an up2 decision: the phase filters in the layouts the decisions so far read (the halo
+ * kernel's, the phase convs'); a layout freed here is made again where a later shape needs it. */
+static void up_trim(cuda_backend *cb, conv_state *s) {
+    int halo = 0, phases = 0;
+    for (int i = 0; i < s->n_up_tune; i++)
+        halo |= s->up_tune[i].path == PATH_HALO, phases |= s->up_tune[i].path != PATH_HALO;
+    const int drop_whp = !halo && s->whp, drop_wph = halo && !phases && s->wph && s->whp;
+    if (cb->recording || (!drop_whp && !drop_wph)) return; /* the recorded work reads them */
+    cudaStreamSynchronize(cb->stream);                     /* queued convs may still read them */
+    if (drop_whp) {
+        cu_free_param(cb, s->whp, s->whp_bytes);
+        s->whp = NULL, s->whp_bytes = 0;
+    }
+    if (drop_wph) {
+        cu_free_param(cb, s->wph, s->wph_bytes);
+        s->wph = NULL; /* wph_bytes stays: the halo layout's size */
+    }
+}
+
+/* One timed run of the shape on the halo kernel (halo) or the phase convs: *ms, or -1 where the
+ * halo kernel refused it (s->nohalo; an expected fallback, no error left). */
+static int up_timed(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x0, int n_in,
+                    int h, int w, const void *residual, void *y, int halo, float *ms) {
+    int rc = cu_tune_mark(cb, 0, op->name);
+    if (rc == VAE_OK)
+        rc = halo ? cu_conv_halo_up2(cb, op, s, x0, n_in, h, w, residual, y)
+                  : phases_blocks(cb, op, s, x0, n_in, h, w, residual, y);
+    if (rc == VAE_EUNSUPPORTED && halo) {
+        vae_error_clear();
+        *ms = -1.0f;
+        return VAE_OK;
+    }
+    return rc ? rc : cu_tune_elapsed(cb, ms, op->name);
+}
+
+/* Whether the halo kernel (one launch straight into y) or the phase convs (planes in the scratch
+ * area, then the interleave pass) run n_in frames of h x w: decided once per shape (s->up_tune)
+ * by timing both twice, in the order phases, halo, halo, phases after a warm-up run of each (the
+ * clock falls as the power limit sets in: cuda_conv_tune.c), or from the tune cache; always the
+ * halo kernel with VAE_CUDA_HALO=always. *ran: y is already made by the chosen path. */
+static int up_choose(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x0, int n_in,
+                     int h, int w, const void *residual, void *y, int *halo, int *ran) {
+    *halo = *ran = 0;
+    for (int i = 0; i < s->n_up_tune; i++)
+        if (s->up_tune[i].n_in == n_in && s->up_tune[i].h == h && s->up_tune[i].w == w) {
+            *halo = s->up_tune[i].path == PATH_HALO;
+            return VAE_OK;
+        }
+    if (cb->halo == 2) {
+        *halo = 1;
+        return VAE_OK;
+    }
+    const int over = cb->base.limit > 0 && cb->weight_reserve > 0 && !s->whp &&
+                     cb->weight_bytes + (int64_t)s->wph_bytes > cb->weight_reserve;
+    if (over || !cb->tune || cb->recording || s->n_up_tune == CONV_TUNE_MAX)
+        return VAE_OK; /* untimed (or no room for the halo layout): the phase convs */
+    char key[160];
+    snprintf(key, sizeof key, "up2halo|c%d-%d|n%d|%dx%d|b%d|r%d|d%d", op->c_in, s->kp, n_in, h, w,
+             s->bias != NULL, residual != NULL, cb->dnn_gain_us);
+    const int cached = cb->tune_seed ? -1 : cu_tune_lookup(cb, key);
+    float ms[2] = {0, 0}; /* phase convs, halo */
+    if (cached == PATH_HALO || cached == PATH_BLOCKS) {
+        *halo = cached == PATH_HALO;
+    } else if (cb->tune_seed) {
+        *halo = (int)(cu_conv_seed_hash(cb->tune_seed, op->name, n_in, h, w) % 2);
+    } else {
+        static const int order[6] = {0, 1, 0, 1, 1, 0}; /* warm-ups, then timed twice each */
+        for (int k = 0; k < 6; k++) {
+            float t = 0;
+            int rc = up_timed(cb, op, s, x0, n_in, h, w, residual, y, order[k], &t);
+            if (rc) return rc;
+            if (t < 0) ms[1] = -1.0f; /* the kernel refused: phase convs */
+            if (k >= 2 && ms[order[k]] >= 0) ms[order[k]] += t;
+        }
+        *halo = ms[1] >= 0 && ms[1] < ms[0];
+        *ran = !*halo; /* the last run was the phase convs' */
+        cu_tune_store(cb, key, *halo ? PATH_HALO : PATH_BLOCKS);
+    }
+    if (ms[0] > 0)
+        VAE_DEBUG("%s: up2 of %d frames %dx%d: phase convs %.3f ms, halo tile %.3f ms -> %s",
+                  op->name, n_in, h, w, ms[0] / 2, ms[1] / 2, *halo ? "halo tile" : "phase convs");
+    else
+        VAE_DEBUG("%s: up2 of %d frames %dx%d: %s -> %s", op->name, n_in, h, w,
+                  cb->tune_seed ? "seeded" : "from the tune cache",
+                  *halo ? "halo tile" : "phase convs");
+    s->up_tune[s->n_up_tune++] = (conv_tune){n_in, h, w, *halo ? PATH_HALO : PATH_BLOCKS};
+    up_trim(cb, s);
+    return VAE_OK;
+}
+
+int cu_conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
+                     int n_in, int h, int w, const void *residual, void *y) {
+    const size_t fb = (size_t)h * w * op->c_in * cb->base.elem_size;
+    if (!cu_frames_consecutive(frames, n_in, 1, fb))
+        return vae_fail(VAE_EUNSUPPORTED, "%s: frames not consecutive", op->name);
+    if (!cu_conv_halo_up2_ok(cb, op, s))
+        return phases_blocks(cb, op, s, frames[0], n_in, h, w, residual, y);
+    /* the phase filters: the phase convs' and the source of the halo kernel's layout */
+    int rc = s->whp ? VAE_OK : need_wph(cb, op, s), halo, ran;
+    if (rc || (rc = up_choose(cb, op, s, frames[0], n_in, h, w, residual, y, &halo, &ran)) || ran)
+        return rc;
+    if (halo) {
+        rc = cu_conv_halo_up2(cb, op, s, frames[0], n_in, h, w, residual, y);
+        if (rc != VAE_EUNSUPPORTED) return rc;
+        vae_error_clear(); /* expected: the phase convs instead */
+    }
+    return phases_blocks(cb, op, s, frames[0], n_in, h, w, residual, y);
 }

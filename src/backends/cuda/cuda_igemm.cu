@@ -104,6 +104,27 @@ cudaError_t cuk_halo_tile_filters(cudaStream_t s, const void *w3, void *wh, int 
 #endif
 }
 
+cudaError_t cuk_halo_tile_phase_filters(cudaStream_t s, const void *wph, void *whp, int ci) {
+#ifdef VAE_HAVE_CUTLASS
+    return halo_conv_tile_phase_filters(s, wph, whp, ci);
+#else
+    (void)s, (void)wph, (void)whp, (void)ci;
+    return cudaErrorNotSupported;
+#endif
+}
+
+cudaError_t cuk_halo_conv_up2(cudaStream_t s, int dtype, const void *x, int t, int h, int w, int ci,
+                              const void *whp, const float *bias, const void *res, void *y,
+                              int blocks) {
+#ifdef VAE_HAVE_CUTLASS
+    return halo_conv_run_up2(s, dtype == IGEMM_F16, x, whp, bias, res, y, t, h, w, ci, blocks);
+#else
+    (void)s, (void)dtype, (void)x, (void)t, (void)h, (void)w, (void)ci, (void)whp, (void)bias;
+    (void)res, (void)y, (void)blocks;
+    return cudaErrorNotSupported;
+#endif
+}
+
 cudaError_t cuk_halo_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
                           int kt, const void *wh, const float *bias, const void *res,
                           const float *nw, int act, float act_scale, void *y, int blocks) {

@@ -145,6 +145,14 @@ cudaError_t cuk_halo_tile_filters(cudaStream_t s, const void *w3, void *wh, int 
 cudaError_t cuk_halo_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
                           int kt, const void *wh, const float *bias, const void *res,
                           const float *nw, int act, float act_scale, void *y, int blocks);
+/* The same kernel for nearest x2 + 3x3 (the upsampling convs' phase path, cuda_conv_phase.c):
+ * y [t][2h][2w][96] = bias + res + each output phase's 2 x 2 conv of x [t][h][w][ci], written to
+ * its rows and columns of y; whp: the four phase filters [4][96][2][2][ci] tiled by
+ * cuk_halo_tile_phase_filters (same size). */
+cudaError_t cuk_halo_tile_phase_filters(cudaStream_t s, const void *wph, void *whp, int ci);
+cudaError_t cuk_halo_conv_up2(cudaStream_t s, int dtype, const void *x, int t, int h, int w, int ci,
+                              const void *whp, const float *bias, const void *res, void *y,
+                              int blocks);
 /* y[r][c] = bias[c] (or 0) + res[r][c] (or 0), rows r < rows */
 cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias, const void *res,
                           int64_t rows, int c);
@@ -476,6 +484,7 @@ typedef struct cuda_backend {
     int64_t n_conv_igemm;              /* convs run by the CUTLASS implicit-GEMM kernels */
     int64_t n_conv_halo;               /* convs run by the halo-tile kernel */
     int64_t n_conv_normed;             /* of those, convs whose RMS norm it applied too */
+    int64_t n_conv_halo_up2;           /* upsampling convs run by it (the phase mode) */
     int conv_norm_done;                /* the current conv call's path applied op->norm_w itself */
     int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
     int64_t n_staged_uploads;          /* parameters copied from the stage (cuda_stage.c) */

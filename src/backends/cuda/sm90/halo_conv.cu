@@ -34,8 +34,15 @@
  * Measured (bench/RESULTS.md runs 206-214, H100): 650-690 TFLOP/s on Wan2.1's 96- and 192-channel
  * convs in bench/halo_conv_probe.cu against 585-600 for CUTLASS's 96-filter tiles; inside a decode
  * the gap shrinks (5.0 against 5.4 ms a 16-frame step without residual, 6.2 against 5.7 with one),
- * so the tuner takes it per shape (PATH_HALO). The window x is contiguous ([t_out + kt - 1][h][w]
- * [c_in], the executor's windows), filters come pre-tiled by halo_conv_tile_filters. */
+ * so the tuner takes it per shape (PATH_HALO).
+ * Phase mode (halo_conv_run_up2, TAPS = 4: nearest x2 + 3x3 with 96 filters): output phase (a, b)
+ * at input pixel (y, x) is a 2 x 2 conv of input rows y - 1 + a.., columns x - 1 + b.. (the phase
+ * filters sum the 3x3 taps those rows and columns repeat: cuda_conv_phase.c), i.e. the halo taps
+ * rows a..a + 1, columns b..b + 1; a tile is one phase of a 16 x 16 input tile (the four phases of
+ * a tile next to each other in the walk, so their halos come from L2), its units the 4 taps of
+ * each channel block, its epilogue writes y rows 2 y + a, columns 2 x + b. The window x is
+ * contiguous ([t_out + kt - 1][h][w] [c_in], the executor's windows), filters come pre-tiled by
+ * halo_conv_tile_filters. */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -163,18 +170,24 @@ struct args {
     const float *bias;          /* [96] or NULL */
     const void *res;            /* [t_out][h][w][96] or NULL (may be y) */
     halo_conv_norm norm;        /* each output pixel's RMS norm (norm.w NULL: none) */
-    void *y;                    /* [t_out][h][w][96] */
+    void *y;                    /* [t_out][oh][ow][96] */
     int kt, h, w, c_in, blocks; /* blocks = c_in / 96 */
     int tiles_x, tiles_y, tiles;
-    int units; /* a tile's: kt x blocks x 9 */
+    int taps;   /* spatial taps a frame block: 9, or 4 (up2) */
+    int units;  /* a tile's: kt x blocks x taps */
+    int up2;    /* the phase mode (halo_conv_run_up2): a tile is one phase of a 16 x 16 tile */
+    int oh, ow; /* y's frame: h x w, or 2h x 2w (up2) */
 };
 
-/* the tile's origin: output frame t, first row y0 and column x0 */
+/* the tile's origin: output frame t, first row y0 and column x0 (up2: of the input's grid), and
+ * its phase ph (up2: output rows 2 y + ph / 2, columns 2 x + ph % 2; else 0) */
 struct tile_pos {
-    int t, y0, x0;
+    int t, y0, x0, ph;
 };
 static __device__ __forceinline__ tile_pos tile_at(const args &a, int tile) {
     tile_pos p;
+    p.ph = a.up2 ? tile % 4 : 0; /* the four phases of a tile next to each other: one halo in L2 */
+    if (a.up2) tile /= 4;
     p.x0 = tile % a.tiles_x * TILE;
     p.y0 = tile / a.tiles_x % a.tiles_y * TILE;
     p.t = tile / (a.tiles_x * a.tiles_y);
@@ -210,11 +223,13 @@ static __device__ __forceinline__ unsigned bar_at(const walk &k, int b) {
 }
 
 /* unit i's MMAs are complete in this warp: its filter stage (and, at a frame block's last tap,
- * its A buffer) may be loaded again; one arrival per consumer warp */
+ * its A buffer) may be loaded again; one arrival per consumer warp. TAPS: units a frame block (9:
+ * 3 x 3; 4: the 2 x 2 phases of halo_conv_run_up2) */
+template <int TAPS>
 static __device__ __forceinline__ void unit_done(const walk &k, int i, bool release_a = true) {
     if (threadIdx.x % 32) return;
     bar_arrive(bar_at(k, EMPTY_B + i % B_STAGES));
-    if (release_a && i % 9 == 8) bar_arrive(bar_at(k, EMPTY_A + (i / 9 & 1)));
+    if (release_a && i % TAPS == TAPS - 1) bar_arrive(bar_at(k, EMPTY_A + (i / TAPS & 1)));
 }
 
 static __device__ __forceinline__ void bar_named(int id, int threads) {
@@ -281,9 +296,10 @@ enum { ST_PITCH = 208, ST_WG = 128 * ST_PITCH };
 static __device__ __forceinline__ int64_t piece_at(const args &a, const tile_pos &p, int wg,
                                                    int q) {
     const int px = q / 12, part = q % 12;
-    const int oy = p.y0 + wg * 8 + px / 16, ox = p.x0 + px % 16;
-    if (oy >= a.h || ox >= a.w) return -1;
-    return (((int64_t)p.t * a.h + oy) * a.w + ox) * CB + part * 8;
+    const int gy = p.y0 + wg * 8 + px / 16, gx = p.x0 + px % 16;
+    if (gy >= a.h || gx >= a.w) return -1;
+    const int oy = a.up2 ? 2 * gy + p.ph / 2 : gy, ox = a.up2 ? 2 * gx + p.ph % 2 : gx;
+    return (((int64_t)p.t * a.oh + oy) * a.ow + ox) * CB + part * 8;
 }
 static __device__ __forceinline__ unsigned piece_stage(int q) {
     return q / 12 * ST_PITCH + q % 12 * 16;
@@ -298,13 +314,13 @@ static __device__ __forceinline__ unsigned piece_stage(int q) {
  * 8 j + 2 (lane % 4) + {0, 1}) add bias and residual and round in place, then (with a norm) each
  * thread normalises one pixel's row from those rounded values (as the unfused norm pass would read
  * them), then the rows go out. */
-template <typename T>
+template <typename T, int TAPS>
 static __device__ __forceinline__ void epilogue(const args &a, const walk &k, int i_last,
                                                 const tile_pos &p, const float d0[48],
                                                 const float d1[48]) {
-    const int ga = i_last / 9, tid = threadIdx.x % 128, lane = threadIdx.x % 32;
+    const int ga = i_last / TAPS, tid = threadIdx.x % 128, lane = threadIdx.x % 32;
     const int wi = tid / 32;
-    unit_done(k, i_last, false);
+    unit_done<TAPS>(k, i_last, false);
     bar_named(1, CONSUMERS); /* both groups are past their last MMA: A[ga & 1] is free */
     unsigned char *stage = cu_dyn_smem() + (ga & 1) * A_BYTES + k.wg * ST_WG;
     if (a.res) { /* in L2 already: the producer prefetched it (residual_prefetch) */
@@ -360,14 +376,17 @@ static __device__ __forceinline__ void epilogue(const args &a, const walk &k, in
 /* the consumers' side of unit i (unit u of its tile): wait for its operands, issue its MMAs
  * (u == 0: accumulators from zero), wait for unit i - 1's and hand its stages back (not across a
  * tile's start: the epilogue handed back the tile's last unit) */
-template <typename T>
-static __device__ __forceinline__ void unit_step(const walk &k, int i, int u, float d0[48],
+template <typename T, int TAPS>
+static __device__ __forceinline__ void unit_step(const walk &k, int i, int u, int ph, float d0[48],
                                                  float d1[48]) {
-    const int s = u % 9, g = i / 9; /* tap, and the block's frame-block count */
+    const int s = u % TAPS, g = i / TAPS; /* tap, and the block's frame-block count */
+    /* the tap's offset in the halo: 3 x 3, or phase ph's 2 x 2 (rows ph / 2 + 0..1, columns
+     * ph % 2 + 0..1: the nearest-x2 input rows and columns its outputs read) */
+    const int kh = TAPS == 9 ? s / 3 : ph / 2 + s / 2, kw = TAPS == 9 ? s % 3 : ph % 2 + s % 2;
     if (s == 0) bar_wait(bar_at(k, FULL_A + (g & 1)), (g >> 1) & 1);
     bar_wait(bar_at(k, FULL_B + i % B_STAGES), (i / B_STAGES) & 1);
     /* this warp group's m64 tiles: halo rows 8 wg + kh.., pixels kw.. and 8 + kw.. */
-    const unsigned a_at = k.sa0 + (g & 1) * A_BYTES + ((k.wg * 8 + s / 3) * HALO + s % 3) * 16;
+    const unsigned a_at = k.sa0 + (g & 1) * A_BYTES + ((k.wg * 8 + kh) * HALO + kw) * 16;
     const uint64_t da0 = desc(a_at, A_CHUNK, HALO * 16),
                    da1 = desc(a_at + 8 * 16, A_CHUNK, HALO * 16),
                    db = desc(k.sb0 + (i % B_STAGES) * B_BYTES, CB * 16, 128);
@@ -380,7 +399,7 @@ static __device__ __forceinline__ void unit_step(const walk &k, int i, int u, fl
     }
     wg_commit();
     wg_wait<1>();
-    if (u > 0) unit_done(k, i - 1);
+    if (u > 0) unit_done<TAPS>(k, i - 1);
 }
 
 /* the tile's residual rows (16 x 16 pixels x 96 channels) into L2, while the tile's last frame
@@ -396,6 +415,7 @@ static __device__ __forceinline__ void residual_prefetch(const args &a, const ti
 
 /* the producers, one lane each: warp 8 loads every unit's filters in order, warp 9 every frame
  * block's halo, each into a stage whose last reader (n - stages) the consumers handed back */
+template <int TAPS>
 static __device__ void produce(const args &a, const CUtensorMap *map, const walk &k) {
     const int warp = threadIdx.x / 32 - CONSUMERS / 32;
     if (threadIdx.x % 32) return;
@@ -403,29 +423,31 @@ static __device__ void produce(const args &a, const CUtensorMap *map, const walk
         for (int n = 0; n < k.total; n++) {
             const int st = n % B_STAGES, m = n / B_STAGES;
             if (m > 0) bar_wait(bar_at(k, EMPTY_B + st), (m - 1) & 1);
-            load_filters(a, n % a.units, k.sb0 + st * B_BYTES, bar_at(k, FULL_B + st));
+            const int ph = a.up2 ? (blockIdx.x + n / a.units * gridDim.x) % 4 : 0;
+            load_filters(a, ph * a.units + n % a.units, k.sb0 + st * B_BYTES,
+                         bar_at(k, FULL_B + st));
         }
     } else {
-        for (int gn = 0; gn * 9 < k.total; gn++) {
+        for (int gn = 0; gn * TAPS < k.total; gn++) {
             const int ab = gn & 1, m = gn >> 1;
             if (m > 0) bar_wait(bar_at(k, EMPTY_A + ab), (m - 1) & 1);
             const tile_pos p = tile_at(a, blockIdx.x + gn / k.fbs * gridDim.x);
             load_halo(a, map, p, gn % k.fbs, k.sa0 + ab * A_BYTES, bar_at(k, FULL_A + ab));
-            if (a.res && gn % k.fbs == k.fbs - 1) residual_prefetch(a, p);
+            if (a.res && !a.up2 && gn % k.fbs == k.fbs - 1) residual_prefetch(a, p);
         }
     }
 }
 
-template <typename T>
+template <typename T, int TAPS>
 __global__ void __launch_bounds__(THREADS, 1)
     halo_conv_kernel(const __grid_constant__ CUtensorMap map, args a) {
     unsigned char *smem = cu_dyn_smem();
     walk k;
     const int my_tiles =
         a.tiles > (int)blockIdx.x ? (a.tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-    k.total = my_tiles * a.units; /* a.units % 9 == 0 */
+    k.total = my_tiles * a.units; /* a.units % TAPS == 0 */
     if (k.total == 0) return;
-    k.fbs = a.units / 9;
+    k.fbs = a.units / TAPS;
     k.wg = threadIdx.x / 128;
     k.sa0 = cu_saddr(smem), k.sb0 = k.sa0 + 2 * A_BYTES, k.bars = k.sb0 + B_STAGES * B_BYTES;
     if (threadIdx.x == 0) {
@@ -437,7 +459,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         ((float *)(smem + GAMMA))[threadIdx.x] = a.norm.w[threadIdx.x];
     __syncthreads();
     if (threadIdx.x >= CONSUMERS) {
-        produce(a, &map, k);
+        produce<TAPS>(a, &map, k);
         return;
     }
     float d0[48], d1[48];
@@ -447,23 +469,25 @@ __global__ void __launch_bounds__(THREADS, 1)
     /* the tile's first unit stands before its loop so that one MMA group is in flight wherever
      * the loop is entered (ptxas would otherwise wait for all MMAs at every back edge) */
     for (int tile = 0, i = 0; tile < my_tiles; tile++) {
-        unit_step<T>(k, i++, 0, d0, d1);
+        const int ph = TAPS == 4 ? (blockIdx.x + tile * gridDim.x) % 4 : 0; /* tile_at's phase */
+        unit_step<T, TAPS>(k, i++, 0, ph, d0, d1);
         for (int u = 1; u < a.units; u++)
-            unit_step<T>(k, i++, u, d0, d1);
+            unit_step<T, TAPS>(k, i++, u, ph, d0, d1);
         wg_wait<0>();
-        epilogue<T>(a, k, i - 1, tile_at(a, blockIdx.x + tile * gridDim.x), d0, d1);
+        epilogue<T, TAPS>(a, k, i - 1, tile_at(a, blockIdx.x + tile * gridDim.x), d0, d1);
     }
 }
 
-/* wt [96][kt][3][3][c_in] (KTRSC) -> [kt][c_in / 96][9][12][96][8] */
-template <typename T> __global__ void tile_filters_kernel(const T *src, T *dst, int kt, int c_in) {
-    const int64_t n = (int64_t)CB * kt * 9 * c_in;
+/* wt [96][kt][taps][c_in] (KTRSC; taps 9: 3 x 3, 4: 2 x 2) -> [kt][c_in / 96][taps][12][96][8] */
+template <typename T>
+__global__ void tile_filters_kernel(const T *src, T *dst, int kt, int taps, int c_in) {
+    const int64_t n = (int64_t)CB * kt * taps * c_in;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const int ci = i % c_in, tap = i / c_in % (kt * 9), co = i / c_in / (kt * 9);
-        const int f = tap / 9, s = tap % 9, cb = ci / CB, ch = ci % CB / 8, e = ci % 8;
+        const int ci = i % c_in, tap = i / c_in % (kt * taps), co = i / c_in / (kt * taps);
+        const int f = tap / taps, s = tap % taps, cb = ci / CB, ch = ci % CB / 8, e = ci % 8;
         const int64_t o =
-            ((((int64_t)(f * (c_in / CB) + cb) * 9 + s) * CHUNKS + ch) * CB + co) * 8 + e;
+            ((((int64_t)(f * (c_in / CB) + cb) * taps + s) * CHUNKS + ch) * CB + co) * 8 + e;
         dst[o] = src[i];
     }
 }
@@ -471,10 +495,11 @@ template <typename T> __global__ void tile_filters_kernel(const T *src, T *dst, 
 /* one launch of the kernel for T on s (its shared memory raised past the 48 KB default first) */
 template <typename T>
 static cudaError_t launch(cudaStream_t s, int grid, const CUtensorMap &map, const args &a) {
-    cudaError_t e = cudaFuncSetAttribute(halo_conv_kernel<T>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    void (*kernel)(const CUtensorMap, args) =
+        a.up2 ? halo_conv_kernel<T, 4> : halo_conv_kernel<T, 9>;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     if (e != cudaSuccess) return e;
-    halo_conv_kernel<T><<<grid, THREADS, SMEM, s>>>(map, a);
+    kernel<<<grid, THREADS, SMEM, s>>>(map, a);
     return cudaGetLastError();
 }
 } /* namespace halo */
@@ -488,7 +513,15 @@ int halo_conv_fits(int kt, int kh, int kw, int ph, int pw, int c_in, int c_out) 
 cudaError_t halo_conv_tile_filters(cudaStream_t s, const void *src, void *dst, int kt, int c_in) {
     /* both 16-bit types move as bf16 */
     halo::tile_filters_kernel<__nv_bfloat16>
-        <<<256, 256, 0, s>>>((const __nv_bfloat16 *)src, (__nv_bfloat16 *)dst, kt, c_in);
+        <<<256, 256, 0, s>>>((const __nv_bfloat16 *)src, (__nv_bfloat16 *)dst, kt, 9, c_in);
+    return cudaGetLastError();
+}
+
+cudaError_t halo_conv_tile_phase_filters(cudaStream_t s, const void *src, void *dst, int c_in) {
+    const size_t phase = (size_t)halo::CB * 4 * c_in; /* a phase's values, both layouts */
+    for (int p = 0; p < 4; p++)
+        halo::tile_filters_kernel<__nv_bfloat16><<<256, 256, 0, s>>>(
+            (const __nv_bfloat16 *)src + p * phase, (__nv_bfloat16 *)dst + p * phase, 1, 4, c_in);
     return cudaGetLastError();
 }
 
@@ -519,16 +552,19 @@ static cudaError_t halo_map(CUtensorMap *map, int is_half, const void *x, int t_
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorNotSupported;
 }
 
-cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void *wt,
-                          const float *bias, const void *res, const halo_conv_norm *norm, void *y,
-                          int kt, int t_out, int h, int w, int c_in, int blocks) {
+/* the launch of either mode (up2: the phases of halo_conv_run_up2) */
+static cudaError_t halo_run(cudaStream_t s, int is_half, const void *x, const void *wt,
+                            const float *bias, const void *res, const halo_conv_norm *norm, void *y,
+                            int kt, int t_out, int h, int w, int c_in, int up2, int blocks) {
     halo::args a;
     a.x = x, a.wt = wt, a.bias = bias, a.res = res, a.y = y;
     a.norm = norm ? *norm : halo_conv_norm{nullptr, 0, 0.0f};
     a.kt = kt, a.h = h, a.w = w, a.c_in = c_in, a.blocks = c_in / halo::CB;
     a.tiles_x = (w + halo::TILE - 1) / halo::TILE, a.tiles_y = (h + halo::TILE - 1) / halo::TILE;
-    a.tiles = a.tiles_x * a.tiles_y * t_out;
-    a.units = kt * a.blocks * 9;
+    a.up2 = up2, a.oh = up2 ? 2 * h : h, a.ow = up2 ? 2 * w : w;
+    a.tiles = a.tiles_x * a.tiles_y * t_out * (up2 ? 4 : 1);
+    a.taps = up2 ? 4 : 9;
+    a.units = kt * a.blocks * a.taps;
     if (a.tiles <= 0) return cudaSuccess;
     const int grid = a.tiles < blocks ? a.tiles : blocks;
     CUtensorMap map;
@@ -536,5 +572,17 @@ cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void
     if (e != cudaSuccess) return e;
     return is_half ? halo::launch<__half>(s, grid, map, a)
                    : halo::launch<__nv_bfloat16>(s, grid, map, a);
+}
+
+cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void *wt,
+                          const float *bias, const void *res, const halo_conv_norm *norm, void *y,
+                          int kt, int t_out, int h, int w, int c_in, int blocks) {
+    return halo_run(s, is_half, x, wt, bias, res, norm, y, kt, t_out, h, w, c_in, 0, blocks);
+}
+
+cudaError_t halo_conv_run_up2(cudaStream_t s, int is_half, const void *x, const void *wt,
+                              const float *bias, const void *res, void *y, int t, int h, int w,
+                              int c_in, int blocks) {
+    return halo_run(s, is_half, x, wt, bias, res, NULL, y, 1, t, h, w, c_in, 1, blocks);
 }
 }

@@ -23,6 +23,10 @@ typedef struct halo_conv_norm {
     float act_scale;
 } halo_conv_norm;
 
+/* The nearest-x2 upsampling convs' four 2 x 2 phase filters (cuda_conv_phase.c) for
+ * halo_conv_run_up2: src [4][96][2][2][c_in] -> dst [4][c_in / 96][4][12][96][8] */
+cudaError_t halo_conv_tile_phase_filters(cudaStream_t s, const void *src, void *dst, int c_in);
+
 /* y [t_out][h][w][96] = bias + res + conv(x, wt), then the norm: x [t_out + kt - 1][h][w][c_in]
  * 16-bit (is_half: float16, else bfloat16), wt tiled by halo_conv_tile_filters, bias [96] float32
  * or NULL, res [t_out][h][w][96] or NULL (may be y), norm NULL or norm->w NULL: none; blocks: the
@@ -31,6 +35,13 @@ typedef struct halo_conv_norm {
 cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void *wt,
                           const float *bias, const void *res, const halo_conv_norm *norm, void *y,
                           int kt, int t_out, int h, int w, int c_in, int blocks);
+/* y [t][2h][2w][96] = bias + res + conv3x3(nearest x2 of x): x [t][h][w][c_in], wt the phase
+ * filters tiled by halo_conv_tile_phase_filters. Each output phase (row parity a, column parity
+ * b) is a 2 x 2 conv of x over the halo's rows a.., columns b.., written straight to its rows and
+ * columns of y: no upsampled input, no phase planes, no interleave pass. */
+cudaError_t halo_conv_run_up2(cudaStream_t s, int is_half, const void *x, const void *wt,
+                              const float *bias, const void *res, void *y, int t, int h, int w,
+                              int c_in, int blocks);
 
 #ifdef __cplusplus
 }
