@@ -67,6 +67,18 @@ static int igemm_launch(cuda_backend *cb, conv_state *s, const vae_op *op, const
     return rc;
 }
 
+/* A halo-tile launch's outcome: VAE_EUNSUPPORTED (and the op marked: s->nohalo) where the kernel
+ * refused h x w frames (the TMA cannot describe them), else cu_check's. */
+static int halo_result(const vae_op *op, conv_state *s, cudaError_t e, int h, int w) {
+    if (e == cudaErrorNotSupported) {
+        cudaGetLastError();
+        s->nohalo = 1;
+        return vae_fail(VAE_EUNSUPPORTED, "%s: the halo-tile kernel cannot take %dx%d frames",
+                        op->name, h, w);
+    }
+    return cu_check(e, op->name, "halo-tile conv");
+}
+
 /* The halo-tile kernel over the window x0 (its own filter layout, bias and residual in its
  * epilogue, after an up-front init as cu_conv_igemm's; the conv's RMS norm too: each output
  * pixel's 96 channels are in one tile). */
@@ -84,13 +96,7 @@ int cu_conv_halo(conv_call *cc, const void *x0, int t_out) {
                                   op->act_scale, cc->y, cb->sm_count);
     cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
-    if (e == cudaErrorNotSupported) {
-        cudaGetLastError();
-        s->nohalo = 1;
-        return vae_fail(VAE_EUNSUPPORTED, "%s: the halo-tile kernel cannot take %dx%d frames",
-                        op->name, cc->h, cc->w);
-    }
-    if ((rc = cu_check(e, op->name, "halo-tile conv"))) return rc;
+    if ((rc = halo_result(op, s, e, cc->h, cc->w))) return rc;
     cb->n_conv_halo++;
     cb->n_conv_normed += s->nw != NULL;
     cb->conv_norm_done = s->nw != NULL;
@@ -102,28 +108,9 @@ int cu_conv_halo_up2_ok(const cuda_backend *cb, const vae_op *op, const conv_sta
            cuk_halo_takes(cb->base.dtype, 1, 3, 3, 1, 1, op->c_in, op->c_out);
 }
 
-/* The phase filters (s->wph, made by the caller) in the halo-tile layout, once. */
-static int need_whp(cuda_backend *cb, const vae_op *op, conv_state *s) {
-    if (s->whp) return VAE_OK;
-    const size_t bytes = s->wph_bytes;
-    void *dst = NULL;
-    int rc = cu_check(cu_dev_malloc(&cb->pool, &dst, bytes), op->name, "allocating weights");
-    if (rc == VAE_OK)
-        rc = cu_check(cuk_halo_tile_phase_filters(cb->stream, s->wph, dst, op->c_in), op->name,
-                      "halo phase weight layout");
-    if (rc) {
-        if (dst) cu_dev_free(&cb->pool, dst, bytes);
-        return rc;
-    }
-    cb->weight_bytes += (int64_t)bytes;
-    cu_note_peak(cb);
-    s->whp = dst, s->whp_bytes = bytes;
-    return VAE_OK;
-}
-
 int cu_conv_halo_up2(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x, int t, int h,
                      int w, const void *res, void *y) {
-    int rc = need_whp(cb, op, s);
+    int rc = cu_conv_need_whp(cb, op, s);
     if (rc) return rc;
     int ph = cu_prof_begin(cb, CU_P_HALO);
     const double t0 = cu_now();
@@ -131,13 +118,7 @@ int cu_conv_halo_up2(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
                                       s->bias, res, y, cb->sm_count);
     cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
-    if (e == cudaErrorNotSupported) {
-        cudaGetLastError();
-        s->nohalo = 1;
-        return vae_fail(VAE_EUNSUPPORTED, "%s: the halo-tile kernel cannot take %dx%d frames",
-                        op->name, h, w);
-    }
-    if ((rc = cu_check(e, op->name, "halo-tile up2 conv"))) return rc;
+    if ((rc = halo_result(op, s, e, h, w))) return rc;
     cb->n_conv_halo_up2++;
     return VAE_OK;
 }

@@ -92,6 +92,8 @@ int cu_conv_need_w2p(cuda_backend *cb, const vae_op *op, conv_state *s);
 int cu_conv_need_w3p(cuda_backend *cb, const vae_op *op, conv_state *s);
 /* the halo-tile kernel's layout, tiled from the 3-D one */
 int cu_conv_need_wh(cuda_backend *cb, const vae_op *op, conv_state *s);
+/* the phase filters (s->wph, which the caller made) in the halo-tile kernel's layout */
+int cu_conv_need_whp(cuda_backend *cb, const vae_op *op, conv_state *s);
 /* Frees the layouts not kept (w and w2p, w3, w3p, wh) that exist; not while a graph records. */
 void cu_conv_trim_layouts(cuda_backend *cb, conv_state *s, int keep_w, int keep_w3, int keep_w3p,
                           int keep_wh);

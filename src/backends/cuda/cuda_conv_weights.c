@@ -62,26 +62,39 @@ int cu_conv_need_w3p(cuda_backend *cb, const vae_op *op, conv_state *s) {
     return upload_weights(cb, op, s, 1, s->cp, &s->w3p, &s->w3p_bytes);
 }
 
+/* src (bytes of 16-bit filters) tiled for the halo-tile kernel into a new block *dst: the 3-D
+ * layout (phases 0) or the four phase filters (phases 1), counted with the weights. */
+static int halo_layout(cuda_backend *cb, const vae_op *op, const void *src, size_t bytes,
+                       int phases, void **dst, size_t *dst_bytes) {
+    void *p = NULL;
+    int rc = cu_check(cu_dev_malloc(&cb->pool, &p, bytes), op->name, "allocating weights");
+    if (rc == VAE_OK)
+        rc = cu_check(phases ? cuk_halo_tile_phase_filters(cb->stream, src, p, op->c_in)
+                             : cuk_halo_tile_filters(cb->stream, src, p, op->kt, op->c_in),
+                      op->name, "halo weight layout");
+    if (rc) {
+        if (p) cu_dev_free(&cb->pool, p, bytes);
+        return rc;
+    }
+    cb->weight_bytes += (int64_t)bytes;
+    cu_note_peak(cb);
+    *dst = p, *dst_bytes = bytes;
+    return VAE_OK;
+}
+
 int cu_conv_need_wh(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (s->wh) return VAE_OK;
     int rc = cu_conv_need_w3(cb, op, s);
     if (rc) return rc;
     VAE_DEBUG("%s: weights in the halo-tile layout", op->name);
     const size_t bytes = (size_t)s->kp * op->kt * op->kh * op->kw * op->c_in * cb->base.elem_size;
-    void *dst = NULL;
-    rc = cu_check(cu_dev_malloc(&cb->pool, &dst, bytes), op->name, "allocating weights");
-    if (rc == VAE_OK)
-        rc = cu_check(
-            cuk_halo_tile_filters(cb->stream, op->kt > 1 ? s->w3 : s->w, dst, op->kt, op->c_in),
-            op->name, "halo weight layout");
-    if (rc) {
-        if (dst) cu_dev_free(&cb->pool, dst, bytes);
-        return rc;
-    }
-    cb->weight_bytes += (int64_t)bytes;
-    cu_note_peak(cb);
-    s->wh = dst, s->wh_bytes = bytes;
-    return VAE_OK;
+    return halo_layout(cb, op, op->kt > 1 ? s->w3 : s->w, bytes, 0, &s->wh, &s->wh_bytes);
+}
+
+int cu_conv_need_whp(cuda_backend *cb, const vae_op *op, conv_state *s) {
+    if (s->whp) return VAE_OK;
+    VAE_DEBUG("%s: phase filters in the halo-tile layout", op->name);
+    return halo_layout(cb, op, s->wph, s->wph_bytes, 1, &s->whp, &s->whp_bytes);
 }
 
 /* Frees the weight layouts that no measured path uses (tuning tries every path, so every layout
