@@ -24,34 +24,29 @@
 // 1.60 GHz under the 700 W limit, whatever the form. So a conv kernel's loss against these rates
 // lies in its waits (barriers, loads, epilogue), and in a decode also in the clock: the decode
 // draws the limit at ~1.45 GHz (run 220).
-// build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/wgmma_rate
-//        bench/wgmma_rate_probe.cu && /tmp/wgmma_rate
+// build (from the repository root): nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a
+//        -Isrc -o /tmp/wgmma_rate bench/wgmma_rate_probe.cu && /tmp/wgmma_rate
 #include <cstdint>
 #include <cstdio>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "backends/cuda/sm90/halo_conv.cu"
 #include "probe_common.cuh"
 
 namespace {
 constexpr int THREADS = 256, SMEM = 96 * 1024, STEPS = 6; // k16 steps a unit (96 channels)
 
-__device__ __forceinline__ unsigned saddr(const void *p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ uint64_t desc(unsigned addr, unsigned lbo, unsigned sbo) {
-    return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(lbo >> 4) << 16 |
-           (uint64_t)(sbo >> 4) << 32;
-}
+using halo::desc; /* the halo-tile kernel's descriptor and wgmma fences, as it issues them */
 __device__ __forceinline__ void fence() {
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    halo::wg_fence();
 }
 __device__ __forceinline__ void commit() {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    halo::wg_commit();
 }
 template <int N> __device__ __forceinline__ void wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+    halo::wg_wait<N>();
 }
 
 #define D8(d, i)                                                                                   \
@@ -63,10 +58,7 @@ template <int N> __device__ __forceinline__ void wait() {
     "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
 
 __device__ __forceinline__ void ss96(float d[48], uint64_t da, uint64_t db) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " R48
-                 ", %48, %49, 1, 1, 1, 0, 0;\n"
-                 : D8(d, 0), D8(d, 8), D8(d, 16), D8(d, 24), D8(d, 32), D8(d, 40)
-                 : "l"(da), "l"(db));
+    halo::mma<__nv_bfloat16>::run(d, da, db, 1); /* the halo-tile kernel's wgmma */
 }
 __device__ __forceinline__ void rs96(float d[48], const unsigned a[4], uint64_t db) {
     asm volatile("wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " R48
@@ -111,7 +103,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         ((uint4 *)sm)[i] = ((const uint4 *)src)[i];
     __syncthreads();
     const int wg = threadIdx.x / 128, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
-    const unsigned a0 = saddr(sm) + wg * 16384, b0 = saddr(sm) + 32768;
+    const unsigned a0 = cu_saddr(sm) + wg * 16384, b0 = cu_saddr(sm) + 32768;
     float d0[48] = {}, d1[48] = {}, d2[48] = {};
     float e[96] = {};
     unsigned af[2][4], ag[2][4], ah[2][4]; // ag, ah: double-buffered (one MMA group in flight)

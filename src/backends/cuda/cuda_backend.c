@@ -803,9 +803,7 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         buf, len,
         "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM, %lld "
         "implicit GEMM (%s), %lld halo tile, %lld halo normed, %lld halo up2, %lld fp8, %lld graph "
-        "launches; "
-        "weights %.1f MiB; peak "
-        "%.1f MiB "
+        "launches; weights %.1f MiB; peak %.1f MiB "
         "(weights %.1f, activations %.1f, scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; "
         "session creation %.0f ms (warm-up, %.1f MiB of parameters staged, %lld uploads from "
         "the stage); host set-up: device allocations %.0f ms, pinned buffers %.0f ms, cuDNN "

@@ -259,11 +259,31 @@ static int up_timed(cuda_backend *cb, const vae_op *op, conv_state *s, const voi
     return rc ? rc : cu_tune_elapsed(cb, ms, op->name);
 }
 
+/* Both ways timed after a warm-up run of each: ms[0] the phase convs', ms[1] the halo kernel's
+ * mean over the rounds of VAE_CUDA_TUNE_REPS (at least one), alternating which goes first (the
+ * clock falls as the power limit sets in: cuda_conv_tune.c); ms[1] -1 where the kernel refused.
+ * *last: the way (1: the halo kernel) whose run made y last. */
+static int up_time_both(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x0, int n_in,
+                        int h, int w, const void *residual, void *y, float ms[2], int *last) {
+    const int rounds = cb->tune_reps > 0 ? cb->tune_reps : 1;
+    ms[0] = ms[1] = 0.0f;
+    for (int k = -1; k < rounds; k++) /* k = -1: the warm-ups */
+        for (int i = 0; i < 2; i++) {
+            const int halo = i ^ (k > 0 && k % 2); /* rounds 1, 3, ..: the halo kernel first */
+            float t = 0;
+            int rc = up_timed(cb, op, s, x0, n_in, h, w, residual, y, halo, &t);
+            if (rc) return rc;
+            if (t < 0) ms[1] = -1.0f; /* the kernel refused: phase convs */
+            if (k >= 0 && ms[halo] >= 0) ms[halo] += t / (float)rounds;
+            *last = halo && t >= 0; /* a refusal ran nothing */
+        }
+    return VAE_OK;
+}
+
 /* Whether the halo kernel (one launch straight into y) or the phase convs (planes in the scratch
  * area, then the interleave pass) run n_in frames of h x w: decided once per shape (s->up_tune)
- * by timing both twice, in the order phases, halo, halo, phases after a warm-up run of each (the
- * clock falls as the power limit sets in: cuda_conv_tune.c), or from the tune cache; always the
- * halo kernel with VAE_CUDA_HALO=always. *ran: y is already made by the chosen path. */
+ * by timing both (up_time_both), or from the tune cache; always the halo kernel with
+ * VAE_CUDA_HALO=always. *ran: y is already made by the chosen path. */
 static int up_choose(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x0, int n_in,
                      int h, int w, const void *residual, void *y, int *halo, int *ran) {
     *halo = *ran = 0;
@@ -281,8 +301,8 @@ static int up_choose(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     if (over || !cb->tune || cb->recording || s->n_up_tune == CONV_TUNE_MAX)
         return VAE_OK; /* untimed (or no room for the halo layout): the phase convs */
     char key[160];
-    snprintf(key, sizeof key, "up2halo|c%d-%d|n%d|%dx%d|b%d|r%d|d%d", op->c_in, s->kp, n_in, h, w,
-             s->bias != NULL, residual != NULL, cb->dnn_gain_us);
+    snprintf(key, sizeof key, "up2halo|c%d-%d|n%d|%dx%d|b%d|r%d|d%d|t%d", op->c_in, s->kp, n_in, h,
+             w, s->bias != NULL, residual != NULL, cb->dnn_gain_us, cb->tune_reps);
     const int cached = cb->tune_seed ? -1 : cu_tune_lookup(cb, key);
     float ms[2] = {0, 0}; /* phase convs, halo */
     if (cached == PATH_HALO || cached == PATH_BLOCKS) {
@@ -290,21 +310,15 @@ static int up_choose(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     } else if (cb->tune_seed) {
         *halo = (int)(cu_conv_seed_hash(cb->tune_seed, op->name, n_in, h, w) % 2);
     } else {
-        static const int order[6] = {0, 1, 0, 1, 1, 0}; /* warm-ups, then timed twice each */
-        for (int k = 0; k < 6; k++) {
-            float t = 0;
-            int rc = up_timed(cb, op, s, x0, n_in, h, w, residual, y, order[k], &t);
-            if (rc) return rc;
-            if (t < 0) ms[1] = -1.0f; /* the kernel refused: phase convs */
-            if (k >= 2 && ms[order[k]] >= 0) ms[order[k]] += t;
-        }
+        int last = 0, rc = up_time_both(cb, op, s, x0, n_in, h, w, residual, y, ms, &last);
+        if (rc) return rc;
         *halo = ms[1] >= 0 && ms[1] < ms[0];
-        *ran = !*halo; /* the last run was the phase convs' */
+        *ran = last == *halo; /* that run made y */
         cu_tune_store(cb, key, *halo ? PATH_HALO : PATH_BLOCKS);
     }
     if (ms[0] > 0)
         VAE_DEBUG("%s: up2 of %d frames %dx%d: phase convs %.3f ms, halo tile %.3f ms -> %s",
-                  op->name, n_in, h, w, ms[0] / 2, ms[1] / 2, *halo ? "halo tile" : "phase convs");
+                  op->name, n_in, h, w, ms[0], ms[1], *halo ? "halo tile" : "phase convs");
     else
         VAE_DEBUG("%s: up2 of %d frames %dx%d: %s -> %s", op->name, n_in, h, w,
                   cb->tune_seed ? "seeded" : "from the tune cache",

@@ -41,7 +41,7 @@
  * rows a..a + 1, columns b..b + 1; a tile is one phase of a 16 x 16 input tile (the four phases of
  * a tile next to each other in the walk, so their halos come from L2), its units the 4 taps of
  * each channel block, its epilogue writes y rows 2 y + a, columns 2 x + b. The window x is
- * contiguous ([t_out + kt - 1][h][w] [c_in], the executor's windows), filters come pre-tiled by
+ * contiguous ([t_out + kt - 1][h][w][c_in], the executor's windows), filters come pre-tiled by
  * halo_conv_tile_filters. */
 #include <cuda.h>
 #include <cudaTypedefs.h>
