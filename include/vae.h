@@ -242,8 +242,9 @@ typedef enum {
                                   * budget on the device) */
     VAE_PARAM_PLAN_SCRATCH_MIN,  /* 1: plans keep every op to its least backend scratch (0: only
                                   * when the backend's paths of choice do not fit the budget) */
-    VAE_PARAM_CUDA_NARROW,       /* narrow 3x3 heads (<= 8 outputs) and 1x1 convs of few
-                                  * channels on their own kernels (1) */
+    VAE_PARAM_CUDA_NARROW,       /* narrow 3x3 heads (<= 8 outputs), encoders' stems (a few
+                                  * input channels) and 1x1 convs of few channels on their own
+                                  * kernels (1) */
     VAE_PARAM_CUDA_IGEMM,        /* implicit-GEMM convs on Hopper (CUTLASS): 0 off, 1 a tuned
                                   * candidate, 2 wherever they apply (1) */
     VAE_PARAM_CUDA_DNN_GAIN_US,  /* the tuner takes a cuDNN path for a shape only where it is this

@@ -305,6 +305,13 @@ static const conv_case convs[] = {
     {"3x3x3_head32_t7", 32, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 9, 12, 21, 1, 0, L_CACHE_CHUNK, 0},
     {"1x3x3_head4_res_alias", 48, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 17, 15, 0, 2, L_SCATTER, 0},
     {"3x3x3_c64", 64, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 16, 20, 1, 1, L_CACHE_CHUNK, 0},
+    /* stems (16-bit: their own kernel): Wan2.1's 3 -> 96 on partial 8x16 tiles with cache frames,
+     * SeedVR2's 3 -> 128 with a residual, a 2-D one with residual == y, and 12 output frames (two
+     * blocks of frames, the last partial) of 2 channels */
+    {"3x3x3_stem96", 3, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 19, 37, 1, 0, L_CACHE_CHUNK, 0},
+    {"3x3x3_stem128_res", 3, 128, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 9, 20, 1, 1, L_CHUNK, 0},
+    {"1x3x3_stem64_res_alias", 3, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 17, 15, 1, 2, L_SCATTER, 0},
+    {"3x3x3_stem32_t12", 2, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 14, 8, 16, 0, 0, L_CHUNK, 0},
     {"3x3x3_odd_c", 13, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 5, 9, 1, 1, L_SCATTER, 0},
     {"3x3x3_many", 8, 8, 3, 3, 3,       1, 1, 1, 1, 1, 1, 1,
      40,           4, 5, 1, 1, L_CHUNK, 0}, /* > 32 frames */
@@ -1371,6 +1378,10 @@ static void run_variant(const variant_def *v) {
         check_igemm_ran(" halo up2");    /* the upsampling convs' phase mode */
     }
     if (v->dtype == VAE_DTYPE_FP8) check_igemm_ran(" fp8,");
+    if ((v->what & V_CONV) && v->dtype != VAE_DTYPE_F32 &&
+        !(v->extra && strstr(v->extra, "NARROW=0")))
+        check(described_count(" stem,") > 0, "convs through the stem kernel: %ld",
+              described_count(" stem,"));
     if (staged) {
         const long n = described_count(" uploads from the stage");
         check(n > 0, "first uses that copied their parameters from the stage: %ld", n);
@@ -1468,6 +1479,7 @@ int main(int argc, char **argv) {
                 bench_conv("wan22_up_256", 256, 256, 3, 3, 352, 640, 4, contig);
             }
             bench_conv("wan_enc_conv1_3to96", 3, 96, 3, 3, 480, 832, 4, 0);
+            bench_conv("seedvr2_enc_in_3to128", 3, 128, 3, 3, 720, 1248, 4, 0);
             bench_conv("wan_upsample2d_384to192", 384, 192, 1, 3, 240, 416, 2, 1);
             bench_conv_up("wan_up2x_384to192", 384, 192, 120, 208, 2);
             bench_conv_up("wan22_up2x_512", 512, 512, 176, 320, 4);

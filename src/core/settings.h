@@ -56,7 +56,8 @@ typedef struct vae_settings {
     int cuda_pad3d;          /* VAE_CUDA_PAD3D: channel-padded 3-D windows (1) */
     int cuda_cpad;           /* VAE_CUDA_CPAD: channel-padded 2-D gathers (1) */
     int cuda_kpad;           /* VAE_CUDA_KPAD: filter-padded small convs (1) */
-    int cuda_narrow;         /* VAE_CUDA_NARROW: narrow heads and small 1x1s on own kernels (1) */
+    int cuda_narrow;         /* VAE_CUDA_NARROW: narrow heads, stems and small 1x1s on own
+                              * kernels (1) */
     int cuda_igemm;          /* VAE_CUDA_IGEMM: CUTLASS implicit-GEMM convs on sm_90: off, tuned
                               * (a candidate timed beside cuDNN's paths, 1), always (where it
                               * applies, untimed: tests) */

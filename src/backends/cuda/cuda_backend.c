@@ -70,7 +70,7 @@ enum { CU_PROF_CAP = 4096 }; /* event pairs resolved at once */
 static const char *const prof_names[CU_P_N] = {
     "conv cuDNN", "conv GEMM", "conv gather/im2col", "conv bias/residual init", "rms norm",
     "group norm", "eltwise", "resample", "attention", "copy/zero", "upload", "download",
-    "conv narrow head", "conv implicit GEMM", "copy host<->device", "conv halo tile"};
+    "conv narrow head/stem", "conv implicit GEMM", "copy host<->device", "conv halo tile"};
 /* clang-format on */
 
 static void prof_flush(cuda_backend *cb) {
@@ -802,7 +802,8 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
     snprintf(
         buf, len,
         "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM, %lld "
-        "implicit GEMM (%s), %lld halo tile, %lld halo normed, %lld halo up2, %lld fp8, %lld graph "
+        "implicit GEMM (%s), %lld halo tile, %lld halo normed, %lld halo up2, %lld stem, %lld fp8, "
+        "%lld graph "
         "launches; weights %.1f MiB; peak %.1f MiB "
         "(weights %.1f, activations %.1f, scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; "
         "session creation %.0f ms (warm-up, %.1f MiB of parameters staged, %lld uploads from "
@@ -819,7 +820,7 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         : cuk_igemm_built() ? "off"
                             : "not built",
         (long long)cb->n_conv_halo, (long long)cb->n_conv_normed, (long long)cb->n_conv_halo_up2,
-        (long long)cb->n_conv_fp8, (long long)cb->n_graph_launches,
+        (long long)cb->n_conv_stem, (long long)cb->n_conv_fp8, (long long)cb->n_graph_launches,
         (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
         (double)cb->peak_parts[0] / 1048576.0, (double)cb->peak_parts[1] / 1048576.0,
         (double)cb->peak_parts[2] / 1048576.0, (double)cb->peak_parts[3] / 1048576.0,

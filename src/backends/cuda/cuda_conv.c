@@ -57,9 +57,10 @@
  * Every other conv runs the bf16 paths.
  * Narrow heads (16-bit, 3x3 with stride and padding 1, at most 8 outputs, c_in a multiple of 16:
  * the RGB heads) run a tensor-core kernel of their own (cuda_narrow_conv.cu; VAE_CUDA_NARROW=0:
- * off). Other narrow outputs (16-bit, c_out not a multiple of 8, spatial kernels) run with c_out
- * padded to a multiple of 8 (zero filters) into a temporary, then the real channels (+ residual)
- * are copied out: tensor-core kernels instead of cuDNN's slow narrow ones.
+ * off), and so do the encoders' stems (a few input channels to 32-128: cuda_stem_conv.cu). Other
+ * narrow outputs (16-bit, c_out not a multiple of 8, spatial kernels) run with c_out padded to a
+ * multiple of 8 (zero filters) into a temporary, then the real channels (+ residual) are copied
+ * out: tensor-core kernels instead of cuDNN's slow narrow ones.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,6 +367,33 @@ static int run_narrow(cuda_backend *cb, const vae_op *op, conv_state *s,
     return rc;
 }
 
+/* The encoders' first convs (a few channels in, 32-128 out; cuda_stem_conv.cu), 16-bit, 3x3 with
+ * stride and padding 1 (the causal temporal padding is in the frame list), one frame list for all
+ * output frames, 4-byte aligned output and residual; not under VAE_CUDA_NARROW=0. */
+static int stem_ok(const cuda_backend *cb, const vae_op *op, int n_in, int t_out, int h, int w,
+                   const void *residual, const void *y) {
+    return cb->narrow && cb->base.dtype != VAE_DTYPE_F32 &&
+           cuk_stem_conv_fits(op->kt, op->c_in, op->c_out, h, w) && op->kh == 3 && op->kw == 3 &&
+           op->sh == 1 && op->sw == 1 && op->st == 1 && op->pad_h[0] == 1 && op->pad_h[1] == 1 &&
+           op->pad_w[0] == 1 && op->pad_w[1] == 1 && n_in <= CUK_MAX_FRAMES &&
+           n_in == t_out + op->kt - 1 && (uintptr_t)y % 4 == 0 && (uintptr_t)residual % 4 == 0;
+}
+
+static int run_stem(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
+                    int n_in, int h, int w, const void *residual, void *y, int t_out) {
+    int rc = cu_conv_need_w3(cb, op, s); /* [c_out][kt][3][3][c_in] (kt = 1: the 2-D layout) */
+    if (rc) return rc;
+    cuk_frames fr;
+    memcpy(fr.p, frames, (size_t)n_in * sizeof *frames);
+    int ph = cu_prof_begin(cb, CU_P_NARROW);
+    rc = cu_check(cuk_stem_conv(cb->stream, cb->base.dtype, &fr, op->kt, t_out, h, w, op->c_in,
+                                op->c_out, op->kt == 1 ? s->w : s->w3, s->bias, residual, y),
+                  op->name, "stem conv");
+    cu_prof_end(cb, ph);
+    if (rc == VAE_OK) cb->n_conv_stem++;
+    return rc;
+}
+
 /* 1x1x1 convs with few channels (the latent side's conv2 and the encoder's conv1) by their
  * own kernel (cuda_narrow_conv.cu): a few MACs a byte, memory speed on the CUDA cores, and no
  * cuDNN in the process for them. The 2-D weight layout of a 1x1 is [c_out][c_in]. Up to 48 x 48
@@ -395,8 +423,8 @@ static int run_pointwise(cuda_backend *cb, const vae_op *op, conv_state *s,
     return rc;
 }
 
-/* After the checks (no input upsampling): narrow heads by their kernel, other narrow outputs
- * padded, else the conv itself. */
+/* After the checks (no input upsampling): narrow heads and stems by their kernels, other narrow
+ * outputs padded, else the conv itself. */
 static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
                              const void *const *frames, int n_in, int h, int w,
                              const void *residual, void *y, int t_out, int h_out, int w_out) {
@@ -408,6 +436,8 @@ static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
         return run_pointwise(cb, op, s, frames, n_in, h, w, residual, y);
     if (narrow_ok(cb, op, frames, n_in, t_out, h, w))
         return run_narrow(cb, op, s, frames, n_in, h, w, residual, y, t_out);
+    if (stem_ok(cb, op, n_in, t_out, h, w, residual, y))
+        return run_stem(cb, op, s, frames, n_in, h, w, residual, y, t_out);
     if (s->kp == op->c_out)
         return conv_core(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
     /* narrow output: compute kp channels into a temporary, copy out the real ones (+ residual) */

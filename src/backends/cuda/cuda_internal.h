@@ -94,6 +94,13 @@ int cuk_narrow_conv_fits(int kt, int c_in, int c_out, int h, int w);
 cudaError_t cuk_narrow_conv(cudaStream_t s, int dtype, const cuk_frames *frames, int kt,
                             int t_out, int h, int w, int c_in, int c_out, const void *wt,
                             const float *bias, const void *res, void *y);
+/* Stem convs (cuda_stem_conv.cu): an encoder's first conv, few channels in (kt * 3 * c_in <= 32),
+ * c_out 32, 64, 96 or 128, 3x3 with stride and padding 1, 16-bit; frames as cuk_narrow_conv's
+ * (t_out + kt - 1 of them), wt [c_out][kt][3][3][c_in], bias float32 or NULL, res as y or NULL. */
+int cuk_stem_conv_fits(int kt, int c_in, int c_out, int h, int w);
+cudaError_t cuk_stem_conv(cudaStream_t s, int dtype, const cuk_frames *frames, int kt, int t_out,
+                          int h, int w, int c_in, int c_out, const void *wt, const float *bias,
+                          const void *res, void *y);
 /* y[r][k] = src[r][k] (+ res[r][k]) for k < c; src rows have cs >= c channels */
 cudaError_t cuk_narrow(cudaStream_t s, int dtype, const void *src, int cs, const void *res, void *y,
                        int c, int64_t rows);
@@ -485,6 +492,7 @@ typedef struct cuda_backend {
     int64_t n_conv_halo;               /* convs run by the halo-tile kernel */
     int64_t n_conv_normed;             /* of those, convs whose RMS norm it applied too */
     int64_t n_conv_halo_up2;           /* upsampling convs run by it (the phase mode) */
+    int64_t n_conv_stem;               /* convs run by the stem kernel (cuda_stem_conv.cu) */
     int conv_norm_done;                /* the current conv call's path applied op->norm_w itself */
     int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
     int64_t n_staged_uploads;          /* parameters copied from the stage (cuda_stage.c) */
