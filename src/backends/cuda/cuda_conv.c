@@ -334,63 +334,55 @@ int cu_conv_norm(cuda_backend *cb, const vae_op *op, const conv_state *s, void *
     return rc;
 }
 
+/* The geometry the direct kernels take (cuda_narrow_conv.cu, cuda_stem_conv.cu): 3x3 with stride
+ * 1 and padding 1 (the causal temporal padding is in the frame list), one frame list for all
+ * output frames. */
+static int direct_geometry_ok(const vae_op *op, int n_in, int t_out) {
+    return op->kh == 3 && op->kw == 3 && op->sh == 1 && op->sw == 1 && op->st == 1 &&
+           op->pad_h[0] == 1 && op->pad_h[1] == 1 && op->pad_w[0] == 1 && op->pad_w[1] == 1 &&
+           n_in <= CUK_MAX_FRAMES && n_in == t_out + op->kt - 1;
+}
+
 /* The narrow heads' own kernel (cuda_narrow_conv.cu): 16-bit, sizes it takes (at most
  * CUK_NARROW_MAX outputs, input channels a multiple of 16, filters within its shared memory),
- * 3x3 with stride 1 and padding 1 (the causal temporal padding is in the frame list), frames
- * 16-byte aligned (vector loads), one frame list for all output frames. */
+ * frames 16-byte aligned (vector loads). */
 static int narrow_ok(const cuda_backend *cb, const vae_op *op, const void *const *frames, int n_in,
                      int t_out, int h, int w) {
     if (!cb->narrow || cb->base.dtype == VAE_DTYPE_F32 ||
-        !cuk_narrow_conv_fits(op->kt, op->c_in, op->c_out, h, w) || op->kh != 3 || op->kw != 3 ||
-        op->sh != 1 || op->sw != 1 || op->st != 1 || op->pad_h[0] != 1 || op->pad_h[1] != 1 ||
-        op->pad_w[0] != 1 || op->pad_w[1] != 1 || n_in > CUK_MAX_FRAMES ||
-        n_in != t_out + op->kt - 1)
+        !cuk_narrow_conv_fits(op->kt, op->c_in, op->c_out, h, w) ||
+        !direct_geometry_ok(op, n_in, t_out))
         return 0;
     for (int i = 0; i < n_in; i++)
         if ((uintptr_t)frames[i] % 16) return 0;
     return 1;
 }
 
-static int run_narrow(cuda_backend *cb, const vae_op *op, conv_state *s,
-                      const void *const *frames, int n_in, int h, int w, const void *residual,
-                      void *y, int t_out) {
-    /* [kp][kt][3][3][c_in] (kt = 1: the 2-D layout, the same) */
+/* The encoders' first convs (a few channels in, 32-128 out; cuda_stem_conv.cu): 16-bit, 4-byte
+ * aligned output and residual; not under VAE_CUDA_NARROW=0. */
+static int stem_ok(const cuda_backend *cb, const vae_op *op, int n_in, int t_out, int h, int w,
+                   const void *residual, const void *y) {
+    return cb->narrow && cb->base.dtype != VAE_DTYPE_F32 &&
+           cuk_stem_conv_fits(op->kt, op->c_in, op->c_out, h, w) &&
+           direct_geometry_ok(op, n_in, t_out) && (uintptr_t)y % 4 == 0 &&
+           (uintptr_t)residual % 4 == 0;
+}
+
+/* A narrow head (stem 0) or a stem (stem 1) by its kernel, on the filters [kp][kt][3][3][c_in]
+ * (kt = 1: the 2-D layout, the same). */
+static int run_direct(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
+                      int n_in, int h, int w, const void *residual, void *y, int t_out, int stem) {
     int rc = cu_conv_need_w3(cb, op, s);
     if (rc) return rc;
     cuk_frames fr;
     memcpy(fr.p, frames, (size_t)n_in * sizeof *frames);
+    const void *wt = op->kt == 1 ? s->w : s->w3;
     int ph = cu_prof_begin(cb, CU_P_NARROW);
-    rc = cu_check(cuk_narrow_conv(cb->stream, cb->base.dtype, &fr, op->kt, t_out, h, w, op->c_in,
-                                  op->c_out, op->kt == 1 ? s->w : s->w3, s->bias, residual, y),
-                  op->name, "narrow conv");
+    rc = cu_check((stem ? cuk_stem_conv : cuk_narrow_conv)(cb->stream, cb->base.dtype, &fr, op->kt,
+                                                           t_out, h, w, op->c_in, op->c_out, wt,
+                                                           s->bias, residual, y),
+                  op->name, stem ? "stem conv" : "narrow conv");
     cu_prof_end(cb, ph);
-    return rc;
-}
-
-/* The encoders' first convs (a few channels in, 32-128 out; cuda_stem_conv.cu), 16-bit, 3x3 with
- * stride and padding 1 (the causal temporal padding is in the frame list), one frame list for all
- * output frames, 4-byte aligned output and residual; not under VAE_CUDA_NARROW=0. */
-static int stem_ok(const cuda_backend *cb, const vae_op *op, int n_in, int t_out, int h, int w,
-                   const void *residual, const void *y) {
-    return cb->narrow && cb->base.dtype != VAE_DTYPE_F32 &&
-           cuk_stem_conv_fits(op->kt, op->c_in, op->c_out, h, w) && op->kh == 3 && op->kw == 3 &&
-           op->sh == 1 && op->sw == 1 && op->st == 1 && op->pad_h[0] == 1 && op->pad_h[1] == 1 &&
-           op->pad_w[0] == 1 && op->pad_w[1] == 1 && n_in <= CUK_MAX_FRAMES &&
-           n_in == t_out + op->kt - 1 && (uintptr_t)y % 4 == 0 && (uintptr_t)residual % 4 == 0;
-}
-
-static int run_stem(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
-                    int n_in, int h, int w, const void *residual, void *y, int t_out) {
-    int rc = cu_conv_need_w3(cb, op, s); /* [c_out][kt][3][3][c_in] (kt = 1: the 2-D layout) */
-    if (rc) return rc;
-    cuk_frames fr;
-    memcpy(fr.p, frames, (size_t)n_in * sizeof *frames);
-    int ph = cu_prof_begin(cb, CU_P_NARROW);
-    rc = cu_check(cuk_stem_conv(cb->stream, cb->base.dtype, &fr, op->kt, t_out, h, w, op->c_in,
-                                op->c_out, op->kt == 1 ? s->w : s->w3, s->bias, residual, y),
-                  op->name, "stem conv");
-    cu_prof_end(cb, ph);
-    if (rc == VAE_OK) cb->n_conv_stem++;
+    if (rc == VAE_OK && stem) cb->n_conv_stem++;
     return rc;
 }
 
@@ -435,9 +427,9 @@ static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
     if (pointwise_ok(cb, op, n_in, t_out))
         return run_pointwise(cb, op, s, frames, n_in, h, w, residual, y);
     if (narrow_ok(cb, op, frames, n_in, t_out, h, w))
-        return run_narrow(cb, op, s, frames, n_in, h, w, residual, y, t_out);
+        return run_direct(cb, op, s, frames, n_in, h, w, residual, y, t_out, 0);
     if (stem_ok(cb, op, n_in, t_out, h, w, residual, y))
-        return run_stem(cb, op, s, frames, n_in, h, w, residual, y, t_out);
+        return run_direct(cb, op, s, frames, n_in, h, w, residual, y, t_out, 1);
     if (s->kp == op->c_out)
         return conv_core(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
     /* narrow output: compute kp channels into a temporary, copy out the real ones (+ residual) */
