@@ -36,6 +36,13 @@ enum { PASSES = SHR * SW / (NT / KV) };
 /* blocks of output frames: one launch's grid z, at most this many frames a block */
 enum { STEM_MAX_TPB = 8 };
 
+/* Value kk of a filter row's K (see the file's comment): temporal tap dt, column tap dx, input
+ * channel ci; the one place the order (dt, dx, ci) is written, for the rows and the filters. */
+struct stem_k {
+    int dt, dx, ci;
+    __device__ stem_k(int kk, int c_in) : dt(kk / (3 * c_in)), dx(kk / c_in % 3), ci(kk % c_in) {}
+};
+
 /* This thread's values of the row vectors of output frame j's taps (see the file's comment):
  * value kk = threadIdx.x % KV of pixel columns c and c + 8 (c = threadIdx.x / KV) of each of the
  * SHR rows, loaded into registers (all before the first is needed: their latency is paid once,
@@ -45,11 +52,11 @@ template <typename T>
 __device__ __forceinline__ void stem_rows_load(T (&val)[PASSES], const cuk_frames &fr, int j,
                                                int kt, int c_in, int x0, int y0, int h, int w) {
     const int kk = threadIdx.x % KV;
-    const int dt = kk / (3 * c_in), dx = kk / c_in % 3, ci = kk % c_in;
+    const stem_k k(kk, c_in);
     const bool real = kk < kt * 3 * c_in;
-    const int xa = x0 + threadIdx.x / KV + dx - 1, xb = xa + 8; /* the two columns */
+    const int xa = x0 + threadIdx.x / KV + k.dx - 1, xb = xa + 8; /* the two columns */
     const bool ina = real && xa >= 0 && xa < w, inb = real && xb >= 0 && xb < w;
-    const T *row = (const T *)fr.p[j + (real ? dt : 0)] + (int64_t)(ina ? xa : 0) * c_in + ci;
+    const T *row = (const T *)fr.p[j + (real ? k.dt : 0)] + (int64_t)(ina ? xa : 0) * c_in + k.ci;
     const int dab = ((inb ? xb : 0) - (ina ? xa : 0)) * c_in, stride = w * c_in;
 #pragma unroll
     for (int r = 0; r < SHR; r++) {
@@ -71,9 +78,8 @@ __device__ __forceinline__ void stem_rows_store(T *v, const T (&val)[PASSES]) {
     }
 }
 
-/* Output frame j of the warp's row from v, outputs n0 * 8 .. (n0 + NN) * 8 (wsm: their filters,
- * C_OUT apart between filter rows): acc[n] for outputs (n0 + n) * 8 + 2q, + 1 of pixels g, g + 8.
- */
+/* Output frame j of the warp's row from v, NN * 8 outputs (wsm: the first one's filter, filter
+ * rows dy C_OUT filters apart): acc[n] for its outputs n * 8 + 2q, + 1 of pixels g, g + 8. */
 template <typename T, int NN, int C_OUT>
 __device__ __forceinline__ void stem_mma(const T *v, const T *wsm, float (&acc)[NN][4]) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
@@ -133,9 +139,9 @@ __global__ void __launch_bounds__(NT, 2)
     /* B[dy][co][(dt * 3 + dx) * c_in + ci] = w[co][dt][dy][dx][ci], zero past K */
     for (int i = threadIdx.x; i < 3 * C_OUT * KV; i += NT) {
         const int kk = i % KV, co = i / KV % C_OUT, dy = i / (KV * C_OUT);
-        const int dt = kk / (3 * c_in), dx = kk / c_in % 3, ci = kk % c_in;
+        const stem_k k(kk, c_in);
         wsm[(dy * C_OUT + co) * KPITCH + kk] =
-            kk < K ? wt[(((int64_t)co * kt + dt) * 9 + dy * 3 + dx) * c_in + ci] : T(0.0f);
+            kk < K ? wt[(((int64_t)co * kt + k.dt) * 9 + dy * 3 + k.dx) * c_in + k.ci] : T(0.0f);
     }
     T val[PASSES];
     stem_rows_load<T>(val, fr, j0, kt, c_in, x0, y0, h, w);
@@ -145,9 +151,9 @@ __global__ void __launch_bounds__(NT, 2)
         const int j = j0 + jj;
         /* the next frame's loads go out first, their stores after this frame's MMAs */
         if (jj + 1 < nt) stem_rows_load<T>(val, fr, j + 1, kt, c_in, x0, y0, h, w);
-            /* the outputs in two halves: half the accumulators, two blocks a multiprocessor */
 #pragma unroll
         for (int part = 0; part < 2; part++) {
+            /* the outputs in two halves: half the accumulators, two blocks a multiprocessor */
             enum { NH = NN / 2 };
             float acc[NH][4];
             stem_mma<T, NH, C_OUT>(v + (jj & 1) * VSIZE, wsm + part * NH * 8 * KPITCH, acc);
