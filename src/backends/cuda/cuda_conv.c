@@ -48,7 +48,7 @@
  * VAE_CUDA_HALO=always: taken wherever it applies; off: never).
  * An RMS norm folded into the conv (op->norm_w, program.h vae_program_fuse_norms): the halo-tile
  * kernel applies it in its epilogue (a tile holds every output pixel's 96 channels); after any
- * other path it is a pass over y in place (cu_conv_norm). The tuner times each candidate with
+ * other path it is a pass over y in place (conv_norm). The tuner times each candidate with
  * that pass where it needs one, so the fused path is credited with the pass it saves.
  * FP8 (dtype fp8: bf16 activations): the convs vae_op_fp8 names that an E4M3 kernel takes (the
  * implicit-GEMM kind with c_in a multiple of 64) quantise their window per call into the scratch
@@ -208,10 +208,11 @@ void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state) {
     vae_free(s);
 }
 
-/* The convolution with y of op->c_out channels (possibly the padded count). */
+/* The convolution with y of op->c_out channels (possibly the padded count); *normed: the path
+ * that made y applied op->norm_w too. */
 static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
                      int n_in, int h, int w, const void *residual, void *y, int t_out, int h_out,
-                     int w_out) {
+                     int w_out, int *normed) {
     vae_backend *be = &cb->base;
     int rc;
     conv_call cc;
@@ -249,20 +250,25 @@ static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     if ((op->kt > 1 || op->st > 1 || cu_conv_igemm_ok(&cc, consec) ||
          cu_conv_halo_ok(&cc, consec)) &&
         cb->conv3d && !s->use_gemm && sym)
-        return cu_conv_run_tuned(&cc, frames, n_in, t_out, consec);
-    return cu_conv_blocks(&cc, frames, t_out);
+        rc = cu_conv_run_tuned(&cc, frames, n_in, t_out, consec);
+    else
+        rc = cu_conv_blocks(&cc, frames, t_out);
+    *normed = cc.norm_done;
+    return rc;
 }
 
 /* ---- input upsampling (op->up) ---- */
 
 static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
                              const void *const *frames, int n_in, int h, int w,
-                             const void *residual, void *y, int t_out, int h_out, int w_out);
+                             const void *residual, void *y, int t_out, int h_out, int w_out,
+                             int *normed);
 
-/* op->up > 1: the phase path, else upsample into a temporary and convolve that. */
+/* op->up > 1: the phase path, else upsample into a temporary and convolve that (*normed: as
+ * conv_core's). */
 static int conv_up(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
                    int n_in, int h, int w, const void *residual, void *y, int t_out, int h_out,
-                   int w_out) {
+                   int w_out, int *normed) {
     vae_backend *be = &cb->base;
     const int up = op->up;
     if (up == 2 && !s->nophase && cu_conv_phase_takes(cb, op, s) && residual != y) {
@@ -296,10 +302,31 @@ static int conv_up(cuda_backend *cb, const vae_op *op, conv_state *s, const void
         for (int f = 0; f < n_in; f++) list[f] = (const char *)tmp + (size_t)f * fbu;
         vae_op o = *op;
         o.up = 0;
-        rc = cuda_conv_checked(cb, &o, s, list, n_in, hu, wu, residual, y, t_out, h_out, w_out);
+        rc = cuda_conv_checked(cb, &o, s, list, n_in, hu, wu, residual, y, t_out, h_out, w_out,
+                               normed);
     }
     if (list && list != fr) vae_free(list);
     be->v->release(be, tmp);
+    return rc;
+}
+
+/* The conv's RMS norm (op->norm_w) over its output y [n_vox][c_out] in place. */
+static int conv_norm(cuda_backend *cb, const vae_op *op, const conv_state *s, void *y,
+                     int64_t n_vox) {
+    if (!op->norm_w || n_vox == 0) return VAE_OK;
+    if (!s->nw) return vae_fail(VAE_EINVAL, "%s: conv was prepared without its norm", op->name);
+    int ph = cu_prof_begin(cb, CU_P_RMS);
+    int rc = cu_check(cuk_rms_norm(cb->stream, cb->base.dtype, y, y, n_vox, op->c_out, s->nw, NULL,
+                                   (int)op->norm_act, op->act_scale),
+                      op->name, "rms norm");
+    cu_prof_end(cb, ph);
+    return rc;
+}
+
+int cu_conv_norm(conv_call *cc, int64_t n_vox) {
+    if (cc->norm_done) return VAE_OK;
+    const int rc = conv_norm(cc->cb, cc->op, cc->s, cc->y, n_vox);
+    cc->norm_done = rc == VAE_OK;
     return rc;
 }
 
@@ -315,23 +342,11 @@ int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const 
     const int up = op->up > 1 ? op->up : 1;
     if ((rc = cu_enter(cb, op->name))) return rc;
     cu_prof_name(cb, op->name);
-    cb->conv_norm_done = 0;
-    rc = up > 1
-             ? conv_up(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out)
-             : cuda_conv_checked(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
-    return rc ? rc : cu_conv_norm(cb, op, s, y, (int64_t)t_out * h_out * w_out);
-}
-
-int cu_conv_norm(cuda_backend *cb, const vae_op *op, const conv_state *s, void *y, int64_t n_vox) {
-    if (!op->norm_w || cb->conv_norm_done || n_vox == 0) return VAE_OK;
-    if (!s->nw) return vae_fail(VAE_EINVAL, "%s: conv was prepared without its norm", op->name);
-    int ph = cu_prof_begin(cb, CU_P_RMS);
-    int rc = cu_check(cuk_rms_norm(cb->stream, cb->base.dtype, y, y, n_vox, op->c_out, s->nw, NULL,
-                                   (int)op->norm_act, op->act_scale),
-                      op->name, "rms norm");
-    cu_prof_end(cb, ph);
-    cb->conv_norm_done = rc == VAE_OK;
-    return rc;
+    int normed = 0; /* the path applied op->norm_w itself */
+    rc = up > 1 ? conv_up(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out, &normed)
+                : cuda_conv_checked(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out,
+                                    &normed);
+    return rc || normed ? rc : conv_norm(cb, op, s, y, (int64_t)t_out * h_out * w_out);
 }
 
 /* The geometry the direct kernels take (cuda_narrow_conv.cu, cuda_stem_conv.cu): 3x3 with stride
@@ -419,9 +434,11 @@ static int run_pointwise(cuda_backend *cb, const vae_op *op, conv_state *s,
  * outputs padded, else the conv itself. */
 static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
                              const void *const *frames, int n_in, int h, int w,
-                             const void *residual, void *y, int t_out, int h_out, int w_out) {
+                             const void *residual, void *y, int t_out, int h_out, int w_out,
+                             int *normed) {
     vae_backend *be = &cb->base;
     int rc;
+    *normed = 0;
     if (h * (int64_t)w > INT32_MAX / 2 || (int64_t)h_out * w_out > INT32_MAX / 2)
         return vae_fail(VAE_EUNSUPPORTED, "%s: frame of %dx%d is too large", op->name, h, w);
     if (pointwise_ok(cb, op, n_in, t_out))
@@ -431,14 +448,15 @@ static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
     if (stem_ok(cb, op, n_in, t_out, h, w, residual, y))
         return run_direct(cb, op, s, frames, n_in, h, w, residual, y, t_out, 1);
     if (s->kp == op->c_out)
-        return conv_core(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
+        return conv_core(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out, normed);
     /* narrow output: compute kp channels into a temporary, copy out the real ones (+ residual) */
     vae_op opk = *op;
     opk.c_out = s->kp;
     const int64_t rows = (int64_t)t_out * h_out * w_out;
     void *tmp = be->v->alloc(be, (size_t)rows * s->kp * be->elem_size);
     if (!tmp) return VAE_ENOMEM;
-    rc = conv_core(cb, &opk, s, frames, n_in, h, w, NULL, tmp, t_out, h_out, w_out);
+    int tmp_normed; /* never: the kernels that apply a norm make all of c_out */
+    rc = conv_core(cb, &opk, s, frames, n_in, h, w, NULL, tmp, t_out, h_out, w_out, &tmp_normed);
     if (rc == VAE_OK) {
         int ph = cu_prof_begin(cb, CU_P_BIAS);
         rc = cu_check(cuk_narrow(cb->stream, be->dtype, tmp, s->kp, residual, y, op->c_out, rows),

@@ -99,7 +99,7 @@ int cu_conv_halo(conv_call *cc, const void *x0, int t_out) {
     if ((rc = halo_result(op, s, e, cc->h, cc->w))) return rc;
     cb->n_conv_halo++;
     cb->n_conv_normed += s->nw != NULL;
-    cb->conv_norm_done = s->nw != NULL;
+    cc->norm_done = s->nw != NULL;
     return VAE_OK;
 }
 

@@ -75,11 +75,13 @@ typedef struct conv_call {
     int fuse;           /* bias (+ residual) may go into cuDNN's epilogue */
     int init_done;      /* y was set to bias + residual up front (beta = 1 everywhere) */
     float beta;         /* beta of the block being run (set by block_epi) */
+    int norm_done;      /* y is normed (op->norm_w): by the path that made it last (the halo
+                         * kernel), or since by cu_conv_norm */
 } conv_call;
 
-/* The conv's RMS norm (op->norm_w) over its output y [n_vox][c_out] in place, where the path
- * did not apply it (cb->conv_norm_done); sets conv_norm_done. */
-int cu_conv_norm(cuda_backend *cb, const vae_op *op, const conv_state *s, void *y, int64_t n_vox);
+/* The conv's RMS norm (op->norm_w) over its output cc->y [n_vox][c_out] in place, unless
+ * cc->norm_done; sets it. */
+int cu_conv_norm(conv_call *cc, int64_t n_vox);
 
 /* ---- cuda_conv_weights.c: the filters in each path's layout, made on first use ---- */
 /* [kp][kh][kw][kt*c_in]: the per-block paths' 2-D layout (the taps next to the channels) */
@@ -118,6 +120,13 @@ int cu_conv_run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_
 /* Timing a candidate: event i (0 before, 1 after) on the stream; the milliseconds between. */
 int cu_tune_mark(cuda_backend *cb, int i, const char *who);
 int cu_tune_elapsed(cuda_backend *cb, float *ms, const char *who);
+/* Two ways of making the same output timed against each other: with warm, one untimed run of
+ * each first; then `rounds` rounds of one timed run each, way 0 first in even rounds and way 1 in
+ * odd ones (the GPU slows as its power limit sets in, which would favour whichever always ran
+ * first). ms[w]: the mean of way w's timed runs, -1 where it refused (run gave *t < 0: it ran
+ * nothing); *last: the way whose run made the output last. run(ctx, way, &t) runs and times way. */
+typedef int (*cu_tune_way_fn)(void *ctx, int way, float *t);
+int cu_tune_alternate(void *ctx, cu_tune_way_fn run, int warm, int rounds, float ms[2], int *last);
 /* VAE_CUDA_TUNE=seed:N: FNV-1a of the seed, the op's name and the shape */
 uint64_t cu_conv_seed_hash(uint64_t seed, const char *name, int n_in, int h, int w);
 /* The tuner's one rule between an own kernel (own_ms a call) and cuDNN's path (dnn_ms): the own

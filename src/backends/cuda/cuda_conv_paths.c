@@ -375,7 +375,7 @@ int cu_conv_blocks(conv_call *cc, const void *const *frames, int t_out) {
  * block (each fallback remembered for the op). */
 int cu_conv_run_path(conv_call *cc, const void *const *frames, int t_out, int path) {
     conv_state *s = cc->s;
-    cc->cb->conv_norm_done = 0; /* y is made anew: its norm still to apply */
+    cc->norm_done = 0; /* y is made anew: its norm still to apply */
     if (path == PATH_HALO && !s->nohalo) {
         int rc = cu_conv_halo(cc, frames[0], t_out);
         if (rc != VAE_EUNSUPPORTED) return rc;

@@ -127,9 +127,29 @@ static int phases_run(cuda_backend *cb, const vae_op *op, conv_state *s, const v
     return phases_dnn(cb, op, s, x, tb, h, w, tmp, plane, add_bias);
 }
 
+/* A block's call and what times it (phases_time: way 0 cuDNN, 1 CUTLASS). */
+typedef struct {
+    cuda_backend *cb;
+    const vae_op *op;
+    conv_state *s;
+    const void *x;
+    void *tmp;
+    size_t plane;
+    int tb, h, w, *add_bias;
+} phases_ctx;
+static int phases_time(void *ctx, int way, float *t) {
+    phases_ctx *c = ctx;
+    int rc = cu_tune_mark(c->cb, 0, c->op->name);
+    if (rc == VAE_OK)
+        rc = phases_run(c->cb, c->op, c->s, c->x, c->tb, c->h, c->w, c->tmp, c->plane,
+                        way ? PHASE_IGEMM : PHASE_DNN, c->add_bias);
+    return rc ? rc : cu_tune_elapsed(c->cb, t, c->op->name);
+}
+
 /* Which path runs a block of tb frames of h x w: decided once per shape (s->ph_tune) by timing
- * both (each run leaves a correct result in tmp), or from the tune cache. *ran: the block is
- * already computed by the chosen path. */
+ * both (each run leaves a correct result in tmp: a warm-up run of each, then the rounds of
+ * VAE_CUDA_TUNE_REPS, at least one, cu_tune_alternate), or from the tune cache. *ran: the block
+ * is already computed by the chosen path. */
 static int phases_choose(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x, int tb,
                          int h, int w, void *tmp, size_t plane, int *path, int *add_bias,
                          int *ran) {
@@ -144,8 +164,8 @@ static int phases_choose(cuda_backend *cb, const vae_op *op, conv_state *s, cons
     if (!igemm || cb->igemm == 2 || !cb->tune || cb->recording || s->n_ph_tune == CONV_TUNE_MAX)
         return VAE_OK; /* untimed: cuDNN's, as before the CUTLASS kernels */
     char key[160];
-    snprintf(key, sizeof key, "phase|c%d-%d|n%d|%dx%d|b%d|%d%d|d%d", op->c_in, s->kp, tb, h, w,
-             s->bias != NULL, PHASE_DNN, PHASE_IGEMM, cb->dnn_gain_us);
+    snprintf(key, sizeof key, "phase|c%d-%d|n%d|%dx%d|b%d|%d%d|d%d|t%d", op->c_in, s->kp, tb, h, w,
+             s->bias != NULL, PHASE_DNN, PHASE_IGEMM, cb->dnn_gain_us, cb->tune_reps);
     const int cached = cb->tune_seed ? -1 : cu_tune_lookup(cb, key);
     float ms[2] = {0, 0};
     if (cached == PHASE_DNN || cached == PHASE_IGEMM) {
@@ -153,17 +173,12 @@ static int phases_choose(cuda_backend *cb, const vae_op *op, conv_state *s, cons
     } else if (cb->tune_seed) {
         *path = cu_conv_seed_hash(cb->tune_seed, op->name, tb, h, w) % 2 ? PHASE_IGEMM : PHASE_DNN;
     } else {
-        const int cand[2] = {PHASE_DNN, PHASE_IGEMM};
-        for (int k = 0; k < 2; k++) { /* a warm-up run (plans, modules), then a timed one */
-            int rc = phases_run(cb, op, s, x, tb, h, w, tmp, plane, cand[k], add_bias);
-            if (rc == VAE_OK) rc = cu_tune_mark(cb, 0, op->name);
-            if (rc == VAE_OK)
-                rc = phases_run(cb, op, s, x, tb, h, w, tmp, plane, cand[k], add_bias);
-            if (rc == VAE_OK) rc = cu_tune_elapsed(cb, &ms[k], op->name);
-            if (rc) return rc;
-        }
+        phases_ctx c = {cb, op, s, x, tmp, plane, tb, h, w, add_bias};
+        int last = 0, rc = cu_tune_alternate(&c, phases_time, 1,
+                                             cb->tune_reps > 0 ? cb->tune_reps : 1, ms, &last);
+        if (rc) return rc;
         *path = cu_tune_own_wins(cb, ms[1], ms[0]) && !s->noigemm ? PHASE_IGEMM : PHASE_DNN;
-        *ran = *path == PHASE_IGEMM; /* the last run was CUTLASS's */
+        *ran = last == (*path == PHASE_IGEMM); /* that run left the block in tmp */
         cu_tune_store(cb, key, *path);
     }
     char msg[64] = "from the tune cache";
@@ -259,30 +274,23 @@ static int up_timed(cuda_backend *cb, const vae_op *op, conv_state *s, const voi
     return rc ? rc : cu_tune_elapsed(cb, ms, op->name);
 }
 
-/* Both ways timed after a warm-up run of each: ms[0] the phase convs', ms[1] the halo kernel's
- * mean over the rounds of VAE_CUDA_TUNE_REPS (at least one), alternating which goes first (the
- * clock falls as the power limit sets in: cuda_conv_tune.c); ms[1] -1 where the kernel refused.
- * *last: the way (1: the halo kernel) whose run made y last. */
-static int up_time_both(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x0, int n_in,
-                        int h, int w, const void *residual, void *y, float ms[2], int *last) {
-    const int rounds = cb->tune_reps > 0 ? cb->tune_reps : 1;
-    ms[0] = ms[1] = 0.0f;
-    for (int k = -1; k < rounds; k++) /* k = -1: the warm-ups */
-        for (int i = 0; i < 2; i++) {
-            const int halo = i ^ (k > 0 && k % 2); /* rounds 1, 3, ..: the halo kernel first */
-            float t = 0;
-            int rc = up_timed(cb, op, s, x0, n_in, h, w, residual, y, halo, &t);
-            if (rc) return rc;
-            if (t < 0) ms[1] = -1.0f; /* the kernel refused: phase convs */
-            if (k >= 0 && ms[halo] >= 0) ms[halo] += t / (float)rounds;
-            *last = halo && t >= 0; /* a refusal ran nothing */
-        }
-    return VAE_OK;
+/* A shape's call and what times it (up_run: way 1 the halo kernel, 0 the phase convs). */
+typedef struct {
+    cuda_backend *cb;
+    const vae_op *op;
+    conv_state *s;
+    const void *x0, *residual;
+    void *y;
+    int n_in, h, w;
+} up_ctx;
+static int up_run(void *ctx, int halo, float *t) {
+    up_ctx *c = ctx;
+    return up_timed(c->cb, c->op, c->s, c->x0, c->n_in, c->h, c->w, c->residual, c->y, halo, t);
 }
 
 /* Whether the halo kernel (one launch straight into y) or the phase convs (planes in the scratch
  * area, then the interleave pass) run n_in frames of h x w: decided once per shape (s->up_tune)
- * by timing both (up_time_both), or from the tune cache; always the halo kernel with
+ * by timing both (cu_tune_alternate), or from the tune cache; always the halo kernel with
  * VAE_CUDA_HALO=always. *ran: y is already made by the chosen path. */
 static int up_choose(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x0, int n_in,
                      int h, int w, const void *residual, void *y, int *halo, int *ran) {
@@ -310,7 +318,10 @@ static int up_choose(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     } else if (cb->tune_seed) {
         *halo = (int)(cu_conv_seed_hash(cb->tune_seed, op->name, n_in, h, w) % 2);
     } else {
-        int last = 0, rc = up_time_both(cb, op, s, x0, n_in, h, w, residual, y, ms, &last);
+        /* a warm-up run of each, then the rounds of VAE_CUDA_TUNE_REPS (at least one) */
+        up_ctx c = {cb, op, s, x0, residual, y, n_in, h, w};
+        int last = 0,
+            rc = cu_tune_alternate(&c, up_run, 1, cb->tune_reps > 0 ? cb->tune_reps : 1, ms, &last);
         if (rc) return rc;
         *halo = ms[1] >= 0 && ms[1] < ms[0];
         *ran = last == *halo; /* that run made y */

@@ -31,8 +31,26 @@ static int timed_path(conv_call *cc, const void *const *frames, int t_out, int p
     if (rc) return rc;
     if ((rc = cu_tune_mark(cb, 0, cc->op->name))) return rc;
     rc = cu_conv_run_path(cc, frames, t_out, path);
-    if (rc == VAE_OK) rc = cu_conv_norm(cb, cc->op, cc->s, cc->y, (int64_t)t_out * cc->ho * cc->wo);
+    if (rc == VAE_OK) rc = cu_conv_norm(cc, (int64_t)t_out * cc->ho * cc->wo);
     return rc ? rc : cu_tune_elapsed(cb, ms, cc->op->name);
+}
+
+int cu_tune_alternate(void *ctx, cu_tune_way_fn run, int warm, int rounds, float ms[2], int *last) {
+    ms[0] = ms[1] = 0.0f;
+    for (int r = warm ? -1 : 0; r < rounds; r++) /* r = -1: the warm-ups */
+        for (int i = 0; i < 2; i++) {
+            const int way = i ^ (r > 0 && r % 2);
+            float t = 0.0f;
+            int rc = run(ctx, way, &t);
+            if (rc) return rc;
+            if (t < 0) {
+                ms[way] = -1.0f;
+                continue;
+            }
+            if (r >= 0 && ms[way] >= 0) ms[way] += t / (float)rounds;
+            *last = way;
+        }
+    return VAE_OK;
 }
 
 int cu_tune_mark(cuda_backend *cb, int i, const char *who) {
@@ -102,10 +120,22 @@ static int tuned_pick(const conv_call *cc, const int *cand, const float *ms, int
     return best;
 }
 
+/* A later round's run of path cand[k[way]] (tune_reps). */
+typedef struct {
+    conv_call *cc;
+    const void *const *frames;
+    int t_out, path[2];
+} rep_ctx;
+static int rep_run(void *ctx, int way, float *t) {
+    rep_ctx *c = ctx;
+    return timed_path(c->cc, c->frames, c->t_out, c->path[way], 0, t);
+}
+
 /* The later rounds (VAE_CUDA_TUNE_REPS): where the second fastest of the first round's times
  * (ms[k] < 0: did not run) is within 15% of the fastest, both are timed again, rounds times each,
- * alternating which goes first (the later-timed of the first round first), and their times become
- * the means of those runs. *last: the path whose run made y last; *ran: the rounds run. */
+ * alternating which goes first (the later-timed of the first round first: cu_tune_alternate), and
+ * their times become the means of those runs. *last: the path whose run made y last; *ran: the
+ * rounds run. */
 static int tune_reps(conv_call *cc, const void *const *frames, int t_out, const int *cand,
                      float *ms, int nc, int *last, int *ran) {
     int a = -1, b = -1; /* the fastest two */
@@ -123,17 +153,12 @@ static int tune_reps(conv_call *cc, const void *const *frames, int t_out, const 
         const int t = a;
         a = b, b = t;
     }
-    float sum[2] = {0, 0};
-    for (int r = 0; r < rounds; r++)
-        for (int i = 0; i < 2; i++) {
-            const int k = (i ^ (r & 1)) ? b : a;
-            float t;
-            int rc = timed_path(cc, frames, t_out, cand[k], 0, &t);
-            if (rc) return rc;
-            sum[k == b] += t;
-            *last = cand[k];
-        }
-    ms[a] = sum[0] / (float)rounds, ms[b] = sum[1] / (float)rounds;
+    rep_ctx c = {cc, frames, t_out, {cand[a], cand[b]}};
+    float mean[2];
+    int way = 0, rc = cu_tune_alternate(&c, rep_run, 0, rounds, mean, &way);
+    if (rc) return rc;
+    ms[a] = mean[0], ms[b] = mean[1];
+    *last = c.path[way];
     *ran = rounds;
     return VAE_OK;
 }

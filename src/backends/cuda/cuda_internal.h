@@ -493,7 +493,6 @@ typedef struct cuda_backend {
     int64_t n_conv_normed;             /* of those, convs whose RMS norm it applied too */
     int64_t n_conv_halo_up2;           /* upsampling convs run by it (the phase mode) */
     int64_t n_conv_stem;               /* convs run by the stem kernel (cuda_stem_conv.cu) */
-    int conv_norm_done;                /* the current conv call's path applied op->norm_w itself */
     int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
     int64_t n_staged_uploads;          /* parameters copied from the stage (cuda_stage.c) */
     cu_host_buf hin[2], hout[2];       /* stage_in / download_planar buffers, used in turn */
