@@ -120,7 +120,8 @@ static int tuned_pick(const conv_call *cc, const int *cand, const float *ms, int
     return best;
 }
 
-/* A later round's run of path cand[k[way]] (tune_reps). */
+/* A later round's run of path[way] (tune_reps: the first round's fastest two, the later-timed
+ * one first). */
 typedef struct {
     conv_call *cc;
     const void *const *frames;
