@@ -35,6 +35,12 @@
  * convs in bench/halo_conv_probe.cu against 585-600 for CUTLASS's 96-filter tiles; inside a decode
  * the gap shrinks (5.0 against 5.4 ms a 16-frame step without residual, 6.2 against 5.7 with one),
  * so the tuner takes it per shape (PATH_HALO).
+ * Its limit (runs 231-236, H200): the SS wgmmas at N = 96 read 2/N bytes of A and 1/32 of B a MAC
+ * from shared memory, ~104 B a clock of the multiprocessor's ~128 at the full MMA rate. The
+ * epilogue (~15% of the consumers' time under ncu, tensor cores idle) therefore does not pay to
+ * overlap with the MMAs: split around the next tile's first MMAs, or handed to storer warps, its
+ * shared-memory traffic slowed them more (both measured slower); filters multicast to pairs of
+ * blocks gained nothing either.
  * Phase mode (halo_conv_run_up2, TAPS = 4: nearest x2 + 3x3 with 96 filters): output phase (a, b)
  * at input pixel (y, x) is a 2 x 2 conv of input rows y - 1 + a.., columns x - 1 + b.. (the phase
  * filters sum the 3x3 taps those rows and columns repeat: cuda_conv_phase.c), i.e. the halo taps
