@@ -121,10 +121,11 @@ int cu_conv_run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_
 int cu_tune_mark(cuda_backend *cb, int i, const char *who);
 int cu_tune_elapsed(cuda_backend *cb, float *ms, const char *who);
 /* Two ways of making the same output timed against each other: with warm, one untimed run of
- * each first; then `rounds` rounds of one timed run each, way 0 first in even rounds and way 1 in
- * odd ones (the GPU slows as its power limit sets in, which would favour whichever always ran
- * first). ms[w]: the mean of way w's timed runs, -1 where it refused (run gave *t < 0: it ran
- * nothing); *last: the way whose run made the output last. run(ctx, way, &t) runs and times way. */
+ * each first; then `rounds` (at least one) rounds of one timed run each, way 0 first in even rounds
+ * and way 1 in odd ones (the GPU slows as its power limit sets in, which would favour whichever
+ * always ran first). ms[w]: the mean of way w's timed runs, -1 where it refused (run gave *t < 0:
+ * it ran nothing); *last: the way whose run made the output last. run(ctx, way, &t) runs and times
+ * way. */
 typedef int (*cu_tune_way_fn)(void *ctx, int way, float *t);
 int cu_tune_alternate(void *ctx, cu_tune_way_fn run, int warm, int rounds, float ms[2], int *last);
 /* VAE_CUDA_TUNE=seed:N: FNV-1a of the seed, the op's name and the shape */

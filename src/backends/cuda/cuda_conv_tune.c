@@ -37,6 +37,7 @@ static int timed_path(conv_call *cc, const void *const *frames, int t_out, int p
 
 int cu_tune_alternate(void *ctx, cu_tune_way_fn run, int warm, int rounds, float ms[2], int *last) {
     ms[0] = ms[1] = 0.0f;
+    if (rounds < 1) rounds = 1;
     for (int r = warm ? -1 : 0; r < rounds; r++) /* r = -1: the warm-ups */
         for (int i = 0; i < 2; i++) {
             const int way = i ^ (r > 0 && r % 2);
