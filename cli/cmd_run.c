@@ -45,7 +45,7 @@ static const char help_decode[] =
     "  --latent-frames N       decode only the first N latent frames\n"
     "  --device cpu|cuda       default cpu\n"
     "  --dtype fp32|bf16|fp16|fp8  compute precision (cpu: fp32, or fp8 emulated; cuda: fp8\n"
-    "                          on Hopper GPUs, E4M3 convs on bf16 activations: the 6 nearest\n"
+    "                          on Hopper GPUs, E4M3 convs on bf16 activations: the 9 nearest\n"
     "                          each program's output, VAE_FP8_CONVS=N|all for more)\n"
     "  --threads N             CPU threads (default: all cores)\n"
     "  --prefix P              key prefix of the VAE inside the checkpoint (default: detected)\n"

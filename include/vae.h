@@ -280,8 +280,9 @@ typedef enum {
     VAE_PARAM_FP8_CONVS,         /* VAE_DTYPE_FP8: at most this many convs of each program in
                                   * E4M3, those nearest its output that the backend runs in E4M3
                                   * (their noise is the least amplified); each adds ~1-1.7%
-                                  * relative error at the output (6; 0 or "all": every conv that
-                                  * may, for the most speed) */
+                                  * relative error at the output (9: every full-size fixture
+                                  * within 3.8e-2 of the reference; 0 or "all": every conv that
+                                  * may, for the most speed, up to 1e-1) */
     VAE_PARAM_EXEC_CHUNKS,       /* one device's whole-frame plans feed up to this many of the
                                   * model's input chunks a step (decoders: latent frames), as many
                                   * as divide the input's later chunks, where they fit the budget
@@ -303,6 +304,13 @@ typedef enum {
                                   * by those: the GPU slows down as its power limit sets in during
                                   * the first round, which would favour whichever ran earlier (2;
                                   * 0: the first round decides) */
+    VAE_PARAM_FP8_SHAPES,        /* VAE_DTYPE_FP8: which convs may run in E4M3: 0 ("kernels") the
+                                  * temporal ones the GPU's E4M3 kernels take (stride 1, input
+                                  * channels a multiple of 64, outputs of 96 or 128), so that the
+                                  * CPU emulation picks the very convs a GPU does; 1 ("wide") any
+                                  * conv of a residual branch wider than 16 channels, which only
+                                  * the CPU emulation runs (to measure the error of narrow test
+                                  * models); 0 */
     VAE_PARAM_COUNT
 } vae_param;
 

@@ -265,6 +265,13 @@ static void test_conv(const conv_case *cc) {
     unstage();
     /* fp8: a shape the FP8 kernels do not take ran in bf16: then the bf16 reference */
     vae_backend *r = ref != cpu && fp8_convs() == fp8_before ? cpu : ref;
+    /* the GPU's E4M3 shapes are core's rule, which the CPU emulation picks by (op.h) */
+    if (ref != cpu)
+        check(gpu->v->fp8_conv(gpu, &op) == vae_op_fp8_kernel(&op) &&
+                  (r == cpu || vae_op_fp8_kernel(&op)),
+              "%s: the backend runs it in E4M3: %d (this call: %d), core's rule "
+              "(vae_op_fp8_kernel): %d",
+              op.name, gpu->v->fp8_conv(gpu, &op), r != cpu, vae_op_fp8_kernel(&op));
     float *yc = run_conv(r, cc, &op, src, n_src, frame_src, res, fsz, ysz, t_out, ho, wo, &rc_c);
     char what[200];
     snprintf(what, sizeof what,

@@ -751,6 +751,36 @@ static void test_fp8_mark(void) {
     vae_program_free(&p);
 }
 
+/* The shapes the E4M3 GPU kernels take (vae_op_fp8_kernel), which the CPU emulation picks by
+ * too: temporal, stride 1, no upsampling, symmetric spatial padding, c_in % 64, c_out % 96 or
+ * % 128. Each case changes one thing of a conv that is taken. */
+static void test_fp8_kernel_shapes(void) {
+    static const struct {
+        const char *what;
+        int c_in, c_out, kt, kh, stride_h, up, pad_bottom, kind, want;
+    } cases[] = {
+        {"192 -> 192, 3x3x3", 192, 192, 3, 3, 1, 0, 1, VAE_OP_CONV, 1},
+        {"384 -> 768, 3x1x1 (time_conv)", 384, 768, 3, 1, 1, 0, 0, VAE_OP_CONV, 1},
+        {"128 -> 96", 128, 96, 3, 3, 1, 0, 1, VAE_OP_CONV, 1},
+        {"96 -> 96 (c_in)", 96, 96, 3, 3, 1, 0, 1, VAE_OP_CONV, 0},
+        {"128 -> 64 (c_out)", 128, 64, 3, 3, 1, 0, 1, VAE_OP_CONV, 0},
+        {"192 -> 192, 1x3x3 (2-D)", 192, 192, 1, 3, 1, 0, 1, VAE_OP_CONV, 0},
+        {"192 -> 192, stride 2", 192, 192, 3, 3, 2, 0, 1, VAE_OP_CONV, 0},
+        {"192 -> 192, up 2", 192, 192, 3, 3, 1, 2, 1, VAE_OP_CONV, 0},
+        {"192 -> 192, padding 1 above, 0 below", 192, 192, 3, 3, 1, 0, 0, VAE_OP_CONV, 0},
+        {"an RMS norm", 192, 192, 1, 1, 1, 0, 0, VAE_OP_RMS_NORM, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        vae_op op = vae_op_make(cases[i].kind, 0, cases[i].c_in, cases[i].c_out);
+        op.kt = cases[i].kt, op.kh = op.kw = cases[i].kh, op.sh = cases[i].stride_h;
+        op.up = cases[i].up;
+        op.pad_h[0] = op.pad_w[0] = op.pad_w[1] = cases[i].kh / 2;
+        op.pad_h[1] = cases[i].pad_bottom;
+        CHECK(vae_op_fp8_kernel(&op) == cases[i].want, "fp8 kernel shape %s: %d, expected %d",
+              cases[i].what, vae_op_fp8_kernel(&op), cases[i].want);
+    }
+}
+
 /* Which convs read their input through a contiguous window (vae_program_window_ok, the rule the
  * executor and the planner share) and the reader counts it is decided on. */
 static int add_tconv(vae_program *p, int x, int res, int tpad) {
@@ -911,6 +941,7 @@ int main(void) {
     test_plan_caches(be);
     test_walk();
     test_fp8_mark();
+    test_fp8_kernel_shapes();
     test_window_rule();
     test_fuse_norms(be);
     test_conv_up(be);

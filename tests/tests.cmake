@@ -192,21 +192,39 @@ set_tests_properties(fixture_chunks1_wan21_tiny PROPERTIES LABELS fixture ENVIRO
 # and in FP8 (its per-step activation scales then span 5 frames: 3.69e-2 against 3.76e-2)
 add_test(NAME fixture_chunks5_wan21_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_tiny)
 set_tests_properties(fixture_chunks5_wan21_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_CHUNKS=5")
+# (VAE_FP8_SHAPES=wide, as the narrow models' fp8 tests below)
 add_test(NAME fixture_fp8_chunks5_wan21_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_tiny --dtype fp8 --tol 0.05)
-set_tests_properties(fixture_fp8_chunks5_wan21_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_CHUNKS=5")
+set_tests_properties(fixture_fp8_chunks5_wan21_tiny PROPERTIES LABELS fixture
+  ENVIRONMENT "VAE_EXEC_CHUNKS=5;VAE_FP8_SHAPES=wide;VAE_FP8_CONVS=6;VAE_TEST_LOG=info"
+  PASS_REGULAR_EXPRESSION "session: [1-9][0-9]* decoder convs in E4M3.* 0 failed")
 # frame by frame after every temporal upsampling, always (VAE_EXEC_FRAMES=2), whole and tiled
 add_test(NAME fixture_frames_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3)
 set_tests_properties(fixture_frames_wan22_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")
-# FP8 emulated on the CPU (--dtype fp8; the 6 residual-branch convs nearest each program's
-# output, VAE_FP8_CONVS: program.h vae_program_pick_fp8): every fixture case within the issue's
-# 5e-2 relative of the reference (measured 0.6-4.2e-2; the full-size ones 1.5-3.1e-2), the real
-# taef2 photos decoded at >= 45 dB PSNR (measured 50.2 and 50.5)
-foreach(fx wan21_tiny wan21_small wan22_tiny seedvr2_tiny wan21_full wan22_full seedvr2_full)
+# FP8 emulated on the CPU (--dtype fp8; the 9 residual-branch convs nearest each program's
+# output, VAE_FP8_CONVS: program.h vae_program_pick_fp8), among those of the shapes the GPU's E4M3
+# kernels take (op.h vae_op_fp8_kernel), so that the error is a GPU's: every full-size fixture
+# case within the issue's 5e-2 relative of the reference (measured 1.7-3.8e-2; at 12 up to
+# 4.8e-2, with every conv of those shapes up to 1.0e-1)
+foreach(fx wan21_full wan22_full seedvr2_full)
   add_test(NAME fixture_fp8_${fx} COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --dtype fp8 --tol 0.05)
   set_tests_properties(fixture_fp8_${fx} PROPERTIES LABELS fixture)
 endforeach()
-add_test(NAME fixture_fp8_taef2_real COMMAND test_fixtures ${VAE_SHARED_DIR} taef2_real --dtype fp8 --tol 0.05 --min-psnr 45)
-set_tests_properties(fixture_fp8_taef2_real PROPERTIES LABELS fixture)
+# The narrow models have no conv of those shapes: VAE_FP8_SHAPES=wide lets the emulation run any
+# residual-branch conv wider than 16 channels in E4M3, 6 a program (the regular expression: the
+# session ran some, and nothing failed): every case within 5e-2 (measured 0.6-4.2e-2; at 9 a
+# Wan2.2 image decode reaches 5.3e-2: such narrow convs next to the pixels, which no GPU runs in
+# E4M3, average less noise away), the real taef2 photos decoded at >= 45 dB PSNR (measured 50.2
+# and 50.5)
+foreach(fx wan21_tiny wan21_small wan22_tiny seedvr2_tiny taef2_real)
+  set(psnr "")
+  if(fx STREQUAL "taef2_real")
+    set(psnr --min-psnr 45)
+  endif()
+  add_test(NAME fixture_fp8_${fx} COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --dtype fp8 --tol 0.05 ${psnr})
+  set_tests_properties(fixture_fp8_${fx} PROPERTIES LABELS fixture
+    ENVIRONMENT "VAE_FP8_SHAPES=wide;VAE_FP8_CONVS=6;VAE_TEST_LOG=info"
+    PASS_REGULAR_EXPRESSION "session: [1-9][0-9]* decoder convs in E4M3.* 0 failed")
+endforeach()
 add_test(NAME fixture_blend_taef2_real COMMAND test_fixtures ${VAE_SHARED_DIR} taef2_real --blend 128)
 add_test(NAME fixture_blend_wan21_small COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_small --blend 32)
 set_tests_properties(fixture_blend_taef2_real fixture_blend_wan21_small PROPERTIES LABELS fixture)

@@ -69,6 +69,7 @@ _DTYPES = {"fp32": _lib.DTYPE_F32, "float32": _lib.DTYPE_F32, "fp16": _lib.DTYPE
            "float16": _lib.DTYPE_F16, "bf16": _lib.DTYPE_BF16, "bfloat16": _lib.DTYPE_BF16,
            "fp8": _lib.DTYPE_FP8}
 _TILES = {"auto": _lib.TILE_AUTO, "none": _lib.TILE_NONE, "blend": _lib.TILE_BLEND}
+_FP8_SHAPES = {"kernels": 0, "wide": 1}  # VAE_PARAM_FP8_SHAPES
 _GROUP_OUTPUTS = {"all": _lib.GROUP_OUTPUT_ALL, "own": _lib.GROUP_OUTPUT_OWN}
 
 
@@ -167,7 +168,8 @@ class _Weights:
 
 _DEFAULTS = dict(device="cpu", dtype="fp32", max_memory=None, tile_mode="auto", tile=None,
                  blend_tile=0, blend_overlap=0, threads=0, allocator="torch", tune_cache=None,
-                 devices=None, host_memory=None, fp8_convs=None, process_group=None,
+                 devices=None, host_memory=None, fp8_convs=None, fp8_shapes=None,
+                 process_group=None,
                  group_id=None, rank=None, world=None, group_output="all")
 
 
@@ -317,6 +319,11 @@ def _session_options(o):
         if not _is_int(n) or n < 0:
             raise Error(-1, f"fp8_convs {o['fp8_convs']!r}: expected a count of convs or 'all'")
         _lib.check(_lib.lib.vae_session_options_set(C.byref(opts), _lib.PARAM_FP8_CONVS, n))
+    if o["fp8_shapes"] is not None:  # VAE_PARAM_FP8_SHAPES
+        if o["fp8_shapes"] not in _FP8_SHAPES:
+            raise Error(-1, f"fp8_shapes {o['fp8_shapes']!r}: expected one of {list(_FP8_SHAPES)}")
+        _lib.check(_lib.lib.vae_session_options_set(C.byref(opts), _lib.PARAM_FP8_SHAPES,
+                                                    _FP8_SHAPES[o["fp8_shapes"]]))
     return opts, _group(o, opts)  # the group last: a process group's broadcast is collective
 
 
@@ -564,8 +571,11 @@ def load(path, arch=None, prefix=None, config=None, **options):
     memory for each whole-video object of a tiled call (its output put together, a store between
     parts, strips' slots), larger ones go to a temporary file (None: 2G; "256M" keeps host memory
     flat in the video's length; 0: none); fp8_convs: dtype "fp8", E4M3 convs of each program at
-    most, those nearest its output (None: 6, every fixture within 5e-2 of the reference; "all":
-    every conv that may, the most speed and up to ~1e-1). arch / prefix / config: what the
+    most, those nearest its output (None: 9, every fixture within 5e-2 of the reference; "all":
+    every conv that may, the most speed and up to ~1e-1); fp8_shapes: which convs may be among
+    them, "kernels" (None: the temporal ones the GPU's E4M3 kernels take, so that the CPU
+    emulation's error is a GPU's) or "wide" (every residual-branch conv wider than 16 channels,
+    run only by the CPU emulation: the error E4M3 would add to a narrow model). arch / prefix / config: what the
     checkpoint cannot tell (e.g. config={"norm_num_groups": 8} for SeedVR2).
 
     A group of processes (one process per GPU, e.g. under torchrun): process_group: a

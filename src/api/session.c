@@ -112,15 +112,20 @@ static int lane_warm(vae_backend *be, const vae_session *s) {
     return rc;
 }
 
-static int fp8_runs(void *be, const vae_op *op) {
-    vae_backend *b = be;
-    return b->v->fp8_conv && b->v->fp8_conv(b, op);
+/* A marked conv this session runs in E4M3: lane 0's backend runs it so (every lane of a group
+ * has the same kind of device), and it has a shape the E4M3 GPU kernels take, unless
+ * VAE_FP8_SHAPES=wide lets the CPU emulation take every marked conv (op.h). */
+static int fp8_runs(void *session, const vae_op *op) {
+    const vae_session *s = session;
+    const vae_backend *b = s->be;
+    return b->v->fp8_conv && b->v->fp8_conv(s->be, op) &&
+           (s->set.fp8_shapes == 1 || vae_op_fp8_kernel(op));
 }
 
-/* The session's copies of the model's programs; under dtype fp8 the convs lane 0's backend runs
- * in E4M3 (every lane of a group has the same kind of device), at most set.fp8_convs of them a
- * program (program.h: vae_program_pick_fp8); then the RMS norms that alone read a conv's output
- * folded into that conv (vae_program_fuse_norms), where the backend applies them. */
+/* The session's copies of the model's programs; under dtype fp8 the convs it runs in E4M3
+ * (fp8_runs), at most set.fp8_convs of them a program (program.h: vae_program_pick_fp8); then
+ * the RMS norms that alone read a conv's output folded into that conv (vae_program_fuse_norms),
+ * where the backend applies them. */
 static int session_programs(vae_session *s) {
     const vae_program *src[2] = {&s->model->dec, &s->model->enc};
     const int budget = s->set.fp8_convs;
@@ -129,7 +134,7 @@ static int session_programs(vae_session *s) {
     for (int d = 0; d < 2; d++) {
         int rc = vae_program_copy(src[d], &s->prog[d]);
         if (rc) return rc;
-        const int kept = vae_program_pick_fp8(&s->prog[d], budget, fp8_runs, s->be);
+        const int kept = vae_program_pick_fp8(&s->prog[d], budget, fp8_runs, s);
         int folded = 0;
         if (s->set.exec_fuse_norms && s->be->v->conv_norm &&
             (rc = vae_program_fuse_norms(&s->prog[d], &folded)))
@@ -138,8 +143,9 @@ static int session_programs(vae_session *s) {
             VAE_DEBUG("session: %d RMS norms of the %s run inside the conv before them", folded,
                       d ? "encoder" : "decoder");
         if (s->opts.dtype == VAE_DTYPE_FP8 && s->prog[d].n_ops > 0)
-            VAE_INFO("session: %d %s convs in E4M3 (VAE_FP8_CONVS=%s: those nearest the output)",
-                     kept, d ? "encoder" : "decoder", most);
+            VAE_INFO("session: %d %s convs in E4M3 (VAE_FP8_CONVS=%s: those nearest the output; "
+                     "VAE_FP8_SHAPES=%s)",
+                     kept, d ? "encoder" : "decoder", most, s->set.fp8_shapes ? "wide" : "kernels");
     }
     return VAE_OK;
 }

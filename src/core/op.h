@@ -117,8 +117,15 @@ double vae_op_macs(const vae_op *op, int t, int h_out, int w_out);
  *   conv, a shortcut, Wan's time_conv) 2-3.6% (bench/RESULTS.md, session 24).
  * The model's programs carry these marks; each session keeps them on a copy only for the
  * VAE_FP8_CONVS convs nearest the output that its backend runs in E4M3 (program.h:
- * vae_program_pick_fp8). vae_op_fp8 reads the mark; backends run the marked convs in E4M3. */
+ * vae_program_pick_fp8), by default only among those vae_op_fp8_kernel takes (VAE_FP8_SHAPES).
+ * vae_op_fp8 reads the mark; backends run the marked convs in E4M3.
+ * - vae_op_fp8_kernel: the shapes the E4M3 GPU kernels take (temporal, kt > 1: the 2-D ones
+ *   measured no faster than bf16, bench/RESULTS.md run 69; stride 1, no upsampling, symmetric
+ *   spatial padding; c_in a multiple of 64 and c_out of 96 or 128: their tiles). It is stated
+ *   here, not in the CUDA backend, so that the CPU emulation picks the very convs a GPU runs in
+ *   E4M3 and its measured error is the GPU's. */
 int vae_op_fp8_shape(const vae_op *op);
+int vae_op_fp8_kernel(const vae_op *op);
 int vae_op_fp8(const vae_op *op);
 /* Frames of input kept between steps (windowed ops: kt - 1; others 0). */
 int vae_op_cache_frames(const vae_op *op);

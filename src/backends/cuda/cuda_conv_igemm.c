@@ -176,10 +176,10 @@ int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, cons
 }
 
 /* ---- FP8 ---- */
-/* (temporal convs only: the 2-D ones stay bf16, as measured in bench/RESULTS.md run 69) */
+/* The shapes are core's rule (op.h vae_op_fp8_kernel), which the CPU emulation picks by too;
+ * the kernels' own check stays beside it (the op tests compare both). */
 static int fp8_runs(const cuda_backend *cb, const vae_op *op) {
-    return cb->fp8 && op->kind == VAE_OP_CONV && op->kt > 1 && igemm_geometry(op) &&
-           cuk_igemm8_supported(op->c_in, op->c_out);
+    return cb->fp8 && vae_op_fp8_kernel(op) && cuk_igemm8_supported(op->c_in, op->c_out);
 }
 
 int cuda_conv_fp8(vae_backend *be, const vae_op *op) {
