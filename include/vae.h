@@ -281,7 +281,7 @@ typedef enum {
                                   * E4M3, those nearest its output that the backend runs in E4M3
                                   * (their noise is the least amplified); each adds ~1-1.7%
                                   * relative error at the output (9: every full-size fixture
-                                  * within 3.8e-2 of the reference; 0 or "all": every conv that
+                                  * within 4.1e-2 of the reference; 0 or "all": every conv that
                                   * may, for the most speed, up to 1e-1) */
     VAE_PARAM_EXEC_CHUNKS,       /* one device's whole-frame plans feed up to this many of the
                                   * model's input chunks a step (decoders: latent frames), as many

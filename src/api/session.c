@@ -117,8 +117,8 @@ static int lane_warm(vae_backend *be, const vae_session *s) {
  * VAE_FP8_SHAPES=wide lets the CPU emulation take every marked conv (op.h). */
 static int fp8_runs(void *session, const vae_op *op) {
     const vae_session *s = session;
-    const vae_backend *b = s->be;
-    return b->v->fp8_conv && b->v->fp8_conv(s->be, op) &&
+    vae_backend *b = s->be;
+    return b->v->fp8_conv && b->v->fp8_conv(b, op) &&
            (s->set.fp8_shapes == 1 || vae_op_fp8_kernel(op));
 }
 
