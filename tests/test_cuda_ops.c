@@ -11,8 +11,9 @@
  * implicit-GEMM kernels forced (VAE_CUDA_IGEMM=always) or off; the halo-tile kernel forced
  * (VAE_CUDA_HALO=always, bf16 and fp16: the 96-filter 3x3 cases); fp8 (Hopper + CUTLASS builds):
  * the implicit-GEMM cases against the CPU backend's fp8 emulation (the shapes the FP8 kernels
- * do not take run in bf16 and are compared with the float32 reference); the convs with their
- * parameters staged first (VAE_CUDA_WARM=2, as sessions do), in fp32, bf16 and fp8.
+ * do not take run in bf16 and are compared with the float32 reference), also with filters a
+ * checkpoint stored in fp8 (fp8/stored); the convs with their parameters staged first
+ * (VAE_CUDA_WARM=2, as sessions do), in fp32, bf16 and fp8.
  * Then buffers, the planar host transfers, error paths, and timings of model-sized convs, norms,
  * shuffles and attention (informative).
  * Without a usable GPU: prints "skipped: no GPU" and exits 0.
@@ -48,6 +49,9 @@ static vae_backend *cpu, *gpu;
 static vae_backend *cpu8, *ref; /* the CPU's fp8 emulation; the conv tests' reference (cpu or it) */
 static double tol;
 static const char *variant = "";
+/* variant "fp8/stored": the convs' filters on a scaled E4M3 grid, as a checkpoint stored in fp8
+ * has them (op.h vae_fp8_weight_scales then keeps their codes, on both backends) */
+static int fp8_stored;
 
 static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void check(int ok, const char *fmt, ...) {
@@ -248,6 +252,8 @@ static void test_conv(const conv_case *cc) {
         for (size_t j = 0; j < fsz; j++)
             src[i][j] = vae_bf16_to_f32(vae_f32_to_bf16(src[i][j]));
     float *wt = rand_buf((size_t)cc->c_out * K, 1.0f / sqrtf((float)K), 0.0f);
+    for (size_t i = 0; fp8_stored && i < (size_t)cc->c_out * K; i++) /* largest code ~200 */
+        wt[i] = vae_f32_round_e4m3(wt[i] * sqrtf((float)K) * 200.0f) / (sqrtf((float)K) * 200.0f);
     float *b = cc->bias ? rand_buf(cc->c_out, 0.5f, 0.0f) : NULL;
     float *res = cc->residual ? rand_buf(ysz, 1.0f, 0.0f) : NULL;
     float *gamma = cc->norm ? rand_buf(cc->c_out, 0.5f, 1.0f) : NULL;
@@ -1446,11 +1452,13 @@ int main(int argc, char **argv) {
         {"fp32/staged", VAE_DTYPE_F32, NULL, NULL, V_CONV, 0, "VAE_CUDA_WARM=2"},
         {"bf16/staged", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_WARM=2"},
         {"fp8/staged", VAE_DTYPE_FP8, NULL, NULL, V_FP8, 0, "VAE_CUDA_WARM=2"},
+        {"fp8/stored", VAE_DTYPE_FP8, NULL, NULL, V_FP8, 0, NULL},
     };
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
         variant_def v = variants[i];
         if (buffers_only) v.what &= V_BUF;
         if (bench_only) v.what = 0;
+        fp8_stored = strcmp(v.label, "fp8/stored") == 0;
         if (v.what) run_variant(&v);
     }
     if (buffers_only) {

@@ -13,6 +13,7 @@
 
 #include "core/backend.h"
 #include "core/core.h"
+#include "core/dtype.h"
 #include "core/executor.h"
 #include "core/op.h"
 #include "core/plan.h"
@@ -781,6 +782,46 @@ static void test_fp8_kernel_shapes(void) {
     }
 }
 
+/* Each output channel's E4M3 weight scale (vae_fp8_weight_scales): float32 filters get their
+ * largest magnitude / 448; filters already on a scaled E4M3 grid (E4M3 codes times a scale, each
+ * product rounded to float32, subnormal codes among them) keep every code: rounded to the grid of
+ * their scale they come back as they were, for the largest code of each of the 8 mantissas. */
+static void test_fp8_weight_scales(void) {
+    enum { CO = 10, PER = 96 };
+    static float w[CO][PER];
+    float scale[CO];
+    for (int o = 0; o < CO; o++) {
+        const float s_t = 0.37f * (float)(o + 1) / 7.0f; /* the checkpoint's scale */
+        for (int i = 0; i < PER; i++) {
+            float q = vae_f32_round_e4m3(200.0f * frand()); /* codes, a few of them subnormal */
+            if (i % 16 == 5) q = vae_f32_round_e4m3(0.01f * frand());
+            w[o][i] = o < 8 ? q * s_t : 0.01f * frand();
+        }
+        /* channel o < 8: its largest code 2^k (1 + o/8) (o = 7: 240, 480 being no E4M3 value) */
+        if (o < 8) w[o][PER - 1] = (o < 7 ? 256.0f + 32.0f * o : 240.0f) / 2.0f * s_t;
+    }
+    memset(w[CO - 1], 0, sizeof w[CO - 1]); /* the last channel all zero */
+    vae_fp8_weight_scales(&w[0][0], CO, PER, scale);
+    for (int o = 0; o < CO; o++) {
+        float m = 0, worst = 0;
+        for (int i = 0; i < PER; i++) {
+            m = fmaxf(m, fabsf(w[o][i]));
+            if (scale[o] > 0) {
+                const float back = vae_f32_round_e4m3(w[o][i] / scale[o]) * scale[o];
+                worst = fmaxf(worst, fabsf(back - w[o][i]) / fabsf(w[o][i] + 1e-30f));
+            }
+        }
+        if (o >= 8) { /* float32 filters (and zeros): largest / 448 */
+            CHECK(scale[o] == m / 448.0f, "fp8 scale of float32 channel %d: %g, expected %g", o,
+                  scale[o], m / 448.0f);
+            continue;
+        }
+        CHECK(worst < 1e-6f && m / scale[o] <= 448.0f,
+              "fp8 scale of stored channel %d: codes moved by %g of their value, largest %g", o,
+              worst, m / scale[o]);
+    }
+}
+
 /* Which convs read their input through a contiguous window (vae_program_window_ok, the rule the
  * executor and the planner share) and the reader counts it is decided on. */
 static int add_tconv(vae_program *p, int x, int res, int tpad) {
@@ -942,6 +983,7 @@ int main(void) {
     test_walk();
     test_fp8_mark();
     test_fp8_kernel_shapes();
+    test_fp8_weight_scales();
     test_window_rule();
     test_fuse_norms(be);
     test_conv_up(be);

@@ -3,7 +3,7 @@ import threading
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 import vaec
 from conftest import FIXTURES, SHARED, fixture, rel_err
@@ -74,6 +74,69 @@ def test_fp8_emulated_on_cpu(tiny, tiny_io):
             tiny.with_options(dtype="fp8", fp8_shapes=bad).decode(x)
     with pytest.raises(vaec.Error):
         vaec.load(FIXTURES / "wan21_tiny.safetensors", dtype="fp4")
+
+
+def _fp8_checkpoints(sd, tmp_path):
+    """wan21_tiny's conv weights stored in fp8 three ways (a plain cast; ComfyUI's scaled_fp8, one
+    scale a tensor; a weight_scale for each output channel), each beside its float32 dequantised
+    copy: {name: (fp8 file, float32 file)}."""
+    e4m3 = torch.float8_e4m3fn
+    out = {}
+    for how in ("cast", "scaled_fp8", "per_channel"):
+        q8, f32 = {}, {}
+        for k, v in sd.items():
+            if v.ndim < 4 or not k.endswith(".weight"):
+                q8[k] = f32[k] = v
+                continue
+            if how == "cast":
+                s = torch.ones(())
+            elif how == "scaled_fp8":
+                s = v.abs().max().float() / 448
+            else:
+                s = v.abs().flatten(1).amax(1).float() / 448
+            b = s.reshape(-1, *[1] * (v.ndim - 1))
+            q = (v.float() / b).to(e4m3)
+            q8[k], f32[k] = q, q.float() * b
+            if how == "scaled_fp8":
+                q8[k[:-len("weight")] + "scale_weight"] = s
+                q8[k[:-len("weight")] + "scale_input"] = torch.ones(())
+            elif how == "per_channel":
+                q8[k + "_scale"] = s
+        if how == "scaled_fp8":
+            q8["scaled_fp8"] = torch.zeros(2, dtype=e4m3)
+        out[how] = (tmp_path / f"{how}.safetensors", tmp_path / f"{how}_f32.safetensors")
+        save_file(q8, str(out[how][0]))
+        save_file(f32, str(out[how][1]))
+    return out
+
+
+def test_fp8_checkpoints(tmp_path, tiny_io):
+    """Checkpoints stored in fp8 decode as their dequantised float32 copies do; under dtype fp8
+    their E4M3 convs run the stored codes, not rounded again: their error against their own fp32
+    decode is the activations' alone, ~1/sqrt(2) of what E4M3 adds to float32 weights (measured
+    0.70-0.74; rounded again, the plain cast's were 0.87-1.04); a scale of the wrong shape is an
+    error naming it."""
+    sd = load_file(str(FIXTURES / "wan21_tiny.safetensors"))
+    fp8 = dict(dtype="fp8", fp8_shapes="wide", fp8_convs=6)
+    orig = vaec.load(FIXTURES / "wan21_tiny.safetensors")
+    models = {how: [vaec.load(f) for f in files] + [vaec.load(files[0], **fp8)]
+              for how, files in _fp8_checkpoints(sd, tmp_path).items()}
+    for case in (c for c in fixture("wan21_tiny")["cases"] if c["op"] == "decode"):
+        x = tiny_io[case["input"]]
+        e_orig = rel_err(orig.with_options(**fp8).decode(x), orig.decode(x))
+        for how, (q8, f32, q8_fp8) in models.items():
+            want = q8.decode(x)
+            err = rel_err(want, f32.decode(x))
+            assert err < 1e-6, f"{how}: fp8 file against its float32 copy: {err:.3g}"
+            e8 = rel_err(q8_fp8.decode(x), want)
+            assert 1e-3 < e8 < 0.8 * e_orig, f"{case['name']} {how}: {e8:.3g} ({e_orig:.3g})"
+    bad = dict(sd)
+    w = next(k for k, v in sd.items() if v.ndim == 5 and k.endswith(".weight"))
+    bad[w] = sd[w].to(torch.float8_e4m3fn)
+    bad[w + "_scale"] = torch.ones(2, 2)
+    save_file(bad, str(tmp_path / "bad.safetensors"))
+    with pytest.raises(vaec.Error, match="weight_scale"):
+        vaec.load(tmp_path / "bad.safetensors")
 
 
 def test_info_and_shapes(tiny):

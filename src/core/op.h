@@ -127,6 +127,13 @@ double vae_op_macs(const vae_op *op, int t, int h_out, int w_out);
 int vae_op_fp8_shape(const vae_op *op);
 int vae_op_fp8_kernel(const vae_op *op);
 int vae_op_fp8(const vae_op *op);
+/* The E4M3 scale of each output channel of filters w [c_out][per] (every backend's, so that
+ * their codes are the same): the channel's largest magnitude / 448, unless the channel already
+ * lies on a scaled E4M3 grid (a checkpoint stored in fp8, scaled or not): then a scale that keeps
+ * every value's code as stored (its largest value mapped onto the E4M3 value of the same mantissa
+ * in the top binade), so that such weights run as stored, not rounded a second time. 0 for a
+ * channel of zeros. */
+void vae_fp8_weight_scales(const float *w, int c_out, int64_t per, float *scale);
 /* Frames of input kept between steps (windowed ops: kt - 1; others 0). */
 int vae_op_cache_frames(const vae_op *op);
 

@@ -173,6 +173,57 @@ static const vae_store_tensor *find_weight(vae_builder *b, const char *name, int
     return t;
 }
 
+/* The tensor `key` with its last `strip` characters replaced by `tail`, if the file has it */
+static const vae_store_tensor *find_beside(const vae_builder *b, const char *key, size_t strip,
+                                           const char *tail) {
+    char name[700];
+    const size_t len = strlen(key), tl = strlen(tail);
+    if (len < strip || len - strip + tl >= sizeof name) return NULL;
+    memcpy(name, key, len - strip);
+    memcpy(name + len - strip, tail, tl + 1);
+    return vae_store_find(b->store, name);
+}
+
+/* A weight stored in fp8 (F8_E4M3 / F8_E5M2): its codes times the scale the file keeps beside
+ * it, as the fp8 checkpoints people make do -- '<x>.scale_weight' (ComfyUI's scaled_fp8) or
+ * '<x>.weight_scale' for '<x>.weight', one value or one for each output channel ([c_out] or
+ * [c_out, 1, ...]). Without one the codes are the values (a plain cast). The activation scales
+ * such files may carry ('<x>.scale_input', '<x>.input_scale') are not needed: each call's input
+ * scale is computed from the input (op.h). */
+static int fp8_scale(vae_builder *b, const vae_store_tensor *t, const char *key, float *w,
+                     int64_t n) {
+    static const char *unused[] = {"scale_input", "input_scale"};
+    const size_t wl = strlen("weight");
+    const int is_weight = strlen(key) >= wl && strcmp(key + strlen(key) - wl, "weight") == 0;
+    if ((t->type != VAE_ST_F8_E4M3 && t->type != VAE_ST_F8_E5M2) || !is_weight) return VAE_OK;
+    for (int i = 0; i < 2; i++) {
+        const vae_store_tensor *u = find_beside(b, key, wl, unused[i]);
+        if (u) b->used[u - b->store->tensors] = 1;
+    }
+    const vae_store_tensor *st = find_beside(b, key, wl, "scale_weight");
+    if (!st) st = find_beside(b, key, 0, "_scale");
+    if (!st) return VAE_OK;
+    const int64_t c_out = t->ndim > 0 ? t->shape[0] : 1, ns = vae_shape_numel(st->shape, st->ndim);
+    const int per_channel = ns == c_out && ns > 1 && st->shape[0] == c_out;
+    float *s = ns == 1 || per_channel ? vae_malloc((size_t)ns * sizeof *s) : NULL;
+    int rc = VAE_OK;
+    if (!s || !vae_storage_type_size(st->type) || vae_store_to_f32(b->store, st, s) != VAE_OK)
+        rc = vb_error(b, VAE_EFORMAT,
+                      "%s: fp8 scale '%s' of '%s': expected one float value or one for each of "
+                      "its %lld output channels, got %lld of type %s",
+                      b->store->path, st->name, key, (long long)c_out, (long long)ns,
+                      vae_storage_type_name(st->type));
+    for (int64_t i = 0; rc == VAE_OK && i < ns; i++)
+        if (!isfinite(s[i]))
+            rc =
+                vb_error(b, VAE_ENAN, "%s: fp8 scale '%s' is not finite", b->store->path, st->name);
+    for (int64_t i = 0; rc == VAE_OK && i < n; i++)
+        w[i] *= s[per_channel ? i / (n / c_out) : 0];
+    vae_free(s);
+    if (rc == VAE_OK) b->used[st - b->store->tensors] = 1;
+    return rc;
+}
+
 const float *vb_weight(vae_builder *b, const char *name, int ndim, const int64_t *shape) {
     if (b->status != VAE_OK) return NULL;
     int64_t n = vae_shape_numel(shape, ndim);
@@ -212,6 +263,7 @@ const float *vb_weight(vae_builder *b, const char *name, int ndim, const int64_t
                      vae_storage_type_name(t->type));
             return NULL;
         }
+        if (fp8_scale(b, t, key, dst, n)) return NULL;
         for (int64_t i = 0; i < n; i++) {
             if (!isfinite(dst[i])) {
                 vb_error(b, VAE_ENAN, "%s: tensor '%s' contains NaN or Inf (element %lld)",
@@ -243,8 +295,10 @@ int vb_check_all_used(vae_builder *b, const char *arch) {
     for (int i = 0; i < b->store->n; i++) {
         const vae_store_tensor *t = &b->store->tensors[i];
         if (b->used[i] || strncmp(t->name, b->prefix, plen) != 0) continue;
-        /* BatchNorm-style counters and similar bookkeeping carry no weights. */
+        /* BatchNorm-style counters and similar bookkeeping carry no weights; nor does ComfyUI's
+         * mark of a scaled fp8 file (its scales: fp8_scale). */
         if (t->type == VAE_ST_I64 || t->type == VAE_ST_I32) continue;
+        if (strcmp(t->name + plen, "scaled_fp8") == 0) continue;
         return vb_error(b, VAE_EKEY,
                         "%s: unexpected tensor '%s' (not part of the detected %s architecture)",
                         b->store->path, t->name, arch);

@@ -12,10 +12,11 @@
  * Bias and residual are written into y first and the GEMMs accumulate on top (beta = 1).
  *
  * FP8 emulation (VAE_DTYPE_FP8, convs that vae_op_fp8 names): prepare() rounds each output
- * channel's weights to the E4M3 grid scaled so that its largest magnitude is 448; each call finds
- * the largest magnitude of its input frames and rounds the im2col rows (or a copy of a pointwise
- * conv's frame) to the E4M3 grid scaled likewise. The products are then exact float32 products
- * of FP8 values, accumulated in float32, as FP8 tensor cores compute them.
+ * channel's weights to the E4M3 grid scaled so that its largest magnitude is 448 (or, for
+ * weights a checkpoint stored in fp8, to their own codes: op.h vae_fp8_weight_scales); each call
+ * finds the largest magnitude of its input frames and rounds the im2col rows (or a copy of a
+ * pointwise conv's frame) to the E4M3 grid scaled likewise. The products are then exact float32
+ * products of FP8 values, accumulated in float32, as FP8 tensor cores compute them.
  */
 #include <math.h>
 #include <string.h>
@@ -29,19 +30,22 @@ typedef struct conv_state {
     int fp8;   /* FP8 emulation: wp is on the scaled E4M3 grid, inputs are rounded per call */
 } conv_state;
 
-/* wp[K][c_out]: each output channel's column rounded to the E4M3 grid, scaled per channel */
-static void quantise_columns(float *wp, int k, int c_out) {
+/* wp[K][c_out]: each output channel's column rounded to the E4M3 grid of its scale (op.h
+ * vae_fp8_weight_scales, from the filters w [c_out][K]) */
+static int quantise_columns(const vae_op *op, float *wp, int k, int c_out) {
+    float *scale = vae_malloc((size_t)c_out * sizeof *scale);
+    if (!scale) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+    vae_fp8_weight_scales(op->w, c_out, k, scale);
     for (int co = 0; co < c_out; co++) {
-        float amax = 0;
-        for (int i = 0; i < k; i++)
-            amax = fmaxf(amax, fabsf(wp[(size_t)i * c_out + co]));
-        if (amax == 0) continue;
-        const float s = amax / 448.0f;
+        const float s = scale[co];
+        if (s == 0) continue;
         for (int i = 0; i < k; i++) {
             float *v = &wp[(size_t)i * c_out + co];
             *v = vae_f32_round_e4m3(*v / s) * s;
         }
     }
+    vae_free(scale);
+    return VAE_OK;
 }
 
 /* The E4M3 scale of a call's input: its largest magnitude over the frames / 448 (0: all zero) */
@@ -91,7 +95,10 @@ int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
                 s->wp[((size_t)tap * ci_n + ci) * co_n + co] =
                     op->w[((size_t)co * ci_n + ci) * taps + tap];
     s->fp8 = vae_op_fp8(op) && cpu_conv_fp8(be, op);
-    if (s->fp8) quantise_columns(s->wp, s->k, co_n);
+    if (s->fp8 && (rc = quantise_columns(op, s->wp, s->k, co_n))) {
+        cpu_conv_unprepare(be, op, s);
+        return rc;
+    }
     *state = s;
     return VAE_OK;
 }

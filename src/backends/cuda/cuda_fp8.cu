@@ -77,18 +77,14 @@ static __global__ void scales_kernel(const float *amax, const float *w_scale, in
     if (i < n) out[i] = *amax / 448.0f * w_scale[i];
 }
 
-/* One block per output channel o: scale[o] = largest |w[o]| / 448, codes of w / scale[o] moved
- * from [ci][taps] to [taps][ci] (the 3-D layout). */
-static __global__ void weight_kernel(const float *w, int ci, int taps, uint8_t *codes,
-                                     float *scale) {
+/* One block per output channel o: codes of w / scale[o] (op.h vae_fp8_weight_scales, on the
+ * host) moved from [ci][taps] to [taps][ci] (the 3-D layout). */
+static __global__ void weight_kernel(const float *w, int ci, int taps, const float *scale,
+                                     uint8_t *codes) {
     const int o = blockIdx.x;
     const int64_t per = (int64_t)ci * taps;
     const float *wo = w + (int64_t)o * per;
-    float m = 0.0f;
-    for (int64_t i = threadIdx.x; i < per; i += blockDim.x)
-        m = fmaxf(m, fabsf(wo[i]));
-    const float s = block_max(m) / 448.0f;
-    if (threadIdx.x == 0) scale[o] = s;
+    const float s = scale[o];
     for (int64_t i = threadIdx.x; i < per; i += blockDim.x) { /* i = tap * ci + c */
         const int64_t tap = i / ci, c = i % ci;
         codes[(int64_t)o * per + i] = e4m3(wo[c * taps + tap], s);
@@ -96,8 +92,8 @@ static __global__ void weight_kernel(const float *w, int ci, int taps, uint8_t *
 }
 
 cudaError_t cuk_fp8_weights(cudaStream_t s, const float *w, int co, int ci, int taps,
-                            uint8_t *codes, float *scale) {
-    weight_kernel<<<co, 256, 0, s>>>(w, ci, taps, codes, scale);
+                            const float *scale, uint8_t *codes) {
+    weight_kernel<<<co, 256, 0, s>>>(w, ci, taps, scale, codes);
     return cudaGetLastError();
 }
 

@@ -118,10 +118,10 @@ cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n
                              uint8_t *q);
 cudaError_t cuk_fp8_scales(cudaStream_t s, const float *amax, const float *w_scale, int n,
                            float *out);
-/* FP8 weights from float32 filters w [co][ci][taps] on the device: scale[o] = largest |w[o]| /
- * 448, codes [co][taps][ci] of w / scale (the CPU emulation's rule, on the GPU's conversion) */
+/* FP8 weights from float32 filters w [co][ci][taps] on the device, given each output channel's
+ * scale (op.h vae_fp8_weight_scales): codes [co][taps][ci] of w / scale (the GPU's conversion) */
 cudaError_t cuk_fp8_weights(cudaStream_t s, const float *w, int co, int ci, int taps,
-                            uint8_t *codes, float *scale);
+                            const float *scale, uint8_t *codes);
 /* Implicit-GEMM convs on Hopper tensor cores (cuda_igemm.cu; kernels only with VAE_HAVE_CUTLASS):
  * y [t_in-kt+1][h][w][co] = bias + res + conv of the window x [t_in][h][w][ci] with the 3-D weight
  * layout wt [co][kt][kh][kw][ci], stride 1, spatial padding ph / pw on both sides, none in time
