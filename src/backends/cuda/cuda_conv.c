@@ -166,6 +166,13 @@ void cuda_conv_stage(cuda_backend *cb, const vae_op *op) {
     const size_t n = (size_t)s.co * op->c_in * op->kt * op->kh * op->kw;
     cu_stage_put(st, op->w, CU_STAGE_RAW, s.fp8 ? VAE_DTYPE_F32 : dt, n, op->w);
     float *host = NULL;
+    if (s.fp8) { /* the scales' pass over the weights, here rather than in the first call */
+        if (!cu_stage_counting(st) && !(host = vae_malloc((size_t)s.co * sizeof(float)))) return;
+        if (host) vae_fp8_weight_scales(op->w, s.co, n / (size_t)s.co, host);
+        cu_stage_put(st, op->w, CU_STAGE_FP8, VAE_DTYPE_F32, (size_t)s.co, host);
+        vae_free(host);
+        host = NULL;
+    }
     if (op->b && !cu_stage_counting(st) && !(host = padded_bias(op, &s))) return; /* not staged */
     cu_stage_put(st, op->b, CU_STAGE_BIAS, VAE_DTYPE_F32, (size_t)s.kp, host);
     if (dt != VAE_DTYPE_F32) cu_stage_put(st, op->b, CU_STAGE_BIAS, dt, (size_t)s.kp, host);

@@ -197,27 +197,33 @@ static int fp8_alloc(cuda_backend *cb, void **p, size_t bytes, const char *who) 
     return rc;
 }
 
+/* Each output channel's E4M3 weight scale on the device (op.h vae_fp8_weight_scales): staged at
+ * session creation (cuda_conv_stage), else computed here. */
+static int upload_w8_scales(cuda_backend *cb, const vae_op *op, int co, float **out) {
+    int rc = cu_upload_staged(cb, op->w, CU_STAGE_FP8, (size_t)co, 1, (void **)out, op->name);
+    if (rc || *out) return rc;
+    float *host = vae_malloc((size_t)co * sizeof *host);
+    if (!host) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+    vae_fp8_weight_scales(op->w, co, (int64_t)op->kt * op->kh * op->kw * op->c_in, host);
+    rc = cu_upload_param(cb, host, (size_t)co, 1, (void **)out, op->name);
+    vae_free(host);
+    return rc;
+}
+
 /* The E4M3 operands of an op (the CPU emulation's rule, cpu_conv.c): each output channel's
- * filters on the E4M3 grid of its scale (op.h vae_fp8_weight_scales, computed here on the host),
- * in the 3-D layout; the scales, the per-call factors and the input's largest magnitude beside
- * them. All or nothing: after a failure a later call tries again. */
+ * filters on the E4M3 grid of its scale (upload_w8_scales), in the 3-D layout; the scales, the
+ * per-call factors and the input's largest magnitude beside them. All or nothing: after a
+ * failure a later call tries again. */
 static int need_w8(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (s->w8) return VAE_OK;
     const int taps = op->kt * op->kh * op->kw, co = s->co;
     const size_t n = (size_t)taps * op->c_in * co, fb = (size_t)co * sizeof(float);
-    float *src = NULL, *scale = vae_malloc(fb);
-    if (!scale) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
-    vae_fp8_weight_scales(op->w, co, (int64_t)taps * op->c_in, scale);
+    float *src = NULL;
     int rc = cu_upload_param(cb, op->w, n, 1, (void **)&src, op->name); /* as it is */
     if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->w8, n, op->name);
-    if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->w8_scale, fb, op->name);
+    if (rc == VAE_OK) rc = upload_w8_scales(cb, op, co, &s->w8_scale);
     if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->scale8, fb, op->name);
     if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->amax, sizeof(float), op->name);
-    /* (pageable: the call returns once it has taken the scales, so they can be freed after) */
-    if (rc == VAE_OK)
-        rc = cu_check(cudaMemcpyAsync(s->w8_scale, scale, fb, cudaMemcpyHostToDevice, cb->stream),
-                      op->name, "uploading fp8 weight scales");
-    vae_free(scale);
     if (rc == VAE_OK)
         rc = cu_check(cuk_fp8_weights(cb->stream, src, co, op->c_in, taps, s->w8_scale, s->w8),
                       op->name, "fp8 weights");

@@ -359,6 +359,7 @@ enum {
     CU_STAGE_RAW = 0,   /* the array as it is, converted to dt */
     CU_STAGE_BIAS = 1,  /* a conv's bias padded to its kp filters with zeros */
     CU_STAGE_PHASE = 2, /* an upsampling conv's four phase filters (cuda_conv_phase.c) */
+    CU_STAGE_FP8 = 3,   /* an E4M3 conv's weight scales (op.h vae_fp8_weight_scales) */
     CU_STAGE_BLOCKS = 4
 };
 typedef struct cu_stage_item {
