@@ -130,13 +130,13 @@ def test_fp8_checkpoints(tmp_path, tiny_io):
             assert err < 1e-6, f"{how}: fp8 file against its float32 copy: {err:.3g}"
             e8 = rel_err(q8_fp8.decode(x), want)
             assert 1e-3 < e8 < 0.8 * e_orig, f"{case['name']} {how}: {e8:.3g} ({e_orig:.3g})"
-    bad = dict(sd)
     w = next(k for k, v in sd.items() if v.ndim == 5 and k.endswith(".weight"))
-    bad[w] = sd[w].to(torch.float8_e4m3fn)
-    bad[w + "_scale"] = torch.ones(2, 2)
-    save_file(bad, str(tmp_path / "bad.safetensors"))
-    with pytest.raises(vaec.Error, match="weight_scale"):
-        vaec.load(tmp_path / "bad.safetensors")
+    for scale, says in ((torch.ones(2, 2), "expected one float value"),
+                        (torch.tensor(float("nan")), "not finite")):
+        bad = {**sd, w: sd[w].to(torch.float8_e4m3fn), w + "_scale": scale}
+        save_file(bad, str(tmp_path / "bad.safetensors"))
+        with pytest.raises(vaec.Error, match=f"{w}_scale.*{says}"):
+            vaec.load(tmp_path / "bad.safetensors")
 
 
 def test_info_and_shapes(tiny):
