@@ -205,9 +205,12 @@ static int fp8_scale(vae_builder *b, const vae_store_tensor *t, const char *key,
     if (!st) return VAE_OK;
     const int64_t c_out = t->ndim > 0 ? t->shape[0] : 1, ns = vae_shape_numel(st->shape, st->ndim);
     const int per_channel = ns == c_out && ns > 1 && st->shape[0] == c_out;
-    float *s = ns == 1 || per_channel ? vae_malloc((size_t)ns * sizeof *s) : NULL;
+    const int shape_ok = ns == 1 || per_channel;
+    float *s = vae_malloc((size_t)(shape_ok ? ns : 1) * sizeof *s);
+    if (!s) return vb_error(b, VAE_ENOMEM, "out of memory");
     int rc = VAE_OK;
-    if (!s || !vae_storage_type_size(st->type) || vae_store_to_f32(b->store, st, s) != VAE_OK)
+    if (!shape_ok || !vae_storage_type_size(st->type) ||
+        vae_store_to_f32(b->store, st, s) != VAE_OK)
         rc = vb_error(b, VAE_EFORMAT,
                       "%s: fp8 scale '%s' of '%s': expected one float value or one for each of "
                       "its %lld output channels, got %lld of type %s",
