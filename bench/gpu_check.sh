@@ -251,7 +251,8 @@ for fx in $FX; do
     done
 done
 # bf16 with the implicit-GEMM kernels wherever they apply, and fp8 (sm_90 builds with CUTLASS;
-# fp8: the CPU emulation's tolerances, tests/tests.cmake)
+# fp8: the CPU emulation's tolerances, tests/tests.cmake; the small models have no conv of the
+# E4M3 kernels' shapes, so the full-size ones run in fp8 even without --full)
 for fx in $FX; do
     fixture_run "igemm always $fx bf16" $fx bf16 VAE_CUDA_IGEMM=always
     # the halo-tile kernel wherever it applies (96-filter 3x3 convs: Wan2.1's real config only)
@@ -259,6 +260,9 @@ for fx in $FX; do
     if [ $fx = taef2_real ]; then fixture_run "fp8 $fx" $fx fp8 --tol 0.05 --min-psnr 45
     else fixture_run "fp8 $fx" $fx fp8 --tol 0.05; fi
 done
+if [ $FIXTURES = 1 ] && [ $FULL = 0 ]; then
+    for fx in wan21_full wan22_full seedvr2_full; do fixture_run "fp8 $fx" $fx fp8 --tol 0.05; done
+fi
 # the tiny ones again with poisoned memory and per-op checks, and with seeded conv path choices
 # (the gpu_poisoned_* / gpu_tune_seed* ctests)
 if [ $FIXTURES = 1 ]; then
