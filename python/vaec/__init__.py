@@ -575,8 +575,8 @@ def load(path, arch=None, prefix=None, config=None, **options):
     every conv that may, the most speed and up to ~1e-1); fp8_shapes: which convs may be among
     them, "kernels" (None: the temporal ones the GPU's E4M3 kernels take, so that the CPU
     emulation's error is a GPU's) or "wide" (every residual-branch conv wider than 16 channels,
-    run only by the CPU emulation: the error E4M3 would add to a narrow model). arch / prefix / config: what the
-    checkpoint cannot tell (e.g. config={"norm_num_groups": 8} for SeedVR2).
+    run only by the CPU emulation: the error E4M3 would add to a narrow model). arch / prefix /
+    config: what the checkpoint cannot tell (e.g. config={"norm_num_groups": 8} for SeedVR2).
 
     A group of processes (one process per GPU, e.g. under torchrun): process_group: a
     torch.distributed ProcessGroup, or True for the default group (torch.distributed.group.WORLD):
