@@ -264,10 +264,14 @@ int vae_op_fp8_shape(const vae_op *op) {
     return op->kind == VAE_OP_CONV && op->c_in > 16 && op->c_out > 16;
 }
 
+int vae_op_plain_geometry(const vae_op *op) {
+    return op->st == 1 && op->sh == 1 && op->sw == 1 && op->up <= 1 &&
+           op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
+}
+
 int vae_op_fp8_kernel(const vae_op *op) {
-    return vae_op_fp8_shape(op) && op->kt > 1 && op->st == 1 && op->sh == 1 && op->sw == 1 &&
-           op->up <= 1 && op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1] &&
-           op->c_in % 64 == 0 && (op->c_out % 96 == 0 || op->c_out % 128 == 0);
+    return vae_op_fp8_shape(op) && op->kt > 1 && vae_op_plain_geometry(op) && op->c_in % 64 == 0 &&
+           (op->c_out % 96 == 0 || op->c_out % 128 == 0);
 }
 
 /* Do all of w / s lie on the E4M3 grid (within float32 rounding of a dequantised checkpoint)? */

@@ -126,6 +126,9 @@ double vae_op_macs(const vae_op *op, int t, int h_out, int w_out);
  *   E4M3 and its measured error is the GPU's. */
 int vae_op_fp8_shape(const vae_op *op);
 int vae_op_fp8_kernel(const vae_op *op);
+/* Stride 1, no upsampling, the same spatial padding on both sides: the geometry of the
+ * implicit-GEMM GPU kernels (the E4M3 ones among them: vae_op_fp8_kernel). */
+int vae_op_plain_geometry(const vae_op *op);
 int vae_op_fp8(const vae_op *op);
 /* The E4M3 scale of each output channel of filters w [c_out][per] (every backend's, so that
  * their codes are the same): the channel's largest magnitude / 448, unless the channel already

@@ -196,7 +196,7 @@ static int fp8_scale(vae_builder *b, const vae_store_tensor *t, const char *key,
     const size_t wl = strlen("weight");
     const int is_weight = strlen(key) >= wl && strcmp(key + strlen(key) - wl, "weight") == 0;
     if ((t->type != VAE_ST_F8_E4M3 && t->type != VAE_ST_F8_E5M2) || !is_weight) return VAE_OK;
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < sizeof unused / sizeof *unused; i++) {
         const vae_store_tensor *u = find_beside(b, key, wl, unused[i]);
         if (u) b->used[u - b->store->tensors] = 1;
     }

@@ -167,8 +167,7 @@ void cuda_conv_stage(cuda_backend *cb, const vae_op *op) {
     cu_stage_put(st, op->w, CU_STAGE_RAW, s.fp8 ? VAE_DTYPE_F32 : dt, n, op->w);
     float *host = NULL;
     if (s.fp8) { /* the scales' pass over the weights, here rather than in the first call */
-        if (!cu_stage_counting(st) && !(host = vae_malloc((size_t)s.co * sizeof(float)))) return;
-        if (host) vae_fp8_weight_scales(op->w, s.co, n / (size_t)s.co, host);
+        if (!cu_stage_counting(st) && !(host = cu_conv_w8_scales_host(op, s.co))) return;
         cu_stage_put(st, op->w, CU_STAGE_FP8, VAE_DTYPE_F32, (size_t)s.co, host);
         vae_free(host);
         host = NULL;

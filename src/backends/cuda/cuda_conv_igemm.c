@@ -6,11 +6,10 @@
 #include "backends/cuda/cuda_conv_internal.h"
 
 /* What every CUTLASS conv here needs of the op: stride 1, symmetric spatial padding and no input
- * upsampling (a temporal conv's window is read in place, a 2-D conv's frames are its "time"
- * axis with one tap; the kernels' channel rules: cuda_igemm.cu). */
+ * upsampling (op.h vae_op_plain_geometry; a temporal conv's window is read in place, a 2-D conv's
+ * frames are its "time" axis with one tap; the kernels' channel rules: cuda_igemm.cu). */
 static int igemm_geometry(const vae_op *op) {
-    return op->st == 1 && op->sh == 1 && op->sw == 1 && op->up <= 1 &&
-           op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
+    return vae_op_plain_geometry(op);
 }
 
 /* The bf16 kernels take c_in input channels (the op's, or its padded count) to s->kp == c_out
@@ -197,14 +196,19 @@ static int fp8_alloc(cuda_backend *cb, void **p, size_t bytes, const char *who) 
     return rc;
 }
 
-/* Each output channel's E4M3 weight scale on the device (op.h vae_fp8_weight_scales): staged at
- * session creation (cuda_conv_stage), else computed here. */
+float *cu_conv_w8_scales_host(const vae_op *op, int co) {
+    float *host = vae_malloc((size_t)co * sizeof *host);
+    if (host) vae_fp8_weight_scales(op->w, co, (int64_t)op->kt * op->kh * op->kw * op->c_in, host);
+    return host;
+}
+
+/* Each output channel's E4M3 weight scale on the device: staged at session creation
+ * (cuda_conv_stage), else computed here. */
 static int upload_w8_scales(cuda_backend *cb, const vae_op *op, int co, float **out) {
     int rc = cu_upload_staged(cb, op->w, CU_STAGE_FP8, (size_t)co, 1, (void **)out, op->name);
     if (rc || *out) return rc;
-    float *host = vae_malloc((size_t)co * sizeof *host);
+    float *host = cu_conv_w8_scales_host(op, co);
     if (!host) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
-    vae_fp8_weight_scales(op->w, co, (int64_t)op->kt * op->kh * op->kw * op->c_in, host);
     rc = cu_upload_param(cb, host, (size_t)co, 1, (void **)out, op->name);
     vae_free(host);
     return rc;
