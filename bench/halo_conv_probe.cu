@@ -7,7 +7,9 @@
 // and the kernel's phase mode (halo_conv_run_up2: nearest x2 + 3x3 as four 2 x 2 phase convs,
 // written straight into the upsampled output) against a float32 conv of the upsampled input,
 // beside CUTLASS's four phase convs into (h+1) x (w+1) planes (the engine's other phase path,
-// without its interleave pass). Build and run on the GPU from the
+// without its interleave pass); and the kernel's E4M3 form (halo_conv_run8, dtype fp8) on the
+// same convs' E4M3 codes beside CUTLASS's E4M3 instance (checked against the float32 conv with
+// E4M3's tolerance). Build and run on the GPU from the
 // repository root (CUTLASS: the include folders of the nvidia-cutlass wheel's source/):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -w -DNDEBUG
 //        -Isrc [-DWITH_CUTLASS -I$C/include -I$C/tools/util/include] -o /tmp/halo_probe
@@ -21,6 +23,7 @@
 #include "backends/cuda/sm90/halo_conv.cu"
 #ifdef WITH_CUTLASS
 #define VAE_IGEMM_INSTANTIATE
+#include "backends/cuda/cutlass/igemm8_n96_n128.cu"
 #include "backends/cuda/cutlass/igemm_n96.cu"
 #endif
 
@@ -33,6 +36,8 @@ struct bufs {
     const float *bias, *gamma;
     __nv_bfloat16 *y;
     int sms;
+    const __nv_fp8_e4m3 *x8, *w8, *w8_tiled; /* E4M3 codes of x * 448, w * 448 / W_MAX */
+    const float *scale8;                     /* [96] (1 / 448) x (W_MAX / 448) */
 };
 typedef cudaError_t (*launch_fn)(const conv_shape &, const bufs &);
 
@@ -44,6 +49,22 @@ static cudaError_t run_halo_norm(const conv_shape &s, const bufs &b) {
     const halo_conv_norm n = {b.gamma, CU_ACT_SILU, 0.0f};
     return halo_conv_run(0, 0, b.x, b.wt_tiled, b.bias, b.res, &n, b.y, s.kt, s.t_out, s.h, s.w,
                          s.c_in, b.sms);
+}
+static cudaError_t run_halo8(const conv_shape &s, const bufs &b) {
+    return halo_conv_run8(0, 0, b.x8, b.w8_tiled, b.scale8, b.bias, b.res, NULL, b.y, s.kt, s.t_out,
+                          s.h, s.w, s.c_in, b.sms);
+}
+static cudaError_t run_halo8_norm(const conv_shape &s, const bufs &b) {
+    const halo_conv_norm n = {b.gamma, CU_ACT_SILU, 0.0f};
+    return halo_conv_run8(0, 0, b.x8, b.w8_tiled, b.scale8, b.bias, b.res, &n, b.y, s.kt, s.t_out,
+                          s.h, s.w, s.c_in, b.sms);
+}
+
+/* q = E4M3 codes of x * m (x, m: a probe's values are within +-1 and +-1/m) */
+__global__ void e4m3_kernel(const __nv_bfloat16 *x, __nv_fp8_e4m3 *q, int64_t n, float m) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        q[i] = __nv_fp8_e4m3(__bfloat162float(x[i]) * m);
 }
 
 /* ref_n = the RMS norm + SiLU of each pixel of ref [n_pix][96] rounded to bf16 (what the engine's
@@ -180,6 +201,13 @@ static cudaError_t run_igemm(const conv_shape &s, const bufs &b) {
                     1,   1,    0};
     return F(&a);
 }
+static cudaError_t run_igemm8(const conv_shape &s, const bufs &b) {
+    if (s.c_in % 64) return cudaErrorNotSupported;
+    igemm_args a = {b.x8, b.w8, b.scale8, b.bias, b.res, b.y, s.t_out + s.kt - 1,
+                    s.h,  s.w,  s.c_in,   96,     s.kt,  3,   3,
+                    1,    1,    0};
+    return igemm_e4m3_m256_n96_k64(&a);
+}
 #endif
 
 int main(int argc, char **argv) {
@@ -197,13 +225,17 @@ int main(int argc, char **argv) {
     struct variant {
         const char *name;
         launch_fn fn;
-        int norm; /* checked against ref_n */
+        int norm;  /* checked against ref_n */
+        float tol; /* largest error / largest |y| */
     } variants[] = {
-        {"halo wgmma", run_halo, 0},
-        {"halo wgmma + norm", run_halo_norm, 1},
+        {"halo wgmma", run_halo, 0, 1e-2f},
+        {"halo wgmma + norm", run_halo_norm, 1, 1e-2f},
+        {"halo e4m3", run_halo8, 0, 8e-2f},
+        {"halo e4m3 + norm", run_halo8_norm, 1, 8e-2f},
 #ifdef WITH_CUTLASS
-        {"igemm 256x96x32 2x1", run_igemm<igemm_bf16_m256_n96_k32_c21>, 0},
-        {"igemm 256x96x64", run_igemm<igemm_bf16_m256_n96_k64>, 0},
+        {"igemm 256x96x32 2x1", run_igemm<igemm_bf16_m256_n96_k32_c21>, 0, 1e-2f},
+        {"igemm 256x96x64", run_igemm<igemm_bf16_m256_n96_k64>, 0, 1e-2f},
+        {"igemm e4m3 256x96x64", run_igemm8, 0, 8e-2f},
 #endif
     };
     int sms = 0;
@@ -229,6 +261,18 @@ int main(int argc, char **argv) {
         probe_fill<<<1024, 256>>>(x, n_in * fx, 1.0f, 1);
         probe_fill<<<64, 256>>>(wt, nw, 1.0f / sqrtf(9.0f * sh.kt * sh.c_in), 2);
         CK(halo_conv_tile_filters(0, wt, wtt, sh.kt, sh.c_in));
+        const float w_max = 1.0f / sqrtf(9.0f * sh.kt * sh.c_in); /* probe_fill's range */
+        __nv_fp8_e4m3 *x8, *w8, *w8t;
+        float *scale8;
+        CK(cudaMalloc(&x8, n_in * fx));
+        CK(cudaMalloc(&w8, nw));
+        CK(cudaMalloc(&w8t, nw));
+        CK(cudaMalloc(&scale8, co * 4));
+        e4m3_kernel<<<1024, 256>>>(x, x8, n_in * fx, 448.0f);
+        e4m3_kernel<<<64, 256>>>(wt, w8, nw, 448.0f / w_max);
+        CK(halo_conv_tile_filters8(0, w8, w8t, sh.kt, sh.c_in));
+        const std::vector<float> hs(co, w_max / (448.0f * 448.0f));
+        CK(cudaMemcpy(scale8, hs.data(), co * 4, cudaMemcpyHostToDevice));
         std::vector<float> hb(co);
         for (int i = 0; i < co; i++)
             hb[i] = 0.01f * (i - 40);
@@ -245,7 +289,7 @@ int main(int argc, char **argv) {
         CK(cudaDeviceSynchronize());
         const double tflop = 2.0 * ny * sh.kt * 9 * sh.c_in / 1e12;
         printf("%s: %d frames out, %.2f TFLOP\n", sh.name, sh.t_out, tflop);
-        const bufs b = {x, wt, wtt, res, bias, gamma, y, sms};
+        const bufs b = {x, wt, wtt, res, bias, gamma, y, sms, x8, w8, w8t, scale8};
         for (const variant &v : variants) {
             CK(cudaMemset(y, 0xff, ny * 2)); /* NaN: unwritten outputs fail */
             const cudaError_t e = v.fn(sh, b);
@@ -258,14 +302,14 @@ int main(int argc, char **argv) {
             CK(probe_max_err(y, v.norm ? ref_n : ref, ny, err, he));
             CK(probe_time([&] { return v.fn(sh, b); }, tflop > 0.1 ? 10 : 3, &ms));
             const float rel = he[0] / (he[1] > 0 ? he[1] : 1.0f);
-            const int bad = !(rel < 1e-2f);
+            const int bad = !(rel < v.tol);
             fails += bad;
             printf("  %-22s %7.3f ms  %6.0f TFLOP/s  max err %.2e of max |y| %.2f%s\n", v.name, ms,
                    tflop / ms * 1e3, he[0], he[1], bad ? "  FAIL" : "");
         }
         cudaFree(x), cudaFree(wt), cudaFree(wtt), cudaFree(y), cudaFree(ref), cudaFree(ref_n);
         cudaFree(bias), cudaFree(gamma);
-        cudaFree(err);
+        cudaFree(err), cudaFree(x8), cudaFree(w8), cudaFree(w8t), cudaFree(scale8);
         if (res) cudaFree(res);
     }
     if (only < 0) {

@@ -10,9 +10,9 @@
  * fused bias epilogue (VAE_CUDA_FUSE=0); a 1 MiB scratch limit (blocked gathers); the CUTLASS
  * implicit-GEMM kernels forced (VAE_CUDA_IGEMM=always) or off; the halo-tile kernel forced
  * (VAE_CUDA_HALO=always, bf16 and fp16: the 96-filter 3x3 cases); fp8 (Hopper + CUTLASS builds):
- * the implicit-GEMM cases against the CPU backend's fp8 emulation (the shapes the FP8 kernels
- * do not take run in bf16 and are compared with the float32 reference), also with filters a
- * checkpoint stored in fp8 (fp8/stored); the convs with their parameters staged first
+ * the implicit-GEMM and halo-tile cases against the CPU backend's fp8 emulation (the shapes the
+ * FP8 kernels do not take run in bf16 and are compared with the float32 reference), also with
+ * filters a checkpoint stored in fp8 (fp8/stored); the convs with their parameters staged first
  * (VAE_CUDA_WARM=2, as sessions do), in fp32, bf16 and fp8.
  * Then buffers, the planar host transfers, error paths, and timings of model-sized convs, norms,
  * shuffles and attention (informative).
@@ -413,6 +413,8 @@ static const conv_case convs[] = {
     {"3x3x3_halo_norm_res=y", 96, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 19, 21, 1, 2, L_CHUNK, 1},
     {"3x3x3_halo_192to96_norm", 192, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 17, 35, 1, 0, L_CHUNK, 1},
     {"1x3x3_halo_norm_alone", 96, 96, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 20, 18, 0, 1, L_CHUNK, 2},
+    /* 180 tiles: blocks walk several (fp8: the E4M3 kernel's A buffers handed back early) */
+    {"3x3x3_halo_tiles_norm", 96, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 7, 90, 90, 1, 1, L_CHUNK, 1},
     {"3x3x3_c64_norm", 64, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 9, 10, 1, 1, L_CACHE_CHUNK, 1},
     {"1x1_c32_norm_res=y", 32, 32, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 6, 7, 1, 2, L_CHUNK, 1},
     /* 2-D convs on the kernels (frames as the time axis, one tap); 16 input channels (Wan's
@@ -1281,7 +1283,8 @@ static void run_variant(const variant_def *v) {
     }
     if (v->what & V_FP8) /* the convs the FP8 kernels take, against the CPU's emulation */
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)
-            if (strstr(convs[i].name, "_ig_")) test_conv(&convs[i]);
+            if (strstr(convs[i].name, "_ig_") || strstr(convs[i].name, "_halo_"))
+                test_conv(&convs[i]);
     if (v->what & V_CONV) {
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) test_conv(&convs[i]);
         test_conv_up(16, 8, 3, 2, 5, 7, 1, 0);   /* phase path */
@@ -1390,7 +1393,10 @@ static void run_variant(const variant_def *v) {
         check_igemm_ran(" halo normed"); /* the norm in the kernel's epilogue */
         check_igemm_ran(" halo up2");    /* the upsampling convs' phase mode */
     }
-    if (v->dtype == VAE_DTYPE_FP8) check_igemm_ran(" fp8,");
+    if (v->dtype == VAE_DTYPE_FP8) {
+        check_igemm_ran(" fp8,");
+        check_igemm_ran(" fp8 halo tile"); /* the 96-filter 3x3x3 convs' E4M3 kernel */
+    }
     if ((v->what & V_CONV) && v->dtype != VAE_DTYPE_F32 &&
         !(v->extra && strstr(v->extra, "NARROW=0")))
         check(described_count(" stem,") > 0, "convs through the stem kernel: %ld",

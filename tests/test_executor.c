@@ -697,7 +697,13 @@ static void test_fp8_mark(void) {
     vae_program p;
     vae_program_init(&p, D);
     const int a = add_conv(&p, p.input, -1, D, D); /* read by the norm and as C's skip: no */
+    float gamma[D], beta[D];
+    for (int i = 0; i < D; i++)
+        gamma[i] = 0.5f + 0.01f * i, beta[i] = 0.1f;
+    gamma[3] = -2.0f, beta[3] = -0.5f; /* the bound's channel: sqrt(32) * 2 + 0.5 */
+    gamma[5] = 0.1f, beta[5] = 3.0f;   /* the largest bias, not the bound's */
     vae_op op = vae_op_make(VAE_OP_RMS_NORM, a, D, D);
+    op.w = gamma, op.b = beta, op.act = VAE_ACT_SILU;
     const int n = vae_program_add(&p, &op);
     const int b = add_conv(&p, n, -1, D, D); /* into C's first input: yes */
     const int c = add_conv(&p, b, a, D, D);  /* adds a residual: yes */
@@ -717,6 +723,21 @@ static void test_fp8_mark(void) {
               want[i][0], vae_op_fp8(o), want[i][1]);
     }
     CHECK(!vae_op_fp8(&p.ops[n - 1]) && !vae_op_fp8(&p.ops[e - 1]), "a norm or an add marked");
+    /* the input bound of the conv after the RMS norm + SiLU (vae_op_rms_bound), none after a conv
+     * or an add; a GroupNorm or another activation gives none */
+    const float bound = sqrtf((float)D) * 2.0f + 0.5f;
+    CHECK(fabsf(p.ops[b - 1].fp8_bound - bound) < 1e-4f * bound && p.ops[c - 1].fp8_bound == 0 &&
+              p.ops[d - 1].fp8_bound == 0,
+          "fp8 input bounds %g (expected %g), %g, %g", p.ops[b - 1].fp8_bound, bound,
+          p.ops[c - 1].fp8_bound, p.ops[d - 1].fp8_bound);
+    vae_op norm = p.ops[n - 1];
+    norm.act = VAE_ACT_RELU;
+    CHECK(vae_op_rms_bound(&norm) == 0, "a bound through ReLU: %g", vae_op_rms_bound(&norm));
+    norm.act = VAE_ACT_SILU, norm.w = NULL, norm.b = NULL;
+    CHECK(fabsf(vae_op_rms_bound(&norm) - sqrtf((float)D)) < 1e-4f, "the bound without weights: %g",
+          vae_op_rms_bound(&norm));
+    norm.kind = VAE_OP_GROUP_NORM;
+    CHECK(vae_op_rms_bound(&norm) == 0, "a bound of a GroupNorm: %g", vae_op_rms_bound(&norm));
 
     /* a session's pick (vae_program_pick_fp8) on copies: the marked convs the backend runs in
      * E4M3, nearest the output first, at most the budget; the model's marks stay */
@@ -753,8 +774,9 @@ static void test_fp8_mark(void) {
 }
 
 /* The shapes the E4M3 GPU kernels take (vae_op_fp8_kernel), which the CPU emulation picks by
- * too: temporal, stride 1, no upsampling, symmetric spatial padding, c_in % 64, c_out % 96 or
- * % 128. Each case changes one thing of a conv that is taken. */
+ * too: temporal, stride 1, no upsampling, symmetric spatial padding, and c_in % 64 with c_out % 96
+ * or % 128 (the implicit GEMM), or 3x3 with 96 filters and c_in % 96 (the halo-tile kernel). Each
+ * case changes one thing of a conv that is taken. */
 static void test_fp8_kernel_shapes(void) {
     static const struct {
         const char *what;
@@ -763,7 +785,12 @@ static void test_fp8_kernel_shapes(void) {
         {"192 -> 192, 3x3x3", 192, 192, 3, 3, 1, 0, 1, VAE_OP_CONV, 1},
         {"384 -> 768, 3x1x1 (time_conv)", 384, 768, 3, 1, 1, 0, 0, VAE_OP_CONV, 1},
         {"128 -> 96", 128, 96, 3, 3, 1, 0, 1, VAE_OP_CONV, 1},
-        {"96 -> 96 (c_in)", 96, 96, 3, 3, 1, 0, 1, VAE_OP_CONV, 0},
+        {"96 -> 96 (the halo-tile kernel)", 96, 96, 3, 3, 1, 0, 1, VAE_OP_CONV, 1},
+        {"288 -> 96 (the halo-tile kernel)", 288, 96, 3, 3, 1, 0, 1, VAE_OP_CONV, 1},
+        {"96 -> 96, 3x1x1 (c_in, not 3x3)", 96, 96, 3, 1, 1, 0, 0, VAE_OP_CONV, 0},
+        {"96 -> 192 (c_in, not 96 filters)", 96, 192, 3, 3, 1, 0, 1, VAE_OP_CONV, 0},
+        {"144 -> 96 (c_in)", 144, 96, 3, 3, 1, 0, 1, VAE_OP_CONV, 0},
+        {"96 -> 96, 1x3x3 (2-D)", 96, 96, 1, 3, 1, 0, 1, VAE_OP_CONV, 0},
         {"128 -> 64 (c_out)", 128, 64, 3, 3, 1, 0, 1, VAE_OP_CONV, 0},
         {"192 -> 192, 1x3x3 (2-D)", 192, 192, 1, 3, 1, 0, 1, VAE_OP_CONV, 0},
         {"192 -> 192, stride 2", 192, 192, 3, 3, 2, 0, 1, VAE_OP_CONV, 0},

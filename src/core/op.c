@@ -269,9 +269,34 @@ int vae_op_plain_geometry(const vae_op *op) {
            op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
 }
 
+/* the implicit GEMM's E4M3 tiles: K blocks of 64 channels, 96 or 128 filters */
+static int fp8_gemm_tiles(const vae_op *op) {
+    return op->c_in % 64 == 0 && (op->c_out % 96 == 0 || op->c_out % 128 == 0);
+}
+
+/* the halo-tile kernel's E4M3 form: 3 x 3 (padding 1) with 96 filters, c_in a multiple of 96 */
+static int fp8_halo_tiles(const vae_op *op) {
+    return op->c_out == 96 && op->c_in % 96 == 0 && op->kh == 3 && op->kw == 3 &&
+           op->pad_h[0] == 1 && op->pad_w[0] == 1;
+}
+
 int vae_op_fp8_kernel(const vae_op *op) {
-    return vae_op_fp8_shape(op) && op->kt > 1 && vae_op_plain_geometry(op) && op->c_in % 64 == 0 &&
-           (op->c_out % 96 == 0 || op->c_out % 128 == 0);
+    return vae_op_fp8_shape(op) && op->kt > 1 && vae_op_plain_geometry(op) &&
+           (fp8_gemm_tiles(op) || fp8_halo_tiles(op));
+}
+
+float vae_op_rms_bound(const vae_op *norm) {
+    if (norm->kind != VAE_OP_RMS_NORM || (norm->act != VAE_ACT_NONE && norm->act != VAE_ACT_SILU))
+        return 0.0f;
+    float m = 0.0f;
+    for (int c = 0; c < norm->c_in; c++) {
+        const float y = sqrtf((float)norm->c_in) * (norm->w ? fabsf(norm->w[c]) : 1.0f) +
+                        (norm->b ? fabsf(norm->b[c]) : 0.0f);
+        m = y > m ? y : m;
+    }
+    /* SiLU's least value, -0.27846 at x = -1.2785; float32 rounding of the norm's products: 1e-6 */
+    if (norm->act == VAE_ACT_SILU && m < 0.2785f) m = 0.2785f;
+    return m * (1.0f + 1e-6f);
 }
 
 /* Do all of w / s lie on the E4M3 grid (within float32 rounding of a dequantised checkpoint)? */

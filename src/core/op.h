@@ -121,7 +121,8 @@ double vae_op_macs(const vae_op *op, int t, int h_out, int w_out);
  * vae_op_fp8 reads the mark; backends run the marked convs in E4M3.
  * - vae_op_fp8_kernel: the shapes the E4M3 GPU kernels take (temporal, kt > 1: the 2-D ones
  *   measured no faster than bf16, bench/RESULTS.md run 69; stride 1, no upsampling, symmetric
- *   spatial padding; c_in a multiple of 64 and c_out of 96 or 128: their tiles). It is stated
+ *   spatial padding; c_in a multiple of 64 and c_out of 96 or 128: the implicit GEMM's tiles; or
+ *   3 x 3 with padding 1, 96 filters and c_in a multiple of 96: the halo-tile kernel). It is stated
  *   here, not in the CUDA backend, so that the CPU emulation picks the very convs a GPU runs in
  *   E4M3 and its measured error is the GPU's. */
 int vae_op_fp8_shape(const vae_op *op);
@@ -130,6 +131,12 @@ int vae_op_fp8_kernel(const vae_op *op);
  * implicit-GEMM GPU kernels (the E4M3 ones among them: vae_op_fp8_kernel). */
 int vae_op_plain_geometry(const vae_op *op);
 int vae_op_fp8(const vae_op *op);
+/* A bound of the magnitudes an RMS norm (+ SiLU) writes: y = x / |x| sqrt(C) g + b has |y_c| <=
+ * sqrt(C) |g_c| + |b_c| (|x_c| <= |x|), SiLU keeps positive values below themselves and negative
+ * ones above -0.2785; an E4M3 conv reading such an output takes bound / 448 as its input scale
+ * (vae_op fp8_bound): no pass over the input for its largest magnitude, and the same codes on
+ * every backend. 0 for any other op (another activation, another kind). */
+float vae_op_rms_bound(const vae_op *norm);
 /* The E4M3 scale of each output channel of filters w [c_out][per] (every backend's, so that
  * their codes are the same): the channel's largest magnitude / 448, unless the channel already
  * lies on a scaled E4M3 grid (a checkpoint stored in fp8, scaled or not): then a scale that keeps

@@ -147,9 +147,20 @@ static int in_residual_branch(const vae_program *p, int i) {
     }
 }
 
+/* The op that makes value v, NULL for the program's input */
+static const vae_op *producer(const vae_program *p, int v) {
+    for (int j = 0; j < p->n_ops; j++)
+        if (p->ops[j].out == v) return &p->ops[j];
+    return NULL;
+}
+
 void vae_program_mark_fp8(vae_program *p) {
-    for (int i = 0; i < p->n_ops; i++)
-        p->ops[i].fp8 = vae_op_fp8_shape(&p->ops[i]) && in_residual_branch(p, i);
+    for (int i = 0; i < p->n_ops; i++) {
+        vae_op *op = &p->ops[i];
+        op->fp8 = vae_op_fp8_shape(op) && in_residual_branch(p, i);
+        const vae_op *src = op->fp8 ? producer(p, op->in[0]) : NULL;
+        op->fp8_bound = src ? vae_op_rms_bound(src) : 0.0f;
+    }
 }
 
 int vae_program_pick_fp8(vae_program *p, int budget, int (*runs)(void *user, const vae_op *op),

@@ -97,6 +97,10 @@ typedef struct vae_op {
     int up;
     /* CONV: VAE_DTYPE_FP8 may run it in E4M3 (set by vae_program_mark_fp8; op.h: vae_op_fp8) */
     int fp8;
+    /* CONV marked fp8: a bound of its input's magnitudes known from the model (op.h
+     * vae_op_rms_bound of the RMS norm that makes the input), then the E4M3 input scale is
+     * bound / 448 instead of the call's largest magnitude / 448; 0: none */
+    float fp8_bound;
     /* CONV: an RMS norm (weight [c_out], float32, owned by the model) and its activation applied
      * to the output (vae_program_fuse_norms); NULL: none */
     const float *norm_w;
@@ -134,7 +138,8 @@ int vae_program_shapes(const vae_program *p, int h, int w, int *vh, int *vw);
  * whose output is the one value crossing out of `to` (value ids renumbered, weights shared).
  * VAE_EINVAL when more than one value crosses either boundary. */
 int vae_program_slice(const vae_program *p, int from, int to, vae_program *out);
-/* Sets op->fp8 on the convs that VAE_DTYPE_FP8 may run in E4M3 (the rule: op.h, vae_op_fp8). */
+/* Sets op->fp8 on the convs that VAE_DTYPE_FP8 may run in E4M3 (the rule: op.h, vae_op_fp8), and
+ * their fp8_bound where an RMS norm makes their input (op.h vae_op_rms_bound). */
 void vae_program_mark_fp8(vae_program *p);
 /* A session's E4M3 convs: keeps the mark on the `budget` marked convs nearest p's output that
  * runs(user, op) runs in E4M3 (budget 0: on all of those), clears it on every other. A conv's

@@ -48,8 +48,10 @@ static int quantise_columns(const vae_op *op, float *wp, int k, int c_out) {
     return VAE_OK;
 }
 
-/* The E4M3 scale of a call's input: its largest magnitude over the frames / 448 (0: all zero) */
-static float input_scale(int nt, const float *const *frames, int n_in, size_t n) {
+/* The E4M3 scale of a call's input: the op's bound / 448 where the model gives one (program.h
+ * fp8_bound), else its largest magnitude over the frames / 448 (0: all zero) */
+static float input_scale(int nt, const vae_op *op, const float *const *frames, int n_in, size_t n) {
+    if (op->fp8_bound > 0) return op->fp8_bound / 448.0f;
     float amax = 0;
     for (int f = 0; f < n_in; f++) {
         const float *x = frames[f];
@@ -173,7 +175,7 @@ static int conv_run(vae_backend *be, const vae_op *op, const conv_state *s,
     }
 
     const size_t frame = (size_t)h * w * c_in;
-    const float xs = s->fp8 ? input_scale(nt, (const float *const *)frames, n_in, frame) : 0;
+    const float xs = s->fp8 ? input_scale(nt, op, (const float *const *)frames, n_in, frame) : 0;
     int pointwise = op->kh == 1 && op->kw == 1 && op->sh == 1 && op->sw == 1 && op->pad_h[0] == 0 &&
                     op->pad_h[1] == 0 && op->pad_w[0] == 0 && op->pad_w[1] == 0;
     if (pointwise) {

@@ -803,7 +803,7 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         buf, len,
         "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM, %lld "
         "implicit GEMM (%s), %lld halo tile, %lld halo normed, %lld halo up2, %lld stem, %lld fp8, "
-        "%lld graph "
+        "%lld fp8 halo tile, %lld graph "
         "launches; weights %.1f MiB; peak %.1f MiB "
         "(weights %.1f, activations %.1f, scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; "
         "session creation %.0f ms (warm-up, %.1f MiB of parameters staged, %lld uploads from "
@@ -820,18 +820,18 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         : cuk_igemm_built() ? "off"
                             : "not built",
         (long long)cb->n_conv_halo, (long long)cb->n_conv_normed, (long long)cb->n_conv_halo_up2,
-        (long long)cb->n_conv_stem, (long long)cb->n_conv_fp8, (long long)cb->n_graph_launches,
-        (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
-        (double)cb->peak_parts[0] / 1048576.0, (double)cb->peak_parts[1] / 1048576.0,
-        (double)cb->peak_parts[2] / 1048576.0, (double)cb->peak_parts[3] / 1048576.0,
-        (double)cb->pool.reserved_bytes / 1048576.0, cb->host_s[CU_H_WARM] * 1e3,
-        (double)cu_stage_bytes(&cb->stage) / 1048576.0, (long long)cb->n_staged_uploads,
-        cb->host_s[CU_H_MALLOC] * 1e3, cb->host_s[CU_H_PINNED] * 1e3,
-        cb->host_s[CU_H_DNN_HANDLE] * 1e3, cb->host_s[CU_H_DNN_PLAN] * 1e3,
-        cb->host_s[CU_H_DNN_FIRST] * 1e3, cb->host_s[CU_H_GRAPH] * 1e3,
-        cb->host_s[CU_H_PREPARE] * 1e3, cb->host_s[CU_H_WEIGHTS] * 1e3,
-        cb->host_s[CU_H_IGEMM] * 1e3, cb->bus.n_out, cb->bus.n_ahead, cb->bus.n_hit,
-        cb->bus.n_direct);
+        (long long)cb->n_conv_stem, (long long)cb->n_conv_fp8, (long long)cb->n_conv_fp8_halo,
+        (long long)cb->n_graph_launches, (double)cb->weight_bytes / 1048576.0,
+        (double)be->bytes_peak / 1048576.0, (double)cb->peak_parts[0] / 1048576.0,
+        (double)cb->peak_parts[1] / 1048576.0, (double)cb->peak_parts[2] / 1048576.0,
+        (double)cb->peak_parts[3] / 1048576.0, (double)cb->pool.reserved_bytes / 1048576.0,
+        cb->host_s[CU_H_WARM] * 1e3, (double)cu_stage_bytes(&cb->stage) / 1048576.0,
+        (long long)cb->n_staged_uploads, cb->host_s[CU_H_MALLOC] * 1e3,
+        cb->host_s[CU_H_PINNED] * 1e3, cb->host_s[CU_H_DNN_HANDLE] * 1e3,
+        cb->host_s[CU_H_DNN_PLAN] * 1e3, cb->host_s[CU_H_DNN_FIRST] * 1e3,
+        cb->host_s[CU_H_GRAPH] * 1e3, cb->host_s[CU_H_PREPARE] * 1e3,
+        cb->host_s[CU_H_WEIGHTS] * 1e3, cb->host_s[CU_H_IGEMM] * 1e3, cb->bus.n_out,
+        cb->bus.n_ahead, cb->bus.n_hit, cb->bus.n_direct);
     return buf;
 }
 

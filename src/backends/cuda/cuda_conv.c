@@ -51,10 +51,11 @@
  * other path it is a pass over y in place (conv_norm). The tuner times each candidate with
  * that pass where it needs one, so the fused path is credited with the pass it saves.
  * FP8 (dtype fp8: bf16 activations): the convs vae_op_fp8 names that an E4M3 kernel takes (the
- * implicit-GEMM kind with c_in a multiple of 64) quantise their window per call into the scratch
- * area (cuda_fp8.cu: scale = largest magnitude / 448) and run on E4M3 weights quantised per
- * output channel, the two scales applied in the epilogue: the CPU backend's emulation, computed.
- * Every other conv runs the bf16 paths.
+ * implicit-GEMM kind with c_in a multiple of 64, or the halo-tile kind: 96-filter 3x3, which then
+ * runs them and applies their norm too) quantise their window per call into the scratch area
+ * (cuda_fp8.cu: scale = largest magnitude / 448) and run on E4M3 weights quantised per output
+ * channel, the two scales applied in the epilogue: the CPU backend's emulation, computed. Every
+ * other conv runs the bf16 paths.
  * Narrow heads (16-bit, 3x3 with stride and padding 1, at most 8 outputs, c_in a multiple of 16:
  * the RGB heads) run a tensor-core kernel of their own (cuda_narrow_conv.cu; VAE_CUDA_NARROW=0:
  * off), and so do the encoders' stems (a few input channels to 32-128: cuda_stem_conv.cu). Other
@@ -123,6 +124,7 @@ static void conv_state_init(cuda_backend *cb, const vae_op *op, conv_state *s) {
         cb->conv_mode != CU_CONV_GEMM && cb->kpad)
         s->kp = (op->c_out + 7) / 8 * 8;
     s->fp8 = cu_conv_fp8_takes(cb, op);
+    s->fp8_halo = cu_conv_fp8_halo_takes(cb, op);
 }
 
 int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
@@ -246,6 +248,7 @@ static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     const int consec = cu_frames_consecutive(frames, n_in, 1, cc.fb);
     if (cu_conv_fp8_ok(&cc, consec)) {
         rc = cu_conv_fp8(&cc, frames[0], t_out);
+        *normed = cc.norm_done; /* the halo-tile kernel's */
         if (rc != VAE_EUNSUPPORTED) return rc;
         VAE_DEBUG("%s: %s; bf16 from now on", op->name, vae_last_error());
         vae_error_clear();

@@ -175,10 +175,20 @@ int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, cons
 }
 
 /* ---- FP8 ---- */
+/* The E4M3 form of the halo-tile kernel runs the conv (not under VAE_CUDA_HALO=off): where
+ * CUTLASS's E4M3 kernels do not take it (c_in not a multiple of 64: Wan2.1's 96 -> 96). Where
+ * they do, they were faster (192 -> 96 at 480x832: 5.58 ms a 16-frame step against 6.36,
+ * bench/RESULTS.md run 243). */
+static int fp8_halo_takes(const cuda_backend *cb, const vae_op *op) {
+    return cb->halo && igemm_geometry(op) && !cuk_igemm8_supported(op->c_in, op->c_out) &&
+           cuk_halo8_takes(op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0], op->c_in, op->c_out);
+}
+
 /* The shapes are core's rule (op.h vae_op_fp8_kernel), which the CPU emulation picks by too;
  * the kernels' own check stays beside it (the op tests compare both). */
 static int fp8_runs(const cuda_backend *cb, const vae_op *op) {
-    return cb->fp8 && vae_op_fp8_kernel(op) && cuk_igemm8_supported(op->c_in, op->c_out);
+    return cb->fp8 && vae_op_fp8_kernel(op) &&
+           (cuk_igemm8_supported(op->c_in, op->c_out) || fp8_halo_takes(cb, op));
 }
 
 int cuda_conv_fp8(vae_backend *be, const vae_op *op) {
@@ -187,6 +197,10 @@ int cuda_conv_fp8(vae_backend *be, const vae_op *op) {
 
 int cu_conv_fp8_takes(const cuda_backend *cb, const vae_op *op) {
     return vae_op_fp8(op) && fp8_runs(cb, op);
+}
+
+int cu_conv_fp8_halo_takes(const cuda_backend *cb, const vae_op *op) {
+    return cu_conv_fp8_takes(cb, op) && fp8_halo_takes(cb, op);
 }
 
 /* A device block counted with the weights (freed by cu_free_param with the same size). */
@@ -215,23 +229,30 @@ static int upload_w8_scales(cuda_backend *cb, const vae_op *op, int co, float **
 }
 
 /* The E4M3 operands of an op (the CPU emulation's rule, cpu_conv.c): each output channel's
- * filters on the E4M3 grid of its scale (upload_w8_scales), in the 3-D layout; the scales, the
- * per-call factors and the input's largest magnitude beside them. All or nothing: after a
- * failure a later call tries again. */
+ * filters on the E4M3 grid of its scale (upload_w8_scales), in the 3-D layout (s->fp8_halo: then
+ * tiled for the halo-tile kernel); the scales, the per-call factors and the input's largest
+ * magnitude beside them. All or nothing: after a failure a later call tries again. */
 static int need_w8(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (s->w8) return VAE_OK;
     const int taps = op->kt * op->kh * op->kw, co = s->co;
     const size_t n = (size_t)taps * op->c_in * co, fb = (size_t)co * sizeof(float);
     float *src = NULL;
+    uint8_t *codes = NULL; /* the 3-D layout: w8 itself, or the halo tiling's source */
     int rc = cu_upload_param(cb, op->w, n, 1, (void **)&src, op->name); /* as it is */
     if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->w8, n, op->name);
+    if (rc == VAE_OK && s->fp8_halo) rc = fp8_alloc(cb, (void **)&codes, n, op->name);
+    if (!s->fp8_halo) codes = s->w8;
     if (rc == VAE_OK) rc = upload_w8_scales(cb, op, co, &s->w8_scale);
     if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->scale8, fb, op->name);
     if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->amax, sizeof(float), op->name);
     if (rc == VAE_OK)
-        rc = cu_check(cuk_fp8_weights(cb->stream, src, co, op->c_in, taps, s->w8_scale, s->w8),
+        rc = cu_check(cuk_fp8_weights(cb->stream, src, co, op->c_in, taps, s->w8_scale, codes),
                       op->name, "fp8 weights");
-    cu_free_param(cb, src, n * sizeof(float)); /* after the kernel (stream order) */
+    if (rc == VAE_OK && s->fp8_halo)
+        rc = cu_check(cuk_halo8_tile_filters(cb->stream, codes, s->w8, op->kt, op->c_in), op->name,
+                      "fp8 halo-tile filters");
+    cu_free_param(cb, src, n * sizeof(float)); /* after the kernels (stream order) */
+    if (codes != s->w8) cu_free_param(cb, codes, n);
     if (rc) {
         cudaStreamSynchronize(cb->stream);
         cu_free_param(cb, s->w8, n);
@@ -250,8 +271,24 @@ int cu_conv_fp8_ok(const conv_call *cc, int consec) {
     return cc->s->fp8 && consec;
 }
 
+/* The FP8 kernel over the window's E4M3 copy q: the halo-tile kernel (the conv's norm too) or
+ * CUTLASS's. */
+static cudaError_t fp8_launch(conv_call *cc, const uint8_t *q, int n_in) {
+    const vae_op *op = cc->op;
+    cuda_backend *cb = cc->cb;
+    const conv_state *s = cc->s;
+    const float *bias = cc->init_done ? NULL : s->bias;
+    const void *res = cc->init_done ? cc->y : cc->res;
+    if (s->fp8_halo)
+        return cuk_halo8_conv(cb->stream, cb->base.dtype, q, n_in, cc->h, cc->w, op->c_in, op->kt,
+                              s->w8, s->scale8, bias, res, s->nw, (int)op->norm_act, op->act_scale,
+                              cc->y, cb->sm_count);
+    return cuk_igemm8_conv(cb->stream, q, n_in, cc->h, cc->w, op->c_in, op->c_out, op->kt, op->kh,
+                           op->kw, op->pad_h[0], op->pad_w[0], s->w8, s->scale8, bias, res, cc->y);
+}
+
 /* FP8 path: the window's E4M3 copy (scale from its largest magnitude, in the scratch area), the
- * epilogue's factors, then one CUTLASS kernel. VAE_EUNSUPPORTED when the kernel refuses it. */
+ * epilogue's factors, then one kernel (fp8_launch). VAE_EUNSUPPORTED when the kernel refuses it. */
 int cu_conv_fp8(conv_call *cc, const void *x0, int t_out) {
     const vae_op *op = cc->op;
     cuda_backend *cb = cc->cb;
@@ -262,15 +299,11 @@ int cu_conv_fp8(conv_call *cc, const void *x0, int t_out) {
     const int64_t n = (int64_t)n_in * cc->h * cc->w * op->c_in;
     uint8_t *q = cu_scratch(cb, (size_t)n, op->name);
     if (!q) return VAE_ENOMEM;
-    int ph = cu_prof_begin(cb, CU_P_IGEMM);
+    int ph = cu_prof_begin(cb, s->fp8_halo ? CU_P_HALO : CU_P_IGEMM);
     const double t0 = cu_now();
-    cudaError_t e = cuk_fp8_quantize(cb->stream, cb->base.dtype, x0, n, s->amax, q);
+    cudaError_t e = cuk_fp8_quantize(cb->stream, cb->base.dtype, x0, n, op->fp8_bound, s->amax, q);
     if (e == cudaSuccess) e = cuk_fp8_scales(cb->stream, s->amax, s->w8_scale, s->co, s->scale8);
-    if (e == cudaSuccess)
-        e = cuk_igemm8_conv(cb->stream, q, n_in, cc->h, cc->w, op->c_in, op->c_out, op->kt,
-                              op->kh, op->kw, op->pad_h[0], op->pad_w[0], s->w8, s->scale8,
-                              cc->init_done ? NULL : s->bias, cc->init_done ? cc->y : cc->res,
-                              cc->y);
+    if (e == cudaSuccess) e = fp8_launch(cc, q, n_in);
     cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
     if (e == cudaErrorNotSupported) {
@@ -280,6 +313,11 @@ int cu_conv_fp8(conv_call *cc, const void *x0, int t_out) {
     }
     if ((rc = cu_check(e, op->name, "fp8 conv"))) return rc;
     cb->n_conv_fp8++;
+    if (s->fp8_halo) { /* it applied the conv's norm too */
+        cb->n_conv_fp8_halo++;
+        cb->n_conv_normed += s->nw != NULL;
+        cc->norm_done = s->nw != NULL;
+    }
     return VAE_OK;
 }
 

@@ -57,7 +57,8 @@ typedef struct conv_state {
     int n_ph_tune;
     /* FP8 (cu_conv_fp8_takes): the operands of the E4M3 kernels (made on first use) */
     int fp8;
-    uint8_t *w8;     /* [co][kt][kh][kw][ci] E4M3 codes of w / w8_scale[co] */
+    int fp8_halo;    /* the E4M3 halo-tile kernel runs it (w8 in its layout), else CUTLASS's */
+    uint8_t *w8;     /* [co][kt][kh][kw][ci] E4M3 codes of w / w8_scale[co] (fp8_halo: tiled) */
     float *w8_scale; /* [co] each output channel's largest |w| / 448 */
     float *amax;     /* [1] the current call's largest input magnitude */
     float *scale8;   /* [co] amax / 448 * w8_scale: the epilogue's factors */
@@ -177,6 +178,8 @@ int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, cons
 /* The FP8 kernels take this op (dtype fp8, a conv vae_op_fp8 names, of their geometry and
  * channels): the op's rule, for its state and its scratch; and this call (frames consecutive). */
 int cu_conv_fp8_takes(const cuda_backend *cb, const vae_op *op);
+/* ... and by the E4M3 halo-tile kernel (else CUTLASS's) */
+int cu_conv_fp8_halo_takes(const cuda_backend *cb, const vae_op *op);
 int cu_conv_fp8_ok(const conv_call *cc, int consec);
 int cu_conv_fp8(conv_call *cc, const void *x0, int t_out);
 /* Each of the op's co output channels' E4M3 weight scale (op.h vae_fp8_weight_scales) in a new

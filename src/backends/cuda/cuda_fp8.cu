@@ -1,10 +1,12 @@
 /* cuda_fp8.cu -- the activation side of the FP8 (E4M3) convolutions: a call's input scale and
- * its E4M3 copy (the conv itself: cutlass/igemm_conv.cuh; which convs: cuda_conv_igemm.c).
+ * its E4M3 copy (the conv itself: cutlass/igemm_conv.cuh, sm90/halo_conv.cu; which convs:
+ * cuda_conv_igemm.c).
  *
  * The CPU backend's emulation (cpu_conv.c) is the reference: the scale of a call's input is its
- * largest magnitude / 448 (0 when all zero), each value is rounded to the E4M3 grid of that
- * scale (ties to even, saturating: cvt.rn.satfinite), and the products are accumulated in float32
- * and scaled back by input scale x weight scale (per output channel) in the epilogue.
+ * largest magnitude / 448 (0 when all zero; where the model bounds the input, the bound / 448:
+ * vae_op fp8_bound), each value is rounded to the E4M3 grid of that scale (ties to even,
+ * saturating: cvt.rn.satfinite), and the products are accumulated in float32 and scaled back by
+ * input scale x weight scale (per output channel) in the epilogue.
  */
 #include <cuda_fp8.h>
 
@@ -102,20 +104,28 @@ static int grid_for(int64_t n) {
     return (int)(g < 4096 ? (g > 0 ? g : 1) : 4096);
 }
 
-cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n, float *amax,
-                             uint8_t *q) {
-    cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), s);
-    if (e != cudaSuccess) return e;
+static __global__ void set_kernel(float *p, float v) {
+    *p = v;
+}
+
+cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n, float bound,
+                             float *amax, uint8_t *q) {
+    if (dtype != CU_BF16 && dtype != CU_F16) return cudaErrorInvalidValue;
     const int g = grid_for(n);
-    if (dtype == CU_BF16) {
-        absmax_kernel<<<g, 256, 0, s>>>((const __nv_bfloat16 *)x, n, amax);
-        quant_kernel<<<g, 256, 0, s>>>((const __nv_bfloat16 *)x, n, amax, q);
-    } else if (dtype == CU_F16) {
-        absmax_kernel<<<g, 256, 0, s>>>((const __half *)x, n, amax);
-        quant_kernel<<<g, 256, 0, s>>>((const __half *)x, n, amax, q);
+    if (bound > 0.0f) { /* known from the model: no pass for it */
+        set_kernel<<<1, 1, 0, s>>>(amax, bound);
     } else {
-        return cudaErrorInvalidValue;
+        cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), s);
+        if (e != cudaSuccess) return e;
+        if (dtype == CU_BF16)
+            absmax_kernel<<<g, 256, 0, s>>>((const __nv_bfloat16 *)x, n, amax);
+        else
+            absmax_kernel<<<g, 256, 0, s>>>((const __half *)x, n, amax);
     }
+    if (dtype == CU_BF16)
+        quant_kernel<<<g, 256, 0, s>>>((const __nv_bfloat16 *)x, n, amax, q);
+    else
+        quant_kernel<<<g, 256, 0, s>>>((const __half *)x, n, amax, q);
     return cudaGetLastError();
 }
 

@@ -104,6 +104,41 @@ cudaError_t cuk_halo_tile_filters(cudaStream_t s, const void *w3, void *wh, int 
 #endif
 }
 
+int cuk_halo8_takes(int kt, int kh, int kw, int ph, int pw, int ci, int co) {
+#ifdef VAE_HAVE_CUTLASS
+    return halo_conv_fits(kt, kh, kw, ph, pw, ci, co);
+#else
+    (void)kt, (void)kh, (void)kw, (void)ph, (void)pw, (void)ci, (void)co;
+    return 0;
+#endif
+}
+
+cudaError_t cuk_halo8_tile_filters(cudaStream_t s, const void *w8, void *wh8, int kt, int ci) {
+#ifdef VAE_HAVE_CUTLASS
+    return halo_conv_tile_filters8(s, w8, wh8, kt, ci);
+#else
+    (void)s, (void)w8, (void)wh8, (void)kt, (void)ci;
+    return cudaErrorNotSupported;
+#endif
+}
+
+cudaError_t cuk_halo8_conv(cudaStream_t s, int dtype, const void *x8, int t_in, int h, int w,
+                           int ci, int kt, const void *wh8, const float *scale, const float *bias,
+                           const void *res, const float *nw, int act, float act_scale, void *y,
+                           int blocks) {
+#ifdef VAE_HAVE_CUTLASS
+    if (t_in < kt) return cudaErrorNotSupported;
+    const halo_conv_norm norm = {nw, act, act_scale};
+    return halo_conv_run8(s, dtype == IGEMM_F16, x8, wh8, scale, bias, res, &norm, y, kt,
+                          t_in - kt + 1, h, w, ci, blocks);
+#else
+    (void)s, (void)dtype, (void)x8, (void)t_in, (void)h, (void)w, (void)ci, (void)kt, (void)wh8;
+    (void)scale, (void)bias, (void)res, (void)nw, (void)act, (void)act_scale, (void)y;
+    (void)blocks;
+    return cudaErrorNotSupported;
+#endif
+}
+
 cudaError_t cuk_halo_tile_phase_filters(cudaStream_t s, const void *wph, void *whp, int ci) {
 #ifdef VAE_HAVE_CUTLASS
     return halo_conv_tile_phase_filters(s, wph, whp, ci);

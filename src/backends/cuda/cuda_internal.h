@@ -111,11 +111,12 @@ enum { CUK_POINTWISE_MAX = 64 };
 cudaError_t cuk_pointwise_conv(cudaStream_t s, int dtype, const cuk_frames *frames, int nf,
                                int64_t hw, int c_in, int c_out, const void *wt, const float *bias,
                                const void *res, void *y);
-/* FP8 convs (cuda_fp8.cu): *amax = the largest |x| of n values (dtype), q = E4M3 codes of x /
- * (*amax / 448) (satfinite, ties to even; zeros when *amax is 0); out[i] = *amax / 448 * w_scale[i]
- * for i < n (the epilogue's scale per output channel). */
-cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n, float *amax,
-                             uint8_t *q);
+/* FP8 convs (cuda_fp8.cu): *amax = the largest |x| of n values (dtype; bound > 0: bound, a
+ * bound known from the model, vae_op fp8_bound), q = E4M3 codes of x / (*amax / 448) (satfinite,
+ * ties to even; zeros when *amax is 0); out[i] = *amax / 448 * w_scale[i] for i < n (the
+ * epilogue's scale per output channel). */
+cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n, float bound,
+                             float *amax, uint8_t *q);
 cudaError_t cuk_fp8_scales(cudaStream_t s, const float *amax, const float *w_scale, int n,
                            float *out);
 /* FP8 weights from float32 filters w [co][ci][taps] on the device, given each output channel's
@@ -152,6 +153,16 @@ cudaError_t cuk_halo_tile_filters(cudaStream_t s, const void *w3, void *wh, int 
 cudaError_t cuk_halo_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
                           int kt, const void *wh, const float *bias, const void *res,
                           const float *nw, int act, float act_scale, void *y, int blocks);
+/* The same kernel on E4M3 operands (dtype fp8): the convs cuk_halo_takes would take in 16-bit;
+ * wh8 the E4M3 codes [96][kt][3][3][c_in] (cuk_fp8_weights) tiled by cuk_halo8_tile_filters
+ * ([kt][c_in / 96][9][6][96][16], same size), x8 the window's codes; y = acc * scale[96] + bias +
+ * res (then the norm, as cuk_halo_conv), y and res in dtype (16-bit). */
+int cuk_halo8_takes(int kt, int kh, int kw, int ph, int pw, int ci, int co);
+cudaError_t cuk_halo8_tile_filters(cudaStream_t s, const void *w8, void *wh8, int kt, int ci);
+cudaError_t cuk_halo8_conv(cudaStream_t s, int dtype, const void *x8, int t_in, int h, int w,
+                           int ci, int kt, const void *wh8, const float *scale, const float *bias,
+                           const void *res, const float *nw, int act, float act_scale, void *y,
+                           int blocks);
 /* The same kernel for nearest x2 + 3x3 (the upsampling convs' phase path, cuda_conv_phase.c):
  * y [t][2h][2w][96] = bias + res + each output phase's 2 x 2 conv of x [t][h][w][ci], written to
  * its rows and columns of y; whp: the four phase filters [4][96][2][2][ci] tiled by
@@ -477,6 +488,7 @@ typedef struct cuda_backend {
                            * fastest own kernel (VAE_CUDA_DNN_GAIN_US; cu_tune_own_wins) */
     int fp8;              /* dtype fp8: bf16 activations, E4M3 convs where the FP8 kernels apply */
     int64_t n_conv_fp8;   /* convs run by the FP8 kernels */
+    int64_t n_conv_fp8_halo; /* ... of them by the E4M3 halo-tile kernel */
     int pad3d, cpad, kpad; /* channel-padded 3-D windows, 2-D gathers, filters (VAE_CUDA_*PAD*) */
     cudaEvent_t tune_ev[2];
     void *dnn;            /* cudnn state (cudnn_conv.c), created on first use */

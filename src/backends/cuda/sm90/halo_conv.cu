@@ -53,6 +53,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -60,16 +61,15 @@
 #include "backends/cuda/sm90/halo_conv.h"
 
 namespace halo {
+typedef __nv_fp8_e4m3 e4m3; /* the E4M3 operands' element (halo_conv_run8) */
 enum {
     TILE = 16,                           /* output pixels a tile side */
     HALO = TILE + 2,                     /* halo pixels a side */
     HPIX = HALO * HALO,                  /* 324 */
     CB = 96,                             /* channels a block = filters (N) */
-    CHUNKS = CB / 8,                     /* 16-byte chunks a pixel: 12 */
+    OUT_CHUNKS = CB * 2 / 16,            /* 16-byte chunks of an output pixel (16-bit): 12 */
     A_BOX = HPIX * 16,                   /* one chunk of the halo: 5184 bytes, one TMA box */
     A_CHUNK = (A_BOX + 127) / 128 * 128, /* 5248: TMA destinations are 128-byte aligned */
-    A_BYTES = CHUNKS * A_CHUNK,          /* 62976 */
-    B_BYTES = CHUNKS * CB * 16,          /* 18432 */
     B_STAGES = 5,
     CONSUMERS = 256,          /* two warp groups */
     THREADS = CONSUMERS + 64, /* and two producer warps: filters, halos */
@@ -79,8 +79,25 @@ enum {
     EMPTY_A = 2 + B_STAGES,
     EMPTY_B = 4 + B_STAGES,
     BARS = 4 + 2 * B_STAGES,
-    GAMMA = 2 * A_BYTES + B_STAGES * B_BYTES + BARS * 8, /* the norm's 96 weights (float32) */
-    SMEM = GAMMA + CB * 4,                               /* 218608 */
+    /* the epilogue's staging: a warp group's 128 pixels, rows of 96 16-bit outputs padded to 104
+     * (the fragments' writes then hit 32 distinct banks) */
+    ST_PITCH = 208,
+    ST_WG = 128 * ST_PITCH,
+};
+
+/* Shared memory for operands of type T (16-bit, or e4m3: the same chunks of 16 bytes, holding 8
+ * or 16 channels, so a pixel has half as many): A[2], B[B_STAGES], the barriers, the norm's 96
+ * float32 weights, and the epilogue's staging where the free A buffer cannot hold it (e4m3). */
+template <typename T> struct lay {
+    static constexpr int EPC = 16 / (int)sizeof(T);  /* channels a chunk: 8 or 16 */
+    static constexpr int CHUNKS = CB / EPC;          /* chunks a pixel: 12 or 6 */
+    static constexpr int A_BYTES = CHUNKS * A_CHUNK; /* 62976 or 31488 */
+    static constexpr int B_BYTES = CHUNKS * CB * 16; /* 18432 or 9216 */
+    static constexpr int BARS_AT = 2 * A_BYTES + B_STAGES * B_BYTES;
+    static constexpr int GAMMA = BARS_AT + BARS * 8;
+    static constexpr bool OWN_STAGE = A_BYTES < 2 * ST_WG;
+    static constexpr int STAGE = GAMMA + CB * 4; /* OWN_STAGE: both warp groups' staging */
+    static constexpr int SMEM = STAGE + (OWN_STAGE ? 2 * ST_WG : 0); /* 218608 or 162800 */
 };
 
 /* wgmma operand descriptor, K-major, no swizzle: start address, LBO = the byte step between the
@@ -169,10 +186,28 @@ template <> struct mma<__half> {
         HALO_WGMMA("f16");
     }
 };
+/* d[64 x 96] = A[64 x 32] B[32 x 96] + (acc ? d : 0): a k32 step spans the same two 16-byte
+ * chunks as a 16-bit k16 step, so the descriptors are the same (E4M3 takes no transpose flags) */
+template <> struct mma<e4m3> {
+    static __device__ __forceinline__ void run(float d[48], uint64_t da, uint64_t db, int acc) {
+        asm volatile("{\n"
+                     ".reg .pred p;\n"
+                     "setp.ne.b32 p, %50, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, "
+                     "%31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "
+                     "%46, %47}, %48, %49, p, 1, 1;\n"
+                     "}\n"
+                     : HALO_D8(0), HALO_D8(8), HALO_D8(16), HALO_D8(24), HALO_D8(32), HALO_D8(40)
+                     : "l"(da), "l"(db), "r"(acc));
+    }
+};
 
 struct args {
-    const void *x;              /* [t_out + kt - 1][h][w][c_in] */
-    const void *wt;             /* [kt][c_in / 96][9][12][96][8]: halo_conv_tile_filters */
+    const void *x;              /* [t_out + kt - 1][h][w][c_in] (16-bit or e4m3) */
+    const void *wt;             /* [kt][c_in / 96][9][CHUNKS][96][EPC]: halo_conv_tile_filters */
+    const float *scale;         /* [96]: e4m3, each filter's factor of its products; else NULL */
     const float *bias;          /* [96] or NULL */
     const void *res;            /* [t_out][h][w][96] or NULL (may be y) */
     halo_conv_norm norm;        /* each output pixel's RMS norm (norm.w NULL: none) */
@@ -203,20 +238,25 @@ static __device__ __forceinline__ tile_pos tile_at(const args &a, int tile) {
 /* a producer lane: frame block fb (frame f = fb / blocks, channels fb % blocks) of the
  * tile's 18 x 18 halo into A, one TMA box per 16-byte chunk (the spatial padding is the TMA's
  * zero fill outside the frame) */
+template <typename T>
 static __device__ __forceinline__ void load_halo(const args &a, const CUtensorMap *map,
                                                  const tile_pos &p, int fb, unsigned abuf,
                                                  unsigned bar) {
+    typedef lay<T> L;
     const int f = fb / a.blocks, cb = fb % a.blocks;
-    bar_expect(bar, CHUNKS * A_BOX);
-    for (int ch = 0; ch < CHUNKS; ch++)
-        tma_load_4d(abuf + ch * A_CHUNK, map, cb * CB + ch * 8, p.x0 - 1, p.y0 - 1, p.t + f, bar);
+    bar_expect(bar, L::CHUNKS * A_BOX);
+    for (int ch = 0; ch < L::CHUNKS; ch++)
+        tma_load_4d(abuf + ch * A_CHUNK, map, cb * CB + ch * L::EPC, p.x0 - 1, p.y0 - 1, p.t + f,
+                    bar);
 }
 
 /* a producer lane: one unit's filters (contiguous, already in the shared layout) into B */
+template <typename T>
 static __device__ __forceinline__ void load_filters(const args &a, int unit, unsigned bbuf,
                                                     unsigned bar) {
-    bar_expect(bar, B_BYTES);
-    bulk_load(bbuf, (const unsigned char *)a.wt + (int64_t)unit * B_BYTES, B_BYTES, bar);
+    const int bytes = lay<T>::B_BYTES;
+    bar_expect(bar, bytes);
+    bulk_load(bbuf, (const unsigned char *)a.wt + (int64_t)unit * bytes, bytes, bar);
 }
 
 /* the kernel's state between units: shared-memory addresses, the block's tile walk */
@@ -266,7 +306,7 @@ static __device__ __forceinline__ void norm_pixel(unsigned char *row, const floa
                                                   const halo_conv_norm &n) {
     float ss = 0.0f;
 #pragma unroll
-    for (int j = 0; j < CHUNKS; j++) {
+    for (int j = 0; j < OUT_CHUNKS; j++) {
         const uint4 v = *(const uint4 *)(row + j * 16);
         const unsigned u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -278,7 +318,7 @@ static __device__ __forceinline__ void norm_pixel(unsigned char *row, const floa
     }
     const float sc = sqrtf((float)CB) / fmaxf(sqrtf(ss), 1e-12f);
 #pragma unroll 2
-    for (int j = 0; j < CHUNKS; j++) {
+    for (int j = 0; j < OUT_CHUNKS; j++) {
         const uint4 v = *(const uint4 *)(row + j * 16);
         const float4 g0 = *(const float4 *)(g + 8 * j), g1 = *(const float4 *)(g + 8 * j + 4);
         const float gj[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
@@ -295,7 +335,6 @@ static __device__ __forceinline__ void norm_pixel(unsigned char *row, const floa
     }
 }
 
-enum { ST_PITCH = 208, ST_WG = 128 * ST_PITCH };
 /* 16-byte piece n (0..11) of this warp group's part of the tile: pixel q / 12 of its 8 x 16, part
  * q % 12 of the pixel's 96 channels (q = tid + 128 n: consecutive threads, consecutive bytes);
  * the element offset in y (or res), -1 outside the frame */
@@ -311,31 +350,34 @@ static __device__ __forceinline__ unsigned piece_stage(int q) {
     return q / 12 * ST_PITCH + q % 12 * 16;
 }
 
-/* The tile's epilogue, y = acc + bias (+ res) in float32 with one rounding, through shared memory
- * so that every global access is a coalesced 16-byte one: the A buffer of the tile's last frame
- * block is free once both warp groups finished their MMAs (its hand-back to the producer waits
- * until here), each warp group stages its 128 pixels x 96 channels there (rows padded to 104
+/* The tile's epilogue, y = acc (x scale) + bias (+ res) in float32 with one rounding, through
+ * shared memory so that every global access is a coalesced 16-byte one: 16-bit operands stage in
+ * the A buffer of the tile's last frame block, free once both warp groups finished their MMAs
+ * (its hand-back to the producer waits until here; e4m3: their own area, A handed back at once),
+ * each warp group stages its 128 pixels x 96 channels there (rows padded to 104
  * channels: the fragments' writes hit 32 distinct banks): the residual in, then the fragments
  * (a thread holds rows lane / 4 and lane / 4 + 8 of its warp's 16 rows of each m64 tile, columns
  * 8 j + 2 (lane % 4) + {0, 1}) add bias and residual and round in place, then (with a norm) each
  * thread normalises one pixel's row from those rounded values (as the unfused norm pass would read
  * them), then the rows go out. */
-template <typename T, int TAPS>
+template <typename T, typename TO, int TAPS>
 static __device__ __forceinline__ void epilogue(const args &a, const walk &k, int i_last,
                                                 const tile_pos &p, const float d0[48],
                                                 const float d1[48]) {
+    typedef lay<T> L;
     const int ga = i_last / TAPS, tid = threadIdx.x % 128, lane = threadIdx.x % 32;
     const int wi = tid / 32;
-    unit_done<TAPS>(k, i_last, false);
+    unit_done<TAPS>(k, i_last, L::OWN_STAGE);
     bar_named(1, CONSUMERS); /* both groups are past their last MMA: A[ga & 1] is free */
-    unsigned char *stage = cu_dyn_smem() + (ga & 1) * A_BYTES + k.wg * ST_WG;
+    unsigned char *stage =
+        cu_dyn_smem() + (L::OWN_STAGE ? L::STAGE : (ga & 1) * L::A_BYTES) + k.wg * ST_WG;
     if (a.res) { /* in L2 already: the producer prefetched it (residual_prefetch) */
 #pragma unroll
         for (int n = 0; n < 12; n++) {
             const int64_t o = piece_at(a, p, k.wg, tid + 128 * n);
             if (o >= 0)
                 *(uint4 *)(stage + piece_stage(tid + 128 * n)) =
-                    *(const uint4 *)((const T *)a.res + o);
+                    *(const uint4 *)((const TO *)a.res + o);
         }
         bar_named(2 + k.wg, 128);
     }
@@ -349,29 +391,32 @@ static __device__ __forceinline__ void epilogue(const args &a, const walk &k, in
             for (int j = 0; j < 12; j++) {
                 const int c = 8 * j + 2 * (lane % 4);
                 float v0 = d[4 * j + 2 * half], v1 = d[4 * j + 2 * half + 1];
+                if (sizeof(T) == 1) v0 *= a.scale[c], v1 *= a.scale[c + 1]; /* e4m3 */
                 if (a.bias) v0 += a.bias[c], v1 += a.bias[c + 1];
                 unsigned *sv = (unsigned *)(row + c * 2);
                 if (a.res) {
-                    const float2 r = unpack2(*sv, T());
+                    const float2 r = unpack2(*sv, TO());
                     v0 += r.x, v1 += r.y;
                 }
-                *sv = cu_mma<T>::pack(v0, v1);
+                *sv = cu_mma<TO>::pack(v0, v1);
             }
         }
     bar_named(2 + k.wg, 128);
     if (a.norm.w) { /* thread tid: staged row tid = pixel tid of the group's 8 x 16 */
-        const float *g = (const float *)(cu_dyn_smem() + GAMMA);
+        const float *g = (const float *)(cu_dyn_smem() + L::GAMMA);
         if (a.norm.act == CU_ACT_SILU)
-            norm_pixel<T, CU_ACT_SILU>(stage + tid * ST_PITCH, g, a.norm);
+            norm_pixel<TO, CU_ACT_SILU>(stage + tid * ST_PITCH, g, a.norm);
         else
-            norm_pixel<T, -1>(stage + tid * ST_PITCH, g, a.norm);
+            norm_pixel<TO, -1>(stage + tid * ST_PITCH, g, a.norm);
         bar_named(2 + k.wg, 128);
     }
 #pragma unroll
     for (int n = 0; n < 12; n++) {
         const int64_t o = piece_at(a, p, k.wg, tid + 128 * n);
-        if (o >= 0) *(uint4 *)((T *)a.y + o) = *(const uint4 *)(stage + piece_stage(tid + 128 * n));
+        if (o >= 0)
+            *(uint4 *)((TO *)a.y + o) = *(const uint4 *)(stage + piece_stage(tid + 128 * n));
     }
+    if (L::OWN_STAGE) return; /* A was handed back before */
     /* this thread's shared-memory reads and writes (generic proxy) come before the producer's
      * next TMA writes into the buffer (async proxy) */
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -391,14 +436,15 @@ static __device__ __forceinline__ void unit_step(const walk &k, int i, int u, in
     const int kh = TAPS == 9 ? s / 3 : ph / 2 + s / 2, kw = TAPS == 9 ? s % 3 : ph % 2 + s % 2;
     if (s == 0) bar_wait(bar_at(k, FULL_A + (g & 1)), (g >> 1) & 1);
     bar_wait(bar_at(k, FULL_B + i % B_STAGES), (i / B_STAGES) & 1);
+    typedef lay<T> L;
     /* this warp group's m64 tiles: halo rows 8 wg + kh.., pixels kw.. and 8 + kw.. */
-    const unsigned a_at = k.sa0 + (g & 1) * A_BYTES + ((k.wg * 8 + kh) * HALO + kw) * 16;
+    const unsigned a_at = k.sa0 + (g & 1) * L::A_BYTES + ((k.wg * 8 + kh) * HALO + kw) * 16;
     const uint64_t da0 = desc(a_at, A_CHUNK, HALO * 16),
                    da1 = desc(a_at + 8 * 16, A_CHUNK, HALO * 16),
-                   db = desc(k.sb0 + (i % B_STAGES) * B_BYTES, CB * 16, 128);
+                   db = desc(k.sb0 + (i % B_STAGES) * L::B_BYTES, CB * 16, 128);
     wg_fence();
 #pragma unroll
-    for (int ks = 0; ks < CHUNKS / 2; ks++) { /* k16 steps: chunks 2 ks, 2 ks + 1 */
+    for (int ks = 0; ks < L::CHUNKS / 2; ks++) { /* k16 (e4m3: k32) steps: chunks 2 ks, 2 ks + 1 */
         const int acc = u > 0 || ks > 0;
         mma<T>::run(d0, da0 + ks * (2 * A_CHUNK / 16), db + ks * (2 * CB), acc);
         mma<T>::run(d1, da1 + ks * (2 * A_CHUNK / 16), db + ks * (2 * CB), acc);
@@ -421,8 +467,9 @@ static __device__ __forceinline__ void residual_prefetch(const args &a, const ti
 
 /* the producers, one lane each: warp 8 loads every unit's filters in order, warp 9 every frame
  * block's halo, each into a stage whose last reader (n - stages) the consumers handed back */
-template <int TAPS>
+template <typename T, int TAPS>
 static __device__ void produce(const args &a, const CUtensorMap *map, const walk &k) {
+    typedef lay<T> L;
     const int warp = threadIdx.x / 32 - CONSUMERS / 32;
     if (threadIdx.x % 32) return;
     if (warp == 0) {
@@ -430,23 +477,25 @@ static __device__ void produce(const args &a, const CUtensorMap *map, const walk
             const int st = n % B_STAGES, m = n / B_STAGES;
             if (m > 0) bar_wait(bar_at(k, EMPTY_B + st), (m - 1) & 1);
             const int ph = a.up2 ? (blockIdx.x + n / a.units * gridDim.x) % 4 : 0;
-            load_filters(a, ph * a.units + n % a.units, k.sb0 + st * B_BYTES,
-                         bar_at(k, FULL_B + st));
+            load_filters<T>(a, ph * a.units + n % a.units, k.sb0 + st * L::B_BYTES,
+                            bar_at(k, FULL_B + st));
         }
     } else {
         for (int gn = 0; gn * TAPS < k.total; gn++) {
             const int ab = gn & 1, m = gn >> 1;
             if (m > 0) bar_wait(bar_at(k, EMPTY_A + ab), (m - 1) & 1);
             const tile_pos p = tile_at(a, blockIdx.x + gn / k.fbs * gridDim.x);
-            load_halo(a, map, p, gn % k.fbs, k.sa0 + ab * A_BYTES, bar_at(k, FULL_A + ab));
+            load_halo<T>(a, map, p, gn % k.fbs, k.sa0 + ab * L::A_BYTES, bar_at(k, FULL_A + ab));
             if (a.res && !a.up2 && gn % k.fbs == k.fbs - 1) residual_prefetch(a, p);
         }
     }
 }
 
-template <typename T, int TAPS>
+/* T: the operands (16-bit, or e4m3), TO: the output and residual (16-bit) */
+template <typename T, typename TO, int TAPS>
 __global__ void __launch_bounds__(THREADS, 1)
     halo_conv_kernel(const __grid_constant__ CUtensorMap map, args a) {
+    typedef lay<T> L;
     unsigned char *smem = cu_dyn_smem();
     walk k;
     const int my_tiles =
@@ -455,17 +504,17 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (k.total == 0) return;
     k.fbs = a.units / TAPS;
     k.wg = threadIdx.x / 128;
-    k.sa0 = cu_saddr(smem), k.sb0 = k.sa0 + 2 * A_BYTES, k.bars = k.sb0 + B_STAGES * B_BYTES;
+    k.sa0 = cu_saddr(smem), k.sb0 = k.sa0 + 2 * L::A_BYTES, k.bars = k.sa0 + L::BARS_AT;
     if (threadIdx.x == 0) {
         for (int b = 0; b < BARS; b++) /* full: the producer's expect_tx; empty: consumer warps */
             bar_init(k.bars + b * 8, b < EMPTY_A ? 1 : CONSUMERS / 32);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     if (a.norm.w && threadIdx.x < CB)
-        ((float *)(smem + GAMMA))[threadIdx.x] = a.norm.w[threadIdx.x];
+        ((float *)(smem + L::GAMMA))[threadIdx.x] = a.norm.w[threadIdx.x];
     __syncthreads();
     if (threadIdx.x >= CONSUMERS) {
-        produce<TAPS>(a, &map, k);
+        produce<T, TAPS>(a, &map, k);
         return;
     }
     float d0[48], d1[48];
@@ -480,32 +529,39 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int u = 1; u < a.units; u++)
             unit_step<T, TAPS>(k, i++, u, ph, d0, d1);
         wg_wait<0>();
-        epilogue<T, TAPS>(a, k, i - 1, tile_at(a, blockIdx.x + tile * gridDim.x), d0, d1);
+        epilogue<T, TO, TAPS>(a, k, i - 1, tile_at(a, blockIdx.x + tile * gridDim.x), d0, d1);
     }
 }
 
-/* wt [96][kt][taps][c_in] (KTRSC; taps 9: 3 x 3, 4: 2 x 2) -> [kt][c_in / 96][taps][12][96][8] */
+/* wt [96][kt][taps][c_in] (KTRSC; taps 9: 3 x 3, 4: 2 x 2) -> [kt][c_in / 96][taps][CHUNKS][96]
+ * [EPC] (lay<T>) */
 template <typename T>
 __global__ void tile_filters_kernel(const T *src, T *dst, int kt, int taps, int c_in) {
+    typedef lay<T> L;
     const int64_t n = (int64_t)CB * kt * taps * c_in;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int ci = i % c_in, tap = i / c_in % (kt * taps), co = i / c_in / (kt * taps);
-        const int f = tap / taps, s = tap % taps, cb = ci / CB, ch = ci % CB / 8, e = ci % 8;
+        const int f = tap / taps, s = tap % taps, cb = ci / CB, ch = ci % CB / L::EPC,
+                  e = ci % L::EPC;
         const int64_t o =
-            ((((int64_t)(f * (c_in / CB) + cb) * taps + s) * CHUNKS + ch) * CB + co) * 8 + e;
+            ((((int64_t)(f * (c_in / CB) + cb) * taps + s) * L::CHUNKS + ch) * CB + co) * L::EPC +
+            e;
         dst[o] = src[i];
     }
 }
 
-/* one launch of the kernel for T on s (its shared memory raised past the 48 KB default first) */
-template <typename T>
+/* one launch of the kernel for operands T, output TO on s (its shared memory raised past the 48
+ * KB default first) */
+template <typename T, typename TO>
 static cudaError_t launch(cudaStream_t s, int grid, const CUtensorMap &map, const args &a) {
-    void (*kernel)(const CUtensorMap, args) =
-        a.up2 ? halo_conv_kernel<T, 4> : halo_conv_kernel<T, 9>;
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    void (*kernel)(const CUtensorMap, args) = halo_conv_kernel<T, TO, 9>;
+    if constexpr (sizeof(T) == 2) /* the phase mode: 16-bit only */
+        if (a.up2) kernel = halo_conv_kernel<T, TO, 4>;
+    const int smem = lay<T>::SMEM;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
-    kernel<<<grid, THREADS, SMEM, s>>>(map, a);
+    kernel<<<grid, THREADS, smem, s>>>(map, a);
     return cudaGetLastError();
 }
 } /* namespace halo */
@@ -523,6 +579,12 @@ cudaError_t halo_conv_tile_filters(cudaStream_t s, const void *src, void *dst, i
     return cudaGetLastError();
 }
 
+cudaError_t halo_conv_tile_filters8(cudaStream_t s, const void *src, void *dst, int kt, int c_in) {
+    halo::tile_filters_kernel<halo::e4m3>
+        <<<256, 256, 0, s>>>((const halo::e4m3 *)src, (halo::e4m3 *)dst, kt, 9, c_in);
+    return cudaGetLastError();
+}
+
 cudaError_t halo_conv_tile_phase_filters(cudaStream_t s, const void *src, void *dst, int c_in) {
     const size_t phase = (size_t)halo::CB * 4 * c_in; /* a phase's values, both layouts */
     for (int p = 0; p < 4; p++)
@@ -531,11 +593,11 @@ cudaError_t halo_conv_tile_phase_filters(cudaStream_t s, const void *src, void *
     return cudaGetLastError();
 }
 
-/* the input window as a 4-D tensor (c_in, w, h, t_in) with boxes of 8 channels x 18 x 18 pixels
- * of one frame; cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link)
- */
-static cudaError_t halo_map(CUtensorMap *map, int is_half, const void *x, int t_in, int h, int w,
-                            int c_in) {
+/* the input window as a 4-D tensor (c_in, w, h, t_in) with boxes of 16 bytes of channels x 18 x
+ * 18 pixels of one frame (ty: a CU_TENSOR_MAP_DATA_TYPE_*, eb its bytes); cuTensorMapEncodeTiled
+ * through the runtime's driver entry point (no libcuda link) */
+static cudaError_t halo_map(CUtensorMap *map, CUtensorMapDataType ty, int eb, const void *x,
+                            int t_in, int h, int w, int c_in) {
     static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
         void *fn = nullptr;
         cudaDriverEntryPointQueryResult q;
@@ -547,23 +609,25 @@ static cudaError_t halo_map(CUtensorMap *map, int is_half, const void *x, int t_
     }();
     if (!encode) return cudaErrorNotSupported;
     const cuuint64_t dims[4] = {(cuuint64_t)c_in, (cuuint64_t)w, (cuuint64_t)h, (cuuint64_t)t_in};
-    const cuuint64_t strides[3] = {(cuuint64_t)c_in * 2, (cuuint64_t)w * c_in * 2,
-                                   (cuuint64_t)h * w * c_in * 2};
-    const cuuint32_t box[4] = {8, halo::HALO, halo::HALO, 1}, one[4] = {1, 1, 1, 1};
+    const cuuint64_t strides[3] = {(cuuint64_t)c_in * eb, (cuuint64_t)w * c_in * eb,
+                                   (cuuint64_t)h * w * c_in * eb};
+    const cuuint32_t box[4] = {(cuuint32_t)(16 / eb), halo::HALO, halo::HALO, 1},
+                     one[4] = {1, 1, 1, 1};
     const CUresult r =
-        encode(map, is_half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
-               (void *)x, dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        encode(map, ty, 4, (void *)x, dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorNotSupported;
 }
 
-/* the launch of either mode (up2: the phases of halo_conv_run_up2) */
+/* the launch of either mode (up2: the phases of halo_conv_run_up2); scale non-NULL: e4m3
+ * operands (halo_conv_run8) */
 static cudaError_t halo_run(cudaStream_t s, int is_half, const void *x, const void *wt,
-                            const float *bias, const void *res, const halo_conv_norm *norm, void *y,
-                            int kt, int t_out, int h, int w, int c_in, int up2, int blocks) {
+                            const float *scale, const float *bias, const void *res,
+                            const halo_conv_norm *norm, void *y, int kt, int t_out, int h, int w,
+                            int c_in, int up2, int blocks) {
     halo::args a;
-    a.x = x, a.wt = wt, a.bias = bias, a.res = res, a.y = y;
+    a.x = x, a.wt = wt, a.scale = scale, a.bias = bias, a.res = res, a.y = y;
     a.norm = norm ? *norm : halo_conv_norm{nullptr, 0, 0.0f};
     a.kt = kt, a.h = h, a.w = w, a.c_in = c_in, a.blocks = c_in / halo::CB;
     a.tiles_x = (w + halo::TILE - 1) / halo::TILE, a.tiles_y = (h + halo::TILE - 1) / halo::TILE;
@@ -574,21 +638,36 @@ static cudaError_t halo_run(cudaStream_t s, int is_half, const void *x, const vo
     if (a.tiles <= 0) return cudaSuccess;
     const int grid = a.tiles < blocks ? a.tiles : blocks;
     CUtensorMap map;
-    cudaError_t e = halo_map(&map, is_half, x, t_out + kt - 1, h, w, c_in);
+    const CUtensorMapDataType ty = scale     ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : is_half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    cudaError_t e = halo_map(&map, ty, scale ? 1 : 2, x, t_out + kt - 1, h, w, c_in);
     if (e != cudaSuccess) return e;
-    return is_half ? halo::launch<__half>(s, grid, map, a)
-                   : halo::launch<__nv_bfloat16>(s, grid, map, a);
+    if (scale)
+        return is_half ? halo::launch<halo::e4m3, __half>(s, grid, map, a)
+                       : halo::launch<halo::e4m3, __nv_bfloat16>(s, grid, map, a);
+    return is_half ? halo::launch<__half, __half>(s, grid, map, a)
+                   : halo::launch<__nv_bfloat16, __nv_bfloat16>(s, grid, map, a);
 }
 
 cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void *wt,
                           const float *bias, const void *res, const halo_conv_norm *norm, void *y,
                           int kt, int t_out, int h, int w, int c_in, int blocks) {
-    return halo_run(s, is_half, x, wt, bias, res, norm, y, kt, t_out, h, w, c_in, 0, blocks);
+    return halo_run(s, is_half, x, wt, NULL, bias, res, norm, y, kt, t_out, h, w, c_in, 0, blocks);
+}
+
+cudaError_t halo_conv_run8(cudaStream_t s, int is_half, const void *x8, const void *wt8,
+                           const float *scale, const float *bias, const void *res,
+                           const halo_conv_norm *norm, void *y, int kt, int t_out, int h, int w,
+                           int c_in, int blocks) {
+    if (!scale) return cudaErrorInvalidValue;
+    return halo_run(s, is_half, x8, wt8, scale, bias, res, norm, y, kt, t_out, h, w, c_in, 0,
+                    blocks);
 }
 
 cudaError_t halo_conv_run_up2(cudaStream_t s, int is_half, const void *x, const void *wt,
                               const float *bias, const void *res, void *y, int t, int h, int w,
                               int c_in, int blocks) {
-    return halo_run(s, is_half, x, wt, bias, res, NULL, y, 1, t, h, w, c_in, 1, blocks);
+    return halo_run(s, is_half, x, wt, NULL, bias, res, NULL, y, 1, t, h, w, c_in, 1, blocks);
 }
 }

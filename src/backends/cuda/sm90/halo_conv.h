@@ -23,6 +23,10 @@ typedef struct halo_conv_norm {
     float act_scale;
 } halo_conv_norm;
 
+/* The E4M3 form (halo_conv_run8): src [96][kt][3][3][c_in] E4M3 codes -> dst
+ * [kt][c_in / 96][9][6][96][16] (the same size) */
+cudaError_t halo_conv_tile_filters8(cudaStream_t s, const void *src, void *dst, int kt, int c_in);
+
 /* The nearest-x2 upsampling convs' four 2 x 2 phase filters (cuda_conv_phase.c) for
  * halo_conv_run_up2: src [4][96][2][2][c_in] -> dst [4][c_in / 96][4][12][96][8] */
 cudaError_t halo_conv_tile_phase_filters(cudaStream_t s, const void *src, void *dst, int c_in);
@@ -35,6 +39,14 @@ cudaError_t halo_conv_tile_phase_filters(cudaStream_t s, const void *src, void *
 cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void *wt,
                           const float *bias, const void *res, const halo_conv_norm *norm, void *y,
                           int kt, int t_out, int h, int w, int c_in, int blocks);
+/* The same conv on E4M3 operands: x8 the window's codes, wt8 the filters' codes tiled by
+ * halo_conv_tile_filters8, scale [96] float32 each filter's factor of its float32 sums (input
+ * scale x weight scale); y = sum x scale + bias + res, then the norm; res and y 16-bit (is_half:
+ * float16, else bfloat16). */
+cudaError_t halo_conv_run8(cudaStream_t s, int is_half, const void *x8, const void *wt8,
+                           const float *scale, const float *bias, const void *res,
+                           const halo_conv_norm *norm, void *y, int kt, int t_out, int h, int w,
+                           int c_in, int blocks);
 /* y [t][2h][2w][96] = bias + res + conv3x3(nearest x2 of x): x [t][h][w][c_in], wt the phase
  * filters tiled by halo_conv_tile_phase_filters. Each output phase (row parity a, column parity
  * b) is a 2 x 2 conv of x over the halo's rows a.., columns b.., written straight to its rows and
