@@ -53,7 +53,8 @@
  * FP8 (dtype fp8: bf16 activations): the convs vae_op_fp8 names that an E4M3 kernel takes (the
  * implicit-GEMM kind with c_in a multiple of 64, or the halo-tile kind: 96-filter 3x3, which then
  * runs them and applies their norm too) quantise their window per call into the scratch area
- * (cuda_fp8.cu: scale = largest magnitude / 448) and run on E4M3 weights quantised per output
+ * (cuda_fp8.cu: scale = largest magnitude / 448, or the bound of the RMS norm that made the
+ * window / 448: vae_op fp8_bound) and run on E4M3 weights quantised per output
  * channel, the two scales applied in the epilogue: the CPU backend's emulation, computed. Every
  * other conv runs the bf16 paths.
  * Narrow heads (16-bit, 3x3 with stride and padding 1, at most 8 outputs, c_in a multiple of 16:

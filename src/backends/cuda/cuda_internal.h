@@ -31,7 +31,8 @@
  *                       the halo-tile kernel's entry points (cuk_halo*)
  *   cutlass/            the implicit-GEMM conv kernels for sm_90a through CUTLASS (C++), built by
  *                       cmake/cutlass.cmake where CUTLASS's headers are found (VAE_HAVE_CUTLASS)
- *   sm90/               own sm_90a kernels (wgmma, TMA): the halo-tile conv, built with them
+ *   sm90/               own sm_90a kernels (wgmma, TMA): the halo-tile conv (16-bit and E4M3),
+ *                       built with them
  *
  * The .cu launchers take `int dtype` (a vae_dtype) and raw pointers; they never report errors
  * themselves: the C callers turn a cudaError_t into vae_fail(..) with the op's name.

@@ -41,6 +41,15 @@
  * overlap with the MMAs: split around the next tile's first MMAs, or handed to storer warps, its
  * shared-memory traffic slowed them more (both measured slower); filters multicast to pairs of
  * blocks gained nothing either.
+ * E4M3 form (halo_conv_run8, dtype fp8; T = e4m3, TO the 16-bit output): the window's and the
+ * filters' E4M3 codes in the same 16-byte chunks, 16 channels each (6 a pixel: lay<T>), a k32
+ * wgmma per pair of chunks as the k16 one, so half the shared-memory bytes a MAC; the epilogue
+ * multiplies each filter's sums by its factor (input scale x weight scale) before bias and
+ * residual, and stages in an area of its own (an E4M3 A buffer is too small; A goes back to the
+ * producer at the tile's last MMA). Measured (bench/RESULTS.md run 243, H200, 16 frames of
+ * 480x832): 96 -> 96 3.36 ms (946 TFLOP/s) against 4.86 in bf16, with the norm 3.67 against 5.31;
+ * 192 -> 96 6.36 against CUTLASS's E4M3 tile's 5.58, so it runs only the convs CUTLASS's E4M3
+ * kernels do not take (c_in 96).
  * Phase mode (halo_conv_run_up2, TAPS = 4: nearest x2 + 3x3 with 96 filters): output phase (a, b)
  * at input pixel (y, x) is a 2 x 2 conv of input rows y - 1 + a.., columns x - 1 + b.. (the phase
  * filters sum the 3x3 taps those rows and columns repeat: cuda_conv_phase.c), i.e. the halo taps
@@ -160,15 +169,16 @@ static __device__ __forceinline__ void tma_load_4d(unsigned dst, const CUtensorM
 #define HALO_D8(i)                                                                                 \
     "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),    \
         "+f"(d[i + 6]), "+f"(d[i + 7])
-#define HALO_WGMMA(TY)                                                                             \
+/* K: "16" or "32", TY: the operands' type, TRANS: the transpose flags (16-bit only) */
+#define HALO_WGMMA(K, TY, TRANS)                                                                   \
     asm volatile("{\n"                                                                             \
                  ".reg .pred p;\n"                                                                 \
                  "setp.ne.b32 p, %50, 0;\n"                                                        \
-                 "wgmma.mma_async.sync.aligned.m64n96k16.f32." TY "." TY " "                       \
+                 "wgmma.mma_async.sync.aligned.m64n96k" K ".f32." TY "." TY " "                    \
                  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "         \
                  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, "     \
                  "%31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "     \
-                 "%46, %47}, %48, %49, p, 1, 1, 0, 0;\n"                                           \
+                 "%46, %47}, %48, %49, p, 1, 1" TRANS ";\n"                                        \
                  "}\n"                                                                             \
                  : HALO_D8(0), HALO_D8(8), HALO_D8(16), HALO_D8(24), HALO_D8(32), HALO_D8(40)      \
                  : "l"(da), "l"(db), "r"(acc))
@@ -178,29 +188,19 @@ static __device__ __forceinline__ void tma_load_4d(unsigned dst, const CUtensorM
 template <typename T> struct mma;
 template <> struct mma<__nv_bfloat16> {
     static __device__ __forceinline__ void run(float d[48], uint64_t da, uint64_t db, int acc) {
-        HALO_WGMMA("bf16");
+        HALO_WGMMA("16", "bf16", ", 0, 0");
     }
 };
 template <> struct mma<__half> {
     static __device__ __forceinline__ void run(float d[48], uint64_t da, uint64_t db, int acc) {
-        HALO_WGMMA("f16");
+        HALO_WGMMA("16", "f16", ", 0, 0");
     }
 };
 /* d[64 x 96] = A[64 x 32] B[32 x 96] + (acc ? d : 0): a k32 step spans the same two 16-byte
  * chunks as a 16-bit k16 step, so the descriptors are the same (E4M3 takes no transpose flags) */
 template <> struct mma<e4m3> {
     static __device__ __forceinline__ void run(float d[48], uint64_t da, uint64_t db, int acc) {
-        asm volatile("{\n"
-                     ".reg .pred p;\n"
-                     "setp.ne.b32 p, %50, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 "
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, "
-                     "%31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "
-                     "%46, %47}, %48, %49, p, 1, 1;\n"
-                     "}\n"
-                     : HALO_D8(0), HALO_D8(8), HALO_D8(16), HALO_D8(24), HALO_D8(32), HALO_D8(40)
-                     : "l"(da), "l"(db), "r"(acc));
+        HALO_WGMMA("32", "e4m3", "");
     }
 };
 

@@ -10,7 +10,7 @@ extern "C" {
 #endif
 
 /* 1 when the kernel takes the conv: 96 filters, 3 x 3 taps with padding 1, any kt, c_in a
- * multiple of 96 */
+ * multiple of 96 (either form: 16-bit operands, or E4M3 ones by halo_conv_run8) */
 int halo_conv_fits(int kt, int kh, int kw, int ph, int pw, int c_in, int c_out);
 /* The filters' layout for the kernel: src [96][kt][3][3][c_in] (16-bit) -> dst
  * [kt][c_in / 96][9][12][96][8] (the same size) */
