@@ -345,6 +345,35 @@ static void test_norm_rows(vae_backend *be, const vae_op *op, const float *x, in
     free(y);
 }
 
+/* The bound an E4M3 conv takes as the magnitude of an RMS norm's output (op.h vae_op_rms_bound):
+ * random pixels stay within it, and pixels of one channel each (the sign that adds to the bias;
+ * SiLU: the positive side) reach it, so it is the least bound of the norm's weights. */
+static void test_rms_bound(int c, vae_act act) {
+    vae_backend *be = new_backend(0);
+    const int rand_px = 64, px = rand_px + c;
+    float *x = rand_buf((size_t)px * c, 2.0f, 0.0f), *y = malloc((size_t)px * c * sizeof *y);
+    float *g = rand_buf(c, 1.5f, 0.0f), *b = rand_buf(c, 0.5f, 0.0f);
+    for (int k = 0; k < c; k++) { /* pixel rand_px + k: only channel k, toward b[k]'s sign */
+        float *xp = x + (size_t)(rand_px + k) * c;
+        memset(xp, 0, (size_t)c * sizeof *xp);
+        const int up = act == VAE_ACT_SILU || b[k] >= 0; /* y_k = +-(sqrt(C) |g_k|) + b_k */
+        xp[k] = (g[k] < 0) != up ? 0.3f : -0.3f;
+    }
+    vae_op op = vae_op_make(VAE_OP_RMS_NORM, 0, c, c);
+    op.act = act, op.w = g, op.b = b;
+    snprintf(op.name, sizeof op.name, "test.rms_bound");
+    const int rc = be->v->norm(be, &op, NULL, x, y, 1, 1, px);
+    float m = 0;
+    for (size_t i = 0; i < (size_t)px * c; i++)
+        m = fmaxf(m, fabsf(y[i]));
+    const float bound = vae_op_rms_bound(&op);
+    EXPECT(rc == VAE_OK && m <= bound && m >= 0.999f * bound,
+           "rms bound c=%d act=%s: largest |y| %g, bound %g (rc %d)", c, act_name(act), m, bound,
+           rc);
+    free(x), free(y), free(g), free(b);
+    be->v->destroy(be);
+}
+
 static void test_norm(vae_op_kind kind, int c, int groups, vae_act act, int t, int h, int w,
                       float offset, int has_w, int has_b, int in_place) {
     vae_backend *be = new_backend(0);
@@ -891,6 +920,8 @@ int main(void) {
         test_norm(VAE_OP_GROUP_NORM, 64, 8, acts[a], 3, 9, 11, 2.0f, 1, 1, a == 2);
     }
     test_norm(VAE_OP_RMS_NORM, 8, 1, VAE_ACT_NONE, 1, 4, 4, 0.0f, 0, 0, 0); /* no gamma */
+    test_rms_bound(96, VAE_ACT_SILU);
+    test_rms_bound(13, VAE_ACT_NONE);
     test_norm(VAE_OP_GROUP_NORM, 20, 1, VAE_ACT_SILU, 2, 6, 5, 0.0f, 1, 1, 0);
     test_norm(VAE_OP_GROUP_NORM, 12, 4, VAE_ACT_NONE, 1, 13, 3, 0.0f, 1, 1, 0);
     test_norm(VAE_OP_GROUP_NORM, 96, 32, VAE_ACT_SILU, 2, 16, 17, 0.0f, 1, 1, 0);

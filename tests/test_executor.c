@@ -700,7 +700,7 @@ static void test_fp8_mark(void) {
     float gamma[D], beta[D];
     for (int i = 0; i < D; i++)
         gamma[i] = 0.5f + 0.01f * i, beta[i] = 0.1f;
-    gamma[3] = -2.0f, beta[3] = -0.5f; /* the bound's channel: sqrt(32) * 2 + 0.5 */
+    gamma[3] = -2.0f, beta[3] = 0.5f; /* the bound's channel: sqrt(32) * 2 + 0.5 */
     gamma[5] = 0.1f, beta[5] = 3.0f;   /* the largest bias, not the bound's */
     vae_op op = vae_op_make(VAE_OP_RMS_NORM, a, D, D);
     op.w = gamma, op.b = beta, op.act = VAE_ACT_SILU;

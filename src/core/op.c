@@ -288,15 +288,16 @@ int vae_op_fp8_kernel(const vae_op *op) {
 float vae_op_rms_bound(const vae_op *norm) {
     if (norm->kind != VAE_OP_RMS_NORM || (norm->act != VAE_ACT_NONE && norm->act != VAE_ACT_SILU))
         return 0.0f;
-    float m = 0.0f;
+    const int silu = norm->act == VAE_ACT_SILU;
+    float m = silu ? 0.2785f : 0.0f; /* SiLU's least value: -0.27846 at x = -1.2785 */
     for (int c = 0; c < norm->c_in; c++) {
-        const float y = sqrtf((float)norm->c_in) * (norm->w ? fabsf(norm->w[c]) : 1.0f) +
-                        (norm->b ? fabsf(norm->b[c]) : 0.0f);
+        const float b = norm->b ? norm->b[c] : 0.0f;
+        /* SiLU: only the largest value counts (SiLU(v) <= v), i.e. the bias's sign too */
+        const float y =
+            sqrtf((float)norm->c_in) * (norm->w ? fabsf(norm->w[c]) : 1.0f) + (silu ? b : fabsf(b));
         m = y > m ? y : m;
     }
-    /* SiLU's least value, -0.27846 at x = -1.2785; float32 rounding of the norm's products: 1e-6 */
-    if (norm->act == VAE_ACT_SILU && m < 0.2785f) m = 0.2785f;
-    return m * (1.0f + 1e-6f);
+    return m * (1.0f + 1e-6f); /* the float32 rounding of the norm's products */
 }
 
 /* Do all of w / s lie on the E4M3 grid (within float32 rounding of a dequantised checkpoint)? */
