@@ -68,8 +68,10 @@
 
 #include "backends/cuda/cuda_ptx.cuh"
 #include "backends/cuda/sm90/halo_conv.h"
+#include "backends/cuda/sm90/sm90_ptx.cuh"
 
 namespace halo {
+using namespace sm90;
 typedef __nv_fp8_e4m3 e4m3; /* the E4M3 operands' element (halo_conv_run8) */
 enum {
     TILE = 16,                           /* output pixels a tile side */
@@ -108,63 +110,6 @@ template <typename T> struct lay {
     static constexpr int STAGE = GAMMA + CB * 4; /* OWN_STAGE: both warp groups' staging */
     static constexpr int SMEM = STAGE + (OWN_STAGE ? 2 * ST_WG : 0); /* 218608 or 162800 */
 };
-
-/* wgmma operand descriptor, K-major, no swizzle: start address, LBO = the byte step between the
- * two 8-element K halves of a k16 step, SBO = the byte step between 8-row groups (PTX ISA, matrix
- * descriptor; CuTe's make_gmma_desc for Major::K INTERLEAVE) */
-static __device__ __forceinline__ uint64_t desc(unsigned addr, unsigned lbo, unsigned sbo) {
-    return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(lbo >> 4) << 16 |
-           (uint64_t)(sbo >> 4) << 32;
-}
-
-static __device__ __forceinline__ void wg_fence(void) {
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-static __device__ __forceinline__ void wg_commit(void) {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N> static __device__ __forceinline__ void wg_wait(void) {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-/* mbarriers (shared::cta, 64-bit): a full barrier completes with one arrival (the producer's
- * expect_tx) and the bytes of the copies on it, an empty one with an arrival per consumer warp */
-static __device__ __forceinline__ void bar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-static __device__ __forceinline__ void bar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-static __device__ __forceinline__ void bar_expect(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-                 : "memory");
-}
-static __device__ __forceinline__ void bar_wait(unsigned bar, unsigned parity) {
-    unsigned ok;
-    do {
-        asm volatile("{\n.reg .pred p;\n"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(ok)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!ok);
-}
-/* bytes (a multiple of 16) global -> shared by the TMA engine, completing on bar */
-static __device__ __forceinline__ void bulk_load(unsigned dst, const void *src, unsigned bytes,
-                                                 unsigned bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
-                 "%2, [%3];\n" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-/* one box of the 4-D tensor map at coordinates (c, x, y, t); outside the tensor: zeros */
-static __device__ __forceinline__ void tma_load_4d(unsigned dst, const CUtensorMap *map, int c,
-                                                   int x, int y, int t, unsigned bar) {
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c), "r"(x), "r"(y), "r"(t), "r"(bar)
-                 : "memory");
-}
 
 #define HALO_D8(i)                                                                                 \
     "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),    \
