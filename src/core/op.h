@@ -135,9 +135,8 @@ int vae_op_fp8(const vae_op *op);
  * sqrt(C) |g_c| + |b_c| (|x_c| <= |x|), and with SiLU, which keeps positive values below
  * themselves and negative ones above -0.2785, |SiLU(y_c)| <= max(sqrt(C) |g_c| + b_c, 0.2785);
  * the least such bound of the weights; an E4M3 conv reading such an output takes bound / 448 as
- * its input scale
- * (vae_op fp8_bound): no pass over the input for its largest magnitude, and the same codes on
- * every backend. 0 for any other op (another activation, another kind). */
+ * its input scale (vae_op fp8_bound): no pass over the input for its largest magnitude, and the
+ * same codes on every backend. 0 for any other op (another activation, another kind). */
 float vae_op_rms_bound(const vae_op *norm);
 /* The E4M3 scale of each output channel of filters w [c_out][per] (every backend's, so that
  * their codes are the same): the channel's largest magnitude / 448, unless the channel already

@@ -125,7 +125,7 @@ static void conv_state_init(cuda_backend *cb, const vae_op *op, conv_state *s) {
         cb->conv_mode != CU_CONV_GEMM && cb->kpad)
         s->kp = (op->c_out + 7) / 8 * 8;
     s->fp8 = cu_conv_fp8_takes(cb, op);
-    s->fp8_halo = cu_conv_fp8_halo_takes(cb, op);
+    s->fp8_halo = s->fp8 && cu_conv_fp8_halo_takes(cb, op);
 }
 
 int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {

@@ -179,7 +179,7 @@ int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, cons
  * CUTLASS's E4M3 kernels do not take it (c_in not a multiple of 64: Wan2.1's 96 -> 96). Where
  * they do, they were faster (192 -> 96 at 480x832: 5.58 ms a 16-frame step against 6.36,
  * bench/RESULTS.md run 243). */
-static int fp8_halo_takes(const cuda_backend *cb, const vae_op *op) {
+int cu_conv_fp8_halo_takes(const cuda_backend *cb, const vae_op *op) {
     return cb->halo && igemm_geometry(op) && !cuk_igemm8_supported(op->c_in, op->c_out) &&
            cuk_halo8_takes(op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0], op->c_in, op->c_out);
 }
@@ -188,7 +188,7 @@ static int fp8_halo_takes(const cuda_backend *cb, const vae_op *op) {
  * the kernels' own check stays beside it (the op tests compare both). */
 static int fp8_runs(const cuda_backend *cb, const vae_op *op) {
     return cb->fp8 && vae_op_fp8_kernel(op) &&
-           (cuk_igemm8_supported(op->c_in, op->c_out) || fp8_halo_takes(cb, op));
+           (cuk_igemm8_supported(op->c_in, op->c_out) || cu_conv_fp8_halo_takes(cb, op));
 }
 
 int cuda_conv_fp8(vae_backend *be, const vae_op *op) {
@@ -197,10 +197,6 @@ int cuda_conv_fp8(vae_backend *be, const vae_op *op) {
 
 int cu_conv_fp8_takes(const cuda_backend *cb, const vae_op *op) {
     return vae_op_fp8(op) && fp8_runs(cb, op);
-}
-
-int cu_conv_fp8_halo_takes(const cuda_backend *cb, const vae_op *op) {
-    return cu_conv_fp8_takes(cb, op) && fp8_halo_takes(cb, op);
 }
 
 /* A device block counted with the weights (freed by cu_free_param with the same size). */

@@ -178,7 +178,7 @@ int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, cons
 /* The FP8 kernels take this op (dtype fp8, a conv vae_op_fp8 names, of their geometry and
  * channels): the op's rule, for its state and its scratch; and this call (frames consecutive). */
 int cu_conv_fp8_takes(const cuda_backend *cb, const vae_op *op);
-/* ... and by the E4M3 halo-tile kernel (else CUTLASS's) */
+/* The E4M3 halo-tile kernel, not CUTLASS's, runs the op where the FP8 kernels take it */
 int cu_conv_fp8_halo_takes(const cuda_backend *cb, const vae_op *op);
 int cu_conv_fp8_ok(const conv_call *cc, int consec);
 int cu_conv_fp8(conv_call *cc, const void *x0, int t_out);
