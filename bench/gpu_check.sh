@@ -259,9 +259,18 @@ for fx in $FX; do
     [ $fx = wan21_full ] && fixture_run "halo always $fx bf16" $fx bf16 VAE_CUDA_HALO=always
     if [ $fx = taef2_real ]; then fixture_run "fp8 $fx" $fx fp8 --tol 0.05 --min-psnr 45
     else fixture_run "fp8 $fx" $fx fp8 --tol 0.05; fi
+    # the mma.sync kernels (Ampere / Ada / Blackwell's) in place of the sm_90a ones: 16-bit
+    # wherever they apply, and E4M3
+    case $fx in *_full)
+        fixture_run "mma.sync always $fx bf16" $fx bf16 VAE_CUDA_MMA=1 VAE_CUDA_IGEMM=always
+        fixture_run "fp8 mma.sync $fx" $fx fp8 --tol 0.05 VAE_CUDA_MMA=1 ;;
+    esac
 done
 if [ $FIXTURES = 1 ] && [ $FULL = 0 ]; then
-    for fx in wan21_full wan22_full seedvr2_full; do fixture_run "fp8 $fx" $fx fp8 --tol 0.05; done
+    for fx in wan21_full wan22_full seedvr2_full; do
+        fixture_run "fp8 $fx" $fx fp8 --tol 0.05
+        fixture_run "fp8 mma.sync $fx" $fx fp8 --tol 0.05 VAE_CUDA_MMA=1
+    done
 fi
 # the tiny ones again with poisoned memory and per-op checks, and with seeded conv path choices
 # (the gpu_poisoned_* / gpu_tune_seed* ctests)

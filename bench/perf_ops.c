@@ -14,6 +14,9 @@
  *            sm_90, temporal convs over windows), else the 3-D path
  *   halo     the halo-tile kernel where it applies (VAE_CUDA_HALO=always: 96-filter 3x3 convs,
  *            16-bit on sm_90), else the 3-D path
+ * With --dtype fp8 the convs the E4M3 kernels take run on them on every path. VAE_CUDA_MMA=1 in
+ * the environment puts the mma.sync kernels (cuda_mma_conv.cu: Ampere / Ada / Blackwell's) in
+ * place of the sm_90a ones on Hopper: igemm then times their 16-bit form, fp8 their E4M3 one.
  * (a path that does not apply to a shape runs the next one the backend falls back to; the cpu
  * backend has one path). Per shape and path: milliseconds (median of --reps after a warm-up),
  * TFLOP/s (2 x MACs) and GB/s (input window + output + weights, read or written once); then the

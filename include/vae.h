@@ -246,7 +246,8 @@ typedef enum {
                                   * input channels) and 1x1 convs of few channels on their own
                                   * kernels (1) */
     VAE_PARAM_CUDA_IGEMM,        /* implicit-GEMM convs on Hopper (CUTLASS): 0 off, 1 a tuned
-                                  * candidate, 2 wherever they apply (1) */
+                                  * candidate, 2 wherever they apply (1); 0 also turns off the
+                                  * other sm_90a kernels (fp8: the mma.sync one runs instead) */
     VAE_PARAM_CUDA_DNN_GAIN_US,  /* the tuner takes a cuDNN path for a shape only where it is this
                                   * many microseconds a call faster than the engine's own kernels:
                                   * cuDNN's first use costs a process ~0.3 s (100) */
@@ -311,6 +312,10 @@ typedef enum {
                                   * conv of a residual branch wider than 16 channels, which only
                                   * the CPU emulation runs (to measure the error of narrow test
                                   * models); 0 */
+    VAE_PARAM_CUDA_MMA,          /* the engine's mma.sync conv kernels (implicit GEMM in 16-bit,
+                                  * and dtype fp8's E4M3 convs on sm_89+) run on Ampere, Ada and
+                                  * Blackwell; 1 runs them in place of the sm_90a ones on Hopper
+                                  * too (tests: slower there); 0 */
     VAE_PARAM_COUNT
 } vae_param;
 

@@ -9,10 +9,12 @@
  * through im2col + cuBLAS (VAE_CUDA_CONV=gemm); without the 3-D path (VAE_CUDA_CONV3D=0) or the
  * fused bias epilogue (VAE_CUDA_FUSE=0); a 1 MiB scratch limit (blocked gathers); the CUTLASS
  * implicit-GEMM kernels forced (VAE_CUDA_IGEMM=always) or off; the halo-tile kernel forced
- * (VAE_CUDA_HALO=always, bf16 and fp16: the 96-filter 3x3 cases); fp8 (Hopper + CUTLASS builds):
+ * (VAE_CUDA_HALO=always, bf16 and fp16: the 96-filter 3x3 cases); fp8 (sm_89+ GPUs):
  * the implicit-GEMM and halo-tile cases against the CPU backend's fp8 emulation (the shapes the
  * FP8 kernels do not take run in bf16 and are compared with the float32 reference), also with
- * filters a checkpoint stored in fp8 (fp8/stored); the convs with their parameters staged first
+ * filters a checkpoint stored in fp8 (fp8/stored), and on the mma.sync kernel of the GPUs
+ * without sm_90a kernels (fp8/mma: VAE_CUDA_MMA=1), that kernel's 16-bit form forced (bf16/mma,
+ * fp16/mma); the convs with their parameters staged first
  * (VAE_CUDA_WARM=2, as sessions do), in fp32, bf16 and fp8.
  * Then buffers, the planar host transfers, error paths, and timings of model-sized convs, norms,
  * shuffles and attention (informative).
@@ -1210,7 +1212,7 @@ typedef struct variant_def {
     const char *conv_env, *scratch_env;
     int what;
     int profile;       /* VAE_CUDA_PROFILE=1 (GPU time per op category, logged at destroy) */
-    const char *extra; /* "NAME=VALUE" set while the backend is created, or NULL */
+    const char *extra; /* "NAME=VALUE[ NAME=VALUE]" set while the backend is created, or NULL */
 } variant_def;
 
 static int make_gpu(const variant_def *v) {
@@ -1220,11 +1222,16 @@ static int make_gpu(const variant_def *v) {
     else unsetenv("VAE_CUDA_SCRATCH_MB");
     if (v->profile) setenv("VAE_CUDA_PROFILE", "1", 1);
     else unsetenv("VAE_CUDA_PROFILE");
-    char name[64] = "";
-    if (v->extra) {
-        const char *eq = strchr(v->extra, '=');
-        snprintf(name, sizeof name, "%.*s", (int)(eq - v->extra), v->extra);
-        setenv(name, eq + 1, 1);
+    char names[2][64] = {"", ""}; /* the extra settings, up to two */
+    const char *e = v->extra;
+    for (int k = 0; e && *e && k < 2; k++) {
+        const char *eq = strchr(e, '='), *end = strchr(e, ' ');
+        if (!end) end = e + strlen(e);
+        char value[64];
+        snprintf(names[k], sizeof names[k], "%.*s", (int)(eq - e), e);
+        snprintf(value, sizeof value, "%.*s", (int)(end - eq - 1), eq + 1);
+        setenv(names[k], value, 1);
+        e = *end ? end + 1 : end;
     }
     gpu = NULL;
     vae_settings set; /* the variables just set, read the way a session reads them */
@@ -1233,7 +1240,8 @@ static int make_gpu(const variant_def *v) {
     vae_settings_default(&set);
     int rc = vae_settings_resolve(&set, &so);
     if (rc == VAE_OK) rc = vae_cuda_backend_create(&gpu, v->dtype, 0, &set, NULL);
-    if (name[0]) unsetenv(name);
+    for (int k = 0; k < 2; k++)
+        if (names[k][0]) unsetenv(names[k]);
     unsetenv("VAE_CUDA_CONV");
     unsetenv("VAE_CUDA_SCRATCH_MB");
     unsetenv("VAE_CUDA_PROFILE");
@@ -1241,7 +1249,7 @@ static int make_gpu(const variant_def *v) {
 }
 
 static void describe(void) {
-    char buf[1024];
+    char buf[1536];
     if (vae_cuda_backend_describe) printf("INFO [%s] %s\n", variant, vae_cuda_backend_describe(gpu, buf, sizeof buf));
 }
 
@@ -1386,8 +1394,13 @@ static void run_variant(const variant_def *v) {
     }
     printf("TIME [%s] tests took %.2f s\n", variant, now() - t0);
     describe();
-    if (v->extra && !strcmp(v->extra, "VAE_CUDA_IGEMM=always"))
-        check_igemm_ran(" implicit GEMM (always)");
+    char d[2048]; /* the implicit-GEMM kernels are the mma.sync ones (VAE_CUDA_MMA=1, or no
+                   * sm_90a kernels on this GPU) */
+    const int mma = strstr(vae_cuda_backend_describe(gpu, d, sizeof d), ", mma.sync)") != NULL;
+    if (v->extra && strstr(v->extra, "VAE_CUDA_IGEMM=always")) {
+        check_igemm_ran(" implicit GEMM (always");
+        if (mma) check_igemm_ran(" mma.sync 16-bit"); /* not CUTLASS's */
+    }
     if (v->extra && !strcmp(v->extra, "VAE_CUDA_HALO=always")) {
         check_igemm_ran(" halo tile");
         check_igemm_ran(" halo normed"); /* the norm in the kernel's epilogue */
@@ -1395,7 +1408,10 @@ static void run_variant(const variant_def *v) {
     }
     if (v->dtype == VAE_DTYPE_FP8) {
         check_igemm_ran(" fp8,");
-        check_igemm_ran(" fp8 halo tile"); /* the 96-filter 3x3x3 convs' E4M3 kernel */
+        if (mma) /* the mma.sync kernel in place of the sm_90a ones */
+            check_igemm_ran(" fp8 mma.sync");
+        else
+            check_igemm_ran(" fp8 halo tile"); /* the 96-filter 3x3x3 convs' E4M3 kernel */
     }
     if ((v->what & V_CONV) && v->dtype != VAE_DTYPE_F32 &&
         !(v->extra && strstr(v->extra, "NARROW=0")))
@@ -1459,6 +1475,10 @@ int main(int argc, char **argv) {
         {"bf16/staged", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_WARM=2"},
         {"fp8/staged", VAE_DTYPE_FP8, NULL, NULL, V_FP8, 0, "VAE_CUDA_WARM=2"},
         {"fp8/stored", VAE_DTYPE_FP8, NULL, NULL, V_FP8, 0, NULL},
+        /* the mma.sync kernels (Ampere / Ada / Blackwell's) in place of the sm_90a ones */
+        {"bf16/mma", VAE_DTYPE_BF16, NULL, NULL, V_CONV, 0, "VAE_CUDA_MMA=1 VAE_CUDA_IGEMM=always"},
+        {"fp16/mma", VAE_DTYPE_F16, NULL, NULL, V_CONV, 0, "VAE_CUDA_MMA=1 VAE_CUDA_IGEMM=always"},
+        {"fp8/mma", VAE_DTYPE_FP8, NULL, NULL, V_FP8, 0, "VAE_CUDA_MMA=1"},
     };
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
         variant_def v = variants[i];

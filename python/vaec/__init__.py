@@ -559,7 +559,8 @@ def load(path, arch=None, prefix=None, config=None, **options):
     """Opens a checkpoint (.safetensors, .pth, .gguf; architecture detected) on a device.
 
     options: device "cpu", "cuda" or "cuda:N"; dtype "fp32", "bf16", "fp16" (CPU: fp32; "fp8": FP8
-    convolutions, emulated on the CPU, real on Hopper GPUs: E4M3 convs on bf16 activations);
+    convolutions, emulated on the CPU, real on GPUs with E4M3 tensor cores, sm_89+: E4M3 convs
+    on bf16 activations);
     max_memory: budget ("13G", bytes; None: free memory minus a margin); tile_mode "auto" (exact
     tiles as the budget needs), "none", "blend"; tile: force exact tiles (px, or (h, w));
     blend_tile / blend_overlap: blend mode sizes in pixels (0: 512 / 64); threads (CPU, 0: all);

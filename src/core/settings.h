@@ -66,6 +66,8 @@ typedef struct vae_settings {
                               * applies, untimed: tests) */
     int cuda_halo;           /* VAE_CUDA_HALO: the halo-tile kernel for 96-filter 3x3 convs: off,
                               * tuned (1), always (where it applies, untimed: tests) */
+    int cuda_mma;            /* VAE_CUDA_MMA: the mma.sync conv kernels in place of the sm_90a
+                              * ones on Hopper too (0: on Ampere, Ada, Blackwell only) */
     int cuda_bus;            /* VAE_CUDA_BUS: host copies on a second stream, reads prefetched
                               * (1) */
     int cuda_att;            /* VAE_CUDA_ATT: large 16-bit attention on cuBLAS (1) or the fused

@@ -339,7 +339,7 @@ static void cuda_destroy(vae_backend *be) {
     cudaSetDevice(cb->device);
     if (cb->stream) cudaStreamSynchronize(cb->stream);
     if (cb->stream) {
-        char d[1024];
+        char d[1536];
         VAE_INFO("cuda backend: %s", vae_cuda_backend_describe(be, d, sizeof d));
     }
     prof_report(cb);
@@ -802,8 +802,9 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
     snprintf(
         buf, len,
         "%s, %s, %s; conv blocks: %lld cuDNN (%lld 3-D, %lld fused bias), %lld GEMM, %lld "
-        "implicit GEMM (%s), %lld halo tile, %lld halo normed, %lld halo up2, %lld stem, %lld fp8, "
-        "%lld fp8 halo tile, %lld graph "
+        "implicit GEMM (%s, %s), %lld halo tile, %lld halo normed, %lld halo up2, %lld stem, %lld "
+        "fp8, "
+        "%lld fp8 halo tile, %lld fp8 mma.sync, %lld mma.sync 16-bit, %lld graph "
         "launches; weights %.1f MiB; peak %.1f MiB "
         "(weights %.1f, activations %.1f, scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; "
         "session creation %.0f ms (warm-up, %.1f MiB of parameters staged, %lld uploads from "
@@ -815,23 +816,26 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         cb->device_name, cb->fp8 ? "bf16 activations with fp8 convs" : vae_dtype_name(be->dtype),
         cu_dnn_describe(cb, dnn, sizeof dnn), (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d,
         (long long)cb->n_conv_fused, (long long)cb->n_conv_gemm, (long long)cb->n_conv_igemm,
-        cb->igemm == 2      ? "always"
-        : cb->igemm         ? "tuned"
-        : cuk_igemm_built() ? "off"
-                            : "not built",
+        cb->igemm == 2 ? "always"
+        : cb->igemm    ? "tuned"
+                       : "off",
+        cb->mma              ? "mma.sync"
+        : cuk_igemm_device() ? "sm_90a"
+                             : "no kernels for this device",
         (long long)cb->n_conv_halo, (long long)cb->n_conv_normed, (long long)cb->n_conv_halo_up2,
         (long long)cb->n_conv_stem, (long long)cb->n_conv_fp8, (long long)cb->n_conv_fp8_halo,
-        (long long)cb->n_graph_launches, (double)cb->weight_bytes / 1048576.0,
-        (double)be->bytes_peak / 1048576.0, (double)cb->peak_parts[0] / 1048576.0,
-        (double)cb->peak_parts[1] / 1048576.0, (double)cb->peak_parts[2] / 1048576.0,
-        (double)cb->peak_parts[3] / 1048576.0, (double)cb->pool.reserved_bytes / 1048576.0,
-        cb->host_s[CU_H_WARM] * 1e3, (double)cu_stage_bytes(&cb->stage) / 1048576.0,
-        (long long)cb->n_staged_uploads, cb->host_s[CU_H_MALLOC] * 1e3,
-        cb->host_s[CU_H_PINNED] * 1e3, cb->host_s[CU_H_DNN_HANDLE] * 1e3,
-        cb->host_s[CU_H_DNN_PLAN] * 1e3, cb->host_s[CU_H_DNN_FIRST] * 1e3,
-        cb->host_s[CU_H_GRAPH] * 1e3, cb->host_s[CU_H_PREPARE] * 1e3,
-        cb->host_s[CU_H_WEIGHTS] * 1e3, cb->host_s[CU_H_IGEMM] * 1e3, cb->bus.n_out,
-        cb->bus.n_ahead, cb->bus.n_hit, cb->bus.n_direct);
+        (long long)cb->n_conv_fp8_mma, (long long)cb->n_conv_mma, (long long)cb->n_graph_launches,
+        (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
+        (double)cb->peak_parts[0] / 1048576.0, (double)cb->peak_parts[1] / 1048576.0,
+        (double)cb->peak_parts[2] / 1048576.0, (double)cb->peak_parts[3] / 1048576.0,
+        (double)cb->pool.reserved_bytes / 1048576.0, cb->host_s[CU_H_WARM] * 1e3,
+        (double)cu_stage_bytes(&cb->stage) / 1048576.0, (long long)cb->n_staged_uploads,
+        cb->host_s[CU_H_MALLOC] * 1e3, cb->host_s[CU_H_PINNED] * 1e3,
+        cb->host_s[CU_H_DNN_HANDLE] * 1e3, cb->host_s[CU_H_DNN_PLAN] * 1e3,
+        cb->host_s[CU_H_DNN_FIRST] * 1e3, cb->host_s[CU_H_GRAPH] * 1e3,
+        cb->host_s[CU_H_PREPARE] * 1e3, cb->host_s[CU_H_WEIGHTS] * 1e3,
+        cb->host_s[CU_H_IGEMM] * 1e3, cb->bus.n_out, cb->bus.n_ahead, cb->bus.n_hit,
+        cb->bus.n_direct);
     return buf;
 }
 
@@ -887,15 +891,21 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     if (dtype == VAE_DTYPE_BF16 && prop.major < 8)
         return vae_fail(VAE_EUNSUPPORTED, "cuda backend: %s (sm_%d%d) has no bfloat16 support",
                         prop.name, prop.major, prop.minor);
-    /* cuDNN's FP8 3-D convs run slower than its bf16 ones (bench/RESULTS.md run 44): fp8 takes the
-     * CUTLASS kernels, built for sm_90a alone */
-    if (fp8 && !cuk_igemm_device())
+    /* The own GEMM kernels: the sm_90a ones on Hopper (CUTLASS builds), else the mma.sync ones
+     * (Ampere, Ada, Blackwell); on Hopper those only when asked (VAE_CUDA_MMA: tests), since they
+     * cannot match its wgmma kernels and its E4M3 mma.sync is emulated through fp16. */
+    const int mma = cuk_mma_device(0) && (prop.major == 9 ? st->cuda_mma : 1);
+    const int sm90 = cuk_igemm_device() && !mma;
+    /* cuDNN's FP8 3-D convs run slower than its bf16 ones (bench/RESULTS.md run 44): fp8 takes
+     * own kernels */
+    if (fp8 && !sm90 && !(mma && cuk_mma_device(1)))
         return vae_fail(VAE_EUNSUPPORTED,
-                        "cuda backend: fp8 convolutions need a Hopper GPU (sm_90) and a build with "
-                        "CUTLASS's kernels (%s, sm_%d%d; this build: %s); use bf16, or --device "
-                        "cpu to emulate fp8",
-                        prop.name, prop.major, prop.minor,
-                        cuk_igemm_built() ? "has them" : "has none");
+                        "cuda backend: fp8 convolutions need E4M3 kernels for the GPU: on Hopper "
+                        "a build with CUTLASS's, on Ada / Blackwell (sm_89, sm_120) the mma.sync "
+                        "one (%s is sm_%d%d; this build: sm_%s, %s CUTLASS); use bf16, or "
+                        "--device cpu to emulate fp8",
+                        prop.name, prop.major, prop.minor, VAE_CUDA_ARCHS_STRING,
+                        cuk_igemm_built() ? "with" : "without");
 
     cuda_backend *cb = vae_calloc(1, sizeof *cb);
     if (!cb) return vae_fail(VAE_ENOMEM, "cuda backend: out of memory");
@@ -925,8 +935,9 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->narrow = st->cuda_narrow;
     cb->att_gemm = st->cuda_att;
     cb->warm = st->cuda_warm;
-    cb->igemm = cuk_igemm_device() ? st->cuda_igemm : 0;
-    cb->halo = cb->igemm ? st->cuda_halo : 0;
+    cb->mma = mma;
+    cb->igemm = sm90 || mma ? st->cuda_igemm : 0;
+    cb->halo = cb->igemm && !cb->mma ? st->cuda_halo : 0;
     cb->dnn_gain_us = st->cuda_dnn_gain_us;
     cb->fp8 = fp8;
     cb->bus.off = !st->cuda_bus;

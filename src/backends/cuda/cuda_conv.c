@@ -42,7 +42,9 @@
  * a contiguous window, or 2-D over consecutive frames) with stride 1 and symmetric spatial
  * padding, c_in a multiple of 32 and c_out a multiple of 96 or 128, is one CUTLASS kernel (TMA
  * im2col loads, wgmma, bias + residual in its epilogue); a candidate of the tuner beside cuDNN's
- * paths (VAE_CUDA_IGEMM=always: taken wherever it applies, for tests; off: never). The 3x3 convs
+ * paths (VAE_CUDA_IGEMM=always: taken wherever it applies, for tests; off: never). On sm_80+
+ * GPUs without the sm_90a kernels (or under VAE_CUDA_MMA=1) the same candidate is the mma.sync
+ * kernel of cuda_mma_conv.cu (16-bit, c_in a multiple of 16, c_out of 8). The 3x3 convs
  * with 96 filters and c_in a multiple of 96 (bf16 or fp16) also have the halo-tile kernel, another
  * candidate (sm90/halo_conv.cu: each input frame's tile read once for all nine taps;
  * VAE_CUDA_HALO=always: taken wherever it applies; off: never).
@@ -52,17 +54,17 @@
  * that pass where it needs one, so the fused path is credited with the pass it saves.
  * FP8 (dtype fp8: bf16 activations): the convs vae_op_fp8 names that an E4M3 kernel takes (the
  * implicit-GEMM kind with c_in a multiple of 64, or the halo-tile kind: 96-filter 3x3, which then
- * runs them and applies their norm too) quantise their window per call into the scratch area
- * (cuda_fp8.cu: scale = largest magnitude / 448, or the bound of the RMS norm that made the
- * window / 448: vae_op fp8_bound) and run on E4M3 weights quantised per output
- * channel, the two scales applied in the epilogue: the CPU backend's emulation, computed. Every
- * other conv runs the bf16 paths.
- * Narrow heads (16-bit, 3x3 with stride and padding 1, at most 8 outputs, c_in a multiple of 16:
- * the RGB heads) run a tensor-core kernel of their own (cuda_narrow_conv.cu; VAE_CUDA_NARROW=0:
- * off), and so do the encoders' stems (a few input channels to 32-128: cuda_stem_conv.cu). Other
- * narrow outputs (16-bit, c_out not a multiple of 8, spatial kernels) run with c_out padded to a
- * multiple of 8 (zero filters) into a temporary, then the real channels (+ residual) are copied
- * out: tensor-core kernels instead of cuDNN's slow narrow ones.
+ * runs them and applies their norm too; without sm_90a kernels all of them on the mma.sync one)
+ * quantise their window per call into the scratch area (cuda_fp8.cu: scale = largest magnitude /
+ * 448, or the bound of the RMS norm that made the window / 448: vae_op fp8_bound) and run on E4M3
+ * weights quantised per output channel, the two scales applied in the epilogue: the CPU backend's
+ * emulation, computed. Every other conv runs the bf16 paths. Narrow heads (16-bit, 3x3 with stride
+ * and padding 1, at most 8 outputs, c_in a multiple of 16: the RGB heads) run a tensor-core kernel
+ * of their own (cuda_narrow_conv.cu; VAE_CUDA_NARROW=0: off), and so do the encoders' stems (a few
+ * input channels to 32-128: cuda_stem_conv.cu). Other narrow outputs (16-bit, c_out not a multiple
+ * of 8, spatial kernels) run with c_out padded to a multiple of 8 (zero filters) into a temporary,
+ * then the real channels (+ residual) are copied out: tensor-core kernels instead of cuDNN's slow
+ * narrow ones.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,13 +102,14 @@ static int upload_bias(cuda_backend *cb, const vae_op *op, const conv_state *s, 
 
 /* The padded 3-D path's input channels (16-bit, c_in a multiple of 8 but not of 64): c_in >= 32
  * padded to a multiple of 64; a narrower c_in (the decoders' first conv, 16 latent channels
- * -> 384 or 512) padded to 32 where the implicit-GEMM kernels take 32 -> c_out, which cuDNN runs
- * at a fraction of the kernels' rate on so few channels; 0: no padded path. */
+ * -> 384 or 512) padded to 32 where CUTLASS's kernels take 32 -> c_out, which cuDNN runs at a
+ * fraction of the kernels' rate on so few channels (the mma.sync one takes 16); 0: no padded
+ * path. */
 static int conv_pad_channels(const cuda_backend *cb, const vae_op *op) {
     if (cb->base.dtype == VAE_DTYPE_F32 || op->c_in % 8 || op->c_in % 64 == 0 || !cb->pad3d)
         return 0;
     if (op->c_in < 32)
-        return cb->igemm && cuk_igemm_supported(cb->base.dtype, 32, op->c_out) ? 32 : 0;
+        return cb->igemm && !cb->mma && cuk_igemm_supported(cb->base.dtype, 32, op->c_out) ? 32 : 0;
     return (op->c_in + 63) / 64 * 64;
 }
 

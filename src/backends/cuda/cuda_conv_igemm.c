@@ -1,7 +1,9 @@
-/* cuda_conv_igemm.c -- the convs that the sm_90a kernels run (cuda_conv_internal.h): implicit
- * GEMM (CUTLASS's bf16 kernels) and the halo-tile kernel (the 96-filter 3x3 convs, 16-bit), two
- * candidates of cuda_conv.c's tuner, and the FP8 path of dtype fp8 (the kernels: cutlass/ and
- * sm90/, their choice: cuda_igemm.cu, the quantisation: cuda_fp8.cu).
+/* cuda_conv_igemm.c -- the convs that the engine's own GEMM kernels run (cuda_conv_internal.h):
+ * implicit GEMM (CUTLASS's bf16 kernels on sm_90a; elsewhere, or under VAE_CUDA_MMA=1, the
+ * mma.sync kernel of cuda_mma_conv.cu: cb->mma) and the halo-tile kernel (the 96-filter 3x3
+ * convs, 16-bit, sm_90a), two candidates of cuda_conv.c's tuner, and the FP8 path of dtype fp8
+ * (the kernels: cutlass/ and sm90/, their choice: cuda_igemm.cu, or the mma.sync one; the
+ * quantisation: cuda_fp8.cu).
  */
 #include "backends/cuda/cuda_conv_internal.h"
 
@@ -12,11 +14,13 @@ static int igemm_geometry(const vae_op *op) {
     return vae_op_plain_geometry(op);
 }
 
-/* The bf16 kernels take c_in input channels (the op's, or its padded count) to s->kp == c_out
- * outputs, and nothing has refused the op before. */
+/* The 16-bit kernels (CUTLASS's, or the mma.sync one: cb->mma) take c_in input channels (the
+ * op's, or its padded count) to s->kp == c_out outputs, and nothing has refused the op before. */
 static int igemm_takes(const cuda_backend *cb, const conv_state *s, const vae_op *op, int ci) {
-    return cb->igemm && !s->noigemm && s->kp == op->c_out &&
-           cuk_igemm_supported(cb->base.dtype, ci, s->kp);
+    if (!cb->igemm || s->noigemm || s->kp != op->c_out) return 0;
+    if (cb->mma) /* the phases' 2 x 2 (padding 1) as well as the op's own taps */
+        return cb->base.dtype != VAE_DTYPE_F32 && ci % 16 == 0 && s->kp % 8 == 0;
+    return cuk_igemm_supported(cb->base.dtype, ci, s->kp);
 }
 
 /* The implicit-GEMM kernel takes this conv over a contiguous window (frames consecutive). */
@@ -50,9 +54,12 @@ static int igemm_launch(cuda_backend *cb, conv_state *s, const vae_op *op, const
                         const char *what) {
     int ph = cu_prof_begin(cb, CU_P_IGEMM);
     const double t0 = cu_now();
-    cudaError_t e = cuk_igemm_conv(cb->stream, cb->base.dtype, k->x, k->t_in, k->h, k->w, k->ci,
-                                   s->kp, k->kt, k->kh, k->kw, k->ph, k->pw, k->wt, k->bias,
-                                   k->res, k->y);
+    cudaError_t e =
+        cb->mma
+            ? cuk_mma_conv(cb->stream, cb->base.dtype, k->x, k->t_in, k->h, k->w, k->ci, s->kp,
+                           k->kt, k->kh, k->kw, k->ph, k->pw, k->wt, NULL, k->bias, k->res, k->y)
+            : cuk_igemm_conv(cb->stream, cb->base.dtype, k->x, k->t_in, k->h, k->w, k->ci, s->kp,
+                             k->kt, k->kh, k->kw, k->ph, k->pw, k->wt, k->bias, k->res, k->y);
     cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
     if (e == cudaErrorNotSupported) {
@@ -62,7 +69,7 @@ static int igemm_launch(cuda_backend *cb, conv_state *s, const vae_op *op, const
                         "frames", op->name, what, k->h, k->w);
     }
     int rc = cu_check(e, op->name, "implicit GEMM conv");
-    if (rc == VAE_OK) cb->n_conv_igemm++;
+    if (rc == VAE_OK) cb->n_conv_igemm++, cb->n_conv_mma += cb->mma;
     return rc;
 }
 
@@ -185,10 +192,14 @@ int cu_conv_fp8_halo_takes(const cuda_backend *cb, const vae_op *op) {
 }
 
 /* The shapes are core's rule (op.h vae_op_fp8_kernel), which the CPU emulation picks by too;
- * the kernels' own check stays beside it (the op tests compare both). */
+ * the kernels' own check stays beside it (the op tests compare both). The sm_90a kernels where
+ * they run, else the mma.sync one (cb->mma). */
 static int fp8_runs(const cuda_backend *cb, const vae_op *op) {
-    return cb->fp8 && vae_op_fp8_kernel(op) &&
-           (cuk_igemm8_supported(op->c_in, op->c_out) || cu_conv_fp8_halo_takes(cb, op));
+    if (!cb->fp8 || !vae_op_fp8_kernel(op)) return 0;
+    if (cb->mma)
+        return cuk_mma_takes(1, op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0], op->c_in,
+                             op->c_out);
+    return cuk_igemm8_supported(op->c_in, op->c_out) || cu_conv_fp8_halo_takes(cb, op);
 }
 
 int cuda_conv_fp8(vae_backend *be, const vae_op *op) {
@@ -267,14 +278,18 @@ int cu_conv_fp8_ok(const conv_call *cc, int consec) {
     return cc->s->fp8 && consec;
 }
 
-/* The FP8 kernel over the window's E4M3 copy q: the halo-tile kernel (the conv's norm too) or
- * CUTLASS's. */
+/* The FP8 kernel over the window's E4M3 copy q: the halo-tile kernel (the conv's norm too),
+ * CUTLASS's, or the mma.sync one (cb->mma). */
 static cudaError_t fp8_launch(conv_call *cc, const uint8_t *q, int n_in) {
     const vae_op *op = cc->op;
     cuda_backend *cb = cc->cb;
     const conv_state *s = cc->s;
     const float *bias = cc->init_done ? NULL : s->bias;
     const void *res = cc->init_done ? cc->y : cc->res;
+    if (cb->mma)
+        return cuk_mma_conv(cb->stream, cb->base.dtype, q, n_in, cc->h, cc->w, op->c_in, op->c_out,
+                            op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0], s->w8, s->scale8,
+                            bias, res, cc->y);
     if (s->fp8_halo)
         return cuk_halo8_conv(cb->stream, cb->base.dtype, q, n_in, cc->h, cc->w, op->c_in, op->kt,
                               s->w8, s->scale8, bias, res, s->nw, (int)op->norm_act, op->act_scale,
@@ -309,6 +324,7 @@ int cu_conv_fp8(conv_call *cc, const void *x0, int t_out) {
     }
     if ((rc = cu_check(e, op->name, "fp8 conv"))) return rc;
     cb->n_conv_fp8++;
+    cb->n_conv_fp8_mma += cb->mma;
     if (s->fp8_halo) { /* it applied the conv's norm too */
         cb->n_conv_fp8_halo++;
         cb->n_conv_normed += s->nw != NULL;

@@ -21,12 +21,15 @@
  *   cuda_tune_cache.c   the tune cache: conv path choices on disk between processes
  *   cuda_conv_phase.c   the upsampling convs as four 2x2 phase convs (cuDNN or CUTLASS, timed)
  *   cuda_conv_igemm.c   conv through the CUTLASS kernels: bf16 implicit GEMM, FP8 (the
- *                       cuda_conv*.c share cuda_conv_internal.h)
+ *                       sm_90a kernels, or cuda_mma_conv.cu's; the cuda_conv*.c share
+ *                       cuda_conv_internal.h)
  *   cudnn_conv.c        everything that talks to cuDNN (handle, plans per shape, workspace)
  *   cuda_comm_nccl.c    the communicator of a device group over NCCL (loaded when first asked)
  *   cuda_io.c           tensors the caller holds on the device, the caller's stream
  *   cuda_info.c         describing the GPUs (vae --info) without a backend
  *   cuda_*.cu           kernels, with C-callable launchers returning cudaError_t
+ *   cuda_mma_conv.cu    implicit-GEMM conv on mma.sync (sm_80+; E4M3 on sm_89+) where the
+ *                       sm_90a kernels are not
  *   cuda_igemm.cu       which CUTLASS kernel takes a conv (cuk_igemm*; none without CUTLASS), and
  *                       the halo-tile kernel's entry points (cuk_halo*)
  *   cutlass/            the implicit-GEMM conv kernels for sm_90a through CUTLASS (C++), built by
@@ -137,6 +140,17 @@ int cuk_igemm8_supported(int ci, int co);
 cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int t_in, int h, int w, int ci, int co,
                             int kt, int kh, int kw, int ph, int pw, const void *w8,
                             const float *scale, const float *bias, const void *res, void *y);
+/* The implicit GEMM on mma.sync (cuda_mma_conv.cu; sm_80+) for the GPUs without the sm_90a
+ * kernels (Ampere, Ada, consumer Blackwell; Hopper under VAE_CUDA_MMA=1): the problem of
+ * cuk_igemm_conv (any kt x kh x kw with padding below the kernel, c_in a multiple of 16, c_out of
+ * 8) on 16-bit operands in dtype, or with scale (non-NULL) the one of cuk_igemm8_conv on E4M3
+ * codes (sm_89+; c_in a multiple of 32), y and res in dtype (16-bit). cuk_mma_device: the current
+ * device has those MMAs and this build's code for it runs them. */
+int cuk_mma_device(int e4m3);
+int cuk_mma_takes(int e4m3, int kt, int kh, int kw, int ph, int pw, int ci, int co);
+cudaError_t cuk_mma_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
+                         int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
+                         const float *scale, const float *bias, const void *res, void *y);
 int cuk_igemm_supported(int dtype, int ci, int co); /* a kernel exists for these channels */
 cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
                            int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
@@ -481,8 +495,11 @@ typedef struct cuda_backend {
     int phase;            /* nearest x2 + 3x3 conv as four 2x2 phase convs (VAE_CUDA_PHASE) */
     int narrow;           /* narrow heads, small 1x1 convs on own kernels (VAE_CUDA_NARROW) */
     int att_gemm;         /* large 16-bit attention on cuBLAS (VAE_CUDA_ATT) */
-    int igemm;            /* CUTLASS implicit-GEMM convs: 0 off (or not built / not sm_90), 1 a
+    int igemm;            /* implicit-GEMM convs: 0 off (or no kernels for this device), 1 a
                            * tuned candidate, 2 wherever they apply (VAE_CUDA_IGEMM) */
+    int mma;              /* ... and the fp8 convs: the mma.sync kernels (cuda_mma_conv.cu), not
+                           * the sm_90a ones (CUTLASS's, the halo tile's): a device not Hopper,
+                           * or VAE_CUDA_MMA=1 */
     int halo;             /* the halo-tile kernel for 96-filter 3x3 convs: 0 off (or igemm off), 1
                            * a tuned candidate, 2 wherever it applies (VAE_CUDA_HALO) */
     int dnn_gain_us;      /* a cuDNN path is chosen where it saves more than this a call over the
@@ -490,6 +507,8 @@ typedef struct cuda_backend {
     int fp8;              /* dtype fp8: bf16 activations, E4M3 convs where the FP8 kernels apply */
     int64_t n_conv_fp8;   /* convs run by the FP8 kernels */
     int64_t n_conv_fp8_halo; /* ... of them by the E4M3 halo-tile kernel */
+    int64_t n_conv_fp8_mma;  /* ... of them by the mma.sync kernel (cuda_mma_conv.cu) */
+    int64_t n_conv_mma;      /* 16-bit implicit-GEMM convs by the mma.sync kernel */
     int pad3d, cpad, kpad; /* channel-padded 3-D windows, 2-D gathers, filters (VAE_CUDA_*PAD*) */
     cudaEvent_t tune_ev[2];
     void *dnn;            /* cudnn state (cudnn_conv.c), created on first use */

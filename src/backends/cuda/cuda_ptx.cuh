@@ -1,7 +1,10 @@
 /* cuda_ptx.cuh -- PTX wrappers for the hand-written tensor-core kernels (sm_80+: cp.async,
- * ldmatrix, mma.sync m16n8k16), shared by cuda_attention.cu and cuda_narrow_conv.cu (nvcc only). */
+ * ldmatrix, mma.sync m16n8k16; sm_89+: mma.sync m16n8k32 on E4M3), shared by cuda_attention.cu,
+ * cuda_narrow_conv.cu, cuda_stem_conv.cu and cuda_mma_conv.cu (nvcc only). */
 #ifndef VAE_CUDA_PTX_CUH
 #define VAE_CUDA_PTX_CUH
+
+#include <cuda_fp8.h>
 
 #include "backends/cuda/cuda_common.cuh"
 
@@ -63,6 +66,23 @@ template <> struct cu_mma<__half> {
     static __device__ __forceinline__ unsigned pack(float lo, float hi) {
         __half2 v = __floats2half2_rn(lo, hi);
         return *(unsigned *)&v;
+    }
+};
+/* d[16x8] += a[16x32] b[32x8] on E4M3 codes (sm_89+; elsewhere it traps: cuda_mma_conv.cu's
+ * host side runs it only where the device and the code have it). The fragments are the 16-bit
+ * k16 ones byte for byte: four codes a 32-bit register, the lower index in the lowest byte. */
+template <> struct cu_mma<__nv_fp8_e4m3> {
+    static __device__ __forceinline__ void run(float d[4], const unsigned a[4], unsigned b0,
+                                               unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+        (void)d, (void)a, (void)b0, (void)b1;
+        __trap();
+#endif
     }
 };
 /* the kernel's dynamic shared memory */

@@ -5,12 +5,14 @@
  * a text file, one per line:
  *     vae-tune-1 <device key> <shape key> <path number>
  * The device key holds what can change a choice: GPU name and compute capability, CUDA driver
- * and runtime, cuDNN and engine versions, activation dtype. The file is read once per backend
- * (under a shared flock); a choice is appended as one write with O_APPEND under an exclusive
- * flock, so concurrent processes interleave whole lines. Lines that do not parse (a damaged or
- * foreign file) are skipped, and a path the caller does not offer for the shape is ignored: such
- * entries are timed again. Nothing here is an error for the caller: a cache that cannot be read
- * or written only means timing (logged at debug level). The file stops growing at 4 MiB.
+ * and runtime, cuDNN and engine versions, activation dtype, which implicit-GEMM kernels (the
+ * mma.sync ones in place of the sm_90a ones: PATH_IGEMM is another kernel). The file is read once
+ * per backend (under a shared flock); a choice is appended as one write with O_APPEND under an
+ * exclusive flock, so concurrent processes interleave whole lines. Lines that do not parse (a
+ * damaged or foreign file) are skipped, and a path the caller does not offer for the shape is
+ * ignored: such entries are timed again. Nothing here is an error for the caller: a cache that
+ * cannot be read or written only means timing (logged at debug level). The file stops growing at 4
+ * MiB.
  */
 #define _GNU_SOURCE
 #include <cudnn.h>
@@ -37,9 +39,9 @@ static void device_key(cuda_backend *cb, char *key, size_t len) {
     }
     cudaDriverGetVersion(&drv);
     cudaRuntimeGetVersion(&rt);
-    snprintf(key, len, "%.120s|sm%d%d|drv%d|rt%d|cudnn%zu|vae%s|%s", prop.name, prop.major,
+    snprintf(key, len, "%.120s|sm%d%d|drv%d|rt%d|cudnn%zu|vae%s|%s%s", prop.name, prop.major,
              prop.minor, drv, rt, (size_t)cudnnGetVersion(), VAE_VERSION_STRING,
-             vae_dtype_name(cb->base.dtype));
+             vae_dtype_name(cb->base.dtype), cb->mma ? "|mma" : "");
     for (char *c = key; *c; c++)
         if (*c == ' ' || *c == '\n' || *c == '\t') *c = '_';
 }
