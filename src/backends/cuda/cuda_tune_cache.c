@@ -11,8 +11,8 @@
  * exclusive flock, so concurrent processes interleave whole lines. Lines that do not parse (a
  * damaged or foreign file) are skipped, and a path the caller does not offer for the shape is
  * ignored: such entries are timed again. Nothing here is an error for the caller: a cache that
- * cannot be read or written only means timing (logged at debug level). The file stops growing at 4
- * MiB.
+ * cannot be read or written only means timing (logged at debug level). The file stops growing
+ * at 4 MiB.
  */
 #define _GNU_SOURCE
 #include <cudnn.h>
