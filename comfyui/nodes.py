@@ -18,7 +18,9 @@ import folder_paths
 
 from . import vaec_core as core
 
-_TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# what the VAE computes its activations in (fp8: E4M3 convs on bf16 activations)
+_TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+                 "fp8": torch.bfloat16}
 
 
 def _resolve_device(device):
@@ -229,7 +231,7 @@ class VaecVAELoader:
         return {"required": {
             "vae_name": (folder_paths.get_filename_list("vae"),),
             "device": (core.DEVICES, {"default": "auto", "tooltip": "auto: ComfyUI's VAE device."}),
-            "dtype": (core.DTYPES, {"default": "auto", "tooltip": "auto: bf16 on CUDA, fp32 on the CPU."}),
+            "dtype": (core.DTYPES, {"default": "auto", "tooltip": "auto: bf16 on CUDA, fp32 on the CPU; fp8: E4M3 convs (RTX 40/50, H100/H200)."}),
             "max_memory": ("STRING", {"default": "", "tooltip": "Memory budget, e.g. 13G (empty: free memory less a margin)."}),
             "tile_mode": _RUN_OPTIONS["tile_mode"],
         }, "optional": {

@@ -14,7 +14,7 @@ NODE_NAMES = {
 }
 
 DEVICES = ("auto", "cuda", "cpu")
-DTYPES = ("auto", "bf16", "fp16", "fp32")
+DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8")
 TILE_MODES = ("auto", "none", "blend")
 SUPPORTED_ARCHS = ("wan2.1", "wan2.2", "seedvr2", "taesd")
 
@@ -36,7 +36,8 @@ def engine_options(device, dtype="auto", max_memory="", tile_mode="auto", tile_s
 
     device: "cpu", "cuda" or "cuda:N", already resolved (the node maps "auto" to ComfyUI's VAE
     device). dtype "auto": bf16 on CUDA (what ComfyUI picks for Wan VAEs), fp32 on the CPU (the
-    CPU backend computes in fp32 only). max_memory "": the engine's default budget. tile_size 0:
+    CPU backend computes in fp32 only); "fp8": E4M3 convolutions on bf16 activations (GPUs with
+    E4M3 tensor cores: Ada, Hopper, Blackwell; the CPU emulates them). max_memory "": the engine's default budget. tile_size 0:
     the engine chooses; otherwise pixels: the exact tile size in "auto" mode, the blend tile in
     "blend" mode. devices "0,1": a device group of these GPUs sharing each call (the tensors on
     the first); "": the one device.

@@ -68,7 +68,8 @@ def test_engine_options():
     g = core.engine_options("cuda", devices="1, 2")
     assert (g["device"], g["devices"]) == ("cuda:1", [1, 2])
     assert "devices" not in core.engine_options("cuda", devices="")
-    for bad in ({"dtype": "fp8"}, {"tile_mode": "x"}, {"tile_size": -1}, {"devices": "0,x"}):
+    assert core.engine_options("cuda", "fp8")["dtype"] == "fp8"
+    for bad in ({"dtype": "int8"}, {"tile_mode": "x"}, {"tile_size": -1}, {"devices": "0,x"}):
         with pytest.raises(ValueError):
             core.engine_options("cpu", **bad)
 
@@ -245,6 +246,21 @@ def test_vaec_nodes(comfy, comfy_vae, node_vae, io, norm):
     pixels = frames(io["enc_t9.video"])
     (latent,) = n["VaecVAEEncode"]().encode(pixels, comfy_vae, tile_size=16)
     assert rel_err(latent["samples"], comfy_vae.encode(pixels)) < 1e-4
+
+
+@needs_comfyui
+def test_fp8_nodes(comfy, node_vae, io, norm):
+    """dtype fp8 from the loader and from a decode node: bf16 activations to ComfyUI; the tiny
+    model has no conv of the E4M3 kernels' shapes, so its output is the fp32 one."""
+    loader = comfy["nodes"].NODE_CLASS_MAPPINGS["VaecVAELoader"]()
+    (vae8,) = loader.load_vae("wan_2.1_vae.safetensors", device="cpu", dtype="fp8")
+    assert vae8.model.dtype == "fp8" and vae8.vae_dtype == torch.bfloat16
+    raw = raw_latent(io, "dec_t3", norm)
+    want = node_vae.decode(raw)
+    assert rel_err(vae8.decode(raw), want) < 1e-4
+    (images,) = comfy["nodes"].NODE_CLASS_MAPPINGS["VaecVAEDecode"]().decode(
+        {"samples": raw}, node_vae, dtype="fp8")
+    assert rel_err(images, want.reshape(images.shape)) < 1e-4
 
 
 @needs_comfyui
