@@ -123,12 +123,12 @@ static int fp8_runs(void *session, const vae_op *op) {
 }
 
 /* The session's copies of the model's programs; under dtype fp8 the convs it runs in E4M3
- * (fp8_runs), at most set.fp8_convs of them a program (program.h: vae_program_pick_fp8); then
- * the RMS norms that alone read a conv's output folded into that conv (vae_program_fuse_norms),
- * where the backend applies them. */
+ * (fp8_runs), at most set.fp8_convs of them a program (-1: the architecture's count; program.h:
+ * vae_program_pick_fp8); then the RMS norms that alone read a conv's output folded into that
+ * conv (vae_program_fuse_norms), where the backend applies them. */
 static int session_programs(vae_session *s) {
     const vae_program *src[2] = {&s->model->dec, &s->model->enc};
-    const int budget = s->set.fp8_convs;
+    const int budget = s->set.fp8_convs >= 0 ? s->set.fp8_convs : s->model->cfg.arch->fp8_convs;
     char most[16] = "all";
     if (budget > 0) snprintf(most, sizeof most, "%d", budget);
     for (int d = 0; d < 2; d++) {
@@ -143,9 +143,11 @@ static int session_programs(vae_session *s) {
             VAE_DEBUG("session: %d RMS norms of the %s run inside the conv before them", folded,
                       d ? "encoder" : "decoder");
         if (s->opts.dtype == VAE_DTYPE_FP8 && s->prog[d].n_ops > 0)
-            VAE_INFO("session: %d %s convs in E4M3 (VAE_FP8_CONVS=%s: those nearest the output; "
+            VAE_INFO("session: %d %s convs in E4M3 (at most %s%s: those nearest the output; "
                      "VAE_FP8_SHAPES=%s)",
-                     kept, d ? "encoder" : "decoder", most, s->set.fp8_shapes ? "wide" : "kernels");
+                     kept, d ? "encoder" : "decoder", most,
+                     s->set.fp8_convs < 0 ? ", the architecture's" : ", VAE_FP8_CONVS",
+                     s->set.fp8_shapes ? "wide" : "kernels");
     }
     return VAE_OK;
 }

@@ -54,7 +54,7 @@ static const setting table[] = {
     {VAE_PARAM_COMM, "VAE_COMM", OFF(comm), 0, 1, 0, 1, {"threads", "nccl"}},
     {VAE_PARAM_EXEC_STRIP_NORM, "VAE_EXEC_STRIP_NORM", OFF(exec_strip_norm), 0, 1, 0, 1, {0}},
     {VAE_PARAM_CUDA_WARM, "VAE_CUDA_WARM", OFF(cuda_warm), 0, 2, 0, 2, {0}},
-    {VAE_PARAM_FP8_CONVS, "VAE_FP8_CONVS", OFF(fp8_convs), 0, 9, 0, 1 << 20, {"all"}},
+    {VAE_PARAM_FP8_CONVS, "VAE_FP8_CONVS", OFF(fp8_convs), 0, -1, -1, 1 << 20, {"all"}},
     {VAE_PARAM_EXEC_CHUNKS, "VAE_EXEC_CHUNKS", OFF(exec_chunks), 0, 4, 1, 64, {0}},
     {VAE_PARAM_CUDA_HALO, "VAE_CUDA_HALO", OFF(cuda_halo), 0, 1, 0, 2, {"off", "tuned", "always"}},
     {VAE_PARAM_EXEC_FUSE_NORMS, "VAE_EXEC_FUSE_NORMS", OFF(exec_fuse_norms), 0, 1, 0, 1, {0}},
