@@ -249,8 +249,9 @@ typedef enum {
                                   * candidate, 2 wherever they apply (1); 0 also turns off the
                                   * other sm_90a kernels (fp8: the mma.sync one runs instead) */
     VAE_PARAM_CUDA_DNN_GAIN_US,  /* the tuner takes a cuDNN path for a shape only where it is this
-                                  * many microseconds a call faster than the engine's own kernels:
-                                  * cuDNN's first use costs a process ~0.3 s (100) */
+                                  * many microseconds a call faster than the engine's own sm_90a
+                                  * kernels: cuDNN's first use costs a process ~0.3 s (100; the
+                                  * mma.sync kernels get no such margin) */
     VAE_PARAM_PLAN_STRIPS,       /* exact tiles as column strips that hand their edge columns on
                                   * instead of recomputing halos: 0 where the planner finds them
                                   * cheaper, -1 never, N >= 2 always N strips where the model

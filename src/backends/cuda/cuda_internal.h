@@ -503,7 +503,7 @@ typedef struct cuda_backend {
     int halo;             /* the halo-tile kernel for 96-filter 3x3 convs: 0 off (or igemm off), 1
                            * a tuned candidate, 2 wherever it applies (VAE_CUDA_HALO) */
     int dnn_gain_us;      /* a cuDNN path is chosen where it saves more than this a call over the
-                           * fastest own kernel (VAE_CUDA_DNN_GAIN_US; cu_tune_own_wins) */
+                           * fastest own sm_90a kernel (VAE_CUDA_DNN_GAIN_US; cu_tune_own_wins) */
     int fp8;              /* dtype fp8: bf16 activations, E4M3 convs where the FP8 kernels apply */
     int64_t n_conv_fp8;   /* convs run by the FP8 kernels */
     int64_t n_conv_fp8_halo; /* ... of them by the E4M3 halo-tile kernel */
