@@ -10,7 +10,7 @@
 #include "backends/cuda/cuda_internal.h"
 
 /* vae_dtype values (vae.h), without pulling the C headers into nvcc */
-enum { CU_F32 = 0, CU_F16 = 1, CU_BF16 = 2 };
+enum { CU_F32 = 0, CU_F16 = 1, CU_BF16 = 2, CU_FP8 = 3 };
 /* vae_act values (program.h) */
 enum { CU_ACT_NONE = 0, CU_ACT_SILU = 1, CU_ACT_RELU = 2, CU_ACT_TANH_SCALE = 3 };
 

@@ -18,8 +18,8 @@ static int igemm_geometry(const vae_op *op) {
  * op's, or its padded count) to s->kp == c_out outputs, and nothing has refused the op before. */
 static int igemm_takes(const cuda_backend *cb, const conv_state *s, const vae_op *op, int ci) {
     if (!cb->igemm || s->noigemm || s->kp != op->c_out) return 0;
-    if (cb->mma) /* the phases' 2 x 2 (padding 1) as well as the op's own taps */
-        return cb->base.dtype != VAE_DTYPE_F32 && ci % 16 == 0 && s->kp % 8 == 0;
+    if (cb->mma) /* channels only: the phases' 2 x 2 (padding 1) as well as the op's own taps */
+        return cuk_mma_supported(cb->base.dtype, ci, s->kp);
     return cuk_igemm_supported(cb->base.dtype, ci, s->kp);
 }
 
@@ -197,8 +197,8 @@ int cu_conv_fp8_halo_takes(const cuda_backend *cb, const vae_op *op) {
 static int fp8_runs(const cuda_backend *cb, const vae_op *op) {
     if (!cb->fp8 || !vae_op_fp8_kernel(op)) return 0;
     if (cb->mma)
-        return cuk_mma_takes(1, op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0], op->c_in,
-                             op->c_out);
+        return cuk_mma_takes(VAE_DTYPE_FP8, op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0],
+                             op->c_in, op->c_out);
     return cuk_igemm8_supported(op->c_in, op->c_out) || cu_conv_fp8_halo_takes(cb, op);
 }
 

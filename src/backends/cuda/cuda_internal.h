@@ -145,9 +145,11 @@ cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int t_in, int h, int
  * cuk_igemm_conv (any kt x kh x kw with padding below the kernel, c_in a multiple of 16, c_out of
  * 8) on 16-bit operands in dtype, or with scale (non-NULL) the one of cuk_igemm8_conv on E4M3
  * codes (sm_89+; c_in a multiple of 32), y and res in dtype (16-bit). cuk_mma_device: the current
- * device has those MMAs and this build's code for it runs them. */
+ * device has those MMAs and this build's code for it runs them. cuk_mma_supported: the channel
+ * rule (dtype: the operands', VAE_DTYPE_FP8 for E4M3), cuk_mma_takes: it and the geometry. */
 int cuk_mma_device(int e4m3);
-int cuk_mma_takes(int e4m3, int kt, int kh, int kw, int ph, int pw, int ci, int co);
+int cuk_mma_supported(int dtype, int ci, int co);
+int cuk_mma_takes(int dtype, int kt, int kh, int kw, int ph, int pw, int ci, int co);
 cudaError_t cuk_mma_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
                          int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
                          const float *scale, const float *bias, const void *res, void *y);

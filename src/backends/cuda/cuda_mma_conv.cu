@@ -276,15 +276,21 @@ int cuk_mma_device(int e4m3) {
     return major * 10 + minor >= need && fa.binaryVersion >= need;
 }
 
-int cuk_mma_takes(int e4m3, int kt, int kh, int kw, int ph, int pw, int ci, int co) {
-    return kt >= 1 && kh >= 1 && kw >= 1 && ph >= 0 && pw >= 0 && ph < kh && pw < kw && ci > 0 &&
-           ci % (e4m3 ? 32 : 16) == 0 && co > 0 && co % 8 == 0;
+int cuk_mma_supported(int dtype, int ci, int co) {
+    /* the narrowest k-block row: two 16-byte chunks of 8 16-bit or 16 E4M3 channels */
+    const int k = dtype == CU_FP8 ? 32 : dtype == CU_BF16 || dtype == CU_F16 ? 16 : 0;
+    return k && ci > 0 && ci % k == 0 && co > 0 && co % 8 == 0;
+}
+
+int cuk_mma_takes(int dtype, int kt, int kh, int kw, int ph, int pw, int ci, int co) {
+    return kt >= 1 && kh >= 1 && kw >= 1 && ph >= 0 && pw >= 0 && ph < kh && pw < kw &&
+           cuk_mma_supported(dtype, ci, co);
 }
 
 cudaError_t cuk_mma_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
                          int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
                          const float *scale, const float *bias, const void *res, void *y) {
-    if (!cuk_mma_takes(scale != NULL, kt, kh, kw, ph, pw, ci, co) || t_in < kt)
+    if (!cuk_mma_takes(scale ? CU_FP8 : dtype, kt, kh, kw, ph, pw, ci, co) || t_in < kt)
         return cudaErrorNotSupported;
     mmaconv::args a;
     a.x = x, a.wt = wt, a.scale = scale, a.bias = bias, a.res = res, a.y = y;
@@ -296,7 +302,6 @@ cudaError_t cuk_mma_conv(cudaStream_t s, int dtype, const void *x, int t_in, int
     if (scale)
         return dtype == CU_F16 ? mmaconv::launch_co<mmaconv::e4m3, __half>(s, a)
                                : mmaconv::launch_co<mmaconv::e4m3, __nv_bfloat16>(s, a);
-    if (dtype == CU_F16) return mmaconv::launch_co<__half, __half>(s, a);
-    if (dtype == CU_BF16) return mmaconv::launch_co<__nv_bfloat16, __nv_bfloat16>(s, a);
-    return cudaErrorNotSupported;
+    return dtype == CU_F16 ? mmaconv::launch_co<__half, __half>(s, a)
+                           : mmaconv::launch_co<__nv_bfloat16, __nv_bfloat16>(s, a);
 }
