@@ -46,7 +46,7 @@ static const char help_decode[] =
     "  --device cpu|cuda       default cpu\n"
     "  --dtype fp32|bf16|fp16|fp8  compute precision (cpu: fp32, or fp8 emulated; cuda: fp8\n"
     "                          on sm_89+ GPUs, E4M3 convs on bf16 activations: those nearest\n"
-    "                          each program's output, Wan2.1 12, Wan2.2 18, SeedVR2 9;\n"
+    "                          each program's output, Wan2.1 16, Wan2.2 24, SeedVR2 11;\n"
     "                          VAE_FP8_CONVS=N|all for others)\n"
     "  --threads N             CPU threads (default: all cores)\n"
     "  --prefix P              key prefix of the VAE inside the checkpoint (default: detected)\n"

@@ -17,6 +17,7 @@
 #include "core/backend.h"
 #include "core/core.h"
 #include "core/dtype.h"
+#include "core/fp8.h"
 #include "core/op.h"
 #include "core/program.h"
 
@@ -227,8 +228,8 @@ static void test_e4m3_round(void) {
 }
 
 /* A conv in the FP8 emulation equals the float64 conv of the scaled-E4M3 weights (per output
- * channel) and input (per call) to float32 rounding, and is near (not equal to) the float32
- * conv; a narrow conv (<= 16 channels) stays float32. */
+ * channel, rounded by fp8.h's rule) and input (per call) to float32 rounding, and is near (not
+ * equal to) the float32 conv; a narrow conv (<= 16 channels) stays float32. */
 static void test_conv_fp8(int c_in, int c_out) {
     vae_backend *be = NULL;
     int rc = vae_cpu_backend_create(&be, VAE_DTYPE_FP8, 2);
@@ -255,15 +256,17 @@ static void test_conv_fp8(int c_in, int c_out) {
         amax = fmaxf(amax, fabsf(x[i]));
     for (size_t i = 0; i < fsz * 3; i++)
         xq[i] = fp8 ? vae_f32_round_e4m3(x[i] / (amax / 448)) * (amax / 448) : x[i];
+    float *ws = malloc((size_t)c_out * sizeof *ws); /* fp8.h: each channel's largest / 448 */
     for (int co = 0; co < c_out; co++) {
-        float m = 0;
+        ws[co] = 0;
         for (int k = 0; k < K; k++)
-            m = fmaxf(m, fabsf(wt[(size_t)co * K + k]));
-        for (int k = 0; k < K; k++) {
-            const float v = wt[(size_t)co * K + k];
-            wq[(size_t)co * K + k] = fp8 ? vae_f32_round_e4m3(v / (m / 448)) * (m / 448) : v;
-        }
+            ws[co] = fmaxf(ws[co], fabsf(wt[(size_t)co * K + k]) / 448);
     }
+    if (fp8)
+        vae_fp8_weights_round(wt, c_out, c_in, 3, 3, 3, ws, wq);
+    else
+        memcpy(wq, wt, (size_t)c_out * K * sizeof *wq);
+    free(ws);
     double *ref = malloc(ysz * sizeof *ref), *ref32 = malloc(ysz * sizeof *ref32);
     conv_ref(&cc, wq, b, frq, res, ref, 1, ho, wo);
     conv_ref(&cc, wt, b, fr, res, ref32, 1, ho, wo);

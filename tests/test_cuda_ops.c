@@ -52,7 +52,7 @@ static vae_backend *cpu8, *ref; /* the CPU's fp8 emulation; the conv tests' refe
 static double tol;
 static const char *variant = "";
 /* variant "fp8/stored": the convs' filters on a scaled E4M3 grid, as a checkpoint stored in fp8
- * has them (op.h vae_fp8_weight_scales then keeps their codes, on both backends) */
+ * has them (fp8.h vae_fp8_weight_scales then keeps their codes, on both backends) */
 static int fp8_stored;
 
 static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

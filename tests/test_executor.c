@@ -15,6 +15,7 @@
 #include "core/core.h"
 #include "core/dtype.h"
 #include "core/executor.h"
+#include "core/fp8.h"
 #include "core/op.h"
 #include "core/plan.h"
 #include "core/program.h"
@@ -849,6 +850,54 @@ static void test_fp8_weight_scales(void) {
     }
 }
 
+/* The filters rounded onto their grids (vae_fp8_weights_round): every value a code times its
+ * channel's scale; filters already on their grids, and 1 x 1 filters, as nearest rounding makes
+ * them; 3 x 3 x 3 filters with their taps' errors spread: against a smooth input (a plane over
+ * the window) the output's error well below nearest rounding's, against white noise not much
+ * above. */
+static void test_fp8_weights_round(void) {
+    enum { CO = 6, CI = 8, KT = 3, TAPS = 9, PER = CI * KT * TAPS };
+    static float w[CO * PER], r[CO * PER], q[CO * PER];
+    float scale[CO];
+    for (int i = 0; i < CO * PER; i++)
+        w[i] = 0.05f * frand();
+    vae_fp8_weight_scales(w, CO, PER, scale);
+    vae_fp8_weights_round(w, CO, CI, KT, 3, 3, scale, r);
+    double smooth[2] = {0, 0}, white[2] = {0, 0};
+    int off_grid = 0;
+    for (int o = 0; o < CO; o++)
+        for (int f = 0; f < CI * KT; f++) {
+            const float *wf = w + (size_t)o * PER + f * TAPS;
+            const float *rf = r + (size_t)o * PER + f * TAPS;
+            const float a = frand(), gy = 0.3f * frand(), gx = 0.3f * frand(); /* the plane */
+            double e_s[2] = {0, 0};
+            for (int t = 0; t < TAPS; t++) {
+                const float near = vae_f32_round_e4m3(wf[t] / scale[o]) * scale[o];
+                off_grid += vae_f32_round_e4m3(rf[t] / scale[o]) * scale[o] != rf[t];
+                const float x = a + gy * (float)(t / 3 - 1) + gx * (float)(t % 3 - 1);
+                const double d[2] = {near - wf[t], rf[t] - wf[t]};
+                for (int k = 0; k < 2; k++) {
+                    e_s[k] += d[k] * x;
+                    white[k] += d[k] * d[k];
+                }
+            }
+            for (int k = 0; k < 2; k++)
+                smooth[k] += e_s[k] * e_s[k];
+        }
+    CHECK(off_grid == 0, "fp8 weights round: %d values off their grids", off_grid);
+    CHECK(smooth[1] < 0.45 * smooth[0] && white[1] < 1.7 * white[0],
+          "fp8 weights round: error on a smooth input %.3g of nearest rounding's, on white noise "
+          "%.3g (expected below 0.45 and 1.7; 0.34 and 1.47 when written)",
+          smooth[1] / smooth[0], white[1] / white[0]);
+    /* on the grid already (nearest rounding's output), and 1 x 1: nearest rounding */
+    for (int i = 0; i < CO * PER; i++)
+        q[i] = vae_f32_round_e4m3(w[i] / scale[i / PER]) * scale[i / PER];
+    vae_fp8_weights_round(q, CO, CI, KT, 3, 3, scale, r);
+    CHECK(memcmp(q, r, sizeof q) == 0, "fp8 weights round: filters on their grid moved");
+    vae_fp8_weights_round(w, CO, PER, 1, 1, 1, scale, r);
+    CHECK(memcmp(q, r, sizeof q) == 0, "fp8 weights round: 1 x 1 filters not nearest rounding");
+}
+
 /* Which convs read their input through a contiguous window (vae_program_window_ok, the rule the
  * executor and the planner share) and the reader counts it is decided on. */
 static int add_tconv(vae_program *p, int x, int res, int tpad) {
@@ -1011,6 +1060,7 @@ int main(void) {
     test_fp8_mark();
     test_fp8_kernel_shapes();
     test_fp8_weight_scales();
+    test_fp8_weights_round();
     test_window_rule();
     test_fuse_norms(be);
     test_conv_up(be);

@@ -81,16 +81,29 @@ static inline float vae_f8e5m2_to_f32(uint8_t v) { return vae_f16_to_f32((uint16
 
 /* x rounded to the nearest E4M3 value (ties to even), saturating at +-448 (what the GPU's
  * satfinite conversion does); NaN stays NaN. Normals have 3 mantissa bits from 2^-6 up,
- * subnormals are multiples of 2^-9. */
+ * subnormals are multiples of 2^-9. On the float's bits, without branches (a loop of them
+ * vectorises: the fp8 weights' rounding makes ~10^7 a model): both the normal and the subnormal
+ * result, then selects; the subnormals rounded to an integer by adding and taking away 2^23
+ * (ties to even under the default rounding mode). The same value for every float as
+ * ldexp(nearbyint(ldexp(|x|, -q)), q), q = max(exponent - 3, -9), saturated (checked on all 2^32,
+ * session 38). */
 static inline float vae_f32_round_e4m3(float x) {
-    if (isnan(x)) return x;
-    const float a = fabsf(x);
-    if (a >= 448.0f) return copysignf(448.0f, x);
-    int e;
-    frexpf(a, &e);                   /* a = m * 2^e, m in [0.5, 1) */
-    const int q = e - 4 < -9 ? -9 : e - 4; /* the grid step: 2^(e-1-3), subnormals 2^-9 */
-    const float r = ldexpf(nearbyintf(ldexpf(a, -q)), q); /* current rounding mode: to even */
-    return copysignf(r > 448.0f ? 448.0f : r, x);
+    uint32_t u, sub;
+    memcpy(&u, &x, 4);
+    const uint32_t m = u & 0x7fffffffu;
+    uint32_t r = (m + 0x7ffffu + ((m >> 20) & 1u)) & 0xfff00000u; /* 3 mantissa bits, to even */
+    r = (int32_t)r < 0x43e00000 ? r : 0x43e00000u;                /* 464 and up (inf): 448 */
+    float a;
+    memcpy(&a, &m, 4);
+    a = ((a * 512.0f + 8388608.0f) - 8388608.0f) * (1.0f / 512.0f); /* multiples of 2^-9 */
+    memcpy(&sub, &a, 4);
+    const uint32_t normal = 0u - (uint32_t)((int32_t)m >= 0x3c800000);
+    const uint32_t nan = 0u - (uint32_t)((int32_t)m > 0x7f800000);
+    const uint32_t y = (u & 0x80000000u) | (r & normal) | (sub & ~normal);
+    u = (u & nan) | (y & ~nan);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 }
 
 #endif

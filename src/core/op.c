@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "core.h"
-#include "dtype.h"
 
 /* ---- checks ---------------------------------------------------------------------------------- */
 static int check_act(const vae_op *op) {
@@ -298,43 +297,6 @@ float vae_op_rms_bound(const vae_op *norm) {
         m = y > m ? y : m;
     }
     return m * (1.0f + 1e-6f); /* the float32 rounding of the norm's products */
-}
-
-/* Do all of w / s lie on the E4M3 grid (within float32 rounding of a dequantised checkpoint)? */
-static int on_e4m3_grid(const float *w, int64_t n, float s) {
-    for (int64_t i = 0; i < n; i++) {
-        const float v = w[i] / s, r = vae_f32_round_e4m3(v);
-        if (fabsf(v - r) > fabsf(v) * 0x1p-16f) return 0;
-    }
-    return 1;
-}
-
-void vae_fp8_weight_scales(const float *w, int c_out, int64_t per, float *scale) {
-    for (int o = 0; o < c_out; o++) {
-        const float *wo = w + (int64_t)o * per;
-        /* the largest magnitude: non-negative floats order as their bits (vectorises; weights
-         * are finite, vb_weight) */
-        uint32_t mb = 0;
-        for (int64_t i = 0; i < per; i++) {
-            uint32_t u;
-            memcpy(&u, &wo[i], sizeof u);
-            u &= 0x7fffffffu;
-            mb = u > mb ? u : mb;
-        }
-        float m;
-        memcpy(&m, &mb, sizeof m);
-        scale[o] = m / 448.0f;
-        if (m == 0 || on_e4m3_grid(wo, per, scale[o])) continue;
-        /* the largest value's stored mantissa 1 + j/8: 256..416 in the top binade, 480 is not a
-         * value (E4M3's largest is 448), so 1.875 maps onto 240 */
-        for (int j = 0; j < 8; j++) {
-            const float top = j < 7 ? 256.0f + 32.0f * j : 240.0f;
-            if (top != 448.0f && on_e4m3_grid(wo, per, m / top)) {
-                scale[o] = m / top;
-                break;
-            }
-        }
-    }
 }
 
 int vae_op_fp8(const vae_op *op) {

@@ -118,7 +118,8 @@ double vae_op_macs(const vae_op *op, int t, int h_out, int w_out);
  * The model's programs carry these marks; each session keeps them on a copy only for the
  * VAE_FP8_CONVS convs nearest the output that its backend runs in E4M3 (program.h:
  * vae_program_pick_fp8), by default only among those vae_op_fp8_kernel takes (VAE_FP8_SHAPES).
- * vae_op_fp8 reads the mark; backends run the marked convs in E4M3.
+ * vae_op_fp8 reads the mark; backends run the marked convs in E4M3, with the weights fp8.h makes
+ * (its rounding spreads the taps' errors: the weights' share of the noise ~40% smaller).
  * - vae_op_fp8_kernel: the shapes the E4M3 GPU kernels take (temporal, kt > 1: the 2-D ones
  *   measured no faster than bf16, bench/RESULTS.md run 69; stride 1, no upsampling, symmetric
  *   spatial padding; c_in a multiple of 64 and c_out of 96 or 128: the implicit GEMM's tiles; or
@@ -138,13 +139,6 @@ int vae_op_fp8(const vae_op *op);
  * its input scale (vae_op fp8_bound): no pass over the input for its largest magnitude, and the
  * same codes on every backend. 0 for any other op (another activation, another kind). */
 float vae_op_rms_bound(const vae_op *norm);
-/* The E4M3 scale of each output channel of filters w [c_out][per] (every backend's, so that
- * their codes are the same): the channel's largest magnitude / 448, unless the channel already
- * lies on a scaled E4M3 grid (a checkpoint stored in fp8, scaled or not): then a scale that keeps
- * every value's code as stored (its largest value mapped onto the E4M3 value of the same mantissa
- * in the top binade), so that such weights run as stored, not rounded a second time. 0 for a
- * channel of zeros. */
-void vae_fp8_weight_scales(const float *w, int c_out, int64_t per, float *scale);
 /* Frames of input kept between steps (windowed ops: kt - 1; others 0). */
 int vae_op_cache_frames(const vae_op *op);
 

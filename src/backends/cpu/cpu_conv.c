@@ -11,10 +11,10 @@
  *    (bounded by the backend's scratch_limit, 16 MB), then one GEMM into y.
  * Bias and residual are written into y first and the GEMMs accumulate on top (beta = 1).
  *
- * FP8 emulation (VAE_DTYPE_FP8, convs that vae_op_fp8 names): prepare() rounds each output
- * channel's weights to the E4M3 grid scaled so that its largest magnitude is 448 (or, for
- * weights a checkpoint stored in fp8, to their own codes: op.h vae_fp8_weight_scales); each call
- * finds the largest magnitude of its input frames and rounds the im2col rows (or a copy of a
+ * FP8 emulation (VAE_DTYPE_FP8, convs that vae_op_fp8 names): prepare() packs the weights
+ * rounded onto each output channel's E4M3 grid as every backend rounds them (fp8.h: scaled so
+ * that the largest magnitude is 448, or a checkpoint's own codes; the taps' errors spread); each
+ * call finds the largest magnitude of its input frames and rounds the im2col rows (or a copy of a
  * pointwise conv's frame) to the E4M3 grid scaled likewise. The products are then exact float32
  * products of FP8 values, accumulated in float32, as FP8 tensor cores compute them.
  */
@@ -23,6 +23,7 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "core/dtype.h"
+#include "core/fp8.h"
 
 typedef struct conv_state {
     float *wp; /* [K][c_out] */
@@ -30,22 +31,21 @@ typedef struct conv_state {
     int fp8;   /* FP8 emulation: wp is on the scaled E4M3 grid, inputs are rounded per call */
 } conv_state;
 
-/* wp[K][c_out]: each output channel's column rounded to the E4M3 grid of its scale (op.h
- * vae_fp8_weight_scales, from the filters w [c_out][K]) */
-static int quantise_columns(const vae_op *op, float *wp, int k, int c_out) {
-    float *scale = vae_malloc((size_t)c_out * sizeof *scale);
-    if (!scale) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
-    vae_fp8_weight_scales(op->w, c_out, k, scale);
-    for (int co = 0; co < c_out; co++) {
-        const float s = scale[co];
-        if (s == 0) continue;
-        for (int i = 0; i < k; i++) {
-            float *v = &wp[(size_t)i * c_out + co];
-            *v = vae_f32_round_e4m3(*v / s) * s;
-        }
+/* The filters [c_out][c_in][taps] as the conv multiplies them: op->w, or under FP8 a new copy
+ * on the E4M3 grids of its output channels (fp8.h), freed by the caller. */
+static const float *conv_filters(const vae_op *op, int fp8, int64_t n) {
+    if (!fp8) return op->w;
+    float *scale = vae_malloc((size_t)op->c_out * sizeof *scale);
+    float *r = vae_malloc((size_t)n * sizeof *r);
+    if (scale && r) {
+        vae_fp8_weight_scales(op->w, op->c_out, n / op->c_out, scale);
+        vae_fp8_weights_round(op->w, op->c_out, op->c_in, op->kt, op->kh, op->kw, scale, r);
+    } else {
+        vae_free(r);
+        r = NULL;
     }
     vae_free(scale);
-    return VAE_OK;
+    return r;
 }
 
 /* The E4M3 scale of a call's input: the op's bound / 448 where the model gives one (program.h
@@ -90,17 +90,19 @@ int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
         return vae_fail(VAE_ENOMEM, "%s: cannot allocate %zu bytes of packed weights", op->name,
                         bytes);
     }
+    s->fp8 = vae_op_fp8(op) && cpu_conv_fp8(be, op);
+    const float *w = conv_filters(op, s->fp8, (int64_t)s->k * co_n);
+    if (!w) {
+        cpu_conv_unprepare(be, op, s);
+        return vae_fail(VAE_ENOMEM, "%s: out of memory rounding the fp8 weights", op->name);
+    }
     /* PyTorch w[co][ci][tap] (tap = (dt*kh + dh)*kw + dw) -> wp[tap*c_in + ci][co] */
     for (int co = 0; co < co_n; co++)
         for (int ci = 0; ci < ci_n; ci++)
             for (int tap = 0; tap < taps; tap++)
                 s->wp[((size_t)tap * ci_n + ci) * co_n + co] =
-                    op->w[((size_t)co * ci_n + ci) * taps + tap];
-    s->fp8 = vae_op_fp8(op) && cpu_conv_fp8(be, op);
-    if (s->fp8 && (rc = quantise_columns(op, s->wp, s->k, co_n))) {
-        cpu_conv_unprepare(be, op, s);
-        return rc;
-    }
+                    w[((size_t)co * ci_n + ci) * taps + tap];
+    if (w != op->w) vae_free((void *)w);
     *state = s;
     return VAE_OK;
 }

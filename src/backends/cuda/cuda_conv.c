@@ -159,8 +159,9 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     return VAE_OK;
 }
 
-/* What prepare and the first calls will upload: the filters as they are (float32 for the FP8
- * kernels, which quantise them on the device), the padded biases, the phase filters. */
+/* What prepare and the first calls will upload: the filters as they are (for the FP8 kernels
+ * their scales and, float32, the filters on the scales' grids: fp8.h), the padded biases, the
+ * phase filters. */
 void cuda_conv_stage(cuda_backend *cb, const vae_op *op) {
     if (op->c_in < 1 || op->c_out < 1 || op->kt < 1 || op->kh < 1 || op->kw < 1)
         return; /* prepare reports it */
@@ -170,13 +171,21 @@ void cuda_conv_stage(cuda_backend *cb, const vae_op *op) {
     cu_stage *st = &cb->stage;
     const vae_dtype dt = cb->base.dtype;
     const size_t n = (size_t)s.co * op->c_in * op->kt * op->kh * op->kw;
-    cu_stage_put(st, op->w, CU_STAGE_RAW, s.fp8 ? VAE_DTYPE_F32 : dt, n, op->w);
     float *host = NULL;
-    if (s.fp8) { /* the scales' pass over the weights, here rather than in the first call */
+    if (s.fp8) { /* the passes over the weights, here rather than in the first call */
+        float *filters = NULL;
         if (!cu_stage_counting(st) && !(host = cu_conv_w8_scales_host(op, s.co))) return;
+        if (host && !(filters = cu_conv_w8_filters_host(op, s.co, host))) {
+            vae_free(host);
+            return;
+        }
         cu_stage_put(st, op->w, CU_STAGE_FP8, VAE_DTYPE_F32, (size_t)s.co, host);
+        cu_stage_put(st, op->w, CU_STAGE_W8, VAE_DTYPE_F32, n, filters);
         vae_free(host);
+        vae_free(filters);
         host = NULL;
+    } else {
+        cu_stage_put(st, op->w, CU_STAGE_RAW, dt, n, op->w);
     }
     if (op->b && !cu_stage_counting(st) && !(host = padded_bias(op, &s))) return; /* not staged */
     cu_stage_put(st, op->b, CU_STAGE_BIAS, VAE_DTYPE_F32, (size_t)s.kp, host);

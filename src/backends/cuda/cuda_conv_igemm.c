@@ -6,6 +6,7 @@
  * quantisation: cuda_fp8.cu).
  */
 #include "backends/cuda/cuda_conv_internal.h"
+#include "core/fp8.h"
 
 /* What every CUTLASS conv here needs of the op: stride 1, symmetric spatial padding and no input
  * upsampling (op.h vae_op_plain_geometry; a temporal conv's window is read in place, a 2-D conv's
@@ -223,33 +224,48 @@ float *cu_conv_w8_scales_host(const vae_op *op, int co) {
     return host;
 }
 
-/* Each output channel's E4M3 weight scale on the device: staged at session creation
- * (cuda_conv_stage), else computed here. */
-static int upload_w8_scales(cuda_backend *cb, const vae_op *op, int co, float **out) {
-    int rc = cu_upload_staged(cb, op->w, CU_STAGE_FP8, (size_t)co, 1, (void **)out, op->name);
-    if (rc || *out) return rc;
-    float *host = cu_conv_w8_scales_host(op, co);
-    if (!host) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
-    rc = cu_upload_param(cb, host, (size_t)co, 1, (void **)out, op->name);
-    vae_free(host);
+float *cu_conv_w8_filters_host(const vae_op *op, int co, const float *scale) {
+    float *host = vae_malloc((size_t)co * op->c_in * op->kt * op->kh * op->kw * sizeof *host);
+    if (host) vae_fp8_weights_round(op->w, co, op->c_in, op->kt, op->kh, op->kw, scale, host);
+    return host;
+}
+
+/* What the stage lacks of an op's E4M3 weight scales (*scale) and its filters on their grids
+ * (*filters, float32; fp8.h), made on the host now and uploaded. */
+static int w8_from_host(cuda_backend *cb, const vae_op *op, int co, size_t n, float **scale,
+                        float **filters) {
+    float *hs = cu_conv_w8_scales_host(op, co);
+    float *hf = hs && !*filters ? cu_conv_w8_filters_host(op, co, hs) : NULL;
+    int rc =
+        !hs || (!*filters && !hf) ? vae_fail(VAE_ENOMEM, "%s: out of memory", op->name) : VAE_OK;
+    if (rc == VAE_OK && !*scale)
+        rc = cu_upload_param(cb, hs, (size_t)co, 1, (void **)scale, op->name);
+    if (rc == VAE_OK && !*filters) rc = cu_upload_param(cb, hf, n, 1, (void **)filters, op->name);
+    vae_free(hs);
+    vae_free(hf);
     return rc;
 }
 
-/* The E4M3 operands of an op (the CPU emulation's rule, cpu_conv.c): each output channel's
- * filters on the E4M3 grid of its scale (upload_w8_scales), in the 3-D layout (s->fp8_halo: then
- * tiled for the halo-tile kernel); the scales, the per-call factors and the input's largest
- * magnitude beside them. All or nothing: after a failure a later call tries again. */
+/* The E4M3 operands of an op (every backend's, fp8.h): each output channel's filters on the
+ * E4M3 grid of its scale, as codes in the 3-D layout
+ * (s->fp8_halo: then tiled for the halo-tile kernel); the scales, the per-call factors and the
+ * input's largest magnitude beside them. All or nothing: after a failure a later call tries
+ * again. */
 static int need_w8(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (s->w8) return VAE_OK;
     const int taps = op->kt * op->kh * op->kw, co = s->co;
     const size_t n = (size_t)taps * op->c_in * co, fb = (size_t)co * sizeof(float);
     float *src = NULL;
     uint8_t *codes = NULL; /* the 3-D layout: w8 itself, or the halo tiling's source */
-    int rc = cu_upload_param(cb, op->w, n, 1, (void **)&src, op->name); /* as it is */
+    /* staged at session creation (cuda_conv_stage), else made here */
+    int rc =
+        cu_upload_staged(cb, op->w, CU_STAGE_FP8, (size_t)co, 1, (void **)&s->w8_scale, op->name);
+    if (rc == VAE_OK) rc = cu_upload_staged(cb, op->w, CU_STAGE_W8, n, 1, (void **)&src, op->name);
+    if (rc == VAE_OK && (!s->w8_scale || !src))
+        rc = w8_from_host(cb, op, co, n, &s->w8_scale, &src);
     if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->w8, n, op->name);
     if (rc == VAE_OK && s->fp8_halo) rc = fp8_alloc(cb, (void **)&codes, n, op->name);
     if (!s->fp8_halo) codes = s->w8;
-    if (rc == VAE_OK) rc = upload_w8_scales(cb, op, co, &s->w8_scale);
     if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->scale8, fb, op->name);
     if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->amax, sizeof(float), op->name);
     if (rc == VAE_OK)

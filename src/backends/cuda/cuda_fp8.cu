@@ -79,7 +79,7 @@ static __global__ void scales_kernel(const float *amax, const float *w_scale, in
     if (i < n) out[i] = *amax / 448.0f * w_scale[i];
 }
 
-/* One block per output channel o: codes of w / scale[o] (op.h vae_fp8_weight_scales, on the
+/* One block per output channel o: codes of w / scale[o] (w on that grid already: fp8.h, on the
  * host) moved from [ci][taps] to [taps][ci] (the 3-D layout). */
 static __global__ void weight_kernel(const float *w, int ci, int taps, const float *scale,
                                      uint8_t *codes) {

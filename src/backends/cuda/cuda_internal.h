@@ -123,8 +123,9 @@ cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n
                              float *amax, uint8_t *q);
 cudaError_t cuk_fp8_scales(cudaStream_t s, const float *amax, const float *w_scale, int n,
                            float *out);
-/* FP8 weights from float32 filters w [co][ci][taps] on the device, given each output channel's
- * scale (op.h vae_fp8_weight_scales): codes [co][taps][ci] of w / scale (the GPU's conversion) */
+/* FP8 weights from float32 filters w [co][ci][taps] on the device, already on the E4M3 grids of
+ * their output channels' scales (fp8.h vae_fp8_weights_round): codes [co][taps][ci] of w / scale
+ * (exact: the rounding was done on the host, the same for every backend) */
 cudaError_t cuk_fp8_weights(cudaStream_t s, const float *w, int co, int ci, int taps,
                             const float *scale, uint8_t *codes);
 /* Implicit-GEMM convs on Hopper tensor cores (cuda_igemm.cu; kernels only with VAE_HAVE_CUTLASS):
@@ -387,9 +388,10 @@ enum {
     CU_STAGE_RAW = 0,   /* the array as it is, converted to dt */
     CU_STAGE_BIAS = 1,  /* a conv's bias padded to its kp filters with zeros */
     CU_STAGE_PHASE = 2, /* an upsampling conv's four phase filters (cuda_conv_phase.c) */
-    CU_STAGE_FP8 = 3,   /* an E4M3 conv's weight scales (op.h vae_fp8_weight_scales) */
-    CU_STAGE_BLOCKS = 4
+    CU_STAGE_FP8 = 3,   /* an E4M3 conv's weight scales (fp8.h vae_fp8_weight_scales) */
+    CU_STAGE_W8 = 4     /* its filters on their grids (fp8.h vae_fp8_weights_round), float32 */
 };
+enum { CU_STAGE_BLOCKS = 4 }; /* programs staged at once */
 typedef struct cu_stage_item {
     const void *key;
     int tag, block, ready;
