@@ -56,52 +56,48 @@ void vae_fp8_weight_scales(const float *w, int c_out, int64_t per, float *scale)
 #define FP8_RHO 0.5
 #define FP8_DAMP 0.05
 
+/* l [n][n] lower with a = l l^T (a symmetric [n][n]); 0 where a is not positive definite */
+static int cholesky(int n, const double *a, double *l) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j <= i; j++) {
+            double s = a[i * n + j];
+            for (int k = 0; k < j; k++)
+                s -= l[i * n + k] * l[j * n + k];
+            if (i == j && s <= 0) return 0;
+            l[i * n + j] = i == j ? sqrt(s) : s / l[j * n + j];
+        }
+    return 1;
+}
+
 /* u [n][n]: the upper Cholesky factor of the prior's inverse (inverse = u^T u), with which the
  * taps' rounding errors are spread over the taps after them (GPTQ's update). 0: the prior was
  * not positive definite (it always is: RHO < 1). */
 static int tap_factor(int kt, int kh, int kw, double *u) {
     const int n = kt * kh * kw, hw = kh * kw;
     double a[VAE_FP8_MAX_TAPS * VAE_FP8_MAX_TAPS], l[VAE_FP8_MAX_TAPS * VAE_FP8_MAX_TAPS];
+    double li[VAE_FP8_MAX_TAPS * VAE_FP8_MAX_TAPS] = {0};
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++) {
             const int d =
                 abs(i / hw - j / hw) + abs(i % hw / kw - j % hw / kw) + abs(i % kw - j % kw);
             a[i * n + j] = pow(FP8_RHO, d) + (i == j ? FP8_DAMP : 0.0);
         }
-    /* a = l l^T, li = l^-1, then the inverse li^T li into a */
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j <= i; j++) {
-            double s = a[i * n + j];
-            for (int k = 0; k < j; k++)
-                s -= l[i * n + k] * l[j * n + k];
-            if (i == j && s <= 0) return 0;
-            l[i * n + j] = i == j ? sqrt(s) : s / l[j * n + j];
-        }
-    double li[VAE_FP8_MAX_TAPS * VAE_FP8_MAX_TAPS] = {0};
-    for (int j = 0; j < n; j++) { /* column j of l^-1: forward substitution */
+    if (!cholesky(n, a, l)) return 0;
+    for (int j = 0; j < n; j++) /* li = l^-1, column by column: forward substitution */
         for (int i = j; i < n; i++) {
             double s = i == j ? 1.0 : 0.0;
             for (int k = j; k < i; k++)
                 s -= l[i * n + k] * li[k * n + j];
             li[i * n + j] = s / l[i * n + i];
         }
-    }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) /* the inverse li^T li into a */
         for (int j = 0; j < n; j++) {
             double s = 0;
             for (int k = i > j ? i : j; k < n; k++)
                 s += li[k * n + i] * li[k * n + j];
             a[i * n + j] = s;
         }
-    /* inverse = m m^T (m lower, Cholesky), u = m^T */
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j <= i; j++) {
-            double s = a[i * n + j];
-            for (int k = 0; k < j; k++)
-                s -= l[i * n + k] * l[j * n + k];
-            if (i == j && s <= 0) return 0;
-            l[i * n + j] = i == j ? sqrt(s) : s / l[j * n + j];
-        }
+    if (!cholesky(n, a, l)) return 0; /* inverse = l l^T: u = l^T */
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++)
             u[i * n + j] = j >= i ? l[j * n + i] : 0.0;

@@ -247,10 +247,9 @@ static int w8_from_host(cuda_backend *cb, const vae_op *op, int co, size_t n, fl
 }
 
 /* The E4M3 operands of an op (every backend's, fp8.h): each output channel's filters on the
- * E4M3 grid of its scale, as codes in the 3-D layout
- * (s->fp8_halo: then tiled for the halo-tile kernel); the scales, the per-call factors and the
- * input's largest magnitude beside them. All or nothing: after a failure a later call tries
- * again. */
+ * E4M3 grid of its scale, as codes in the 3-D layout (s->fp8_halo: then tiled for the halo-tile
+ * kernel); the scales, the per-call factors and the input's largest magnitude beside them. All
+ * or nothing: after a failure a later call tries again. */
 static int need_w8(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (s->w8) return VAE_OK;
     const int taps = op->kt * op->kh * op->kw, co = s->co;
