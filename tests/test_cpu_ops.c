@@ -263,7 +263,7 @@ static void test_conv_fp8(int c_in, int c_out) {
             ws[co] = fmaxf(ws[co], fabsf(wt[(size_t)co * K + k]) / 448);
     }
     if (fp8)
-        vae_fp8_weights_round(wt, c_out, c_in, 3, 3, 3, ws, wq);
+        vae_fp8_weights_round(wt, c_out, c_in, 3, 3, 3, ws, wq, 1);
     else
         memcpy(wq, wt, (size_t)c_out * K * sizeof *wq);
     free(ws);

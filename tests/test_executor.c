@@ -862,7 +862,7 @@ static void test_fp8_weights_round(void) {
     for (int i = 0; i < CO * PER; i++)
         w[i] = 0.05f * frand();
     vae_fp8_weight_scales(w, CO, PER, scale);
-    vae_fp8_weights_round(w, CO, CI, KT, 3, 3, scale, r);
+    vae_fp8_weights_round(w, CO, CI, KT, 3, 3, scale, r, 1);
     double smooth[2] = {0, 0}, white[2] = {0, 0};
     int off_grid = 0;
     for (int o = 0; o < CO; o++)
@@ -892,9 +892,9 @@ static void test_fp8_weights_round(void) {
     /* on the grid already (nearest rounding's output), and 1 x 1: nearest rounding */
     for (int i = 0; i < CO * PER; i++)
         q[i] = vae_f32_round_e4m3(w[i] / scale[i / PER]) * scale[i / PER];
-    vae_fp8_weights_round(q, CO, CI, KT, 3, 3, scale, r);
+    vae_fp8_weights_round(q, CO, CI, KT, 3, 3, scale, r, 1);
     CHECK(memcmp(q, r, sizeof q) == 0, "fp8 weights round: filters on their grid moved");
-    vae_fp8_weights_round(w, CO, PER, 1, 1, 1, scale, r);
+    vae_fp8_weights_round(w, CO, PER, 1, 1, 1, scale, r, 1);
     CHECK(memcmp(q, r, sizeof q) == 0, "fp8 weights round: 1 x 1 filters not nearest rounding");
 }
 

@@ -5,6 +5,7 @@
 #include "core.h"
 #include "dtype.h"
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,7 +147,7 @@ static void round_channel(const float *wo, int c_in, int n, float s, const float
 }
 
 void vae_fp8_weights_round(const float *w, int c_out, int c_in, int kt, int kh, int kw,
-                           const float *scale, float *out) {
+                           const float *scale, float *out, int threads) {
     const int n = kt * kh * kw;
     double ud[VAE_FP8_MAX_TAPS * VAE_FP8_MAX_TAPS];
     float u[VAE_FP8_MAX_TAPS * VAE_FP8_MAX_TAPS];
@@ -154,8 +155,9 @@ void vae_fp8_weights_round(const float *w, int c_out, int c_in, int kt, int kh, 
     for (int i = 0; spread && i < n * n; i++)
         u[i] = (float)ud[i];
     const int64_t per = (int64_t)c_in * n;
-    /* ~25 ms a 384 -> 384 3x3x3 conv on one core: the output channels spread over the cores */
-#pragma omp parallel for schedule(dynamic, 4)
+    /* the output channels spread over the threads */
+#pragma omp parallel for num_threads(threads > 0 ? threads : omp_get_max_threads())                \
+    schedule(dynamic, 4)
     for (int o = 0; o < c_out; o++)
         round_channel(w + o * per, c_in, n, scale[o], spread ? u : NULL, out + o * per);
 }

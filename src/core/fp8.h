@@ -16,7 +16,9 @@
  *   taps' errors weighted by that correlation. On the synthetic-weight full-size fixtures the
  *   weights' share of the E4M3 error falls by 38-48% of its variance (bench/RESULTS.md, session
  *   38). A filter already on its grid stays as it is (no error to spread); 1 x 1 x 1 filters,
- *   and those of more than VAE_FP8_MAX_TAPS taps, round each value to its nearest.
+ *   and those of more than VAE_FP8_MAX_TAPS taps, round each value to its nearest. threads:
+ *   OpenMP threads over the output channels (0: as many as OpenMP would take; ~25 ms a 384 ->
+ *   384 3x3x3 conv on one core).
  */
 #ifndef VAE_CORE_FP8_H
 #define VAE_CORE_FP8_H
@@ -27,6 +29,6 @@ enum { VAE_FP8_MAX_TAPS = 27 }; /* 3 x 3 x 3 */
 
 void vae_fp8_weight_scales(const float *w, int c_out, int64_t per, float *scale);
 void vae_fp8_weights_round(const float *w, int c_out, int c_in, int kt, int kh, int kw,
-                           const float *scale, float *out);
+                           const float *scale, float *out, int threads);
 
 #endif

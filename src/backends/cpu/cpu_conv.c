@@ -33,13 +33,14 @@ typedef struct conv_state {
 
 /* The filters [c_out][c_in][taps] as the conv multiplies them: op->w, or under FP8 a new copy
  * on the E4M3 grids of its output channels (fp8.h), freed by the caller. */
-static const float *conv_filters(const vae_op *op, int fp8, int64_t n) {
+static const float *conv_filters(const vae_op *op, int fp8, int64_t n, int threads) {
     if (!fp8) return op->w;
     float *scale = vae_malloc((size_t)op->c_out * sizeof *scale);
     float *r = vae_malloc((size_t)n * sizeof *r);
     if (scale && r) {
         vae_fp8_weight_scales(op->w, op->c_out, n / op->c_out, scale);
-        vae_fp8_weights_round(op->w, op->c_out, op->c_in, op->kt, op->kh, op->kw, scale, r);
+        vae_fp8_weights_round(op->w, op->c_out, op->c_in, op->kt, op->kh, op->kw, scale, r,
+                              threads);
     } else {
         vae_free(r);
         r = NULL;
@@ -91,7 +92,7 @@ int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
                         bytes);
     }
     s->fp8 = vae_op_fp8(op) && cpu_conv_fp8(be, op);
-    const float *w = conv_filters(op, s->fp8, (int64_t)s->k * co_n);
+    const float *w = conv_filters(op, s->fp8, (int64_t)s->k * co_n, cpu_be(be)->threads);
     if (!w) {
         cpu_conv_unprepare(be, op, s);
         return vae_fail(VAE_ENOMEM, "%s: out of memory rounding the fp8 weights", op->name);

@@ -226,7 +226,7 @@ float *cu_conv_w8_scales_host(const vae_op *op, int co) {
 
 float *cu_conv_w8_filters_host(const vae_op *op, int co, const float *scale) {
     float *host = vae_malloc((size_t)co * op->c_in * op->kt * op->kh * op->kw * sizeof *host);
-    if (host) vae_fp8_weights_round(op->w, co, op->c_in, op->kt, op->kh, op->kw, scale, host);
+    if (host) vae_fp8_weights_round(op->w, co, op->c_in, op->kt, op->kh, op->kw, scale, host, 0);
     return host;
 }
 
