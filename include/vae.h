@@ -283,8 +283,9 @@ typedef enum {
                                   * E4M3, those nearest its output that the backend runs in E4M3
                                   * (their noise is the least amplified); each adds ~0.8-1.2%
                                   * relative error at the output (-1, the default: the
-                                  * architecture's count, Wan2.1 16, Wan2.2 24, SeedVR2 11: every
-                                  * full-size fixture within 4.5e-2 of the reference; 0 or "all":
+                                  * architecture's counts: decoders Wan2.1 16, Wan2.2 24, SeedVR2
+                                  * 12, encoders Wan's all, SeedVR2 11: every full-size fixture
+                                  * within 4.5e-2 of the reference; 0 or "all":
                                   * every conv that may, for the most speed, up to 1e-1) */
     VAE_PARAM_EXEC_CHUNKS,       /* one device's whole-frame plans feed up to this many of the
                                   * model's input chunks a step (decoders: latent frames), as many

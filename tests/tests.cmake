@@ -201,11 +201,11 @@ set_tests_properties(fixture_fp8_chunks5_wan21_tiny PROPERTIES LABELS fixture
 add_test(NAME fixture_frames_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3)
 set_tests_properties(fixture_frames_wan22_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")
 # FP8 emulated on the CPU (--dtype fp8; the architecture's count of residual-branch convs nearest
-# each program's output, Wan2.1 16, Wan2.2 24, SeedVR2 11, VAE_FP8_CONVS: program.h
-# vae_program_pick_fp8), among those of the shapes the GPU's E4M3 kernels take (op.h
-# vae_op_fp8_kernel), so that the error is a GPU's: every full-size fixture case within the
-# issue's 5e-2 relative of the reference (measured 2.4-4.2e-2; with every conv of those shapes
-# up to ~1e-1)
+# each program's output, decoders Wan2.1 16, Wan2.2 24, SeedVR2 12, encoders Wan's all, SeedVR2
+# 11, VAE_FP8_CONVS: program.h vae_program_pick_fp8), among those of the shapes the GPU's E4M3
+# kernels take (op.h vae_op_fp8_kernel), so that the error is a GPU's: every full-size fixture
+# case within the issue's 5e-2 relative of the reference (measured 2.4-4.2e-2; with every conv of
+# those shapes up to ~1e-1)
 foreach(fx wan21_full wan22_full seedvr2_full)
   add_test(NAME fixture_fp8_${fx} COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --dtype fp8 --tol 0.05)
   set_tests_properties(fixture_fp8_${fx} PROPERTIES LABELS fixture)

@@ -572,9 +572,10 @@ def load(path, arch=None, prefix=None, config=None, **options):
     memory for each whole-video object of a tiled call (its output put together, a store between
     parts, strips' slots), larger ones go to a temporary file (None: 2G; "256M" keeps host memory
     flat in the video's length; 0: none); fp8_convs: dtype "fp8", E4M3 convs of each program at
-    most, those nearest its output (None: the architecture's, Wan2.1 16, Wan2.2 24, SeedVR2 11,
-    every fixture within 5e-2 of the reference; "all": every conv that may, the most speed and up
-    to ~1e-1); fp8_shapes: which convs may be among
+    most, those nearest its output (None: the architecture's, decoders Wan2.1 16, Wan2.2 24,
+    SeedVR2 12, encoders Wan's all, SeedVR2 11: every fixture within 5e-2 of the reference;
+    "all": every conv that may, the most speed and up to ~1e-1); fp8_shapes: which convs may be
+    among
     them, "kernels" (None: the temporal ones the GPU's E4M3 kernels take, so that the CPU
     emulation's error is a GPU's) or "wide" (every residual-branch conv wider than 16 channels,
     run only by the CPU emulation: the error E4M3 would add to a narrow model). arch / prefix /

@@ -123,15 +123,17 @@ static int fp8_runs(void *session, const vae_op *op) {
 }
 
 /* The session's copies of the model's programs; under dtype fp8 the convs it runs in E4M3
- * (fp8_runs), at most set.fp8_convs of them a program (-1: the architecture's count; program.h:
- * vae_program_pick_fp8); then the RMS norms that alone read a conv's output folded into that
- * conv (vae_program_fuse_norms), where the backend applies them. */
+ * (fp8_runs), at most set.fp8_convs of them a program (-1: the architecture's count for that
+ * program, vae_arch fp8_convs; program.h: vae_program_pick_fp8); then the RMS norms that alone read
+ * a conv's output folded into that conv (vae_program_fuse_norms), where the backend applies them.
+ */
 static int session_programs(vae_session *s) {
     const vae_program *src[2] = {&s->model->dec, &s->model->enc};
-    const int budget = s->set.fp8_convs >= 0 ? s->set.fp8_convs : s->model->cfg.arch->fp8_convs;
-    char most[16] = "all";
-    if (budget > 0) snprintf(most, sizeof most, "%d", budget);
     for (int d = 0; d < 2; d++) {
+        const int budget =
+            s->set.fp8_convs >= 0 ? s->set.fp8_convs : s->model->cfg.arch->fp8_convs[d];
+        char most[16] = "all";
+        if (budget > 0) snprintf(most, sizeof most, "%d", budget);
         int rc = vae_program_copy(src[d], &s->prog[d]);
         if (rc) return rc;
         const int kept = vae_program_pick_fp8(&s->prog[d], budget, fp8_runs, s);

@@ -40,7 +40,8 @@ typedef struct vae_settings {
     int comm;             /* VAE_COMM: a group's sums through the backend's communicator (NCCL)
                            * where it has one (1), or the group's threads (0) */
     int fp8_convs;        /* VAE_FP8_CONVS: dtype fp8, E4M3 convs a program at most, the ones
-                           * nearest its output (-1: the architecture's, vae_arch fp8_convs;
+                           * nearest its output (-1: the architecture's for each program,
+                           * vae_arch fp8_convs;
                            * 0: all the backend runs in E4M3) */
     int fp8_shapes;       /* VAE_FP8_SHAPES: dtype fp8, E4M3 on the shapes the GPU kernels take
                            * (0, "kernels") or on every marked conv the backend runs (1, "wide":

@@ -75,11 +75,13 @@ typedef struct vae_arch {
     /* geometry */
     int spatial_factor, temporal_factor, is_video;
     float image_min, image_max;
-    /* dtype fp8 by default (VAE_FP8_CONVS unset): E4M3 convs a program at most, those nearest its
-     * output. Each adds error in quadrature, amplified the more the nearer the latent, and that
-     * differs per network: the most that keeps every full-size fixture of the released
-     * configuration within ~4.5e-2 on the GPU (bench/RESULTS.md runs 251, 255). */
-    int fp8_convs;
+    /* dtype fp8 by default (VAE_FP8_CONVS unset): E4M3 convs of the decoder [0] and the encoder
+     * [1] at most, those nearest its output (0: every one that may). Each adds error in
+     * quadrature, amplified the more the nearer the latent, and that differs per network and per
+     * side (an encoder's output is the latent: its convs nearest it are its cheapest, its
+     * full-resolution ones come last): the most that keeps every full-size fixture of the
+     * released configuration within ~4.5e-2 on the GPU (bench/RESULTS.md runs 258-261). */
+    int fp8_convs[2];
 } vae_arch;
 
 extern const vae_arch vae_arch_wan21, vae_arch_wan22, vae_arch_seedvr2, vae_arch_taesd;

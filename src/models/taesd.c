@@ -247,5 +247,5 @@ const vae_arch vae_arch_taesd = {
     .is_video = 0,
     .image_min = 0.0f,
     .image_max = 1.0f,
-    .fp8_convs = 9, /* no conv of the E4M3 kernels' shapes (2-D): only VAE_FP8_SHAPES=wide */
+    .fp8_convs = {9, 9}, /* no conv of the E4M3 kernels' shapes (2-D): only VAE_FP8_SHAPES=wide */
 };
