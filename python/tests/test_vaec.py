@@ -113,8 +113,9 @@ def _fp8_checkpoints(sd, tmp_path):
 def test_fp8_checkpoints(tmp_path, tiny_io):
     """Checkpoints stored in fp8 decode as their dequantised float32 copies do; under dtype fp8
     their E4M3 convs run the stored codes, not rounded again: their error against their own fp32
-    decode is the activations' alone, ~1/sqrt(2) of what E4M3 adds to float32 weights (measured
-    0.70-0.74; rounded again, the plain cast's were 0.87-1.04); a scale of the wrong shape is an
+    decode is the activations' alone, below what E4M3 adds to float32 weights (measured 0.73-0.80
+    of it since fp8.h spreads the weights' rounding errors, 0.70-0.74 with each weight rounded to
+    its nearest; rounded again, the plain cast's were 0.87-1.04); a scale of the wrong shape is an
     error naming it."""
     sd = load_file(str(FIXTURES / "wan21_tiny.safetensors"))
     fp8 = dict(dtype="fp8", fp8_shapes="wide", fp8_convs=6)
@@ -129,7 +130,7 @@ def test_fp8_checkpoints(tmp_path, tiny_io):
             err = rel_err(want, f32.decode(x))
             assert err < 1e-6, f"{how}: fp8 file against its float32 copy: {err:.3g}"
             e8 = rel_err(q8_fp8.decode(x), want)
-            assert 1e-3 < e8 < 0.8 * e_orig, f"{case['name']} {how}: {e8:.3g} ({e_orig:.3g})"
+            assert 1e-3 < e8 < 0.85 * e_orig, f"{case['name']} {how}: {e8:.3g} ({e_orig:.3g})"
     w = next(k for k, v in sd.items() if v.ndim == 5 and k.endswith(".weight"))
     for scale, says in ((torch.ones(2, 2), "expected one float value"),
                         (torch.tensor(float("nan")), "not finite")):
