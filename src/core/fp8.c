@@ -1,6 +1,7 @@
 /* fp8.c -- E4M3 filters (VAE_DTYPE_FP8): each output channel's scale, and the filters rounded
- * onto its grid, the rounding errors of a frame's spatial taps compensated (fp8.h). Every
- * backend takes its E4M3 weights from here, so that their codes are the same. */
+ * onto its grid, the rounding errors of each (output, input) channel pair's kt x kh x kw taps
+ * spread over the taps after them (fp8.h). Every backend takes its E4M3 weights from here, so
+ * that their codes are the same. */
 #include "fp8.h"
 #include "core.h"
 #include "dtype.h"
