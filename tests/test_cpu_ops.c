@@ -207,7 +207,8 @@ static void test_conv(const conv_case *cc) {
 
 /* ---- FP8 emulation (VAE_DTYPE_FP8) ----------------------------------------------------------- */
 /* E4M3 rounding: every finite code is a fixed point; a midpoint between neighbours goes to the
- * even code; beyond 448 saturates; below half the smallest subnormal goes to zero. */
+ * even code; beyond 448 saturates; below half the smallest subnormal goes to zero. The codes
+ * (vae_f32_to_e4m3) of those values. */
 static void test_e4m3_round(void) {
     int bad = 0;
     for (int code = 0; code < 256; code++) {
@@ -221,6 +222,15 @@ static void test_e4m3_round(void) {
             bad += vae_f32_round_e4m3(0.75f * v + 0.25f * up) != v;
         }
     }
+    /* codes: each one's value gives it back; any float's code is its rounded value's */
+    for (int code = 0; code < 256; code++)
+        bad += (code & 0x7f) != 0x7f && vae_f32_to_e4m3(vae_f8e4m3_to_f32((uint8_t)code)) != code;
+    for (int i = 0; i < 100000; i++) {
+        const float x = ldexpf(frand(), (i % 40) - 20);
+        const float r = vae_f32_round_e4m3(x), back = vae_f8e4m3_to_f32(vae_f32_to_e4m3(x));
+        bad += back != r || signbit(back) != signbit(r);
+    }
+    bad += vae_f32_to_e4m3(NAN) != 0x7f || vae_f32_to_e4m3(1e9f) != 0x7e;
     bad += vae_f32_round_e4m3(1e6f) != 448.0f || vae_f32_round_e4m3(-500.0f) != -448.0f;
     bad += vae_f32_round_e4m3(ldexpf(1.0f, -11)) != 0.0f || !isnan(vae_f32_round_e4m3(NAN));
     EXPECT(bad == 0, "e4m3 rounding: %d wrong values (fixed points, ties to even, saturation)",

@@ -863,6 +863,18 @@ static void test_fp8_weights_round(void) {
         w[i] = 0.05f * frand();
     vae_fp8_weight_scales(w, CO, PER, scale);
     vae_fp8_weights_round(w, CO, CI, KT, 3, 3, scale, r, 1);
+    /* as codes, channels last (two threads): the same values */
+    static uint8_t codes[CO * PER];
+    CHECK(vae_fp8_weights_codes(w, CO, CI, KT, 3, 3, scale, codes, 2), "fp8 codes: no memory");
+    int code_bad = 0;
+    for (int o = 0; o < CO; o++)
+        for (int c = 0; c < CI; c++)
+            for (int k = 0; k < KT * TAPS; k++) {
+                const float v = vae_f8e4m3_to_f32(codes[(o * KT * TAPS + k) * CI + c]) * scale[o];
+                code_bad += v != r[(o * CI + c) * KT * TAPS + k];
+            }
+    CHECK(code_bad == 0, "fp8 weights codes: %d of %d differ from the rounded filters", code_bad,
+          CO * PER);
     double smooth[2] = {0, 0}, white[2] = {0, 0};
     int off_grid = 0;
     for (int o = 0; o < CO; o++)

@@ -106,4 +106,17 @@ static inline float vae_f32_round_e4m3(float x) {
     return f;
 }
 
+/* The E4M3 code of x rounded to its nearest E4M3 value (vae_f32_round_e4m3: ties to even,
+ * saturating at +-448; NaN gives 0x7f with x's sign): vae_f8e4m3_to_f32 of it is that value. */
+static inline uint8_t vae_f32_to_e4m3(float x) {
+    const float r = vae_f32_round_e4m3(x);
+    uint32_t u;
+    memcpy(&u, &r, 4);
+    const uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+    const uint32_t m = u & 0x7fffffffu;
+    if (m > 0x7f800000u) return sign | 0x7f;
+    if (m < 0x3c800000u) return sign | (uint8_t)(fabsf(r) * 512.0f);       /* subnormal: k 2^-9 */
+    return sign | (uint8_t)((((m >> 23) - 120u) << 3) | ((m >> 20) & 7u)); /* 2^(e-7) (1+k/8) */
+}
+
 #endif

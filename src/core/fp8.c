@@ -147,8 +147,16 @@ static void round_channel(const float *wo, int c_in, int n, float s, const float
     }
 }
 
-void vae_fp8_weights_round(const float *w, int c_out, int c_in, int kt, int kh, int kw,
-                           const float *scale, float *out, int threads) {
+/* yo [c_in][n], on the grid of s, as codes [n][c_in] (the channels-last layout) */
+static void encode_channel(const float *yo, int c_in, int n, float s, uint8_t *co) {
+    for (int c = 0; c < c_in; c++)
+        for (int k = 0; k < n; k++) /* yo / s is a code's value to float32 rounding */
+            co[(int64_t)k * c_in + c] = s > 0 ? vae_f32_to_e4m3(yo[(int64_t)c * n + k] / s) : 0;
+}
+
+/* The rounding of every output channel into out (float32) or codes (E4M3, channels last). */
+static int round_filters(const float *w, int c_out, int c_in, int kt, int kh, int kw,
+                         const float *scale, float *out, uint8_t *codes, int threads) {
     const int n = kt * kh * kw;
     double ud[VAE_FP8_MAX_TAPS * VAE_FP8_MAX_TAPS];
     float u[VAE_FP8_MAX_TAPS * VAE_FP8_MAX_TAPS];
@@ -156,9 +164,34 @@ void vae_fp8_weights_round(const float *w, int c_out, int c_in, int kt, int kh, 
     for (int i = 0; spread && i < n * n; i++)
         u[i] = (float)ud[i];
     const int64_t per = (int64_t)c_in * n;
-    /* the output channels spread over the threads */
-#pragma omp parallel for num_threads(threads > 0 ? threads : omp_get_max_threads())                \
-    schedule(dynamic, 4)
-    for (int o = 0; o < c_out; o++)
-        round_channel(w + o * per, c_in, n, scale[o], spread ? u : NULL, out + o * per);
+    int ok = 1;
+    /* the output channels spread over the threads; for codes each thread rounds one channel at a
+     * time into a buffer of its own */
+#pragma omp parallel num_threads(threads > 0 ? threads : omp_get_max_threads())
+    {
+        float *buf = codes ? vae_malloc((size_t)per * sizeof *buf) : NULL;
+        if (codes && !buf) {
+#pragma omp atomic write
+            ok = 0;
+        }
+#pragma omp for schedule(dynamic, 4)
+        for (int o = 0; o < c_out; o++) {
+            float *yo = codes ? buf : out + o * per;
+            if (!yo) continue;
+            round_channel(w + o * per, c_in, n, scale[o], spread ? u : NULL, yo);
+            if (codes) encode_channel(yo, c_in, n, scale[o], codes + o * per);
+        }
+        vae_free(buf);
+    }
+    return ok;
+}
+
+void vae_fp8_weights_round(const float *w, int c_out, int c_in, int kt, int kh, int kw,
+                           const float *scale, float *out, int threads) {
+    round_filters(w, c_out, c_in, kt, kh, kw, scale, out, NULL, threads);
+}
+
+int vae_fp8_weights_codes(const float *w, int c_out, int c_in, int kt, int kh, int kw,
+                          const float *scale, uint8_t *codes, int threads) {
+    return round_filters(w, c_out, c_in, kt, kh, kw, scale, NULL, codes, threads);
 }

@@ -19,6 +19,9 @@
  *   and those of more than VAE_FP8_MAX_TAPS taps, round each value to its nearest. threads:
  *   OpenMP threads over the output channels (0: as many as OpenMP would take; ~25 ms a 384 ->
  *   384 3x3x3 conv on one core).
+ * - vae_fp8_weights_codes: the same rounding as E4M3 codes of w / scale in the channels-last
+ *   layout [c_out][kt][kh][kw][c_in] that the GPU kernels read (a quarter of float32's bytes
+ *   where they are staged). 0 when out of memory (a channel's buffer per thread).
  */
 #ifndef VAE_CORE_FP8_H
 #define VAE_CORE_FP8_H
@@ -30,5 +33,7 @@ enum { VAE_FP8_MAX_TAPS = 27 }; /* 3 x 3 x 3 */
 void vae_fp8_weight_scales(const float *w, int c_out, int64_t per, float *scale);
 void vae_fp8_weights_round(const float *w, int c_out, int c_in, int kt, int kh, int kw,
                            const float *scale, float *out, int threads);
+int vae_fp8_weights_codes(const float *w, int c_out, int c_in, int kt, int kh, int kw,
+                          const float *scale, uint8_t *codes, int threads);
 
 #endif

@@ -160,8 +160,7 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
 }
 
 /* What prepare and the first calls will upload: the filters as they are (for the FP8 kernels
- * their scales and, float32, the filters on the scales' grids: fp8.h), the padded biases, the
- * phase filters. */
+ * their scales and E4M3 codes: fp8.h), the padded biases, the phase filters. */
 void cuda_conv_stage(cuda_backend *cb, const vae_op *op) {
     if (op->c_in < 1 || op->c_out < 1 || op->kt < 1 || op->kh < 1 || op->kw < 1)
         return; /* prepare reports it */
@@ -173,16 +172,16 @@ void cuda_conv_stage(cuda_backend *cb, const vae_op *op) {
     const size_t n = (size_t)s.co * op->c_in * op->kt * op->kh * op->kw;
     float *host = NULL;
     if (s.fp8) { /* the passes over the weights, here rather than in the first call */
-        float *filters = NULL;
+        uint8_t *codes = NULL;
         if (!cu_stage_counting(st) && !(host = cu_conv_w8_scales_host(op, s.co))) return;
-        if (host && !(filters = cu_conv_w8_filters_host(op, s.co, host))) {
+        if (host && !(codes = cu_conv_w8_codes_host(op, s.co, host))) {
             vae_free(host);
             return;
         }
         cu_stage_put(st, op->w, CU_STAGE_FP8, VAE_DTYPE_F32, (size_t)s.co, host);
-        cu_stage_put(st, op->w, CU_STAGE_W8, VAE_DTYPE_F32, n, filters);
+        cu_stage_put(st, op->w, CU_STAGE_W8, VAE_DTYPE_FP8, n, codes);
         vae_free(host);
-        vae_free(filters);
+        vae_free(codes);
         host = NULL;
     } else {
         cu_stage_put(st, op->w, CU_STAGE_RAW, dt, n, op->w);

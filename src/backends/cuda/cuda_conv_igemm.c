@@ -224,25 +224,38 @@ float *cu_conv_w8_scales_host(const vae_op *op, int co) {
     return host;
 }
 
-float *cu_conv_w8_filters_host(const vae_op *op, int co, const float *scale) {
-    float *host = vae_malloc((size_t)co * op->c_in * op->kt * op->kh * op->kw * sizeof *host);
-    if (host) vae_fp8_weights_round(op->w, co, op->c_in, op->kt, op->kh, op->kw, scale, host, 0);
+uint8_t *cu_conv_w8_codes_host(const vae_op *op, int co, const float *scale) {
+    const size_t n = (size_t)co * op->c_in * op->kt * op->kh * op->kw;
+    uint8_t *host = vae_malloc(n);
+    if (host &&
+        !vae_fp8_weights_codes(op->w, co, op->c_in, op->kt, op->kh, op->kw, scale, host, 0)) {
+        vae_free(host);
+        host = NULL;
+    }
     return host;
 }
 
-/* What the stage lacks of an op's E4M3 weight scales (*scale) and its filters on their grids
- * (*filters, float32; fp8.h), made on the host now and uploaded. */
-static int w8_from_host(cuda_backend *cb, const vae_op *op, int co, size_t n, float **scale,
-                        float **filters) {
+/* An op's E4M3 weight scales (*scale, float32) and codes (into dst: n bytes, channels last) on
+ * the device: from the stage (cuda_conv_stage), else made on the host now and uploaded. */
+static int w8_upload(cuda_backend *cb, const vae_op *op, int co, size_t n, float **scale,
+                     uint8_t *dst) {
+    int rc = cu_upload_staged(cb, op->w, CU_STAGE_FP8, (size_t)co, 1, (void **)scale, op->name);
+    const void *staged = cu_stage_find(&cb->stage, op->w, CU_STAGE_W8, VAE_DTYPE_FP8, n);
+    if (rc == VAE_OK && staged) {
+        rc = cu_upload_host(cb, dst, staged, n, op->name);
+        cb->n_staged_uploads++;
+    }
+    if (rc || (*scale && staged)) return rc;
+    const double t0 = cu_now();
     float *hs = cu_conv_w8_scales_host(op, co);
-    float *hf = hs && !*filters ? cu_conv_w8_filters_host(op, co, hs) : NULL;
-    int rc =
-        !hs || (!*filters && !hf) ? vae_fail(VAE_ENOMEM, "%s: out of memory", op->name) : VAE_OK;
+    uint8_t *hc = hs && !staged ? cu_conv_w8_codes_host(op, co, hs) : NULL;
+    rc = !hs || (!staged && !hc) ? vae_fail(VAE_ENOMEM, "%s: out of memory", op->name) : VAE_OK;
     if (rc == VAE_OK && !*scale)
         rc = cu_upload_param(cb, hs, (size_t)co, 1, (void **)scale, op->name);
-    if (rc == VAE_OK && !*filters) rc = cu_upload_param(cb, hf, n, 1, (void **)filters, op->name);
+    if (rc == VAE_OK && !staged) rc = cu_upload_host(cb, dst, hc, n, op->name); /* copied now */
     vae_free(hs);
-    vae_free(hf);
+    vae_free(hc);
+    cb->host_s[CU_H_WEIGHTS] += cu_now() - t0;
     return rc;
 }
 
@@ -252,29 +265,20 @@ static int w8_from_host(cuda_backend *cb, const vae_op *op, int co, size_t n, fl
  * or nothing: after a failure a later call tries again. */
 static int need_w8(cuda_backend *cb, const vae_op *op, conv_state *s) {
     if (s->w8) return VAE_OK;
-    const int taps = op->kt * op->kh * op->kw, co = s->co;
-    const size_t n = (size_t)taps * op->c_in * co, fb = (size_t)co * sizeof(float);
-    float *src = NULL;
+    const int co = s->co;
+    const size_t n = (size_t)op->kt * op->kh * op->kw * op->c_in * co,
+                 fb = (size_t)co * sizeof(float);
     uint8_t *codes = NULL; /* the 3-D layout: w8 itself, or the halo tiling's source */
-    /* staged at session creation (cuda_conv_stage), else made here */
-    int rc =
-        cu_upload_staged(cb, op->w, CU_STAGE_FP8, (size_t)co, 1, (void **)&s->w8_scale, op->name);
-    if (rc == VAE_OK) rc = cu_upload_staged(cb, op->w, CU_STAGE_W8, n, 1, (void **)&src, op->name);
-    if (rc == VAE_OK && (!s->w8_scale || !src))
-        rc = w8_from_host(cb, op, co, n, &s->w8_scale, &src);
-    if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->w8, n, op->name);
+    int rc = fp8_alloc(cb, (void **)&s->w8, n, op->name);
     if (rc == VAE_OK && s->fp8_halo) rc = fp8_alloc(cb, (void **)&codes, n, op->name);
     if (!s->fp8_halo) codes = s->w8;
+    if (rc == VAE_OK) rc = w8_upload(cb, op, co, n, &s->w8_scale, codes);
     if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->scale8, fb, op->name);
     if (rc == VAE_OK) rc = fp8_alloc(cb, (void **)&s->amax, sizeof(float), op->name);
-    if (rc == VAE_OK)
-        rc = cu_check(cuk_fp8_weights(cb->stream, src, co, op->c_in, taps, s->w8_scale, codes),
-                      op->name, "fp8 weights");
     if (rc == VAE_OK && s->fp8_halo)
         rc = cu_check(cuk_halo8_tile_filters(cb->stream, codes, s->w8, op->kt, op->c_in), op->name,
                       "fp8 halo-tile filters");
-    cu_free_param(cb, src, n * sizeof(float)); /* after the kernels (stream order) */
-    if (codes != s->w8) cu_free_param(cb, codes, n);
+    if (codes != s->w8) cu_free_param(cb, codes, n); /* after the kernel (stream order) */
     if (rc) {
         cudaStreamSynchronize(cb->stream);
         cu_free_param(cb, s->w8, n);

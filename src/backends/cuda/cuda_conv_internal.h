@@ -184,9 +184,10 @@ int cu_conv_fp8_halo_takes(const cuda_backend *cb, const vae_op *op);
 int cu_conv_fp8_ok(const conv_call *cc, int consec);
 int cu_conv_fp8(conv_call *cc, const void *x0, int t_out);
 /* Each of the op's co output channels' E4M3 weight scale (fp8.h vae_fp8_weight_scales), and its
- * filters [co][c_in][taps] rounded onto those scales' grids (vae_fp8_weights_round), in new host
- * arrays (vae_free them), NULL when out of memory; staged (cuda_conv_stage) or on first use */
+ * filters rounded onto those scales' grids as codes [co][taps][c_in] (vae_fp8_weights_codes), in
+ * new host arrays (vae_free them), NULL when out of memory; staged (cuda_conv_stage) or on
+ * first use */
 float *cu_conv_w8_scales_host(const vae_op *op, int co);
-float *cu_conv_w8_filters_host(const vae_op *op, int co, const float *scale);
+uint8_t *cu_conv_w8_codes_host(const vae_op *op, int co, const float *scale);
 
 #endif

@@ -79,26 +79,6 @@ static __global__ void scales_kernel(const float *amax, const float *w_scale, in
     if (i < n) out[i] = *amax / 448.0f * w_scale[i];
 }
 
-/* One block per output channel o: codes of w / scale[o] (w on that grid already: fp8.h, on the
- * host) moved from [ci][taps] to [taps][ci] (the 3-D layout). */
-static __global__ void weight_kernel(const float *w, int ci, int taps, const float *scale,
-                                     uint8_t *codes) {
-    const int o = blockIdx.x;
-    const int64_t per = (int64_t)ci * taps;
-    const float *wo = w + (int64_t)o * per;
-    const float s = scale[o];
-    for (int64_t i = threadIdx.x; i < per; i += blockDim.x) { /* i = tap * ci + c */
-        const int64_t tap = i / ci, c = i % ci;
-        codes[(int64_t)o * per + i] = e4m3(wo[c * taps + tap], s);
-    }
-}
-
-cudaError_t cuk_fp8_weights(cudaStream_t s, const float *w, int co, int ci, int taps,
-                            const float *scale, uint8_t *codes) {
-    weight_kernel<<<co, 256, 0, s>>>(w, ci, taps, scale, codes);
-    return cudaGetLastError();
-}
-
 static int grid_for(int64_t n) {
     int64_t g = (n / 8 + 255) / 256;
     return (int)(g < 4096 ? (g > 0 ? g : 1) : 4096);

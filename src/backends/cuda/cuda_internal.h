@@ -123,11 +123,6 @@ cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n
                              float *amax, uint8_t *q);
 cudaError_t cuk_fp8_scales(cudaStream_t s, const float *amax, const float *w_scale, int n,
                            float *out);
-/* FP8 weights from float32 filters w [co][ci][taps] on the device, already on the E4M3 grids of
- * their output channels' scales (fp8.h vae_fp8_weights_round): codes [co][taps][ci] of w / scale
- * (exact: the rounding was done on the host, the same for every backend) */
-cudaError_t cuk_fp8_weights(cudaStream_t s, const float *w, int co, int ci, int taps,
-                            const float *scale, uint8_t *codes);
 /* Implicit-GEMM convs on Hopper tensor cores (cuda_igemm.cu; kernels only with VAE_HAVE_CUTLASS):
  * y [t_in-kt+1][h][w][co] = bias + res + conv of the window x [t_in][h][w][ci] with the 3-D weight
  * layout wt [co][kt][kh][kw][ci], stride 1, spatial padding ph / pw on both sides, none in time
@@ -172,7 +167,8 @@ cudaError_t cuk_halo_conv(cudaStream_t s, int dtype, const void *x, int t_in, in
                           int kt, const void *wh, const float *bias, const void *res,
                           const float *nw, int act, float act_scale, void *y, int blocks);
 /* The same kernel on E4M3 operands (dtype fp8): the convs cuk_halo_takes would take in 16-bit;
- * wh8 the E4M3 codes [96][kt][3][3][c_in] (cuk_fp8_weights) tiled by cuk_halo8_tile_filters
+ * wh8 the E4M3 codes [96][kt][3][3][c_in] (fp8.h vae_fp8_weights_codes) tiled by
+ * cuk_halo8_tile_filters
  * ([kt][c_in / 96][9][6][96][16], same size), x8 the window's codes; y = acc * scale[96] + bias +
  * res (then the norm, as cuk_halo_conv), y and res in dtype (16-bit). */
 int cuk_halo8_takes(int kt, int kh, int kw, int ph, int pw, int ci, int co);
@@ -389,7 +385,7 @@ enum {
     CU_STAGE_BIAS = 1,  /* a conv's bias padded to its kp filters with zeros */
     CU_STAGE_PHASE = 2, /* an upsampling conv's four phase filters (cuda_conv_phase.c) */
     CU_STAGE_FP8 = 3,   /* an E4M3 conv's weight scales (fp8.h vae_fp8_weight_scales) */
-    CU_STAGE_W8 = 4     /* its filters on their grids (fp8.h vae_fp8_weights_round), float32 */
+    CU_STAGE_W8 = 4     /* its filters' E4M3 codes, channels last (fp8.h vae_fp8_weights_codes) */
 };
 enum { CU_STAGE_BLOCKS = 4 }; /* programs staged at once */
 typedef struct cu_stage_item {
@@ -660,10 +656,11 @@ int cu_ring_upload(cuda_backend *cb, void *dst, const float *src, size_t n, vae_
                    const char *who);
 /* ---- cuda_stage.c: parameters staged at session creation ---- */
 /* Staging a program: begin, the puts of every parameter (counting), alloc, the same puts again
- * (filling), end. put's src (n float32 values) may be NULL while counting; a key already staged
- * is skipped. alloc: 0 when there is no room (nothing is staged then, no error). */
+ * (filling), end. put's src (n float32 values converted to dt; for dt VAE_DTYPE_FP8 n E4M3
+ * codes, copied) may be NULL while counting; a key already staged is skipped. alloc: 0 when
+ * there is no room (nothing is staged then, no error). */
 void cu_stage_begin(cu_stage *st);
-void cu_stage_put(cu_stage *st, const void *key, int tag, vae_dtype dt, size_t n, const float *src);
+void cu_stage_put(cu_stage *st, const void *key, int tag, vae_dtype dt, size_t n, const void *src);
 int cu_stage_counting(const cu_stage *st);
 int cu_stage_alloc(cuda_backend *cb, cu_stage *st);
 void cu_stage_end(cu_stage *st);

@@ -37,7 +37,7 @@ static int stage_reserve(size_t bytes) {
 }
 
 static size_t item_bytes(vae_dtype dt, size_t n) {
-    const size_t b = n * (dt == VAE_DTYPE_F32 ? 4 : 2);
+    const size_t b = n * (dt == VAE_DTYPE_F32 ? 4 : dt == VAE_DTYPE_FP8 ? 1 : 2);
     return (b + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
 }
 
@@ -60,8 +60,7 @@ int cu_stage_counting(const cu_stage *st) {
     return !st->filling;
 }
 
-void cu_stage_put(cu_stage *st, const void *key, int tag, vae_dtype dt, size_t n,
-                  const float *src) {
+void cu_stage_put(cu_stage *st, const void *key, int tag, vae_dtype dt, size_t n, const void *src) {
     if (!key || n == 0) return;
     cu_stage_item *it = item_find(st, key, tag, dt, n);
     if (!st->filling) { /* counting: a new item gets its place in the block to come */
@@ -77,7 +76,11 @@ void cu_stage_put(cu_stage *st, const void *key, int tag, vae_dtype dt, size_t n
         return;
     }
     if (!it || it->ready || it - st->items < st->first || !src) return;
-    cu_params_convert((char *)st->block[it->block].p + it->off, src, n, dt);
+    char *dst = (char *)st->block[it->block].p + it->off;
+    if (dt == VAE_DTYPE_FP8)
+        memcpy(dst, src, n); /* E4M3 codes, as they are */
+    else
+        cu_params_convert(dst, src, n, dt);
     it->ready = 1;
 }
 
