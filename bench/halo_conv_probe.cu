@@ -51,13 +51,13 @@ static cudaError_t run_halo_norm(const conv_shape &s, const bufs &b) {
                          s.c_in, b.sms);
 }
 static cudaError_t run_halo8(const conv_shape &s, const bufs &b) {
-    return halo_conv_run8(0, 0, b.x8, b.w8_tiled, b.scale8, b.bias, b.res, NULL, b.y, s.kt, s.t_out,
-                          s.h, s.w, s.c_in, b.sms);
+    return halo_conv_run8(0, 0, b.x8, 1, b.w8_tiled, b.scale8, b.bias, b.res, NULL, b.y, s.kt,
+                          s.t_out, s.h, s.w, s.c_in, b.sms);
 }
 static cudaError_t run_halo8_norm(const conv_shape &s, const bufs &b) {
     const halo_conv_norm n = {b.gamma, CU_ACT_SILU, 0.0f};
-    return halo_conv_run8(0, 0, b.x8, b.w8_tiled, b.scale8, b.bias, b.res, &n, b.y, s.kt, s.t_out,
-                          s.h, s.w, s.c_in, b.sms);
+    return halo_conv_run8(0, 0, b.x8, 1, b.w8_tiled, b.scale8, b.bias, b.res, &n, b.y, s.kt,
+                          s.t_out, s.h, s.w, s.c_in, b.sms);
 }
 
 /* q = E4M3 codes of x * m (x, m: a probe's values are within +-1 and +-1/m) */

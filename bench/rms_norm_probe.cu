@@ -152,7 +152,8 @@ int main() {
                     const size_t n = bytes / 16;
                     copy_vec<<<sm * 8, 256>>>((int4 *)b, (const int4 *)a, n);
                 } else if (vs[vi].kind == 1) {
-                    cuk_rms_norm(0, 1 /*bf16*/, a, b, cs.nv, cs.c, g, nullptr, CU_ACT_SILU, 1.0f);
+                    cuk_rms_norm(0, 1 /*bf16*/, a, b, cs.nv, cs.c, g, nullptr, CU_ACT_SILU, 1.0f,
+                                 0.0f);
                 } else {
 #define PICK(U, NC, P)                                                                             \
     switch (V) {                                                                                   \

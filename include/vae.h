@@ -319,6 +319,11 @@ typedef enum {
                                   * and dtype fp8's E4M3 convs on sm_89+) run on Ampere, Ada and
                                   * Blackwell; 1 runs them in place of the sm_90a ones on Hopper
                                   * too (tests: slower there); 0 */
+    VAE_PARAM_FP8_CODES,         /* VAE_DTYPE_FP8 on a GPU: the input of an E4M3 conv that an RMS
+                                  * norm makes (and nothing else reads) is written by that norm as
+                                  * E4M3 codes, so that the conv reads it as it is, with no pass
+                                  * of its own to make them (the same codes: the norm bounds the
+                                  * values, and the scale is that bound / 448); 1 */
     VAE_PARAM_COUNT
 } vae_param;
 

@@ -490,6 +490,181 @@ static void test_conv_up(int c_in, int c_out, int kh, int n, int h, int w, int b
     free(out[1]);
 }
 
+/* ---- fp8 codes between a norm and the E4M3 conv reading it (program.h fp8_codes_bound) ---- */
+/* The E4M3 codes at the start of each of n_vox voxels' places of c 16-bit values, from their
+ * download as floats (16-bit values convert both ways exactly; valid codes never pair into a
+ * 16-bit NaN: they never use 0x7f / 0xff) */
+static uint8_t *codes_from(const float *dl, size_t n_vox, int c) {
+    uint8_t *b = malloc(n_vox * (size_t)c + 1);
+    for (size_t p = 0; p < n_vox; p++)
+        for (int k = 0; k < c / 2; k++) {
+            const uint16_t u = vae_f32_to_bf16(dl[p * c + k]);
+            b[p * c + 2 * k] = (uint8_t)(u & 0xff), b[p * c + 2 * k + 1] = (uint8_t)(u >> 8);
+        }
+    return b;
+}
+
+/* codes differing from those of the values vals / s8 (n_vox voxels of c) */
+static size_t codes_off(const uint8_t *codes, const float *vals, size_t n_vox, int c, float s8) {
+    size_t bad = 0;
+    for (size_t p = 0; p < n_vox; p++)
+        for (int k = 0; k < c; k++)
+            bad += codes[p * c + k] != vae_f32_to_e4m3(vals[p * c + k] / s8);
+    return bad;
+}
+
+static void *gpu_alloc_vals(size_t n) {
+    return gpu->v->alloc(gpu, n * gpu->elem_size);
+}
+
+/* A conv op c_in -> c_out, 3x3x3 with padding 1 and a bias, E4M3 under bound */
+static vae_op codes_conv(int c_in, int c_out, float *wt, float *b, float bound) {
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, c_in, c_out);
+    op.kt = op.kh = op.kw = 3;
+    op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = 1;
+    op.w = wt, op.b = b, op.fp8_bound = bound;
+    op.fp8 = vae_op_fp8_shape(&op);
+    snprintf(op.name, sizeof op.name, "test.codes.conv%d_%d", c_in, c_out);
+    return op;
+}
+
+/* One conv call on the GPU over frames, into a new host array (NULL: *rc set) */
+static float *codes_conv_run(const vae_op *op, const void *const *frames, int n_in, int h, int w,
+                             size_t ysz, int *rc) {
+    void *state = NULL, *y = gpu_alloc_vals(ysz);
+    float *out = NULL;
+    *rc = gpu->v->prepare(gpu, op, &state);
+    if (*rc == VAE_OK)
+        *rc = gpu->v->conv(gpu, op, state, frames, n_in, h, w, NULL, y, n_in - 2, h, w);
+    if (*rc == VAE_OK) out = host_from(gpu, y, ysz);
+    gpu->v->release(gpu, y);
+    gpu->v->unprepare(gpu, op, state);
+    return out;
+}
+
+/* The RMS norm (+ SiLU) that makes an E4M3 conv's input, writing codes: they are those of its
+ * 16-bit output / (bound / 448), byte for byte, packed and over rows; the conv on them equals the
+ * conv on that output (quantised by its own pass) bit for bit, through the E4M3 kernel; on frames
+ * not consecutive (the first listed twice: the 16-bit paths over the codes expanded in place) it
+ * matches the float32 conv of the codes' values and leaves the codes as they were. A conv with a
+ * folded norm writes codes too. */
+static void test_fp8_codes(int c_in, int c_out, int h, int w) {
+    enum { N_IN = 5 };
+    const size_t es = gpu->elem_size, fsz = (size_t)h * w * c_in, n = N_IN * fsz;
+    const size_t n_vox = n / c_in, ysz = (size_t)(N_IN - 2) * h * w * c_out;
+    float *x = rand_buf(n, 1.5f, 0.0f), *g = rand_buf(c_in, 0.5f, 1.0f);
+    const int K = 27 * c_in;
+    float *wt = rand_buf((size_t)c_out * K, 1.0f / sqrtf((float)K), 0.0f);
+    float *b = rand_buf(c_out, 0.5f, 0.0f);
+    vae_op norm = vae_op_make(VAE_OP_RMS_NORM, 0, c_in, c_in);
+    norm.act = VAE_ACT_SILU, norm.w = g;
+    snprintf(norm.name, sizeof norm.name, "test.codes.norm%d", c_in);
+    const float bound = vae_op_rms_bound(&norm), s8 = bound / 448.0f;
+    vae_op normc = norm;
+    normc.fp8_codes_bound = bound;
+    char *xd = dev_from(gpu, x, n),
+         *y[3] = {gpu_alloc_vals(n), gpu_alloc_vals(n), gpu_alloc_vals(n)};
+    void *st = NULL;
+    int rc = gpu->v->prepare(gpu, &norm, &st);
+    if (!rc) rc = gpu->v->norm(gpu, &norm, st, xd, y[0], N_IN, h, w);
+    if (!rc) rc = gpu->v->norm(gpu, &normc, st, xd, y[1], N_IN, h, w);
+    if (!rc)
+        rc = gpu->v->norm_rows(gpu, &normc, st, xd, es * w * c_in, y[2], es * w * c_in,
+                               (int64_t)N_IN * h, w);
+    gpu->v->unprepare(gpu, &norm, st);
+    float *h0 = host_from(gpu, y[0], n), *h1 = host_from(gpu, y[1], n),
+          *h2 = host_from(gpu, y[2], n);
+    uint8_t *c1 = codes_from(h1, n_vox, c_in), *c2 = codes_from(h2, n_vox, c_in);
+    check(rc == VAE_OK && codes_off(c1, h0, n_vox, c_in, s8) == 0 &&
+              codes_off(c2, h0, n_vox, c_in, s8) == 0,
+          "fp8 codes: rms norm c=%d %dx%d: rc %d, codes off packed %zu, over rows %zu", c_in, h, w,
+          rc, rc ? 0 : codes_off(c1, h0, n_vox, c_in, s8),
+          rc ? 0 : codes_off(c2, h0, n_vox, c_in, s8));
+    /* the conv on the 16-bit output and on the codes, then on codes not consecutive */
+    vae_op conv = codes_conv(c_in, c_out, wt, b, bound), convc = conv;
+    convc.fp8_codes_in = 1;
+    const void *f0[N_IN], *f1[N_IN], *f3[N_IN];
+    for (int i = 0; i < N_IN; i++)
+        f0[i] = y[0] + i * fsz * es, f1[i] = y[1] + i * fsz * es;
+    f3[0] = f1[0];
+    for (int i = 1; i < N_IN; i++)
+        f3[i] = f1[i - 1];
+    const long fp8_before = fp8_convs();
+    int rc_a, rc_b, rc_c;
+    float *ya = codes_conv_run(&conv, f0, N_IN, h, w, ysz, &rc_a);
+    float *yb = codes_conv_run(&convc, f1, N_IN, h, w, ysz, &rc_b);
+    const long fp8_ran = fp8_convs() - fp8_before;
+    check(!rc_a && !rc_b && fp8_ran == 2 && !memcmp(ya, yb, ysz * sizeof *ya),
+          "fp8 codes: conv %d->%d on them as the E4M3 kernel's input (rc %d %d, E4M3 calls %ld): "
+          "the same output bit for bit",
+          c_in, c_out, rc_a, rc_b, fp8_ran);
+    float *yc = codes_conv_run(&convc, f3, N_IN, h, w, ysz, &rc_c);
+    float *h1b = host_from(gpu, y[1], n);
+    uint8_t *c1b = codes_from(h1b, n_vox, c_in);
+    check(rc_c == VAE_OK && memcmp(c1, c1b, n) == 0,
+          "fp8 codes: conv on frames not consecutive: rc %d, the codes kept", rc_c);
+    float *vals = malloc(n * sizeof *vals); /* the codes' values, the float32 reference's input */
+    for (size_t i = 0; i < n; i++)
+        vals[i] = vae_bf16_to_f32(vae_f32_to_bf16(vae_f8e4m3_to_f32(c1[i]) * s8));
+    const void *fr[N_IN];
+    char *vd = dev_from(cpu, vals, n), *ycd = cpu->v->alloc(cpu, ysz * cpu->elem_size);
+    fr[0] = vd;
+    for (int i = 1; i < N_IN; i++)
+        fr[i] = vd + (i - 1) * fsz * cpu->elem_size;
+    void *cst = NULL;
+    vae_op conv32 = conv;
+    conv32.fp8 = 0;
+    int rc_r = cpu->v->prepare(cpu, &conv32, &cst);
+    if (!rc_r) rc_r = cpu->v->conv(cpu, &conv32, cst, fr, N_IN, h, w, NULL, ycd, N_IN - 2, h, w);
+    float *yr = rc_r ? NULL : host_from(cpu, ycd, ysz);
+    cpu->v->unprepare(cpu, &conv32, cst);
+    char what[160];
+    snprintf(what, sizeof what, "fp8 codes: conv %d->%d on frames not consecutive (16-bit paths)",
+             c_in, c_out);
+    compare(what, rc_r, rc_c, yc, yr, ysz);
+    cpu->v->release(cpu, vd);
+    cpu->v->release(cpu, ycd);
+    free(vals), free(yr), free(yc), free(h1b), free(c1b), free(ya), free(yb);
+    free(h0), free(h1), free(h2), free(c1), free(c2);
+    for (int k = 0; k < 3; k++)
+        gpu->v->release(gpu, y[k]);
+    gpu->v->release(gpu, xd);
+    free(x), free(g), free(wt), free(b);
+}
+
+/* A conv with a folded RMS norm (+ SiLU) writing its output as codes (the norm a pass after the
+ * conv): those of its 16-bit output / (bound / 448), byte for byte. */
+static void test_fp8_codes_conv(int c_in, int c_out, int h, int w) {
+    enum { N_IN = 4 };
+    const size_t fsz = (size_t)h * w * c_in, n = N_IN * fsz, ysz = (size_t)2 * h * w * c_out;
+    float *x = rand_buf(n, 1.0f, 0.0f), *g = rand_buf(c_out, 0.5f, 1.0f);
+    const int K = 27 * c_in;
+    float *wt = rand_buf((size_t)c_out * K, 1.0f / sqrtf((float)K), 0.0f);
+    vae_op norm = vae_op_make(VAE_OP_RMS_NORM, 0, c_out, c_out);
+    norm.act = VAE_ACT_SILU, norm.w = g;
+    const float bound = vae_op_rms_bound(&norm);
+    vae_op conv = codes_conv(c_in, c_out, wt, NULL, 0.0f), convc;
+    conv.fp8 = 0, conv.norm_w = g, conv.norm_act = VAE_ACT_SILU;
+    convc = conv;
+    convc.fp8_codes_bound = bound;
+    char *xd = dev_from(gpu, x, n);
+    const void *f[N_IN];
+    for (int i = 0; i < N_IN; i++)
+        f[i] = xd + i * fsz * gpu->elem_size;
+    int rc_a, rc_b;
+    float *ya = codes_conv_run(&conv, f, N_IN, h, w, ysz, &rc_a);
+    float *yb = codes_conv_run(&convc, f, N_IN, h, w, ysz, &rc_b);
+    uint8_t *cb = yb ? codes_from(yb, ysz / c_out, c_out) : NULL;
+    const size_t off = cb && ya ? codes_off(cb, ya, ysz / c_out, c_out, bound / 448.0f) : ysz;
+    /* each op tunes its own path: two paths' sums may round apart, a code apart at most */
+    check(!rc_a && !rc_b && off <= ysz / 1000,
+          "fp8 codes: conv %d->%d + rms norm writing codes (rc %d %d): %zu of %zu codes off "
+          "(at most 0.1%%)",
+          c_in, c_out, rc_a, rc_b, off, ysz);
+    free(cb), free(ya), free(yb), free(x), free(g), free(wt);
+    gpu->v->release(gpu, xd);
+}
+
 /* ---- norms ---------------------------------------------------------------------------------- */
 static void test_norm(vae_op_kind kind, int c, int groups, vae_act act, int t, int h, int w,
                       float offset, int has_w, int has_b, int in_place) {
@@ -1293,6 +1468,14 @@ static void run_variant(const variant_def *v) {
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)
             if (strstr(convs[i].name, "_ig_") || strstr(convs[i].name, "_halo_"))
                 test_conv(&convs[i]);
+    if ((v->what & V_FP8) && !v->extra) { /* E4M3 codes from their producers (sm_90a kernels) */
+        test_fp8_codes(96, 96, 19, 37);   /* the halo-tile kernel, partial tiles */
+        test_fp8_codes(192, 96, 16, 16);  /* two channel blocks */
+        test_fp8_codes(128, 128, 9, 21);  /* CUTLASS's */
+        test_fp8_codes(384, 384, 6, 10);
+        test_fp8_codes_conv(64, 128, 7, 9);
+        test_fp8_codes_conv(128, 384, 5, 6);
+    }
     if (v->what & V_CONV) {
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) test_conv(&convs[i]);
         test_conv_up(16, 8, 3, 2, 5, 7, 1, 0);   /* phase path */

@@ -693,6 +693,57 @@ static int pick_runs(void *user, const vae_op *op) {
     return strcmp(op->name, "1") != 0;
 }
 
+static int codes_yes(void *user, const vae_op *producer, const vae_op *reader) {
+    (void)producer, (void)reader;
+    return user != NULL;
+}
+
+/* E4M3 codes between producers and readers (vae_program_mark_fp8_codes) on test_fp8_mark's
+ * program p (value n: the RMS norm read by conv b alone, b E4M3 with a bound; c and d E4M3
+ * without one): b and its norm where the backend takes them, nothing where it does not; a conv
+ * with a folded norm as the producer; a producer read twice, or an E4M3 conv without a bound,
+ * never. */
+static void test_fp8_codes_mark(const vae_program *p, int n, int b) {
+    int yes = 1;
+    for (int k = 0; k < 2; k++) {
+        vae_program q;
+        CHECK(vae_program_copy(p, &q) == VAE_OK, "copy: %s", vae_last_error());
+        const int marked = vae_program_mark_fp8_codes(&q, codes_yes, k ? NULL : &yes);
+        int others = 0;
+        for (int j = 0; j < q.n_ops; j++)
+            others += (q.ops[j].fp8_codes_in && j != b - 1) ||
+                      (q.ops[j].fp8_codes_bound > 0 && j != n - 1);
+        CHECK(marked == !k && q.ops[b - 1].fp8_codes_in == !k && others == 0 &&
+                  q.ops[n - 1].fp8_codes_bound == (k ? 0.0f : q.ops[b - 1].fp8_bound),
+              "fp8 codes marks (backend %s): %d readers, b %d, its norm's bound %g, %d others",
+              k ? "refuses" : "takes", marked, q.ops[b - 1].fp8_codes_in,
+              q.ops[n - 1].fp8_codes_bound, others);
+        vae_program_free(&q);
+    }
+    /* input -> conv a (a folded norm) -> conv e (E4M3, bound 2) -> conv f, the output; a also
+     * read by f as its skip, then not */
+    for (int skip = 0; skip < 2; skip++) {
+        static const float gamma[16] = {1.0f};
+        vae_program q;
+        vae_program_init(&q, 16);
+        vae_op op = vae_op_make(VAE_OP_CONV, q.input, 16, 16);
+        op.norm_w = gamma;
+        const int a = vae_program_add(&q, &op);
+        op = vae_op_make(VAE_OP_CONV, a, 16, 16);
+        op.fp8 = 1, op.fp8_bound = 2.0f;
+        const int e = vae_program_add(&q, &op);
+        op = vae_op_make(VAE_OP_CONV, e, 16, 16);
+        op.in[1] = skip ? a : -1;
+        vae_program_add(&q, &op);
+        const int marked = vae_program_mark_fp8_codes(&q, codes_yes, &yes);
+        CHECK(marked == !skip && q.ops[e - 1].fp8_codes_in == !skip &&
+                  q.ops[a - 1].fp8_codes_bound == (skip ? 0.0f : 2.0f),
+              "fp8 codes from a conv's folded norm (%s): %d marked, bound %g",
+              skip ? "read twice" : "read once", marked, q.ops[a - 1].fp8_codes_bound);
+        vae_program_free(&q);
+    }
+}
+
 static void test_fp8_mark(void) {
     enum { D = 32 };
     vae_program p;
@@ -771,6 +822,7 @@ static void test_fp8_mark(void) {
     }
     CHECK(vae_op_fp8(&p.ops[b - 1]) && vae_op_fp8(&p.ops[c - 1]) && vae_op_fp8(&p.ops[d - 1]),
           "picking on a copy changed the model's marks");
+    test_fp8_codes_mark(&p, n, b);
     vae_program_free(&p);
 }
 

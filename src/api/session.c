@@ -122,10 +122,18 @@ static int fp8_runs(void *session, const vae_op *op) {
            (s->set.fp8_shapes == 1 || vae_op_fp8_kernel(op));
 }
 
+/* The backend writes the producer's output as E4M3 codes the reader takes (backend.h fp8_codes) */
+static int fp8_codes_takes(void *session, const vae_op *producer, const vae_op *reader) {
+    vae_backend *b = ((const vae_session *)session)->be;
+    return b->v->fp8_codes(b, producer, reader);
+}
+
 /* The session's copies of the model's programs; under dtype fp8 the convs it runs in E4M3
  * (fp8_runs), at most set.fp8_convs of them a program (-1: the architecture's count for that
  * program, vae_arch fp8_convs; program.h: vae_program_pick_fp8); then the RMS norms that alone read
- * a conv's output folded into that conv (vae_program_fuse_norms), where the backend applies them.
+ * a conv's output folded into that conv (vae_program_fuse_norms), where the backend applies them;
+ * then the E4M3 convs whose input its producer writes as codes (vae_program_mark_fp8_codes,
+ * VAE_FP8_CODES).
  */
 static int session_programs(vae_session *s) {
     const vae_program *src[2] = {&s->model->dec, &s->model->enc};
@@ -144,6 +152,12 @@ static int session_programs(vae_session *s) {
         if (folded)
             VAE_DEBUG("session: %d RMS norms of the %s run inside the conv before them", folded,
                       d ? "encoder" : "decoder");
+        if (s->opts.dtype == VAE_DTYPE_FP8 && s->set.fp8_codes && s->be->v->fp8_codes) {
+            const int codes = vae_program_mark_fp8_codes(&s->prog[d], fp8_codes_takes, s);
+            VAE_DEBUG("session: %d E4M3 convs of the %s read the codes their input's producer "
+                      "writes",
+                      codes, d ? "encoder" : "decoder");
+        }
         if (s->opts.dtype == VAE_DTYPE_FP8 && s->prog[d].n_ops > 0)
             VAE_INFO("session: %d %s convs in E4M3 (at most %s%s: those nearest the output; "
                      "VAE_FP8_SHAPES=%s)",

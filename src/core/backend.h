@@ -165,6 +165,11 @@ typedef struct vae_backend_vtbl {
      * vae_op_fp8), whatever its mark now: the session spends its budget of E4M3 convs on these
      * (vae_program_pick_fp8). */
     int (*fp8_conv)(vae_backend *be, const vae_op *op);
+    /* Optional (NULL: never): 1 when this backend's producer op (an RMS norm, or a conv with
+     * norm_w) can write its output as the E4M3 codes that its only reader, the E4M3 conv reader,
+     * takes as they are (program.h fp8_codes_bound, vae_program_mark_fp8_codes); the backend
+     * then honours both marks on every call, whatever path runs them. */
+    int (*fp8_codes)(vae_backend *be, const vae_op *producer, const vae_op *reader);
 
     /* Optional (NULL: always yes): does this temporal conv want its input as a contiguous window
      * (see executor.c)? Asked at the start of each stream, so a backend may answer from what it

@@ -148,7 +148,7 @@ static int in_residual_branch(const vae_program *p, int i) {
 }
 
 /* The op that makes value v, NULL for the program's input */
-static const vae_op *producer(const vae_program *p, int v) {
+static vae_op *producer(vae_program *p, int v) {
     for (int j = 0; j < p->n_ops; j++)
         if (p->ops[j].out == v) return &p->ops[j];
     return NULL;
@@ -173,6 +173,29 @@ int vae_program_pick_fp8(vae_program *p, int budget, int (*runs)(void *user, con
         kept += op->fp8;
     }
     return kept;
+}
+
+int vae_program_mark_fp8_codes(vae_program *p,
+                               int (*takes)(void *user, const vae_op *producer,
+                                            const vae_op *reader),
+                               void *user) {
+    int marked = 0;
+    for (int i = 0; i < p->n_ops; i++) {
+        vae_op *op = &p->ops[i];
+        const int x = op->in[0];
+        int k = 0;
+        if (op->kind != VAE_OP_CONV || !op->fp8 || !(op->fp8_bound > 0) || x < 0 || x == p->input ||
+            only_reader(p, x, &k) != i || k != 0)
+            continue;
+        vae_op *src = producer(p, x);
+        const int makes =
+            src && (src->kind == VAE_OP_RMS_NORM || (src->kind == VAE_OP_CONV && src->norm_w));
+        if (!makes || !takes(user, src, op)) continue;
+        src->fp8_codes_bound = op->fp8_bound;
+        op->fp8_codes_in = 1;
+        marked++;
+    }
+    return marked;
 }
 
 int vae_program_copy(const vae_program *p, vae_program *out) {

@@ -101,6 +101,15 @@ typedef struct vae_op {
      * vae_op_rms_bound of the RMS norm that makes the input), then the E4M3 input scale is
      * bound / 448 instead of the call's largest magnitude / 448; 0: none */
     float fp8_bound;
+    /* E4M3 codes between a producer (an RMS norm, or a conv with norm_w) and the E4M3 conv that
+     * alone reads its output (vae_program_mark_fp8_codes). Producer: fp8_codes_bound > 0, it
+     * writes each output value v as the E4M3 code of v / (fp8_codes_bound / 448) (the reader's
+     * fp8_bound), the c_out codes of a voxel in the first c_out bytes of that voxel's place (a
+     * voxel keeps its size in the activation dtype: the executor's copies of frames, rows and
+     * voxels move codes as they move values). Reader: fp8_codes_in = 1. Only a backend that
+     * said it can (vtbl fp8_codes) sees them set. */
+    float fp8_codes_bound;
+    int fp8_codes_in;
     /* CONV: an RMS norm (weight [c_out], float32, owned by the model) and its activation applied
      * to the output (vae_program_fuse_norms); NULL: none */
     const float *norm_w;
@@ -149,6 +158,15 @@ void vae_program_mark_fp8(vae_program *p);
  * 26); errors add in quadrature. Returns the convs kept. */
 int vae_program_pick_fp8(vae_program *p, int budget, int (*runs)(void *user, const vae_op *op),
                          void *user);
+/* Marks the E4M3 convs (op->fp8) whose input, of a known bound (fp8_bound), an RMS norm or a
+ * conv with a folded norm makes and nothing else reads (not the program's input or output), and
+ * their producers, as exchanging E4M3 codes (fp8_codes_bound, fp8_codes_in) where
+ * takes(user, producer, reader) says the backend writes and reads them. Returns the readers
+ * marked. Run after vae_program_pick_fp8 and vae_program_fuse_norms. */
+int vae_program_mark_fp8_codes(vae_program *p,
+                               int (*takes)(void *user, const vae_op *producer,
+                                            const vae_op *reader),
+                               void *user);
 /* Folds every RMS norm whose input is a conv's output that nothing else reads (not the program's
  * output) into that conv (norm_w, norm_act; op.h vae_conv_norm_op): one op and one value fewer,
  * the values renumbered. The conv keeps its name, marks and weights. *folded: the norms folded.

@@ -46,6 +46,8 @@ typedef struct vae_settings {
     int fp8_shapes;       /* VAE_FP8_SHAPES: dtype fp8, E4M3 on the shapes the GPU kernels take
                            * (0, "kernels") or on every marked conv the backend runs (1, "wide":
                            * the CPU emulation's narrow test models) */
+    int fp8_codes;        /* VAE_FP8_CODES: dtype fp8, an E4M3 conv's input written as codes by
+                           * the RMS norm that makes it, where the backend can (1) */
     /* CUDA backend */
     int cuda_scratch_mb;     /* VAE_CUDA_SCRATCH_MB: blocking target of the scratch area (256) */
     int cuda_profile;        /* VAE_CUDA_PROFILE: 1 per category, 2 per op (0) */

@@ -788,6 +788,7 @@ static const vae_backend_vtbl cuda_vtbl = {
     .warm = cuda_warm,
     .conv_window = cuda_conv_window,
     .fp8_conv = cuda_conv_fp8,
+    .fp8_codes = cuda_fp8_codes,
     .conv_upsample = 1,
     .conv_norm = 1,
     .graph_begin = cuda_graph_begin,

@@ -58,13 +58,16 @@
  * quantise their window per call into the scratch area (cuda_fp8.cu: scale = largest magnitude /
  * 448, or the bound of the RMS norm that made the window / 448: vae_op fp8_bound) and run on E4M3
  * weights quantised per output channel, the two scales applied in the epilogue: the CPU backend's
- * emulation, computed. Every other conv runs the bf16 paths. Narrow heads (16-bit, 3x3 with stride
- * and padding 1, at most 8 outputs, c_in a multiple of 16: the RGB heads) run a tensor-core kernel
- * of their own (cuda_narrow_conv.cu; VAE_CUDA_NARROW=0: off), and so do the encoders' stems (a few
- * input channels to 32-128: cuda_stem_conv.cu). Other narrow outputs (16-bit, c_out not a multiple
- * of 8, spatial kernels) run with c_out padded to a multiple of 8 (zero filters) into a temporary,
- * then the real channels (+ residual) are copied out: tensor-core kernels instead of cuDNN's slow
- * narrow ones.
+ * emulation, computed. An input that its producer wrote as those codes (op->fp8_codes_in; the RMS
+ * norm's pass, cuda_norm.cu) goes to the kernels as it is, each voxel's codes at the start of its
+ * 16-bit place; a call they do not take expands it in place for the 16-bit paths and writes the
+ * codes back after them (codes_frames). Every other conv runs the bf16 paths. Narrow heads (16-bit,
+ * 3x3 with stride and padding 1, at most 8 outputs, c_in a multiple of 16: the RGB heads) run a
+ * tensor-core kernel of their own (cuda_narrow_conv.cu; VAE_CUDA_NARROW=0: off), and so do the
+ * encoders' stems (a few input channels to 32-128: cuda_stem_conv.cu). Other narrow outputs
+ * (16-bit, c_out not a multiple of 8, spatial kernels) run with c_out padded to a multiple of 8
+ * (zero filters) into a temporary, then the real channels (+ residual) are copied out: tensor-core
+ * kernels instead of cuDNN's slow narrow ones.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,6 +231,40 @@ void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state) {
     vae_free(s);
 }
 
+/* An input that its producer wrote as E4M3 codes (op->fp8_codes_in) for a call the E4M3 kernels
+ * do not run (frames not consecutive, a kernel that refuses them): its frames expanded to 16-bit
+ * values in place for the other paths (expand), and turned back into the same codes after them,
+ * since later windows copy frames of it. A frame listed twice (replicated padding) once. */
+static int codes_frames(cuda_backend *cb, const vae_op *op, const void *const *frames, int n_in,
+                        int h, int w, int expand) {
+    int rc = VAE_OK;
+    for (int i = 0; i < n_in && rc == VAE_OK; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++)
+            seen |= frames[j] == frames[i];
+        if (!seen)
+            rc = cu_check(cuk_fp8_codes_convert(cb->stream, cb->base.dtype, (void *)frames[i],
+                                                (int64_t)h * w, op->c_in, op->fp8_bound / 448.0f,
+                                                expand),
+                          op->name, "fp8 codes of the input");
+    }
+    return rc;
+}
+
+/* The 16-bit (and float32) paths of conv_core's call cc */
+static int conv_paths(conv_call *cc, const void *const *frames, int n_in, int t_out, int consec,
+                      int sym) {
+    cuda_backend *cb = cc->cb;
+    const vae_op *op = cc->op;
+    const conv_state *s = cc->s;
+    /* temporal convs, and 2-D ones the implicit-GEMM kernels take: 3-D (consecutive frames),
+     * padded 3-D, per block or implicit GEMM, as measured */
+    if ((op->kt > 1 || op->st > 1 || cu_conv_igemm_ok(cc, consec) || cu_conv_halo_ok(cc, consec)) &&
+        cb->conv3d && !s->use_gemm && sym)
+        return cu_conv_run_tuned(cc, frames, n_in, t_out, consec);
+    return cu_conv_blocks(cc, frames, t_out);
+}
+
 /* The convolution with y of op->c_out channels (possibly the padded count); *normed: the path
  * that made y applied op->norm_w too. */
 static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
@@ -266,15 +303,13 @@ static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
         vae_error_clear();
         s->fp8 = 0;
     }
-    /* temporal convs, and 2-D ones the implicit-GEMM kernels take: 3-D (consecutive frames),
-     * padded 3-D, per block or implicit GEMM, as measured */
-    if ((op->kt > 1 || op->st > 1 || cu_conv_igemm_ok(&cc, consec) ||
-         cu_conv_halo_ok(&cc, consec)) &&
-        cb->conv3d && !s->use_gemm && sym)
-        rc = cu_conv_run_tuned(&cc, frames, n_in, t_out, consec);
-    else
-        rc = cu_conv_blocks(&cc, frames, t_out);
+    if (op->fp8_codes_in && (rc = codes_frames(cb, op, frames, n_in, h, w, 1))) return rc;
+    rc = conv_paths(&cc, frames, n_in, t_out, consec, sym);
     *normed = cc.norm_done;
+    if (op->fp8_codes_in) {
+        const int rc2 = codes_frames(cb, op, frames, n_in, h, w, 0);
+        if (rc == VAE_OK) rc = rc2;
+    }
     return rc;
 }
 
@@ -338,7 +373,7 @@ static int conv_norm(cuda_backend *cb, const vae_op *op, const conv_state *s, vo
     if (!s->nw) return vae_fail(VAE_EINVAL, "%s: conv was prepared without its norm", op->name);
     int ph = cu_prof_begin(cb, CU_P_RMS);
     int rc = cu_check(cuk_rms_norm(cb->stream, cb->base.dtype, y, y, n_vox, op->c_out, s->nw, NULL,
-                                   (int)op->norm_act, op->act_scale),
+                                   (int)op->norm_act, op->act_scale, cu_codes_scale(op)),
                       op->name, "rms norm");
     cu_prof_end(cb, ph);
     return rc;

@@ -207,6 +207,19 @@ int cuda_conv_fp8(vae_backend *be, const vae_op *op) {
     return fp8_runs(cu_be(be), op);
 }
 
+/* The producers: an RMS norm, or a conv whose norm is a pass of that kernel after it (not 96
+ * filters: the halo-tile kernels, which normalise in their epilogue, take those); the readers:
+ * the sm_90a E4M3 kernels (strided places), not the mma.sync one, nor an upsampling conv. */
+int cuda_fp8_codes(vae_backend *be, const vae_op *producer, const vae_op *reader) {
+    const cuda_backend *cb = cu_be(be);
+    const int dt = (int)cb->base.dtype;
+    if (cb->mma || reader->up > 1 || reader->c_in > 1024 || !cu_conv_fp8_takes(cb, reader))
+        return 0;
+    if (producer->kind == VAE_OP_RMS_NORM) return cuk_rms_codes_ok(dt, producer->c_in);
+    return producer->kind == VAE_OP_CONV && producer->norm_w && producer->c_out != 96 &&
+           cuk_rms_codes_ok(dt, producer->c_out);
+}
+
 int cu_conv_fp8_takes(const cuda_backend *cb, const vae_op *op) {
     return vae_op_fp8(op) && fp8_runs(cb, op);
 }
@@ -297,43 +310,48 @@ int cu_conv_fp8_ok(const conv_call *cc, int consec) {
     return cc->s->fp8 && consec;
 }
 
-/* The FP8 kernel over the window's E4M3 copy q: the halo-tile kernel (the conv's norm too),
- * CUTLASS's, or the mma.sync one (cb->mma). */
-static cudaError_t fp8_launch(conv_call *cc, const uint8_t *q, int n_in) {
+/* The FP8 kernel over the window's E4M3 codes q (xs places a value: 1, the window's copy; 2, the
+ * codes its producer wrote, program.h fp8_codes_bound): the halo-tile kernel (the conv's norm
+ * too), CUTLASS's, or the mma.sync one (cb->mma; packed codes only). */
+static cudaError_t fp8_launch(conv_call *cc, const uint8_t *q, int xs, int n_in) {
     const vae_op *op = cc->op;
     cuda_backend *cb = cc->cb;
     const conv_state *s = cc->s;
     const float *bias = cc->init_done ? NULL : s->bias;
     const void *res = cc->init_done ? cc->y : cc->res;
     if (cb->mma)
-        return cuk_mma_conv(cb->stream, cb->base.dtype, q, n_in, cc->h, cc->w, op->c_in, op->c_out,
-                            op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0], s->w8, s->scale8,
-                            bias, res, cc->y);
+        return xs != 1 ? cudaErrorNotSupported
+                       : cuk_mma_conv(cb->stream, cb->base.dtype, q, n_in, cc->h, cc->w, op->c_in,
+                                      op->c_out, op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0],
+                                      s->w8, s->scale8, bias, res, cc->y);
     if (s->fp8_halo)
-        return cuk_halo8_conv(cb->stream, cb->base.dtype, q, n_in, cc->h, cc->w, op->c_in, op->kt,
-                              s->w8, s->scale8, bias, res, s->nw, (int)op->norm_act, op->act_scale,
-                              cc->y, cb->sm_count);
-    return cuk_igemm8_conv(cb->stream, q, n_in, cc->h, cc->w, op->c_in, op->c_out, op->kt, op->kh,
-                           op->kw, op->pad_h[0], op->pad_w[0], s->w8, s->scale8, bias, res, cc->y);
+        return cuk_halo8_conv(cb->stream, cb->base.dtype, q, xs, n_in, cc->h, cc->w, op->c_in,
+                              op->kt, s->w8, s->scale8, bias, res, s->nw, (int)op->norm_act,
+                              op->act_scale, cc->y, cb->sm_count);
+    return cuk_igemm8_conv(cb->stream, q, xs, n_in, cc->h, cc->w, op->c_in, op->c_out, op->kt,
+                           op->kh, op->kw, op->pad_h[0], op->pad_w[0], s->w8, s->scale8, bias, res,
+                           cc->y);
 }
 
-/* FP8 path: the window's E4M3 copy (scale from its largest magnitude, in the scratch area), the
- * epilogue's factors, then one kernel (fp8_launch). VAE_EUNSUPPORTED when the kernel refuses it. */
+/* FP8 path: the window's E4M3 copy (scale from its largest magnitude, in the scratch area; none
+ * where its producer wrote the codes, op->fp8_codes_in), the epilogue's factors, then one kernel
+ * (fp8_launch). VAE_EUNSUPPORTED when the kernel refuses it. */
 int cu_conv_fp8(conv_call *cc, const void *x0, int t_out) {
     const vae_op *op = cc->op;
     cuda_backend *cb = cc->cb;
     conv_state *s = cc->s;
     int rc = need_w8(cb, op, s);
     if (rc) return rc;
-    const int n_in = t_out + op->kt - 1;
+    const int n_in = t_out + op->kt - 1, xs = op->fp8_codes_in ? (int)cb->base.elem_size : 1;
     const int64_t n = (int64_t)n_in * cc->h * cc->w * op->c_in;
-    uint8_t *q = cu_scratch(cb, (size_t)n, op->name);
+    const uint8_t *q = op->fp8_codes_in ? x0 : cu_scratch(cb, (size_t)n, op->name);
     if (!q) return VAE_ENOMEM;
     int ph = cu_prof_begin(cb, s->fp8_halo ? CU_P_HALO : CU_P_IGEMM);
     const double t0 = cu_now();
-    cudaError_t e = cuk_fp8_quantize(cb->stream, cb->base.dtype, x0, n, op->fp8_bound, s->amax, q);
+    cudaError_t e = cuk_fp8_quantize(cb->stream, cb->base.dtype, x0, n, op->fp8_bound, s->amax,
+                                     op->fp8_codes_in ? NULL : (uint8_t *)q);
     if (e == cudaSuccess) e = cuk_fp8_scales(cb->stream, s->amax, s->w8_scale, s->co, s->scale8);
-    if (e == cudaSuccess) e = fp8_launch(cc, q, n_in);
+    if (e == cudaSuccess) e = fp8_launch(cc, q, xs, n_in);
     cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
     if (e == cudaErrorNotSupported) {

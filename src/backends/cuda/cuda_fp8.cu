@@ -94,6 +94,7 @@ cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n
     const int g = grid_for(n);
     if (bound > 0.0f) { /* known from the model: no pass for it */
         set_kernel<<<1, 1, 0, s>>>(amax, bound);
+        if (!q) return cudaGetLastError(); /* codes written by the input's producer */
     } else {
         cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), s);
         if (e != cudaSuccess) return e;
@@ -112,5 +113,67 @@ cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n
 cudaError_t cuk_fp8_scales(cudaStream_t s, const float *amax, const float *w_scale, int n,
                            float *out) {
     scales_kernel<<<(n + 255) / 256, 256, 0, s>>>(amax, w_scale, n, out);
+    return cudaGetLastError();
+}
+
+/* One warp per pixel of c channels (c % 8 == 0, c <= 1024): all its lanes read their 8-value
+ * chunks before any writes (the two forms share the pixel's place). expand: the codes at the
+ * place's start -> 16-bit values of code x s8; else the values -> their codes of value / s8. */
+template <typename T>
+static __global__ void codes_kernel(void *x, int64_t n_pix, int c, float s8, int expand) {
+    enum { MAXK = 1024 / 8 / 32 };
+    const int lane = threadIdx.x & 31;
+    const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    const int chunks = c / 8;
+    for (int64_t p = warp; p < n_pix; p += nw) {
+        T *v = (T *)x + p * c;
+        uint8_t *b = (uint8_t *)v;
+        float r[MAXK][8];
+#pragma unroll
+        for (int k = 0; k < MAXK; k++) {
+            const int j = lane + 32 * k;
+            if (j >= chunks) continue;
+            if (expand) {
+                const uint2 u = *(const uint2 *)(b + 8 * j);
+                const uint8_t *q = (const uint8_t *)&u;
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    r[k][i] = __half2float(__half(__nv_cvt_fp8_to_halfraw(q[i], __NV_E4M3))) * s8;
+            } else {
+                vec16<T>::load(v + 8 * j, r[k]);
+            }
+        }
+        __syncwarp();
+#pragma unroll
+        for (int k = 0; k < MAXK; k++) {
+            const int j = lane + 32 * k;
+            if (j >= chunks) continue;
+            if (expand) {
+                vec16<T>::store(v + 8 * j, r[k]);
+            } else {
+                uint2 u;
+                uint8_t *q = (uint8_t *)&u;
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    q[i] = e4m3(r[k][i], s8);
+                *(uint2 *)(b + 8 * j) = u;
+            }
+        }
+        __syncwarp();
+    }
+}
+
+cudaError_t cuk_fp8_codes_convert(cudaStream_t s, int dtype, void *x, int64_t n_pix, int c,
+                                  float s8, int expand) {
+    if ((dtype != CU_BF16 && dtype != CU_F16) || c % 8 || c > 1024 || s8 <= 0.0f)
+        return cudaErrorInvalidValue;
+    if (n_pix == 0) return cudaSuccess;
+    int64_t blocks = (n_pix + 7) / 8; /* 8 warps a block */
+    if (blocks > 65535LL * 16) blocks = 65535LL * 16;
+    if (dtype == CU_BF16)
+        codes_kernel<__nv_bfloat16><<<(unsigned)blocks, 256, 0, s>>>(x, n_pix, c, s8, expand);
+    else
+        codes_kernel<__half><<<(unsigned)blocks, 256, 0, s>>>(x, n_pix, c, s8, expand);
     return cudaGetLastError();
 }

@@ -70,16 +70,17 @@ cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, i
                            const float *bias, const void *res, void *y) {
     const igemm_fn fn = igemm_pick(dtype, ci, co);
     if (!fn || t_in < kt) return cudaErrorNotSupported;
-    const igemm_args a = {x, wt, NULL, bias, res, y, t_in, h, w, ci, co, kt, kh, kw, ph, pw, s};
+    const igemm_args a = {x, wt, NULL, bias, res, y, t_in, h, w, ci, co, kt, kh, kw, ph, pw, s, 1};
     return fn(&a);
 }
 
-cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int t_in, int h, int w, int ci, int co,
-                            int kt, int kh, int kw, int ph, int pw, const void *w8,
+cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int xs, int t_in, int h, int w, int ci,
+                            int co, int kt, int kh, int kw, int ph, int pw, const void *w8,
                             const float *scale, const float *bias, const void *res, void *y) {
     const igemm_fn fn = igemm8_pick(ci, co);
     if (!fn || t_in < kt) return cudaErrorNotSupported;
-    const igemm_args a = {x8, w8, scale, bias, res, y, t_in, h, w, ci, co, kt, kh, kw, ph, pw, s};
+    const igemm_args a = {x8, w8, scale, bias, res, y,  t_in, h, w,
+                          ci, co, kt,    kh,   kw,  ph, pw,   s, xs};
     return fn(&a);
 }
 
@@ -122,17 +123,18 @@ cudaError_t cuk_halo8_tile_filters(cudaStream_t s, const void *w8, void *wh8, in
 #endif
 }
 
-cudaError_t cuk_halo8_conv(cudaStream_t s, int dtype, const void *x8, int t_in, int h, int w,
-                           int ci, int kt, const void *wh8, const float *scale, const float *bias,
-                           const void *res, const float *nw, int act, float act_scale, void *y,
-                           int blocks) {
+cudaError_t cuk_halo8_conv(cudaStream_t s, int dtype, const void *x8, int xs, int t_in, int h,
+                           int w, int ci, int kt, const void *wh8, const float *scale,
+                           const float *bias, const void *res, const float *nw, int act,
+                           float act_scale, void *y, int blocks) {
 #ifdef VAE_HAVE_CUTLASS
     if (t_in < kt) return cudaErrorNotSupported;
     const halo_conv_norm norm = {nw, act, act_scale};
-    return halo_conv_run8(s, dtype == IGEMM_F16, x8, wh8, scale, bias, res, &norm, y, kt,
+    return halo_conv_run8(s, dtype == IGEMM_F16, x8, xs, wh8, scale, bias, res, &norm, y, kt,
                           t_in - kt + 1, h, w, ci, blocks);
 #else
-    (void)s, (void)dtype, (void)x8, (void)t_in, (void)h, (void)w, (void)ci, (void)kt, (void)wh8;
+    (void)s, (void)dtype, (void)x8, (void)xs, (void)t_in, (void)h, (void)w, (void)ci, (void)kt,
+        (void)wh8;
     (void)scale, (void)bias, (void)res, (void)nw, (void)act, (void)act_scale, (void)y;
     (void)blocks;
     return cudaErrorNotSupported;

@@ -117,12 +117,17 @@ cudaError_t cuk_pointwise_conv(cudaStream_t s, int dtype, const cuk_frames *fram
                                const void *res, void *y);
 /* FP8 convs (cuda_fp8.cu): *amax = the largest |x| of n values (dtype; bound > 0: bound, a
  * bound known from the model, vae_op fp8_bound), q = E4M3 codes of x / (*amax / 448) (satfinite,
- * ties to even; zeros when *amax is 0); out[i] = *amax / 448 * w_scale[i] for i < n (the
- * epilogue's scale per output channel). */
+ * ties to even; zeros when *amax is 0; q NULL with a bound: *amax only); out[i] = *amax / 448 *
+ * w_scale[i] for i < n (the epilogue's scale per output channel). cuk_fp8_codes_convert: n_pix
+ * pixels of c channels (c % 8 == 0, c <= 1024) in place between E4M3 codes at the start of each
+ * pixel's place (program.h fp8_codes_bound) and 16-bit values in dtype (expand: codes to values
+ * code x s8; else values to codes of value / s8, which gives expanded codes back as they were). */
 cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n, float bound,
                              float *amax, uint8_t *q);
 cudaError_t cuk_fp8_scales(cudaStream_t s, const float *amax, const float *w_scale, int n,
                            float *out);
+cudaError_t cuk_fp8_codes_convert(cudaStream_t s, int dtype, void *x, int64_t n_pix, int c,
+                                  float s8, int expand);
 /* Implicit-GEMM convs on Hopper tensor cores (cuda_igemm.cu; kernels only with VAE_HAVE_CUTLASS):
  * y [t_in-kt+1][h][w][co] = bias + res + conv of the window x [t_in][h][w][ci] with the 3-D weight
  * layout wt [co][kt][kh][kw][ci], stride 1, spatial padding ph / pw on both sides, none in time
@@ -131,10 +136,11 @@ cudaError_t cuk_fp8_scales(cudaStream_t s, const float *amax, const float *w_sca
 int cuk_igemm_built(void);  /* this build has the kernels (CMake found CUTLASS) */
 int cuk_igemm_device(void); /* ... and the current device runs them (sm_90) */
 /* The same with E4M3 operands (x8 [t_in][h][w][ci], w8 [co][kt][kh][kw][ci] codes): y = acc *
- * scale[co] + bias + res, scale float32 on the device (cuk_fp8_scales). */
+ * scale[co] + bias + res, scale float32 on the device (cuk_fp8_scales). xs: x8's places per
+ * value (1 packed; 2: E4M3 codes in 16-bit places, program.h fp8_codes_bound). */
 int cuk_igemm8_supported(int ci, int co);
-cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int t_in, int h, int w, int ci, int co,
-                            int kt, int kh, int kw, int ph, int pw, const void *w8,
+cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int xs, int t_in, int h, int w, int ci,
+                            int co, int kt, int kh, int kw, int ph, int pw, const void *w8,
                             const float *scale, const float *bias, const void *res, void *y);
 /* The implicit GEMM on mma.sync (cuda_mma_conv.cu; sm_80+) for the GPUs without the sm_90a
  * kernels (Ampere, Ada, consumer Blackwell; Hopper under VAE_CUDA_MMA=1): the problem of
@@ -168,15 +174,15 @@ cudaError_t cuk_halo_conv(cudaStream_t s, int dtype, const void *x, int t_in, in
                           const float *nw, int act, float act_scale, void *y, int blocks);
 /* The same kernel on E4M3 operands (dtype fp8): the convs cuk_halo_takes would take in 16-bit;
  * wh8 the E4M3 codes [96][kt][3][3][c_in] (fp8.h vae_fp8_weights_codes) tiled by
- * cuk_halo8_tile_filters
- * ([kt][c_in / 96][9][6][96][16], same size), x8 the window's codes; y = acc * scale[96] + bias +
- * res (then the norm, as cuk_halo_conv), y and res in dtype (16-bit). */
+ * cuk_halo8_tile_filters ([kt][c_in / 96][9][6][96][16], same size), x8 the window's codes (xs
+ * as cuk_igemm8_conv's); y = acc * scale[96] + bias + res (then the norm, as cuk_halo_conv), y
+ * and res in dtype (16-bit). */
 int cuk_halo8_takes(int kt, int kh, int kw, int ph, int pw, int ci, int co);
 cudaError_t cuk_halo8_tile_filters(cudaStream_t s, const void *w8, void *wh8, int kt, int ci);
-cudaError_t cuk_halo8_conv(cudaStream_t s, int dtype, const void *x8, int t_in, int h, int w,
-                           int ci, int kt, const void *wh8, const float *scale, const float *bias,
-                           const void *res, const float *nw, int act, float act_scale, void *y,
-                           int blocks);
+cudaError_t cuk_halo8_conv(cudaStream_t s, int dtype, const void *x8, int xs, int t_in, int h,
+                           int w, int ci, int kt, const void *wh8, const float *scale,
+                           const float *bias, const void *res, const float *nw, int act,
+                           float act_scale, void *y, int blocks);
 /* The same kernel for nearest x2 + 3x3 (the upsampling convs' phase path, cuda_conv_phase.c):
  * y [t][2h][2w][96] = bias + res + each output phase's 2 x 2 conv of x [t][h][w][ci], written to
  * its rows and columns of y; whp: the four phase filters [4][96][2][2][ci] tiled by
@@ -189,13 +195,16 @@ cudaError_t cuk_halo_conv_up2(cudaStream_t s, int dtype, const void *x, int t, i
 cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias, const void *res,
                           int64_t rows, int c);
 
-/* RMS over channels per voxel: y = x / max(|x|, 1e-12) * sqrt(c) * g + b, then act */
+/* RMS over channels per voxel: y = x / max(|x|, 1e-12) * sqrt(c) * g + b, then act; s8 > 0:
+ * y written as E4M3 codes of its 16-bit values / s8, each voxel's c codes in the first c bytes of
+ * its place (program.h fp8_codes_bound), where cuk_rms_codes_ok (else cudaErrorNotSupported) */
 cudaError_t cuk_rms_norm(cudaStream_t s, int dtype, const void *x, void *y, int64_t n_vox, int c,
-                         const float *g, const float *b, int act, float act_scale);
+                         const float *g, const float *b, int act, float act_scale, float s8);
 /* the same over rows rows of w voxels, x's rows x_pitch elements apart and y's y_pitch */
 cudaError_t cuk_rms_norm_rows(cudaStream_t s, int dtype, const void *x, int64_t x_pitch, void *y,
                               int64_t y_pitch, int64_t rows, int w, int c, const float *g,
-                              const float *b, int act, float act_scale);
+                              const float *b, int act, float act_scale, float s8);
+int cuk_rms_codes_ok(int dtype, int c);
 /* GroupNorm per frame. work: cuk_group_norm_work(...) bytes of device scratch. */
 size_t cuk_group_norm_work(int dtype, int t, int64_t hw, int c, int groups, int sm_count);
 cudaError_t cuk_group_norm(cudaStream_t s, int dtype, const void *x, void *y, int t, int64_t hw,
@@ -679,11 +688,19 @@ void cu_stores_release(cuda_backend *cb, int all);
 const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len);
 
 /* ---- ops ---- */
+/* The E4M3 scale an op writes its output's codes with (program.h fp8_codes_bound; the one
+ * cuda_fp8.cu's quantisation takes from that bound), 0: values */
+static inline float cu_codes_scale(const vae_op *op) {
+    return op->fp8_codes_bound > 0 ? op->fp8_codes_bound / 448.0f : 0.0f;
+}
 int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state);
 void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state);
 int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
               int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
 int cuda_conv_window(vae_backend *be, const vae_op *op, void *state);
+/* backend.h fp8_codes: the producer writes E4M3 codes that the reader's kernels take
+ * (cuda_conv_igemm.c) */
+int cuda_fp8_codes(vae_backend *be, const vae_op *producer, const vae_op *reader);
 /* backend.h fp8_conv: the FP8 kernels would take this conv (cuda_conv_igemm.c) */
 int cuda_conv_fp8(vae_backend *be, const vae_op *op);
 /* puts the conv's parameters as its first uses will upload them into the stage (cu_stage_put) */

@@ -4,7 +4,11 @@
  * and the matching gamma/beta in registers for the whole grid-stride loop; the sum of squares is
  * reduced with shuffles in float32. Channels that are no multiple of the vector width: one warp
  * per voxel, scalar. The same kernels take rows of columns with their own pitches (P = true:
- * cuk_rms_norm_rows, what column strips run over a value where it lies).
+ * cuk_rms_norm_rows, what column strips run over a value where it lies). With s8 > 0 (16-bit
+ * activations, the 16-byte-vector kernel) each output value is written as the E4M3 code of its
+ * 16-bit value / s8 (cvt.rn.satfinite: the codes cuda_fp8.cu's quantisation would make of that
+ * output), a voxel's c codes in the first c bytes of its place (program.h fp8_codes_bound); in
+ * place too: a voxel's lanes have all read it before the shuffles that its writes wait for.
  * GroupNorm (16-byte vectors, c / vector width <= 256): one pass of statistics, then one pass
  * that normalises (2 reads + 1 write in all):
  *   stats: each thread keeps a float32 Welford (mean, M2) per channel of one channel vector over
@@ -15,6 +19,8 @@
  * Welford/Chan are exact in exact arithmetic and stay accurate when |mean| >> std (no
  * E[x^2] - E[x]^2 cancellation). Other shapes: the two-pass kernels with float64 atomics.
  */
+#include <cuda_fp8.h>
+
 #include "backends/cuda/cuda_common.cuh"
 
 /* ---- RMS ---- */
@@ -108,6 +114,18 @@ static void launch_rms_vec(cudaStream_t s, const void *x, void *y, int64_t nv, i
         <<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, w, xp, yp, g, b, act, as);
 }
 
+/* A vector's 8 values as E4M3 codes of their 16-bit value / s8 (8 bytes; for T of 2 bytes) */
+template <typename T>
+static __device__ __forceinline__ void store_codes(uint8_t *p, const float *v, float s8) {
+    uint2 o;
+    uint8_t *b = (uint8_t *)&o;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        b[j] = (uint8_t)__nv_cvt_float_to_fp8(static_cast<float>(T(v[j])) / s8, __NV_SATFINITE,
+                                              __NV_E4M3);
+    *(uint2 *)p = o;
+}
+
 /* V vectors per lane, L (runtime power of two) lanes per voxel; gamma/beta in shared memory
  * (float32, c each), so that registers stay few and occupancy high. A: the activation when known
  * at compile time (SiLU, the Wan blocks'), else -1 (act read at run time). One block per
@@ -121,7 +139,7 @@ static void launch_rms_vec(cudaStream_t s, const void *x, void *y, int64_t nv, i
 template <typename T, int V, bool P, int A>
 static __global__ void __launch_bounds__(256)
     rms_reg_kernel(const T *x, T *y, int64_t nv, int c, int64_t w, int64_t xp, int64_t yp, int L,
-                   const float *g, const float *b, int act, float as) {
+                   const float *g, const float *b, int act, float as, float s8) {
     extern __shared__ float4 rms_sh4[];
     float *sg = (float *)rms_sh4, *sb = sg + c;
     for (int i = threadIdx.x; i < c; i += blockDim.x) {
@@ -166,7 +184,10 @@ static __global__ void __launch_bounds__(256)
                     r[k][4 * q + 2] = cu_act_t<T>(act, as, r[k][4 * q + 2] * sc * gq.z + bq.z);
                     r[k][4 * q + 3] = cu_act_t<T>(act, as, r[k][4 * q + 3] * sc * gq.w + bq.w);
                 }
-                vec16<T>::store(yv + (int64_t)idx * N, r[k]);
+                if (sizeof(T) == 2 && s8 > 0.0f) /* codes: voxel v's place, in bytes */
+                    store_codes<T>((uint8_t *)yv + (int64_t)idx * N, r[k], s8);
+                else
+                    vec16<T>::store(yv + (int64_t)idx * N, r[k]);
             }
         }
     }
@@ -176,84 +197,92 @@ static __global__ void __launch_bounds__(256)
 template <typename T, int V, bool P>
 static void launch_rms_reg(cudaStream_t s, const T *x, T *y, int64_t nv, int c, int64_t w,
                            int64_t xp, int64_t yp, int L, const float *g, const float *b, int act,
-                           float as) {
+                           float as, float s8) {
     const int64_t per_block = 8LL * (32 / L);
     int64_t blocks = (nv + per_block - 1) / per_block;
     if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL; /* the loop takes the rest */
     const size_t shm = 2 * (size_t)c * sizeof(float);
     if (act == CU_ACT_SILU)
         rms_reg_kernel<T, V, P, CU_ACT_SILU>
-            <<<(unsigned)blocks, 256, shm, s>>>(x, y, nv, c, w, xp, yp, L, g, b, act, as);
+            <<<(unsigned)blocks, 256, shm, s>>>(x, y, nv, c, w, xp, yp, L, g, b, act, as, s8);
     else
         rms_reg_kernel<T, V, P, -1>
-            <<<(unsigned)blocks, 256, shm, s>>>(x, y, nv, c, w, xp, yp, L, g, b, act, as);
+            <<<(unsigned)blocks, 256, shm, s>>>(x, y, nv, c, w, xp, yp, L, g, b, act, as, s8);
 }
 
-/* rows rows of w voxels, x's rows xp elements apart and y's yp (P = false: packed) */
+/* rows rows of w voxels, x's rows xp elements apart and y's yp (P = false: packed); E4M3 codes
+ * (s8 > 0) only where the 16-byte-vector kernel runs (rms_codes_ok), else cudaErrorNotSupported */
 template <typename T, bool P>
-static void launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv, int c, int64_t w,
-                       int64_t xp, int64_t yp, const float *g, const float *b, int act, float as) {
+static cudaError_t launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv, int c, int64_t w,
+                              int64_t xp, int64_t yp, const float *g, const float *b, int act,
+                              float as, float s8) {
     const int N = vec16<T>::N, cv = c / N;
     const T *xt = (const T *)x;
     T *yt = (T *)y;
     const bool vec = c % N == 0 && cu_aligned16(x, y, NULL) && (!P || (xp % N == 0 && yp % N == 0));
+    if (s8 > 0.0f && (sizeof(T) != 2 || !vec || cv > 32 * 4)) return cudaErrorNotSupported;
     if (vec && cv <= 32 * 4) {
         int L = 1;
         while (L < 32 && L * 4 < cv) L <<= 1; /* at most 4 vectors per lane */
         const int V = (cv + L - 1) / L;
         switch (V) {
-        case 1: launch_rms_reg<T, 1, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as); return;
-        case 2: launch_rms_reg<T, 2, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as); return;
-        case 3: launch_rms_reg<T, 3, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as); return;
-        default: launch_rms_reg<T, 4, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as); return;
+        case 1: launch_rms_reg<T, 1, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as, s8); break;
+        case 2: launch_rms_reg<T, 2, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as, s8); break;
+        case 3: launch_rms_reg<T, 3, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as, s8); break;
+        default: launch_rms_reg<T, 4, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as, s8); break;
         }
+        return cudaGetLastError();
     }
     if (vec && cv <= 32 * RMS_MAXV) {
         int L = 1;
         while (L < 32 && L * RMS_MAXV < cv) L <<= 1; /* enough lanes for the vectors */
         while (L < 32 && L < cv && L < 8) L <<= 1;   /* and some parallelism per voxel */
         switch (L) {
-        case 1: launch_rms_vec<T, 1, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); return;
-        case 2: launch_rms_vec<T, 2, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); return;
-        case 4: launch_rms_vec<T, 4, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); return;
-        case 8: launch_rms_vec<T, 8, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); return;
-        case 16: launch_rms_vec<T, 16, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); return;
-        default: launch_rms_vec<T, 32, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); return;
+        case 1: launch_rms_vec<T, 1, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); break;
+        case 2: launch_rms_vec<T, 2, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); break;
+        case 4: launch_rms_vec<T, 4, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); break;
+        case 8: launch_rms_vec<T, 8, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); break;
+        case 16: launch_rms_vec<T, 16, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); break;
+        default: launch_rms_vec<T, 32, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as); break;
         }
+        return cudaGetLastError();
     }
     int64_t blocks = (nv + 7) / 8; /* scalar: one warp per voxel, 8 warps per block */
     if (blocks > 65535LL * 16) blocks = 65535LL * 16;
     rms_kernel<T, P><<<(unsigned)blocks, 256, 0, s>>>(xt, yt, nv, c, w, xp, yp, g, b, act, as);
+    return cudaGetLastError();
 }
 
-template <typename T>
-static void launch_rms_packed(cudaStream_t s, const void *x, void *y, int64_t nv, int c,
-                              const float *g, const float *b, int act, float as) {
-    launch_rms<T, false>(s, x, y, nv, c, nv, 0, 0, g, b, act, as);
+/* rows of w voxels (one row of nv voxels when P is false) in dtype */
+template <bool P>
+static cudaError_t rms_dispatch(cudaStream_t s, int dtype, const void *x, void *y, int64_t nv,
+                                int c, int64_t w, int64_t xp, int64_t yp, const float *g,
+                                const float *b, int act, float as, float s8) {
+    switch (dtype) {
+    case CU_BF16: return launch_rms<__nv_bfloat16, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as, s8);
+    case CU_F16: return launch_rms<__half, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as, s8);
+    default: return launch_rms<float, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as, s8);
+    }
 }
 
-template <typename T>
-static void launch_rms_rows(cudaStream_t s, const void *x, void *y, int64_t rows, int64_t w, int c,
-                            int64_t xp, int64_t yp, const float *g, const float *b, int act,
-                            float as) {
-    launch_rms<T, true>(s, x, y, rows * w, c, w, xp, yp, g, b, act, as);
+extern "C" int cuk_rms_codes_ok(int dtype, int c) {
+    return (dtype == CU_BF16 || dtype == CU_F16) && c % 8 == 0 && c / 8 <= 32 * 4;
 }
 
 extern "C" cudaError_t cuk_rms_norm(cudaStream_t s, int dtype, const void *x, void *y,
                                     int64_t n_vox, int c, const float *g, const float *b, int act,
-                                    float act_scale) {
+                                    float act_scale, float s8) {
     if (n_vox == 0) return cudaSuccess;
-    CU_DISPATCH(dtype, launch_rms_packed, s, x, y, n_vox, c, g, b, act, act_scale);
-    return cudaGetLastError();
+    return rms_dispatch<false>(s, dtype, x, y, n_vox, c, n_vox, 0, 0, g, b, act, act_scale, s8);
 }
 
 extern "C" cudaError_t cuk_rms_norm_rows(cudaStream_t s, int dtype, const void *x, int64_t x_pitch,
                                          void *y, int64_t y_pitch, int64_t rows, int w, int c,
-                                         const float *g, const float *b, int act, float act_scale) {
+                                         const float *g, const float *b, int act, float act_scale,
+                                         float s8) {
     if (rows == 0 || w == 0) return cudaSuccess;
-    CU_DISPATCH(dtype, launch_rms_rows, s, x, y, rows, w, c, x_pitch, y_pitch, g, b, act,
-                act_scale);
-    return cudaGetLastError();
+    return rms_dispatch<true>(s, dtype, x, y, rows * w, c, w, x_pitch, y_pitch, g, b, act,
+                              act_scale, s8);
 }
 
 /* ---- GroupNorm ---- */

@@ -39,6 +39,7 @@ typedef struct igemm_args {
     void *y;            /* [t_out][h][w][co] */
     int t_in, h, w, ci, co, kt, kh, kw, ph, pw;
     cudaStream_t stream;
+    int xs; /* x's places per value: 1 packed; 2: E4M3 codes in 16-bit places (fp8_codes_bound) */
 } igemm_args;
 
 #define VAE_IGEMM_INSTANCES(X)                                                                     \
@@ -163,9 +164,13 @@ template <class Elt, class Out, int TM, int TN, int TK, template <class, class> 
           class Tag, int CM = 1, int CN = 1>
 static cudaError_t igemm_run(const igemm_args *a) {
     using K = igemm_kernel<Elt, Out, TM, TN, TK, Epi, CM, CN>;
+    const int64_t c = (int64_t)a->ci * (a->xs > 1 ? a->xs : 1); /* a pixel's place in x */
+    const int64_t k = a->ci;
     typename K::Problem ps(cutlass::conv::Mode::kCrossCorrelation, {1, a->t_in, a->h, a->w, a->ci},
-                           {a->co, a->kt, a->kh, a->kw, a->ci}, {0, a->ph, a->pw},
-                           {0, a->ph, a->pw}, {1, 1, 1}, {1, 1, 1}, 1);
+                           {a->t_in * a->h * a->w * c, a->h * a->w * c, a->w * c, c, 1},
+                           {a->co, a->kt, a->kh, a->kw, a->ci},
+                           {a->kt * a->kh * a->kw * k, a->kh * a->kw * k, a->kw * k, k, 1},
+                           {0, a->ph, a->pw}, {0, a->ph, a->pw}, {1, 1, 1}, {1, 1, 1}, 1);
     typename K::Conv::Arguments args{};
     args.problem_shape = ps;
     args.mainloop.ptr_A = static_cast<const Elt *>(a->x);

@@ -70,9 +70,10 @@ cudaError_t halo_conv_tile_phase_filters(cudaStream_t s, const void *src, void *
 }
 
 /* the input window as a 4-D tensor (c_in, w, h, t_in) with boxes of 16 bytes of channels x 18 x
- * 18 pixels of one frame (ty: a CU_TENSOR_MAP_DATA_TYPE_*, eb its bytes); cuTensorMapEncodeTiled
- * through the runtime's driver entry point (no libcuda link) */
-static cudaError_t halo_map(CUtensorMap *map, CUtensorMapDataType ty, int eb, const void *x,
+ * 18 pixels of one frame (ty: a CU_TENSOR_MAP_DATA_TYPE_*, eb its bytes; a pixel's place xs
+ * times its values' bytes: 2 for E4M3 codes in 16-bit places); cuTensorMapEncodeTiled through
+ * the runtime's driver entry point (no libcuda link) */
+static cudaError_t halo_map(CUtensorMap *map, CUtensorMapDataType ty, int eb, int xs, const void *x,
                             int t_in, int h, int w, int c_in) {
     static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
         void *fn = nullptr;
@@ -85,8 +86,8 @@ static cudaError_t halo_map(CUtensorMap *map, CUtensorMapDataType ty, int eb, co
     }();
     if (!encode) return cudaErrorNotSupported;
     const cuuint64_t dims[4] = {(cuuint64_t)c_in, (cuuint64_t)w, (cuuint64_t)h, (cuuint64_t)t_in};
-    const cuuint64_t strides[3] = {(cuuint64_t)c_in * eb, (cuuint64_t)w * c_in * eb,
-                                   (cuuint64_t)h * w * c_in * eb};
+    const cuuint64_t px = (cuuint64_t)c_in * eb * xs; /* a pixel's place */
+    const cuuint64_t strides[3] = {px, (cuuint64_t)w * px, (cuuint64_t)h * w * px};
     const cuuint32_t box[4] = {(cuuint32_t)(16 / eb), halo::HALO, halo::HALO, 1},
                      one[4] = {1, 1, 1, 1};
     const CUresult r =
@@ -98,7 +99,7 @@ static cudaError_t halo_map(CUtensorMap *map, CUtensorMapDataType ty, int eb, co
 
 /* the launch of either mode (up2: the phases of halo_conv_run_up2); scale non-NULL: e4m3
  * operands (halo_conv_run8) */
-static cudaError_t halo_run(cudaStream_t s, int is_half, const void *x, const void *wt,
+static cudaError_t halo_run(cudaStream_t s, int is_half, const void *x, int xs, const void *wt,
                             const float *scale, const float *bias, const void *res,
                             const halo_conv_norm *norm, void *y, int kt, int t_out, int h, int w,
                             int c_in, int up2, int blocks) {
@@ -117,7 +118,7 @@ static cudaError_t halo_run(cudaStream_t s, int is_half, const void *x, const vo
     const CUtensorMapDataType ty = scale     ? CU_TENSOR_MAP_DATA_TYPE_UINT8
                                    : is_half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    cudaError_t e = halo_map(&map, ty, scale ? 1 : 2, x, t_out + kt - 1, h, w, c_in);
+    cudaError_t e = halo_map(&map, ty, scale ? 1 : 2, xs, x, t_out + kt - 1, h, w, c_in);
     if (e != cudaSuccess) return e;
     if (scale)
         return is_half ? halo::launch<halo::e4m3, __half>(s, grid, map, a)
@@ -129,21 +130,22 @@ static cudaError_t halo_run(cudaStream_t s, int is_half, const void *x, const vo
 cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void *wt,
                           const float *bias, const void *res, const halo_conv_norm *norm, void *y,
                           int kt, int t_out, int h, int w, int c_in, int blocks) {
-    return halo_run(s, is_half, x, wt, NULL, bias, res, norm, y, kt, t_out, h, w, c_in, 0, blocks);
+    return halo_run(s, is_half, x, 1, wt, NULL, bias, res, norm, y, kt, t_out, h, w, c_in, 0,
+                    blocks);
 }
 
-cudaError_t halo_conv_run8(cudaStream_t s, int is_half, const void *x8, const void *wt8,
+cudaError_t halo_conv_run8(cudaStream_t s, int is_half, const void *x8, int xs, const void *wt8,
                            const float *scale, const float *bias, const void *res,
                            const halo_conv_norm *norm, void *y, int kt, int t_out, int h, int w,
                            int c_in, int blocks) {
     if (!scale) return cudaErrorInvalidValue;
-    return halo_run(s, is_half, x8, wt8, scale, bias, res, norm, y, kt, t_out, h, w, c_in, 0,
+    return halo_run(s, is_half, x8, xs, wt8, scale, bias, res, norm, y, kt, t_out, h, w, c_in, 0,
                     blocks);
 }
 
 cudaError_t halo_conv_run_up2(cudaStream_t s, int is_half, const void *x, const void *wt,
                               const float *bias, const void *res, void *y, int t, int h, int w,
                               int c_in, int blocks) {
-    return halo_run(s, is_half, x, wt, NULL, bias, res, NULL, y, 1, t, h, w, c_in, 1, blocks);
+    return halo_run(s, is_half, x, 1, wt, NULL, bias, res, NULL, y, 1, t, h, w, c_in, 1, blocks);
 }
 }

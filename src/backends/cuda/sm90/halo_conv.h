@@ -39,11 +39,12 @@ cudaError_t halo_conv_tile_phase_filters(cudaStream_t s, const void *src, void *
 cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void *wt,
                           const float *bias, const void *res, const halo_conv_norm *norm, void *y,
                           int kt, int t_out, int h, int w, int c_in, int blocks);
-/* The same conv on E4M3 operands: x8 the window's codes, wt8 the filters' codes tiled by
- * halo_conv_tile_filters8, scale [96] float32 each filter's factor of its float32 sums (input
+/* The same conv on E4M3 operands: x8 the window's codes (xs 1: packed; 2: each pixel's codes at
+ * the start of a place twice their size, program.h fp8_codes_bound), wt8 the filters' codes tiled
+ * by halo_conv_tile_filters8, scale [96] float32 each filter's factor of its float32 sums (input
  * scale x weight scale); y = sum x scale + bias + res, then the norm; res and y 16-bit (is_half:
  * float16, else bfloat16). */
-cudaError_t halo_conv_run8(cudaStream_t s, int is_half, const void *x8, const void *wt8,
+cudaError_t halo_conv_run8(cudaStream_t s, int is_half, const void *x8, int xs, const void *wt8,
                            const float *scale, const float *bias, const void *res,
                            const halo_conv_norm *norm, void *y, int kt, int t_out, int h, int w,
                            int c_in, int blocks);
