@@ -633,8 +633,9 @@ static void test_fp8_codes(int c_in, int c_out, int h, int w) {
 }
 
 /* A conv with a folded RMS norm (+ SiLU) writing its output as codes (the norm a pass after the
- * conv): those of its 16-bit output / (bound / 448), byte for byte. */
-static void test_fp8_codes_conv(int c_in, int c_out, int h, int w) {
+ * conv, or 96 filters: the halo-tile kernel's epilogue; fp8: the conv itself in E4M3): those of
+ * its 16-bit output / (bound / 448), byte for byte. */
+static void test_fp8_codes_conv(int c_in, int c_out, int h, int w, int fp8) {
     enum { N_IN = 4 };
     const size_t fsz = (size_t)h * w * c_in, n = N_IN * fsz, ysz = (size_t)2 * h * w * c_out;
     float *x = rand_buf(n, 1.0f, 0.0f), *g = rand_buf(c_out, 0.5f, 1.0f);
@@ -644,7 +645,7 @@ static void test_fp8_codes_conv(int c_in, int c_out, int h, int w) {
     norm.act = VAE_ACT_SILU, norm.w = g;
     const float bound = vae_op_rms_bound(&norm);
     vae_op conv = codes_conv(c_in, c_out, wt, NULL, 0.0f), convc;
-    conv.fp8 = 0, conv.norm_w = g, conv.norm_act = VAE_ACT_SILU;
+    conv.fp8 = fp8 && vae_op_fp8_shape(&conv), conv.norm_w = g, conv.norm_act = VAE_ACT_SILU;
     convc = conv;
     convc.fp8_codes_bound = bound;
     char *xd = dev_from(gpu, x, n);
@@ -658,9 +659,9 @@ static void test_fp8_codes_conv(int c_in, int c_out, int h, int w) {
     const size_t off = cb && ya ? codes_off(cb, ya, ysz / c_out, c_out, bound / 448.0f) : ysz;
     /* each op tunes its own path: two paths' sums may round apart, a code apart at most */
     check(!rc_a && !rc_b && off <= ysz / 1000,
-          "fp8 codes: conv %d->%d + rms norm writing codes (rc %d %d): %zu of %zu codes off "
+          "fp8 codes: conv %d->%d%s + rms norm writing codes (rc %d %d): %zu of %zu codes off "
           "(at most 0.1%%)",
-          c_in, c_out, rc_a, rc_b, off, ysz);
+          c_in, c_out, conv.fp8 ? " (E4M3)" : "", rc_a, rc_b, off, ysz);
     free(cb), free(ya), free(yb), free(x), free(g), free(wt);
     gpu->v->release(gpu, xd);
 }
@@ -1473,8 +1474,11 @@ static void run_variant(const variant_def *v) {
         test_fp8_codes(192, 96, 16, 16);  /* two channel blocks */
         test_fp8_codes(128, 128, 9, 21);  /* CUTLASS's */
         test_fp8_codes(384, 384, 6, 10);
-        test_fp8_codes_conv(64, 128, 7, 9);
-        test_fp8_codes_conv(128, 384, 5, 6);
+        test_fp8_codes_conv(64, 128, 7, 9, 0);
+        test_fp8_codes_conv(128, 384, 5, 6, 1);
+        test_fp8_codes_conv(96, 96, 19, 37, 0); /* the halo-tile kernel's epilogue (tuned) */
+        test_fp8_codes_conv(96, 96, 17, 20, 1); /* its E4M3 form */
+        test_fp8_codes_conv(192, 96, 9, 18, 1);
     }
     if (v->what & V_CONV) {
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) test_conv(&convs[i]);

@@ -58,16 +58,16 @@
  * quantise their window per call into the scratch area (cuda_fp8.cu: scale = largest magnitude /
  * 448, or the bound of the RMS norm that made the window / 448: vae_op fp8_bound) and run on E4M3
  * weights quantised per output channel, the two scales applied in the epilogue: the CPU backend's
- * emulation, computed. An input that its producer wrote as those codes (op->fp8_codes_in; the RMS
- * norm's pass, cuda_norm.cu) goes to the kernels as it is, each voxel's codes at the start of its
- * 16-bit place; a call they do not take expands it in place for the 16-bit paths and writes the
- * codes back after them (codes_frames). Every other conv runs the bf16 paths. Narrow heads (16-bit,
- * 3x3 with stride and padding 1, at most 8 outputs, c_in a multiple of 16: the RGB heads) run a
- * tensor-core kernel of their own (cuda_narrow_conv.cu; VAE_CUDA_NARROW=0: off), and so do the
- * encoders' stems (a few input channels to 32-128: cuda_stem_conv.cu). Other narrow outputs
- * (16-bit, c_out not a multiple of 8, spatial kernels) run with c_out padded to a multiple of 8
- * (zero filters) into a temporary, then the real channels (+ residual) are copied out: tensor-core
- * kernels instead of cuDNN's slow narrow ones.
+ * emulation, computed. An input that its producer wrote as those codes (op->fp8_codes_in: the RMS
+ * norm's kernel, cuda_norm.cu, or the halo-tile kernels' epilogue) goes to the kernels as it is,
+ * each voxel's codes at the start of its 16-bit place; a call they do not take expands it in place
+ * for the 16-bit paths and writes the codes back after them (codes_frames). Every other conv runs
+ * the bf16 paths. Narrow heads (16-bit, 3x3 with stride and padding 1, at most 8 outputs, c_in a
+ * multiple of 16: the RGB heads) run a tensor-core kernel of their own (cuda_narrow_conv.cu;
+ * VAE_CUDA_NARROW=0: off), and so do the encoders' stems (a few input channels to 32-128:
+ * cuda_stem_conv.cu). Other narrow outputs (16-bit, c_out not a multiple of 8, spatial kernels) run
+ * with c_out padded to a multiple of 8 (zero filters) into a temporary, then the real channels (+
+ * residual) are copied out: tensor-core kernels instead of cuDNN's slow narrow ones.
  */
 #include <stdio.h>
 #include <stdlib.h>

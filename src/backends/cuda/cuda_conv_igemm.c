@@ -100,7 +100,7 @@ int cu_conv_halo(conv_call *cc, const void *x0, int t_out) {
     cudaError_t e = cuk_halo_conv(cb->stream, cb->base.dtype, x0, t_out + op->kt - 1, cc->h, cc->w,
                                   op->c_in, op->kt, s->wh, cc->init_done ? NULL : s->bias,
                                   cc->init_done ? cc->y : cc->res, s->nw, (int)op->norm_act,
-                                  op->act_scale, cc->y, cb->sm_count);
+                                  op->act_scale, cu_codes_scale(op), cc->y, cb->sm_count);
     cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
     if ((rc = halo_result(op, s, e, cc->h, cc->w))) return rc;
@@ -207,16 +207,16 @@ int cuda_conv_fp8(vae_backend *be, const vae_op *op) {
     return fp8_runs(cu_be(be), op);
 }
 
-/* The producers: an RMS norm, or a conv whose norm is a pass of that kernel after it (not 96
- * filters: the halo-tile kernels, which normalise in their epilogue, take those); the readers:
- * the sm_90a E4M3 kernels (strided places), not the mma.sync one, nor an upsampling conv. */
+/* The producers: an RMS norm, or a conv with a folded one (the norm's pass after the conv, or
+ * the halo-tile kernels' epilogue: both write the codes); the readers: the sm_90a E4M3 kernels
+ * (strided places), not the mma.sync one, nor an upsampling conv. */
 int cuda_fp8_codes(vae_backend *be, const vae_op *producer, const vae_op *reader) {
     const cuda_backend *cb = cu_be(be);
     const int dt = (int)cb->base.dtype;
     if (cb->mma || reader->up > 1 || reader->c_in > 1024 || !cu_conv_fp8_takes(cb, reader))
         return 0;
     if (producer->kind == VAE_OP_RMS_NORM) return cuk_rms_codes_ok(dt, producer->c_in);
-    return producer->kind == VAE_OP_CONV && producer->norm_w && producer->c_out != 96 &&
+    return producer->kind == VAE_OP_CONV && producer->norm_w &&
            cuk_rms_codes_ok(dt, producer->c_out);
 }
 
@@ -327,7 +327,7 @@ static cudaError_t fp8_launch(conv_call *cc, const uint8_t *q, int xs, int n_in)
     if (s->fp8_halo)
         return cuk_halo8_conv(cb->stream, cb->base.dtype, q, xs, n_in, cc->h, cc->w, op->c_in,
                               op->kt, s->w8, s->scale8, bias, res, s->nw, (int)op->norm_act,
-                              op->act_scale, cc->y, cb->sm_count);
+                              op->act_scale, cu_codes_scale(op), cc->y, cb->sm_count);
     return cuk_igemm8_conv(cb->stream, q, xs, n_in, cc->h, cc->w, op->c_in, op->c_out, op->kt,
                            op->kh, op->kw, op->pad_h[0], op->pad_w[0], s->w8, s->scale8, bias, res,
                            cc->y);

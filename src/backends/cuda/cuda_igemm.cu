@@ -126,16 +126,16 @@ cudaError_t cuk_halo8_tile_filters(cudaStream_t s, const void *w8, void *wh8, in
 cudaError_t cuk_halo8_conv(cudaStream_t s, int dtype, const void *x8, int xs, int t_in, int h,
                            int w, int ci, int kt, const void *wh8, const float *scale,
                            const float *bias, const void *res, const float *nw, int act,
-                           float act_scale, void *y, int blocks) {
+                           float act_scale, float s8, void *y, int blocks) {
 #ifdef VAE_HAVE_CUTLASS
     if (t_in < kt) return cudaErrorNotSupported;
-    const halo_conv_norm norm = {nw, act, act_scale};
+    const halo_conv_norm norm = {nw, act, act_scale, s8};
     return halo_conv_run8(s, dtype == IGEMM_F16, x8, xs, wh8, scale, bias, res, &norm, y, kt,
                           t_in - kt + 1, h, w, ci, blocks);
 #else
     (void)s, (void)dtype, (void)x8, (void)xs, (void)t_in, (void)h, (void)w, (void)ci, (void)kt,
         (void)wh8;
-    (void)scale, (void)bias, (void)res, (void)nw, (void)act, (void)act_scale, (void)y;
+    (void)scale, (void)bias, (void)res, (void)nw, (void)act, (void)act_scale, (void)s8, (void)y;
     (void)blocks;
     return cudaErrorNotSupported;
 #endif
@@ -164,15 +164,16 @@ cudaError_t cuk_halo_conv_up2(cudaStream_t s, int dtype, const void *x, int t, i
 
 cudaError_t cuk_halo_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
                           int kt, const void *wh, const float *bias, const void *res,
-                          const float *nw, int act, float act_scale, void *y, int blocks) {
+                          const float *nw, int act, float act_scale, float s8, void *y,
+                          int blocks) {
 #ifdef VAE_HAVE_CUTLASS
     if (t_in < kt) return cudaErrorNotSupported;
-    const halo_conv_norm norm = {nw, act, act_scale};
+    const halo_conv_norm norm = {nw, act, act_scale, s8};
     return halo_conv_run(s, dtype == IGEMM_F16, x, wh, bias, res, &norm, y, kt, t_in - kt + 1, h, w,
                          ci, blocks);
 #else
     (void)s, (void)dtype, (void)x, (void)t_in, (void)h, (void)w, (void)ci, (void)kt, (void)wh;
-    (void)bias, (void)res, (void)nw, (void)act, (void)act_scale, (void)y, (void)blocks;
+    (void)bias, (void)res, (void)nw, (void)act, (void)act_scale, (void)s8, (void)y, (void)blocks;
     return cudaErrorNotSupported;
 #endif
 }

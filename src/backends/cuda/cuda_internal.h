@@ -165,13 +165,14 @@ cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, i
  * the 3-D layout [96][kt][3][3][c_in] by cuk_halo_tile_filters (same size). cuk_halo_conv: y
  * [t_in-kt+1][h][w][96] = bias + res + conv of the window x [t_in][h][w][c_in] (as
  * cuk_igemm_conv), then with nw (NULL: none) each pixel's RMS norm y = act(rms(y) * nw) (CU_ACT_*,
- * act_scale: cu_act's) of the rounded y, rounded again (as the separate norm pass would); blocks:
- * the multiprocessor count. */
+ * act_scale: cu_act's) of the rounded y, rounded again (as the separate norm pass would), and
+ * with s8 > 0 written as E4M3 codes as cuk_rms_norm writes them; blocks: the multiprocessor
+ * count. */
 int cuk_halo_takes(int dtype, int kt, int kh, int kw, int ph, int pw, int ci, int co);
 cudaError_t cuk_halo_tile_filters(cudaStream_t s, const void *w3, void *wh, int kt, int ci);
 cudaError_t cuk_halo_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
                           int kt, const void *wh, const float *bias, const void *res,
-                          const float *nw, int act, float act_scale, void *y, int blocks);
+                          const float *nw, int act, float act_scale, float s8, void *y, int blocks);
 /* The same kernel on E4M3 operands (dtype fp8): the convs cuk_halo_takes would take in 16-bit;
  * wh8 the E4M3 codes [96][kt][3][3][c_in] (fp8.h vae_fp8_weights_codes) tiled by
  * cuk_halo8_tile_filters ([kt][c_in / 96][9][6][96][16], same size), x8 the window's codes (xs
@@ -182,7 +183,7 @@ cudaError_t cuk_halo8_tile_filters(cudaStream_t s, const void *w8, void *wh8, in
 cudaError_t cuk_halo8_conv(cudaStream_t s, int dtype, const void *x8, int xs, int t_in, int h,
                            int w, int ci, int kt, const void *wh8, const float *scale,
                            const float *bias, const void *res, const float *nw, int act,
-                           float act_scale, void *y, int blocks);
+                           float act_scale, float s8, void *y, int blocks);
 /* The same kernel for nearest x2 + 3x3 (the upsampling convs' phase path, cuda_conv_phase.c):
  * y [t][2h][2w][96] = bias + res + each output phase's 2 x 2 conv of x [t][h][w][ci], written to
  * its rows and columns of y; whp: the four phase filters [4][96][2][2][ci] tiled by

@@ -105,7 +105,7 @@ static cudaError_t halo_run(cudaStream_t s, int is_half, const void *x, int xs, 
                             int c_in, int up2, int blocks) {
     halo::args a;
     a.x = x, a.wt = wt, a.scale = scale, a.bias = bias, a.res = res, a.y = y;
-    a.norm = norm ? *norm : halo_conv_norm{nullptr, 0, 0.0f};
+    a.norm = norm ? *norm : halo_conv_norm{nullptr, 0, 0.0f, 0.0f};
     a.kt = kt, a.h = h, a.w = w, a.c_in = c_in, a.blocks = c_in / halo::CB;
     a.tiles_x = (w + halo::TILE - 1) / halo::TILE, a.tiles_y = (h + halo::TILE - 1) / halo::TILE;
     a.up2 = up2, a.oh = up2 ? 2 * h : h, a.ow = up2 ? 2 * w : w;

@@ -16,11 +16,14 @@ int halo_conv_fits(int kt, int kh, int kw, int ph, int pw, int c_in, int c_out);
  * [kt][c_in / 96][9][12][96][8] (the same size) */
 cudaError_t halo_conv_tile_filters(cudaStream_t s, const void *src, void *dst, int kt, int c_in);
 /* An RMS norm of each output pixel (Wan's RMS_norm, then an activation): y = act(y / max(|y|,
- * 1e-12) * sqrt(96) * w[c]) with act a CU_ACT_* (act_scale: cu_act's); w NULL: none. */
+ * 1e-12) * sqrt(96) * w[c]) with act a CU_ACT_* (act_scale: cu_act's); w NULL: none. s8 > 0:
+ * y written as the E4M3 codes of its 16-bit values / s8, each pixel's 96 codes at the start of its
+ * place (program.h fp8_codes_bound: what an E4M3 conv reading y takes as it is). */
 typedef struct halo_conv_norm {
     const float *w; /* [96] float32 */
     int act;
     float act_scale;
+    float s8;
 } halo_conv_norm;
 
 /* The E4M3 form (halo_conv_run8): src [96][kt][3][3][c_in] E4M3 codes -> dst

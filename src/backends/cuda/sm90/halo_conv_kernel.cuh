@@ -32,7 +32,9 @@
  * norm + SiLU that alone reads the conv's output, folded into the conv: program.h
  * vae_program_fuse_norms) each thread normalises one staged pixel before the rows go out: the
  * tensor cores wait meanwhile, so SiLU takes one MUFU op (tanh) instead of two; it costs ~2.5 ms of
- * the 4.4 ms a separate norm pass took in a 480p decode (bench/RESULTS.md runs 216-217).
+ * the 4.4 ms a separate norm pass took in a 480p decode (bench/RESULTS.md runs 216-217). Where an
+ * E4M3 conv alone reads the normalised output (norm.s8, program.h fp8_codes_bound), the staged row
+ * becomes its E4M3 codes and only those go out, so that conv needs no pass to make them (run 265).
  * Measured (bench/RESULTS.md runs 206-214, H100): 650-690 TFLOP/s on Wan2.1's 96- and 192-channel
  * convs in bench/halo_conv_probe.cu against 585-600 for CUTLASS's 96-filter tiles; inside a decode
  * the gap shrinks (5.0 against 5.4 ms a 16-frame step without residual, 6.2 against 5.7 with one),
@@ -284,6 +286,28 @@ static __device__ __forceinline__ void norm_pixel(unsigned char *row, const floa
     }
 }
 
+/* One pixel's row of 96 16-bit outputs (staged) as their E4M3 codes of value / s8, in place at the
+ * row's start: chunk j's 8 codes land below its own 16 bytes and those of chunks before it, which
+ * were read already. */
+template <typename T>
+static __device__ __forceinline__ void codes_pixel(unsigned char *row, float s8) {
+#pragma unroll
+    for (int j = 0; j < OUT_CHUNKS; j++) {
+        const uint4 v = *(const uint4 *)(row + j * 16);
+        const unsigned u[4] = {v.x, v.y, v.z, v.w};
+        uint2 o;
+        unsigned char *b = (unsigned char *)&o;
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const float2 f = unpack2(u[q], T());
+            b[2 * q] = (unsigned char)__nv_cvt_float_to_fp8(f.x / s8, __NV_SATFINITE, __NV_E4M3);
+            b[2 * q + 1] =
+                (unsigned char)__nv_cvt_float_to_fp8(f.y / s8, __NV_SATFINITE, __NV_E4M3);
+        }
+        *(uint2 *)(row + j * 8) = o;
+    }
+}
+
 /* 16-byte piece n (0..11) of this warp group's part of the tile: pixel q / 12 of its 8 x 16, part
  * q % 12 of the pixel's 96 channels (q = tid + 128 n: consecutive threads, consecutive bytes);
  * the element offset in y (or res), -1 outside the frame */
@@ -308,7 +332,8 @@ static __device__ __forceinline__ unsigned piece_stage(int q) {
  * (a thread holds rows lane / 4 and lane / 4 + 8 of its warp's 16 rows of each m64 tile, columns
  * 8 j + 2 (lane % 4) + {0, 1}) add bias and residual and round in place, then (with a norm) each
  * thread normalises one pixel's row from those rounded values (as the unfused norm pass would read
- * them), then the rows go out. */
+ * them), then (a.norm.s8) turns it into codes, then the rows go out (codes: a pixel's first six
+ * pieces). */
 template <typename T, typename TO, int TAPS>
 static __device__ __forceinline__ void epilogue(const args &a, const walk &k, int i_last,
                                                 const tile_pos &p, const float d0[48],
@@ -359,10 +384,15 @@ static __device__ __forceinline__ void epilogue(const args &a, const walk &k, in
             norm_pixel<TO, -1>(stage + tid * ST_PITCH, g, a.norm);
         bar_named(2 + k.wg, 128);
     }
+    const bool codes = a.norm.s8 > 0.0f;
+    if (codes) {
+        codes_pixel<TO>(stage + tid * ST_PITCH, a.norm.s8);
+        bar_named(2 + k.wg, 128);
+    }
 #pragma unroll
     for (int n = 0; n < 12; n++) {
         const int64_t o = piece_at(a, p, k.wg, tid + 128 * n);
-        if (o >= 0)
+        if (o >= 0 && (!codes || (tid + 128 * n) % 12 < 6))
             *(uint4 *)((TO *)a.y + o) = *(const uint4 *)(stage + piece_stage(tid + 128 * n));
     }
     if (L::OWN_STAGE) return; /* A was handed back before */
