@@ -12,7 +12,9 @@
  * (VAE_CUDA_HALO=always, bf16 and fp16: the 96-filter 3x3 cases); fp8 (sm_89+ GPUs):
  * the implicit-GEMM and halo-tile cases against the CPU backend's fp8 emulation (the shapes the
  * FP8 kernels do not take run in bf16 and are compared with the float32 reference), also with
- * filters a checkpoint stored in fp8 (fp8/stored), and on the mma.sync kernel of the GPUs
+ * filters a checkpoint stored in fp8 (fp8/stored), and the E4M3 input codes that norms and
+ * convs with a norm write for the E4M3 conv reading them (test_fp8_codes: byte for byte, the
+ * conv's output bit for bit), and on the mma.sync kernel of the GPUs
  * without sm_90a kernels (fp8/mma: VAE_CUDA_MMA=1), that kernel's 16-bit form forced (bf16/mma,
  * fp16/mma); the convs with their parameters staged first
  * (VAE_CUDA_WARM=2, as sessions do), in fp32, bf16 and fp8.
