@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -25,6 +26,13 @@ __device__ __forceinline__ void cu_st(__nv_bfloat16 *p, int64_t i, float v) {
     p[i] = __float2bfloat16_rn(v);
 }
 __device__ __forceinline__ void cu_st(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+
+/* The E4M3 code of x at scale s: x / s rounded to nearest, ties to even, saturating
+ * (cvt.rn.satfinite); 0 for a scale of 0. Every E4M3 code the kernels make comes from here (the
+ * inputs' quantisation, the norms and epilogues writing codes), so that they are the same. */
+__device__ __forceinline__ uint8_t cu_e4m3(float x, float s) {
+    return (uint8_t)__nv_cvt_float_to_fp8(s > 0.0f ? x / s : 0.0f, __NV_SATFINITE, __NV_E4M3);
+}
 
 __device__ __forceinline__ float cu_act(int act, float s, float x) {
     switch (act) {

@@ -48,10 +48,6 @@ template <typename T> static __global__ void absmax_kernel(const T *x, int64_t n
     if (threadIdx.x == 0) atomicMax((unsigned int *)amax, __float_as_uint(m));
 }
 
-static __device__ __forceinline__ uint8_t e4m3(float x, float s) {
-    return (uint8_t)__nv_cvt_float_to_fp8(s > 0.0f ? x / s : 0.0f, __NV_SATFINITE, __NV_E4M3);
-}
-
 template <typename T>
 static __global__ void quant_kernel(const T *x, int64_t n, const float *amax, uint8_t *q) {
     const float s = *amax / 448.0f;
@@ -65,12 +61,12 @@ static __global__ void quant_kernel(const T *x, int64_t n, const float *amax, ui
             uint8_t *b = (uint8_t *)&o;
 #pragma unroll
             for (int k = 0; k < 8; k++)
-                b[k] = e4m3(cu_ld(e, k), s);
+                b[k] = cu_e4m3(cu_ld(e, k), s);
             ((uint2 *)q)[i] = o;
         }
     } else {
         for (int64_t i = tid; i < n; i += step)
-            q[i] = e4m3(cu_ld(x, i), s);
+            q[i] = cu_e4m3(cu_ld(x, i), s);
     }
 }
 
@@ -156,7 +152,7 @@ static __global__ void codes_kernel(void *x, int64_t n_pix, int c, float s8, int
                 uint8_t *q = (uint8_t *)&u;
 #pragma unroll
                 for (int i = 0; i < 8; i++)
-                    q[i] = e4m3(r[k][i], s8);
+                    q[i] = cu_e4m3(r[k][i], s8);
                 *(uint2 *)(b + 8 * j) = u;
             }
         }

@@ -19,8 +19,6 @@
  * Welford/Chan are exact in exact arithmetic and stay accurate when |mean| >> std (no
  * E[x^2] - E[x]^2 cancellation). Other shapes: the two-pass kernels with float64 atomics.
  */
-#include <cuda_fp8.h>
-
 #include "backends/cuda/cuda_common.cuh"
 
 /* ---- RMS ---- */
@@ -121,8 +119,7 @@ static __device__ __forceinline__ void store_codes(uint8_t *p, const float *v, f
     uint8_t *b = (uint8_t *)&o;
 #pragma unroll
     for (int j = 0; j < 8; j++)
-        b[j] = (uint8_t)__nv_cvt_float_to_fp8(static_cast<float>(T(v[j])) / s8, __NV_SATFINITE,
-                                              __NV_E4M3);
+        b[j] = cu_e4m3(static_cast<float>(T(v[j])), s8);
     *(uint2 *)p = o;
 }
 

@@ -300,9 +300,8 @@ static __device__ __forceinline__ void codes_pixel(unsigned char *row, float s8)
 #pragma unroll
         for (int q = 0; q < 4; q++) {
             const float2 f = unpack2(u[q], T());
-            b[2 * q] = (unsigned char)__nv_cvt_float_to_fp8(f.x / s8, __NV_SATFINITE, __NV_E4M3);
-            b[2 * q + 1] =
-                (unsigned char)__nv_cvt_float_to_fp8(f.y / s8, __NV_SATFINITE, __NV_E4M3);
+            b[2 * q] = cu_e4m3(f.x, s8);
+            b[2 * q + 1] = cu_e4m3(f.y, s8);
         }
         *(uint2 *)(row + j * 8) = o;
     }
