@@ -275,7 +275,9 @@ typedef enum {
                                   * copy of both put together first (1) */
     VAE_PARAM_CUDA_WARM,         /* what a CUDA session pays at its creation instead of in its
                                   * first call: 0 nothing, 1 cuBLAS's first use (attention) and
-                                  * cuDNN's (models with strided convs), 2 also the parameters
+                                  * cuDNN's (models with strided convs), the cuDNN plans and
+                                  * attention blocks of earlier processes (the tune cache), the
+                                  * conv kernels' modules, 2 also the parameters
                                   * converted into pinned host memory, so that first uses copy
                                   * them as they are (2; host memory of ~2 bytes a parameter,
                                   * until vae_session_trim) */

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/backend.h"
 #include "core/core.h"
@@ -1427,7 +1428,7 @@ static int make_gpu(const variant_def *v) {
 }
 
 static void describe(void) {
-    char buf[1536];
+    char buf[2048];
     if (vae_cuda_backend_describe) printf("INFO [%s] %s\n", variant, vae_cuda_backend_describe(gpu, buf, sizeof buf));
 }
 
@@ -1614,6 +1615,70 @@ static void run_variant(const variant_def *v) {
     gpu = NULL;
 }
 
+/* ---- the warm-up from the tune cache ------------------------------------------------------- */
+/* A backend keeps the cuDNN plans and the attention's GEMM blocks its calls used in the tune cache
+ * (a file of this test's own); a second backend on the file makes them at its warm-up (backend.h
+ * warm, cuda_warm), so that its calls make no plan, and their results still match the CPU's. */
+static void test_warm_seen(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/vae-test-warm-%d.txt", (int)getpid());
+    unlink(path);
+    setenv("VAE_TUNE_CACHE", path, 1);
+    /* a strided conv (cuDNN's per frame, fused bias) and 1600 tokens of attention (cuBLAS) */
+    const conv_case conv = {"warm", 64, 64, 1, 3,  3,  1, 2, 2,       1,
+                            1,      1,  1,  2, 20, 24, 1, 0, L_CHUNK, 0};
+    for (int k = 0; k < 2; k++) {
+        const variant_def v = {k ? "bf16/warm-seen" : "bf16/seen",
+                               VAE_DTYPE_BF16,
+                               NULL,
+                               NULL,
+                               V_CONV,
+                               0,
+                               "VAE_CUDA_WARM=1"};
+        variant = v.label;
+        ref = cpu, tol = 2e-2, staged = 0, fp8_stored = 0;
+        if (make_gpu(&v) != VAE_OK) {
+            check(0, "creating the backend: %s", vae_last_error());
+            break;
+        }
+        if (k == 1) { /* a program naming the conv and of the attention's width, warmed */
+            vae_program p;
+            vae_program_init(&p, 64);
+            vae_op c = vae_op_make(VAE_OP_CONV, 0, 64, 64),
+                   a = vae_op_make(VAE_OP_ATTENTION, 0, 192, 64);
+            c.kh = c.kw = 3, c.sh = c.sw = 2;
+            snprintf(c.name, sizeof c.name, "test.conv.warm");
+            snprintf(a.name, sizeof a.name, "test.attention");
+            vae_program_add(&p, &c);
+            vae_program_add(&p, &a);
+            const int rc = gpu->v->warm(gpu, &p);
+            vae_program_free(&p);
+            check(rc == VAE_OK && described_count(" made by the warm-up") > 0,
+                  "the warm-up made the plans the tune cache holds: rc %d, %ld made", rc,
+                  described_count(" made by the warm-up"));
+        }
+        const long plans = described_count(" cuDNN plans,");
+        test_conv(&conv);
+        test_attention(64, 1, 40, 40, 1.0f);
+        if (k == 1)
+            check(described_count(" cuDNN plans,") == plans,
+                  "the calls after the warm-up made no cuDNN plan: %ld before, %ld after", plans,
+                  described_count(" cuDNN plans,"));
+        describe();
+        gpu->v->destroy(gpu);
+        gpu = NULL;
+    }
+    char text[8192] = "";
+    FILE *f = fopen(path, "r");
+    const size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[got] = 0;
+    if (f) fclose(f);
+    check(strstr(text, " dnn:test.conv.warm:2.") && strstr(text, " att:n1600.c64.r"),
+          "the tune cache keeps the conv's cuDNN plan and the attention's blocks: %s", text);
+    unlink(path);
+    unsetenv("VAE_TUNE_CACHE");
+}
+
 static void log_line(int level, const char *msg, void *user) {
     (void)user;
     printf("LOG %d %s\n", level, msg);
@@ -1676,6 +1741,7 @@ int main(int argc, char **argv) {
         fp8_stored = strcmp(v.label, "fp8/stored") == 0;
         if (v.what) run_variant(&v);
     }
+    if (!buffers_only && !bench_only) test_warm_seen();
     if (buffers_only) {
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;

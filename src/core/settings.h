@@ -77,7 +77,8 @@ typedef struct vae_settings {
     int cuda_att;            /* VAE_CUDA_ATT: large 16-bit attention on cuBLAS (1) or the fused
                               * kernel (0) */
     int cuda_warm;           /* VAE_CUDA_WARM: at session creation 0 nothing, 1 cuBLAS's and
-                              * cuDNN's first uses, 2 also the parameters staged in pinned memory
+                              * cuDNN's first uses, the plans the tune cache holds, the conv
+                              * kernels' modules, 2 also the parameters staged in pinned memory
                               * (2) */
     int cuda_dnn_gain_us;    /* VAE_CUDA_DNN_GAIN_US: what a cuDNN path must save a call over the
                               * own kernels to be chosen, microseconds (100) */

@@ -806,7 +806,7 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         "implicit GEMM (%s, %s), %lld halo tile, %lld halo normed, %lld halo up2, %lld stem, %lld "
         "fp8, "
         "%lld fp8 halo tile, %lld fp8 mma.sync, %lld mma.sync 16-bit, %lld graph "
-        "launches; weights %.1f MiB; peak %.1f MiB "
+        "launches; %d cuDNN plans, %lld made by the warm-up; weights %.1f MiB; peak %.1f MiB "
         "(weights %.1f, activations %.1f, scratch %.1f, cuDNN workspace %.1f); pool %.1f MiB; "
         "session creation %.0f ms (warm-up, %.1f MiB of parameters staged, %lld uploads from "
         "the stage); host set-up: device allocations %.0f ms, pinned buffers %.0f ms, cuDNN "
@@ -826,17 +826,17 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         (long long)cb->n_conv_halo, (long long)cb->n_conv_normed, (long long)cb->n_conv_halo_up2,
         (long long)cb->n_conv_stem, (long long)cb->n_conv_fp8, (long long)cb->n_conv_fp8_halo,
         (long long)cb->n_conv_fp8_mma, (long long)cb->n_conv_mma, (long long)cb->n_graph_launches,
-        (double)cb->weight_bytes / 1048576.0, (double)be->bytes_peak / 1048576.0,
-        (double)cb->peak_parts[0] / 1048576.0, (double)cb->peak_parts[1] / 1048576.0,
-        (double)cb->peak_parts[2] / 1048576.0, (double)cb->peak_parts[3] / 1048576.0,
-        (double)cb->pool.reserved_bytes / 1048576.0, cb->host_s[CU_H_WARM] * 1e3,
-        (double)cu_stage_bytes(&cb->stage) / 1048576.0, (long long)cb->n_staged_uploads,
-        cb->host_s[CU_H_MALLOC] * 1e3, cb->host_s[CU_H_PINNED] * 1e3,
-        cb->host_s[CU_H_DNN_HANDLE] * 1e3, cb->host_s[CU_H_DNN_PLAN] * 1e3,
-        cb->host_s[CU_H_DNN_FIRST] * 1e3, cb->host_s[CU_H_GRAPH] * 1e3,
-        cb->host_s[CU_H_PREPARE] * 1e3, cb->host_s[CU_H_WEIGHTS] * 1e3,
-        cb->host_s[CU_H_IGEMM] * 1e3, cb->bus.n_out, cb->bus.n_ahead, cb->bus.n_hit,
-        cb->bus.n_direct);
+        cu_dnn_plans(cb), (long long)cb->n_dnn_warmed, (double)cb->weight_bytes / 1048576.0,
+        (double)be->bytes_peak / 1048576.0, (double)cb->peak_parts[0] / 1048576.0,
+        (double)cb->peak_parts[1] / 1048576.0, (double)cb->peak_parts[2] / 1048576.0,
+        (double)cb->peak_parts[3] / 1048576.0, (double)cb->pool.reserved_bytes / 1048576.0,
+        cb->host_s[CU_H_WARM] * 1e3, (double)cu_stage_bytes(&cb->stage) / 1048576.0,
+        (long long)cb->n_staged_uploads, cb->host_s[CU_H_MALLOC] * 1e3,
+        cb->host_s[CU_H_PINNED] * 1e3, cb->host_s[CU_H_DNN_HANDLE] * 1e3,
+        cb->host_s[CU_H_DNN_PLAN] * 1e3, cb->host_s[CU_H_DNN_FIRST] * 1e3,
+        cb->host_s[CU_H_GRAPH] * 1e3, cb->host_s[CU_H_PREPARE] * 1e3,
+        cb->host_s[CU_H_WEIGHTS] * 1e3, cb->host_s[CU_H_IGEMM] * 1e3, cb->bus.n_out,
+        cb->bus.n_ahead, cb->bus.n_hit, cb->bus.n_direct);
     return buf;
 }
 

@@ -182,6 +182,41 @@ int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, cons
     return VAE_OK;
 }
 
+/* ---- the warm-up ---- */
+/* The kernels a conv could take: the 16-bit CUTLASS one of its channels (its own taps, or an
+ * upsampling conv's phases), the halo-tile kernel's forms, the E4M3 kernel where fp8 runs it. */
+static cudaError_t load_kernels(const cuda_backend *cb, const vae_op *op) {
+    const int dt = (int)cb->base.dtype, plain = igemm_geometry(op);
+    cudaError_t e = plain || op->up > 1 ? cuk_igemm_load(dt, op->c_in, op->c_out) : cudaSuccess;
+    if (e == cudaSuccess && cb->halo && plain &&
+        cuk_halo_takes(dt, op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0], op->c_in, op->c_out))
+        e = cuk_halo_load(dt, 0);
+    if (e == cudaSuccess && cb->halo && op->up == 2 &&
+        cuk_halo_takes(dt, 1, 3, 3, 1, 1, op->c_in, op->c_out))
+        e = cuk_halo_load(dt, 1);
+    if (e == cudaSuccess && cu_conv_fp8_takes(cb, op))
+        e = cuk_igemm8_supported(op->c_in, op->c_out)
+                ? cuk_igemm_load(VAE_DTYPE_FP8, op->c_in, op->c_out)
+                : cuk_halo_load(VAE_DTYPE_FP8, 0);
+    return e;
+}
+
+/* Under CUDA's lazy loading a kernel's first launch loads its module; here they load at session
+ * creation instead. A failure is left to the launch (which falls back), not reported here. */
+void cuda_conv_load_kernels(cuda_backend *cb, const vae_program *p) {
+    if (!cb->igemm || cb->mma) return;
+    for (int i = 0; i < p->n_ops; i++) {
+        if (p->ops[i].kind != VAE_OP_CONV) continue;
+        const cudaError_t e = load_kernels(cb, &p->ops[i]);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            VAE_DEBUG("%s: its kernels not loaded ahead (%s)", p->ops[i].name,
+                      cudaGetErrorString(e));
+            return;
+        }
+    }
+}
+
 /* ---- FP8 ---- */
 /* The E4M3 form of the halo-tile kernel runs the conv (not under VAE_CUDA_HALO=off): where
  * CUTLASS's E4M3 kernels do not take it (c_in not a multiple of 64: Wan2.1's 96 -> 96). Where

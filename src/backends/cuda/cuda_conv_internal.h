@@ -126,9 +126,10 @@ int cu_tune_elapsed(cuda_backend *cb, float *ms, const char *who);
  * and way 1 in odd ones (the GPU slows as its power limit sets in, which would favour whichever
  * always ran first). ms[w]: the mean of way w's timed runs, -1 where it refused (run gave *t < 0:
  * it ran nothing); *last: the way whose run made the output last. run(ctx, way, &t) runs and times
- * way. */
+ * way, with cb->tuning raised. */
 typedef int (*cu_tune_way_fn)(void *ctx, int way, float *t);
-int cu_tune_alternate(void *ctx, cu_tune_way_fn run, int warm, int rounds, float ms[2], int *last);
+int cu_tune_alternate(cuda_backend *cb, void *ctx, cu_tune_way_fn run, int warm, int rounds,
+                      float ms[2], int *last);
 /* VAE_CUDA_TUNE=seed:N: FNV-1a of the seed, the op's name and the shape */
 uint64_t cu_conv_seed_hash(uint64_t seed, const char *name, int n_in, int h, int w);
 /* The tuner's one rule between an own kernel (own_ms a call) and cuDNN's path (dnn_ms): the own

@@ -174,7 +174,7 @@ static int phases_choose(cuda_backend *cb, const vae_op *op, conv_state *s, cons
         *path = cu_conv_seed_hash(cb->tune_seed, op->name, tb, h, w) % 2 ? PHASE_IGEMM : PHASE_DNN;
     } else {
         phases_ctx c = {cb, op, s, x, tmp, plane, tb, h, w, add_bias};
-        int last = 0, rc = cu_tune_alternate(&c, phases_time, 1, cb->tune_reps, ms, &last);
+        int last = 0, rc = cu_tune_alternate(cb, &c, phases_time, 1, cb->tune_reps, ms, &last);
         if (rc) return rc;
         *path = cu_tune_own_wins(cb, ms[1], ms[0]) && !s->noigemm ? PHASE_IGEMM : PHASE_DNN;
         *ran = last == (*path == PHASE_IGEMM); /* that run left the block in tmp */
@@ -319,7 +319,7 @@ static int up_choose(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     } else {
         /* a warm-up run of each, then the rounds of VAE_CUDA_TUNE_REPS (at least one) */
         up_ctx c = {cb, op, s, x0, residual, y, n_in, h, w};
-        int last = 0, rc = cu_tune_alternate(&c, up_run, 1, cb->tune_reps, ms, &last);
+        int last = 0, rc = cu_tune_alternate(cb, &c, up_run, 1, cb->tune_reps, ms, &last);
         if (rc) return rc;
         *halo = ms[1] >= 0 && ms[1] < ms[0];
         *ran = last == *halo; /* that run made y */

@@ -35,14 +35,17 @@ static int timed_path(conv_call *cc, const void *const *frames, int t_out, int p
     return rc ? rc : cu_tune_elapsed(cb, ms, cc->op->name);
 }
 
-int cu_tune_alternate(void *ctx, cu_tune_way_fn run, int warm, int rounds, float ms[2], int *last) {
+int cu_tune_alternate(cuda_backend *cb, void *ctx, cu_tune_way_fn run, int warm, int rounds,
+                      float ms[2], int *last) {
     ms[0] = ms[1] = 0.0f;
     if (rounds < 1) rounds = 1;
     for (int r = warm ? -1 : 0; r < rounds; r++) /* r = -1: the warm-ups */
         for (int i = 0; i < 2; i++) {
             const int way = i ^ (r > 0 && r % 2);
             float t = 0.0f;
+            cb->tuning++;
             int rc = run(ctx, way, &t);
+            cb->tuning--;
             if (rc) return rc;
             if (t < 0) {
                 ms[way] = -1.0f;
@@ -160,7 +163,7 @@ static int tune_reps(conv_call *cc, const void *const *frames, int t_out, const 
     }
     rep_ctx c = {cc, frames, t_out, {cand[a], cand[b]}};
     float mean[2];
-    int way = 0, rc = cu_tune_alternate(&c, rep_run, 0, rounds, mean, &way);
+    int way = 0, rc = cu_tune_alternate(cc->cb, &c, rep_run, 0, rounds, mean, &way);
     if (rc) return rc;
     ms[a] = mean[0], ms[b] = mean[1];
     *last = c.path[way];
@@ -290,7 +293,9 @@ int cu_conv_run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_
         best = (int)(cu_conv_seed_hash(cc->cb->tune_seed, cc->op->name, n_in, cc->h, cc->w) %
                      (uint64_t)nc);
     } else if (!from_cache) {
+        cc->cb->tuning++;
         int rc = time_candidates(cc, frames, t_out, cand, nc, ms, &rounds, &last, &best);
+        cc->cb->tuning--;
         if (rc) return rc;
     }
     const int path = best >= 0 ? cand[best] : PATH_BLOCKS;

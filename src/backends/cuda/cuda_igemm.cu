@@ -7,7 +7,7 @@
 #include "backends/cuda/cutlass/igemm_conv.cuh"
 #include "backends/cuda/sm90/halo_conv.h"
 
-enum { IGEMM_BF16 = 2 }; /* VAE_DTYPE_BF16 (vae.h) */
+enum { IGEMM_BF16 = 2, IGEMM_FP8 = 3 }; /* VAE_DTYPE_BF16, VAE_DTYPE_FP8 (vae.h) */
 
 typedef cudaError_t (*igemm_fn)(const igemm_args *);
 
@@ -70,7 +70,8 @@ cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, i
                            const float *bias, const void *res, void *y) {
     const igemm_fn fn = igemm_pick(dtype, ci, co);
     if (!fn || t_in < kt) return cudaErrorNotSupported;
-    const igemm_args a = {x, wt, NULL, bias, res, y, t_in, h, w, ci, co, kt, kh, kw, ph, pw, s, 1};
+    const igemm_args a = {x,  wt, NULL, bias, res, y,  t_in, h, w, ci,
+                          co, kt, kh,   kw,   ph,  pw, s,    1, 0};
     return fn(&a);
 }
 
@@ -79,9 +80,16 @@ cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int xs, int t_in, in
                             const float *scale, const float *bias, const void *res, void *y) {
     const igemm_fn fn = igemm8_pick(ci, co);
     if (!fn || t_in < kt) return cudaErrorNotSupported;
-    const igemm_args a = {x8, w8, scale, bias, res, y,  t_in, h, w,
-                          ci, co, kt,    kh,   kw,  ph, pw,   s, xs};
+    const igemm_args a = {x8, w8, scale, bias, res, y,  t_in, h,  w, ci,
+                          co, kt, kh,    kw,   ph,  pw, s,    xs, 0};
     return fn(&a);
+}
+
+cudaError_t cuk_igemm_load(int dtype, int ci, int co) {
+    const igemm_fn fn = dtype == IGEMM_FP8 ? igemm8_pick(ci, co) : igemm_pick(dtype, ci, co);
+    igemm_args a = {};
+    a.load = 1;
+    return fn && cuk_igemm_device() ? fn(&a) : cudaSuccess;
 }
 
 enum { IGEMM_F16 = 1 }; /* VAE_DTYPE_F16 (vae.h) */
@@ -147,6 +155,16 @@ cudaError_t cuk_halo_tile_phase_filters(cudaStream_t s, const void *wph, void *w
 #else
     (void)s, (void)wph, (void)whp, (void)ci;
     return cudaErrorNotSupported;
+#endif
+}
+
+cudaError_t cuk_halo_load(int dtype, int up2) {
+#ifdef VAE_HAVE_CUTLASS
+    return cuk_igemm_device() ? halo_conv_load(dtype == IGEMM_F16, dtype == IGEMM_FP8, up2)
+                              : cudaSuccess;
+#else
+    (void)dtype, (void)up2;
+    return cudaSuccess;
 #endif
 }
 

@@ -192,6 +192,12 @@ cudaError_t cuk_halo_tile_phase_filters(cudaStream_t s, const void *wph, void *w
 cudaError_t cuk_halo_conv_up2(cudaStream_t s, int dtype, const void *x, int t, int h, int w, int ci,
                               const void *whp, const float *bias, const void *res, void *y,
                               int blocks);
+/* A warm-up: the module of the CUTLASS kernel cuk_igemm_conv (dtype VAE_DTYPE_FP8:
+ * cuk_igemm8_conv) would run for these channels, or of the halo-tile kernel for dtype (up2: its
+ * phase mode), loaded now, not by its first launch (CUDA loads modules lazily: run 266, ~10 ms of
+ * a fresh Wan2.1 480p decode's first call). Nothing where no such kernel runs here. */
+cudaError_t cuk_igemm_load(int dtype, int ci, int co);
+cudaError_t cuk_halo_load(int dtype, int up2);
 /* y[r][c] = bias[c] (or 0) + res[r][c] (or 0), rows r < rows */
 cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias, const void *res,
                           int64_t rows, int c);
@@ -498,6 +504,8 @@ typedef struct cuda_backend {
     int fuse;             /* bias/residual in cuDNN's epilogue, 16-bit only (VAE_CUDA_FUSE) */
     int tune;             /* time 3-D vs per-block convs per shape (VAE_CUDA_TUNE, default 1) */
     int recording;        /* a graph is being recorded (stream capture): no timing, no frees */
+    int tuning;           /* candidate paths are being timed: their cuDNN plans are not kept in
+                           * the tune cache for the next process's warm-up */
     int poison;           /* VAE_CUDA_POISON=1: new blocks filled with NaN (cu_poison) */
     uint64_t tune_seed;   /* VAE_CUDA_TUNE=seed:N: paths by hash instead of timing (0: off) */
     int tune_reps;        /* the two fastest paths' rounds after the first (VAE_CUDA_TUNE_REPS) */
@@ -537,6 +545,7 @@ typedef struct cuda_backend {
     int64_t n_conv_halo_up2;           /* upsampling convs run by it (the phase mode) */
     int64_t n_conv_stem;               /* convs run by the stem kernel (cuda_stem_conv.cu) */
     int64_t n_graph_launches;          /* recorded steps replayed (executor work graphs) */
+    int64_t n_dnn_warmed;              /* cuDNN plans made by the warm-up (cu_dnn_warm_seen) */
     int64_t n_staged_uploads;          /* parameters copied from the stage (cuda_stage.c) */
     cu_host_buf hin[2], hout[2];       /* stage_in / download_planar buffers, used in turn */
     cu_host_buf wring[2];              /* parameters on their way to the device, in turn */
@@ -708,6 +717,8 @@ int cuda_conv_fp8(vae_backend *be, const vae_op *op);
 void cuda_conv_stage(cuda_backend *cb, const vae_op *op);
 /* 1: no own kernel takes this conv (strided, asymmetric padding): cuDNN runs it */
 int cuda_conv_wants_dnn(const cuda_backend *cb, const vae_op *op);
+/* the modules of the sm_90a kernels p's convs could take, loaded now (cuda_warm) */
+void cuda_conv_load_kernels(cuda_backend *cb, const vae_program *p);
 /* vtbl scratch_need (cuda_ops.c), and its conv part (cuda_conv.c) */
 int64_t cuda_scratch_need(vae_backend *be, const vae_op *op, int t, int h, int w, int minimal);
 int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, int h, int w,
@@ -756,6 +767,9 @@ typedef struct cu_dnn_epi {
  * process (-1: none), and a new one (kept, and appended to the file) */
 int cu_tune_lookup(cuda_backend *cb, const char *shape);
 void cu_tune_store(cuda_backend *cb, const char *shape, int path);
+/* the first entry from index `from` on whose key starts with prefix: its index (-1: none), *shape
+ * the key after the prefix, *path its number */
+int cu_tune_next(cuda_backend *cb, const char *prefix, int from, const char **shape, int *path);
 void cu_tune_cache_free(cuda_backend *cb);
 
 /* cuda_io.c: the caller's device tensors and stream (vtbl entries) */
@@ -772,6 +786,10 @@ int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const
 void cu_dnn_destroy(cuda_backend *cb);
 /* cuDNN's first use in the process, paid now (cuda_warm) */
 int cu_dnn_warm(cuda_backend *cb);
+/* the plans earlier processes' calls of p's convs used (the tune cache), made now (cuda_warm) */
+int cu_dnn_warm_seen(cuda_backend *cb, const vae_program *p);
+/* the cuDNN plans made so far (refusals included) */
+int cu_dnn_plans(const cuda_backend *cb);
 /* "cuDNN 9.x.y" or "cuDNN unavailable" */
 const char *cu_dnn_describe(cuda_backend *cb, char *buf, size_t len);
 

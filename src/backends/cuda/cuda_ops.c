@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
@@ -456,9 +457,18 @@ static int att_gemm_pair(cuda_backend *cb, const char *who, const char *q, const
     return rc;
 }
 
+/* The GEMM path's blocks of a shape, kept in the tune cache for the next process's warm-up
+ * (att_warm): "att:n<tokens>.c<channels>.r<rows a block>". */
+static void att_remember(cuda_backend *cb, int n, int c, int rows) {
+    char key[64];
+    snprintf(key, sizeof key, "att:n%d.c%d.r%d", n, c, rows);
+    if (cu_tune_lookup(cb, key) < 0) cu_tune_store(cb, key, 0);
+}
+
 static int attention_gemm(cuda_backend *cb, const vae_op *op, const char *qkv, char *y, int t,
                           int n, int q0, int q1, int rows) {
     const int c = op->c_out;
+    att_remember(cb, n, c, rows);
     const size_t es = cb->base.elem_size;
     float *sc = cu_scratch(cb, att_gemm_bytes(cb, rows, n), op->name); /* [rows][n] */
     if (!sc) return VAE_ENOMEM;
@@ -475,31 +485,68 @@ static int attention_gemm(cuda_backend *cb, const vae_op *op, const char *qkv, c
     return rc;
 }
 
-/* The attention's GEMM path once on zeros, a block of ATT_WARM_ROWS queries against
- * ATT_WARM_TOKENS keys of program p's first attention, so that a process's first call does not
- * pay cuBLAS's first use (its heuristics and lazily loaded kernels: 152 ms of a fresh process's
- * first Wan2.1 480p decode on the H100, bench/RESULTS.md runs 155-162; 8192 x 2048 did better
- * than 2048 x 512 there). Once per width (a decoder and an encoder of the same width share it).
- * Own buffers (~120 MB in bf16), not the scratch area or the pool: nothing stays allocated;
- * where the device has no room for them the first call pays instead. */
-enum { ATT_WARM_TOKENS = 8192, ATT_WARM_ROWS = 2048 };
+/* The attention's GEMM path once on zeros at session creation, so that a process's first call
+ * does not pay cuBLAS's first use (its heuristics and lazily loaded kernels: 152 ms of a fresh
+ * process's first Wan2.1 480p decode on the H100, bench/RESULTS.md runs 155-162) nor the first
+ * launches of the kernels its own shapes take (13 ms more there, run 266). The blocks are those
+ * earlier processes ran at program p's attention width (the tune cache's "att:" entries: a
+ * block of rows and the remainder of a frame), else ATT_WARM_ROWS queries against
+ * ATT_WARM_TOKENS keys (8192 x 2048 did better than 2048 x 512 in runs 155-162). Once per width
+ * (a decoder and an encoder of the same width share it). Own buffers, not the scratch area or
+ * the pool: nothing stays allocated; where the device has no room for them the first call pays
+ * instead. */
+enum { ATT_WARM_TOKENS = 8192, ATT_WARM_ROWS = 2048, ATT_WARM_BLOCKS = 8 };
+#define ATT_WARM_BYTES ((size_t)512 << 20) /* a cached shape needing more: not warmed */
+
+/* qkv [n][3c], the scores and P of mb rows, y [mb][c]: one block's buffer */
+static size_t att_warm_bytes(const cuda_backend *cb, int n, int mb, int c) {
+    const size_t es = cb->base.elem_size;
+    return (size_t)n * 3 * c * es + att_gemm_bytes(cb, mb, n) + (size_t)mb * c * es;
+}
+
+/* The blocks to warm at width c (blk[k] = {tokens, rows}), from the tune cache, else the
+ * default; their count. */
+static int att_warm_blocks(cuda_backend *cb, int c, int blk[ATT_WARM_BLOCKS][2]) {
+    const char *text;
+    int nb = 0, path;
+    for (int i = 0;
+         nb + 2 <= ATT_WARM_BLOCKS && (i = cu_tune_next(cb, "att:", i, &text, &path)) >= 0; i++) {
+        int n, cc, r, len = 0;
+        if (sscanf(text, "n%d.c%d.r%d%n", &n, &cc, &r, &len) != 3 || text[len] || cc != c ||
+            n < ATT_GEMM_MIN_TOKENS || n > (1 << 20) || r <= 0 || r > n ||
+            att_warm_bytes(cb, n, r, c) > ATT_WARM_BYTES)
+            continue;
+        blk[nb][0] = n, blk[nb++][1] = r;
+        if (n % r) blk[nb][0] = n, blk[nb++][1] = n % r;
+    }
+    if (nb == 0) blk[nb][0] = ATT_WARM_TOKENS, blk[nb++][1] = ATT_WARM_ROWS;
+    return nb;
+}
+
 static int att_warm(cuda_backend *cb, const vae_program *p) {
     const vae_op *op = NULL;
     for (int i = 0; i < p->n_ops && !op; i++)
         if (p->ops[i].kind == VAE_OP_ATTENTION) op = &p->ops[i];
     if (!op || op->c_out == cb->warm_att_c || att_gemm_rows(cb, op, ATT_WARM_TOKENS, SIZE_MAX) == 0)
         return VAE_OK;
-    const int n = ATT_WARM_TOKENS, mb = ATT_WARM_ROWS, c = op->c_out;
-    const size_t es = cb->base.elem_size, qkv_bytes = (size_t)n * 3 * c * es;
-    const size_t bytes = qkv_bytes + att_gemm_bytes(cb, mb, n) + (size_t)mb * c * es;
+    const int c = op->c_out;
+    const size_t es = cb->base.elem_size;
+    int blk[ATT_WARM_BLOCKS][2];
+    const int nb = att_warm_blocks(cb, c, blk);
+    size_t bytes = 0;
+    for (int k = 0; k < nb; k++) {
+        const size_t b = att_warm_bytes(cb, blk[k][0], blk[k][1], c);
+        if (b > bytes) bytes = b;
+    }
     char *buf = NULL;
     if (cudaMalloc((void **)&buf, bytes) != cudaSuccess) {
         cudaGetLastError(); /* (no room: not an error) */
         return VAE_OK;
     }
     int rc = cu_check(cudaMemsetAsync(buf, 0, bytes, cb->stream), op->name, "memset");
-    if (rc == VAE_OK) {
-        float *sc = (float *)(buf + qkv_bytes); /* [mb][n], then P [mb][n], then y [mb][c] */
+    for (int k = 0; k < nb && rc == VAE_OK; k++) {
+        const int n = blk[k][0], mb = blk[k][1];
+        float *sc = (float *)(buf + (size_t)n * 3 * c * es); /* [mb][n], P [mb][n], y [mb][c] */
         char *pm = (char *)(sc + (size_t)mb * n), *y = pm + (size_t)mb * n * es;
         rc = att_gemm_pair(cb, op->name, buf, buf + c * es, buf + 2 * c * es, sc, pm, y, n, mb, c,
                            op->scale);
@@ -534,9 +581,10 @@ static int program_wants_dnn(const cuda_backend *cb, const vae_program *p) {
     return 0;
 }
 
-/* backend.h warm (VAE_CUDA_WARM): 1 the attention's cuBLAS warm-up and cuDNN's first use where
- * the program has convs only cuDNN runs, 2 also the parameters staged in pinned memory. The time
- * goes to CU_H_WARM, not to the calls' set-up. */
+/* backend.h warm (VAE_CUDA_WARM): 1 the attention's cuBLAS warm-up, cuDNN's first use where the
+ * program has convs only cuDNN runs, the cuDNN plans earlier processes' calls used (the tune
+ * cache), the modules of the sm_90a conv kernels; 2 also the parameters staged in pinned memory.
+ * The time goes to CU_H_WARM, not to the calls' set-up. */
 int cuda_warm(vae_backend *be, const vae_program *p) {
     cuda_backend *cb = cu_be(be);
     if (cb->warm == 0) return VAE_OK;
@@ -546,6 +594,8 @@ int cuda_warm(vae_backend *be, const vae_program *p) {
     int rc = cu_enter(cb, "cuda warm-up");
     if (rc == VAE_OK) rc = att_warm(cb, p);
     if (rc == VAE_OK && program_wants_dnn(cb, p)) rc = cu_dnn_warm(cb);
+    if (rc == VAE_OK) rc = cu_dnn_warm_seen(cb, p);
+    if (rc == VAE_OK) cuda_conv_load_kernels(cb, p);
     if (rc == VAE_OK && cb->warm >= 2) stage_program(cb, p);
     memcpy(cb->host_s, set_up, sizeof set_up); /* a call's set-up, not the session's */
     cb->host_s[CU_H_WARM] = set_up[CU_H_WARM] + cu_now() - t0;

@@ -13,6 +13,9 @@
  * ignored: such entries are timed again. Nothing here is an error for the caller: a cache that
  * cannot be read or written only means timing (logged at debug level). The file stops growing
  * at 4 MiB.
+ * The same file keeps what a warm-up at session creation (cuda_warm) can do ahead of a first call:
+ * shape keys "dnn:<op>:<geometry>" (cudnn_conv.c: the cuDNN plans calls used, path 1 where the
+ * call added to y or a residual) and "att:<geometry>" (cuda_ops.c: the attention's GEMM blocks).
  */
 #define _GNU_SOURCE
 #include <cudnn.h>
@@ -147,6 +150,18 @@ void cu_tune_store(cuda_backend *cb, const char *shape, int path) {
         VAE_DEBUG("tune cache %s: write failed (%s)", tc->file, strerror(errno));
     flock(fd, LOCK_UN);
     close(fd);
+}
+
+int cu_tune_next(cuda_backend *cb, const char *prefix, int from, const char **shape, int *path) {
+    if (!cb->tc.loaded) load(cb);
+    const size_t len = strlen(prefix);
+    for (int i = from < 0 ? 0 : from; i < cb->tc.n; i++)
+        if (strncmp(cb->tc.v[i].shape, prefix, len) == 0) {
+            *shape = cb->tc.v[i].shape + len;
+            *path = cb->tc.v[i].path;
+            return i;
+        }
+    return -1;
 }
 
 void cu_tune_cache_free(cuda_backend *cb) {

@@ -17,6 +17,7 @@
  */
 #include <cudnn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
@@ -34,6 +35,7 @@ typedef struct dnn_plan {
     cudnnActivationDescriptor_t ad;
     cudnnConvolutionFwdAlgo_t algo;
     size_t ws;
+    int remembered; /* its key is in the tune cache (plan_remember) */
 } dnn_plan;
 
 typedef struct dnn_state {
@@ -327,6 +329,131 @@ static int plan_make_and_run(cuda_backend *cb, dnn_state *d, dnn_plan *p, const 
                     cudnnGetErrorString(last));
 }
 
+/* ---- plans kept for the next process (the tune cache's "dnn:" entries) ---- */
+enum { DNN_KEY_INTS = 20, DNN_WARM_PLANS = 32 };
+/* a plan's x, w, y (and z) above this, or above a quarter of a memory budget: not warmed (a
+ * Wan2.1 480p decode's time_conv, 10 x 120 x 208 x 384 -> 768: 0.5 GB) */
+#define DNN_WARM_BYTES ((double)(1 << 30))
+_Static_assert(sizeof(cu_dnn_conv) == DNN_KEY_INTS * sizeof(int), "cu_dnn_conv: the key's ints");
+
+/* "<op>:<nd>.<n>.<c>. ... .<epi>" after the prefix "dnn:" (cu_dnn_conv's fields in order); -1
+ * where the op's name cannot be part of a key (spaces, ':') */
+static int plan_key(const char *who, const cu_dnn_conv *g, char *key, size_t len) {
+    if (!who[0] || strpbrk(who, " \t\n:")) return -1;
+    int v[DNN_KEY_INTS];
+    memcpy(v, g, sizeof v);
+    int n = snprintf(key, len, "dnn:%s:", who);
+    for (int i = 0; i < DNN_KEY_INTS && n > 0 && (size_t)n < len; i++)
+        n += snprintf(key + n, len - (size_t)n, i ? ".%d" : "%d", v[i]);
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* A plan a call used (not a candidate being timed) goes to the tune cache once: path 1 where the
+ * call added to y (beta) or a residual (z), whose launches may take other kernels. */
+static void plan_remember(cuda_backend *cb, dnn_plan *p, const char *who, const cu_dnn_epi *epi) {
+    if (p->remembered || cb->tuning || !p->ok) return;
+    p->remembered = 1;
+    char key[sizeof cb->tc.v->shape];
+    if (plan_key(who, &p->g, key, sizeof key) == 0 && cu_tune_lookup(cb, key) < 0)
+        cu_tune_store(cb, key, epi->z != NULL || epi->beta != 0.0f);
+}
+
+/* An entry's geometry (text after "dnn:"), where its op is a conv of program p: 0, else -1. */
+static int plan_parse(const char *text, const vae_program *p, cu_dnn_conv *g) {
+    const char *geo = strrchr(text, ':');
+    if (!geo) return -1;
+    const size_t name_len = (size_t)(geo - text);
+    const vae_op *op = NULL;
+    for (int i = 0; i < p->n_ops && !op; i++)
+        if (p->ops[i].kind == VAE_OP_CONV && strlen(p->ops[i].name) == name_len &&
+            memcmp(p->ops[i].name, text, name_len) == 0)
+            op = &p->ops[i];
+    int v[DNN_KEY_INTS];
+    const char *c = geo + 1;
+    for (int i = 0; i < DNN_KEY_INTS; i++) {
+        char *end;
+        const long x = strtol(c, &end, 10);
+        if (end == c || x < 0 || x > (1 << 20) || *end != (i + 1 < DNN_KEY_INTS ? '.' : '\0'))
+            return -1;
+        v[i] = (int)x;
+        c = end + 1;
+    }
+    memcpy(g, v, sizeof v);
+    if (!op || (g->nd != 2 && g->nd != 3) || g->k < op->c_out || g->epi > 1) return -1;
+    return 0;
+}
+
+/* x, w, y, z (adds) and the bias of a plan's warm-up */
+static double plan_bytes(const cu_dnn_conv *g, int adds, size_t es) {
+    const double x = (double)g->n * g->dx * g->hx * g->wx * g->c,
+                 y = (double)g->n * g->dy * g->ho * g->wo * g->k,
+                 w = (double)g->k * g->kd * g->kh * g->kw * g->c;
+    return (x + w + (adds ? 2 : 1) * y) * (double)es + 4.0 * g->k + 4 * 256;
+}
+
+/* One zero-filled buffer's x, w, y, z and bias for the warm-up of plan g (256-byte aligned). */
+static int plan_warm_run(cuda_backend *cb, const cu_dnn_conv *g, int adds, char *buf) {
+    const size_t es = cb->base.elem_size;
+    const size_t xb = (size_t)g->n * g->dx * g->hx * g->wx * g->c * es,
+                 yb = (size_t)g->n * g->dy * g->ho * g->wo * g->k * es,
+                 wb = (size_t)g->k * g->kd * g->kh * g->kw * g->c * es;
+    char *w = buf + ((xb + 255) & ~(size_t)255), *y = w + ((wb + 255) & ~(size_t)255);
+    char *z = y + ((yb + 255) & ~(size_t)255), *bias = adds ? z + ((yb + 255) & ~(size_t)255) : z;
+    cu_dnn_epi epi = {0.0f, NULL, NULL, NULL};
+    if (g->epi) /* zeros are zeros in either dtype */
+        epi.bias_dt = bias, epi.bias_f32 = (const float *)bias, epi.z = adds ? z : NULL;
+    else
+        epi.beta = adds ? 1.0f : 0.0f;
+    return cu_dnn_conv_run(cb, g, buf, w, &epi, y, "cuDNN warm-up");
+}
+
+/* The cuDNN plans earlier processes' calls used (the tune cache's "dnn:" entries), made and
+ * launched once on zeros at session creation, so that a first call neither makes them nor loads
+ * their kernels (run 266: ~19 ms of host time and ~14 ms of first launches in a fresh Wan2.1 480p
+ * decode). Only plans of convs named in p, at most DNN_WARM_PLANS, each within DNN_WARM_BYTES;
+ * plans cuDNN refuses are skipped, and no room for the buffer is not an error. */
+int cu_dnn_warm_seen(cuda_backend *cb, const vae_program *p) {
+    cu_dnn_conv want[DNN_WARM_PLANS];
+    int adds[DNN_WARM_PLANS], n = 0, flag;
+    double most = 0;
+    const char *text;
+    for (int i = 0; n < DNN_WARM_PLANS && (i = cu_tune_next(cb, "dnn:", i, &text, &flag)) >= 0;
+         i++) {
+        if (plan_parse(text, p, &want[n]) != 0) continue;
+        const double b = plan_bytes(&want[n], flag != 0, cb->base.elem_size);
+        if (b > DNN_WARM_BYTES || (cb->base.limit > 0 && b > 0.25 * (double)cb->base.limit))
+            continue;
+        adds[n++] = flag != 0;
+        if (b > most) most = b;
+    }
+    dnn_state *d = n ? dnn_get(cb) : NULL;
+    if (!d) return VAE_OK;
+    const int made = d->n;
+    char *buf = NULL;
+    if (cudaMalloc((void **)&buf, (size_t)most) != cudaSuccess) {
+        cudaGetLastError(); /* (no room: the first call pays instead) */
+        return VAE_OK;
+    }
+    int rc = cu_check(cudaMemsetAsync(buf, 0, (size_t)most, cb->stream), "cuDNN warm-up", "memset");
+    for (int k = 0; k < n && rc == VAE_OK; k++) {
+        rc = plan_warm_run(cb, &want[k], adds[k], buf);
+        if (rc == VAE_EUNSUPPORTED) {
+            vae_error_clear(); /* the call would take another path too */
+            rc = VAE_OK;
+        }
+    }
+    if (rc == VAE_OK) rc = cu_check(cudaStreamSynchronize(cb->stream), "cuDNN warm-up", "sync");
+    cudaFree(buf);
+    cb->n_dnn_warmed += d->n - made;
+    VAE_DEBUG("cuDNN warm-up: %d plans of earlier calls, %d new", n, d->n - made);
+    return rc;
+}
+
+int cu_dnn_plans(const cuda_backend *cb) {
+    const dnn_state *d = cb->dnn;
+    return d ? d->n : 0;
+}
+
 int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const void *w,
                     const cu_dnn_epi *epi, void *y, const char *who) {
     dnn_state *d = dnn_get(cb);
@@ -336,7 +463,9 @@ int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const
         if (p->dtype != cb->base.dtype || memcmp(&p->g, g, sizeof *g) != 0) continue;
         if (!p->ok) return vae_fail(VAE_EUNSUPPORTED, "%s: no cuDNN algorithm for this shape", who);
         cudnnStatus_t st = plan_exec(cb, d, p, x, w, epi, y);
-        return st ? dnn_fail(st, who, "cudnnConvolutionForward") : VAE_OK;
+        if (st) return dnn_fail(st, who, "cudnnConvolutionForward");
+        plan_remember(cb, p, who, epi);
+        return VAE_OK;
     }
     if (d->n == d->cap) {
         int cap = d->cap ? d->cap * 2 : 16;
@@ -355,6 +484,8 @@ int cu_dnn_conv_run(cuda_backend *cb, const cu_dnn_conv *g, const void *x, const
     if (rc == VAE_OK || rc == VAE_EUNSUPPORTED) {
         /* keep the plan (a negative result is remembered too) */
         if (rc) plan_destroy_descriptors(p);
+        else
+            plan_remember(cb, p, who, epi);
         d->n++;
     } else {
         plan_free(p);

@@ -40,6 +40,7 @@ typedef struct igemm_args {
     int t_in, h, w, ci, co, kt, kh, kw, ph, pw;
     cudaStream_t stream;
     int xs; /* x's places per value: 1 packed; 2: E4M3 codes in 16-bit places (fp8_codes_bound) */
+    int load; /* 1: no launch, the kernel's module loaded only (cuk_igemm_load) */
 } igemm_args;
 
 #define VAE_IGEMM_INSTANCES(X)                                                                     \
@@ -164,6 +165,10 @@ template <class Elt, class Out, int TM, int TN, int TK, template <class, class> 
           class Tag, int CM = 1, int CN = 1>
 static cudaError_t igemm_run(const igemm_args *a) {
     using K = igemm_kernel<Elt, Out, TM, TN, TK, Epi, CM, CN>;
+    if (a->load) { /* under CUDA's lazy loading, asking for its attributes loads it */
+        cudaFuncAttributes fa;
+        return cudaFuncGetAttributes(&fa, cutlass::device_kernel<typename K::Kernel>);
+    }
     const int64_t c = (int64_t)a->ci * (a->xs > 1 ? a->xs : 1); /* a pixel's place in x */
     const int64_t k = a->ci;
     typename K::Problem ps(cutlass::conv::Mode::kCrossCorrelation, {1, a->t_in, a->h, a->w, a->ci},

@@ -143,6 +143,21 @@ cudaError_t halo_conv_run8(cudaStream_t s, int is_half, const void *x8, int xs, 
                     blocks);
 }
 
+cudaError_t halo_conv_load(int is_half, int e4m3, int up2) {
+    cudaFuncAttributes fa; /* under CUDA's lazy loading, asking for its attributes loads it */
+    if (e4m3)
+        return is_half ? cudaFuncGetAttributes(&fa, halo::halo_conv_kernel<halo::e4m3, __half, 9>)
+                       : cudaFuncGetAttributes(
+                             &fa, halo::halo_conv_kernel<halo::e4m3, __nv_bfloat16, 9>);
+    if (up2)
+        return is_half ? cudaFuncGetAttributes(&fa, halo::halo_conv_kernel<__half, __half, 4>)
+                       : cudaFuncGetAttributes(
+                             &fa, halo::halo_conv_kernel<__nv_bfloat16, __nv_bfloat16, 4>);
+    return is_half ? cudaFuncGetAttributes(&fa, halo::halo_conv_kernel<__half, __half, 9>)
+                   : cudaFuncGetAttributes(&fa,
+                                           halo::halo_conv_kernel<__nv_bfloat16, __nv_bfloat16, 9>);
+}
+
 cudaError_t halo_conv_run_up2(cudaStream_t s, int is_half, const void *x, const void *wt,
                               const float *bias, const void *res, void *y, int t, int h, int w,
                               int c_in, int blocks) {

@@ -58,6 +58,9 @@ cudaError_t halo_conv_run8(cudaStream_t s, int is_half, const void *x8, int xs, 
 cudaError_t halo_conv_run_up2(cudaStream_t s, int is_half, const void *x, const void *wt,
                               const float *bias, const void *res, void *y, int t, int h, int w,
                               int c_in, int blocks);
+/* The module of the kernel halo_conv_run (e4m3: halo_conv_run8; up2: halo_conv_run_up2, 16-bit)
+ * would launch, loaded now (a warm-up: under CUDA's lazy loading its first launch would). */
+cudaError_t halo_conv_load(int is_half, int e4m3, int up2);
 
 #ifdef __cplusplus
 }
