@@ -507,12 +507,14 @@ static uint8_t *codes_from(const float *dl, size_t n_vox, int c) {
     return b;
 }
 
-/* codes differing from those of the values vals / s8 (n_vox voxels of c) */
+/* codes differing from those of the values vals at scale s8 (n_vox voxels of c; the product with
+ * vae_e4m3_inv, as the kernels make them) */
 static size_t codes_off(const uint8_t *codes, const float *vals, size_t n_vox, int c, float s8) {
     size_t bad = 0;
+    const float inv = vae_e4m3_inv(s8);
     for (size_t p = 0; p < n_vox; p++)
         for (int k = 0; k < c; k++)
-            bad += codes[p * c + k] != vae_f32_to_e4m3(vals[p * c + k] / s8);
+            bad += codes[p * c + k] != vae_f32_to_e4m3(vals[p * c + k] * inv);
     return bad;
 }
 

@@ -106,6 +106,14 @@ static inline float vae_f32_round_e4m3(float x) {
     return f;
 }
 
+/* What a value is multiplied by before it is rounded to E4M3 at scale s: 1 / s in float32 (0: no
+ * scale). The GPU kernels make an activation's code from that product (cuda_common.cuh cu_e4m3:
+ * a product, not a division, for speed), and the CPU's emulation rounds the same products, so
+ * that both give the same codes. */
+static inline float vae_e4m3_inv(float s) {
+    return s > 0.0f ? 1.0f / s : 0.0f;
+}
+
 /* The E4M3 code of x rounded to its nearest E4M3 value (vae_f32_round_e4m3: ties to even,
  * saturating at +-448; NaN gives 0x7f with x's sign): vae_f8e4m3_to_f32 of it is that value. */
 static inline uint8_t vae_f32_to_e4m3(float x) {

@@ -67,9 +67,10 @@ static float input_scale(int nt, const vae_op *op, const float *const *frames, i
 
 static void quantise(int nt, float *x, size_t n, float s) {
     if (s == 0) return;
+    const float inv = vae_e4m3_inv(s); /* as the GPU's codes are made */
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (size_t i = 0; i < n; i++)
-        x[i] = vae_f32_round_e4m3(x[i] / s) * s;
+        x[i] = vae_f32_round_e4m3(x[i] * inv) * s;
 }
 
 int cpu_conv_fp8(vae_backend *be, const vae_op *op) {

@@ -161,9 +161,9 @@ static void prof_report(cuda_backend *cb) {
                  cb->prof_ms[best], total > 0 ? 100.0 * cb->prof_ms[best] / total : 0.0,
                  (long long)cb->prof_calls[best]);
     }
-    if (cb->n_prof_ops) { /* VAE_CUDA_PROFILE=2: the 30 most expensive ops by name */
+    if (cb->n_prof_ops) { /* VAE_CUDA_PROFILE=2: the 60 most expensive ops by name */
         VAE_INFO("cuda profile by op (name, category, GPU ms, calls):");
-        for (int r = 0; r < 30 && r < cb->n_prof_ops; r++) {
+        for (int r = 0; r < 60 && r < cb->n_prof_ops; r++) {
             int best = r;
             for (int k = r + 1; k < cb->n_prof_ops; k++)
                 if (cb->prof_ops[k].ms > cb->prof_ops[best].ms) best = k;

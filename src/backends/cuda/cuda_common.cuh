@@ -27,11 +27,17 @@ __device__ __forceinline__ void cu_st(__nv_bfloat16 *p, int64_t i, float v) {
 }
 __device__ __forceinline__ void cu_st(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
 
-/* The E4M3 code of x at scale s: x / s rounded to nearest, ties to even, saturating
- * (cvt.rn.satfinite); 0 for a scale of 0. Every E4M3 code the kernels make comes from here (the
+/* The E4M3 code of x at scale s, given inv = cu_e4m3_inv(s) = 1 / s in float32: x * inv rounded
+ * to nearest, ties to even, saturating (cvt.rn.satfinite); 0 for a scale of 0. The product, not
+ * x / s: a division is ~9 instructions a value, and with it the RMS norms writing codes ran at
+ * 1.7 TB/s against 2.6-2.8 (bench/RESULTS.md run 271); the CPU's emulation and the tests take the
+ * same product (core/dtype.h vae_e4m3_inv). Every E4M3 code the kernels make comes from here (the
  * inputs' quantisation, the norms and epilogues writing codes), so that they are the same. */
-__device__ __forceinline__ uint8_t cu_e4m3(float x, float s) {
-    return (uint8_t)__nv_cvt_float_to_fp8(s > 0.0f ? x / s : 0.0f, __NV_SATFINITE, __NV_E4M3);
+__device__ __forceinline__ float cu_e4m3_inv(float s) {
+    return s > 0.0f ? 1.0f / s : 0.0f;
+}
+__device__ __forceinline__ uint8_t cu_e4m3(float x, float inv) {
+    return (uint8_t)__nv_cvt_float_to_fp8(inv > 0.0f ? x * inv : 0.0f, __NV_SATFINITE, __NV_E4M3);
 }
 
 __device__ __forceinline__ float cu_act(int act, float s, float x) {
@@ -81,9 +87,11 @@ template <> struct vec16<__nv_bfloat16> {
     static __device__ __forceinline__ void store(__nv_bfloat16 *p, const float *v) {
         unsigned w[4];
 #pragma unroll
-        for (int k = 0; k < 4; k++)
-            w[k] = (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * k])) |
-                   ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * k + 1])) << 16);
+        for (int k = 0; k < 4; k++) { /* one paired conversion (cvt.rn.bf16x2.f32) a word */
+            const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+            w[k] =
+                (unsigned)__bfloat16_as_ushort(h.x) | ((unsigned)__bfloat16_as_ushort(h.y) << 16);
+        }
         *(uint4 *)p = make_uint4(w[0], w[1], w[2], w[3]);
     }
 };

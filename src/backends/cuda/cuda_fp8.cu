@@ -50,7 +50,7 @@ template <typename T> static __global__ void absmax_kernel(const T *x, int64_t n
 
 template <typename T>
 static __global__ void quant_kernel(const T *x, int64_t n, const float *amax, uint8_t *q) {
-    const float s = *amax / 448.0f;
+    const float inv = cu_e4m3_inv(*amax / 448.0f);
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x,
                   step = (int64_t)gridDim.x * blockDim.x;
     if (n % 8 == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)q & 7) == 0) {
@@ -61,12 +61,12 @@ static __global__ void quant_kernel(const T *x, int64_t n, const float *amax, ui
             uint8_t *b = (uint8_t *)&o;
 #pragma unroll
             for (int k = 0; k < 8; k++)
-                b[k] = cu_e4m3(cu_ld(e, k), s);
+                b[k] = cu_e4m3(cu_ld(e, k), inv);
             ((uint2 *)q)[i] = o;
         }
     } else {
         for (int64_t i = tid; i < n; i += step)
-            q[i] = cu_e4m3(cu_ld(x, i), s);
+            q[i] = cu_e4m3(cu_ld(x, i), inv);
     }
 }
 
@@ -114,7 +114,7 @@ cudaError_t cuk_fp8_scales(cudaStream_t s, const float *amax, const float *w_sca
 
 /* One warp per pixel of c channels (c % 8 == 0, c <= 1024): all its lanes read their 8-value
  * chunks before any writes (the two forms share the pixel's place). expand: the codes at the
- * place's start -> 16-bit values of code x s8; else the values -> their codes of value / s8. */
+ * place's start -> 16-bit values of code x s8; else the values -> their codes (cu_e4m3). */
 template <typename T>
 static __global__ void codes_kernel(void *x, int64_t n_pix, int c, float s8, int expand) {
     enum { MAXK = 1024 / 8 / 32 };
@@ -122,6 +122,7 @@ static __global__ void codes_kernel(void *x, int64_t n_pix, int c, float s8, int
     const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
     const int chunks = c / 8;
+    const float inv8 = cu_e4m3_inv(s8);
     for (int64_t p = warp; p < n_pix; p += nw) {
         T *v = (T *)x + p * c;
         uint8_t *b = (uint8_t *)v;
@@ -152,7 +153,7 @@ static __global__ void codes_kernel(void *x, int64_t n_pix, int c, float s8, int
                 uint8_t *q = (uint8_t *)&u;
 #pragma unroll
                 for (int i = 0; i < 8; i++)
-                    q[i] = cu_e4m3(r[k][i], s8);
+                    q[i] = cu_e4m3(r[k][i], inv8);
                 *(uint2 *)(b + 8 * j) = u;
             }
         }

@@ -116,12 +116,13 @@ cudaError_t cuk_pointwise_conv(cudaStream_t s, int dtype, const cuk_frames *fram
                                int64_t hw, int c_in, int c_out, const void *wt, const float *bias,
                                const void *res, void *y);
 /* FP8 convs (cuda_fp8.cu): *amax = the largest |x| of n values (dtype; bound > 0: bound, a
- * bound known from the model, vae_op fp8_bound), q = E4M3 codes of x / (*amax / 448) (satfinite,
- * ties to even; zeros when *amax is 0; q NULL with a bound: *amax only); out[i] = *amax / 448 *
- * w_scale[i] for i < n (the epilogue's scale per output channel). cuk_fp8_codes_convert: n_pix
- * pixels of c channels (c % 8 == 0, c <= 1024) in place between E4M3 codes at the start of each
- * pixel's place (program.h fp8_codes_bound) and 16-bit values in dtype (expand: codes to values
- * code x s8; else values to codes of value / s8, which gives expanded codes back as they were). */
+ * bound known from the model, vae_op fp8_bound), q = E4M3 codes of x at scale *amax / 448 (cu_e4m3;
+ * satfinite, ties to even; zeros when *amax is 0; q NULL with a bound: *amax only); out[i] = *amax
+ * / 448 * w_scale[i] for i < n (the epilogue's scale per output channel). cuk_fp8_codes_convert:
+ * n_pix pixels of c channels (c % 8 == 0, c <= 1024) in place between E4M3 codes at the start of
+ * each pixel's place (program.h fp8_codes_bound) and 16-bit values in dtype (expand: codes to
+ * values code x s8; else values to codes of value / s8, which gives expanded codes back as they
+ * were). */
 cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n, float bound,
                              float *amax, uint8_t *q);
 cudaError_t cuk_fp8_scales(cudaStream_t s, const float *amax, const float *w_scale, int n,

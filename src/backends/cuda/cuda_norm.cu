@@ -114,26 +114,27 @@ static void launch_rms_vec(cudaStream_t s, const void *x, void *y, int64_t nv, i
 
 /* A vector's 8 values as E4M3 codes of their 16-bit value / s8 (8 bytes; for T of 2 bytes) */
 template <typename T>
-static __device__ __forceinline__ void store_codes(uint8_t *p, const float *v, float s8) {
+static __device__ __forceinline__ void store_codes(uint8_t *p, const float *v, float inv8) {
     uint2 o;
     uint8_t *b = (uint8_t *)&o;
 #pragma unroll
     for (int j = 0; j < 8; j++)
-        b[j] = cu_e4m3(static_cast<float>(T(v[j])), s8);
+        b[j] = cu_e4m3(static_cast<float>(T(v[j])), inv8);
     *(uint2 *)p = o;
 }
 
-/* V vectors per lane, L (runtime power of two) lanes per voxel; gamma/beta in shared memory
+/* V vectors per lane, L (runtime power of two) lanes per voxel; Q: written as E4M3 codes (s8),
+ * an instance of its own so that the 16-bit one carries no code path; gamma/beta in shared memory
  * (float32, c each), so that registers stay few and occupancy high. A: the activation when known
- * at compile time (SiLU, the Wan blocks'), else -1 (act read at run time). One block per
- * 8 x 32/L voxels (the loop only past the grid's limit). A lane's loads all come before the
- * first sum of squares: written as one loop of load-then-sum per vector the kernel stayed at the
- * old rate (bench/RESULTS.md run 199 against 198). Measured on the H100 (bench/rms_norm_probe.cu,
- * bf16 + SiLU, runs 196-200): 2.8-3.0 TB/s at 96-384 channels, 2.5-2.6 at 256-1024, against
- * 2.2-2.5 before (a 16-byte copy: 2.8). Two voxels in flight per lane group made it slower
- * (2.2-2.4); the probe's own kernel (gamma read per value, no beta) keeps 2.9-3.0 at 256-1024
- * channels with two in flight: what is left to take. */
-template <typename T, int V, bool P, int A>
+ * at compile time (SiLU, the Wan blocks'), else -1 (act read at run time). Blocks of 8 x 32/L
+ * voxels, as many as a device holds at once, looping over the rest (launch_rms_reg). A lane's loads
+ * all come before the first sum of squares: written as one loop of load-then-sum per vector the
+ * kernel stayed at the old rate (bench/RESULTS.md run 199 against 198). Measured on the H100
+ * (bench/rms_norm_probe.cu, bf16 + SiLU, runs 196-200): 2.8-3.0 TB/s at 96-384 channels, 2.5-2.6 at
+ * 256-1024, against 2.2-2.5 before (a 16-byte copy: 2.8). Two voxels in flight per lane group made
+ * it slower (2.2-2.4); the probe's own kernel (gamma read per value, no beta) keeps 2.9-3.0 at
+ * 256-1024 channels with two in flight: what is left to take. */
+template <typename T, int V, bool P, int A, bool Q>
 static __global__ void __launch_bounds__(256)
     rms_reg_kernel(const T *x, T *y, int64_t nv, int c, int64_t w, int64_t xp, int64_t yp, int L,
                    const float *g, const float *b, int act, float as, float s8) {
@@ -148,7 +149,7 @@ static __global__ void __launch_bounds__(256)
     const int lane = threadIdx.x & 31, sub = lane & (L - 1);
     const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     const int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    const float sqc = sqrtf((float)c);
+    const float sqc = sqrtf((float)c), inv8 = cu_e4m3_inv(s8);
     if (A >= 0) act = A;
     for (int64_t base = warp * vpw; base < nv; base += nw * vpw) { /* uniform per warp */
         const int64_t v = base + lane / L;
@@ -181,8 +182,8 @@ static __global__ void __launch_bounds__(256)
                     r[k][4 * q + 2] = cu_act_t<T>(act, as, r[k][4 * q + 2] * sc * gq.z + bq.z);
                     r[k][4 * q + 3] = cu_act_t<T>(act, as, r[k][4 * q + 3] * sc * gq.w + bq.w);
                 }
-                if (sizeof(T) == 2 && s8 > 0.0f) /* codes: voxel v's place, in bytes */
-                    store_codes<T>((uint8_t *)yv + (int64_t)idx * N, r[k], s8);
+                if constexpr (Q && sizeof(T) == 2) /* codes: voxel v's place, in bytes */
+                    store_codes<T>((uint8_t *)yv + (int64_t)idx * N, r[k], inv8);
                 else
                     vec16<T>::store(yv + (int64_t)idx * N, r[k]);
             }
@@ -190,20 +191,41 @@ static __global__ void __launch_bounds__(256)
     }
 }
 
-/* one launch of rms_reg_kernel<T, V, P, A>: a block per 8 warps' voxels */
+/* The multiprocessors of the current device (0 where it cannot be read). */
+static int sm_count() {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+/* one launch of rms_reg_kernel<T, V, P, A, Q>: a block per 8 warps' voxels, at most 8 blocks a
+ * multiprocessor (a full one; the loop takes the rest). On the H200 (bench/rms_norm_probe.cu,
+ * bench/RESULTS.md runs 271-273) the 96-channel bf16 norm went from 2.8 to 3.8 TB/s with these
+ * blocks, the codes' instance of its own and paired conversions (3.5 for the probe's kernel). */
 template <typename T, int V, bool P>
 static void launch_rms_reg(cudaStream_t s, const T *x, T *y, int64_t nv, int c, int64_t w,
                            int64_t xp, int64_t yp, int L, const float *g, const float *b, int act,
                            float as, float s8) {
-    const int64_t per_block = 8LL * (32 / L);
+    const int64_t per_block = 8LL * (32 / L), sms = sm_count();
     int64_t blocks = (nv + per_block - 1) / per_block;
-    if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL; /* the loop takes the rest */
+    if (sms > 0 && blocks > 8 * sms) blocks = 8 * sms;
+    if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
     const size_t shm = 2 * (size_t)c * sizeof(float);
-    if (act == CU_ACT_SILU)
-        rms_reg_kernel<T, V, P, CU_ACT_SILU>
+    if (act == CU_ACT_SILU && s8 > 0.0f)
+        rms_reg_kernel<T, V, P, CU_ACT_SILU, true>
+            <<<(unsigned)blocks, 256, shm, s>>>(x, y, nv, c, w, xp, yp, L, g, b, act, as, s8);
+    else if (act == CU_ACT_SILU)
+        rms_reg_kernel<T, V, P, CU_ACT_SILU, false>
+            <<<(unsigned)blocks, 256, shm, s>>>(x, y, nv, c, w, xp, yp, L, g, b, act, as, s8);
+    else if (s8 > 0.0f)
+        rms_reg_kernel<T, V, P, -1, true>
             <<<(unsigned)blocks, 256, shm, s>>>(x, y, nv, c, w, xp, yp, L, g, b, act, as, s8);
     else
-        rms_reg_kernel<T, V, P, -1>
+        rms_reg_kernel<T, V, P, -1, false>
             <<<(unsigned)blocks, 256, shm, s>>>(x, y, nv, c, w, xp, yp, L, g, b, act, as, s8);
 }
 

@@ -290,7 +290,7 @@ static __device__ __forceinline__ void norm_pixel(unsigned char *row, const floa
  * row's start: chunk j's 8 codes land below its own 16 bytes and those of chunks before it, which
  * were read already. */
 template <typename T>
-static __device__ __forceinline__ void codes_pixel(unsigned char *row, float s8) {
+static __device__ __forceinline__ void codes_pixel(unsigned char *row, float inv8) {
 #pragma unroll
     for (int j = 0; j < OUT_CHUNKS; j++) {
         const uint4 v = *(const uint4 *)(row + j * 16);
@@ -300,8 +300,8 @@ static __device__ __forceinline__ void codes_pixel(unsigned char *row, float s8)
 #pragma unroll
         for (int q = 0; q < 4; q++) {
             const float2 f = unpack2(u[q], T());
-            b[2 * q] = cu_e4m3(f.x, s8);
-            b[2 * q + 1] = cu_e4m3(f.y, s8);
+            b[2 * q] = cu_e4m3(f.x, inv8);
+            b[2 * q + 1] = cu_e4m3(f.y, inv8);
         }
         *(uint2 *)(row + j * 8) = o;
     }
@@ -385,7 +385,7 @@ static __device__ __forceinline__ void epilogue(const args &a, const walk &k, in
     }
     const bool codes = a.norm.s8 > 0.0f;
     if (codes) {
-        codes_pixel<TO>(stage + tid * ST_PITCH, a.norm.s8);
+        codes_pixel<TO>(stage + tid * ST_PITCH, cu_e4m3_inv(a.norm.s8));
         bar_named(2 + k.wg, 128);
     }
 #pragma unroll
