@@ -12,8 +12,9 @@
  *   cuda_pinned.c       pinned host memory: transfer buffers, host stores, the weight upload ring
  *   cuda_stage.c        the parameters staged in pinned memory at session creation (cuda_warm)
  *   cuda_bus.c          copies to and from pinned host memory on a second stream (ring, prefetch)
- *   cuda_ops.c          norm / eltwise / resample / attention entry points (checks, launches;
- *                       attention's cuBLAS path, warmed up at session creation)
+ *   cuda_ops.c          norm / eltwise / resample entry points (checks, launches), the
+ *                       session's warm-up (cuda_warm), each op's scratch
+ *   cuda_att.c          attention: cuBLAS's GEMM path or the fused kernel, its warm-up
  *   cuda_conv.c         conv: prepare, checks, dispatch among the paths, scratch rules
  *   cuda_conv_tune.c    which conv path per shape: timed once, kept in the tune cache
  *   cuda_conv_paths.c   the conv paths: per block (cuDNN, cuBLAS GEMM), 3-D, padded 3-D
@@ -747,6 +748,10 @@ int cuda_resample(vae_backend *be, const vae_op *op, const void *const *frames, 
 int cuda_warm(vae_backend *be, const vae_program *p);
 int cuda_attention(vae_backend *be, const vae_op *op, void *state, const void *qkv, void *y, int t,
                    int h, int w, int q0, int q1);
+/* cuda_att.c: the scratch an attention of n tokens a frame takes (its GEMM path's blocks), and
+ * the GEMM path's first use paid at session creation (cuda_warm) */
+int64_t cu_att_scratch_need(cuda_backend *cb, const vae_op *op, int n);
+int cu_att_warm(cuda_backend *cb, const vae_program *p);
 
 /* ---- cuDNN (cudnn_conv.c) ---- */
 /* One NHWC convolution: nd = 2: y[n][ho][wo][k] = conv(x[n][hx][wx][c], w[k][kh][kw][c]);

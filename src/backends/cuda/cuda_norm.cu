@@ -112,7 +112,8 @@ static void launch_rms_vec(cudaStream_t s, const void *x, void *y, int64_t nv, i
         <<<(unsigned)blocks, 256, 0, s>>>((const T *)x, (T *)y, nv, c, w, xp, yp, g, b, act, as);
 }
 
-/* A vector's 8 values as E4M3 codes of their 16-bit value / s8 (8 bytes; for T of 2 bytes) */
+/* A vector's 8 values as E4M3 codes of their 16-bit values at scale s8 (inv8 = cu_e4m3_inv(s8);
+ * 8 bytes; for T of 2 bytes) */
 template <typename T>
 static __device__ __forceinline__ void store_codes(uint8_t *p, const float *v, float inv8) {
     uint2 o;
