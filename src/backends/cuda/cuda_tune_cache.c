@@ -15,7 +15,7 @@
  * at 4 MiB.
  * The same file keeps what a warm-up at session creation (cuda_warm) can do ahead of a first call:
  * shape keys "dnn:<op>:<geometry>" (cudnn_conv.c: the cuDNN plans calls used, path 1 where the
- * call added to y or a residual) and "att:<geometry>" (cuda_ops.c: the attention's GEMM blocks).
+ * call added to y or a residual) and "att:<geometry>" (cuda_att.c: the attention's GEMM blocks).
  */
 #define _GNU_SOURCE
 #include <cudnn.h>

@@ -16,6 +16,7 @@
  * The workspace is one buffer that grows (cuda_backend.ws).
  */
 #include <cudnn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -383,22 +384,27 @@ static int plan_parse(const char *text, const vae_program *p, cu_dnn_conv *g) {
     return 0;
 }
 
-/* x, w, y, z (adds) and the bias of a plan's warm-up */
-static double plan_bytes(const cu_dnn_conv *g, int adds, size_t es) {
-    const double x = (double)g->n * g->dx * g->hx * g->wx * g->c,
-                 y = (double)g->n * g->dy * g->ho * g->wo * g->k,
-                 w = (double)g->k * g->kd * g->kh * g->kw * g->c;
-    return (x + w + (adds ? 2 : 1) * y) * (double)es + 4.0 * g->k + 4 * 256;
+/* A plan's warm-up buffer: x, then w, y, z (where the call adds) and the bias, each 256-byte
+ * aligned; off[0..3] the offsets of w, y, z and the bias (valid once the size has been checked),
+ * the size returned in double (a damaged entry's products may pass size_t's range). */
+static double plan_layout(const cu_dnn_conv *g, int adds, size_t es, size_t off[4]) {
+    const double y = (double)g->n * g->dy * g->ho * g->wo * g->k * es;
+    const double part[4] = {(double)g->n * g->dx * g->hx * g->wx * g->c * es, /* x */
+                            (double)g->k * g->kd * g->kh * g->kw * g->c * es, /* w */
+                            y, adds ? y : 0};                                 /* y, z */
+    double at = 0;
+    for (int i = 0; i < 4; i++) {
+        at += ceil(part[i] / 256) * 256;
+        off[i] = at <= DNN_WARM_BYTES ? (size_t)at : 0;
+    }
+    return at + 4.0 * g->k; /* the bias, float32 at most */
 }
 
-/* One zero-filled buffer's x, w, y, z and bias for the warm-up of plan g (256-byte aligned). */
+/* One zero-filled buffer's x, w, y, z and bias for the warm-up of plan g (plan_layout). */
 static int plan_warm_run(cuda_backend *cb, const cu_dnn_conv *g, int adds, char *buf) {
-    const size_t es = cb->base.elem_size;
-    const size_t xb = (size_t)g->n * g->dx * g->hx * g->wx * g->c * es,
-                 yb = (size_t)g->n * g->dy * g->ho * g->wo * g->k * es,
-                 wb = (size_t)g->k * g->kd * g->kh * g->kw * g->c * es;
-    char *w = buf + ((xb + 255) & ~(size_t)255), *y = w + ((wb + 255) & ~(size_t)255);
-    char *z = y + ((yb + 255) & ~(size_t)255), *bias = adds ? z + ((yb + 255) & ~(size_t)255) : z;
+    size_t off[4];
+    plan_layout(g, adds, cb->base.elem_size, off);
+    char *w = buf + off[0], *y = buf + off[1], *z = buf + off[2], *bias = buf + off[3];
     cu_dnn_epi epi = {0.0f, NULL, NULL, NULL};
     if (g->epi) /* zeros are zeros in either dtype */
         epi.bias_dt = bias, epi.bias_f32 = (const float *)bias, epi.z = adds ? z : NULL;
@@ -420,7 +426,8 @@ int cu_dnn_warm_seen(cuda_backend *cb, const vae_program *p) {
     for (int i = 0; n < DNN_WARM_PLANS && (i = cu_tune_next(cb, "dnn:", i, &text, &flag)) >= 0;
          i++) {
         if (plan_parse(text, p, &want[n]) != 0) continue;
-        const double b = plan_bytes(&want[n], flag != 0, cb->base.elem_size);
+        size_t off[4];
+        const double b = plan_layout(&want[n], flag != 0, cb->base.elem_size, off);
         if (b > DNN_WARM_BYTES || (cb->base.limit > 0 && b > 0.25 * (double)cb->base.limit))
             continue;
         adds[n++] = flag != 0;
