@@ -57,12 +57,11 @@ static __global__ void quant_kernel(const T *x, int64_t n, const float *amax, ui
         for (int64_t i = tid; i < n / 8; i += step) {
             const uint4 v = ((const uint4 *)x)[i];
             const T *e = (const T *)&v;
-            uint2 o;
-            uint8_t *b = (uint8_t *)&o;
+            float f[8];
 #pragma unroll
             for (int k = 0; k < 8; k++)
-                b[k] = cu_e4m3(cu_ld(e, k), inv);
-            ((uint2 *)q)[i] = o;
+                f[k] = cu_ld(e, k);
+            ((uint2 *)q)[i] = cu_e4m3x8(f, inv);
         }
     } else {
         for (int64_t i = tid; i < n; i += step)
@@ -149,12 +148,7 @@ static __global__ void codes_kernel(void *x, int64_t n_pix, int c, float s8, int
             if (expand) {
                 vec16<T>::store(v + 8 * j, r[k]);
             } else {
-                uint2 u;
-                uint8_t *q = (uint8_t *)&u;
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    q[i] = cu_e4m3(r[k][i], inv8);
-                *(uint2 *)(b + 8 * j) = u;
+                *(uint2 *)(b + 8 * j) = cu_e4m3x8(r[k], inv8);
             }
         }
         __syncwarp();

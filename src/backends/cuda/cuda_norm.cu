@@ -116,12 +116,11 @@ static void launch_rms_vec(cudaStream_t s, const void *x, void *y, int64_t nv, i
  * 8 bytes; for T of 2 bytes) */
 template <typename T>
 static __device__ __forceinline__ void store_codes(uint8_t *p, const float *v, float inv8) {
-    uint2 o;
-    uint8_t *b = (uint8_t *)&o;
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-        b[j] = cu_e4m3(static_cast<float>(T(v[j])), inv8);
-    *(uint2 *)p = o;
+    uint4 h; /* the 16-bit values (paired conversions), back in float32 */
+    float r[8];
+    vec16<T>::store((T *)&h, v);
+    vec16<T>::load((const T *)&h, r);
+    *(uint2 *)p = cu_e4m3x8(r, inv8);
 }
 
 /* V vectors per lane, L (runtime power of two) lanes per voxel; Q: written as E4M3 codes (s8),

@@ -295,15 +295,13 @@ static __device__ __forceinline__ void codes_pixel(unsigned char *row, float inv
     for (int j = 0; j < OUT_CHUNKS; j++) {
         const uint4 v = *(const uint4 *)(row + j * 16);
         const unsigned u[4] = {v.x, v.y, v.z, v.w};
-        uint2 o;
-        unsigned char *b = (unsigned char *)&o;
+        float f[8];
 #pragma unroll
         for (int q = 0; q < 4; q++) {
-            const float2 f = unpack2(u[q], T());
-            b[2 * q] = cu_e4m3(f.x, inv8);
-            b[2 * q + 1] = cu_e4m3(f.y, inv8);
+            const float2 p = unpack2(u[q], T());
+            f[2 * q] = p.x, f[2 * q + 1] = p.y;
         }
-        *(uint2 *)(row + j * 8) = o;
+        *(uint2 *)(row + j * 8) = cu_e4m3x8(f, inv8);
     }
 }
 
