@@ -343,6 +343,13 @@ static const conv_case convs[] = {
     {"3x3_s2_pad01_odd", 6, 10, 1, 3, 3, 1, 2, 2, 0, 1, 0, 1, 1, 9, 11, 1, 0, L_CHUNK, 0},
     /* SeedVR2 temporal+spatial downsample: kt 3 st 2, stride 2, pad {0,1} */
     {"3x3x3_st2_s2", 8, 16, 3, 3, 3, 2, 2, 2, 0, 1, 0, 1, 5, 8, 10, 1, 0, L_REPLICATE, 0},
+    /* the same with channels the implicit-GEMM kernels take (strides and the padding after the
+     * rows and columns their own): Wan's 2-D downsample, odd sizes with a residual, its temporal
+     * one (6 frames: one left over), SeedVR2's */
+    {"3x3_s2_pad01_c96", 96, 96, 1, 3, 3, 1, 2, 2, 0, 1, 0, 1, 2, 16, 20, 1, 0, L_CHUNK, 0},
+    {"3x3_s2_pad01_c128_odd", 128, 128, 1, 3, 3, 1, 2, 2, 0, 1, 0, 1, 1, 9, 11, 1, 1, L_CHUNK, 0},
+    {"3x1x1_st2_c192", 192, 192, 3, 1, 1, 2, 1, 1, 0, 0, 0, 0, 6, 4, 5, 1, 0, L_CHUNK, 0},
+    {"3x3x3_st2_s2_c128", 128, 128, 3, 3, 3, 2, 2, 2, 0, 1, 0, 1, 5, 8, 10, 1, 0, L_CHUNK, 0},
     /* pointwise: GEMM */
     {"1x1x1", 64, 192, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 9, 10, 1, 0, L_CHUNK, 0},
     {"1x1x1_res", 13, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 4, 3, 0, 1, L_SCATTER, 0},

@@ -39,14 +39,15 @@
  * also the halo-tile kernel's phase mode, straight into y). Other cases (or
  * VAE_CUDA_PHASE=0) upsample into a temporary first.
  * Implicit GEMM (cuda_conv_igemm.c; bf16 on sm_90, builds with CUTLASS): a conv (temporal over
- * a contiguous window, or 2-D over consecutive frames) with stride 1 and symmetric spatial
- * padding, c_in a multiple of 32 and c_out a multiple of 96 or 128, is one CUTLASS kernel (TMA
- * im2col loads, wgmma, bias + residual in its epilogue); a candidate of the tuner beside cuDNN's
- * paths (VAE_CUDA_IGEMM=always: taken wherever it applies, for tests; off: never). On sm_80+
- * GPUs without the sm_90a kernels (or under VAE_CUDA_MMA=1) the same candidate is the mma.sync
- * kernel of cuda_mma_conv.cu (16-bit, c_in a multiple of 16, c_out of 8). The 3x3 convs
- * with 96 filters and c_in a multiple of 96 (bf16 or fp16) also have the halo-tile kernel, another
- * candidate (sm90/halo_conv.cu: each input frame's tile read once for all nine taps;
+ * a contiguous window, or 2-D over consecutive frames), c_in a multiple of 32 and c_out a
+ * multiple of 96 or 128, is one CUTLASS kernel (TMA im2col loads, wgmma, bias + residual in its
+ * epilogue), strided or unevenly padded ones too (the encoders' downsamplers: the TMA's traversal
+ * strides, its padding on each side); a candidate of the tuner beside cuDNN's paths
+ * (VAE_CUDA_IGEMM=always: taken wherever it applies, for tests; off: never). On sm_80+ GPUs
+ * without the sm_90a kernels (or under VAE_CUDA_MMA=1) the same candidate is the mma.sync kernel
+ * of cuda_mma_conv.cu (16-bit, c_in a multiple of 16, c_out of 8; stride 1, even padding). The 3x3
+ * convs with 96 filters and c_in a multiple of 96 (bf16 or fp16) also have the halo-tile kernel,
+ * another candidate (sm90/halo_conv.cu: each input frame's tile read once for all nine taps;
  * VAE_CUDA_HALO=always: taken wherever it applies; off: never).
  * An RMS norm folded into the conv (op->norm_w, program.h vae_program_fuse_norms): the halo-tile
  * kernel applies it in its epilogue (a tile holds every output pixel's 96 channels); after any
@@ -258,9 +259,11 @@ static int conv_paths(conv_call *cc, const void *const *frames, int n_in, int t_
     const vae_op *op = cc->op;
     const conv_state *s = cc->s;
     /* temporal convs, and 2-D ones the implicit-GEMM kernels take: 3-D (consecutive frames),
-     * padded 3-D, per block or implicit GEMM, as measured */
-    if ((op->kt > 1 || op->st > 1 || cu_conv_igemm_ok(cc, consec) || cu_conv_halo_ok(cc, consec)) &&
-        cb->conv3d && !s->use_gemm && sym)
+     * padded 3-D, per block or implicit GEMM, as measured (uneven padding: per block or implicit
+     * GEMM) */
+    const int igemm = cu_conv_igemm_ok(cc, consec);
+    if ((op->kt > 1 || op->st > 1 || igemm || cu_conv_halo_ok(cc, consec)) && cb->conv3d &&
+        !s->use_gemm && (sym || igemm))
         return cu_conv_run_tuned(cc, frames, n_in, t_out, consec);
     return cu_conv_blocks(cc, frames, t_out);
 }
@@ -280,7 +283,7 @@ static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     cc.yfb = (size_t)h_out * w_out * op->c_out * cc.es;
     cc.res = residual, cc.y = y;
     const int64_t hwo = (int64_t)h_out * w_out;
-    const int sym = op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
+    const int sym = cu_conv_pads_even(op);
     /* fused bias (+ residual) in cuDNN's epilogue: 16-bit activations, a bias, residual not y */
     cc.fuse = cb->fuse && s->bias && s->bias_dt && residual != y;
     if ((s->bias || residual) && residual == y) { /* in place: y = bias + y up front */

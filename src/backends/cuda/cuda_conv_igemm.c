@@ -15,6 +15,13 @@ static int igemm_geometry(const vae_op *op) {
     return vae_op_plain_geometry(op);
 }
 
+/* Strided or unevenly padded convs (the encoders' downsamplers: 3 x 3 stride 2 with the padding
+ * after the rows and columns, temporal stride 2): CUTLASS's kernels alone (the TMA's traversal
+ * strides and its own padding on each side), not the mma.sync one, nor the halo-tile kernel. */
+static int igemm_strided(const cuda_backend *cb, const vae_op *op) {
+    return !cb->mma && op->up <= 1 && !vae_op_plain_geometry(op);
+}
+
 /* The 16-bit kernels (CUTLASS's, or the mma.sync one: cb->mma) take c_in input channels (the
  * op's, or its padded count) to s->kp == c_out outputs, and nothing has refused the op before. */
 static int igemm_takes(const cuda_backend *cb, const conv_state *s, const vae_op *op, int ci) {
@@ -26,7 +33,8 @@ static int igemm_takes(const cuda_backend *cb, const conv_state *s, const vae_op
 
 /* The implicit-GEMM kernel takes this conv over a contiguous window (frames consecutive). */
 int cu_conv_igemm_ok(const conv_call *cc, int consec) {
-    return consec && igemm_geometry(cc->op) && igemm_takes(cc->cb, cc->s, cc->op, cc->op->c_in);
+    return consec && (igemm_geometry(cc->op) || igemm_strided(cc->cb, cc->op)) &&
+           igemm_takes(cc->cb, cc->s, cc->op, cc->op->c_in);
 }
 
 int cu_conv_halo_takes(const cuda_backend *cb, const vae_op *op, const conv_state *s) {
@@ -52,7 +60,7 @@ typedef struct igemm_call {
 } igemm_call;
 
 static int igemm_launch(cuda_backend *cb, conv_state *s, const vae_op *op, const igemm_call *k,
-                        const char *what) {
+                        const cuk_igemm_geom *g, const char *what) {
     int ph = cu_prof_begin(cb, CU_P_IGEMM);
     const double t0 = cu_now();
     cudaError_t e =
@@ -60,7 +68,7 @@ static int igemm_launch(cuda_backend *cb, conv_state *s, const vae_op *op, const
             ? cuk_mma_conv(cb->stream, cb->base.dtype, k->x, k->t_in, k->h, k->w, k->ci, s->kp,
                            k->kt, k->kh, k->kw, k->ph, k->pw, k->wt, NULL, k->bias, k->res, k->y)
             : cuk_igemm_conv(cb->stream, cb->base.dtype, k->x, k->t_in, k->h, k->w, k->ci, s->kp,
-                             k->kt, k->kh, k->kw, k->ph, k->pw, k->wt, k->bias, k->res, k->y);
+                             k->kt, k->kh, k->kw, k->ph, k->pw, g, k->wt, k->bias, k->res, k->y);
     cb->host_s[CU_H_IGEMM] += cu_now() - t0;
     cu_prof_end(cb, ph);
     if (e == cudaErrorNotSupported) {
@@ -137,12 +145,28 @@ int cu_conv_igemm(conv_call *cc, const void *x0, int t_out) {
     const vae_op *op = cc->op;
     int rc = cu_conv_need_w3(cc->cb, op, cc->s);
     if (rc) return rc;
-    const igemm_call k = {x0, t_out + op->kt - 1, cc->h, cc->w, op->c_in, op->kt, op->kh, op->kw,
-                          op->pad_h[0], op->pad_w[0],
+    const cuk_igemm_geom g = {op->st, op->sh, op->sw, op->pad_h[1], op->pad_w[1]};
+    /* the rule of the output's size (op.h) for its shape; the kernel derives it from the window */
+    if ((cc->h + op->pad_h[0] + op->pad_h[1] - op->kh) / op->sh + 1 != cc->ho ||
+        (cc->w + op->pad_w[0] + op->pad_w[1] - op->kw) / op->sw + 1 != cc->wo)
+        return vae_fail(VAE_EUNSUPPORTED, "%s: implicit GEMM: output %dx%d of %dx%d frames",
+                        op->name, cc->ho, cc->wo, cc->h, cc->w);
+    const int t_in = op->st * (t_out - 1) + op->kt; /* the window's frames the outputs read */
+    const igemm_call k = {x0,
+                          t_in,
+                          cc->h,
+                          cc->w,
+                          op->c_in,
+                          op->kt,
+                          op->kh,
+                          op->kw,
+                          op->pad_h[0],
+                          op->pad_w[0],
                           op->kt > 1 ? cc->s->w3 : cc->s->w, /* kt 1: the 2-D layout is the same */
-                          cc->init_done ? NULL : cc->s->bias, cc->init_done ? cc->y : cc->res,
+                          cc->init_done ? NULL : cc->s->bias,
+                          cc->init_done ? cc->y : cc->res,
                           cc->y};
-    return igemm_launch(cc->cb, cc->s, op, &k, "the window");
+    return igemm_launch(cc->cb, cc->s, op, &k, &g, "the window");
 }
 
 int cu_conv_igemm_padded_ok(const conv_call *cc) {
@@ -157,7 +181,7 @@ int cu_conv_igemm_padded(conv_call *cc, const void *win, int nf, int j0) {
     const igemm_call k = {win, nf, cc->h, cc->w, s->cp, op->kt, op->kh, op->kw, op->pad_h[0],
                           op->pad_w[0], s->w3p, cc->init_done ? NULL : s->bias,
                           cc->init_done ? yb : cc->res ? (const char *)cc->res + off : NULL, yb};
-    return igemm_launch(cc->cb, cc->s, op, &k, "the padded window");
+    return igemm_launch(cc->cb, cc->s, op, &k, NULL, "the padded window");
 }
 
 /* The four 2x2 phase convs of a nearest x2 upsampling + 3x3 conv (cuda_conv.c's phase path):
@@ -176,7 +200,7 @@ int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, cons
         const igemm_call k = {x, tb, h, w, op->c_in, 1, 2, 2, 1, 1,
                               (const char *)s->wph + p * filt, s->bias, NULL,
                               (char *)out + p * plane};
-        int rc = igemm_launch(cb, s, op, &k, "the phases");
+        int rc = igemm_launch(cb, s, op, &k, NULL, "the phases");
         if (rc) return rc;
     }
     return VAE_OK;
@@ -187,7 +211,9 @@ int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, cons
  * upsampling conv's phases), the halo-tile kernel's forms, the E4M3 kernel where fp8 runs it. */
 static cudaError_t load_kernels(const cuda_backend *cb, const vae_op *op) {
     const int dt = (int)cb->base.dtype, plain = igemm_geometry(op);
-    cudaError_t e = plain || op->up > 1 ? cuk_igemm_load(dt, op->c_in, op->c_out) : cudaSuccess;
+    cudaError_t e = plain || op->up > 1 || igemm_strided(cb, op)
+                        ? cuk_igemm_load(dt, op->c_in, op->c_out)
+                        : cudaSuccess;
     if (e == cudaSuccess && cb->halo && plain &&
         cuk_halo_takes(dt, op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0], op->c_in, op->c_out))
         e = cuk_halo_load(dt, 0);

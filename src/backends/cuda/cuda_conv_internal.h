@@ -103,6 +103,12 @@ void cu_conv_trim_layouts(cuda_backend *cb, conv_state *s, int keep_w, int keep_
 /* After a tuning decision: frees the layouts no path chosen so far reads. */
 void cu_conv_trim_tuned(cuda_backend *cb, const vae_op *op, conv_state *s);
 
+/* The same zero padding before and after the rows and the columns: what cuDNN's 3-D paths take
+ * (the others: the per-block path's gather, or the implicit GEMM's own padding on each side). */
+static inline int cu_conv_pads_even(const vae_op *op) {
+    return op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
+}
+
 /* ---- cuda_conv_paths.c: per block, 3-D, padded 3-D ---- */
 /* frames fr[j*st] for j < tb follow each other in memory (one [tb][h][w][c] tensor) */
 int cu_frames_consecutive(const void *const *fr, int tb, int st, size_t fb);

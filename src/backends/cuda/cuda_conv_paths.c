@@ -390,7 +390,7 @@ int cu_conv_run_path(conv_call *cc, const void *const *frames, int t_out, int pa
         vae_error_clear();
         s->noigemm = 1;
     }
-    if (path == PATH_IGEMM) path = PATH_3D;
+    if (path == PATH_IGEMM) path = cu_conv_pads_even(cc->op) ? PATH_3D : PATH_BLOCKS;
     if (path == PATH_3D && !s->no3d) {
         int rc = conv3d(cc, frames[0], t_out);
         if (rc != VAE_EUNSUPPORTED) return rc;

@@ -257,6 +257,8 @@ int cu_conv_run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_
         if (s->tune[i].n_in == n_in && s->tune[i].h == cc->h && s->tune[i].w == cc->w) {
             int path = s->tune[i].path;
             if (path_too_big(cc, path, consec)) path = PATH_3D;
+            if ((path == PATH_3D || path == PATH_3DPAD) && !cu_conv_pads_even(cc->op))
+                path = PATH_BLOCKS;
             if ((path == PATH_3D || path == PATH_IGEMM || path == PATH_HALO) && !consec) {
                 path = s->cp ? PATH_3DPAD : PATH_BLOCKS;
                 VAE_DEBUG("%s: %d frames %dx%d: not consecutive, %s", cc->op->name, n_in, cc->h,
@@ -270,8 +272,9 @@ int cu_conv_run_tuned(conv_call *cc, const void *const *frames, int n_in, int t_
     if (cc->cb->igemm == 2 && cu_conv_igemm_padded_ok(cc)) /* the kernels on the padded window */
         return cu_conv_run_path(cc, frames, t_out, PATH_3DPAD);
     int cand[N_PATHS], nc = 0;
-    if (consec && !s->no3d) cand[nc++] = PATH_3D;
-    if (s->cp && !path_too_big(cc, PATH_3DPAD, consec)) cand[nc++] = PATH_3DPAD;
+    const int even = cu_conv_pads_even(cc->op); /* else no 3-D candidates (cuDNN's: even) */
+    if (consec && !s->no3d && even) cand[nc++] = PATH_3D;
+    if (s->cp && even && !path_too_big(cc, PATH_3DPAD, consec)) cand[nc++] = PATH_3DPAD;
     if (!path_too_big(cc, PATH_BLOCKS, consec)) cand[nc++] = PATH_BLOCKS;
     if (igemm) cand[nc++] = PATH_IGEMM; /* last: untimed choices keep cuDNN's 3-D path first */
     if (halo) cand[nc++] = PATH_HALO;

@@ -65,13 +65,15 @@ int cuk_igemm_supported(int dtype, int ci, int co) { return igemm_pick(dtype, ci
 
 int cuk_igemm8_supported(int ci, int co) { return igemm8_pick(ci, co) != NULL; }
 
-cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w,
-                           int ci, int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
-                           const float *bias, const void *res, void *y) {
+cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
+                           int co, int kt, int kh, int kw, int ph, int pw, const cuk_igemm_geom *g,
+                           const void *wt, const float *bias, const void *res, void *y) {
     const igemm_fn fn = igemm_pick(dtype, ci, co);
     if (!fn || t_in < kt) return cudaErrorNotSupported;
-    const igemm_args a = {x,  wt, NULL, bias, res, y,  t_in, h, w, ci,
-                          co, kt, kh,   kw,   ph,  pw, s,    1, 0};
+    const cuk_igemm_geom plain = {1, 1, 1, ph, pw};
+    if (!g) g = &plain;
+    const igemm_args a = {x,  wt, NULL, bias, res, y, t_in, h,     w,     ci,    co,     kt,
+                          kh, kw, ph,   pw,   s,   1, 0,    g->st, g->sh, g->sw, g->ph1, g->pw1};
     return fn(&a);
 }
 
@@ -80,8 +82,8 @@ cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int xs, int t_in, in
                             const float *scale, const float *bias, const void *res, void *y) {
     const igemm_fn fn = igemm8_pick(ci, co);
     if (!fn || t_in < kt) return cudaErrorNotSupported;
-    const igemm_args a = {x8, w8, scale, bias, res, y,  t_in, h,  w, ci,
-                          co, kt, kh,    kw,   ph,  pw, s,    xs, 0};
+    const igemm_args a = {x8, w8, scale, bias, res, y,  t_in, h, w, ci, co, kt,
+                          kh, kw, ph,    pw,   s,   xs, 0,    1, 1, 1,  ph, pw};
     return fn(&a);
 }
 

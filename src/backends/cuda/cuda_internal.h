@@ -158,9 +158,14 @@ cudaError_t cuk_mma_conv(cudaStream_t s, int dtype, const void *x, int t_in, int
                          int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
                          const float *scale, const float *bias, const void *res, void *y);
 int cuk_igemm_supported(int dtype, int ci, int co); /* a kernel exists for these channels */
+/* A strided or unevenly padded conv for cuk_igemm_conv: strides in t, h, w and the padding after
+ * the rows and columns (ph, pw: before them); NULL there: stride 1, ph / pw on both sides. */
+typedef struct cuk_igemm_geom {
+    int st, sh, sw, ph1, pw1;
+} cuk_igemm_geom;
 cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
-                           int co, int kt, int kh, int kw, int ph, int pw, const void *wt,
-                           const float *bias, const void *res, void *y);
+                           int co, int kt, int kh, int kw, int ph, int pw, const cuk_igemm_geom *g,
+                           const void *wt, const float *bias, const void *res, void *y);
 /* The halo-tile wgmma conv (sm90/halo_conv.cu, built with the CUTLASS kernels for sm_90a): 96
  * filters, 3x3 taps with padding 1, c_in a multiple of 96, 16-bit; each input frame's 18 x 18
  * pixel tile read once for all nine taps. Its filters: [kt][c_in / 96][9][12][96][8], tiled from

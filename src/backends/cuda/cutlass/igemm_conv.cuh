@@ -41,6 +41,8 @@ typedef struct igemm_args {
     cudaStream_t stream;
     int xs; /* x's places per value: 1 packed; 2: E4M3 codes in 16-bit places (fp8_codes_bound) */
     int load; /* 1: no launch, the kernel's module loaded only (cuk_igemm_load) */
+    int st, sh, sw; /* strides in t, h, w (the TMA's traversal strides) */
+    int ph1, pw1;   /* zero padding after the rows and columns (ph, pw: before them) */
 } igemm_args;
 
 #define VAE_IGEMM_INSTANCES(X)                                                                     \
@@ -175,7 +177,8 @@ static cudaError_t igemm_run(const igemm_args *a) {
                            {a->t_in * a->h * a->w * c, a->h * a->w * c, a->w * c, c, 1},
                            {a->co, a->kt, a->kh, a->kw, a->ci},
                            {a->kt * a->kh * a->kw * k, a->kh * a->kw * k, a->kw * k, k, 1},
-                           {0, a->ph, a->pw}, {0, a->ph, a->pw}, {1, 1, 1}, {1, 1, 1}, 1);
+                           {0, a->ph, a->pw}, {0, a->ph1, a->pw1}, {a->st, a->sh, a->sw}, {1, 1, 1},
+                           1);
     typename K::Conv::Arguments args{};
     args.problem_shape = ps;
     args.mainloop.ptr_A = static_cast<const Elt *>(a->x);
