@@ -67,6 +67,17 @@ int main() {
         CK(cudaMalloc(&dmax, 4));
         probe_fill<<<1024, 256>>>(qkv, (int64_t)n * 3 * c, 2.0f, 7);
         const float scale = 1.0f / sqrtf((float)c), zero = 0.f, one = 1.f;
+        // query rows r0 .. r0 + mb: their scores sc = scale q k^T (float32), y = P v
+        auto scores = [&](int r0, int mb) {
+            return cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, n, mb, c, &scale, qkv + c,
+                                CUDA_R_16BF, 3 * c, qkv + (size_t)r0 * 3 * c, CUDA_R_16BF, 3 * c,
+                                &zero, sc, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        };
+        auto pv = [&](int r0, int mb) {
+            return cublasGemmEx(hb, CUBLAS_OP_N, CUBLAS_OP_N, c, mb, n, &one, qkv + 2 * c,
+                                CUDA_R_16BF, 3 * c, p, CUDA_R_16BF, n, &zero, y + (size_t)r0 * c,
+                                CUDA_R_16BF, c, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        };
         for (int ri = 0; ri < (int)(sizeof rows_list / sizeof rows_list[0]); ri++) {
             const int rows = rows_list[ri] < n ? rows_list[ri] : n;
             if (ri > 0 && rows == engine_rows) continue;
@@ -74,20 +85,14 @@ int main() {
             for (int r = 0; r < reps; r++)
                 for (int r0 = 0; r0 < n; r0 += rows) {
                     const int mb = n - r0 < rows ? n - r0 : rows;
-                    const __nv_bfloat16 *q = qkv + (size_t)r0 * 3 * c;
                     CK(cudaEventRecord(ev[0]));
-                    CB(cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, n, mb, c, &scale, qkv + c,
-                                    CUDA_R_16BF, 3 * c, q, CUDA_R_16BF, 3 * c, &zero, sc,
-                                    CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                    CB(scores(r0, mb));
                     CK(cudaEventRecord(ev[1]));
                     att_softmax_rows_kernel<<<mb, SM_THREADS>>>(sc, p2, n);
                     CK(cudaEventRecord(ev[2]));
                     CK(cuk_softmax_rows(0, CU_BF16, sc, p, mb, n));
                     CK(cudaEventRecord(ev[3]));
-                    CB(cublasGemmEx(hb, CUBLAS_OP_N, CUBLAS_OP_N, c, mb, n, &one, qkv + 2 * c,
-                                    CUDA_R_16BF, 3 * c, p, CUDA_R_16BF, n, &zero,
-                                    y + (size_t)r0 * c, CUDA_R_16BF, c, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT));
+                    CB(pv(r0, mb));
                     CK(cudaEventRecord(ev[4]));
                     CK(cudaEventSynchronize(ev[4]));
                     if (r == 0) continue; // warm-up
@@ -112,15 +117,9 @@ int main() {
             for (int r = 0; r < reps; r++)
                 for (int r0 = 0; r0 < n; r0 += rows) {
                     const int mb = n - r0 < rows ? n - r0 : rows;
-                    const __nv_bfloat16 *q = qkv + (size_t)r0 * 3 * c;
-                    CB(cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, n, mb, c, &scale, qkv + c,
-                                    CUDA_R_16BF, 3 * c, q, CUDA_R_16BF, 3 * c, &zero, sc,
-                                    CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                    CB(scores(r0, mb));
                     CK(cuk_softmax_rows(0, CU_BF16, sc, p, mb, n));
-                    CB(cublasGemmEx(hb, CUBLAS_OP_N, CUBLAS_OP_N, c, mb, n, &one, qkv + 2 * c,
-                                    CUDA_R_16BF, 3 * c, p, CUDA_R_16BF, n, &zero,
-                                    y + (size_t)r0 * c, CUDA_R_16BF, c, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT));
+                    CB(pv(r0, mb));
                 }
             CK(cudaEventRecord(ev[6]));
             CK(cudaEventSynchronize(ev[6]));
