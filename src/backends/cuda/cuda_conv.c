@@ -375,9 +375,10 @@ static int conv_norm(cuda_backend *cb, const vae_op *op, const conv_state *s, vo
     if (!op->norm_w || n_vox == 0) return VAE_OK;
     if (!s->nw) return vae_fail(VAE_EINVAL, "%s: conv was prepared without its norm", op->name);
     int ph = cu_prof_begin(cb, CU_P_RMS);
-    int rc = cu_check(cuk_rms_norm(cb->stream, cb->base.dtype, y, y, n_vox, op->c_out, s->nw, NULL,
-                                   (int)op->norm_act, op->act_scale, cu_codes_scale(op)),
-                      op->name, "rms norm");
+    int rc =
+        cu_check(cuk_rms_norm(cb->stream, cb->base.dtype, y, y, n_vox, op->c_out, s->nw, NULL,
+                              (int)op->norm_act, op->act_scale, cu_codes_scale(op), cb->sm_count),
+                 op->name, "rms norm");
     cu_prof_end(cb, ph);
     return rc;
 }

@@ -146,11 +146,6 @@ int cu_conv_igemm(conv_call *cc, const void *x0, int t_out) {
     int rc = cu_conv_need_w3(cc->cb, op, cc->s);
     if (rc) return rc;
     const cuk_igemm_geom g = {op->st, op->sh, op->sw, op->pad_h[1], op->pad_w[1]};
-    /* the rule of the output's size (op.h) for its shape; the kernel derives it from the window */
-    if ((cc->h + op->pad_h[0] + op->pad_h[1] - op->kh) / op->sh + 1 != cc->ho ||
-        (cc->w + op->pad_w[0] + op->pad_w[1] - op->kw) / op->sw + 1 != cc->wo)
-        return vae_fail(VAE_EUNSUPPORTED, "%s: implicit GEMM: output %dx%d of %dx%d frames",
-                        op->name, cc->ho, cc->wo, cc->h, cc->w);
     const int t_in = op->st * (t_out - 1) + op->kt; /* the window's frames the outputs read */
     const igemm_call k = {x0,
                           t_in,

@@ -211,13 +211,15 @@ cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias,
 
 /* RMS over channels per voxel: y = x / max(|x|, 1e-12) * sqrt(c) * g + b, then act; s8 > 0:
  * y written as E4M3 codes of its 16-bit values / s8, each voxel's c codes in the first c bytes of
- * its place (program.h fp8_codes_bound), where cuk_rms_codes_ok (else cudaErrorNotSupported) */
+ * its place (program.h fp8_codes_bound), where cuk_rms_codes_ok (else cudaErrorNotSupported);
+ * sms: the multiprocessor count (the persistent grid's size; 0: unknown, no cap) */
 cudaError_t cuk_rms_norm(cudaStream_t s, int dtype, const void *x, void *y, int64_t n_vox, int c,
-                         const float *g, const float *b, int act, float act_scale, float s8);
+                         const float *g, const float *b, int act, float act_scale, float s8,
+                         int sms);
 /* the same over rows rows of w voxels, x's rows x_pitch elements apart and y's y_pitch */
 cudaError_t cuk_rms_norm_rows(cudaStream_t s, int dtype, const void *x, int64_t x_pitch, void *y,
                               int64_t y_pitch, int64_t rows, int w, int c, const float *g,
-                              const float *b, int act, float act_scale, float s8);
+                              const float *b, int act, float act_scale, float s8, int sms);
 int cuk_rms_codes_ok(int dtype, int c);
 /* GroupNorm per frame. work: cuk_group_norm_work(...) bytes of device scratch. */
 size_t cuk_group_norm_work(int dtype, int t, int64_t hw, int c, int groups, int sm_count);

@@ -191,17 +191,6 @@ static __global__ void __launch_bounds__(256)
     }
 }
 
-/* The multiprocessors of the current device (0 where it cannot be read). */
-static int sm_count() {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return n;
-}
-
 /* one launch of rms_reg_kernel<T, V, P, A, Q>: a block per 8 warps' voxels, at most 8 blocks a
  * multiprocessor (a full one; the loop takes the rest). On the H200 (bench/rms_norm_probe.cu,
  * bench/RESULTS.md runs 271-273) the 96-channel bf16 norm went from 2.8 to 3.8 TB/s with these
@@ -209,10 +198,10 @@ static int sm_count() {
 template <typename T, int V, bool P>
 static void launch_rms_reg(cudaStream_t s, const T *x, T *y, int64_t nv, int c, int64_t w,
                            int64_t xp, int64_t yp, int L, const float *g, const float *b, int act,
-                           float as, float s8) {
-    const int64_t per_block = 8LL * (32 / L), sms = sm_count();
+                           float as, float s8, int sms) {
+    const int64_t per_block = 8LL * (32 / L);
     int64_t blocks = (nv + per_block - 1) / per_block;
-    if (sms > 0 && blocks > 8 * sms) blocks = 8 * sms;
+    if (sms > 0 && blocks > 8LL * sms) blocks = 8LL * sms;
     if (blocks > 0x7fffffffLL) blocks = 0x7fffffffLL;
     const size_t shm = 2 * (size_t)c * sizeof(float);
     if (act == CU_ACT_SILU && s8 > 0.0f)
@@ -234,7 +223,7 @@ static void launch_rms_reg(cudaStream_t s, const T *x, T *y, int64_t nv, int c, 
 template <typename T, bool P>
 static cudaError_t launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv, int c, int64_t w,
                               int64_t xp, int64_t yp, const float *g, const float *b, int act,
-                              float as, float s8) {
+                              float as, float s8, int sms) {
     const int N = vec16<T>::N, cv = c / N;
     const T *xt = (const T *)x;
     T *yt = (T *)y;
@@ -245,10 +234,18 @@ static cudaError_t launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv
         while (L < 32 && L * 4 < cv) L <<= 1; /* at most 4 vectors per lane */
         const int V = (cv + L - 1) / L;
         switch (V) {
-        case 1: launch_rms_reg<T, 1, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as, s8); break;
-        case 2: launch_rms_reg<T, 2, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as, s8); break;
-        case 3: launch_rms_reg<T, 3, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as, s8); break;
-        default: launch_rms_reg<T, 4, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as, s8); break;
+        case 1:
+            launch_rms_reg<T, 1, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as, s8, sms);
+            break;
+        case 2:
+            launch_rms_reg<T, 2, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as, s8, sms);
+            break;
+        case 3:
+            launch_rms_reg<T, 3, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as, s8, sms);
+            break;
+        default:
+            launch_rms_reg<T, 4, P>(s, xt, yt, nv, c, w, xp, yp, L, g, b, act, as, s8, sms);
+            break;
         }
         return cudaGetLastError();
     }
@@ -276,11 +273,12 @@ static cudaError_t launch_rms(cudaStream_t s, const void *x, void *y, int64_t nv
 template <bool P>
 static cudaError_t rms_dispatch(cudaStream_t s, int dtype, const void *x, void *y, int64_t nv,
                                 int c, int64_t w, int64_t xp, int64_t yp, const float *g,
-                                const float *b, int act, float as, float s8) {
+                                const float *b, int act, float as, float s8, int sms) {
     switch (dtype) {
-    case CU_BF16: return launch_rms<__nv_bfloat16, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as, s8);
-    case CU_F16: return launch_rms<__half, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as, s8);
-    default: return launch_rms<float, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as, s8);
+    case CU_BF16:
+        return launch_rms<__nv_bfloat16, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as, s8, sms);
+    case CU_F16: return launch_rms<__half, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as, s8, sms);
+    default: return launch_rms<float, P>(s, x, y, nv, c, w, xp, yp, g, b, act, as, s8, sms);
     }
 }
 
@@ -290,18 +288,19 @@ extern "C" int cuk_rms_codes_ok(int dtype, int c) {
 
 extern "C" cudaError_t cuk_rms_norm(cudaStream_t s, int dtype, const void *x, void *y,
                                     int64_t n_vox, int c, const float *g, const float *b, int act,
-                                    float act_scale, float s8) {
+                                    float act_scale, float s8, int sms) {
     if (n_vox == 0) return cudaSuccess;
-    return rms_dispatch<false>(s, dtype, x, y, n_vox, c, n_vox, 0, 0, g, b, act, act_scale, s8);
+    return rms_dispatch<false>(s, dtype, x, y, n_vox, c, n_vox, 0, 0, g, b, act, act_scale, s8,
+                               sms);
 }
 
 extern "C" cudaError_t cuk_rms_norm_rows(cudaStream_t s, int dtype, const void *x, int64_t x_pitch,
                                          void *y, int64_t y_pitch, int64_t rows, int w, int c,
                                          const float *g, const float *b, int act, float act_scale,
-                                         float s8) {
+                                         float s8, int sms) {
     if (rows == 0 || w == 0) return cudaSuccess;
     return rms_dispatch<true>(s, dtype, x, y, rows * w, c, w, x_pitch, y_pitch, g, b, act,
-                              act_scale, s8);
+                              act_scale, s8, sms);
 }
 
 /* ---- GroupNorm ---- */

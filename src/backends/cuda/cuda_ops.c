@@ -169,7 +169,7 @@ int cuda_norm(vae_backend *be, const vae_op *op, void *state, const void *x, voi
     if (op->kind == VAE_OP_RMS_NORM) {
         int ph = cu_prof_begin(cb, CU_P_RMS);
         rc = cu_check(cuk_rms_norm(cb->stream, be->dtype, x, y, t * hw, op->c_in, g, b,
-                                   (int)op->act, op->act_scale, cu_codes_scale(op)),
+                                   (int)op->act, op->act_scale, cu_codes_scale(op), cb->sm_count),
                       op->name, "rms norm");
         cu_prof_end(cb, ph);
         return rc;
@@ -207,7 +207,7 @@ int cuda_norm_rows(vae_backend *be, const vae_op *op, void *state, const void *x
     rc = cu_check(cuk_rms_norm_rows(cb->stream, be->dtype, x, (int64_t)(x_pitch / es), y,
                                     (int64_t)(y_pitch / es), rows, w, op->c_in, s ? s->w : NULL,
                                     s ? s->b : NULL, (int)op->act, op->act_scale,
-                                    cu_codes_scale(op)),
+                                    cu_codes_scale(op), cb->sm_count),
                   op->name, "rms norm rows");
     cu_prof_end(cb, ph);
     return rc;
