@@ -114,8 +114,6 @@ static void launch_u(const void *x, void *y, int64_t nv, int c, int L, const flo
         (const __nv_bfloat16 *)x, (__nv_bfloat16 *)y, nv, c, L, g, pers, 0.0123f);
 }
 
-typedef void (*launch_fn)(const void *, void *, int64_t, int, int, const float *, int, int);
-
 int main() {
     struct {
         int c;
@@ -154,23 +152,21 @@ int main() {
         struct {
             const char *name;
             int kind; /* 0 copy, 1 engine, 2 variant, 3 engine writing codes */
-            launch_fn f;
-            int pers;
         } vs[] = {
-            {"copy int4", 0, nullptr, 0},
-            {"engine cuk_rms_norm", 1, nullptr, 0},
-            {"U1 persistent", 2, nullptr, 1},
-            {"U1 one-shot", 2, nullptr, 0},
-            {"U2 persistent", 2, nullptr, 1},
-            {"U2 one-shot", 2, nullptr, 0},
-            {"U2 ldcs one-shot", 2, nullptr, 0},
-            {"U4 one-shot", 2, nullptr, 0},
+            {"copy int4", 0},
+            {"engine cuk_rms_norm", 1},
+            {"U1 persistent", 2},
+            {"U1 one-shot", 2},
+            {"U2 persistent", 2},
+            {"U2 one-shot", 2},
+            {"U2 ldcs one-shot", 2},
+            {"U4 one-shot", 2},
             /* E4M3 codes out (1 byte a value in the 16-bit places): the bytes count 3 a value */
-            {"engine codes", 3, nullptr, 0},
-            {"U1 codes div", 2, nullptr, 0},
-            {"U1 codes mul", 2, nullptr, 0},
-            {"U2 codes mul", 2, nullptr, 0},
-            {"U1 pers codes mul", 2, nullptr, 1},
+            {"engine codes", 3},
+            {"U1 codes div", 2},
+            {"U1 codes mul", 2},
+            {"U2 codes mul", 2},
+            {"U1 pers codes mul", 2},
         };
         for (int vi = 0; vi < (int)(sizeof vs / sizeof vs[0]); vi++) {
             auto run = [&]() {
@@ -179,7 +175,7 @@ int main() {
                     copy_vec<<<sm * 8, 256>>>((int4 *)b, (const int4 *)a, n);
                 } else if (vs[vi].kind == 1 || vs[vi].kind == 3) {
                     cuk_rms_norm(0, 1 /*bf16*/, a, b, cs.nv, cs.c, g, nullptr, CU_ACT_SILU, 1.0f,
-                                 vs[vi].kind == 3 ? 0.0123f : 0.0f);
+                                 vs[vi].kind == 3 ? 0.0123f : 0.0f, sm);
                 } else {
 #define PICK(U, NC, Q, P)                                                                          \
     switch (V) {                                                                                   \
