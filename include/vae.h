@@ -257,8 +257,9 @@ typedef enum {
                                   * cheaper, -1 never, N >= 2 always N strips where the model
                                   * allows (decoders) (0) */
     VAE_PARAM_CUDA_BUS,          /* copies to and from pinned host memory (strips' slots, host
-                                  * stores) on a second stream, overlapping compute, with reads
-                                  * prefetched where the engine knows them ahead (1) */
+                                  * stores, the output's frames) on a second stream, overlapping
+                                  * compute, with reads prefetched where the engine knows them
+                                  * ahead (1) */
     VAE_PARAM_CUDA_ATT,          /* attention of >= 1024 tokens in 16-bit: 1 scores and P V on
                                   * cuBLAS (float32 scores of a block of query rows in scratch),
                                   * 0 the fused kernel everywhere (1) */

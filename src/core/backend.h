@@ -129,6 +129,17 @@ typedef struct vae_backend_vtbl {
     int (*download_planar)(vae_backend *be, const void *src, int t, int h, int w, int c,
                            float **host);
     int (*download_wait)(vae_backend *be, const float *host);
+    /* Optional (both or none): downloads whose copies run beside the next step's work.
+     * download_stage: src [t][h][w][c] (a step's output chunk) converted now, in stream order,
+     *   into a device stage (planar float32, t x h x w x c x 4 bytes, held until the next run:
+     *   the plan counts it, vae_plan_request.stage_out), as *pieces pieces of `piece` frames (the
+     *   last: the rest); *pieces = 0 where there is no stage (the caller downloads as without it;
+     *   no error). src may be overwritten once it returns.
+     * download_staged: starts copying piece k of the staged chunk to a host buffer [c][n][h][w]
+     *   float32, as download_planar (download_wait; a new download_stage waits for the copies). */
+    int (*download_stage)(vae_backend *be, const void *src, int t, int h, int w, int c, int piece,
+                          int *pieces);
+    int (*download_staged)(vae_backend *be, int k, float **host);
 
     /* Optional (all four or none; NULL: the backend cannot use the caller's device memory): tensors
      * the caller holds on this backend's device, read and written in place.

@@ -125,7 +125,8 @@ static int upload_input(run *s, void *dst, int f, int n, vae_span y, vae_span x)
 static int take_output(run *s, const float *fr, int first, int n, int c, int h, int w,
                        const vae_plan_tile *tile);
 
-static int out_flush(run *s) {
+/* The download in flight: waited for, its frames handed on. */
+static int out_wait_piece(run *s) {
     if (!s->q_pending) return VAE_OK;
     s->q_pending = 0;
     const double t0 = vae_seconds();
@@ -135,10 +136,44 @@ static int out_flush(run *s) {
               : take_output(s, s->q_host, s->q_first, s->q_n, s->q_c, s->q_h, s->q_w, s->q_tile);
 }
 
+/* A new download in flight (the one before it waited for first). */
+static int out_queue_piece(run *s, const float *host, int first, int n, int c, int h, int w,
+                           const vae_plan_tile *tile) {
+    const int rc = out_wait_piece(s); /* the previous one, while this one copies */
+    s->q_pending = rc == VAE_OK;
+    s->q_host = host, s->q_first = first, s->q_n = n, s->q_c = c;
+    s->q_h = h, s->q_w = w, s->q_tile = tile;
+    return rc;
+}
+
 enum { OUT_PIECE = 4 }; /* output frames a download at most (asynchronous backends) */
 
+/* The staged chunk's pieces to the host (the step after it is queued: they copy beside it). */
+static int out_send_staged(run *s) {
+    vae_backend *be = s->r->be;
+    const int n = s->staged;
+    s->staged = 0;
+    int rc = VAE_OK;
+    for (int k = 0; k < n && rc == VAE_OK; k++) {
+        const int f = k * OUT_PIECE, m = s->st_t - f < OUT_PIECE ? s->st_t - f : OUT_PIECE;
+        float *host;
+        rc = be->v->download_staged(be, k, &host);
+        if (rc == VAE_OK)
+            rc =
+                out_queue_piece(s, host, s->st_first + f, m, s->st_c, s->st_h, s->st_w, s->st_tile);
+    }
+    return rc;
+}
+
+/* Every download of the stream done and handed on. */
+static int out_flush(run *s) {
+    const int rc = out_send_staged(s);
+    return rc ? rc : out_wait_piece(s);
+}
+
 /* Output chunk o (frames first..) of the current tile: downloaded while the next step computes
- * (asynchronous backends), or at once. */
+ * (asynchronous backends: staged on the device, or in pieces that the next piece waits for),
+ * or at once. */
 static int out_push(run *s, const vae_chunk *o, int first) {
     vae_runner *r = s->r;
     vae_backend *be = r->be;
@@ -154,19 +189,24 @@ static int out_push(run *s, const vae_chunk *o, int first) {
                                   whole ? 0 : t->own_x.lo);
     }
     if (async_io(be)) {
+        int rc = out_send_staged(s), pieces = 0; /* the chunk before, beside this step's work */
+        if (rc == VAE_OK && be->v->download_stage)
+            rc = be->v->download_stage(be, o->data, o->t, o->h, o->w, o->c, OUT_PIECE, &pieces);
+        if (rc || pieces) {
+            s->staged = rc ? 0 : pieces, s->st_first = first, s->st_t = o->t, s->st_c = o->c;
+            s->st_h = o->h, s->st_w = o->w, s->st_tile = s->tile;
+            return rc;
+        }
         /* in pieces of at most OUT_PIECE frames: the pinned buffers they pass through stay those
          * of a 4-frame step when a step makes more (pinning costs a cold call ~0.35 ms a MiB) */
         const size_t frame = (size_t)o->h * o->w * o->c * be->elem_size;
-        int rc = VAE_OK;
         for (int f = 0; f < o->t && rc == VAE_OK; f += OUT_PIECE) {
             const int n = o->t - f < OUT_PIECE ? o->t - f : OUT_PIECE;
             float *host;
             rc = be->v->download_planar(be, (const char *)o->data + (size_t)f * frame, n, o->h,
                                         o->w, o->c, &host);
-            if (rc == VAE_OK) rc = out_flush(s); /* the previous one, while this one copies */
-            s->q_pending = rc == VAE_OK;
-            s->q_host = host, s->q_first = first + f, s->q_n = n, s->q_c = o->c;
-            s->q_h = o->h, s->q_w = o->w, s->q_tile = s->tile;
+            if (rc == VAE_OK)
+                rc = out_queue_piece(s, host, first + f, n, o->c, o->h, o->w, s->tile);
         }
         return rc;
     }
@@ -462,6 +502,7 @@ int runner_run_blend(run *s) {
 }
 
 void runner_drain(run *s) {
+    s->staged = 0;
     if (!s->q_pending) return;
     s->q_pending = 0;
     s->r->be->v->download_wait(s->r->be, s->q_host);

@@ -101,6 +101,10 @@ typedef struct run {
     int q_pending, q_first, q_n, q_c, q_h, q_w;
     const float *q_host;
     const vae_plan_tile *q_tile;
+    /* a step's output chunk staged on the device (download_stage), its pieces copied to the host
+     * once the next step is queued: `staged` pieces (0: none) of frames first.. */
+    int staged, st_first, st_t, st_c, st_h, st_w;
+    const vae_plan_tile *st_tile;
     /* host seconds spent on the output: waiting for downloads, putting tiles into the
      * assembly, handing the assembled frames out (logged with -v) */
     double wait_s, put_s, emit_s;

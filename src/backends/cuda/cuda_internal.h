@@ -12,6 +12,7 @@
  *   cuda_pinned.c       pinned host memory: transfer buffers, host stores, the weight upload ring
  *   cuda_stage.c        the parameters staged in pinned memory at session creation (cuda_warm)
  *   cuda_bus.c          copies to and from pinned host memory on a second stream (ring, prefetch)
+ *   cuda_out_stage.c    the output's pieces to the host on a stream of their own (download_planar)
  *   cuda_ops.c          norm / eltwise / resample entry points (checks, launches), the
  *                       session's warm-up (cuda_warm), each op's scratch
  *   cuda_att.c          attention: cuBLAS's GEMM path or the fused kernel, its warm-up
@@ -460,6 +461,20 @@ enum {
  * staged there, host ranges prefetched there) */
 enum { CU_BUS_BLOCKS = 512 };
 #define CU_BUS_RING ((size_t)32 << 20)
+/* cuda_out_stage.c: a step's output chunk staged on the device as planar float32 pieces, copied
+ * to the host on a stream of their own */
+typedef struct cu_out_stage {
+    cudaStream_t stream; /* the copies to the host */
+    cudaEvent_t ready;   /* recorded on the compute stream after the chunk's conversion */
+    cudaEvent_t copied;  /* recorded on the copy stream after its last copy */
+    char *ring;          /* the stage (cap bytes, part of bytes_in_use), or NULL */
+    size_t cap;
+    int n, t, piece, c; /* the staged chunk: n pieces of `piece` frames (the last: the rest of
+                         * t), c channels; n = 0: none */
+    size_t hw, frame;   /* pixels a frame, float32 bytes a frame */
+    int never;          /* settings.cuda_bus = 0, or the stream could not be made */
+} cu_out_stage;
+
 /* host_alloc blocks at once: A's and B's stores (pinned, or their files' staging rings), strips'
  * slots, one spare */
 enum { CU_PINNED_BLOCKS = 4 };
@@ -572,6 +587,7 @@ typedef struct cuda_backend {
     } pinned[CU_PINNED_BLOCKS];
     cu_tune_cache tc;                  /* conv path choices kept between processes */
     cu_bus bus;                        /* cuda_bus.c: copies to and from host memory */
+    cu_out_stage out;                  /* cuda_out_stage.c: output pieces to the host */
     int prof;                          /* VAE_CUDA_PROFILE */
     cudaEvent_t *prof_ev;              /* event pairs (begin, end) */
     int *prof_cat;
@@ -663,6 +679,15 @@ int cu_bus_wait(cuda_backend *cb);
 int cu_bus_sync(cuda_backend *cb);
 int64_t cu_bus_bytes(const cuda_backend *cb); /* the ring, once started */
 void cu_bus_destroy(cuda_backend *cb);
+
+/* ---- cuda_out_stage.c ---- */
+/* vtbl download_stage (backend.h): *pieces = 0 where there is no stage (no error) */
+int cu_out_stage_put(vae_backend *be, const void *src, int t, int h, int w, int c, int piece,
+                     int *pieces);
+/* the copy of staged piece k into b queued on the copy stream (b->ev recorded after it) */
+int cu_out_stage_copy(cuda_backend *cb, int k, cu_host_buf *b);
+void cu_out_stage_release(cuda_backend *cb); /* the stage given back (a run's start) */
+void cu_out_stage_destroy(cuda_backend *cb);
 
 /* ---- cuda_pinned.c: pinned host memory ---- */
 /* A pinned block of at least `bytes` (portable: for every device of a group); no message on
