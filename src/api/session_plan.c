@@ -85,7 +85,7 @@ static int plan_request(vae_session *s, int encode, const vae_io_view *g,
         .scratch_minimal = s->set.plan_scratch_min, .strips = s->set.plan_strips,
         .host_store_max = (int64_t)s->set.exec_host_mb << 20, .ranks = s->n_lanes};
     rq.ranks = ranks, rq.processes = s->comm != NULL; /* (a group of processes: its ranks) */
-    rq.stage_out = be->v->download_stage != NULL;
+    rq.stage_io = be->v->download_stage != NULL;
     rq.blend_overlap = o->blend_overlap > 0 ? o->blend_overlap : rq.blend_tile / 8;
     rq.strip_norm_in_place = s->set.exec_strip_norm && be->v->norm_rows;
     /* band plans: every lane splits GroupNorm (its sums all-reduced by the group's communicator,

@@ -120,7 +120,9 @@ typedef struct vae_backend_vtbl {
      * stage_in: a host buffer of at least `bytes` to fill for the next upload_planar (it stays
      *   valid until the second next stage_in call).
      * upload_planar: dst [t][h][w][c] (activation dtype) <- src [c][t][h][w] (src from stage_in);
-     *   may return before the copy is done.
+     *   may return before the copy is done (with download_stage, the copy goes into a device
+     *   stage the plan counts, vae_plan_request.stage_io, and starts at once, beside the work
+     *   queued before it).
      * download_planar: starts copying src [t][h][w][c] to a host buffer [c][t][h][w] float32
      *   (*host; valid until the second next download_planar call); download_wait(be, *host)
      *   returns once it holds the data. */
@@ -132,7 +134,7 @@ typedef struct vae_backend_vtbl {
     /* Optional (both or none): downloads whose copies run beside the next step's work.
      * download_stage: src [t][h][w][c] (a step's output chunk) converted now, in stream order,
      *   into a device stage (planar float32, t x h x w x c x 4 bytes, held until the next run:
-     *   the plan counts it, vae_plan_request.stage_out), as *pieces pieces of `piece` frames (the
+     *   the plan counts it, vae_plan_request.stage_io), as *pieces pieces of `piece` frames (the
      *   last: the rest); *pieces = 0 where there is no stage (the caller downloads as without it;
      *   no error). src may be overwritten once it returns.
      * download_staged: starts copying piece k of the staged chunk to a host buffer [c][n][h][w]

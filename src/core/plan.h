@@ -85,9 +85,9 @@ typedef struct vae_plan_request {
     struct vae_backend *be;
     int64_t scratch_now;
     int planar_io;
-    int stage_out; /* (with planar_io) output chunks go to the host from a stage of their own
-                    * (vae_backend_vtbl.download_stage), held through the run: their bytes are
-                    * added to the peak instead of to the scratch */
+    int stage_io; /* (with planar_io) chunks in and out pass through stages of their own
+                   * instead (the CUDA backend: copies beside the steps' work, vae_backend_vtbl
+                   * download_stage), held through the run: added to the peak */
     vae_tile_mode mode;
     int tile_h, tile_w;            /* forced exact tiles, pixels of the video side (0: planner) */
     int blend_tile, blend_overlap; /* pixels of the video side */
@@ -170,8 +170,8 @@ int vae_plan_walk(const vae_program *p, int t, int h, int w, int *t_out, int *h_
 /* ---- plan_mem.c: the memory model --------------------------------------------------------- */
 /* Peak bytes of running slice `prog` (an executor with `loops`, trims `trims`) over a stream of
  * steps of t_first then t_next input frames (n_steps in all) of h x w: values, caches, temporaries
- * and the step output held between steps, as the executor allocates them (and the output's stage:
- * rq->stage_out); zw (NULL: none): for
+ * and the step output held between steps, as the executor allocates them (and the stages of
+ * the chunks in and out: rq->stage_io); zw (NULL: none): for
  * column strips, the width each op input (i*2 + k) is rebuilt to (0: not); *scratch: the most
  * backend scratch one of its ops needs; *caches (when given): of the peak, the causal caches (the
  * frames windowed ops keep between steps). -1 when out of memory. */

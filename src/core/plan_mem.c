@@ -237,7 +237,7 @@ int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const in
     m.zero = vae_calloc(no, sizeof *m.zero);
     vae_op_clock *clk = vae_calloc(no, sizeof *clk), *clk2 = vae_calloc(no, sizeof *clk2);
     int *tv = vae_calloc(nv, sizeof *tv);
-    int64_t peak = -1, stage = 0;
+    int64_t peak = -1, stage_in = 0, stage_out = 0;
     if (!m.uses || !m.refs || !m.win_of || !m.head || !m.headf || !m.cut || !m.held || !m.temp ||
         !m.cache || !m.cache_frames || !m.zero || !clk || !clk2 || !tv)
         goto done;
@@ -264,17 +264,18 @@ int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const in
         if (rq->planar_io) { /* chunks in and out pass through the scratch area as float32 */
             int64_t io_in = (int64_t)t_in * vh[p->input] * vw[p->input] * p->in_channels * 4;
             int64_t io_out = (int64_t)out * vh[p->output] * vw[p->output] * p->out_channels * 4;
-            if (io_in > m.scratch) m.scratch = io_in;
-            if (rq->stage_out) { /* ... the output chunk in a stage of its own, held */
-                if (rounded(&m, io_out) > stage) stage = rounded(&m, io_out);
-            } else if (io_out > m.scratch) {
-                m.scratch = io_out;
+            if (rq->stage_io) { /* ... or stages of their own, held through the run */
+                if (rounded(&m, io_in) > stage_in) stage_in = rounded(&m, io_in);
+                if (rounded(&m, io_out) > stage_out) stage_out = rounded(&m, io_out);
+            } else {
+                if (io_in > m.scratch) m.scratch = io_in;
+                if (io_out > m.scratch) m.scratch = io_out;
             }
         }
         if (vae_program_walk_step(p, loops, clk, tv, t_in, on_event, &m, &out)) goto done;
         if (m.gathered) m.held[p->output] = 0; /* the gather buffer is the output */
     }
-    peak = m.peak + stage;
+    peak = m.peak + stage_in + stage_out;
     *scratch = m.scratch;
     if (caches) {
         *caches = 0;

@@ -346,7 +346,7 @@ static void cuda_destroy(vae_backend *be) {
     cu_dnn_destroy(cb);
     cuda_ops_destroy(cb);
     cu_bus_destroy(cb);
-    cu_out_stage_destroy(cb);
+    cu_io_stage_destroy(cb);
     cu_host_bufs_free(cb);
     cu_stage_free(cb, &cb->stage);
     cu_stores_release(cb, 1);
@@ -453,20 +453,23 @@ static int cuda_upload_planar(vae_backend *be, void *dst, const float *src, int 
     const int64_t n = (int64_t)t * h * w;
     if (n * c == 0) return VAE_OK;
     if (!dst || !src) return vae_fail(VAE_EINVAL, "cuda upload: NULL buffer");
-    float *stage = cu_scratch(cb, (size_t)(n * c) * sizeof(float), "cuda upload");
-    if (!stage) return VAE_ENOMEM;
     cu_host_buf *b = &cb->hin[cb->hin_next];
-    int ph = cu_prof_begin(cb, CU_P_UPLOAD);
-    rc = cu_check(cudaMemcpyAsync(stage, src, (size_t)(n * c) * sizeof(float),
-                                  cudaMemcpyHostToDevice, cb->stream),
-                  "cuda upload", "cudaMemcpyAsync");
-    if (!rc && b->pin.p == src && b->ev) {
-        rc = cu_host_buf_queued(cb, b);
-        cb->hin_next ^= 1;
+    const int pinned = b->pin.p == src && b->ev; /* the transfer buffer from stage_in */
+    int ph = cu_prof_begin(cb, CU_P_UPLOAD), staged = 0;
+    rc = cu_io_upload(cb, dst, src, n, c, pinned ? b : NULL, &staged); /* beside the compute */
+    if (!rc && !staged) {
+        float *stage = cu_scratch(cb, (size_t)(n * c) * sizeof(float), "cuda upload");
+        rc = stage ? VAE_OK : VAE_ENOMEM;
+        if (!rc)
+            rc = cu_check(cudaMemcpyAsync(stage, src, (size_t)(n * c) * sizeof(float),
+                                          cudaMemcpyHostToDevice, cb->stream),
+                          "cuda upload", "cudaMemcpyAsync");
+        if (!rc && pinned) rc = cu_host_buf_queued(cb, b);
+        if (!rc)
+            rc = cu_check(cuk_planar_to_act(cb->stream, be->dtype, stage, dst, n, c), "cuda upload",
+                          "layout");
     }
-    if (!rc)
-        rc = cu_check(cuk_planar_to_act(cb->stream, be->dtype, stage, dst, n, c), "cuda upload",
-                      "layout");
+    if (!rc && pinned) cb->hin_next ^= 1;
     cu_prof_end(cb, ph);
     return rc;
 }
@@ -497,13 +500,13 @@ static int cuda_download_planar(vae_backend *be, const void *src, int t, int h, 
     return VAE_OK;
 }
 
-/* piece k of the staged chunk (cuda_out_stage.c) into the next transfer buffer */
+/* piece k of the staged chunk (cuda_io_stage.c) into the next transfer buffer */
 static int cuda_download_staged(vae_backend *be, int k, float **host) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda download");
     if (rc) return rc;
     cu_host_buf *b = &cb->hout[cb->hout_next];
-    if ((rc = cu_out_stage_copy(cb, k, b))) return rc;
+    if ((rc = cu_io_stage_copy(cb, k, b))) return rc;
     cb->hout_next ^= 1;
     *host = b->pin.p;
     return VAE_OK;
@@ -640,7 +643,7 @@ static int cuda_scratch_reserve(vae_backend *be, size_t bytes, int capped) {
     if (rc) return rc;
     cb->scratch_capped = capped;
     if (!be->host_copy_on && cb->bus.stream) cu_bus_destroy(cb); /* a plan without it: its ring */
-    cu_out_stage_release(cb);                                    /* the run's plan counts its own */
+    cu_io_stage_release(cb);                                     /* the run's plan counts its own */
     if (bytes <= cb->scratch_bytes) return VAE_OK;
     return cu_scratch(cb, bytes, "scratch reserve") ? VAE_OK : VAE_ENOMEM;
 }
@@ -673,8 +676,8 @@ static int cuda_sync(vae_backend *be) {
     if (rc) return rc;
     rc = cu_check(cudaStreamSynchronize(cb->stream), "cuda sync", "cudaStreamSynchronize");
     if (rc == VAE_OK) rc = cu_bus_sync(cb); /* host memory the bus stream writes */
-    if (rc == VAE_OK && cb->out.stream)     /* ... and the output's copies */
-        rc = cu_check(cudaStreamSynchronize(cb->out.stream), "cuda sync", "cudaStreamSynchronize");
+    if (rc == VAE_OK && cb->io.stream)      /* ... and the user's frames */
+        rc = cu_check(cudaStreamSynchronize(cb->io.stream), "cuda sync", "cudaStreamSynchronize");
     prof_flush(cb);
     return rc;
 }
@@ -793,7 +796,7 @@ static const vae_backend_vtbl cuda_vtbl = {
     .stage_in = cuda_stage_in,
     .upload_planar = cuda_upload_planar,
     .download_planar = cuda_download_planar,
-    .download_stage = cu_out_stage_put,
+    .download_stage = cu_io_stage_put,
     .download_staged = cuda_download_staged,
     .download_wait = cuda_download_wait,
     .view_finite = cu_view_finite,
@@ -960,7 +963,7 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->dnn_gain_us = st->cuda_dnn_gain_us;
     cb->fp8 = fp8;
     cb->bus.off = !st->cuda_bus;
-    cb->out.never = !st->cuda_bus; /* the output's copies on a stream of their own, too */
+    cb->io.never = !st->cuda_bus; /* the user's frames on a stream of their own, too */
     cb->base.host_copy_bytes = cb->bus.off ? 0 : (int64_t)CU_BUS_RING; /* cuda_bus.c's ring */
 
     if ((rc = cu_check(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking),

@@ -12,7 +12,7 @@
  *   cuda_pinned.c       pinned host memory: transfer buffers, host stores, the weight upload ring
  *   cuda_stage.c        the parameters staged in pinned memory at session creation (cuda_warm)
  *   cuda_bus.c          copies to and from pinned host memory on a second stream (ring, prefetch)
- *   cuda_out_stage.c    the output's pieces to the host on a stream of their own (download_planar)
+ *   cuda_io_stage.c     the user's frames to and from the host on a stream of their own (stages)
  *   cuda_ops.c          norm / eltwise / resample entry points (checks, launches), the
  *                       session's warm-up (cuda_warm), each op's scratch
  *   cuda_att.c          attention: cuBLAS's GEMM path or the fused kernel, its warm-up
@@ -461,19 +461,24 @@ enum {
  * staged there, host ranges prefetched there) */
 enum { CU_BUS_BLOCKS = 512 };
 #define CU_BUS_RING ((size_t)32 << 20)
-/* cuda_out_stage.c: a step's output chunk staged on the device as planar float32 pieces, copied
- * to the host on a stream of their own */
-typedef struct cu_out_stage {
-    cudaStream_t stream; /* the copies to the host */
-    cudaEvent_t ready;   /* recorded on the compute stream after the chunk's conversion */
-    cudaEvent_t copied;  /* recorded on the copy stream after its last copy */
-    char *ring;          /* the stage (cap bytes, part of bytes_in_use), or NULL */
+/* cuda_io_stage.c: the user's frames staged on the device as planar float32 (an input chunk; a
+ * step's output chunk in pieces), copied to and from the host on a stream of their own */
+typedef struct cu_io_buf {
+    char *p; /* cap bytes, part of bytes_in_use, or NULL */
     size_t cap;
-    int n, t, piece, c; /* the staged chunk: n pieces of `piece` frames (the last: the rest of
-                         * t), c channels; n = 0: none */
+} cu_io_buf;
+typedef struct cu_io_stage {
+    cudaStream_t stream;    /* the copies to and from the host */
+    cudaEvent_t out_ready;  /* compute stream: the output chunk converted into `out` */
+    cudaEvent_t out_copied; /* copy stream: the last copy out of `out` */
+    cudaEvent_t in_copied;  /* copy stream: the last copy into `in` */
+    cudaEvent_t in_used;    /* compute stream: `in` converted into the input buffer */
+    cu_io_buf in, out;
+    int n, t, piece, c; /* the staged output chunk: n pieces of `piece` frames (the last: the
+                         * rest of t), c channels; n = 0: none */
     size_t hw, frame;   /* pixels a frame, float32 bytes a frame */
     int never;          /* settings.cuda_bus = 0, or the stream could not be made */
-} cu_out_stage;
+} cu_io_stage;
 
 /* host_alloc blocks at once: A's and B's stores (pinned, or their files' staging rings), strips'
  * slots, one spare */
@@ -587,7 +592,7 @@ typedef struct cuda_backend {
     } pinned[CU_PINNED_BLOCKS];
     cu_tune_cache tc;                  /* conv path choices kept between processes */
     cu_bus bus;                        /* cuda_bus.c: copies to and from host memory */
-    cu_out_stage out;                  /* cuda_out_stage.c: output pieces to the host */
+    cu_io_stage io;                    /* cuda_io_stage.c: the user's frames, host <-> device */
     int prof;                          /* VAE_CUDA_PROFILE */
     cudaEvent_t *prof_ev;              /* event pairs (begin, end) */
     int *prof_cat;
@@ -680,14 +685,19 @@ int cu_bus_sync(cuda_backend *cb);
 int64_t cu_bus_bytes(const cuda_backend *cb); /* the ring, once started */
 void cu_bus_destroy(cuda_backend *cb);
 
-/* ---- cuda_out_stage.c ---- */
+/* ---- cuda_io_stage.c ---- */
+/* dst [n][c] (activation dtype) <- host planar float32 src [c][n], copied into the input stage
+ * on the copy stream, converted on the compute stream (b: src's transfer buffer, its event
+ * recorded after the copy, or NULL); *done = 0 where there is no stage (nothing queued) */
+int cu_io_upload(cuda_backend *cb, void *dst, const float *src, int64_t n, int c, cu_host_buf *b,
+                 int *done);
 /* vtbl download_stage (backend.h): *pieces = 0 where there is no stage (no error) */
-int cu_out_stage_put(vae_backend *be, const void *src, int t, int h, int w, int c, int piece,
-                     int *pieces);
-/* the copy of staged piece k into b queued on the copy stream (b->ev recorded after it) */
-int cu_out_stage_copy(cuda_backend *cb, int k, cu_host_buf *b);
-void cu_out_stage_release(cuda_backend *cb); /* the stage given back (a run's start) */
-void cu_out_stage_destroy(cuda_backend *cb);
+int cu_io_stage_put(vae_backend *be, const void *src, int t, int h, int w, int c, int piece,
+                    int *pieces);
+/* the copy of staged output piece k into b queued on the copy stream (b->ev recorded after it) */
+int cu_io_stage_copy(cuda_backend *cb, int k, cu_host_buf *b);
+void cu_io_stage_release(cuda_backend *cb); /* the stages given back (a run's start) */
+void cu_io_stage_destroy(cuda_backend *cb);
 
 /* ---- cuda_pinned.c: pinned host memory ---- */
 /* A pinned block of at least `bytes` (portable: for every device of a group); no message on
