@@ -170,11 +170,11 @@ int vae_plan_walk(const vae_program *p, int t, int h, int w, int *t_out, int *h_
 /* ---- plan_mem.c: the memory model --------------------------------------------------------- */
 /* Peak bytes of running slice `prog` (an executor with `loops`, trims `trims`) over a stream of
  * steps of t_first then t_next input frames (n_steps in all) of h x w: values, caches, temporaries
- * and the step output held between steps, as the executor allocates them (and the stages of
- * the chunks in and out: rq->stage_io); zw (NULL: none): for
- * column strips, the width each op input (i*2 + k) is rebuilt to (0: not); *scratch: the most
- * backend scratch one of its ops needs; *caches (when given): of the peak, the causal caches (the
- * frames windowed ops keep between steps). -1 when out of memory. */
+ * and the step output held between steps, as the executor allocates them (and the stages of the
+ * chunks in and out: rq->stage_io); zw (NULL: none): for column strips, the width each op input
+ * (i*2 + k) is rebuilt to (0: not); *scratch: the most backend scratch one of its ops needs;
+ * *caches (when given): of the peak, the causal caches (the frames windowed ops keep between
+ * steps). -1 when out of memory. */
 int64_t vae_plan_mem_part(const vae_program *prog, const vae_loops *loops, const int *vh,
                           const int *vw, const vae_plan_request *rq, int t_first, int t_next,
                           int n_steps, const vae_plan_trim *trims, int n_trims, const int *zw,

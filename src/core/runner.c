@@ -156,11 +156,11 @@ static int out_send_staged(run *s) {
     int rc = VAE_OK;
     for (int k = 0; k < n && rc == VAE_OK; k++) {
         const int f = k * OUT_PIECE, m = s->st_t - f < OUT_PIECE ? s->st_t - f : OUT_PIECE;
+        const int at = s->st_first + f;
         float *host;
         rc = be->v->download_staged(be, k, &host);
         if (rc == VAE_OK)
-            rc =
-                out_queue_piece(s, host, s->st_first + f, m, s->st_c, s->st_h, s->st_w, s->st_tile);
+            rc = out_queue_piece(s, host, at, m, s->st_c, s->st_h, s->st_w, s->st_tile);
     }
     return rc;
 }

@@ -643,7 +643,7 @@ static int cuda_scratch_reserve(vae_backend *be, size_t bytes, int capped) {
     if (rc) return rc;
     cb->scratch_capped = capped;
     if (!be->host_copy_on && cb->bus.stream) cu_bus_destroy(cb); /* a plan without it: its ring */
-    cu_io_stage_release(cb);                                     /* the run's plan counts its own */
+    cu_io_stage_release(cb); /* the stages: the run's plan counts its own */
     if (bytes <= cb->scratch_bytes) return VAE_OK;
     return cu_scratch(cb, bytes, "scratch reserve") ? VAE_OK : VAE_ENOMEM;
 }
