@@ -270,6 +270,26 @@ static void test_plan_caches(vae_backend *be) {
     CHECK(measured > 0 && caches == measured,
           "planned causal caches %lld bytes, the executor keeps %lld", (long long)caches,
           (long long)measured);
+    /* the chunks in and out (1 frame each here) pass through the scratch area (planar_io), or
+     * through stages of their own held through the run (stage_io): added to the peak instead */
+    const int64_t io = (int64_t)H * W * C * (int64_t)sizeof(float);
+    vae_plan_request rq_io = rq, rq_st = rq;
+    rq_io.planar_io = 1;
+    rq_st.planar_io = 1, rq_st.stage_io = 1;
+    int64_t s0 = 0, s_io = 0, s_st = 0, p0 = -1, p_io = -1, p_st = -1;
+    if (vae_loops_init(&none, &p, NULL, NULL, 0) == VAE_OK) {
+        p0 = vae_plan_mem_part(&p, &none, vh, vw, &rq, 1, 1, STEPS, NULL, 0, NULL, &s0, NULL);
+        p_io =
+            vae_plan_mem_part(&p, &none, vh, vw, &rq_io, 1, 1, STEPS, NULL, 0, NULL, &s_io, NULL);
+        p_st =
+            vae_plan_mem_part(&p, &none, vh, vw, &rq_st, 1, 1, STEPS, NULL, 0, NULL, &s_st, NULL);
+        vae_loops_free(&none);
+    }
+    CHECK(p0 > 0 && p_io == p0 && s_io == (s0 > io ? s0 : io) && p_st == p0 + 2 * io && s_st == s0,
+          "chunk stages: peak %lld / %lld / %lld, scratch %lld / %lld / %lld (plain / planar_io / "
+          "stage_io; a chunk %lld bytes)",
+          (long long)p0, (long long)p_io, (long long)p_st, (long long)s0, (long long)s_io,
+          (long long)s_st, (long long)io);
     vae_exec_free(e);
     if (dev) be->v->release(be, dev);
     vae_program_free(&p);
