@@ -3,6 +3,7 @@
  * broken inputs (truncated, empty, garbage lengths, corrupted bytes) that must fail cleanly.
  * Set VAE_TEST_VERBOSE=1 to list every tensor of the real files. */
 #define _GNU_SOURCE
+#include "api/api.h"
 #include "core/core.h"
 #include "core/dtype.h"
 #include "formats/store.h"
@@ -967,6 +968,38 @@ static void test_alloc_failures(void) {
     free(g.b);
 }
 
+/* A caller's float32 tensor is read row by row as it is; a NaN or an Inf anywhere in a row (in
+ * the 8-value blocks of the finiteness test, or past the last whole block) fails the read with
+ * its place (channel, frame, row, column), and finite rows come back exact. */
+static void test_view_nonfinite(void) {
+    enum { C = 2, T = 2, H = 3, W = 21 }; /* two blocks of 8 and a tail of 5 a row */
+    static float x[C * T * H * W], out[C * T * H * W];
+    for (int i = 0; i < C * T * H * W; i++)
+        x[i] = (float)i * 0.25f - 40.0f;
+    const int64_t shape[5] = {1, C, T, H, W};
+    const int64_t strides[5] = {C * T * H * W, T * H * W, H * W, W, 1};
+    vae_tensor tx = {.ndim = 5, .dtype = VAE_DTYPE_F32, .data = x, .device = VAE_DEVICE_CPU};
+    memcpy(tx.shape, shape, sizeof shape);
+    memcpy(tx.strides, strides, sizeof strides);
+    vae_io_view v;
+    int rc = vae_tensor_view(&tx, "input", C, &v);
+    if (rc == VAE_OK) rc = vae_view_read_host(&v, "input", out, 0, T, 0, H, 0, W);
+    CHECK(rc == VAE_OK && memcmp(out, x, sizeof x) == 0, "finite rows read as they are: rc %d", rc);
+    const int cols[4] = {0, 7, 16, 20}; /* first and last of a block, first and last of the tail */
+    for (int k = 0; k < 4; k++) {
+        const int at = ((1 * T + 1) * H + 2) * W + cols[k]; /* channel 1, frame 1, row 2 */
+        const float keep = x[at];
+        x[at] = k % 2 ? INFINITY : NAN;
+        vae_error_clear(); /* the innermost failure's message is kept until cleared */
+        rc = v.data ? vae_view_read_host(&v, "input", out, 0, T, 0, H, 0, W) : VAE_EINVAL;
+        char want[64];
+        snprintf(want, sizeof want, "channel 1, frame 1, row 2, column %d", cols[k]);
+        CHECK(rc == VAE_ENAN && strstr(vae_last_error(), want), "a %s at column %d: rc %d, \"%s\"",
+              k % 2 ? "Inf" : "NaN", cols[k], rc, vae_last_error());
+        x[at] = keep;
+    }
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s", t && *t ? t : "/tmp");
@@ -983,6 +1016,7 @@ int main(void) {
     test_real_files_bad();
     test_resource_bounds();
     test_alloc_failures();
+    test_view_nonfinite();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
