@@ -62,11 +62,13 @@ void cu_io_stage_destroy(cuda_backend *cb) {
     q->never = never;
 }
 
-/* The copy stream and its events, made at first use; 0 where they cannot be. */
+/* The copy stream and its events, made at first use; 0 where they cannot be, and while a graph
+ * records (a capture may not wait for work outside it). */
 static int io_stream(cuda_backend *cb) {
     cu_io_stage *q = &cb->io;
+    if (cb->recording) return 0;
     if (q->stream) return 1;
-    if (q->never || cb->recording) return 0;
+    if (q->never) return 0;
     cudaEvent_t *ev[4] = {&q->out_ready, &q->out_copied, &q->in_copied, &q->in_used};
     int ok = cudaStreamCreateWithFlags(&q->stream, cudaStreamNonBlocking) == cudaSuccess;
     for (int i = 0; i < 4 && ok; i++)
