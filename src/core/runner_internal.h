@@ -105,9 +105,10 @@ typedef struct run {
      * once the next step is queued: `staged` pieces (0: none) of frames first.. */
     int staged, st_first, st_t, st_c, st_h, st_w;
     const vae_plan_tile *st_tile;
-    /* host seconds spent on the output: waiting for downloads, putting tiles into the
-     * assembly, handing the assembled frames out (logged with -v) */
-    double wait_s, put_s, emit_s;
+    /* host seconds spent reading the caller's input (into the backend's transfer buffers), and
+     * on the output: waiting for downloads, putting tiles into the assembly, handing the
+     * assembled frames out (logged with -v) */
+    double read_s, wait_s, put_s, emit_s;
     double a_s; /* a group's lane: host seconds until A's store was complete (logged with -v) */
     store_ring ring[2]; /* its staging of file-backed stores (runner_store.c) */
 } run;
