@@ -464,7 +464,7 @@ static int cuda_upload_planar(vae_backend *be, void *dst, const float *src, int 
             rc = cu_check(cudaMemcpyAsync(stage, src, (size_t)(n * c) * sizeof(float),
                                           cudaMemcpyHostToDevice, cb->stream),
                           "cuda upload", "cudaMemcpyAsync");
-        if (!rc && pinned) rc = cu_host_buf_queued(cb, b);
+        if (!rc && pinned) rc = cu_host_buf_queued(b, cb->stream);
         if (!rc)
             rc = cu_check(cuk_planar_to_act(cb->stream, be->dtype, stage, dst, n, c), "cuda upload",
                           "layout");
@@ -492,7 +492,7 @@ static int cuda_download_planar(vae_backend *be, const void *src, int t, int h, 
     if (!rc && bytes)
         rc = cu_check(cudaMemcpyAsync(b->pin.p, stage, bytes, cudaMemcpyDeviceToHost, cb->stream),
                       "cuda download", "cudaMemcpyAsync");
-    if (!rc) rc = cu_host_buf_queued(cb, b);
+    if (!rc) rc = cu_host_buf_queued(b, cb->stream);
     cu_prof_end(cb, ph);
     if (rc) return rc;
     cb->hout_next ^= 1;

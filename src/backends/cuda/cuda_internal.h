@@ -474,9 +474,9 @@ typedef struct cu_io_stage {
     cudaEvent_t in_copied;  /* copy stream: the last copy into `in` */
     cudaEvent_t in_used;    /* compute stream: `in` converted into the input buffer */
     cu_io_buf in, out;
-    int n, t, piece, c; /* the staged output chunk: n pieces of `piece` frames (the last: the
-                         * rest of t), c channels; n = 0: none */
-    size_t hw, frame;   /* pixels a frame, float32 bytes a frame */
+    int n, t, piece;    /* the staged output chunk: n pieces of `piece` frames (the last: the
+                         * rest of t); n = 0: none */
+    size_t frame;       /* its float32 bytes a frame */
     int never;          /* settings.cuda_bus = 0, or the stream could not be made */
 } cu_io_stage;
 
@@ -705,10 +705,10 @@ void cu_io_stage_destroy(cuda_backend *cb);
 cudaError_t cu_pin_alloc(cuda_backend *cb, cu_pin *b, size_t bytes, int portable);
 void cu_pin_free(cu_pin *b);
 /* Transfer buffers: reserve waits for the buffer's last copy and grows it to `bytes`; queued
- * marks a copy from or into it just queued on the stream. */
+ * marks a copy from or into it just queued on `stream` (the compute stream, or the io stage's). */
 int cu_host_buf_reserve(cuda_backend *cb, cu_host_buf *b, size_t bytes);
 int cu_host_buf_wait(cu_host_buf *b);
-int cu_host_buf_queued(cuda_backend *cb, cu_host_buf *b);
+int cu_host_buf_queued(cu_host_buf *b, cudaStream_t stream);
 void cu_host_bufs_free(cuda_backend *cb);
 /* dst [n] in dt (float32, bfloat16 or float16) <- host float32 src [n], on the host (threads for
  * large n): what the ring and the stage hold */

@@ -111,10 +111,7 @@ int cu_io_upload(cuda_backend *cb, void *dst, const float *src, int64_t n, int c
     if (!rc)
         rc = cu_check(cudaMemcpyAsync(q->in.p, src, bytes, cudaMemcpyHostToDevice, q->stream),
                       "cuda upload", "cudaMemcpyAsync");
-    if (!rc && b) {
-        rc = cu_check(cudaEventRecord(b->ev, q->stream), "cuda upload", "cudaEventRecord");
-        b->pending = rc == VAE_OK;
-    }
+    if (!rc && b) rc = cu_host_buf_queued(b, q->stream);
     if (!rc)
         rc = cu_check(cudaEventRecord(q->in_copied, q->stream), "cuda upload", "cudaEventRecord");
     if (!rc) rc = cu_check(cudaStreamWaitEvent(cb->stream, q->in_copied, 0), "cuda upload", "wait");
@@ -143,22 +140,22 @@ int cu_io_stage_put(vae_backend *be, const void *src, int t, int h, int w, int c
     *pieces = 0;
     q->n = 0;
     if (rc || t <= 0 || piece <= 0) return rc;
-    q->t = t, q->piece = piece, q->c = c, q->hw = (size_t)h * w;
-    q->frame = q->hw * c * sizeof(float);
+    const size_t hw = (size_t)h * w;
+    q->t = t, q->piece = piece, q->frame = hw * c * sizeof(float);
     const int n = (t + piece - 1) / piece;
     if (!io_stream(cb) ||
         !stage_grow(cb, &q->out, q->out_copied,
                     piece_place(q, n - 1) + (size_t)(t - (n - 1) * piece) * q->frame))
         return VAE_OK; /* the runner downloads as without a stage */
-    const size_t in_frame = q->hw * c * be->elem_size;
+    const size_t in_frame = hw * c * be->elem_size;
     int ph = cu_prof_begin(cb, CU_P_DOWNLOAD);
     rc = cu_check(cudaStreamWaitEvent(cb->stream, q->out_copied, 0), "cuda download", "wait");
     for (int k = 0; k < n && rc == VAE_OK; k++) {
         const int f = k * piece, m = t - f < piece ? t - f : piece;
-        rc = cu_check(cuk_act_to_planar(cb->stream, be->dtype, (const char *)src + f * in_frame,
-                                        (float *)(q->out.p + piece_place(q, k)), (int64_t)m * q->hw,
-                                        c),
-                      "cuda download", "layout");
+        rc =
+            cu_check(cuk_act_to_planar(cb->stream, be->dtype, (const char *)src + f * in_frame,
+                                       (float *)(q->out.p + piece_place(q, k)), (int64_t)m * hw, c),
+                     "cuda download", "layout");
     }
     if (rc == VAE_OK)
         rc =
@@ -180,10 +177,9 @@ int cu_io_stage_copy(cuda_backend *cb, int k, cu_host_buf *b) {
         rc = cu_check(cudaMemcpyAsync(b->pin.p, q->out.p + piece_place(q, k), bytes,
                                       cudaMemcpyDeviceToHost, q->stream),
                       "cuda download", "cudaMemcpyAsync");
-    if (!rc) rc = cu_check(cudaEventRecord(b->ev, q->stream), "cuda download", "cudaEventRecord");
+    if (!rc) rc = cu_host_buf_queued(b, q->stream);
     if (!rc)
         rc =
             cu_check(cudaEventRecord(q->out_copied, q->stream), "cuda download", "cudaEventRecord");
-    b->pending = rc == VAE_OK;
     return rc;
 }

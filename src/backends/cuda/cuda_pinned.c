@@ -74,9 +74,9 @@ int cu_host_buf_reserve(cuda_backend *cb, cu_host_buf *b, size_t bytes) {
                     "pinning a host buffer");
 }
 
-/* After a copy from or into b was queued: the next reserve of b waits for it. */
-int cu_host_buf_queued(cuda_backend *cb, cu_host_buf *b) {
-    int rc = cu_check(cudaEventRecord(b->ev, cb->stream), "cuda transfer", "cudaEventRecord");
+/* After a copy from or into b was queued on `stream`: the next reserve of b waits for it. */
+int cu_host_buf_queued(cu_host_buf *b, cudaStream_t stream) {
+    int rc = cu_check(cudaEventRecord(b->ev, stream), "cuda transfer", "cudaEventRecord");
     b->pending = rc == VAE_OK;
     return rc;
 }
@@ -122,7 +122,7 @@ int cu_ring_upload(cuda_backend *cb, void *dst, const float *src, size_t n, vae_
         rc = cu_check(cudaMemcpyAsync((char *)dst + at * es, b->pin.p, k * es,
                                       cudaMemcpyHostToDevice, cb->stream),
                       who, "uploading parameters");
-        if (rc == VAE_OK) rc = cu_host_buf_queued(cb, b);
+        if (rc == VAE_OK) rc = cu_host_buf_queued(b, cb->stream);
         if (rc) return rc;
         cb->wring_next ^= 1;
     }
