@@ -1,11 +1,12 @@
 // narrow_conv_probe.cu -- the decoders' RGB heads (3x3x3 convs of 96 or 128 channels to 3, bf16,
 // channels-last) on the engine's narrow-conv kernel (cuda_narrow_conv.cu) at the shapes of a
 // decode step: time a launch (and the input's rate against HBM's ~3 TB/s) for each choice of
-// channels a stage (NC), and check every variant against a plain float32 conv on the CUDA cores
-// (odd shapes too: partial tiles, kt 1 and 2, residuals, c_out up to 8). With -DNARROW_OLD='"file"'
+// channels a stage (NC), in the plain and the folded form (the temporal taps in N), and check
+// every variant against a plain float32 conv on the CUDA cores (odd shapes too: partial tiles,
+// kt 1 and 2, residuals, c_out 1 to 8). With -DNARROW_OLD='"file"'
 // it also times an older version of the kernel (cuk_narrow_conv of an older cuda_narrow_conv.cu,
 // cut before its pointwise section, e.g. `git show REV:FILE | sed '/---- pointwise/,$d'`) in the
-// same run. Results: bench/RESULTS.md run 202. Build and run on the GPU from the repository root:
+// same run. Results: bench/RESULTS.md runs 202, 288. Build and run on the GPU from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 -Isrc -o /tmp/narrow_probe bench/narrow_conv_probe.cu &&
 //   /tmp/narrow_probe
 #include <cmath>
@@ -13,14 +14,25 @@
 #include <vector>
 
 #include "../bench/probe_common.cuh"
+#include "backends/cuda/cuda_ptx.cuh"
+// each kernel file in a namespace of its own (its includes already seen), so that argument
+// lookup on the global types finds neither file's templates from the other
+namespace cur {
 #include "backends/cuda/cuda_narrow_conv.cu"
+}
+using cur::FOLD_MAX_OUT;
+using cur::narrow_launch;
 #ifdef NARROW_OLD
-#define cuk_narrow_conv old_cuk_narrow_conv
+#define cuk_narrow_conv old_cuk_narrow_conv // extern "C": the old file's entries renamed
+#define cuk_narrow_conv_fits old_cuk_narrow_conv_fits
+#define cuk_pointwise_conv old_cuk_pointwise_conv
 
 namespace old {
 #include NARROW_OLD
 }
 #undef cuk_narrow_conv
+#undef cuk_narrow_conv_fits
+#undef cuk_pointwise_conv
 
 #endif
 
@@ -29,22 +41,24 @@ typedef cudaError_t (*launch_fn)(cudaStream_t, const cuk_frames *, int, int, int
 struct variant {
     const char *name;
     launch_fn fn;
-    int nc; // channels a stage: c_in must be a multiple (the engine picks 16 otherwise)
+    int nc;   // channels a stage: c_in must be a multiple (the engine picks 16 otherwise)
+    int fold; // the folded form: shapes with c_out <= FOLD_MAX_OUT and kt >= 2 only
 };
 struct shape {
     const char *name;
     int c_in, c_out, kt, h, w, t_out, residual;
 };
 
-// the engine's kernel with NC channels a stage
-template <int NC>
+// the engine's kernel with NC channels a stage, in its plain or folded form (FOLD: the temporal
+// taps in N; c_out <= 4 and kt 2 or 3 only)
+template <int NC, bool FOLD>
 static cudaError_t probe_launch(cudaStream_t s, const cuk_frames *f, int kt, int t, int h, int w,
                                 int ci, int co, const void *wt, const float *b, const void *r,
                                 void *y) {
     typedef __nv_bfloat16 T;
-    if (kt == 3) return narrow_launch<T, NC, 3>(s, f, t, h, w, ci, co, wt, b, r, y);
-    if (kt == 2) return narrow_launch<T, NC, 2>(s, f, t, h, w, ci, co, wt, b, r, y);
-    return narrow_launch<T, NC, 1>(s, f, t, h, w, ci, co, wt, b, r, y);
+    if (kt == 3) return narrow_launch<T, NC, 3, FOLD>(s, f, t, h, w, ci, co, wt, b, r, y);
+    if (kt == 2) return narrow_launch<T, NC, 2, FOLD>(s, f, t, h, w, ci, co, wt, b, r, y);
+    return narrow_launch<T, NC, 1, false>(s, f, t, h, w, ci, co, wt, b, r, y);
 }
 
 #ifdef NARROW_OLD
@@ -62,13 +76,17 @@ int main() {
         {"SeedVR2 head 720x1248", 128, 3, 3, 720, 1248, 16, 0},
         {"odd: 48 -> 5, kt 2, residual", 48, 5, 2, 37, 53, 7, 1},
         {"odd: 96 -> 3, 200x300, blocks of 3 frames", 96, 3, 3, 200, 300, 11, 1},
+        {"odd: 32 -> 4, kt 2, residual, 2 frames", 32, 4, 2, 21, 45, 2, 1},
+        {"odd: 16 -> 1, kt 3, 1 frame", 16, 1, 3, 17, 18, 1, 0},
         {"odd: 64 -> 8, kt 1, residual", 64, 8, 1, 19, 33, 3, 1},
     };
     const variant variants[] = {
-        {"NC 32", probe_launch<32>, 32},
-        {"NC 16", probe_launch<16>, 16},
+        {"NC 32 fold", probe_launch<32, true>, 32, 1},
+        {"NC 32", probe_launch<32, false>, 32, 0},
+        {"NC 16 fold", probe_launch<16, true>, 16, 1},
+        {"NC 16", probe_launch<16, false>, 16, 0},
 #ifdef NARROW_OLD
-        {"old kernel", old_launch, 16},
+        {"old kernel", old_launch, 16, 0},
 #endif
     };
     int fails = 0;
@@ -104,7 +122,7 @@ int main() {
         const double gb = n_in * fx * 2.0 / 1e9;
         printf("%s: %d frames in (%.2f GB), %d out\n", sh.name, n_in, gb, sh.t_out);
         for (const variant &v : variants) {
-            if (sh.c_in % v.nc) continue;
+            if (sh.c_in % v.nc || (v.fold && (sh.c_out > FOLD_MAX_OUT || sh.kt < 2))) continue;
             CK(cudaMemset(y, 0xff, ny * 2)); /* NaN: unwritten outputs fail */
             CK(v.fn(0, &fr, sh.kt, sh.t_out, sh.h, sh.w, sh.c_in, sh.c_out, wt, bias, res, y));
             float he[2], ms;

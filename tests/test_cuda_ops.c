@@ -322,6 +322,9 @@ static const conv_case convs[] = {
     /* several blocks of output frames in time, the last one partial (7 = 4 + 3) */
     {"3x3x3_head32_t7", 32, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 9, 12, 21, 1, 0, L_CACHE_CHUNK, 0},
     {"1x3x3_head4_res_alias", 48, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 17, 15, 0, 2, L_SCATTER, 0},
+    /* the folded form's other shapes (c_out <= 4, kt 2 or 3): kt 2 with a residual, one output */
+    {"2x3x3_head4_res", 32, 4, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 5, 13, 19, 1, 1, L_CHUNK, 0},
+    {"3x3x3_head1", 16, 1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 18, 17, 0, 0, L_CACHE_CHUNK, 0},
     {"3x3x3_c64", 64, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 16, 20, 1, 1, L_CACHE_CHUNK, 0},
     /* stems (16-bit: their own kernel): Wan2.1's 3 -> 96 on partial 8x16 tiles with cache frames,
      * SeedVR2's 3 -> 128 with a residual, a 2-D one with residual == y, and 12 output frames (two

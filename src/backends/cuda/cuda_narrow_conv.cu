@@ -21,6 +21,13 @@
  * addressing and predicates and ran at 2.1 of 4 instructions a cycle (ncu, run 202).
  * Weights come in the 3-D layout of cuda_conv_weights.c ([kp][kt][3][3][c_in], activation dtype,
  * 16-byte aligned); bias float32 [kp] or NULL.
+ *
+ * Folded form (c_out <= 4, kt 2 or 3: the RGB heads): the temporal taps go into N too. Column
+ * 2q + e of n8 tile t is (output q, tap dt = 2t + e), so lane (g, q) holds all kt taps of output
+ * q in its own registers, and the shift after a frame is register moves. Per stage, tap and 16
+ * channels a warp issues 2 x ceil(kt / 2) MMAs (3x3x3 to 3: 4 with 9 of 16 columns used) where
+ * the plain form issues 2 x kt (6, 3 of 8 used). Taps of outputs outside the block are computed
+ * and never stored (their slot is reset before it holds a real output).
  */
 #include "backends/cuda/cuda_ptx.cuh"
 
@@ -109,7 +116,76 @@ static __device__ __forceinline__ void narrow_store(const float (&acc)[2][4], in
     }
 }
 
-template <typename T, int NC, int KT>
+/* Folded form: tap dt of output q lives in tile dt / 2, column 2q + dt % 2; per row r and pixel
+ * half (g, g + 8) that is register (dt % 2) + 2 * half of the tile's fragment. */
+enum { FOLD_MAX_OUT = 4 };
+static __device__ __forceinline__ float &fold_slot(float (&acc)[2][2][4], int dt, int r, int half) {
+    return acc[dt >> 1][r][(dt & 1) + 2 * half];
+}
+
+/* One stage's MMAs in the folded form: wsf[t], this lane's filter row of tile t (output g / 2,
+ * tap 2t + g % 2, clamped into the filters) at channel c0 + 2q. */
+template <typename T, int NC, int NTL>
+static __device__ __forceinline__ void narrow_stage_fold(const T *xs, const T *const (&wsf)[NTL],
+                                                         int wrow, float (&acc)[2][2][4]) {
+    enum { PITCH = NC + 8 };
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const T *xa =
+        xs + (2 * warp * HW + (lane & 7) + ((lane >> 3) & 1) * 8) * PITCH + (lane >> 4) * 8;
+#pragma unroll
+    for (int tap = 0; tap < 9; tap++) {
+#pragma unroll
+        for (int kc = 0; kc < NC / 16; kc++) {
+            unsigned a[2][4];
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+                cu_ldsm(a[r], xa + ((r + tap / 3) * HW + tap % 3) * PITCH + kc * 16);
+#pragma unroll
+            for (int t = 0; t < NTL; t++) {
+                const T *br = wsf[t] + tap * wrow + kc * 16;
+                const unsigned b0 = *(const unsigned *)br, b1 = *(const unsigned *)(br + 8);
+                cu_mma<T>::run(acc[t][0], a[0], b0, b1);
+                cu_mma<T>::run(acc[t][1], a[1], b0, b1);
+            }
+        }
+    }
+}
+
+/* Folded form, frame done: output j (tap KT - 1 of output q: this lane's column) stored, then
+ * every tap moves up one and tap 0 (and the unused columns) starts from zero. */
+template <typename T, int KT>
+static __device__ __forceinline__ void narrow_fold_next(float (&acc)[2][2][4], int j, int x0,
+                                                        int y0, int h, int w, int c_out,
+                                                        const float *bias, const T *res, T *y) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+    if (j >= 0 && q < c_out)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int oy = y0 + 2 * warp + r;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int ox = x0 + g + 8 * half;
+                if (oy >= h || ox >= w) continue;
+                const int64_t o = (((int64_t)j * h + oy) * w + ox) * c_out + q;
+                float v = fold_slot(acc, KT - 1, r, half) + (bias ? bias[q] : 0.0f);
+                if (res) v += cu_ld(res, o);
+                cu_st(y, o, v);
+            }
+        }
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+#pragma unroll
+            for (int dt = KT - 1; dt > 0; dt--)
+                fold_slot(acc, dt, r, half) = fold_slot(acc, dt - 1, r, half);
+#pragma unroll
+            for (int dt = 0; dt < 4; dt++)
+                if (dt == 0 || dt >= KT) fold_slot(acc, dt, r, half) = 0.0f;
+        }
+}
+
+template <typename T, int NC, int KT, bool FOLD>
 static __global__ void __launch_bounds__(NT, 2)
     narrow_conv_kernel(cuk_frames fr, int t_out, int tpb, int h, int w, int c_in, int c_out,
                        const T *wt, const float *bias, const T *res, T *y) {
@@ -142,6 +218,14 @@ static __global__ void __launch_bounds__(NT, 2)
     }
     const T *wsr = wsm + (g < c_out ? g : c_out - 1) * wp + 2 * q;
     float acc[KT][2][4] = {}; /* acc[dt]: output frame f - dt of input frame f */
+    enum { NTL = (KT + 1) / 2 };
+    const T *wsf[NTL]; /* folded form: tile t's filter row (narrow_stage_fold) */
+    float accf[2][2][4] = {};
+#pragma unroll
+    for (int t = 0; t < NTL; t++) {
+        const int co = g / 2 < c_out ? g / 2 : c_out - 1, dt = min(2 * t + g % 2, KT - 1);
+        wsf[t] = wsm + (dt * 9 * c_out + co) * wp + 2 * q;
+    }
     for (int u = 0; u < nstage; u++) {
         cu_cp_wait<NSTAGES - 2>();
         __syncthreads(); /* stage u has landed for all; the slot of stage u - 1 is consumed */
@@ -151,6 +235,17 @@ static __global__ void __launch_bounds__(NT, 2)
                                     (const T *)fr.p[j0 + s / nc] + s % nc * NC, goff);
         cu_cp_commit();
         const int f = u / nc, ci = u % nc;
+        if constexpr (FOLD) {
+            const T *wc[NTL];
+#pragma unroll
+            for (int t = 0; t < NTL; t++)
+                wc[t] = wsf[t] + ci * NC;
+            narrow_stage_fold<T, NC, NTL>(ring + u % NSTAGES * STAGE, wc, c_out * wp, accf);
+            if (ci + 1 == nc)
+                narrow_fold_next<T, KT>(accf, f - (KT - 1) >= 0 ? j0 + f - (KT - 1) : -1, x0, y0, h,
+                                        w, c_out, bias, res, y);
+            continue;
+        }
         /* the outputs f - dt that exist: all kt of them but near the block's first and last */
         unsigned live = 0;
 #pragma unroll
@@ -183,12 +278,12 @@ static __global__ void __launch_bounds__(NT, 2)
 
 /* One launch with NC channels a stage: output frames split among blocks only where the 16 x 16
  * tiles alone would leave the GPU short of blocks (each block then re-reads kt - 1 frames). */
-template <typename T, int NC, int KT>
+template <typename T, int NC, int KT, bool FOLD>
 static cudaError_t narrow_launch(cudaStream_t s, const cuk_frames *frames, int t_out, int h, int w,
                                  int c_in, int c_out, const void *wt, const float *bias,
                                  const void *res, void *y) {
     const size_t smem = narrow_smem(NC, KT, c_in, c_out, sizeof(T));
-    cudaError_t e = cudaFuncSetAttribute(narrow_conv_kernel<T, NC, KT>,
+    cudaError_t e = cudaFuncSetAttribute(narrow_conv_kernel<T, NC, KT, FOLD>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     const int tiles = ((w + TW - 1) / TW) * ((h + TR - 1) / TR);
@@ -197,20 +292,32 @@ static cudaError_t narrow_launch(cudaStream_t s, const cuk_frames *frames, int t
     const int tpb = (t_out + groups - 1) / groups;
     const dim3 grid((unsigned)((w + TW - 1) / TW), (unsigned)((h + TR - 1) / TR),
                     (unsigned)((t_out + tpb - 1) / tpb));
-    narrow_conv_kernel<T, NC, KT><<<grid, NT, smem, s>>>(
+    narrow_conv_kernel<T, NC, KT, FOLD><<<grid, NT, smem, s>>>(
         *frames, t_out, tpb, h, w, c_in, c_out, (const T *)wt, bias, (const T *)res, (T *)y);
     return cudaGetLastError();
 }
 
 /* 32 channels a stage where they divide c_in and fit the shared memory (the heads: 3 outputs of
  * 96 or 128 channels), else 16. */
-template <typename T, int KT>
+template <typename T, int KT, bool FOLD>
 static cudaError_t narrow_dispatch_nc(cudaStream_t s, const cuk_frames *frames, int t_out, int h,
                                       int w, int c_in, int c_out, const void *wt, const float *bias,
                                       const void *res, void *y) {
     if (c_in % 32 == 0 && narrow_smem(32, KT, c_in, c_out, sizeof(T)) <= NARROW_SMEM_MAX)
-        return narrow_launch<T, 32, KT>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
-    return narrow_launch<T, 16, KT>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
+        return narrow_launch<T, 32, KT, FOLD>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res,
+                                              y);
+    return narrow_launch<T, 16, KT, FOLD>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
+}
+
+/* The folded form where its columns hold every (output, tap) pair: c_out <= 4, kt 2 or 3. */
+template <typename T, int KT>
+static cudaError_t narrow_dispatch_fold(cudaStream_t s, const cuk_frames *frames, int t_out, int h,
+                                        int w, int c_in, int c_out, const void *wt,
+                                        const float *bias, const void *res, void *y) {
+    if (c_out <= FOLD_MAX_OUT)
+        return narrow_dispatch_nc<T, KT, true>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res,
+                                               y);
+    return narrow_dispatch_nc<T, KT, false>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
 }
 
 template <typename T>
@@ -218,10 +325,10 @@ static cudaError_t narrow_dispatch(cudaStream_t s, const cuk_frames *frames, int
                                    int h, int w, int c_in, int c_out, const void *wt,
                                    const float *bias, const void *res, void *y) {
     if (kt == 3)
-        return narrow_dispatch_nc<T, 3>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
+        return narrow_dispatch_fold<T, 3>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
     if (kt == 2)
-        return narrow_dispatch_nc<T, 2>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
-    return narrow_dispatch_nc<T, 1>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
+        return narrow_dispatch_fold<T, 2>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
+    return narrow_dispatch_nc<T, 1, false>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
 }
 
 extern "C" int cuk_narrow_conv_fits(int kt, int c_in, int c_out, int h, int w) {
