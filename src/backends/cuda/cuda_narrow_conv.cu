@@ -58,12 +58,14 @@ static __device__ __forceinline__ void narrow_halo_load(T *xs, const T *x,
     }
 }
 
-/* One stage's MMAs: the halo xs of an input frame (channels c0 .. c0 + NC) as temporal tap dt of
- * output acc[dt] for each dt with `live` bit dt set; wsr: this lane's filter row (output g, or the
- * last one past c_out) at channel c0 + 2q, rows (dt * 9 + tap) * wrow apart. */
-template <typename T, int NC, int KT>
-static __device__ __forceinline__ void narrow_stage_mma(const T *xs, const T *wsr, int wrow,
-                                                        unsigned live, float (&acc)[KT][2][4]) {
+/* One stage's MMAs: the halo xs of an input frame (channels c0 .. c0 + NC) times the filters of
+ * N column tiles, each tile t with `live` bit t set into acc[t]; wb[t]: this lane's filter row of
+ * tile t at channel c0 + 2q for tap 0, the taps wrow apart. Plain form: tile dt is temporal tap
+ * dt of output f - dt (its row: output g, or the last one past c_out); folded form: below. */
+template <typename T, int NC, int N>
+static __device__ __forceinline__ void narrow_stage_mma(const T *xs, const T *const (&wb)[N],
+                                                        int wrow, unsigned live,
+                                                        float (&acc)[N][2][4]) {
     enum { PITCH = NC + 8 };
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     /* ldmatrix rows of this lane (cu_ldsm): pixel lpix of the 16, channels lk .. lk + 8 */
@@ -78,24 +80,25 @@ static __device__ __forceinline__ void narrow_stage_mma(const T *xs, const T *ws
             for (int r = 0; r < 2; r++)
                 cu_ldsm(a[r], xa + ((r + tap / 3) * HW + tap % 3) * PITCH + kc * 16);
 #pragma unroll
-            for (int dt = 0; dt < KT; dt++) {
-                if (!(live >> dt & 1)) continue;
-                const T *br = wsr + (dt * 9 + tap) * wrow + kc * 16;
+            for (int t = 0; t < N; t++) {
+                if (!(live >> t & 1)) continue;
+                const T *br = wb[t] + tap * wrow + kc * 16;
                 const unsigned b0 = *(const unsigned *)br, b1 = *(const unsigned *)(br + 8);
-                cu_mma<T>::run(acc[dt][0], a[0], b0, b1);
-                cu_mma<T>::run(acc[dt][1], a[1], b0, b1);
+                cu_mma<T>::run(acc[t][0], a[0], b0, b1);
+                cu_mma<T>::run(acc[t][1], a[1], b0, b1);
             }
         }
     }
 }
 
-/* Output frame j from acc (bias and residual added): D holds pixel g (acc 0, 1) and g + 8 (acc 2,
- * 3) of the warp's rows, outputs 2q and 2q + 1. */
-template <typename T>
-static __device__ __forceinline__ void narrow_store(const float (&acc)[2][4], int j, int x0, int y0,
-                                                    int h, int w, int c_out, const float *bias,
+/* Output frame j (bias and residual added) from this lane's values: pixel g + 8 * half of the
+ * warp's row r, outputs n0 + e for e < NE, value v(r, half, e). The plain form: D's pixel g
+ * (registers 0, 1) and g + 8 (2, 3), outputs 2q and 2q + 1; the folded form: output q. */
+template <typename T, int NE, typename V>
+static __device__ __forceinline__ void narrow_store(int j, int n0, V v, int x0, int y0, int h,
+                                                    int w, int c_out, const float *bias,
                                                     const T *res, T *y) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+    const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int oy = y0 + 2 * warp + r;
@@ -105,12 +108,12 @@ static __device__ __forceinline__ void narrow_store(const float (&acc)[2][4], in
             if (oy >= h || ox >= w) continue;
             const int64_t o = (((int64_t)j * h + oy) * w + ox) * c_out;
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int n = 2 * q + e;
+            for (int e = 0; e < NE; e++) {
+                const int n = n0 + e;
                 if (n >= c_out) continue;
-                float v = acc[r][2 * half + e] + (bias ? bias[n] : 0.0f);
-                if (res) v += cu_ld(res, o + n);
-                cu_st(y, o + n, v);
+                float val = v(r, half, e) + (bias ? bias[n] : 0.0f);
+                if (res) val += cu_ld(res, o + n);
+                cu_st(y, o + n, val);
             }
         }
     }
@@ -119,59 +122,23 @@ static __device__ __forceinline__ void narrow_store(const float (&acc)[2][4], in
 /* Folded form: tap dt of output q lives in tile dt / 2, column 2q + dt % 2; per row r and pixel
  * half (g, g + 8) that is register (dt % 2) + 2 * half of the tile's fragment. */
 enum { FOLD_MAX_OUT = 4 };
-static __device__ __forceinline__ float &fold_slot(float (&acc)[2][2][4], int dt, int r, int half) {
+template <int NTL>
+static __device__ __forceinline__ float &fold_slot(float (&acc)[NTL][2][4], int dt, int r,
+                                                   int half) {
     return acc[dt >> 1][r][(dt & 1) + 2 * half];
-}
-
-/* One stage's MMAs in the folded form: wsf[t], this lane's filter row of tile t (output g / 2,
- * tap 2t + g % 2, clamped into the filters) at channel c0 + 2q. */
-template <typename T, int NC, int NTL>
-static __device__ __forceinline__ void narrow_stage_fold(const T *xs, const T *const (&wsf)[NTL],
-                                                         int wrow, float (&acc)[2][2][4]) {
-    enum { PITCH = NC + 8 };
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const T *xa =
-        xs + (2 * warp * HW + (lane & 7) + ((lane >> 3) & 1) * 8) * PITCH + (lane >> 4) * 8;
-#pragma unroll
-    for (int tap = 0; tap < 9; tap++) {
-#pragma unroll
-        for (int kc = 0; kc < NC / 16; kc++) {
-            unsigned a[2][4];
-#pragma unroll
-            for (int r = 0; r < 2; r++)
-                cu_ldsm(a[r], xa + ((r + tap / 3) * HW + tap % 3) * PITCH + kc * 16);
-#pragma unroll
-            for (int t = 0; t < NTL; t++) {
-                const T *br = wsf[t] + tap * wrow + kc * 16;
-                const unsigned b0 = *(const unsigned *)br, b1 = *(const unsigned *)(br + 8);
-                cu_mma<T>::run(acc[t][0], a[0], b0, b1);
-                cu_mma<T>::run(acc[t][1], a[1], b0, b1);
-            }
-        }
-    }
 }
 
 /* Folded form, frame done: output j (tap KT - 1 of output q: this lane's column) stored, then
  * every tap moves up one and tap 0 (and the unused columns) starts from zero. */
-template <typename T, int KT>
-static __device__ __forceinline__ void narrow_fold_next(float (&acc)[2][2][4], int j, int x0,
+template <typename T, int KT, int NTL>
+static __device__ __forceinline__ void narrow_fold_next(float (&acc)[NTL][2][4], int j, int x0,
                                                         int y0, int h, int w, int c_out,
                                                         const float *bias, const T *res, T *y) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-    if (j >= 0 && q < c_out)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int oy = y0 + 2 * warp + r;
-#pragma unroll
-            for (int half = 0; half < 2; half++) {
-                const int ox = x0 + g + 8 * half;
-                if (oy >= h || ox >= w) continue;
-                const int64_t o = (((int64_t)j * h + oy) * w + ox) * c_out + q;
-                float v = fold_slot(acc, KT - 1, r, half) + (bias ? bias[q] : 0.0f);
-                if (res) v += cu_ld(res, o);
-                cu_st(y, o, v);
-            }
-        }
+    if (j >= 0)
+        narrow_store<T, 1>(
+            j, threadIdx.x % 4,
+            [&](int r, int half, int) { return fold_slot(acc, KT - 1, r, half); }, x0, y0, h, w,
+            c_out, bias, res, y);
 #pragma unroll
     for (int r = 0; r < 2; r++)
 #pragma unroll
@@ -180,7 +147,7 @@ static __device__ __forceinline__ void narrow_fold_next(float (&acc)[2][2][4], i
             for (int dt = KT - 1; dt > 0; dt--)
                 fold_slot(acc, dt, r, half) = fold_slot(acc, dt - 1, r, half);
 #pragma unroll
-            for (int dt = 0; dt < 4; dt++)
+            for (int dt = 0; dt < 2 * NTL; dt++)
                 if (dt == 0 || dt >= KT) fold_slot(acc, dt, r, half) = 0.0f;
         }
 }
@@ -216,15 +183,15 @@ static __global__ void __launch_bounds__(NT, 2)
                                     goff);
         cu_cp_commit();
     }
-    const T *wsr = wsm + (g < c_out ? g : c_out - 1) * wp + 2 * q;
-    float acc[KT][2][4] = {}; /* acc[dt]: output frame f - dt of input frame f */
-    enum { NTL = (KT + 1) / 2 };
-    const T *wsf[NTL]; /* folded form: tile t's filter row (narrow_stage_fold) */
-    float accf[2][2][4] = {};
+    /* column tiles: the plain form's tile dt holds tap dt of output g; the folded form's tile t
+     * (output g / 2, tap 2t + g % 2) */
+    enum { N = FOLD ? (KT + 1) / 2 : KT };
+    float acc[N][2][4] = {}; /* plain: acc[dt] output frame f - dt of input frame f */
+    const T *wb[N];          /* tile t's filter row, tap 0, channel 2q (narrow_stage_mma) */
 #pragma unroll
-    for (int t = 0; t < NTL; t++) {
-        const int co = g / 2 < c_out ? g / 2 : c_out - 1, dt = min(2 * t + g % 2, KT - 1);
-        wsf[t] = wsm + (dt * 9 * c_out + co) * wp + 2 * q;
+    for (int t = 0; t < N; t++) {
+        const int co = min(FOLD ? g / 2 : g, c_out - 1), dt = min(FOLD ? 2 * t + g % 2 : t, KT - 1);
+        wb[t] = wsm + (dt * 9 * c_out + co) * wp + 2 * q;
     }
     for (int u = 0; u < nstage; u++) {
         cu_cp_wait<NSTAGES - 2>();
@@ -235,15 +202,16 @@ static __global__ void __launch_bounds__(NT, 2)
                                     (const T *)fr.p[j0 + s / nc] + s % nc * NC, goff);
         cu_cp_commit();
         const int f = u / nc, ci = u % nc;
-        if constexpr (FOLD) {
-            const T *wc[NTL];
+        const T *wc[N];
 #pragma unroll
-            for (int t = 0; t < NTL; t++)
-                wc[t] = wsf[t] + ci * NC;
-            narrow_stage_fold<T, NC, NTL>(ring + u % NSTAGES * STAGE, wc, c_out * wp, accf);
+        for (int t = 0; t < N; t++)
+            wc[t] = wb[t] + ci * NC;
+        const T *xs = ring + u % NSTAGES * STAGE;
+        if constexpr (FOLD) { /* every tap: those of outputs outside the block are never stored */
+            narrow_stage_mma<T, NC, N>(xs, wc, c_out * wp, (1u << N) - 1, acc);
             if (ci + 1 == nc)
-                narrow_fold_next<T, KT>(accf, f - (KT - 1) >= 0 ? j0 + f - (KT - 1) : -1, x0, y0, h,
-                                        w, c_out, bias, res, y);
+                narrow_fold_next<T, KT, N>(acc, f - (KT - 1) >= 0 ? j0 + f - (KT - 1) : -1, x0, y0,
+                                           h, w, c_out, bias, res, y);
             continue;
         }
         /* the outputs f - dt that exist: all kt of them but near the block's first and last */
@@ -252,15 +220,16 @@ static __global__ void __launch_bounds__(NT, 2)
         for (int dt = 0; dt < KT; dt++)
             live |= (unsigned)(f - dt >= 0 && f - dt < nt) << dt;
         if (live == (1u << KT) - 1)
-            narrow_stage_mma<T, NC, KT>(ring + u % NSTAGES * STAGE, wsr + ci * NC, c_out * wp,
-                                        (1u << KT) - 1, acc);
+            narrow_stage_mma<T, NC, N>(xs, wc, c_out * wp, (1u << KT) - 1, acc);
         else
-            narrow_stage_mma<T, NC, KT>(ring + u % NSTAGES * STAGE, wsr + ci * NC, c_out * wp, live,
-                                        acc);
+            narrow_stage_mma<T, NC, N>(xs, wc, c_out * wp, live, acc);
         if (ci + 1 < nc) continue;
         /* frame f done: output f - KT + 1 is complete; the others move up a tap */
         if (f - (KT - 1) >= 0)
-            narrow_store<T>(acc[KT - 1], j0 + f - (KT - 1), x0, y0, h, w, c_out, bias, res, y);
+            narrow_store<T, 2>(
+                j0 + f - (KT - 1), 2 * q,
+                [&](int r, int half, int e) { return acc[KT - 1][r][2 * half + e]; }, x0, y0, h, w,
+                c_out, bias, res, y);
 #pragma unroll
         for (int dt = KT - 1; dt > 0; dt--)
 #pragma unroll
