@@ -3,10 +3,10 @@
 // decode step: time a launch (and the input's rate against HBM's ~3 TB/s) for each choice of
 // channels a stage (NC), in the plain and the folded form (the temporal taps in N), and check
 // every variant against a plain float32 conv on the CUDA cores (odd shapes too: partial tiles,
-// kt 1 and 2, residuals, c_out 1 to 8). With -DNARROW_OLD='"file"'
-// it also times an older version of the kernel (cuk_narrow_conv of an older cuda_narrow_conv.cu,
-// cut before its pointwise section, e.g. `git show REV:FILE | sed '/---- pointwise/,$d'`) in the
-// same run. Results: bench/RESULTS.md runs 202, 288. Build and run on the GPU from the repository root:
+// kt 1 and 2, residuals, c_out 1 to 8). With -DNARROW_OLD='"file"' it also times an older
+// version of the kernel (cuk_narrow_conv of an older cuda_narrow_conv.cu, cut before its
+// pointwise section, e.g. `git show REV:FILE | sed '/---- pointwise/,$d'`) in the same run.
+// Results: bench/RESULTS.md runs 202, 288, 290. Build and run on the GPU from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 -Isrc -o /tmp/narrow_probe bench/narrow_conv_probe.cu &&
 //   /tmp/narrow_probe
 #include <cmath>
@@ -20,7 +20,7 @@
 namespace cur {
 #include "backends/cuda/cuda_narrow_conv.cu"
 }
-using cur::FOLD_MAX_OUT;
+using cur::narrow_folds;
 using cur::narrow_launch;
 #ifdef NARROW_OLD
 #define cuk_narrow_conv old_cuk_narrow_conv // extern "C": the old file's entries renamed
@@ -42,7 +42,7 @@ struct variant {
     const char *name;
     launch_fn fn;
     int nc;   // channels a stage: c_in must be a multiple (the engine picks 16 otherwise)
-    int fold; // the folded form: shapes with c_out <= FOLD_MAX_OUT and kt >= 2 only
+    int fold; // the folded form: the shapes it takes only (narrow_folds)
 };
 struct shape {
     const char *name;
@@ -122,7 +122,7 @@ int main() {
         const double gb = n_in * fx * 2.0 / 1e9;
         printf("%s: %d frames in (%.2f GB), %d out\n", sh.name, n_in, gb, sh.t_out);
         for (const variant &v : variants) {
-            if (sh.c_in % v.nc || (v.fold && (sh.c_out > FOLD_MAX_OUT || sh.kt < 2))) continue;
+            if (sh.c_in % v.nc || (v.fold && !narrow_folds(sh.kt, sh.c_out))) continue;
             CK(cudaMemset(y, 0xff, ny * 2)); /* NaN: unwritten outputs fail */
             CK(v.fn(0, &fr, sh.kt, sh.t_out, sh.h, sh.w, sh.c_in, sh.c_out, wt, bias, res, y));
             float he[2], ms;

@@ -122,6 +122,10 @@ static __device__ __forceinline__ void narrow_store(int j, int n0, V v, int x0, 
 /* Folded form: tap dt of output q lives in tile dt / 2, column 2q + dt % 2; per row r and pixel
  * half (g, g + 8) that is register (dt % 2) + 2 * half of the tile's fragment. */
 enum { FOLD_MAX_OUT = 4 };
+/* the shapes the folded form takes: its columns hold every (output, tap) pair */
+static __host__ __device__ constexpr bool narrow_folds(int kt, int c_out) {
+    return kt >= 2 && kt <= 3 && c_out <= FOLD_MAX_OUT;
+}
 template <int NTL>
 static __device__ __forceinline__ float &fold_slot(float (&acc)[NTL][2][4], int dt, int r,
                                                    int half) {
@@ -278,12 +282,12 @@ static cudaError_t narrow_dispatch_nc(cudaStream_t s, const cuk_frames *frames, 
     return narrow_launch<T, 16, KT, FOLD>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
 }
 
-/* The folded form where its columns hold every (output, tap) pair: c_out <= 4, kt 2 or 3. */
+/* The folded form where it takes the shape (narrow_folds), else the plain one. */
 template <typename T, int KT>
 static cudaError_t narrow_dispatch_fold(cudaStream_t s, const cuk_frames *frames, int t_out, int h,
                                         int w, int c_in, int c_out, const void *wt,
                                         const float *bias, const void *res, void *y) {
-    if (c_out <= FOLD_MAX_OUT)
+    if (narrow_folds(KT, c_out))
         return narrow_dispatch_nc<T, KT, true>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res,
                                                y);
     return narrow_dispatch_nc<T, KT, false>(s, frames, t_out, h, w, c_in, c_out, wt, bias, res, y);
