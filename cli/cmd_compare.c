@@ -115,7 +115,7 @@ int cmd_roundtrip(int argc, char **argv) {
     if (info.is_video && img.ndim == 4) {
         memmove(&img.shape[3], &img.shape[2], 2 * sizeof(int64_t));
         img.shape[2] = 1;
-        img.ndim = 5;
+        img = vae_tensor_dense(5, img.shape, img.dtype, img.data);
     }
     stage = "encode";
     if ((rc = vae_session_create(&se, me, &so)) || (rc = vae_encode_tensor(se, &img, &lat))) goto done;

@@ -28,10 +28,10 @@ extern "C" {
 #endif
 
 #define VAE_VERSION_MAJOR 0
-#define VAE_VERSION_MINOR 1
+#define VAE_VERSION_MINOR 2
 #define VAE_VERSION_PATCH 0
 #define VAE_VERSION_NUMBER (VAE_VERSION_MAJOR * 10000 + VAE_VERSION_MINOR * 100 + VAE_VERSION_PATCH)
-#define VAE_VERSION_STRING "0.1.0"
+#define VAE_VERSION_STRING "0.2.0"
 
 VAE_API unsigned vae_version_number(void);
 /* sizeof of a public struct by its name ("vae_tensor", "vae_session_options", ...; 0: unknown),
@@ -89,10 +89,16 @@ VAE_API const char *vae_dtype_name(vae_dtype dtype);
 /* ---- devices (declared here: tensors name the device their data lives on) ------------------ */
 typedef enum { VAE_DEVICE_CPU = 0, VAE_DEVICE_CUDA = 1 } vae_device;
 
-/* A tensor borrowed by the library (never freed by it). Zero-initialised fields give a dense
- * row-major host tensor, so `vae_tensor t = {.ndim = 5, .shape = {..}, .data = p}` is one.
- * strides: in elements, PyTorch's meaning (all zero: dense row-major); any non-negative strides
- * are accepted (torch's non-contiguous views: slices, permutes, channels-last).
+/* A tensor borrowed by the library (never freed by it).
+ * strides: in elements, PyTorch's meaning, always honoured; vae_tensor_dense fills them for a
+ * dense row-major tensor (the library's own tensors come with them filled). A zero stride is a
+ * broadcast: each position of that dimension reads the same values (torch's expand). Negative
+ * strides are refused.
+ * storage_bytes: how many bytes from data the caller owns (PyTorch: the storage's bytes after
+ * the view's offset); every element the strides reach must lie inside it. 0: not stated, the
+ * caller vouches for the extent -- then strides that are all zero on a tensor of more than one
+ * element are refused as ambiguous (they once meant "dense").
+ * An output must not overlap itself (no zero strides, no overlapping rows) nor its input.
  * device: where data lives; VAE_DEVICE_CUDA tensors (device memory of GPU device_index) are read
  * and written by a CUDA session on that GPU without any host copy. */
 typedef struct vae_tensor {
@@ -103,7 +109,16 @@ typedef struct vae_tensor {
     int64_t strides[8];
     vae_device device;
     int device_index;
+    int64_t storage_bytes;
 } vae_tensor;
+/* A dense row-major host tensor of this shape over data (ndim 0..8). */
+VAE_API vae_tensor vae_tensor_dense(int ndim, const int64_t *shape, vae_dtype dtype, void *data);
+/* Checks t by the rule above (name: what the error calls it): writable -- it is an output;
+ * input (or NULL) -- the call's input, which it must not overlap. VAE_OK, or VAE_EINVAL /
+ * VAE_ESHAPE / VAE_EDTYPE naming the dimension and what was expected. Every call that takes a
+ * tensor applies it; bindings call it to check a whole batch before its items. */
+VAE_API int vae_tensor_check(const vae_tensor *t, const char *name, int writable,
+                             const vae_tensor *input);
 
 /* ---- devices --------------------------------------------------------------------------------- */
 /* 1 when this build has the backend and it can run here (e.g. a CUDA GPU is present). */
@@ -144,6 +159,8 @@ VAE_API void vae_model_options_default(vae_model_options *opts);
 /* Opens a checkpoint (.safetensors, .pth, .gguf), detects architecture and configuration from
  * tensor names and shapes, and checks that every tensor is present with the right shape. */
 VAE_API int vae_model_open(vae_model **model, const char *path, const vae_model_options *opts);
+/* Lets go of the model: it is freed once its sessions are freed too (a session holds its model),
+ * so the two may be freed in any order; the handle is not to be used after this call. */
 VAE_API void vae_model_free(vae_model *model);
 
 typedef struct vae_model_info {
@@ -181,6 +198,9 @@ VAE_API int vae_model_flops(const vae_model *model, int encode, const int64_t *i
                     double *flops);
 
 /* ---- sessions -------------------------------------------------------------------------------- */
+/* A session runs one call at a time (decode, encode, plan, trim): a second one from another
+ * thread while one runs is refused with VAE_EINVAL, never interleaved; vae_session_cancel and the
+ * peak queries may come from any thread. vae_session_free must not race a running call. */
 typedef struct vae_session vae_session;
 
 /* The most devices one session shares its work among (vae_session_options.devices). */

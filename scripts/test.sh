@@ -58,3 +58,11 @@ TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_EXEC_HOST_MB=0 build-tsan/test_fi
 python3 -m pip install -q torch diffusers safetensors pytest tqdm
 python3 -m pip install -q ./ --config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES=90
 python3 -m pytest -q -rs python/tests
+# The binding once more with the library of the ASan+UBSan build above, its runtime preloaded
+# into the interpreter (Python's own allocations are not leak-checked): the crash classes, the
+# layouts' property test and the layouts, dtypes, batches, errors and cancels of the main tests.
+LD_PRELOAD="$(cc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 VAEC_LIBRARY="$PWD/build-asan/libvae.so" \
+    PYTHONPATH=python VAEC_FUZZ_CASES=2000 python3 -m pytest -q -p no:cacheprovider \
+    python/tests/test_safety.py python/tests/test_binding_fuzz.py python/tests/test_vaec.py \
+    -k "safety or fuzz or non_contiguous or half_precision or batch or state_dict or errors or progress"

@@ -11,7 +11,7 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 lib=$(find "$prefix" -name 'libvae.so' | head -1)
 pc=$(find "$prefix" -name 'vae.pc' | head -1)
 [ -n "$lib" ] && [ -n "$pc" ] && [ -f "$prefix/include/vae.h" ] || { echo "FAIL install: missing files"; exit 1; }
-want=$(grep -oE 'VAE_API [^(]*[ *]vae_[a-z0-9_]+\(' "$src/include/vae.h" | grep -oE 'vae_[a-z0-9_]+' | sort -u)
+want=$(grep -oE 'VAE_API [^(]*[ *]vae_[a-z0-9_]+\(' "$src/include/vae.h" | sed -E 's/.*[ *](vae_[a-z0-9_]+)\($/\1/' | sort -u)
 got=$(nm -D --defined-only "$lib" | awk '$2 == "T" {print $3}' | sort -u)
 if [ "$want" != "$got" ]; then
     echo "FAIL exports differ from include/vae.h (< header only, > library only):"

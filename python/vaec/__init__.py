@@ -87,35 +87,57 @@ def _torch_dtype_code(t):
     return codes[t.dtype]
 
 
-def _as_c_tensor(t):
-    """A vae_tensor describing torch tensor t in place (pointer, shape, strides, device)."""
+def _as_c_tensor(t, name="tensor"):
+    """A vae_tensor describing torch tensor t in place (pointer, shape, strides, device, and the
+    bytes of its storage from the view's first element: the library checks that the view stays
+    inside them)."""
+    torch = _torch()
+    if not isinstance(t, torch.Tensor):
+        raise Error(-1, f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.layout != torch.strided:
+        raise Error(-1, f"{name}: layout {t.layout}: vaec takes dense (strided) tensors")
+    if t.device.type not in ("cpu", "cuda"):
+        raise Error(-1, f"{name}: on device {t.device}: vaec takes CPU and CUDA tensors")
     if t.dim() > 8:
-        raise Error(-6, f"tensor of rank {t.dim()}: at most 8 dimensions")
+        raise Error(-6, f"{name}: rank {t.dim()}, at most 8 dimensions")
     ct = _lib.Tensor()
     ct.ndim = t.dim()
     ct.dtype = _torch_dtype_code(t)
     ct.data = t.data_ptr() if t.numel() else None
     for i, (n, s) in enumerate(zip(t.shape, t.stride())):
         ct.shape[i], ct.strides[i] = n, s
+    if t.numel():
+        ct.storage_bytes = t.untyped_storage().nbytes() - t.storage_offset() * t.element_size()
     if t.is_cuda:
         ct.device, ct.device_index = _lib.DEVICE_CUDA, t.device.index or 0
-    elif t.device.type != "cpu":
-        raise Error(-1, f"tensor on device {t.device}: vaec takes CPU and CUDA tensors")
     return ct
+
+
+def _int_option(name, v, lo=0, hi=(1 << 31) - 1):
+    """An int option checked against the C type it becomes (ctypes would wrap it silently)."""
+    if not _is_int(v):
+        raise Error(-1, f"{name} {v!r}: expected an int")
+    if not lo <= v <= hi:
+        raise Error(-1, f"{name} {v}: expected {lo} to {hi}")
+    return v
 
 
 def _parse_memory(v, name="max_memory"):
     """max_memory: bytes (int) or a string like "13G", "800M"; None: the engine's default."""
     if v is None:
         return 0
-    if isinstance(v, int):
-        return v
+    if _is_int(v):
+        return _int_option(name, v, 0, (1 << 63) - 1)
     s = str(v).strip().upper().rstrip("B").rstrip("I")
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
     try:
-        return int(float(s[:-1]) * mult[s[-1]]) if s and s[-1] in mult else int(s)
-    except ValueError:
-        raise Error(-1, f"{name} {v!r}: expected bytes or a size like 13G, 800M") from None
+        n = float(s[:-1]) * mult[s[-1]] if s and s[-1] in mult else int(s)
+        if not 0 <= n < 1 << 63:  # (also NaN)
+            raise ValueError
+        return int(n)
+    except (ValueError, OverflowError):
+        raise Error(-1, f"{name} {v!r}: expected bytes (0 to 2^63-1) or a size like 13G, "
+                        "800M") from None
 
 
 class _TorchAllocator:
@@ -234,8 +256,7 @@ def _group(o, opts):
         for k, v in (("world", world), ("rank", rank)):
             if v is None:
                 raise Error(-1, f"{k}: needed with {', '.join(explicit)}")
-            if not _is_int(v):
-                raise Error(-1, f"{k} {v!r}: expected an int")
+            _int_option(k, v, -(1 << 31), (1 << 31) - 1)
         if world < 1:
             raise Error(-1, f"world {world}: expected at least 1")
         if not 0 <= rank < world:
@@ -271,7 +292,7 @@ def _device_group(devices, opts):
         n = s.split(":", 1)[1] if s.startswith("cuda:") else s
         if not n.isdigit():
             raise Error(-1, f"devices: {d!r} is not a GPU index or 'cuda:N'")
-        idx.append(int(n))
+        idx.append(_int_option("devices", int(n)))
     if not 1 <= len(idx) <= len(opts.devices):
         raise Error(-1, f"devices {list(devices)!r}: expected 1 to {len(opts.devices)} GPUs")
     opts.n_devices = len(idx)
@@ -290,7 +311,7 @@ def _session_options(o):
         idx = dev.split(":")[1] if ":" in dev else "0"
         if not idx.isdigit():
             raise Error(-1, f"device {dev!r}: expected 'cpu', 'cuda' or 'cuda:N'")
-        opts.device_index = int(idx)
+        opts.device_index = _int_option("device index", int(idx))
     elif dev != "cpu":
         raise Error(-1, f"device {dev!r}: expected 'cpu', 'cuda' or 'cuda:N'")
     if o["dtype"] not in _DTYPES:
@@ -300,23 +321,27 @@ def _session_options(o):
     if o["allocator"] not in ("torch", "cuda"):
         raise Error(-1, f"allocator {o['allocator']!r}: expected 'torch' or 'cuda'")
     opts.dtype = _DTYPES[o["dtype"]]
-    opts.threads = o["threads"]
+    opts.threads = _int_option("threads", o["threads"])  # (the library caps it: 8 a core)
     opts.max_memory = _parse_memory(o["max_memory"])
     opts.tile_mode = _TILES[o["tile_mode"]]
     tile = o["tile"]
     if tile:
-        opts.tile_height, opts.tile_width = (tile, tile) if isinstance(tile, int) else tile
-    opts.blend_tile, opts.blend_overlap = o["blend_tile"], o["blend_overlap"]
+        hw = (tile, tile) if _is_int(tile) else tuple(tile) if isinstance(tile, (tuple, list)) else ()
+        if len(hw) != 2:
+            raise Error(-1, f"tile {tile!r}: expected pixels (int) or (height, width)")
+        opts.tile_height, opts.tile_width = (_int_option("tile", v) for v in hw)
+    opts.blend_tile = _int_option("blend_tile", o["blend_tile"])
+    opts.blend_overlap = _int_option("blend_overlap", o["blend_overlap"])
     if o["tune_cache"] is not None:
         opts.tune_cache = str(o["tune_cache"]).encode()
     if o["devices"] is not None:
         _device_group(o["devices"], opts)
     if o["host_memory"] is not None:  # VAE_PARAM_EXEC_HOST_MB
-        mib = _parse_memory(o["host_memory"], "host_memory") >> 20
+        mib = _parse_memory(o["host_memory"], "host_memory") >> 20  # (< 2^43: fits int64)
         _lib.check(_lib.lib.vae_session_options_set(C.byref(opts), _lib.PARAM_EXEC_HOST_MB, mib))
     if o["fp8_convs"] is not None:  # VAE_PARAM_FP8_CONVS
         n = 0 if o["fp8_convs"] == "all" else o["fp8_convs"]
-        if not _is_int(n) or n < 0:
+        if not _is_int(n) or not 0 <= n < 1 << 31:
             raise Error(-1, f"fp8_convs {o['fp8_convs']!r}: expected a count of convs or 'all'")
         _lib.check(_lib.lib.vae_session_options_set(C.byref(opts), _lib.PARAM_FP8_CONVS, n))
     if o["fp8_shapes"] is not None:  # VAE_PARAM_FP8_SHAPES
@@ -339,15 +364,60 @@ def _caller_device(cuda):
         yield
 
 
+class _Session:
+    """The C session: its one owner. Models that share it (copy.copy) share this object, and the
+    session is freed once, by close() or when the last of them goes. lock: one call at a time
+    (plan and trim included); handle_lock: the handle against cancel() from other threads; the
+    allocator's callbacks live as long as the session that calls them."""
+
+    def __init__(self, handle, alloc):
+        self.handle, self.alloc = handle, alloc
+        self.lock, self.handle_lock = threading.Lock(), threading.Lock()
+        self.caller = None  # the thread running a call, while it runs
+
+    @contextlib.contextmanager
+    def held(self, what):
+        """The session's handle for one call, the lock held (not from inside a running call's
+        callback on the same thread: that would wait for itself)."""
+        if self.caller == threading.get_ident():
+            raise Error(-1, f"{what}: called from inside this model's running call (a progress "
+                            "callback); do it after the call returns")
+        with self.lock:
+            if not self.handle:
+                raise Error(-1, f"{what}: the model is closed")
+            self.caller = threading.get_ident()
+            try:
+                yield self.handle
+            finally:
+                self.caller = None
+
+    def cancel(self):
+        with self.handle_lock:
+            if self.handle:
+                _lib.lib.vae_session_cancel(self.handle)
+
+    def free(self, wait=True):
+        if wait and self.caller == threading.get_ident():
+            raise Error(-1, "close: called from inside this model's running call (a progress "
+                            "callback); close after the call returns")
+        with self.lock if wait else contextlib.nullcontext():
+            with self.handle_lock:
+                h, self.handle = self.handle, None
+        if h:
+            _lib.lib.vae_session_free(h)
+
+    def __del__(self):  # the last reference: nothing can be running
+        if getattr(self, "handle", None):
+            self.free(wait=False)
+
+
 class Model:
     """A checkpoint bound to a device with its options (a session): decode/encode torch tensors.
     Use vaec.load() / vaec.from_state_dict(); with_options() gives another session of the same
-    weights."""
+    weights. copy.copy shares the session (calls take turns), copy.deepcopy makes a new one."""
 
     def __init__(self, weights, **options):
         self._weights = weights
-        self._session = None
-        self._lock = threading.Lock()
         self._cancelled = False
         unknown = set(options) - set(_DEFAULTS)
         if unknown:
@@ -355,15 +425,15 @@ class Model:
         self.options = {**_DEFAULTS, **options}
         opts, group = _session_options(self.options)
         self.rank, self.world = group or (0, 1)
-        self._alloc = None
+        alloc = None
         if opts.device == _lib.DEVICE_CUDA and self.options["allocator"] == "torch":
-            self._alloc = _TorchAllocator()
-            opts.dev_alloc, opts.dev_free = self._alloc.alloc, self._alloc.free
-            opts.dev_pool_free = self._alloc.pool_free
+            alloc = _TorchAllocator()
+            opts.dev_alloc, opts.dev_free = alloc.alloc, alloc.free
+            opts.dev_pool_free = alloc.pool_free
         s = C.c_void_p()
         with _caller_device(opts.device == _lib.DEVICE_CUDA):
             _lib.check(_lib.lib.vae_session_create(C.byref(s), weights.handle, C.byref(opts)))
-        self._session = s
+        self._s = _Session(s, alloc)
         self.device, self.dtype = str(self.options["device"]), self.options["dtype"]
         self.info = weights.info
         self.latents_mean, self.latents_std = weights.latents_mean, weights.latents_std
@@ -378,19 +448,27 @@ class Model:
         (a session of a group is made collectively); with group_id= pass a new id."""
         return Model(self._weights, **{**self.options, **overrides})
 
+    def __deepcopy__(self, memo):
+        if self.world > 1:
+            raise Error(-1, "deepcopy of a Model of a group of processes: a new session of a "
+                            "group is collective (with_options on every rank, a new group_id)")
+        return self.with_options()
+
+    def __copy__(self):  # the same session, taken in turns
+        c = Model.__new__(Model)
+        c.__dict__.update(self.__dict__)
+        return c
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("vaec.Model holds a C session and cannot be pickled: pickle the "
+                        "checkpoint's path and its options, and vaec.load in the other process")
+
     def close(self):
         """Frees the session (its device memory, weights included) once a running call has
-        returned; the Model is unusable after."""
-        with self._lock:
-            if self._session:
-                _lib.lib.vae_session_free(self._session)
-                self._session = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+        returned; the Model (and its copy.copy copies) are unusable after."""
+        s = self.__dict__.get("_s")
+        if s is not None:
+            s.free()
 
     def __repr__(self):
         group = f", rank {self.rank} of {self.world}" if self.world > 1 else ""
@@ -412,7 +490,8 @@ class Model:
         """
         ins = _shape_array(shape)
         p = _lib.PlanInfo()
-        rc = _lib.lib.vae_session_plan(self._session, int(encode), ins, len(shape), C.byref(p))
+        with self._s.held("plan") as h:
+            rc = _lib.lib.vae_session_plan(h, int(encode), ins, len(shape), C.byref(p))
         if rc not in (0, -4):
             _lib.check(rc)
         return {"fits": rc == 0, "order": ("whole", "tiled", "blend")[p.order],
@@ -424,24 +503,26 @@ class Model:
     def peak_bytes(self):
         """Peak device (CPU: host) memory the engine held during the last call (a device group:
         the largest of its devices')."""
-        return _lib.lib.vae_session_peak_bytes(self._session)
+        with self._s.handle_lock:  # (the library's peaks may be read while a call runs)
+            return _lib.lib.vae_session_peak_bytes(self._s.handle) if self._s.handle else 0
 
     def device_peak_bytes(self):
         """The same for each device of the session (a list: one entry without a group)."""
         peaks = (C.c_int64 * 8)()
-        n = _lib.lib.vae_session_device_peaks(self._session, peaks, 8)
+        with self._s.handle_lock:
+            n = _lib.lib.vae_session_device_peaks(self._s.handle, peaks, 8) if self._s.handle else 0
         return list(peaks[:n])
 
     def cancel(self):
         """Stops a decode/encode running on another thread (it raises Error EINTERRUPTED), also
         between the items of a batch."""
         self._cancelled = True
-        if self._session:
-            _lib.lib.vae_session_cancel(self._session)
+        self._s.cancel()
 
     def trim(self):
-        """Gives the device memory the engine cached between calls back."""
-        _lib.check(_lib.lib.vae_session_trim(self._session))
+        """Gives the device memory the engine cached between calls back (after a running call)."""
+        with self._s.held("trim") as h:
+            _lib.check(_lib.lib.vae_session_trim(h))
 
     # ---- running ----
     def decode(self, latent, out=None, raw=False, progress=False, callback=None):
@@ -488,8 +569,9 @@ class Model:
 
     def _run(self, x, encode, out, out_dtype, progress, callback):
         torch = _torch()
+        what = "video" if encode else "latent"
         if not isinstance(x, torch.Tensor):
-            raise Error(-1, f"expected a torch.Tensor, got {type(x).__name__}")
+            raise Error(-1, f"{what}: expected a torch.Tensor, got {type(x).__name__}")
         video_rank = 5 if self.info["is_video"] else 4
         squeeze = x.dim() == video_rank - 1 and self.info["is_video"]
         if squeeze:
@@ -500,8 +582,13 @@ class Model:
         oshape = (x.shape[0],) + self.output_shape(one, encode)[1:]
         if out is None:
             out = torch.empty(oshape, dtype=out_dtype or x.dtype, device=x.device)
+        elif not isinstance(out, torch.Tensor):
+            raise Error(-1, f"out: expected a torch.Tensor, got {type(out).__name__}")
         elif tuple(out.shape) != oshape:
             raise Error(-6, f"out shape {tuple(out.shape)}: expected {oshape}")
+        # the whole batch by the library's rule before any item: out writable, apart from x
+        _lib.check(_lib.lib.vae_tensor_check(C.byref(_as_c_tensor(out, "out")), b"out", 1,
+                                             C.byref(_as_c_tensor(x, what))))
         co = _lib.CallOptions()
         if x.is_cuda or out.is_cuda:
             dev = x.device if x.is_cuda else out.device
@@ -518,21 +605,30 @@ class Model:
 
             @_lib.Progress
             def on_progress(done, total, user):
-                if bar is not None:
-                    bar.total = total * x.shape[0]
-                    bar.update(1)
-                return 1 if callback is not None and callback(done, total) else 0
+                try:
+                    if bar is not None:
+                        bar.total = total * x.shape[0]
+                        bar.update(1)
+                    return 1 if callback is not None and callback(done, total) else 0
+                except BaseException as e:  # raised by the call, not lost inside ctypes
+                    raised.append(e)
+                    return 1
 
             co.progress = on_progress
+        raised = []
         fn = _lib.lib.vae_encode_into if encode else _lib.lib.vae_decode_into
         self._cancelled = False
         try:
-            with self._lock, _caller_device(self.device.startswith("cuda")):
+            with self._s.held("decode" if not encode else "encode") as h, \
+                    _caller_device(self.device.startswith("cuda")):
                 for b in range(x.shape[0]):  # (one call at a time per session)
                     if self._cancelled:  # a cancel that came between two items
                         raise Error(_lib.EINTERRUPTED, f"stopped by the caller before item {b}")
-                    ci, cout = _as_c_tensor(x[b : b + 1]), _as_c_tensor(out[b : b + 1])
-                    _lib.check(fn(self._session, C.byref(ci), C.byref(cout), C.byref(co)))
+                    ci, cout = _as_c_tensor(x[b : b + 1], what), _as_c_tensor(out[b : b + 1], "out")
+                    rc = fn(h, C.byref(ci), C.byref(cout), C.byref(co))
+                    if raised:
+                        raise raised[0]
+                    _lib.check(rc)
         finally:
             if bar is not None:
                 bar.close()
@@ -540,8 +636,11 @@ class Model:
 
 
 def _shape_array(shape):
+    shape = tuple(shape)
     if len(shape) > 8:
-        raise Error(-6, f"shape {tuple(shape)}: at most 8 dimensions")
+        raise Error(-6, f"shape {shape}: at most 8 dimensions")
+    for n in shape:
+        _int_option(f"shape {shape}: size", n, 0, (1 << 63) - 1)
     return (C.c_int64 * 8)(*shape)
 
 
@@ -607,8 +706,9 @@ def from_state_dict(state_dict, arch=None, prefix=None, config=None, **options):
     items = [(k, v) for k, v in state_dict.items() if isinstance(v, torch.Tensor)
              and v.is_floating_point()]
     host = [v.detach().to("cpu") for _, v in items]  # weights are converted on the host
-    names = (C.c_char_p * len(items))(*[k.encode() for k, _ in items])
-    ts = (_lib.Tensor * len(items))(*[_as_c_tensor(t) for t in host])
+    names = (C.c_char_p * len(items))(*[str(k).encode() for k, _ in items])
+    ts = (_lib.Tensor * len(items))(*[_as_c_tensor(t, f"state_dict[{k!r}]")
+                                      for (k, _), t in zip(items, host)])
     h = C.c_void_p()
     o = _model_options(prefix, arch, config)
     _lib.check(_lib.lib.vae_model_open_tensors(C.byref(h), names, ts, len(items), C.byref(o)))

@@ -39,7 +39,7 @@ GROUP_OUTPUT_ALL, GROUP_OUTPUT_OWN = 0, 1
 class Tensor(C.Structure):
     _fields_ = [("ndim", C.c_int), ("shape", C.c_int64 * 8), ("dtype", C.c_int),
                 ("data", C.c_void_p), ("strides", C.c_int64 * 8), ("device", C.c_int),
-                ("device_index", C.c_int)]
+                ("device_index", C.c_int), ("storage_bytes", C.c_int64)]
 
 
 DevAlloc = C.CFUNCTYPE(C.c_void_p, C.c_size_t, C.c_int, C.c_void_p, C.c_void_p)
@@ -140,6 +140,7 @@ _SIGS = {
     "vae_call_options_default": (_V, [C.POINTER(CallOptions)]),
     "vae_group_id_create": (_I, [_I, C.POINTER(GroupId)]),
     "vae_synth_checkpoint": (_I, [C.c_char_p, C.c_char_p, C.c_char_p]),
+    "vae_tensor_check": (_I, [C.POINTER(Tensor), C.c_char_p, _I, C.POINTER(Tensor)]),
     "vae_decode_into": (_I, [_P, C.POINTER(Tensor), C.POINTER(Tensor), C.POINTER(CallOptions)]),
     "vae_encode_into": (_I, [_P, C.POINTER(Tensor), C.POINTER(Tensor), C.POINTER(CallOptions)]),
 }

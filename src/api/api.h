@@ -21,7 +21,11 @@ struct vae_model {
     char *normalisation;
     int64_t params;
     int tensors;
+    atomic_int holders; /* the opener until vae_model_free, and each session made from it */
 };
+/* model.c: a session holds its model until it is freed (the last holder frees it) */
+void vae_model_hold(const vae_model *m);
+void vae_model_release(const vae_model *m);
 
 struct vae_session {
     const vae_model *model;
@@ -37,6 +41,7 @@ struct vae_session {
     int64_t model_error[2]; /* decode, encode: bytes a run held beyond the memory model's plan */
     int64_t retry_budget;   /* > 0: this call's next plan after the device or host ran out */
     atomic_int cancel;      /* vae_session_cancel, from any thread */
+    atomic_int busy;        /* a call, plan or trim is running (one at a time: session_enter) */
     /* a rank of a group of processes (opts.world > 1; session_group.c), else NULL */
     struct vae_comm *comm;
     vae_comm_host group_stage; /* the ranks' exchanges of a few doubles (budget, plan), kept */
@@ -75,7 +80,9 @@ int vae_session_group_plan(vae_session *s, int encode, const vae_io_view *g, vae
 int vae_session_group_run(vae_session *s, vae_runner *r, const vae_plan *plan, const vae_run_io *io,
                           int *emitted);
 
-/* tensor_view.c: the caller's tensors as [c][t][h][w] views */
+/* tensor_view.c: the caller's tensors as [c][t][h][w] views; dense: row-major strides (a
+ * dimension of 1 may have any) */
+int vae_tensor_is_dense(const vae_tensor *t);
 int vae_tensor_view(const vae_tensor *x, const char *what, int channels, vae_io_view *v);
 /* planar float32 [c][n][rows][cols] <- frames [f, f+n), the crop, of a host view; NaN/Inf fail */
 int vae_view_read_host(const vae_io_view *v, const char *what, float *dst, int f, int n, int y0,

@@ -143,6 +143,13 @@ static int model_from_store(vae_model *m, const vae_store *s, const vae_model_op
     return rc;
 }
 
+/* A model held by its opener alone (vae_model_free lets go; each session holds it too). */
+static vae_model *model_new(void) {
+    vae_model *m = vae_calloc(1, sizeof(vae_model));
+    if (m) atomic_init(&m->holders, 1);
+    return m;
+}
+
 static int model_finish(vae_model **out, vae_model *m, vae_store *s, const vae_model_options *opts) {
     vae_model_options defaults;
     if (!opts) {
@@ -167,29 +174,24 @@ int vae_model_open(vae_model **out, const char *path, const vae_model_options *o
     *out = NULL;
     vae_store *s = NULL;
     int rc = vae_store_open(&s, path);
-    return rc ? rc : model_finish(out, vae_calloc(1, sizeof(vae_model)), s, opts);
+    return rc ? rc : model_finish(out, model_new(), s, opts);
 }
 
 /* Tensor i of the caller's list into the store: borrowed when dense, else gathered densely. */
 static int store_add_user(vae_store *s, const char *name, const vae_tensor *t) {
     static const vae_storage_type st[] = {[VAE_DTYPE_F32] = VAE_ST_F32, [VAE_DTYPE_F16] = VAE_ST_F16,
                                           [VAE_DTYPE_BF16] = VAE_ST_BF16};
-    if (!name || !t || t->ndim < 0 || t->ndim > 8 || (unsigned)t->dtype > VAE_DTYPE_BF16 ||
-        t->device != VAE_DEVICE_CPU)
-        return vae_fail(VAE_EINVAL, "vae_model_open_tensors: tensor '%s' is not a host tensor of "
-                        "float32/float16/bfloat16 with at most 8 dimensions", name ? name : "(null)");
-    int64_t dense = 1, run = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] < 0 || t->strides[i] < 0)
-            return vae_fail(VAE_EINVAL, "vae_model_open_tensors: tensor '%s' has a negative size "
-                            "or stride", name);
-        dense &= t->strides[i] == 0 || t->strides[i] == run || t->shape[i] == 1;
-        run *= t->shape[i];
-    }
-    const int64_t numel = run;
+    char what[160];
+    snprintf(what, sizeof what, "vae_model_open_tensors: tensor '%s'", name ? name : "(null)");
+    if (!name) return vae_fail(VAE_EINVAL, "%s: NULL name", what);
+    int rc = vae_tensor_check(t, what, 0, NULL);
+    if (rc) return rc;
+    if (t->device != VAE_DEVICE_CPU)
+        return vae_fail(VAE_EINVAL, "%s: in device memory, expected a host tensor", what);
+    int64_t numel = 1;
+    for (int i = 0; i < t->ndim; i++) numel *= t->shape[i];
+    const int dense = vae_tensor_is_dense(t); /* else (broadcasts too) gathered below */
     const size_t es = t->dtype == VAE_DTYPE_F32 ? 4 : 2, bytes = (size_t)numel * es;
-    if (numel && !t->data)
-        return vae_fail(VAE_EINVAL, "vae_model_open_tensors: tensor '%s' has no data", name);
     const void *data = t->data;
     if (!dense) { /* gathered into a dense copy owned by the store */
         char *d = vae_store_owned_alloc(s, bytes ? bytes : 1);
@@ -220,11 +222,12 @@ int vae_model_open_tensors(vae_model **out, const char *const *names, const vae_
         vae_store_free(s);
         return rc;
     }
-    return model_finish(out, vae_calloc(1, sizeof(vae_model)), s, opts);
+    return model_finish(out, model_new(), s, opts);
 }
 
-void vae_model_free(vae_model *m) {
-    if (!m) return;
+void vae_model_release(const vae_model *model) {
+    vae_model *m = (vae_model *)model; /* a session's const view of what it co-owns */
+    if (!m || atomic_fetch_sub(&m->holders, 1) != 1) return;
     vae_program_free(&m->enc);
     vae_program_free(&m->dec);
     vae_arena_free(m->weights);
@@ -233,6 +236,14 @@ void vae_model_free(vae_model *m) {
     vae_free(m->file_dtypes);
     vae_free(m->normalisation);
     vae_free(m);
+}
+
+void vae_model_hold(const vae_model *m) {
+    atomic_fetch_add(&((vae_model *)m)->holders, 1);
+}
+
+void vae_model_free(vae_model *m) {
+    vae_model_release(m);
 }
 
 int vae_model_get_info(const vae_model *m, vae_model_info *info) {
@@ -278,7 +289,7 @@ static int synth_build(vae_model **out, const char *arch_name, const char *confi
                             config_json);
         }
     }
-    vae_model *m = vae_calloc(1, sizeof *m);
+    vae_model *m = model_new();
     vae_builder *b = NULL;
     int rc = m ? VAE_OK : vae_fail(VAE_ENOMEM, "out of memory");
     if (rc == VAE_OK) {

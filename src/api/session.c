@@ -34,6 +34,11 @@ static int check_options(const vae_session_options *o) {
     if (o->tile_height < 0 || o->tile_width < 0 || o->blend_tile < 0 || o->blend_overlap < 0)
         return vae_fail(VAE_EINVAL, "negative tile size (%d x %d, blend %d, overlap %d)",
                         o->tile_height, o->tile_width, o->blend_tile, o->blend_overlap);
+    if (o->tile_height > (1 << 20) || o->tile_width > (1 << 20) || o->blend_tile > (1 << 20) ||
+        o->blend_overlap > (1 << 20))
+        return vae_fail(VAE_EINVAL, "tile size over 2^20 px (%d x %d, blend %d, overlap %d): a "
+                        "frame side is at most 2^20", o->tile_height, o->tile_width, o->blend_tile,
+                        o->blend_overlap);
     if (o->blend_tile > 0 && o->blend_overlap * 2 > o->blend_tile)
         return vae_fail(VAE_EINVAL, "blend overlap %d px is more than half the tile (%d px)",
                         o->blend_overlap, o->blend_tile);
@@ -180,6 +185,7 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
     vae_session *s = vae_calloc(1, sizeof *s);
     if (!s) return vae_fail(VAE_ENOMEM, "out of memory");
     s->model = m;
+    vae_model_hold(m);
     s->opts = o;
     vae_settings_default(&s->set);
     if ((rc = vae_settings_resolve(&s->set, &o))) {
@@ -233,7 +239,23 @@ void vae_session_free(vae_session *s) {
     }
     vae_program_free(&s->prog[0]);
     vae_program_free(&s->prog[1]);
+    vae_model_release(s->model);
     vae_free(s);
+}
+
+/* A session runs one call (decode, encode, plan, trim) at a time: a second one, from another
+ * thread, is refused instead of sharing the buffers and the plan of the running one. */
+static int session_enter(vae_session *s, const char *fn) {
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&s->busy, &idle, 1))
+        return vae_fail(VAE_EINVAL, "%s: another call is running on this session (one at a time: "
+                        "wait for it, stop it with vae_session_cancel, or use a session a thread)",
+                        fn);
+    return VAE_OK;
+}
+
+static void session_leave(vae_session *s) {
+    atomic_store(&s->busy, 0);
 }
 
 int64_t vae_session_peak_bytes(const vae_session *s) {
@@ -307,6 +329,7 @@ static int call_views(vae_session *s, int encode, const call *k, vae_io_view *iv
                             iv->w, f, m->cfg.arch->name);
     }
     if (!k->out) return VAE_OK;
+    if ((rc = vae_tensor_check(k->out, what_out, 1, k->in))) return rc;
     int64_t want[8] = {0};
     int nd = 0;
     char a[128], b[128];
@@ -402,9 +425,8 @@ static int shape_geom(const vae_model *m, int encode, const int64_t *shape, int 
     if (p->n_ops == 0)
         return vae_fail(VAE_EUNSUPPORTED, "%s: this checkpoint has no %s", m->path,
                         encode ? "encoder" : "decoder");
-    if (ndim < 0 || ndim > 8) return vae_fail(VAE_ESHAPE, "bad rank %d", ndim);
-    vae_tensor probe = {.ndim = ndim, .dtype = VAE_DTYPE_F32, .data = (void *)1};
-    memcpy(probe.shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim < 0 || ndim > 8) return vae_fail(VAE_ESHAPE, "shape of rank %d, expected 4 or 5", ndim);
+    vae_tensor probe = vae_tensor_dense(ndim, shape, VAE_DTYPE_F32, (void *)1);
     return vae_tensor_view(&probe, encode ? "encode input video" : "decode input latent",
                            p->in_channels, g);
 }
@@ -416,8 +438,11 @@ int vae_session_plan(vae_session *s, int encode, const int64_t *shape, int ndim,
     memset(info, 0, sizeof *info);
     vae_io_view g;
     int rc = shape_geom(s->model, encode, shape, ndim, &g);
+    if (rc) return rc;
+    if ((rc = session_enter(s, "vae_session_plan"))) return rc;
     vae_plan plan;
-    if (rc == VAE_OK) rc = vae_session_plan_make(s, encode, &g, &plan);
+    rc = vae_session_plan_make(s, encode, &g, &plan);
+    session_leave(s);
     if (rc && rc != VAE_ENOMEM) return rc;
     info->order = (vae_plan_order)plan.kind;
     info->tiles_y = plan.tiles_y, info->tiles_x = plan.tiles_x;
@@ -454,10 +479,15 @@ static int session_call(vae_session *s, int encode, const vae_tensor *in, const 
                         vae_frames_fn fn, void *user, const vae_call_options *co) {
     vae_error_clear();
     if (!s || !in) return vae_fail(VAE_EINVAL, "vae_%s: NULL argument", encode ? "encode" : "decode");
+    const char *fn_name = out ? (encode ? "vae_encode_into" : "vae_decode_into")
+                              : (encode ? "vae_encode" : "vae_decode");
+    int rc = session_enter(s, fn_name);
+    if (rc) return rc;
     atomic_store(&s->cancel, 0);
     call k = {in, out, fn, user, {0}};
     if (co) k.co = *co;
-    int rc = session_run(s, encode, &k);
+    rc = session_run(s, encode, &k);
+    session_leave(s);
     if (rc == VAE_OK) vae_error_clear(); /* nothing a recovered fallback said stays behind */
     return rc;
 }
@@ -489,12 +519,14 @@ void vae_session_cancel(vae_session *s) {
 int vae_session_trim(vae_session *s) {
     vae_error_clear();
     if (!s) return vae_fail(VAE_EINVAL, "vae_session_trim: NULL session");
-    int rc = VAE_OK;
+    int rc = session_enter(s, "vae_session_trim");
+    if (rc) return rc;
     for (int d = 0; d < 2; d++)
         for (int k = 0; k < VAE_MAX_DEVICES; k++)
             vae_runner_trim(s->runner[d][k]);
     for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++)
         if (s->lane[k]->v->trim) rc = s->lane[k]->v->trim(s->lane[k]);
+    session_leave(s);
     return rc;
 }
 
@@ -508,12 +540,10 @@ static int collect_frames(const float *frames, int first, int n, int c, int h, i
     collect *k = user;
     vae_tensor *o = k->out;
     if (!o->data) {
-        o->ndim = k->four_d ? 4 : 5;
         int64_t shape5[5] = {1, c, k->t_total, h, w}, shape4[4] = {1, c, h, w};
-        memcpy(o->shape, k->four_d ? shape4 : shape5, (size_t)o->ndim * sizeof(int64_t));
-        o->dtype = VAE_DTYPE_F32;
-        o->data = vae_calloc((size_t)c * k->t_total * h * w, sizeof(float));
-        if (!o->data) return 1;
+        void *data = vae_calloc((size_t)c * k->t_total * h * w, sizeof(float));
+        if (!data) return 1;
+        *o = vae_tensor_dense(k->four_d ? 4 : 5, k->four_d ? shape4 : shape5, VAE_DTYPE_F32, data);
     }
     if (first + n > k->t_total) return 1;
     int64_t plane = (int64_t)h * w;
@@ -578,6 +608,7 @@ static int dry_run(const vae_model *m, int encode, const int64_t *in_shape, int 
 
 int vae_model_output_shape(const vae_model *m, int encode, const int64_t *in_shape, int in_ndim,
                            int64_t *out_shape, int *out_ndim) {
+    vae_error_clear();
     if (!out_shape || !out_ndim) return vae_fail(VAE_EINVAL, "vae_model_output_shape: NULL argument");
     return dry_run(m, encode, in_shape, in_ndim, out_shape, out_ndim, NULL);
 }

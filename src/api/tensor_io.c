@@ -1,4 +1,5 @@
 /* tensor_io.c -- user tensors from and to files. */
+#include <stdio.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -41,9 +42,7 @@ int vae_tensor_load(const char *path, const char *name, vae_tensor *out) {
         if (t->ndim > 8) {
             rc = vae_fail(VAE_ESHAPE, "%s: tensor '%s' has %d dimensions", path, t->name, t->ndim);
         } else {
-            out->ndim = t->ndim;
-            memcpy(out->shape, t->shape, (size_t)t->ndim * sizeof(int64_t));
-            out->dtype = VAE_DTYPE_F32;
+            *out = vae_tensor_dense(t->ndim, t->shape, VAE_DTYPE_F32, out->data);
         }
     }
     if (rc) vae_tensor_free(out);
@@ -59,8 +58,17 @@ int vae_tensor_save(const char *path, const char *const *names, const vae_tensor
     if (!o) return vae_fail(VAE_ENOMEM, "out of memory");
     int rc = VAE_OK;
     for (int i = 0; i < n && rc == VAE_OK; i++) {
-        if (tensors[i].dtype != VAE_DTYPE_F32 || tensors[i].ndim > VAE_MAX_DIMS)
-            rc = vae_fail(VAE_EINVAL, "vae_tensor_save: tensor '%s' must be float32", names[i]);
+        char what[160];
+        snprintf(what, sizeof what, "vae_tensor_save: tensor '%s'", names[i] ? names[i] : "(null)");
+        if (!names[i]) rc = vae_fail(VAE_EINVAL, "%s: NULL name", what);
+        if (rc == VAE_OK) rc = vae_tensor_check(&tensors[i], what, 0, NULL);
+        if (rc == VAE_OK && tensors[i].ndim > VAE_MAX_DIMS)
+            rc = vae_fail(VAE_ESHAPE, "%s: %d dimensions, at most %d", what, tensors[i].ndim,
+                          VAE_MAX_DIMS);
+        if (rc == VAE_OK && (tensors[i].dtype != VAE_DTYPE_F32 ||
+                             tensors[i].device != VAE_DEVICE_CPU || !vae_tensor_is_dense(&tensors[i])))
+            rc = vae_fail(VAE_EINVAL, "%s: expected a dense float32 host tensor", what);
+        if (rc) break;
         o[i].name = names[i];
         o[i].ndim = tensors[i].ndim;
         memcpy(o[i].shape, tensors[i].shape, (size_t)tensors[i].ndim * sizeof(int64_t));

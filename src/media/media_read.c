@@ -795,14 +795,8 @@ int vae_media_read_video(const char *path, const vae_media_read_options *opts, v
             for (int64_t i = 0; i < plane; i++)
                 dst[i] = o.lo + scale * (float)src[i];
         }
-    out->ndim = 5;
-    out->shape[0] = 1;
-    out->shape[1] = 3;
-    out->shape[2] = T;
-    out->shape[3] = g.fh;
-    out->shape[4] = g.fw;
-    out->dtype = VAE_DTYPE_F32;
-    out->data = data;
+    const int64_t shape[5] = {1, 3, T, g.fh, g.fw};
+    *out = vae_tensor_dense(5, shape, VAE_DTYPE_F32, data);
     info->out_width = g.fw;
     info->out_height = g.fh;
     info->out_frames = (int)T;

@@ -1,6 +1,7 @@
 /* cpu_backend.c -- the CPU backend: creation, buffers, per-op preparation. */
 #define _DEFAULT_SOURCE
 #include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdint.h>
@@ -243,6 +244,32 @@ static const vae_backend_vtbl cpu_vtbl = {
     .fp8_conv = cpu_conv_fp8,
 };
 
+/* The most threads a CPU session runs: 8 a core (more only queue for the cores) and 1024 at
+ * most, checked before OpenMP sees the count, since its runtime ends the process when it cannot
+ * start a thread. */
+static int max_threads(void) {
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores < 1 ? 8 : cores > 128 ? 1024 : (int)cores * 8;
+}
+
+static void *idle_thread(void *arg) {
+    return arg;
+}
+
+/* Starts and joins n-1 threads, as OpenMP's first team of n will: a process that cannot (a
+ * thread limit, no memory for the stacks) gets an error here instead of OpenMP's exit. */
+static int threads_can_start(int n) {
+    pthread_t t[1024];
+    int started = 0;
+    while (started < n - 1 && started < 1024 &&
+           pthread_create(&t[started], NULL, idle_thread, NULL) == 0)
+        started++;
+    for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
+    return started >= n - 1 ? VAE_OK
+                            : vae_fail(VAE_ENOMEM, "threads %d: this process could start only %d "
+                                       "more threads", n, started);
+}
+
 int vae_cpu_backend_create(vae_backend **out, vae_dtype dtype, int threads) {
     if (!out) return vae_fail(VAE_EINVAL, "cpu backend: NULL output pointer");
     *out = NULL;
@@ -250,7 +277,13 @@ int vae_cpu_backend_create(vae_backend **out, vae_dtype dtype, int threads) {
         return vae_fail(VAE_EUNSUPPORTED,
                         "cpu backend: dtype %s is not supported (fp32, or fp8 emulated)",
                         vae_dtype_name(dtype));
-    if (threads < 0) return vae_fail(VAE_EINVAL, "cpu backend: threads = %d < 0", threads);
+    const int most = max_threads(), all = omp_get_max_threads(); /* all: OMP_NUM_THREADS or cores */
+    if (threads < 0 || threads > most)
+        return vae_fail(VAE_EINVAL, "threads %d: expected 0 (all cores) to %d (8 a core)", threads,
+                        most);
+    if (!threads) threads = all < 1 ? 1 : all > most ? most : all;
+    int rc = threads_can_start(threads);
+    if (rc) return rc;
     cpu_backend *cb = vae_calloc(1, sizeof *cb);
     if (!cb) return vae_fail(VAE_ENOMEM, "cpu backend: out of memory");
     cb->base.v = &cpu_vtbl;
@@ -258,8 +291,7 @@ int vae_cpu_backend_create(vae_backend **out, vae_dtype dtype, int threads) {
     cb->base.elem_size = sizeof(float);
     cb->base.host_memory = 1;
     cb->fp8 = dtype == VAE_DTYPE_FP8;
-    cb->threads = threads > 0 ? threads : omp_get_max_threads();
-    if (cb->threads < 1) cb->threads = 1;
+    cb->threads = threads;
     cb->scratch_limit = CPU_SCRATCH_LIMIT;
 #if defined(VAE_HAVE_BLAS) && VAE_HAVE_BLAS && defined(OPENBLAS_VERSION)
     /* cpu_sgemm splits GEMMs over OpenMP threads itself; OpenBLAS's own pthread pool next to
