@@ -27,7 +27,9 @@ static const char help_decode[] =
     "  OUT.mkv          FFV1 lossless RGB (default), or H.264 / H.265\n"
     "  DIR/%05d.png     a PNG sequence, one file per frame, numbered from 0\n"
     "Pixels are clamped to the model's range and rounded to the nearest code. Every output is\n"
-    "written to a temporary name and renamed when complete: a failure or Ctrl-C leaves no file.\n"
+    "written to a temporary name and renamed when complete: a failure, Ctrl-C, SIGTERM, SIGHUP\n"
+    "or a closed pipe leaves no file (a signal stops within a second: exit 130). Large tiled\n"
+    "outputs may go through a temporary file in $TMPDIR (else /tmp), removed at once.\n"
     "Image models (TAESD family) decode a [1,C,T,h,w] latent frame by frame into T frames.\n"
     "\n"
     "options:\n"
@@ -218,9 +220,12 @@ int cli_write_npy(const char *path, const vae_tensor *t) {
                        shape);
     int total = 10 + len + 1, pad = (64 - total % 64) % 64;
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.npy", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return cli_set_error(VAE_EIO, "%s: cannot create: %s", path, strerror(errno));
+    int slot;
+    FILE *f = cli_temp_open(path, tmp, sizeof tmp, &slot);
+    if (!f) {
+        int e = errno;
+        return cli_set_error(VAE_EIO, "%s: cannot create: %s", path, strerror(e));
+    }
     unsigned hl = (unsigned)(len + pad + 1);
     unsigned char pre[10] = {
         0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 255), (unsigned char)(hl >> 8)};
@@ -230,11 +235,8 @@ int cli_write_npy(const char *path, const vae_tensor *t) {
     ok = ok && fputc('\n', f) != EOF;
     ok = ok && fwrite(t->data, sizeof(float), numel, f) == numel; /* little-endian hosts */
     if (fclose(f) != 0) ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        return cli_set_error(VAE_EIO, "%s: cannot write: %s", path, strerror(e));
-    }
+    if (cli_temp_commit(tmp, ok ? path : NULL, slot) != 0)
+        return cli_set_error(VAE_EIO, "%s: cannot write: %s", path, strerror(errno));
     return VAE_OK;
 }
 
@@ -326,9 +328,8 @@ static int on_frames(const float *frames, int first, int n, int c, int h, int w,
 #ifdef VAE_HAVE_MEDIA
 static void squeeze_time(vae_tensor *t) {
     /* [1,C,1,H,W] -> [1,C,H,W] */
-    t->shape[2] = t->shape[3];
-    t->shape[3] = t->shape[4];
-    t->ndim = 4;
+    const int64_t shape[4] = {t->shape[0], t->shape[1], t->shape[3], t->shape[4]};
+    *t = vae_tensor_dense(4, shape, t->dtype, t->data);
 }
 #endif
 
@@ -476,6 +477,7 @@ int cmd_run(int argc, char **argv, int encode) {
     memset(&prog, 0, sizeof prog);
     collect k;
     memset(&k, 0, sizeof k);
+    int temp_slot = -1; /* the media writer's temporary, for a forced exit to remove */
     if ((rc = vae_model_open(&m, model, &mo))) return cli_report(rc, model);
     vae_model_get_info(m, &info);
     cli_catch_interrupts();
@@ -525,6 +527,7 @@ int cmd_run(int argc, char **argv, int encode) {
                 memmove(d + c * lframes * plane, d + c * T * plane,
                         (size_t)(lframes * plane) * sizeof(float));
             in.shape[2] = lframes;
+            in = vae_tensor_dense(in.ndim, in.shape, in.dtype, in.data); /* strides of the new T */
         }
         if (latent_space == 2 && in.ndim >= 2 && (rc = convert_latent_space(m, &in, 1))) {
             rc = cli_report(rc, input);
@@ -535,7 +538,7 @@ int cmd_run(int argc, char **argv, int encode) {
     if (info.is_video && in.ndim == 4) {
         memmove(&in.shape[3], &in.shape[2], 2 * sizeof(int64_t));
         in.shape[2] = 1;
-        in.ndim = 5;
+        in = vae_tensor_dense(5, in.shape, in.dtype, in.data);
     }
     int64_t oshape[8];
     int ond;
@@ -547,9 +550,8 @@ int cmd_run(int argc, char **argv, int encode) {
         rc = cli_report(rc, device);
         goto done;
     }
-    out.ndim = ond;
-    memcpy(out.shape, oshape, sizeof oshape);
-    out.dtype = VAE_DTYPE_F32;
+    cli_watch_session(s); /* a signal cancels it, in whatever plan it runs */
+    out = vae_tensor_dense(ond, oshape, VAE_DTYPE_F32, NULL);
     k.out = &out;
     k.t_total = ond == 5 ? (int)oshape[2] : 1;
     k.prog = &prog;
@@ -571,13 +573,11 @@ int cmd_run(int argc, char **argv, int encode) {
             wo.fps_num = fps_num, wo.fps_den = fps_den;
         else
             wo.fps_num = strcmp(info.arch, "wan2.1") == 0 ? 16 : 24, wo.fps_den = 1;
-        rc = vae_media_writer_open(&k.writer, output, (int)oshape[ond - 1], (int)oshape[ond - 2],
-                                   &wo);
-        if (rc) {
-            rc = cli_report(cli_set_error(rc, "%s", vae_media_last_error()), output);
+        if ((rc = cli_open_video_writer(output, (int)oshape[ond - 1], (int)oshape[ond - 2], &wo,
+                                        &k.writer, &temp_slot))) {
+            rc = cli_report(rc, output);
             goto done;
         }
-        cli_interrupt_unlink(vae_media_writer_temp_path(k.writer));
     } else
 #endif
         if (!discard) {
@@ -592,7 +592,10 @@ int cmd_run(int argc, char **argv, int encode) {
     }
     int progress_total = encode ? (k.tf > 1 ? 1 + (k.t_total - 1) * k.tf : k.in_frames) : k.t_total;
     cli_progress_begin(&prog, cmd, "frames", progress_total);
-    rc = encode ? vae_encode(s, &in, on_frames, &k) : vae_decode(s, &in, on_frames, &k);
+    /* (a signal before the call: the call would clear the session's stop flag first) */
+    rc = cli_interrupted() ? VAE_EINTERRUPTED
+         : encode          ? vae_encode(s, &in, on_frames, &k)
+                           : vae_decode(s, &in, on_frames, &k);
     if (rc == VAE_OK && cli_interrupted()) rc = VAE_EINTERRUPTED;
     cli_progress_end(&prog, rc == VAE_OK && (k.t_total > 1 || k.in_frames > 1));
 #ifdef VAE_HAVE_MEDIA
@@ -613,13 +616,16 @@ int cmd_run(int argc, char **argv, int encode) {
         rc = cli_report(rc, output);
         goto done;
     }
+    /* a forced exit waits for the output's temporary to be renamed or removed */
+    cli_temp_hold();
 #ifdef VAE_HAVE_MEDIA
     if (to_media) {
-        cli_interrupt_unlink(NULL);
         vae_media_writer *w = k.writer;
         k.writer = NULL;
         rc = vae_media_writer_finish(w);
         if (rc) cli_set_error(rc, "%s", vae_media_last_error());
+        cli_temp_forget(temp_slot);
+        temp_slot = -1;
     } else
 #endif
         if (to_png) {
@@ -633,13 +639,15 @@ int cmd_run(int argc, char **argv, int encode) {
         const char *name = encode ? "latent" : (ond == 5 ? "video" : "image");
         rc = vae_tensor_save(output, &name, &out, 1);
     }
+    cli_temp_release();
     rc = cli_report(rc, output);
 done:
-    cli_interrupt_unlink(NULL);
+    cli_watch_session(NULL);
 #ifdef VAE_HAVE_MEDIA
     vae_media_writer_abort(k.writer);
     if (media_tensor) vae_media_tensor_free(&in);
 #endif
+    cli_temp_forget(temp_slot);
     free(out.data);
     if (!media_tensor) vae_tensor_free(&in);
     vae_session_free(s);

@@ -63,11 +63,9 @@ static int on_latent(const float *frames, int first, int n, int c, int h, int w,
     if (cli_interrupted()) return 1;
     vae_tensor *o = k->lat;
     if (!o->data) {
-        o->ndim = 5;
         int64_t sh[5] = {1, c, k->lat_t, h, w};
-        memcpy(o->shape, sh, sizeof sh);
-        o->dtype = VAE_DTYPE_F32;
-        o->data = calloc((size_t)c * k->lat_t * h * w, sizeof(float));
+        *o = vae_tensor_dense(5, sh, VAE_DTYPE_F32, calloc((size_t)c * k->lat_t * h * w,
+                                                           sizeof(float)));
         if (!o->data) return 1;
     }
     int64_t plane = (int64_t)h * w;
@@ -172,6 +170,7 @@ int cmd_roundtrip_video(int argc, char **argv) {
     trip k;
     memset(&k, 0, sizeof k);
     memset(&prog, 0, sizeof prog);
+    int temp_slot = -1; /* the media writer's temporary, for a forced exit to remove */
     const char *stage = enc;
     if ((rc = vae_model_open(&me, enc, NULL))) goto done;
     stage = dec;
@@ -190,17 +189,19 @@ int cmd_roundtrip_video(int argc, char **argv) {
     stage = "encode";
     if ((rc = vae_model_output_shape(me, 1, vid.shape, vid.ndim, lshape, &lnd))) goto done;
     if ((rc = vae_session_create(&se, me, &so))) goto done;
+    cli_watch_session(se); /* a signal cancels it */
     k.lat = &lat;
     k.lat_t = (int)lshape[2];
     k.prog = &prog;
     k.tf = ie.is_video ? ie.temporal_factor : 1;
     k.in_frames = T;
     cli_progress_begin(&prog, "encode", "frames", k.tf > 1 ? 1 + (k.lat_t - 1) * k.tf : T);
-    rc = vae_encode(se, &vid, on_latent, &k);
+    rc = cli_interrupted() ? VAE_EINTERRUPTED : vae_encode(se, &vid, on_latent, &k);
     if (rc == VAE_EINTERRUPTED && !cli_interrupted())
         rc = cli_set_error(VAE_ENOMEM, "out of memory");
     cli_progress_end(&prog, rc == VAE_OK);
     if (rc) goto done;
+    cli_watch_session(NULL);
     vae_session_free(se);
     se = NULL;
 
@@ -210,6 +211,7 @@ int cmd_roundtrip_video(int argc, char **argv) {
     stage = "decode";
     if ((rc = vae_model_output_shape(md, 0, lat.shape, lat.ndim, oshape, &ond))) goto done;
     if ((rc = vae_session_create(&sd, md, &so))) goto done;
+    cli_watch_session(sd);
     k.ref = &vid;
     k.ref_t = T;
     k.lo = id.image_min;
@@ -233,16 +235,13 @@ int cmd_roundtrip_video(int argc, char **argv) {
         else if (mi.fps_num > 0)
             wo.fps_num = mi.fps_num, wo.fps_den = mi.fps_den;
         stage = output;
-        if ((rc = vae_media_writer_open(&k.writer, output, (int)oshape[ond - 1],
-                                        (int)oshape[ond - 2], &wo))) {
-            cli_set_error(rc, "%s", vae_media_last_error());
+        if ((rc = cli_open_video_writer(output, (int)oshape[ond - 1], (int)oshape[ond - 2], &wo,
+                                        &k.writer, &temp_slot)))
             goto done;
-        }
-        cli_interrupt_unlink(vae_media_writer_temp_path(k.writer));
         stage = "decode";
     }
     cli_progress_begin(&prog, "decode", "frames", ond == 5 ? (int)oshape[2] : 1);
-    rc = vae_decode(sd, &lat, on_decoded, &k);
+    rc = cli_interrupted() ? VAE_EINTERRUPTED : vae_decode(sd, &lat, on_decoded, &k);
     if (rc == VAE_OK && cli_interrupted()) rc = VAE_EINTERRUPTED;
     cli_progress_end(&prog, rc == VAE_OK);
     if (rc && k.writer_rc) {
@@ -272,16 +271,20 @@ int cmd_roundtrip_video(int argc, char **argv) {
         printf("note: %d decoded frames compared with %d input frames\n", k.frames_cmp, T);
     fflush(stdout);
     if (output) {
-        cli_interrupt_unlink(NULL);
         vae_media_writer *w = k.writer;
         k.writer = NULL;
         stage = output;
+        cli_temp_hold(); /* a forced exit waits for the rename */
         if ((rc = vae_media_writer_finish(w))) cli_set_error(rc, "%s", vae_media_last_error());
+        cli_temp_forget(temp_slot);
+        temp_slot = -1;
+        cli_temp_release();
     }
 done:
     if (rc) rc = cli_report(rc, stage);
-    cli_interrupt_unlink(NULL);
+    cli_watch_session(NULL);
     vae_media_writer_abort(k.writer);
+    cli_temp_forget(temp_slot);
     vae_media_tensor_free(&vid);
     free(lat.data);
     vae_session_free(se);

@@ -1,12 +1,15 @@
 /* png.c -- 8-bit RGB PNG read/write through libpng. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "progress.h"
 /* header-only constants: the image bounds are the library's, stated once */
 
 int cli_png_read(const char *path, float lo, float hi, vae_tensor *out) {
@@ -49,13 +52,8 @@ int cli_png_read(const char *path, float lo, float hi, vae_tensor *out) {
     for (size_t i = 0; i < n; i++)
         for (int c = 0; c < 3; c++) data[c * n + i] = lo + (hi - lo) * (float)buf[i * 3 + c] / 255.0f;
     free(buf);
-    out->ndim = 4;
-    out->shape[0] = 1;
-    out->shape[1] = 3;
-    out->shape[2] = img.height;
-    out->shape[3] = img.width;
-    out->dtype = VAE_DTYPE_F32;
-    out->data = data;
+    const int64_t shape[4] = {1, 3, img.height, img.width};
+    *out = vae_tensor_dense(4, shape, VAE_DTYPE_F32, data);
     return VAE_OK;
 }
 
@@ -78,15 +76,26 @@ int cli_png_write(const char *path, const vae_tensor *t, int frame, float lo, fl
     img.width = (png_uint_32)w;
     img.height = (png_uint_32)h;
     img.format = PNG_FORMAT_RGB;
-    /* write to a temporary name and rename, so that no partial file is left behind */
+    /* write to a temporary name of its own and rename, so that no partial file is left behind */
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.png", path);
-    int ok = png_image_write_to_file(&img, tmp, 0, buf, 0, NULL);
-    free(buf);
-    if (!ok || rename(tmp, path) != 0) {
-        remove(tmp);
-        return cli_set_error(VAE_EIO, "%s: cannot write PNG: %s", path,
-                             ok ? "rename failed" : img.message);
+    int slot;
+    FILE *f = cli_temp_open(path, tmp, sizeof tmp, &slot);
+    if (!f) {
+        int e = errno;
+        free(buf);
+        return cli_set_error(VAE_EIO, "%s: cannot create: %s", path, strerror(e));
     }
+    int ok = png_image_write_to_stdio(&img, f, 0, buf, 0, NULL);
+    free(buf);
+    if (fclose(f) != 0 && ok) {
+        ok = 0;
+        snprintf(img.message, sizeof img.message, "%s", strerror(errno));
+    }
+    if (!ok) {
+        cli_temp_commit(tmp, NULL, slot);
+        return cli_set_error(VAE_EIO, "%s: cannot write PNG: %s", path, img.message);
+    }
+    if (cli_temp_commit(tmp, path, slot) != 0)
+        return cli_set_error(VAE_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
     return VAE_OK;
 }

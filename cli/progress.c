@@ -1,7 +1,15 @@
-/* progress.c -- progress bar / periodic lines on stderr (see progress.h). */
+/* progress.c -- progress bar / periodic lines on stderr; signals and temporary files of long
+ * commands (see progress.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "progress.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -86,36 +94,184 @@ void cli_progress_end(cli_progress *p, int ok) {
     fflush(stderr);
 }
 
-/* ---- Ctrl-C / SIGTERM: stop cleanly at the next frame; a second one exits at once -------------
- */
-#include <signal.h>
+/* ---- signals and temporary files ---------------------------------------------------------------
+ *
+ * The handler only sets flags (async-signal-safe); a watcher thread polls them every 50 ms and
+ * does the rest with the lock held: it cancels the registered session (again on every poll, since
+ * a call that starts clears the session's flag), and after a second signal it removes every
+ * registered temporary and exits. The lock also covers the creation and the renaming of each
+ * temporary, so that the forced exit never sees one half made or half renamed. */
+#define CLI_TEMPS 8
 
-static volatile sig_atomic_t interrupted;
-static const char *volatile unlink_on_exit;
+static volatile sig_atomic_t interrupted, forced;
+static pthread_mutex_t temp_mu;
+static pthread_once_t temp_once = PTHREAD_ONCE_INIT;
+static vae_session *watched;
+static char temps[CLI_TEMPS][PATH_MAX];
+static int watcher_started;
 
 static void on_signal(int sig) {
-    (void)sig;
-    if (interrupted) {
-        const char *p = unlink_on_exit;
-        if (p) unlink(p);
-        _exit(CLI_EINTERRUPTED);
-    }
+    /* a closed pipe raises SIGPIPE at every later write to it: only a repeated Ctrl-C, SIGTERM
+     * or SIGHUP forces the exit */
+    if (interrupted && sig != SIGPIPE) forced = 1;
     interrupted = 1;
 }
 
+static void temp_init(void) {
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE); /* cli_temp_hold around the rest */
+    pthread_mutex_init(&temp_mu, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
+static void lock(void) {
+    pthread_once(&temp_once, temp_init);
+    pthread_mutex_lock(&temp_mu);
+}
+
+static void unlock(void) {
+    pthread_mutex_unlock(&temp_mu);
+}
+
+/* A file, or a folder with the files in it (a PNG sequence's frames: the main thread may add one
+ * while this runs, which the next pass removes). */
+static void remove_temp(const char *path) {
+    for (int pass = 0; pass < 100; pass++) {
+        if (unlink(path) == 0 || errno == ENOENT) return;
+        DIR *d = opendir(path);
+        if (!d) return;
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                unlinkat(dirfd(d), e->d_name, 0);
+        closedir(d);
+        if (rmdir(path) == 0 || errno == ENOENT) return;
+    }
+}
+
+static void *watch(void *arg) {
+    (void)arg;
+    const struct timespec tick = {0, 50 * 1000 * 1000};
+    for (;;) {
+        nanosleep(&tick, NULL);
+        if (!interrupted) continue;
+        lock();
+        if (watched) vae_session_cancel(watched);
+        if (forced) {
+            for (int i = 0; i < CLI_TEMPS; i++)
+                if (temps[i][0]) remove_temp(temps[i]);
+            _exit(CLI_EINTERRUPTED);
+        }
+        unlock();
+    }
+    return NULL;
+}
+
 void cli_catch_interrupts(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    lock();
+    if (!watcher_started) {
+        /* the watcher takes no signal: the handler runs on the threads that compute */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_t th;
+        if (pthread_create(&th, NULL, watch, NULL) == 0) {
+            pthread_detach(th);
+            watcher_started = 1;
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sa.sa_flags = SA_RESTART; /* the library's and stdio's calls go on; the watcher stops them */
+        sigemptyset(&sa.sa_mask);
+        const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+        for (int i = 0; i < 4; i++)
+            sigaction(sigs[i], &sa, NULL);
+    }
+    unlock();
 }
 
 int cli_interrupted(void) {
     return interrupted != 0;
 }
 
-void cli_interrupt_unlink(const char *path) {
-    unlink_on_exit = path;
+void cli_watch_session(vae_session *s) {
+    lock();
+    watched = s;
+    if (s && interrupted) vae_session_cancel(s);
+    unlock();
+}
+
+void cli_temp_hold(void) {
+    lock();
+}
+
+void cli_temp_release(void) {
+    unlock();
+}
+
+int cli_temp_register(const char *path) {
+    if (!path) return -1;
+    lock();
+    int slot = -1;
+    for (int i = 0; i < CLI_TEMPS && slot < 0; i++)
+        if (!temps[i][0] && strlen(path) < sizeof temps[i]) {
+            strcpy(temps[i], path);
+            slot = i;
+        }
+    unlock();
+    return slot;
+}
+
+void cli_temp_forget(int slot) {
+    if (slot < 0 || slot >= CLI_TEMPS) return;
+    lock();
+    temps[slot][0] = 0;
+    unlock();
+}
+
+FILE *cli_temp_open(const char *path, char *tmp, size_t n, int *slot) {
+    static atomic_uint counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned x = (unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec;
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    const char *ext = dot && (!slash || dot > slash + 1) ? dot : "";
+    const int stem = (int)(strlen(path) - strlen(ext));
+    int fd = -1;
+    *slot = -1;
+    lock();
+    for (int tries = 0; fd < 0 && tries < 100; tries++) {
+        x = x * 1103515245u + 12345u + atomic_fetch_add(&counter, 1);
+        if (snprintf(tmp, n, "%.*s.tmp.%08x%s", stem, path, x, ext) >= (int)n) {
+            errno = ENAMETOOLONG;
+            break;
+        }
+        /* O_EXCL: never through a planted link, never another writer's file */
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (f) {
+        *slot = cli_temp_register(tmp);
+    } else if (fd >= 0) {
+        const int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+    }
+    unlock();
+    return f;
+}
+
+int cli_temp_commit(const char *tmp, const char *path, int slot) {
+    lock();
+    int rc = path ? rename(tmp, path) : -1, e = errno;
+    if (rc != 0) unlink(tmp);
+    cli_temp_forget(slot);
+    unlock();
+    errno = e;
+    return rc;
 }

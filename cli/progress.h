@@ -1,10 +1,15 @@
-/* progress.h -- progress display of long commands on stderr.
+/* progress.h -- progress display of long commands on stderr; their signals and temporaries.
  *
  * On a terminal: one line redrawn in place, "decode [=====>     ] 12/61 frames  3.4 frames/s
  * ETA 0:14". When stderr is not a terminal (logs, CI): a plain line at most every 5 seconds, then
  * a summary. Nothing at all with -q. */
 #ifndef VAE_CLI_PROGRESS_H
 #define VAE_CLI_PROGRESS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "vae.h"
 
 typedef struct cli_progress {
     const char *what; /* "decode", "encode", "read" */
@@ -22,11 +27,26 @@ void cli_progress_update(cli_progress *p, int done);
 void cli_progress_end(cli_progress *p, int ok);
 double cli_now(void);
 
-/* SIGINT/SIGTERM handling for long commands: the first signal sets a flag that the frame callbacks
- * poll (the command then stops, removes its partial output and exits 130); a second one unlinks
- * the registered temporary file (async-signal-safe) and exits 130 at once. */
+/* Signals of long commands (SIGINT, SIGTERM, SIGHUP, SIGPIPE): the first sets a flag that the
+ * frame callbacks poll and cancels the session given to cli_watch_session within ~50 ms (the
+ * command then stops, removes its partial output and exits 130); a second SIGINT, SIGTERM or
+ * SIGHUP removes every registered temporary and exits 130 at once. */
 void cli_catch_interrupts(void);
 int cli_interrupted(void);
-void cli_interrupt_unlink(const char *path); /* NULL: nothing to unlink */
+void cli_watch_session(vae_session *s); /* NULL before the session is freed */
+
+/* Temporaries: a unique file next to path ("name.tmp.XXXXXXXX.ext", made with O_EXCL), open for
+ * writing (NULL with errno set, nothing left), registered for removal by a forced exit in
+ * *slot (the library's vae_temp_create, which the CLI does not reach, is the same rule). cli_temp_commit renames it to path (NULL: removes it) and forgets it: 0, or -1 with errno
+ * set (then removed). */
+FILE *cli_temp_open(const char *path, char *tmp, size_t n, int *slot);
+int cli_temp_commit(const char *tmp, const char *path, int slot);
+/* Temporaries someone else makes (the media writer's): registered by path (copied; a slot, or -1
+ * when the table is full); hold/release bracket the calls that create or rename them, so that a
+ * forced exit waits for them. */
+int cli_temp_register(const char *path);
+void cli_temp_forget(int slot);
+void cli_temp_hold(void);
+void cli_temp_release(void);
 
 #endif

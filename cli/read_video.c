@@ -1,4 +1,5 @@
-/* read_video.c -- reading a video, image or frame pattern for a model (encode, roundtrip-video). */
+/* read_video.c -- reading a video, image or frame pattern for a model (encode, roundtrip-video),
+ * and opening the video writer of decode and roundtrip-video. */
 #include "read_video.h"
 
 #include <stdio.h>
@@ -50,5 +51,14 @@ int cli_read_video(const char *input, const vae_model_info *info, const cli_read
                 mi->out_frames == 1 ? "" : "s", mi->out_width, mi->out_height, mi->color_used,
                 mi->geometry[0] ? ", " : "", mi->geometry);
     return VAE_OK;
+}
+
+int cli_open_video_writer(const char *path, int w, int h, const vae_media_write_options *o,
+                          vae_media_writer **writer, int *temp_slot) {
+    cli_temp_hold(); /* a forced exit waits until the temporary is registered */
+    int rc = vae_media_writer_open(writer, path, w, h, o);
+    if (rc == VAE_OK) *temp_slot = cli_temp_register(vae_media_writer_temp_path(*writer));
+    cli_temp_release();
+    return rc ? cli_set_error(rc, "%s", vae_media_last_error()) : VAE_OK;
 }
 #endif

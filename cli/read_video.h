@@ -1,4 +1,5 @@
-/* read_video.h -- reading a video, image or frame pattern for a model (encode, roundtrip-video). */
+/* read_video.h -- reading a video, image or frame pattern for a model (encode, roundtrip-video),
+ * and opening the video writer of decode and roundtrip-video. */
 #ifndef VAE_CLI_READ_VIDEO_H
 #define VAE_CLI_READ_VIDEO_H
 
@@ -21,6 +22,10 @@ int cli_read_args_parse(const char *cmd, const char *start_s, const char *frames
  * says what was read on stderr (unless -q). Errors: cli_set_error, code returned. */
 int cli_read_video(const char *input, const vae_model_info *info, const cli_read_args *a,
                    cli_progress *prog, vae_tensor *out, vae_media_info *mi);
+/* Opens the writer of path (w x h frames) with its temporary registered for removal by a forced
+ * exit (*temp_slot; progress.h); errors: cli_set_error, code returned. */
+int cli_open_video_writer(const char *path, int w, int h, const vae_media_write_options *o,
+                          vae_media_writer **writer, int *temp_slot);
 #endif
 
 #endif

@@ -183,5 +183,156 @@ expect_ok "bench --dist with WORLD_SIZE=1" -- "${NOLAUNCHER[@]}" RANK=0 WORLD_SI
 sed -n 's/^BENCH //p' "$T/stdout" | python3 -c 'import json, sys; assert json.load(sys.stdin)["ranks"] == 1' \
     && ok "  BENCH json with \"ranks\": 1" || ko "  BENCH line: $(grep BENCH "$T/stdout")"
 
+# ---- signals: SIGINT, SIGTERM, SIGHUP and SIGPIPE stop every plan within 1 s, exit 130, and leave
+# no file of any output kind ----
+# a synthetic Wan2.1 (dim 8) and 1001-frame latents: their tiled decodes take a minute or more, so
+# each signal lands in the middle of the run (tile-major: no frame out before the last tile)
+SIG_M=$T/sig_w21.safetensors
+"$VAE" synth wan2.1 -o "$SIG_M" --config '{"dim": 8, "dec_dim": 8}' >/dev/null 2>&1 || ko "synth for the signal cases"
+python3 -c '
+import math, struct, sys
+def npy(path, shape):
+    n = 1
+    for s in shape:
+        n *= s
+    h = "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (%s), }" % ", ".join(map(str, shape))
+    h = h.replace("\"", "\x27")
+    h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+    data = struct.pack("<%df" % n, *[0.5 * math.sin(0.37 * i) for i in range(n)])
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + data)
+npy(sys.argv[1], (1, 16, 251, 8, 8))
+npy(sys.argv[2], (1, 16, 251, 8, 32))
+npy(sys.argv[3], (1, 16, 1, 8, 8))
+npy(sys.argv[4], (1, 16, 6, 8, 8))' "$T/sig_1001.npy" "$T/sig_wide.npy" "$T/sig_short.npy" "$T/sig_21.npy"
+HAVE_MEDIA=0
+"$VAE" --info 2>/dev/null | grep -q "^media: *FFmpeg" && HAVE_MEDIA=1
+
+# sig_case NAME SIGNAL OUTPUT [ENV=VALUE ...] -- decode options: the decode into its own folder,
+# the signal 1 s after it started, then exit 130 within 1 s and an empty folder
+sig_case() {
+    local name=$1 sig=$2 out=$3
+    shift 3
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    local dir=$T/sig_$name
+    mkdir -p "$dir"
+    env ${envs[@]+"${envs[@]}"} "$VAE" decode -m "$SIG_M" -o "$dir/$out" "$@" 2>"$T/sig.err" &
+    local pid=$! t0 ms rc
+    sleep 1
+    t0=$(date +%s%N)
+    kill -"$sig" $pid
+    for _ in $(seq 1 30); do kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    kill -0 $pid 2>/dev/null && kill -KILL $pid
+    wait $pid
+    rc=$?
+    if [ $rc -eq 130 ] && [ $ms -lt 1000 ] && [ -z "$(ls -A "$dir")" ]; then
+        ok "SIG$sig during $name into $out: exit 130 after $ms ms, no file"
+    else
+        ko "SIG$sig during $name into $out: exit $rc after $ms ms, left '$(ls -A "$dir" | tr '\n' ' ')': $(tail -c 300 "$T/sig.err")"
+    fi
+}
+TILES=(-i "$T/sig_1001.npy" --tile 32x32)
+sig_case tiles INT out.npy -- "${TILES[@]}"
+sig_case tiles TERM out.safetensors -- "${TILES[@]}"
+sig_case tiles HUP out.png -- "${TILES[@]}"
+sig_case strips TERM out.npy VAE_PLAN_STRIPS=2 -- -i "$T/sig_wide.npy"
+sig_case blend HUP out.npy -- -i "$T/sig_1001.npy" --tile-mode blend --tile-size 32 --tile-overlap 8
+sig_case group PIPE out.npy -- "${TILES[@]}" --devices 0,1
+sig_case tiles_spilled PIPE out.npy VAE_EXEC_HOST_MB=0 -- "${TILES[@]}"
+if [ $HAVE_MEDIA -eq 1 ]; then
+    sig_case tiles PIPE 'f%05d.png' -- "${TILES[@]}"
+    sig_case tiles INT out.mkv -- "${TILES[@]}"
+    sig_case whole_frames TERM out.mp4 -- -i "$T/sig_1001.npy"
+    # a second Ctrl-C at once, while a PNG sequence's frames come out: nothing left either
+    mkdir -p "$T/sig_twice"
+    "$VAE" decode -m "$SIG_M" -i "$T/sig_1001.npy" -o "$T/sig_twice/f%05d.png" 2>"$T/sig.err" &
+    pid=$!
+    for _ in $(seq 1 100); do [ -n "$(find "$T/sig_twice" -name '*.png')" ] && break; sleep 0.05; done
+    kill -INT $pid
+    sleep 0.01 # (two signals sent at once are one)
+    kill -INT $pid
+    wait $pid
+    rc=$?
+    [ $rc -eq 130 ] && [ -z "$(ls -A "$T/sig_twice")" ] && ok "two SIGINTs during a PNG sequence: exit 130, no file" \
+        || ko "two SIGINTs during a PNG sequence: exit $rc, left '$(ls -A "$T/sig_twice")'"
+    # stderr into a pipe whose reader has gone: the next log line raises SIGPIPE, the decode stops
+    # and removes its video (it used to die there with its temporary file left)
+    mkdir -p "$T/sig_pipe"
+    "$VAE" -v decode -m "$SIG_M" -i "$T/sig_21.npy" -o "$T/sig_pipe/out.mp4" 2>&1 | grep -m1 -q "plan:"
+    rc=${PIPESTATUS[0]}
+    [ $rc -eq 130 ] && [ -z "$(ls -A "$T/sig_pipe")" ] && ok "stderr into a closed pipe: exit 130, no file" \
+        || ko "stderr into a closed pipe: exit $rc, left '$(ls -A "$T/sig_pipe")'"
+fi
+
+# ---- temporary files: unique names made with O_EXCL, spills in TMPDIR ----
+# a link planted where the old fixed temporary name of a PNG output was must not be written
+mkdir -p "$T/tmpl"
+echo keep >"$T/tmpl/victim"
+ln -s "$T/tmpl/victim" "$T/tmpl/out.png.tmp.png"
+expect_ok "PNG output next to a planted link" -- "$VAE" decode -m "$SIG_M" -i "$T/sig_short.npy" -o "$T/tmpl/out.png"
+[ "$(cat "$T/tmpl/victim")" = keep ] && ok "  the link's target is untouched" || ko "  the link's target was overwritten"
+[ "$(ls -A "$T/tmpl" | tr '\n' ' ')" = "out.png out.png.tmp.png victim " ] && ok "  no temporary left" \
+    || ko "  files: $(ls -A "$T/tmpl" | tr '\n' ' ')"
+# a spilled output goes to TMPDIR: an unusable one is an error, a usable one is left empty
+expect_fail 3 "spill into a missing TMPDIR" "$T/tmpd_out" -- env TMPDIR="$T/no_such_dir" VAE_EXEC_HOST_MB=0 \
+    "$VAE" decode -m "$SIG_M" -i "$T/sig_short.npy" -o "$T/tmpd_out.npy" --tile 32x32
+grep -q "temporary file" "$T/stderr" && ok "  says it cannot make the temporary file" || ko "  message: $(cat "$T/stderr")"
+mkdir -p "$T/tmpd"
+expect_ok "spill into TMPDIR" -- env TMPDIR="$T/tmpd" VAE_EXEC_HOST_MB=0 "$VAE" -v decode -m "$SIG_M" \
+    -i "$T/sig_short.npy" -o "$T/tmpd_out.npy" --tile 32x32
+grep -q "in a temporary file" "$T/stderr" && [ -z "$(ls -A "$T/tmpd")" ] && ok "  spilled, nothing left in TMPDIR" \
+    || ko "  spill: $(grep -c "temporary file" "$T/stderr") lines, TMPDIR: $(ls -A "$T/tmpd")"
+
+# ---- planning: bench --plan-only without the input, in bounded time, the engine's limits ----
+# Huge sizes planned within 2 GiB of address space (not under ASan, whose shadow memory needs
+# more) and in well under 2 s (10 s under ASan): --plan-only used to allocate and fill the whole
+# input first (1.4 TB for the first one), and the planner stepped over every row of every tile's
+# crop at every op (6 s there). Sizes beyond what the engine indexes (a frame an op call takes
+# whole over INT32_MAX / 2 pixels, a tile grid finer than 96 a side) are refused at once, naming
+# the argument and the limit (a tile grid that fine used to cover part of the frame, silently).
+PLAN_CFG='{"dim": 8, "z_dim": 16}' # wan2.1's layers, narrow: synthetic weights of a few MB
+plan_asan=0
+grep -qa "__asan_init" "$VAE" && plan_asan=1
+# plan_case NAME WANT_RC PATTERN -- bench arguments...
+plan_case() {
+    local name=$1 want=$2 pat=$3 t0 ms rc limit=2000
+    shift 4
+    [ $plan_asan -eq 1 ] && limit=10000
+    t0=$(date +%s%N)
+    (
+        [ $plan_asan -eq 1 ] || ulimit -v 2097152
+        exec "$VAE" bench wan2.1 --config "$PLAN_CFG" --device cpu --dtype fp32 --plan-only "$@"
+    ) >"$T/stdout" 2>"$T/stderr"
+    rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    local msg
+    msg=$(head -c 400 "$T/stderr" | tr '\n' ' ')
+    if grep -qE "AddressSanitizer|runtime error|LeakSanitizer" "$T/stderr"; then
+        ko "$name: sanitizer report: $msg"
+    elif [ $rc -ne "$want" ] || ! cat "$T/stdout" "$T/stderr" | grep -qE -- "$pat"; then
+        ko "$name: exit $rc (expected $want), after $ms ms: $(head -c 300 "$T/stdout") $msg"
+    elif [ $ms -ge $limit ]; then
+        ko "$name: $ms ms (at most $limit)"
+    else
+        ok "$name: exit $rc after $ms ms"
+    fi
+}
+plan_case "--plan-only of 81 frames of 262080x262080" 0 "^plan: peak .* tiles" -- \
+    --frames 81 --size 262080x262080 --max-memory 100000G
+plan_case "--plan-only of 81 frames of 131072x131072, over the budget" 6 "exact floor" -- \
+    --frames 81 --size 131072x131072 --max-memory 8G
+plan_case "a latent frame over what an op call takes whole" 4 \
+    "decode input latent 21x65536x65536: .*more than the 1073741823 pixels" -- \
+    --frames 81 --size 524288x524288 --max-memory 100000G
+plan_case "whole frames over what an op call takes (--tile-mode none)" 4 \
+    "more than the 1073741823 pixels .*--tile-mode auto" -- \
+    --frames 5 --size 32768x32768 --max-memory 100000G --tile-mode none
+plan_case "exact tiles finer than 96 a side" 2 "tiles of 256x256 px \(--tile\) .* at least" -- \
+    --frames 81 --size 131072x131072 --max-memory 100000G --tile 256x256
+plan_case "blended tiles finer than 96 a side" 2 "\(--tile-size\) .*more than 96 tiles" -- \
+    --frames 81 --size 131072x131072 --max-memory 100000G --tile-mode blend
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -14,10 +14,32 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core.h"
+
+FILE *vae_spill_file(void) {
+    /* tmpfile() ignores TMPDIR (it uses P_tmpdir), where users put their large scratch space */
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/vae-spill-XXXXXX", dir) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    const int fd = mkstemp(path); /* O_EXCL, mode 0600 */
+    if (fd < 0) return NULL;
+    unlink(path);
+    FILE *f = fdopen(fd, "w+b");
+    if (!f) {
+        const int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
 
 struct vae_assembly {
     const vae_plan *plan;
@@ -110,7 +132,7 @@ int vae_assembly_open(vae_assembly **out, const vae_plan *pl, int64_t max_host_b
         if (a->block[i] > most) most = a->block[i];
     }
     if (!(a->buf = vae_malloc((size_t)most * 4 * sizeof *a->buf))) goto oom; /* up to 4 frames */
-    if (!(a->spill = tmpfile()))
+    if (!(a->spill = vae_spill_file()))
         return vae_fail(VAE_EIO, "cannot create a temporary file for the output (%.2f GiB): %s",
                         (double)bytes / (1 << 30), strerror(errno));
     VAE_INFO("output of %.2f GiB assembled in a temporary file", (double)bytes / (1 << 30));

@@ -7,6 +7,7 @@
 #define VAE_ASSEMBLE_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "plan.h"
 
@@ -40,5 +41,10 @@ void vae_assembly_set_rank(vae_assembly *a, int rank, int world,
  * *emitted counting them: the runner hands frames out as its last tile finishes them, and the
  * rest (upto = the output's frames) at the end. */
 int vae_assembly_emit(vae_assembly *a, int upto, vae_frames_fn emit, void *user, int *emitted);
+
+/* A temporary file for data too large for host memory (the output here, the runner's stores):
+ * in $TMPDIR (else /tmp), created with a unique name (O_EXCL) and unlinked at once, so that
+ * nothing is left behind whatever ends the process. NULL with errno set on failure. */
+FILE *vae_spill_file(void);
 
 #endif

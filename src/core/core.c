@@ -3,7 +3,9 @@
 #include "core.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +124,10 @@ int64_t vae_shape_numel(const int64_t *shape, int ndim) {
 
 const char *vae_shape_str(const int64_t *shape, int ndim, char *buf, size_t len) {
     size_t o = 0;
+    if (ndim < 0 || ndim > 8) { /* a caller's rank out of range: its shape array holds only 8 */
+        snprintf(buf, len, "(rank %d)", ndim);
+        return buf;
+    }
     o += (size_t)snprintf(buf + o, len - o, "[");
     for (int i = 0; i < ndim && o < len; i++)
         o += (size_t)snprintf(buf + o, len - o, "%s%lld", i ? "," : "", (long long)shape[i]);
@@ -156,12 +162,36 @@ void vae_strbuf_free(vae_strbuf *b) {
     b->len = b->cap = 0;
 }
 
+int vae_temp_create(const char *path, char *tmp, size_t n) {
+    static atomic_uint counter;
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    const char *ext = dot && (!slash || dot > slash + 1) ? dot : ""; /* writers pick formats by it */
+    const int stem = (int)(strlen(path) - strlen(ext));
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned x = (unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec;
+    for (int tries = 0; tries < 100; tries++) {
+        x = x * 1103515245u + 12345u + atomic_fetch_add(&counter, 1);
+        if (snprintf(tmp, n, "%.*s.tmp.%08x%s", stem, path, x, ext) >= (int)n) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    return -1;
+}
+
 int vae_write_atomic(const char *path, vae_write_fn fn, void *user) {
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return vae_fail(VAE_EINVAL, "%s: output path too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return vae_fail(VAE_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+    if (strlen(path) + 16 >= sizeof tmp) return vae_fail(VAE_EINVAL, "%s: output path too long", path);
+    const int fd = vae_temp_create(path, tmp, sizeof tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        const int e = errno;
+        if (fd >= 0) close(fd), remove(tmp);
+        return vae_fail(VAE_EIO, "%s: cannot open for writing: %s", path, strerror(e));
+    }
     int rc = fn(f, user);
     if (fflush(f) != 0 && rc == VAE_OK)
         rc = vae_fail(VAE_EIO, "%s: write failed: %s", path, strerror(errno));

@@ -56,8 +56,13 @@ typedef struct vae_strbuf {
 void vae_strbuf_printf(vae_strbuf *b, const char *fmt, ...) VAE_PRINTF(2, 3);
 void vae_strbuf_free(vae_strbuf *b);
 
-/* Writes a file atomically: data goes to PATH.tmp.PID, renamed to PATH on success, removed on
- * failure. write_fn streams the content. */
+/* Creates "STEM.tmp.XXXXXXXX.EXT" next to path (EXT: path's extension), a name no one else has:
+ * O_EXCL, so never through a planted link nor into another writer's file, with the usual
+ * permissions (unlike mkstemp's 0600). The open descriptor (tmp: its name), or -1 with errno. */
+int vae_temp_create(const char *path, char *tmp, size_t n);
+
+/* Writes a file atomically: data goes to a temporary of vae_temp_create, renamed to PATH on
+ * success, removed on failure. write_fn streams the content. */
 typedef int (*vae_write_fn)(void *file /* FILE* */, void *user);
 int vae_write_atomic(const char *path, vae_write_fn fn, void *user);
 

@@ -4,6 +4,8 @@
 #ifndef VAE_EXEC_INTERNAL_H
 #define VAE_EXEC_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "executor.h"
 #include "strip.h"
 
@@ -49,6 +51,7 @@ struct vae_exec {
     const vae_program *p;
     vae_backend *be;
     vae_settings set;
+    const atomic_int *cancel; /* vae_exec_set_cancel: non-zero stops a step before its next op */
     op_state *st;
     value *val;
     int *uses;           /* static number of consumers of each value */

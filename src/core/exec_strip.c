@@ -69,6 +69,7 @@ int vae_exec_set_strip(vae_exec *e, const vae_strips *s, int k) {
             return rc;
         }
     }
+    if (!s) return VAE_OK; /* none set: a run that stopped before its first strip */
     e->strip = k;
     memset(e->carry_frames, 0, (size_t)s->n_carry * sizeof *e->carry_frames);
     return VAE_OK;

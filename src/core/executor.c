@@ -358,8 +358,14 @@ static int check_output(vae_exec *e, int i) {
     return rc;
 }
 
+void vae_exec_set_cancel(vae_exec *e, const atomic_int *cancel) {
+    e->cancel = cancel;
+}
+
 static int run_op(vae_exec *e, int i) {
     const vae_op *op = &e->p->ops[i];
+    if (e->cancel && atomic_load_explicit(e->cancel, memory_order_relaxed))
+        return vae_fail(VAE_EINTERRUPTED, "stopped by the caller before op %s", op->name);
     const value *x = &e->val[op->in[0]];
     const value *x2 = op->in[1] >= 0 ? &e->val[op->in[1]] : NULL;
     value *y = &e->val[op->out];

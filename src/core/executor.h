@@ -7,6 +7,8 @@
 #ifndef VAE_EXECUTOR_H
 #define VAE_EXECUTOR_H
 
+#include <stdatomic.h>
+
 #include "backend.h"
 #include "program.h"
 #include "settings.h"
@@ -62,6 +64,12 @@ int vae_exec_set_reduce(vae_exec *e, struct vae_comm *comm, const vae_exec_norm 
  * comm's buffers are host memory and the backend's are not (CUDA lanes with comm_threads.c) it
  * stays off. Returns 1 when on. Between streams only. */
 int vae_exec_set_split(vae_exec *e, struct vae_comm *comm);
+
+/* The caller's stop flag (vae_session_cancel), read before every op of a step: a step of a large
+ * tile can take seconds on a CPU, so a run does not wait for its end. A stopped step fails with
+ * VAE_EINTERRUPTED (its state dropped as after any failing op: vae_exec_reset before the next
+ * stream). NULL: none. */
+void vae_exec_set_cancel(vae_exec *e, const atomic_int *cancel);
 
 /* Output of one chunk: a backend buffer [t][h][w][c] (NULL when t == 0), owned by the executor
  * until the next call. */

@@ -282,10 +282,26 @@ static int emit_to_view(const float *fr, int first, int n, int c, int h, int w, 
     return rc;
 }
 
+/* The assembled frames go out one by one at the end of a tile-major run (thousands of frames,
+ * each read back from the temporary file when large): the caller's stop is seen between them. */
+typedef struct emit_gate {
+    const atomic_int *cancel;
+    vae_frames_fn fn;
+    void *user;
+} emit_gate;
+
+static int emit_unless_cancelled(const float *fr, int first, int n, int c, int h, int w,
+                                 void *user) {
+    const emit_gate *g = user;
+    if (g->cancel && atomic_load_explicit(g->cancel, memory_order_relaxed)) return 1;
+    return g->fn ? g->fn(fr, first, n, c, h, w, g->user) : 0;
+}
+
 int runner_emit_assembled(run *s, vae_assembly *a, int upto) {
     const vae_run_io *io = out_io(s);
-    return io->out_view ? vae_assembly_emit(a, upto, emit_to_view, s, &s->emitted)
-                        : vae_assembly_emit(a, upto, io->emit, io->emit_user, &s->emitted);
+    emit_gate g = {s->io->cancel, io->out_view ? emit_to_view : io->emit,
+                   io->out_view ? (void *)s : io->emit_user};
+    return vae_assembly_emit(a, upto, emit_unless_cancelled, &g, &s->emitted);
 }
 
 /* After each executor step: progress (reported by runner 0 of a device group: the caller's
@@ -357,6 +373,7 @@ static int stream_input(run *s, rpart *q, vae_span y, vae_span x, const sink *k)
         return vae_fail(VAE_ENOMEM, "out of %s memory for an input chunk of %d frames of %dx%dx%d",
                         r->be->v->name, max_chunk, h, w, c);
     int rc = VAE_OK, fo = 0;
+    vae_exec_set_cancel(q->e, s->io->cancel);
     for (int pos = 0; rc == VAE_OK && pos < T;) {
         const int n = pos == 0 ? p->first_chunk : p->chunk;
         vae_chunk in = {dev_in, n, h, w, c}, o;
@@ -388,6 +405,7 @@ static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span 
         return vae_fail(VAE_ENOMEM, "out of %s memory for %d frames of a tile of %dx%dx%d",
                         r->be->v->name, nmax, h, w, st->c);
     int rc = VAE_OK, fo = 0;
+    vae_exec_set_cancel(q->e, s->io->cancel);
     for (int f = 0; rc == VAE_OK && f < st->t;) {
         int n = f == 0 ? first : chunk;
         if (f + n > st->t) n = st->t - f;

@@ -149,7 +149,7 @@ int runner_store_open(run *s, store *st, int k) {
                    : vae_fail(VAE_ENOMEM, "out of host memory for a store of %d frames", st->t);
     }
     /* a sparse file of the whole size: frames not written yet read as zeros */
-    if (!(st->file = tmpfile()) || ftruncate(fileno(st->file), (off_t)raw) != 0)
+    if (!(st->file = vae_spill_file()) || ftruncate(fileno(st->file), (off_t)raw) != 0)
         return vae_fail(VAE_EIO, "cannot create a temporary file for a store of %d frames: %s",
                         st->t, strerror(errno));
     return VAE_OK;

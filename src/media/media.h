@@ -135,8 +135,8 @@ int vae_media_writer_add(vae_media_writer *w, const float *frames, int n);
 int vae_media_writer_finish(vae_media_writer *w);
 /* Removes the temporary file(s) and frees w. NULL is fine. */
 void vae_media_writer_abort(vae_media_writer *w);
-/* The temporary file being written (video outputs), for a signal handler that must unlink() it;
- * NULL for PNG sequences. */
+/* What the writer holds until finish, for a process that must remove it when it is killed: the
+ * temporary file of a video, or the folder of a PNG sequence's frames (its files, then itself). */
 const char *vae_media_writer_temp_path(const vae_media_writer *w);
 int vae_media_writer_frames(const vae_media_writer *w);
 

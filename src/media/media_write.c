@@ -1,12 +1,15 @@
 /* media_write.c -- float tensors -> H.264/H.265/FFV1 videos and PNG sequences. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libavcodec/avcodec.h>
@@ -15,6 +18,7 @@
 #include <libavutil/opt.h>
 #include <libavutil/pixdesc.h>
 
+#include "core/core.h"
 #include "media_internal.h"
 
 enum { KIND_VIDEO = 0, KIND_PNGSEQ = 1 };
@@ -61,12 +65,19 @@ int vae_media_is_output_path(const char *path) {
            strcasecmp(e, ".mkv") == 0;
 }
 
-/* "dir/name.ext" -> "dir/name.tmp.PID.ext" */
-static char *tmp_name(const char *path) {
-    const char *e = ext_of(path);
-    size_t stem = strlen(path) - strlen(e), n = strlen(path) + 32;
+/* A new temporary next to path (vae_temp_create) left for the muxer to open by name: its name
+ * (malloc'd; NULL with errno set). */
+static char *tmp_create(const char *path) {
+    const size_t n = strlen(path) + 32;
     char *t = malloc(n);
-    if (t) snprintf(t, n, "%.*s.tmp.%ld%s", (int)stem, path, (long)getpid(), e);
+    const int fd = t ? vae_temp_create(path, t, n) : -1;
+    if (fd < 0) {
+        const int e = errno;
+        free(t);
+        errno = e;
+        return NULL;
+    }
+    close(fd);
     return t;
 }
 
@@ -88,12 +99,12 @@ static void writer_free(vae_media_writer *w, int remove_tmp) {
         if (w->oc->pb) avio_closep(&w->oc->pb);
         avformat_free_context(w->oc);
     }
-    if (remove_tmp && w->tmp) remove(w->tmp);
     for (int i = 0; i < w->nfiles; i++) {
         if (remove_tmp && w->tmps[i]) remove(w->tmps[i]);
         free(w->tmps[i]);
         free(w->finals[i]);
     }
+    if (remove_tmp && w->tmp) remove(w->tmp); /* a PNG sequence's folder once it is empty */
     free(w->tmps);
     free(w->finals);
     avcodec_free_context(&w->enc);
@@ -109,7 +120,7 @@ void vae_media_writer_abort(vae_media_writer *w) {
 }
 
 const char *vae_media_writer_temp_path(const vae_media_writer *w) {
-    return w && w->kind == KIND_VIDEO ? w->tmp : NULL;
+    return w ? w->tmp : NULL;
 }
 
 int vae_media_writer_frames(const vae_media_writer *w) {
@@ -301,6 +312,19 @@ int vae_media_writer_open(vae_media_writer **out, const char *path, int width, i
             rc = vm_fail(VAE_EIO, "%s: the folder %s does not exist", path, d);
         else if (access(d, W_OK) != 0)
             rc = vm_fail(VAE_EIO, "%s: cannot write in %s: %s", path, d, strerror(errno));
+        /* the frames wait in a folder of their own until all are written */
+        const size_t n = d ? strlen(d) + 32 : 0;
+        if (rc == VAE_OK && !(w->tmp = malloc(n)))
+            rc = vm_fail(VAE_ENOMEM, "out of memory");
+        if (rc == VAE_OK) {
+            snprintf(w->tmp, n, "%s/vae-frames.tmp.XXXXXX", d);
+            if (!mkdtemp(w->tmp)) {
+                rc = vm_fail(VAE_EIO, "%s: cannot create a folder in %s: %s", path, d,
+                             strerror(errno));
+                free(w->tmp);
+                w->tmp = NULL;
+            }
+        }
         free(d);
         if (rc) goto fail;
         w->o.preset = opts ? opts->preset : NULL;
@@ -310,14 +334,17 @@ int vae_media_writer_open(vae_media_writer **out, const char *path, int width, i
         *out = w;
         return VAE_OK;
     }
-    w->tmp = tmp_name(path);
-    if (!w->tmp) {
-        rc = vm_fail(VAE_ENOMEM, "out of memory");
-        goto fail;
-    }
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         rc = vm_fail(VAE_EIO, "%s: is a folder", path);
+        goto fail;
+    }
+    if (!(w->tmp = tmp_create(path))) {
+        char *d = dir_of(path);
+        rc = errno == ENOMEM ? vm_fail(VAE_ENOMEM, "out of memory")
+                             : vm_fail(VAE_EIO, "%s: cannot create the file in %s: %s", path,
+                                       d ? d : ".", strerror(errno));
+        free(d);
         goto fail;
     }
     if ((r = avformat_alloc_output_context2(&w->oc, NULL, fmt, w->tmp)) < 0 || !w->oc) {
@@ -371,6 +398,24 @@ static inline float unit(float x, float lo, float inv) {
     return v > 1.0f ? 1.0f : v;
 }
 
+/* A new file (O_EXCL) holding data: 1, or 0 with errno set. */
+static int write_new_file(const char *path, const uint8_t *data, size_t n) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) return 0;
+    while (n > 0) {
+        ssize_t k = write(fd, data, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            const int e = k < 0 ? errno : EIO;
+            close(fd);
+            errno = e;
+            return 0;
+        }
+        data += k, n -= (size_t)k;
+    }
+    return close(fd) == 0;
+}
+
 static int drain(vae_media_writer *w) {
     for (;;) {
         int r = avcodec_receive_packet(w->enc, w->pkt);
@@ -378,9 +423,7 @@ static int drain(vae_media_writer *w) {
         if (r < 0) return vm_fail(VAE_EIO, "%s: encoder failed: %s", w->path, vm_averr(r));
         if (w->kind == KIND_PNGSEQ) {
             int i = w->nfiles - 1;
-            FILE *f = fopen(w->tmps[i], "wb");
-            int ok = f && fwrite(w->pkt->data, 1, (size_t)w->pkt->size, f) == (size_t)w->pkt->size;
-            if (f && fclose(f) != 0) ok = 0;
+            const int ok = write_new_file(w->tmps[i], w->pkt->data, (size_t)w->pkt->size);
             av_packet_unref(w->pkt);
             if (!ok) return vm_fail(VAE_EIO, "%s: cannot write: %s", w->finals[i], strerror(errno));
             continue;
@@ -408,7 +451,11 @@ static int add_png_name(vae_media_writer *w) {
     char *fin = malloc((size_t)n + 1);
     if (!fin) return vm_fail(VAE_ENOMEM, "out of memory");
     snprintf(fin, (size_t)n + 1, w->path, w->frames);
-    char *t = tmp_name(fin);
+    const char *base = strrchr(fin, '/');
+    base = base ? base + 1 : fin;
+    const size_t tn = strlen(w->tmp) + strlen(base) + 2;
+    char *t = malloc(tn);
+    if (t) snprintf(t, tn, "%s/%s", w->tmp, base);
     if (!t) {
         free(fin);
         return vm_fail(VAE_ENOMEM, "out of memory");
@@ -583,6 +630,7 @@ int vae_media_writer_finish(vae_media_writer *w) {
             free(w->tmps[i]);
             w->tmps[i] = NULL;
         }
+        remove(w->tmp); /* the folder, empty now */
         writer_free(w, 0);
         return VAE_OK;
     }
