@@ -108,20 +108,29 @@ int cli_write_npy(const char *path, const vae_tensor *t);
 /* --dist (group.c): this process as one rank of a group of processes started by torchrun or
  * mpirun. Reads the launcher's environment (torchrun: RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; Open MPI: OMPI_COMM_WORLD_*; MPICH: PMI_RANK,
- * PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS; VAE_RDZV_PORT, VAE_RDZV_TIMEOUT) into so: rank,
- * world, device_index (the local rank) and the group id, made by rank 0 and handed to the others
- * over cli_group_rendezvous. Ranks above 0 become quiet (cli_rank, cli_quiet). A world of 1
+ * PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS; VAE_RDZV_PORT, VAE_RDZV_TIMEOUT, VAE_RDZV_TOKEN
+ * or TORCHELASTIC_RUN_ID) into so: rank, world, device_index (the local rank) and the group id,
+ * made by rank 0 and handed to the others over cli_group_rendezvous. Ranks above 0 become quiet (cli_rank, cli_quiet). A world of 1
  * leaves so as it is (a plain run). Call after cli_session_options and cli_memory_options.
  * Returns CLI_OK or an exit code, its error printed. */
 int cli_group_from_env(const char *cmd, vae_session_options *so);
-/* The TCP rendezvous behind it (rendezvous.c): rank 0 listens on `port` (every interface, IPv4
- * and IPv6) until the world - 1 other ranks have said hello, then hands each its *id; the others
- * connect to addr:port (retrying: rank 0 may start later) and receive *id. Every step is bounded
- * by timeout_s; a mismatched world size or a rank out of range or given twice fails rank 0 and
- * every rank that has joined (none waits for the timeout). Returns CLI_OK or an exit code, the
- * error recorded by cli_set_error (not printed). */
-int cli_group_rendezvous(const char *addr, int port, int rank, int world, double timeout_s,
-                         vae_group_id *id);
+/* The TCP rendezvous behind it (rendezvous.c): rank 0 listens on addr:port (the addresses addr
+ * resolves to; every interface only where none of them is this host's, or where a host name
+ * resolves here to the loopback alone and not every rank is on this host) until the world - 1
+ * other ranks have said hello with the token, then hands each its *id; the others connect to
+ * addr:port (retrying: rank 0 may start later) and receive *id. Rank 0 serves every connection at
+ * once: strangers and hellos without the token are dropped, never given the id, and do not end or
+ * delay the group. Every step is bounded by timeout_s; with a token, a rank of another world size
+ * or one given twice fails rank 0 and every rank that has joined (none waits for the timeout).
+ * Returns CLI_OK or an exit code, the error recorded by cli_set_error (not printed). */
+typedef struct cli_rdzv {
+    const char *addr; /* MASTER_ADDR */
+    int port, rank, world;
+    double timeout_s;
+    const char *token; /* the group's shared secret: NULL or "": none */
+    int one_node;      /* every rank is on this host */
+} cli_rdzv;
+int cli_group_rendezvous(const cli_rdzv *o, vae_group_id *id);
 extern const char cli_dist_help[];
 
 #endif

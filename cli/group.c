@@ -15,9 +15,12 @@ const char cli_dist_help[] =
     "                          (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT): one GPU\n"
     "                          per process (LOCAL_RANK's), each computing its share of every\n"
     "                          call; rank 0 writes the output and prints. Needs --device cuda.\n"
-    "                          Rank 0 hands the group id to the others on MASTER_PORT + 1\n"
-    "                          (VAE_RDZV_PORT sets another; VAE_RDZV_TIMEOUT: seconds to wait\n"
-    "                          for every rank, default 300). e.g. torchrun --no-python\n"
+    "                          Rank 0 hands the group id to the others at MASTER_ADDR, port\n"
+    "                          MASTER_PORT + 1 (VAE_RDZV_PORT sets another; VAE_RDZV_TIMEOUT:\n"
+    "                          seconds to wait for every rank, default 300), only to ranks\n"
+    "                          that carry the group's token: VAE_RDZV_TOKEN, else torchrun's\n"
+    "                          TORCHELASTIC_RUN_ID (across hosts, give every rank the same\n"
+    "                          secret VAE_RDZV_TOKEN). e.g. torchrun --no-python\n"
     "                          --nproc-per-node 4 vae decode --dist --device cuda ...\n";
 
 /* ---- the launcher's environment ---- */
@@ -96,6 +99,12 @@ static int read_address(const char *cmd, int one_node, const char **addr, int *p
     return rc;
 }
 
+/* The group's token: VAE_RDZV_TOKEN, else the launcher's id of this run (torchrun's; random
+ * under --standalone, --rdzv-id otherwise), the same on every rank of it; NULL: none. */
+static const char *read_token(void) {
+    return env("VAE_RDZV_TOKEN") ? env("VAE_RDZV_TOKEN") : env("TORCHELASTIC_RUN_ID");
+}
+
 /* The GPU of this rank: its local rank, or the one GPU the launcher left visible to it
  * (CUDA_VISIBLE_DEVICES set per process). */
 static int pick_device(const char *cmd, int local_rank, int *device_index) {
@@ -137,10 +146,10 @@ int cli_group_from_env(const char *cmd, vae_session_options *so) {
     if (rank == 0 && (rc = vae_group_id_create(so->device, &so->group_id)))
         return cli_report(rc, "--dist: group id");
     if (cli_verbose)
-        fprintf(stderr, "vae: --dist: rank %d of %d on GPU %d: the group id %s %s port %d\n", rank,
-                world, so->device_index, rank ? "from" : "to the others on",
-                rank ? addr : "this host's", port);
-    if ((rc = cli_group_rendezvous(addr, port, rank, world, timeout_s, &so->group_id)))
-        return cli_report_exit(rc, "--dist");
+        fprintf(stderr, "vae: --dist: rank %d of %d on GPU %d: the group id %s %s port %d (%s)\n",
+                rank, world, so->device_index, rank ? "from" : "to the others at", addr, port,
+                read_token() ? "with a token" : "no token");
+    const cli_rdzv rv = {addr, port, rank, world, timeout_s, read_token(), local_world == world};
+    if ((rc = cli_group_rendezvous(&rv, &so->group_id))) return cli_report_exit(rc, "--dist");
     return CLI_OK;
 }

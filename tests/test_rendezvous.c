@@ -7,7 +7,10 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -70,6 +73,7 @@ typedef struct rank_spec {
     const char *addr;
     int port, rank, world, delay_ms;
     double timeout_s;
+    const char *token;      /* the group's token (NULL: none) */
     vae_group_id id;        /* rank 0's */
     const char *const *env; /* "NAME=value" ... NULL: cli_group_from_env instead */
 } rank_spec;
@@ -124,7 +128,8 @@ static void run_rank(const rank_spec *s, result *r) {
     double t0 = now_s();
     r->id = s->id;
     if (!s->env) {
-        r->rc = cli_group_rendezvous(s->addr, s->port, s->rank, s->world, s->timeout_s, &r->id);
+        const cli_rdzv o = {s->addr, s->port, s->rank, s->world, s->timeout_s, s->token, 1};
+        r->rc = cli_group_rendezvous(&o, &r->id);
     } else {
         for (const char *const *e = s->env; *e; e++)
             set_var(*e);
@@ -230,10 +235,12 @@ static void test_three_ranks(void) {
     printf("three ranks: rank 1 waited %.2f s for rank 0\n", r[1].seconds);
 }
 
-/* A rank started for another world size: both sides fail at once, each saying so. */
+/* A rank of the group (it carries the token) started for another world size: both sides fail at
+ * once, each saying so. */
 static void test_world_mismatch(void) {
     const int port = free_port();
     rank_spec s[2] = {spec(port, 0, 2, 3), spec(port, 1, 3, 3)};
+    s[0].token = s[1].token = "mismatch";
     result r[2];
     run_group(s, 2, r);
     CHECK(r[0].rc == CLI_EUSAGE && strstr(r[0].error, "group of 3"), "mismatch: rank 0: %d %s",
@@ -271,10 +278,11 @@ static void test_missing_rank(void) {
     printf("missing rank: rank 0: %s\n              rank 1: %s\n", r[0].error, r[1].error);
 }
 
-/* Two processes as rank 1: every one of them fails, none waits for its timeout. */
+/* Two processes of the group as rank 1: every one of them fails, none waits for its timeout. */
 static void test_duplicate_rank(void) {
     const int port = free_port();
     rank_spec s[3] = {spec(port, 0, 3, 4), spec(port, 1, 3, 4), spec(port, 1, 3, 4)};
+    s[0].token = s[1].token = s[2].token = "duplicate";
     result r[3];
     run_group(s, 3, r);
     CHECK(r[0].rc == CLI_EUSAGE && strstr(r[0].error, "rank 1"), "duplicate: rank 0: %d %s",
@@ -283,6 +291,152 @@ static void test_duplicate_rank(void) {
         CHECK(r[i].rc != CLI_OK && r[i].seconds < 2.5, "duplicate: client %d: %d after %.2f s: %s",
               i, r[i].rc, r[i].seconds, r[i].error);
     printf("duplicate rank: rank 0: %s\n", r[0].error);
+}
+
+/* ---- strangers: connections to rank 0 that are no ranks of its group ---- */
+
+/* A connection to the loopback's port (::1 with v6), retried for wait_s while rank 0 starts: the
+ * socket, or -1. */
+static int dial(int port, int v6, double wait_s) {
+    const double until = now_s() + wait_s;
+    do {
+        int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a4;
+        struct sockaddr_in6 a6;
+        memset(&a4, 0, sizeof a4), memset(&a6, 0, sizeof a6);
+        a4.sin_family = AF_INET, a4.sin_port = htons((uint16_t)port);
+        a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a6.sin6_family = AF_INET6, a6.sin6_port = htons((uint16_t)port),
+        a6.sin6_addr = in6addr_loopback;
+        if (fd >= 0 && (v6 ? connect(fd, (struct sockaddr *)&a6, sizeof a6)
+                           : connect(fd, (struct sockaddr *)&a4, sizeof a4)) == 0)
+            return fd;
+        if (fd >= 0) close(fd);
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    } while (now_s() < until);
+    return -1;
+}
+
+/* What a rank says: the head (magic, version, rank, world) and, from version 2, the token,
+ * zero-padded to 64 bytes. The length. */
+static size_t hello(unsigned char *b, unsigned version, unsigned rank, unsigned world,
+                    const char *token) {
+    const unsigned v[3] = {version, rank, world};
+    memcpy(b, "VAEG", 4);
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 4; k++)
+            b[4 + 4 * i + k] = (unsigned char)(v[i] >> (24 - 8 * k));
+    if (version < 2) return 16;
+    memset(b + 16, 0, 64);
+    if (token) memcpy(b + 16, token, strlen(token));
+    return 80;
+}
+
+/* What a stranger got from rank 0, read after the group is done: 1 when it holds the id. */
+static int got_id(int fd, const vae_group_id *id) {
+    unsigned char b[4096];
+    size_t n = 0;
+    ssize_t k;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    while (n < sizeof b && (k = recv(fd, b + n, sizeof b - n, 0)) > 0)
+        n += (size_t)k;
+    for (size_t i = 0; i + VAE_GROUP_ID_BYTES <= n; i++)
+        if (memcmp(b + i, id->bytes, VAE_GROUP_ID_BYTES) == 0) return 1;
+    return n >= 8 && b[4] == 0 && b[5] == 0 && b[6] == 0 && b[7] == 0; /* status RDZV_OK */
+}
+
+/* A real group of 2 (with the token, or none) while strangers connect to rank 0 before rank 1
+ * comes: 8 idle sockets, garbage, a version 1 hello, a hello that stops after its head, one for a
+ * world of 3, and with a token one as rank 1 without it and one with another. The group forms
+ * within 1 s of each rank's start, and no stranger gets the id. */
+static void test_strangers(const char *token) {
+    const int port = free_port();
+    rank_spec s[2] = {spec(port, 0, 2, 5), spec(port, 1, 2, 5)};
+    s[0].token = s[1].token = token;
+    for (int i = 0; i < VAE_GROUP_ID_BYTES; i++)
+        s[0].id.bytes[i] = (unsigned char)rand();
+    child c0 = spawn(&s[0]);
+    int fd[16], n = 0;
+    for (int i = 0; i < 8; i++) /* idle: they say nothing */
+        fd[n++] = dial(port, 0, 2);
+    unsigned char b[128];
+    for (int i = 0; i < 64; i++)
+        b[i] = (unsigned char)(rand() | 1);
+    const size_t len[6] = {64, 16, 16, 80, 80, 80};
+    for (int k = 0; k < (token ? 6 : 4); k++) {
+        unsigned char h[128];
+        if (k == 0) memcpy(h, b, 64);           /* garbage */
+        if (k == 1) hello(h, 1, 1, 2, NULL);    /* version 1, which carries no token */
+        if (k == 2) hello(h, 2, 1, 2, token);   /* its head alone, then nothing */
+        if (k == 3) hello(h, 2, 1, 3, NULL);    /* a world of 3, without the token */
+        if (k == 4) hello(h, 2, 1, 2, NULL);    /* the id asked for as rank 1, without the token */
+        if (k == 5) hello(h, 2, 1, 2, "guess"); /* the same, with another token */
+        fd[n] = dial(port, 0, 2);
+        CHECK(fd[n] >= 0 && send(fd[n], h, len[k], 0) == (ssize_t)len[k],
+              "strangers: stranger %d could not connect or send", k);
+        n++;
+    }
+    nanosleep(&(struct timespec){0, 50000000}, NULL); /* rank 0 has them all before rank 1 */
+    child c1 = spawn(&s[1]);
+    result r[2];
+    collect(c0, &r[0]);
+    collect(c1, &r[1]);
+    for (int i = 0; i < 2; i++)
+        CHECK(r[i].rc == CLI_OK && r[i].seconds < 1.0 &&
+                  memcmp(r[i].id.bytes, s[0].id.bytes, VAE_GROUP_ID_BYTES) == 0,
+              "strangers (%s): rank %d: rc %d after %.2f s: %s", token ? "token" : "no token", i,
+              r[i].rc, r[i].seconds, r[i].error);
+    for (int i = 0; i < n; i++) {
+        CHECK(fd[i] < 0 || !got_id(fd[i], &s[0].id), "strangers: connection %d got the id", i);
+        if (fd[i] >= 0) close(fd[i]);
+    }
+    printf("strangers (%s): the group formed in %.2f s (rank 0), %.2f s (rank 1)\n",
+           token ? "token" : "no token", r[0].seconds, r[1].seconds);
+}
+
+/* Rank 1 with another token: it is refused at once, saying so; rank 0 goes on waiting for a
+ * rank 1 with the token, then times out naming why it dropped the one that came. */
+static void test_wrong_token(void) {
+    const int port = free_port();
+    rank_spec s[2] = {spec(port, 0, 2, 1), spec(port, 1, 2, 3)};
+    s[0].token = "ours", s[1].token = "theirs";
+    result r[2];
+    run_group(s, 2, r);
+    CHECK(r[1].rc == CLI_EUSAGE && strstr(r[1].error, "token") && r[1].seconds < 0.8,
+          "wrong token: rank 1: %d after %.2f s: %s", r[1].rc, r[1].seconds, r[1].error);
+    CHECK(r[0].rc != CLI_OK && strstr(r[0].error, "timed out") && strstr(r[0].error, "token"),
+          "wrong token: rank 0: %d %s", r[0].rc, r[0].error);
+    printf("wrong token: rank 1: %s\n             rank 0: %s\n", r[1].error, r[0].error);
+}
+
+/* MASTER_ADDR 127.0.0.1: rank 0 listens there alone, not on every interface (::1 is refused,
+ * where the host has it). */
+static void test_binds_named_address(void) {
+    int probe = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 a6;
+    memset(&a6, 0, sizeof a6);
+    a6.sin6_family = AF_INET6, a6.sin6_addr = in6addr_loopback;
+    const int has_v6 = probe >= 0 && bind(probe, (struct sockaddr *)&a6, sizeof a6) == 0;
+    if (probe >= 0) close(probe);
+    if (!has_v6) {
+        printf("binds MASTER_ADDR: skipped (no IPv6 loopback here)\n");
+        return;
+    }
+    const int port = free_port();
+    rank_spec s[2] = {spec(port, 0, 2, 3), spec(port, 1, 2, 3)};
+    child c0 = spawn(&s[0]);
+    const int v4 = dial(port, 0, 2), v6 = v4 >= 0 ? dial(port, 1, 0) : -1;
+    CHECK(v4 >= 0 && v6 < 0, "binds MASTER_ADDR: 127.0.0.1 %s, ::1 %s",
+          v4 >= 0 ? "took" : "refused", v6 >= 0 ? "took a connection too" : "refused");
+    child c1 = spawn(&s[1]);
+    result r[2];
+    collect(c0, &r[0]);
+    collect(c1, &r[1]);
+    CHECK(r[0].rc == CLI_OK && r[1].rc == CLI_OK, "binds MASTER_ADDR: %s / %s", r[0].error,
+          r[1].error);
+    if (v4 >= 0) close(v4);
+    if (v6 >= 0) close(v6);
+    printf("binds MASTER_ADDR: 127.0.0.1 alone (::1 refused)\n");
 }
 
 /* torchrun's variables through cli_group_from_env, rank 0 making the id (the stub's); "localhost"
@@ -332,10 +486,20 @@ static void test_env_errors(void) {
         {{"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=q", NULL}, 1, "OMPI_COMM_WORLD_SIZE=q"},
         {{NULL}, 1, "no launcher environment"},
     };
-    static const char *const vars[] = {
-        "RANK",        "WORLD_SIZE",  "LOCAL_RANK",           "LOCAL_WORLD_SIZE",
-        "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-        "PMI_RANK",    "PMI_SIZE",    "VAE_RDZV_PORT",        NULL};
+    static const char *const vars[] = {"RANK",
+                                       "WORLD_SIZE",
+                                       "LOCAL_RANK",
+                                       "LOCAL_WORLD_SIZE",
+                                       "MASTER_ADDR",
+                                       "MASTER_PORT",
+                                       "OMPI_COMM_WORLD_RANK",
+                                       "OMPI_COMM_WORLD_SIZE",
+                                       "PMI_RANK",
+                                       "PMI_SIZE",
+                                       "VAE_RDZV_PORT",
+                                       "VAE_RDZV_TOKEN",
+                                       "TORCHELASTIC_RUN_ID",
+                                       NULL};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         for (int v = 0; vars[v]; v++)
             unsetenv(vars[v]);
@@ -374,6 +538,10 @@ int main(void) {
     test_no_rank0();
     test_missing_rank();
     test_duplicate_rank();
+    test_strangers("s3cret");
+    test_strangers(NULL);
+    test_wrong_token();
+    test_binds_named_address();
     test_from_env();
     printf("%s: %d failure(s) in %.2f s\n", n_fail ? "FAIL" : "PASS", n_fail, now_s() - t0);
     return n_fail ? 1 : 0;

@@ -2,7 +2,8 @@
  * api.h): joining the group, agreeing on each call's plan, running the rank's share.
  *
  * The ranks only exchange what a collective call of every rank carries: at creation the join
- * (NCCL's, or on the CPU comm_threads.c's registry, whose ranks are threads of one process);
+ * (NCCL's, or on the CPU comm_threads.c's registry, whose ranks are threads of one process:
+ * it waits for every rank, at most VAE_GROUP_TIMEOUT seconds);
  * in each call the budget (the least memory any rank has), then the plan's signature (a plan
  * that differs between ranks, or that one rank could not make, fails on every rank before any
  * work), then the run (runner_rank.c). A failure inside the run stops the communicator (the
@@ -35,7 +36,8 @@ int vae_session_group_join(vae_session *s) {
     const int threads_id = vae_comm_threads_id(o->group_id.bytes);
     int rc;
     if (be->host_memory)
-        rc = vae_comm_threads_join(o->group_id.bytes, o->rank, o->world, &s->comm);
+        rc = vae_comm_threads_join(o->group_id.bytes, o->rank, o->world, s->set.group_timeout_s,
+                                   &s->comm);
     else if (threads_id)
         rc = vae_fail(VAE_EINVAL,
                       "group_id: made for CPU sessions; a %s session joins a group "
@@ -47,6 +49,7 @@ int vae_session_group_join(vae_session *s) {
         rc = vae_fail(VAE_EUNSUPPORTED, "the %s backend cannot join a group of processes",
                       be->v->name);
     if (rc == VAE_OK) { /* share()'s staging, kept until leave (which frees it on failure too) */
+        s->comm->cancel = &s->cancel; /* vae_session_cancel stops a wait for a missing rank */
         vae_comm_host_init(&s->group_stage, s->comm, be);
         rc = vae_comm_host_reserve(&s->group_stage, (size_t)o->world * sizeof(double));
         if (rc) s->comm->v->abort(s->comm); /* the others stop at their first exchange */

@@ -11,14 +11,16 @@
  *
  * Every call is collective: every rank of the group makes the same calls in the same order,
  * with matching sizes. A rank that fails calls abort(), and every rank's pending and later calls
- * return VAE_EINTERRUPTED instead of waiting for it. Buffers are host memory for comm_threads.c;
- * a backend's own communicator (backend.h comm_create: NCCL on CUDA) takes buffers of the ranks'
- * backends and queues its work in their stream order (device_buffers = 1): a call returns before
- * the data moved, and what the backend queues next sees it.
+ * return VAE_EINTERRUPTED instead of waiting for it; so does a rank whose cancel flag is set
+ * while it waits for the others (comm_threads.c: the group is then aborted too). Buffers are host
+ * memory for comm_threads.c; a backend's own communicator (backend.h comm_create: NCCL on CUDA)
+ * takes buffers of the ranks' backends and queues its work in their stream order (device_buffers =
+ * 1): a call returns before the data moved, and what the backend queues next sees it.
  */
 #ifndef VAE_COMM_H
 #define VAE_COMM_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 typedef struct vae_comm vae_comm;
@@ -49,6 +51,9 @@ struct vae_comm {
     const vae_comm_vtbl *v;
     int rank, size;
     int device_buffers; /* 0: host memory, waited for; 1: the rank's backend buffers, queued */
+    /* optional (the session's vae_session_cancel flag): non-zero stops a wait for the other
+     * ranks with VAE_EINTERRUPTED within ~20 ms (comm_threads.c; NCCL's queued calls ignore it) */
+    const atomic_int *cancel;
 };
 
 /* `size` handles of one in-process group (ranks[k]: rank k, used by one thread at a time). */
@@ -56,10 +61,13 @@ int vae_comm_threads_create(int size, vae_comm **ranks);
 
 /* Groups whose ranks join one by one with an id (vae_group_id: sessions of a group of processes,
  * which on the CPU are threads of this process). new_id: a fresh id of this process; join: rank
- * `rank`'s handle of the group of `world` ranks with that id (its first rank makes it). */
+ * `rank`'s handle of the group of `world` ranks with that id (its first rank makes it), once
+ * every rank has joined; after timeout_s seconds without them VAE_EINTERRUPTED naming the ranks
+ * that did not come (and this rank is out of the group again). */
 #define VAE_COMM_ID_BYTES 128
 void vae_comm_threads_new_id(unsigned char *id);
 int vae_comm_threads_id(const unsigned char *id); /* 1: an id of new_id (of any process) */
-int vae_comm_threads_join(const unsigned char *id, int rank, int world, vae_comm **out);
+int vae_comm_threads_join(const unsigned char *id, int rank, int world, double timeout_s,
+                          vae_comm **out);
 
 #endif

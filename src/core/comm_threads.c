@@ -8,9 +8,11 @@
  * fails on every rank involved instead of leaving the others waiting.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm.h"
@@ -30,8 +32,10 @@ typedef struct group {
     pthread_cond_t cv;
     int size, arrived, handles;
     unsigned long generation;
-    int aborted_by; /* -1, or the rank that aborted */
-    post *posts;    /* [size] */
+    int aborted_by;      /* -1, or the rank that aborted */
+    int formed;          /* every rank has its handle (a group joined by id: all have joined) */
+    unsigned char *here; /* [size]: rank k has arrived in this round (a cancel names the rest) */
+    post *posts;         /* [size] */
 } group;
 
 typedef struct rank_comm {
@@ -47,30 +51,96 @@ static int stopped(const group *g) {
     return vae_fail(VAE_EINTERRUPTED, "comm: rank %d of the group stopped it", g->aborted_by);
 }
 
-/* Every rank arrives before any leaves (or the group is aborted). */
-static int round_wait(group *g) {
+/* How often a rank waiting for the others looks at its cancel flag: the flag is a plain atomic
+ * that its setter (vae_session_cancel) cannot signal, so the wait wakes to read it. */
+#define CANCEL_POLL_S 0.02
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* pthread_cond_timedwait for at most `seconds` (cv made on CLOCK_MONOTONIC: cond_init) */
+static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, double seconds) {
+    const double until = mono_s() + seconds;
+    struct timespec ts = {(time_t)until, (long)((until - (double)(time_t)until) * 1e9)};
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static void cond_init(pthread_cond_t *cv) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+/* "1, 3" (at most 8, then "..."): the ranks whose flag is `is` */
+static void rank_list(char *buf, size_t n, const unsigned char *flag, int size, int is) {
+    size_t k = 0;
+    int shown = 0;
+    buf[0] = 0;
+    for (int r = 0; r < size; r++) {
+        if (!flag[r] != !is) continue;
+        if (shown == 8 || k + 16 >= n) {
+            snprintf(buf + k, n - k, ", ...");
+            return;
+        }
+        k += (size_t)snprintf(buf + k, n - k, "%s%d", shown++ ? ", " : "", r);
+    }
+}
+
+/* The caller's cancel stops this rank's wait; the group is aborted (a rank that left a round
+ * halfway would leave the others' rounds uneven), the others stop where they wait. */
+static int cancelled(group *g, int rank) {
+    char missing[96];
+    rank_list(missing, sizeof missing, g->here, g->size, 0);
+    if (g->aborted_by < 0) g->aborted_by = rank;
+    pthread_cond_broadcast(&g->cv);
+    return vae_fail(VAE_EINTERRUPTED,
+                    "comm: rank %d was cancelled while it waited for rank(s) %s of the group; "
+                    "the group is stopped",
+                    rank, missing);
+}
+
+/* Every rank arrives before any leaves (or the group is aborted, or the caller cancels c). */
+static int round_wait(vae_comm *c) {
+    group *g = group_of(c);
     pthread_mutex_lock(&g->mu);
     const unsigned long gen = g->generation;
-    if (g->aborted_by < 0 && ++g->arrived == g->size) {
-        g->arrived = 0;
-        g->generation++;
-        pthread_cond_broadcast(&g->cv);
+    if (g->aborted_by < 0) {
+        g->here[c->rank] = 1;
+        if (++g->arrived == g->size) {
+            g->arrived = 0;
+            memset(g->here, 0, (size_t)g->size);
+            g->generation++;
+            pthread_cond_broadcast(&g->cv);
+        }
     }
-    while (g->aborted_by < 0 && g->generation == gen)
-        pthread_cond_wait(&g->cv, &g->mu);
-    const int rc = g->aborted_by >= 0 ? stopped(g) : VAE_OK;
+    int rc = VAE_OK;
+    while (rc == VAE_OK && g->aborted_by < 0 && g->generation == gen) {
+        if (c->cancel && atomic_load(c->cancel))
+            rc = cancelled(g, c->rank);
+        else if (c->cancel)
+            timed_wait(&g->cv, &g->mu, CANCEL_POLL_S);
+        else
+            pthread_cond_wait(&g->cv, &g->mu);
+    }
+    if (rc == VAE_OK && g->aborted_by >= 0) rc = stopped(g);
     pthread_mutex_unlock(&g->mu);
     return rc;
 }
 
 static int threads_barrier(vae_comm *c) {
-    return round_wait(group_of(c));
+    return round_wait(c);
 }
 
 static int threads_allreduce_sum(vae_comm *c, double *buf, size_t n) {
     group *g = group_of(c);
     g->posts[c->rank] = (post){buf, n * sizeof *buf, -1, -1, 0, 0, NULL};
-    int rc = round_wait(g);
+    int rc = round_wait(c);
     double *sum = NULL;
     if (rc == VAE_OK) {
         for (int k = 0; k < g->size && rc == VAE_OK; k++)
@@ -85,7 +155,7 @@ static int threads_allreduce_sum(vae_comm *c, double *buf, size_t n) {
                 sum[i] += x[i];
         }
     }
-    const int rc2 = round_wait(g); /* everyone has read every buf */
+    const int rc2 = round_wait(c); /* everyone has read every buf */
     if (rc == VAE_OK) rc = rc2;
     if (rc == VAE_OK && sum) memcpy(buf, sum, n * sizeof *buf);
     vae_free(sum);
@@ -102,7 +172,7 @@ static int threads_sendrecv(vae_comm *c, const void *send, size_t send_bytes, in
                       g->size, to, from);
     g->posts[me] = rc ? (post){NULL, 0, -1, -1, 0, 0, NULL}
                       : (post){send, send_bytes, to, from, recv_bytes, 0, NULL};
-    int rw = round_wait(g);
+    int rw = round_wait(c);
     if (rc == VAE_OK) rc = rw;
     /* both ends of each pair check it, so that a mismatch fails on both */
     const post *in = from >= 0 ? &g->posts[from] : NULL, *out = to >= 0 ? &g->posts[to] : NULL;
@@ -117,7 +187,7 @@ static int threads_sendrecv(vae_comm *c, const void *send, size_t send_bytes, in
                       "from rank %d",
                       me, send_bytes, to, out->recv_bytes, out->from);
     if (rc == VAE_OK && in && recv_bytes) memcpy(recv, in->p, recv_bytes);
-    rw = round_wait(g); /* every receiver has its copy */
+    rw = round_wait(c); /* every receiver has its copy */
     return rc ? rc : rw;
 }
 
@@ -139,7 +209,7 @@ static int threads_allgather(vae_comm *c, void *buf, size_t frame_bytes, int fra
     group *g = group_of(c);
     const int me = c->rank;
     g->posts[me] = (post){buf, frame_bytes, -1, -1, 0, frames, off};
-    int rc = round_wait(g);
+    int rc = round_wait(c);
     for (int k = 0; k < g->size && rc == VAE_OK; k++) /* every rank finds the same mismatch */
         rc = allgather_check(g, k);
     /* rank k's part of its own buffer: nobody writes it in this round, everybody may read it */
@@ -149,7 +219,7 @@ static int threads_allgather(vae_comm *c, void *buf, size_t frame_bytes, int fra
             memcpy((char *)buf + (size_t)f * frame_bytes + lo,
                    (const char *)g->posts[k].p + (size_t)f * frame_bytes + lo, n);
     }
-    const int rw = round_wait(g); /* every rank has its copies */
+    const int rw = round_wait(c); /* every rank has its copies */
     return rc ? rc : rw;
 }
 
@@ -165,6 +235,7 @@ static void group_free(group *g) {
     pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
     vae_free(g->posts);
+    vae_free(g->here);
     vae_free(g);
 }
 
@@ -191,13 +262,16 @@ static const vae_comm_vtbl threads_vtbl = {
 static group *group_new(int size) {
     group *g = vae_calloc(1, sizeof *g);
     post *posts = vae_calloc((size_t)size, sizeof *posts);
-    if (!g || !posts) {
+    unsigned char *here = vae_calloc((size_t)size, 1);
+    if (!g || !posts || !here) {
         vae_free(g);
         vae_free(posts);
+        vae_free(here);
         return NULL;
     }
     pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
+    cond_init(&g->cv);
+    g->here = here;
     g->size = size;
     g->aborted_by = -1;
     g->posts = posts;
@@ -207,7 +281,7 @@ static group *group_new(int size) {
 static vae_comm *rank_new(group *g, int k) {
     rank_comm *r = vae_calloc(1, sizeof *r);
     if (!r) return NULL;
-    r->base = (vae_comm){&threads_vtbl, k, g->size, 0};
+    r->base = (vae_comm){&threads_vtbl, k, g->size, 0, NULL};
     r->g = g;
     return &r->base;
 }
@@ -225,13 +299,16 @@ int vae_comm_threads_create(int size, vae_comm **ranks) {
         }
     }
     g->handles = size;
+    g->formed = 1;
     return VAE_OK;
 }
 
 /* ---- groups joined by id: sessions of one process standing in for the processes of a group
  * (vae_session_options.world on the CPU). A group is in the registry from its first rank's join
  * until its last rank's, and holds a handle of its own meanwhile, so that a rank that leaves
- * early does not free it under the others. */
+ * early does not free it under the others. A join waits until every rank has joined, as NCCL's
+ * does, so that a missing rank is found at creation, by a bounded wait that names it, instead of
+ * in the first call's exchange. */
 typedef struct named {
     unsigned char id[VAE_COMM_ID_BYTES];
     group *g;
@@ -241,6 +318,8 @@ typedef struct named {
 } named;
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t registry_cv; /* a group formed (cond_init, once) */
+static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
 static named *registry;
 static unsigned long registry_ids;
 
@@ -294,12 +373,52 @@ static named *registry_entry(const unsigned char *id, int world) {
     return e;
 }
 
-int vae_comm_threads_join(const unsigned char *id, int rank, int world, vae_comm **out) {
+static void registry_init(void) {
+    cond_init(&registry_cv);
+}
+
+/* A rank that joined no group after all (it failed, or timed out): its mark and handle go, and
+ * the entry with the registry's handle when no rank is left in it. */
+static void registry_leave(named *e, int rank, vae_comm **out) {
+    if (*out) {
+        e->has[rank] = 0;
+        e->joined--;
+        threads_destroy(*out); /* (the registry's handle keeps the group) */
+        *out = NULL;
+    }
+    if (e->joined == 0) {
+        group_free(e->g);
+        registry_drop(e);
+    }
+}
+
+/* Waits (registry_mu held) until the last rank has joined, or timeout_s: VAE_OK, or the error
+ * naming the ranks that did not come. */
+static int wait_formed(named *e, int rank, int world, double timeout_s, vae_comm **out) {
+    group *g = e->g; /* (e goes when the group forms; g stays: this rank holds a handle) */
+    const double deadline = mono_s() + timeout_s;
+    for (double left = timeout_s; !g->formed && left > 0; left = deadline - mono_s())
+        timed_wait(&registry_cv, &registry_mu, left);
+    if (g->formed) return VAE_OK;
+    char missing[96];
+    rank_list(missing, sizeof missing, e->has, world, 0);
+    registry_leave(e, rank, out);
+    return vae_fail(VAE_EINTERRUPTED,
+                    "group id: rank %d of %d waited %g s for rank(s) %s to join (was a session "
+                    "made for every rank, each in its own thread, with this id? VAE_GROUP_TIMEOUT "
+                    "sets the wait)",
+                    rank, world, timeout_s, missing);
+}
+
+int vae_comm_threads_join(const unsigned char *id, int rank, int world, double timeout_s,
+                          vae_comm **out) {
     char want[64];
     snprintf(want, sizeof want, "%s %ld ", id_magic, (long)getpid());
+    *out = NULL;
     if (strncmp((const char *)id, want, strlen(want)) != 0)
         return vae_fail(VAE_EINVAL, "group id: not one this process made for CPU sessions (on the "
                                     "CPU the ranks of a group are threads of one process)");
+    pthread_once(&registry_once, registry_init);
     pthread_mutex_lock(&registry_mu);
     named *e = registry_entry(id, world);
     int rc = e ? VAE_OK : VAE_ENOMEM;
@@ -311,12 +430,21 @@ int vae_comm_threads_join(const unsigned char *id, int rank, int world, vae_comm
     if (rc == VAE_OK && !(*out = rank_new(e->g, rank)))
         rc = vae_fail(VAE_ENOMEM, "comm: out of memory");
     if (rc == VAE_OK) {
+        group *g = e->g;
         e->has[rank] = 1;
         const int complete = ++e->joined == world;
-        pthread_mutex_lock(&e->g->mu);
-        e->g->handles += complete ? 0 : 1; /* complete: the registry's handle becomes this rank's */
-        pthread_mutex_unlock(&e->g->mu);
-        if (complete) registry_drop(e);
+        pthread_mutex_lock(&g->mu);
+        g->handles += complete ? 0 : 1; /* complete: the registry's handle becomes this rank's */
+        g->formed = complete;
+        pthread_mutex_unlock(&g->mu);
+        if (complete) {
+            registry_drop(e);
+            pthread_cond_broadcast(&registry_cv);
+        } else {
+            rc = wait_formed(e, rank, world, timeout_s, out);
+        }
+    } else if (e) {
+        registry_leave(e, rank, out); /* a fresh entry this failure made goes again */
     }
     pthread_mutex_unlock(&registry_mu);
     return rc;

@@ -96,6 +96,7 @@ void vae_settings_default(vae_settings *s) {
     memset(s, 0, sizeof *s);
     for (int i = 0; i < N_SETTINGS; i++)
         put(s, &table[i], table[i].def);
+    s->group_timeout_s = 300;
 }
 
 int vae_param_check(vae_param p, int64_t value) {
@@ -161,6 +162,20 @@ static int resolve_tune_cache(vae_settings *s, const vae_session_options *o) {
     return VAE_OK;
 }
 
+/* VAE_GROUP_TIMEOUT: seconds, fractions allowed (tests wait a fraction of a second) */
+static int resolve_group_timeout(vae_settings *s) {
+    const char *v = getenv("VAE_GROUP_TIMEOUT");
+    if (!v || !*v) return VAE_OK;
+    char *end;
+    errno = 0;
+    const double t = strtod(v, &end);
+    if (errno || *end || !(t > 0 && t <= 86400))
+        return vae_fail(VAE_EINVAL, "environment VAE_GROUP_TIMEOUT='%s': expected seconds in "
+                                    "(0, 86400]", v);
+    s->group_timeout_s = t;
+    return VAE_OK;
+}
+
 int vae_settings_resolve(vae_settings *s, const vae_session_options *o) {
     for (int i = 0; i < N_SETTINGS; i++) {
         if (!(o->params_set & (1ull << i))) continue;
@@ -175,7 +190,8 @@ int vae_settings_resolve(vae_settings *s, const vae_session_options *o) {
         if (rc) return rc;
         VAE_DEBUG("settings: %s=%s from the environment", table[i].env, v);
     }
-    return resolve_tune_cache(s, o);
+    const int rc = resolve_group_timeout(s);
+    return rc ? rc : resolve_tune_cache(s, o);
 }
 
 void vae_settings_describe(const vae_settings *s, char *buf, size_t len) {
@@ -188,5 +204,7 @@ void vae_settings_describe(const vae_settings *s, char *buf, size_t len) {
         if (k < 0) break;
         n += (size_t)k;
     }
-    if (n < len) snprintf(buf + n, len - n, " TUNE_CACHE=%s", s->tune_cache[0] ? s->tune_cache : "(none)");
+    if (n < len)
+        snprintf(buf + n, len - n, " GROUP_TIMEOUT=%g TUNE_CACHE=%s", s->group_timeout_s,
+                 s->tune_cache[0] ? s->tune_cache : "(none)");
 }

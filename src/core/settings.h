@@ -84,6 +84,9 @@ typedef struct vae_settings {
                               * own kernels to be chosen, microseconds (100) */
     /* VAE_TUNE_CACHE / vae_session_options.tune_cache: the conv path cache file ("": none) */
     char tune_cache[1024];
+    /* VAE_GROUP_TIMEOUT: seconds a rank of a CPU group of processes waits at its session's
+     * creation for the other ranks to join (300, as the CLI's rendezvous; environment only) */
+    double group_timeout_s;
 } vae_settings;
 
 void vae_settings_default(vae_settings *s);
