@@ -123,29 +123,12 @@ int cmd_bench(int argc, char **argv) {
         rc = cli_usage_error("bench", "--size must be a multiple of %d for %s", f, info.arch);
         goto done;
     }
-    in.ndim = 5;
-    in.dtype = VAE_DTYPE_F32;
     int64_t shape[5] = {1, encode ? 3 : info.latent_channels,
                         encode ? frames : 1 + (frames - 1) / info.temporal_factor,
                         encode ? H : H / f, encode ? W : W / f};
-    memcpy(in.shape, shape, sizeof shape);
-    size_t n = (size_t)(shape[1] * shape[2] * shape[3] * shape[4]);
-    in.data = malloc(n * sizeof(float));
-    times = calloc((size_t)runs, sizeof *times);
-    if (!in.data || !times) {
-        rc = cli_report(VAE_ENOMEM, "bench");
-        goto done;
-    }
-    uint64_t x = 0x9E3779B97F4A7C15ull;
-    for (size_t i = 0; i < n; i++) { /* uniform in [-1,1) */
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        ((float *)in.data)[i] = (float)((x >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-    }
-    double flops = 0;
-    if ((rc = vae_model_flops(m, encode, in.shape, 5, &flops))) {
-        rc = cli_report(rc, "bench");
-        goto done;
-    }
+    in = vae_tensor_dense(5, shape, VAE_DTYPE_F32, NULL);
+    /* the plan needs the shape alone: nothing the size of the video is made before it (a
+     * --plan-only call for a size no host could hold answers at once) */
     if ((rc = vae_session_create(&s, m, &so))) {
         rc = cli_report(rc, device);
         goto done;
@@ -163,6 +146,23 @@ int cmd_bench(int argc, char **argv) {
                    (double)plan.peak_bytes / (1 << 30), (double)plan.floor_bytes / (1 << 30),
                    plan.tiles_y, plan.tiles_x);
         goto done;
+    }
+    double flops = 0;
+    if ((rc = vae_model_flops(m, encode, in.shape, 5, &flops))) {
+        rc = cli_report(rc, "bench");
+        goto done;
+    }
+    const size_t n = (size_t)(shape[1] * shape[2] * shape[3] * shape[4]);
+    in.data = malloc(n * sizeof(float));
+    times = calloc((size_t)runs, sizeof *times);
+    if (!in.data || !times) {
+        rc = cli_report(VAE_ENOMEM, "bench");
+        goto done;
+    }
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < n; i++) { /* uniform in [-1,1) */
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ((float *)in.data)[i] = (float)((x >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
     }
     int64_t oshape[8];
     int ond = 0;

@@ -1117,6 +1117,99 @@ static void test_settings_words(void) {
     vae_error_clear();
 }
 
+/* The exact rows of a tile's crop after an op (vae_op_map_crop, found in closed form) are those
+ * of the rule it states, row by row: output row j is exact when the rows it reads inside the
+ * frame, in upsampled units [max(j*s - p0, 0), min(j*s - p0 + k, n*u)), lie in the valid part. */
+static void test_map_crop(void) {
+    const uint64_t saved = rng; /* (the later tests' data stays what it was) */
+    int bad = 0, cases = 0;
+    for (int it = 0; it < 20000; it++) {
+        vae_op op = vae_op_make(VAE_OP_CONV, 0, C, C);
+        const int u = 1 + (int)(rng % 3), k = 1 + (int)((rng >> 8) % 5), st = 1 + (int)((rng >> 16) % 2);
+        op.up = u, op.kh = op.kw = k, op.sh = op.sw = st;
+        op.pad_h[0] = op.pad_w[0] = (int)((rng >> 24) % 3), op.pad_h[1] = op.pad_w[1] = k / 2;
+        frand();
+        const int n = 4 + (int)(rng % 40), lo = (int)((rng >> 8) % (unsigned)n) / st * st;
+        const int hi = lo + 1 + (int)((rng >> 16) % (unsigned)(n - lo));
+        frand();
+        const int vlo = lo + (int)(rng % 3) - 1, vhi = hi - (int)((rng >> 8) % 3) + 1;
+        frand();
+        vae_span oc, ov;
+        if (vae_op_map_crop(&op, 0, n, (vae_span){lo, hi}, (vae_span){vlo, vhi}, 0, &oc, &ov))
+            continue;
+        cases++;
+        const int64_t a0 = (int64_t)vlo * u, b0 = (int64_t)vhi * u, nu = (int64_t)n * u;
+        int rlo = oc.hi, rhi = oc.lo;
+        for (int j = oc.lo; j < oc.hi; j++) {
+            int64_t a = (int64_t)j * st - op.pad_h[0], b = a + k;
+            if (a < 0) a = 0;
+            if (b > nu) b = nu;
+            if (a >= a0 && b <= b0) {
+                if (j < rlo) rlo = j;
+                rhi = j + 1;
+            }
+        }
+        const vae_span want = rlo < rhi ? (vae_span){rlo, rhi} : (vae_span){oc.lo, oc.lo};
+        if (ov.lo != want.lo || ov.hi != want.hi) {
+            if (bad++ < 3)
+                printf("map_crop u%d k%d s%d p%d n%d crop %d..%d valid %d..%d: %d..%d, rule %d..%d\n",
+                       u, k, st, op.pad_h[0], n, lo, hi, vlo, vhi, ov.lo, ov.hi, want.lo, want.hi);
+        }
+    }
+    CHECK(bad == 0 && cases > 10000, "map_crop: %d of %d crops differ from the rule", bad, cases);
+    rng = saved;
+}
+
+/* The engine's limits (plan.h): a frame larger than an op call takes is split by tiles even
+ * with no budget; without tiles it is refused, as are tile grids finer than the planner takes
+ * (they used to cover part of the frame) and values too large for the memory model's sums. */
+static void test_plan_limits(void) {
+    float w[C * C * 9] = {0};
+    vae_program p;
+    vae_program_init(&p, C);
+    vae_op conv = vae_op_make(VAE_OP_CONV, 0, C, C);
+    conv.kh = conv.kw = 3, conv.pad_h[0] = conv.pad_h[1] = conv.pad_w[0] = conv.pad_w[1] = 1;
+    conv.w = w;
+    snprintf(conv.name, sizeof conv.name, "conv");
+    vae_program_add(&p, &conv);
+    p.first_chunk = p.chunk = 1 << 16; /* (a walk of a few steps over 2^22 frames) */
+    vae_plan_request rq = {.prog = &p, .t = 1, .h = 40000, .w = 40000, .elem = sizeof(float),
+                           .mode = VAE_TILE_AUTO, .blend_tile = 512, .blend_overlap = 64,
+                           .video_factor = 1};
+    vae_plan plan;
+    int rc = vae_plan_make(&plan, &rq), within = rc == VAE_OK;
+    for (int k = 0; within && k < plan.n_tiles; k++) {
+        const vae_plan_tile *t = &plan.tiles[k];
+        within = (int64_t)(t->in_y.hi - t->in_y.lo) * (t->in_x.hi - t->in_x.lo) <=
+                 VAE_PLAN_MAX_FRAME_PIXELS;
+    }
+    CHECK(within && plan.kind == VAE_PLAN_TILED && plan.tiles[plan.n_tiles - 1].own_y.hi == 40000,
+          "a 40000x40000 frame with no budget: rc %d (%s), plan kind %d of %d tiles", rc,
+          vae_last_error(), (int)plan.kind, plan.n_tiles);
+    if (rc == VAE_OK) vae_plan_free(&plan);
+    static const struct {
+        vae_tile_mode mode;
+        int tile, blend_tile, t, rc;
+        const char *says;
+    } refused[] = {{VAE_TILE_NONE, 0, 512, 1, VAE_ESHAPE, "1073741823 pixels"},
+                   {VAE_TILE_AUTO, 64, 512, 1, VAE_EINVAL, "more than 96 tiles per side"},
+                   {VAE_TILE_BLEND, 0, 64, 1, VAE_EINVAL, "(--tile-size)"},
+                   {VAE_TILE_AUTO, 0, 512, 1 << 22, VAE_ESHAPE, "TiB over the video"}};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        vae_plan_request r = rq;
+        r.mode = refused[i].mode, r.tile_h = r.tile_w = refused[i].tile;
+        r.blend_tile = refused[i].blend_tile, r.blend_overlap = refused[i].blend_tile / 8;
+        r.t = refused[i].t;
+        vae_error_clear();
+        rc = vae_plan_make(&plan, &r);
+        CHECK(rc == refused[i].rc && strstr(vae_last_error(), refused[i].says),
+              "limits case %zu: rc %d (%s), expected %d saying '%s'", i, rc, vae_last_error(),
+              refused[i].rc, refused[i].says);
+        if (rc == VAE_OK || rc == VAE_ENOMEM) vae_plan_free(&plan);
+    }
+    vae_program_free(&p);
+}
+
 int main(void) {
     vae_settings_default(&test_set);
     test_settings_words();
@@ -1141,6 +1234,8 @@ int main(void) {
     test_bounded_memory(be, 1);
     test_plan_caches(be);
     test_walk();
+    test_map_crop();
+    test_plan_limits();
     test_fp8_mark();
     test_fp8_kernel_shapes();
     test_fp8_weight_scales();

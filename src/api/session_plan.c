@@ -128,7 +128,9 @@ int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
         p->chunk = k * model_chunk;
         const int rc = plan_request(s, encode, g, mem, 1, plan);
         if (rc == VAE_OK) return VAE_OK;
-        if (rc != VAE_ENOMEM) return rc; /* the input's fault: no fallback */
+        /* the input's fault: no fallback; but whole frames larger than an op call takes
+         * (VAE_ESHAPE, plan.h's limits) may still go in tiles */
+        if (rc != VAE_ENOMEM && rc != VAE_ESHAPE) return rc;
         /* an expected fallback (whole frames in larger steps do not fit): the model's steps */
         vae_plan_free(plan);
         vae_error_clear();

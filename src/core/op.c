@@ -171,6 +171,10 @@ int vae_op_align(const vae_op *op, int axis) {
     return r.s / vae_gcd(r.u, r.s);
 }
 
+static int64_t floor_div64(int64_t a, int64_t b) {
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
 int vae_op_map_crop(const vae_op *op, int axis, int n, vae_span crop, vae_span valid, int reduce,
                     vae_span *out_crop, vae_span *out_valid) {
     axis_rule r = axis_of(op, axis);
@@ -189,20 +193,22 @@ int vae_op_map_crop(const vae_op *op, int axis, int n, vae_span crop, vae_span v
     }
     /* output row j is exact when the rows it reads inside the frame, in upsampled units
      * [max(j*s - p0, 0), min(j*s - p0 + k, n*u)), lie in the valid part [valid.lo*u, valid.hi*u);
-     * both ends grow with j, so the exact rows are one interval */
+     * both ends grow with j, so the exact rows are one interval, found in closed form (a scan
+     * of the rows made planning a large frame's tiles cost time in proportion to its side):
+     * the start holds for every j when valid.lo <= 0, else from j*s - p0 >= vlo on; the end
+     * for every j when the frame ends inside the valid part, else up to j*s - p0 + k <= vhi */
     const int64_t vlo = (int64_t)valid.lo * r.u, vhi = (int64_t)valid.hi * r.u,
                   nu = (int64_t)n * r.u;
-    int lo = out_crop->hi, hi = out_crop->lo;
-    for (int j = out_crop->lo; j < out_crop->hi; j++) {
-        int64_t a = (int64_t)j * r.s - r.p0, b = a + r.k;
-        if (a < 0) a = 0;
-        if (b > nu) b = nu;
-        if (a >= vlo && b <= vhi) {
-            if (j < lo) lo = j;
-            hi = j + 1;
-        }
+    int64_t lo = out_crop->lo, hi = out_crop->hi;
+    if (vlo > 0) {
+        const int64_t j0 = -floor_div64(-(vlo + r.p0), r.s); /* ceil((vlo + p0) / s) */
+        if (j0 > lo) lo = j0;
     }
-    *out_valid = lo < hi ? (vae_span){lo, hi} : (vae_span){o0, o0};
+    if (nu > vhi) {
+        const int64_t j1 = floor_div64(vhi + r.p0 - r.k, r.s) + 1;
+        if (j1 < hi) hi = j1;
+    }
+    *out_valid = lo < hi ? (vae_span){(int)lo, (int)hi} : (vae_span){o0, o0};
     return VAE_OK;
 }
 

@@ -145,6 +145,65 @@ static int parts_at(planner *pl, int k) {
     return VAE_OK;
 }
 
+/* ---- the engine's limits (plan.h) ---------------------------------------------------------------
+ */
+static const char *input_name(const vae_plan_request *rq) {
+    return rq->encode ? "encode input video" : "decode input latent";
+}
+
+static const char *op_label(const vae_program *p, int i, char *buf, size_t n) {
+    if (p->ops[i].name[0]) return p->ops[i].name;
+    snprintf(buf, n, "op %d", i);
+    return buf;
+}
+
+/* Every value's bytes over the whole video within VAE_PLAN_MAX_VALUE_BYTES, and the frames of the
+ * parts that no tile plan splits within VAE_PLAN_MAX_FRAME_PIXELS: an input beyond them is
+ * refused before the search (blended tiles crop every part: plan_try_blend checks their
+ * frames). Decoders run whole frames up to their first cut at least, encoders from their cut on;
+ * without tiles, everything. */
+static int check_limits(const planner *pl) {
+    const vae_plan_request *rq = pl->rq;
+    const vae_program *p = pl->p;
+    char name[32];
+    const int tiles = rq->mode != VAE_TILE_NONE && pl->n_cuts > 0;
+    const int cut = tiles ? pl->cuts[0] : 0;
+    int worst = -1; /* the op whose output frame is the largest that runs whole */
+    int64_t most = 0;
+    for (int i = -1; i < p->n_ops; i++) { /* (-1: the input) */
+        const int v = i < 0 ? p->input : p->ops[i].out;
+        const int64_t frames = i < 0 ? rq->t : pl->op_frames[i];
+        const double bytes = (double)frames * pl->vh[v] * pl->vw[v] *
+                             vae_program_value_channels(p, v) * rq->elem;
+        if (bytes > (double)VAE_PLAN_MAX_VALUE_BYTES)
+            return vae_fail(VAE_ESHAPE, "%s %dx%dx%d: %s would hold %.0f TiB over the video, "
+                                        "more than the %lld TiB the planner counts in; split the "
+                                        "video into shorter calls",
+                            input_name(rq), rq->t, rq->h, rq->w,
+                            i < 0 ? "the input" : op_label(p, i, name, sizeof name),
+                            bytes / 1099511627776.0,
+                            (long long)(VAE_PLAN_MAX_VALUE_BYTES >> 40));
+        /* (a decoder's input runs whole where A is not empty, an encoder's never does) */
+        const int whole = rq->mode == VAE_TILE_BLEND ? 0
+                          : !tiles                   ? 1
+                          : rq->encode               ? i >= cut - 1 && i >= 0
+                                                     : i < cut && (i >= 0 || cut > 0);
+        const int64_t px = (int64_t)pl->vh[v] * pl->vw[v];
+        if (whole && px > most) most = px, worst = i;
+    }
+    if (most <= VAE_PLAN_MAX_FRAME_PIXELS) return VAE_OK;
+    const int v = worst < 0 ? p->input : p->ops[worst].out;
+    return vae_fail(VAE_ESHAPE, "%s %dx%dx%d: %s%s whole frames of %dx%d (%lld pixels), more "
+                                "than the %lld pixels the backends index in one op call%s",
+                    input_name(rq), rq->t, rq->h, rq->w,
+                    worst < 0 ? "the model reads its" : op_label(p, worst, name, sizeof name),
+                    worst < 0 ? "" : " makes", pl->vh[v], pl->vw[v],
+                    (long long)most, (long long)VAE_PLAN_MAX_FRAME_PIXELS,
+                    !tiles && pl->n_cuts ? "; allow tiles (--tile-mode auto)"
+                                         : " (no exact tiles split that part; --tile-mode blend "
+                                           "crops every part)");
+}
+
 /* ---- the decision ------------------------------------------------------------------------------
  */
 static void planner_free(planner *pl) {
@@ -206,8 +265,9 @@ static int planner_init(planner *pl, const vae_plan_request *rq, vae_plan *plan)
         for (int i = 0; i < p->n_ops; i++)
             pl->step_frames[k][i] -= pl->step_frames[k - 1][i];
     if (rc) return rc;
-    if ((rc = part_make(pl, &pl->whole, 0, p->n_ops, p->first_chunk, p->chunk, 0))) return rc;
     find_cuts(pl);
+    if ((rc = check_limits(pl))) return rc;
+    if ((rc = part_make(pl, &pl->whole, 0, p->n_ops, p->first_chunk, p->chunk, 0))) return rc;
     pl->cut_k = -1;
     if (pl->n_cuts == 0) return VAE_OK;
     rc = parts_at(pl, 0);
@@ -297,6 +357,11 @@ static void cand_debug(const planner *pl, const cand *c) {
                           : "");
 }
 
+/* whether its op calls keep within the frame the backends index (plan.h) */
+static int runnable(const cand *c) {
+    return c->frame <= VAE_PLAN_MAX_FRAME_PIXELS;
+}
+
 /* Column strips of B (strip.h) at the current cut, from 2 to 16: into *best where they fit and
  * cost less, *floor_c where their peak is smaller. */
 static int search_strips(planner *pl, cand *best, cand *floor_c) {
@@ -309,6 +374,7 @@ static int search_strips(planner *pl, cand *best, cand *floor_c) {
         if (rc == VAE_EUNSUPPORTED) return VAE_OK; /* more strips are narrower still */
         if (rc) return rc;
         cand_debug(pl, &c);
+        if (!runnable(&c)) continue;
         if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
         if (pl->rq->budget > 0 && c.peak > pl->rq->budget) continue;
         if (best->peak < 0 || c.cost < best->cost) *best = c;
@@ -346,6 +412,8 @@ static int search_tiles(planner *pl, cand *best, cand *floor_c) {
                     (!pl->b_reduce && !line &&
                      ((th > 2 * tw && ny < hb) || (tw > 2 * th && nx < wb))))
                     continue; /* (tiles about square, bands as wide as the frame) */
+                if ((int64_t)th * tw > VAE_PLAN_MAX_FRAME_PIXELS)
+                    continue; /* (too large to run, whatever their halos: not worth a try) */
                 cand c;
                 memset(&c, 0, sizeof c);
                 tried++;
@@ -354,6 +422,7 @@ static int search_tiles(planner *pl, cand *best, cand *floor_c) {
                  * there are ranks (a device group leaves a device without one out) */
                 if (pl->rq->processes && pl->b_reduce && c.tiles != pl->rq->ranks) continue;
                 cand_debug(pl, &c);
+                if (!runnable(&c)) continue;
                 if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
                 if (budget > 0 && c.peak > budget) continue;
                 if (!fit_n) fit_n = n;
@@ -430,6 +499,23 @@ static void describe(const planner *pl, vae_plan *plan) {
                  100.0 * (plan->macs / (plan->macs_whole > 0 ? plan->macs_whole : 1) - 1));
 }
 
+/* Forced tiles (th x tw of B's output, r video pixels each) of at most MAX_SPANS per side:
+ * a finer grid would leave part of the frame out. */
+static int forced_tiles_ok(const planner *pl, int r, int th, int tw) {
+    const part *b = &pl->pb;
+    const int hb = b->vh[b->prog.output], wb = b->vw[b->prog.output], a = pl->own_align;
+    const int64_t sy = ((int64_t)(th < a ? a : th) + a - 1) / a * a;
+    const int64_t sx = ((int64_t)(tw < a ? a : tw) + a - 1) / a * a;
+    if ((hb + sy - 1) / sy <= MAX_SPANS && (wb + sx - 1) / sx <= MAX_SPANS) return VAE_OK;
+    /* the smallest tiles that do (the last one of a side may be shorter) */
+    const int64_t mh = ((hb + MAX_SPANS - 1) / MAX_SPANS + a - 1) / a * a * r;
+    const int64_t mw = ((wb + MAX_SPANS - 1) / MAX_SPANS + a - 1) / a * a * r;
+    return vae_fail(VAE_EINVAL, "exact tiles of %dx%d px (--tile) split this frame into more than "
+                                "%d tiles per side, the most the planner takes; use tiles of at "
+                                "least %lldx%lld px",
+                    pl->rq->tile_h, pl->rq->tile_w, MAX_SPANS, (long long)mh, (long long)mw);
+}
+
 /* Strips forced (settings.plan_strips), from the first cut where they are wide enough (or the
  * one asked for): VAE_OK with *best, PLAN_NOFIT where B cannot run in them. */
 static int choose_strips(planner *pl, cand *best, cand *floor_c, int fr0, int n_fr) {
@@ -442,6 +528,7 @@ static int choose_strips(planner *pl, cand *best, cand *floor_c, int fr0, int n_
         for (int fr = fr0; fr < n_fr && rc == VAE_OK; fr++) {
             pl->fr = fr;
             rc = plan_try_strips(pl, rq->strips, best, NULL);
+            if (rc == VAE_OK && !runnable(best)) break; /* (planned as usual) */
             if (rc == VAE_OK && (rq->budget <= 0 || best->peak <= rq->budget || fr + 1 == n_fr)) {
                 *floor_c = *best;
                 return VAE_OK;
@@ -465,6 +552,12 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         for (int fr = fr0; fr < n_fr; fr++) {
             pl->fr = fr;
             if ((rc = plan_try_blend(pl, best, NULL))) return rc;
+            if (!runnable(best))
+                return vae_fail(VAE_EINVAL, "blended tiles of %d px (--tile-size): op calls would "
+                                            "see frames of %lld pixels, more than the %lld the "
+                                            "backends index; use smaller tiles",
+                                rq->blend_tile, (long long)best->frame,
+                                (long long)VAE_PLAN_MAX_FRAME_PIXELS);
             best->fr = fr;
             if (budget <= 0 || best->peak <= budget) return VAE_OK;
         }
@@ -487,9 +580,16 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         if (r < 1) r = 1;
         const int th = rq->tile_h > 0 ? (rq->tile_h + r - 1) / r : b->vh[b->prog.output];
         const int tw = rq->tile_w > 0 ? (rq->tile_w + r - 1) / r : b->vw[b->prog.output];
+        if ((rc = forced_tiles_ok(pl, r, th, tw))) return rc;
         for (int fr = fr0; fr < n_fr; fr++) {
             pl->fr = fr;
             if ((rc = plan_try_tiled(pl, th, tw, best, NULL))) return rc;
+            if (!runnable(best))
+                return vae_fail(VAE_EINVAL, "exact tiles of %dx%d px (--tile): op calls would see "
+                                            "frames of %lld pixels, more than the %lld the "
+                                            "backends index; use smaller tiles",
+                                rq->tile_h, rq->tile_w, (long long)best->frame,
+                                (long long)VAE_PLAN_MAX_FRAME_PIXELS);
             best->fr = fr;
             if (budget <= 0 || best->peak <= budget) break;
         }
@@ -507,10 +607,11 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         c.peak_alloc = whole_peak(pl, &c.scratch, &c.caches);
         if (c.peak_alloc < 0) return vae_fail(VAE_ENOMEM, "out of memory planning");
         c.peak = rq->fixed + c.scratch + c.peak_alloc;
-        if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
+        c.frame = plan_max_frame(pl->vh, pl->vw, pl->p->n_values);
+        if (runnable(&c) && (floor_c->peak < 0 || c.peak < floor_c->peak)) *floor_c = c;
         const int tiles_ok = rq->mode != VAE_TILE_NONE && pl->tiled_ok;
         cand tf;
-        if (budget <= 0 || c.peak <= budget) {
+        if (runnable(&c) && (budget <= 0 || c.peak <= budget)) {
             /* a device group shares tiles out where that is faster than one device whole */
             if (rq->ranks > 1 && tiles_ok && fr == fr0) {
                 if ((rc = search_tiles(pl, best, &tf)) != PLAN_NOFIT && rc != VAE_OK) return rc;
@@ -522,9 +623,18 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         }
         if (!tiles_ok) continue;
         rc = search_tiles(pl, best, &tf);
-        if (tf.peak > 0 && tf.peak < floor_c->peak) *floor_c = tf;
+        if (tf.peak > 0 && (floor_c->peak < 0 || tf.peak < floor_c->peak)) *floor_c = tf;
         if (rc != PLAN_NOFIT) return rc;
     }
+    if (floor_c->peak < 0) /* (whole frames too large, and no tiles small enough) */
+        return vae_fail(VAE_ESHAPE, "%s %dx%dx%d: no plan keeps the frames of every op call "
+                                    "within %lld pixels, the most the backends index (whole "
+                                    "frames are larger, and so are the tiles of a grid of up to "
+                                    "%d x %d)%s",
+                        input_name(rq), rq->t, rq->h, rq->w,
+                        (long long)VAE_PLAN_MAX_FRAME_PIXELS, MAX_SPANS / 2, MAX_SPANS / 2,
+                        rq->mode == VAE_TILE_NONE ? ": allow tiles (--tile-mode auto)"
+                                                  : ": a smaller input, or --tile-mode blend");
     *best = *floor_c;
     return PLAN_NOFIT;
 }

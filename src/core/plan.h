@@ -41,6 +41,17 @@ typedef enum { VAE_PLAN_WHOLE = 0, VAE_PLAN_TILED = 1, VAE_PLAN_BLEND = 2 } vae_
 
 enum { VAE_PLAN_MAX_TRIMS = 16 };
 
+/* The engine's limits, which the planner keeps to (an input beyond them is refused before any
+ * work, VAE_ESHAPE; options that would break them, VAE_EINVAL):
+ * - the largest frame an op call sees, in pixels: the backends' convs and attention index a
+ *   frame with 32-bit integers (cpu_conv.c, cuda_conv.c, vae_attention_check_call), and refuse
+ *   larger ones only when they run. Parts that run whole frames must keep below it; tiles split
+ *   the rest;
+ * - the most bytes one value of the program holds over the whole video (2^56, 64 PiB): the
+ *   memory model sums a few such whole-video stores in int64. */
+#define VAE_PLAN_MAX_FRAME_PIXELS ((int64_t)INT32_MAX / 2)
+#define VAE_PLAN_MAX_VALUE_BYTES ((int64_t)1 << 56)
+
 /* A slice of the program run by one executor. */
 typedef struct vae_plan_part {
     int from, to;     /* ops [from, to); from == to: absent */

@@ -105,6 +105,8 @@ typedef struct cand {
     int cut;            /* TILED: the cut candidate (planner.cuts) */
     int64_t peak, peak_alloc, scratch;
     int64_t caches; /* causal caches of its largest part or tile */
+    int64_t frame;  /* the largest frame one of its op calls sees, in pixels (whole-frame parts
+                     * and each tile's values): at most VAE_PLAN_MAX_FRAME_PIXELS to run */
     int store_host[2], store_file[2]; /* (vae_plan's) */
     int a_shared; /* TILED, a group: A once, on the first device (vae_plan.a_shared) */
     int bands;    /* TILED, a group: row bands with GroupNorms in B (vae_plan.reduce) */
@@ -120,6 +122,8 @@ typedef struct cand {
 int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
                       const vae_plan_trim *trims, int n_trims, const int *zw, int64_t *scratch,
                       int64_t *caches);
+/* the largest frame of values [0, n) of h x w, in pixels */
+int64_t plan_max_frame(const int *vh, const int *vw, int n);
 /* bytes as the backend's allocator takes them */
 int64_t plan_rounded(const planner *pl, int64_t bytes);
 /* bytes of t frames of value v of part q at h x w */

@@ -25,6 +25,13 @@ int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int
     return m;
 }
 
+int64_t plan_max_frame(const int *vh, const int *vw, int n) {
+    int64_t most = 0;
+    for (int v = 0; v < n; v++)
+        if ((int64_t)vh[v] * vw[v] > most) most = (int64_t)vh[v] * vw[v];
+    return most;
+}
+
 int64_t plan_rounded(const planner *pl, int64_t bytes) {
     if (bytes <= 0) return 0;
     return pl->rq->round ? (int64_t)pl->rq->round((size_t)bytes) : bytes;
@@ -213,6 +220,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     double macs = 0, copied = 0;
     int *zw = st ? vae_calloc((size_t)2 * b->prog.n_ops + 1, sizeof *zw) : NULL;
     if (st && !zw) return vae_fail(VAE_ENOMEM, "out of memory planning");
+    c->frame = 0;
     for (int iy = 0; iy < ay->n; iy++)
         for (int ix = 0; ix < ax->n; ix++) {
             const int *ly = ay->len + (size_t)iy * nv, *lx = ax->len + (size_t)ix * nv;
@@ -222,6 +230,8 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             }
             if (ay->cls[iy] != iy || ax->cls[ix] != ix)
                 continue; /* same memory as an earlier one */
+            const int64_t fr = plan_max_frame(ly, lx, nv);
+            if (fr > c->frame) c->frame = fr;
             vae_plan_trim trims[VAE_PLAN_MAX_TRIMS];
             int nt = st ? 0 : tile_trims(b, ay, iy, ax, ix, trims);
             if (st) strip_rebuilds(pl, b, st, ix, zw, &copied);
@@ -240,6 +250,12 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     /* the stores hold the whole video on the device when that fits, else one frame is staged
      * there and the rest lives on the host */
     int64_t store_a = 0, store_b = 0, frame_a = 0, frame_b = 0, phase_a = 0, phase_c = 0;
+    /* (A and C run whole frames) */
+    for (int k = 0; k < 2 && !blend; k++) {
+        const part *q = k ? pc : pa;
+        const int64_t fr = q->present ? plan_max_frame(q->vh, q->vw, q->prog.n_values) : 0;
+        if (fr > c->frame) c->frame = fr;
+    }
     if (!blend && pa->present) {
         const int v = pa->prog.output;
         store_a = plan_rounded(
@@ -445,6 +461,9 @@ int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan)
     const int hb = b->vh[b->prog.output], wb = b->vw[b->prog.output];
     int ny = plan_split_axis(hb, tile_h, pl->own_align, sy, MAX_SPANS);
     int nx = plan_split_axis(wb, tile_w, pl->own_align, sx, MAX_SPANS);
+    if (sy[ny - 1].hi < hb || sx[nx - 1].hi < wb) /* (callers keep to MAX_SPANS a side) */
+        return vae_fail(VAE_EINVAL, "internal: tiles of %dx%d leave part of a %dx%d frame out",
+                        tile_h, tile_w, hb, wb);
     c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo; /* (the even split's) */
     c->tiles = ny * nx;
     c->a_shared = shared_a_ok(pl, ny, nx);
@@ -468,6 +487,19 @@ int plan_try_blend(planner *pl, cand *c, vae_plan *plan) {
     vae_span sy[MAX_SPANS], sx[MAX_SPANS];
     int ny = plan_split_blend(b->vh[0], ti, ov, align, sy, MAX_SPANS);
     int nx = plan_split_blend(b->vw[0], ti, ov, align, sx, MAX_SPANS);
+    if (sy[ny - 1].hi < b->vh[0] || sx[nx - 1].hi < b->vw[0]) {
+        /* more crops than MAX_SPANS a side would leave part of the frame out: the least tile
+         * whose MAX_SPANS crops reach across, (MAX_SPANS - 1) steps of tile - overlap and one
+         * tile (with this overlap, or with the default overlap of tile / 8) */
+        const int64_t n = b->vh[0] > b->vw[0] ? b->vh[0] : b->vw[0], k = MAX_SPANS - 1;
+        int64_t least = (n + k * (ov + align)) / (k + 1) + 1;
+        const int64_t scaled = (n + k * align) * 8 / (7 * k + 8) + 1;
+        if (scaled > least) least = scaled;
+        return vae_fail(VAE_EINVAL, "blended tiles of %d px (--tile-size) with %d px of overlap "
+                                    "split this frame into more than %d tiles per side, the most "
+                                    "the planner takes; use tiles of at least about %lld px",
+                        tile, overlap, MAX_SPANS, (long long)(least * unit));
+    }
     c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
     c->a_shared = 0;
     if (plan) plan->blend_overlap = rq->encode ? (overlap + f - 1) / f : overlap;
