@@ -18,6 +18,9 @@ vae_unit_test(test_cpu_ops)
 vae_unit_test(test_executor)
 vae_unit_test(test_comm)
 vae_unit_test(test_ranks)
+# the tune cache's file (formats/linecache.c): damaged lines, failed replays, held locks (a 2 s
+# bounded wait), a 4 MiB file, concurrent appenders
+vae_unit_test(test_tune_cache)
 # the CLI's --dist rendezvous (cli/rendezvous.c; the environment: cli/group.c) over loopback TCP,
 # ranks as forked processes; its library calls are stubbed in the test, so it needs neither a GPU
 # nor NCCL
@@ -297,6 +300,10 @@ foreach(fx wan21_small wan22_tiny seedvr2_tiny)
                          SKIP_REGULAR_EXPRESSION "skipped: no GPU")
   endforeach()
 endforeach()
+# the tune cache on the GPU: damaged "dnn:" entries forgotten and chosen afresh (never the
+# session's failure), a lock another process holds waited for a bounded time, then no cache
+add_test(NAME gpu_tune_cache COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_tune_cache_gpu.sh $<TARGET_FILE:vae_cli>)
+set_tests_properties(gpu_tune_cache PROPERTIES LABELS gpu TIMEOUT 300 SKIP_REGULAR_EXPRESSION "skipped: no GPU")
 foreach(seed 1 2 3 4 5 6)
   add_test(NAME gpu_tune_seed${seed}_wan21_tiny
            COMMAND test_fixtures ${VAE_SHARED_DIR} wan21_tiny --device cuda --dtype fp32)

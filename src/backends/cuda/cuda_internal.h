@@ -316,6 +316,7 @@ cudaError_t cuk_softmax_rows(cudaStream_t s, int dtype, const float *scores, voi
 
 #include "core/backend.h"
 #include "core/core.h"
+#include "formats/linecache.h"
 
 /* ---- caching allocator (cuda_alloc.c) ---- */
 typedef struct cu_bin {
@@ -434,12 +435,8 @@ typedef struct cu_stage {
 /* The conv path choices on disk (cuda_tune_cache.c). */
 typedef struct cu_tune_cache {
     char file[1024];   /* "" : none */
-    char device[256];  /* this backend's device key */
-    struct cu_tune_entry {
-        char shape[256];
-        int path;
-    } *v;              /* this device's choices, from the file and from this process */
-    int n, cap, loaded;
+    vae_linecache lc;  /* this device's choices, from the file and from this process */
+    int loaded;
 } cu_tune_cache;
 
 /* one-off host work a cold first call pays, timed for the log (cuda_backend.host_s) */
@@ -815,6 +812,8 @@ typedef struct cu_dnn_epi {
  * process (-1: none), and a new one (kept, and appended to the file) */
 int cu_tune_lookup(cuda_backend *cb, const char *shape);
 void cu_tune_store(cuda_backend *cb, const char *shape, int path);
+/* an entry whose replay failed: dropped here and in the file (later processes choose afresh) */
+void cu_tune_forget(cuda_backend *cb, const char *shape);
 /* the first entry from index `from` on whose key starts with prefix: its index (-1: none), *shape
  * the key after the prefix, *path its number */
 int cu_tune_next(cuda_backend *cb, const char *prefix, int from, const char **shape, int *path);

@@ -354,15 +354,35 @@ static int plan_key(const char *who, const cu_dnn_conv *g, char *key, size_t len
 static void plan_remember(cuda_backend *cb, dnn_plan *p, const char *who, const cu_dnn_epi *epi) {
     if (p->remembered || cb->tuning || !p->ok) return;
     p->remembered = 1;
-    char key[sizeof cb->tc.v->shape];
+    char key[VAE_LC_FIELD_MAX];
     if (plan_key(who, &p->g, key, sizeof key) == 0 && cu_tune_lookup(cb, key) < 0)
         cu_tune_store(cb, key, epi->z != NULL || epi->beta != 0.0f);
 }
 
-/* An entry's geometry (text after "dnn:"), where its op is a conv of program p: 0, else -1. */
+/* One dimension's conv output, as cuDNN computes it (dilation 1); -1 where there is none. */
+static int conv_out(int in, int k, int pad, int stride) {
+    if (in < 1 || k < 1 || stride < 1 || in + 2 * pad < k) return -1;
+    return (in + 2 * pad - k) / stride + 1;
+}
+
+/* A geometry a conv can have: sizes positive, outputs those of the inputs (the warm-up buffer is
+ * laid out from these numbers, so they must be what cuDNN reads and writes); 2-D plans are made
+ * with depth 1 (cuda_conv_paths.c, cuda_conv_phase.c). */
+static int plan_consistent(const cu_dnn_conv *g) {
+    if (g->n < 1 || g->c < 1 || g->k < 1 || g->epi > 1) return 0;
+    if (conv_out(g->hx, g->kh, g->ph, g->sh) != g->ho ||
+        conv_out(g->wx, g->kw, g->pw, g->sw) != g->wo)
+        return 0;
+    if (g->nd == 3) return conv_out(g->dx, g->kd, g->pd, g->sd) == g->dy;
+    return g->nd == 2 && g->dx == 1 && g->dy == 1 && g->kd == 1 && g->sd == 1 && g->pd == 0;
+}
+
+/* An entry's geometry (text after "dnn:"): 0 where its op is a conv of program p, -1 where it is
+ * another program's, -2 where the entry is damaged (numbers that do not parse, or a geometry no
+ * conv has: cu_dnn_warm_seen forgets it). */
 static int plan_parse(const char *text, const vae_program *p, cu_dnn_conv *g) {
     const char *geo = strrchr(text, ':');
-    if (!geo) return -1;
+    if (!geo) return -2;
     const size_t name_len = (size_t)(geo - text);
     const vae_op *op = NULL;
     for (int i = 0; i < p->n_ops && !op; i++)
@@ -375,13 +395,13 @@ static int plan_parse(const char *text, const vae_program *p, cu_dnn_conv *g) {
         char *end;
         const long x = strtol(c, &end, 10);
         if (end == c || x < 0 || x > (1 << 20) || *end != (i + 1 < DNN_KEY_INTS ? '.' : '\0'))
-            return -1;
+            return -2;
         v[i] = (int)x;
         c = end + 1;
     }
     memcpy(g, v, sizeof v);
-    if (!op || (g->nd != 2 && g->nd != 3) || g->k < op->c_out || g->epi > 1) return -1;
-    return 0;
+    if (!plan_consistent(g)) return -2;
+    return op && g->k >= op->c_out ? 0 : -1;
 }
 
 /* A plan's warm-up buffer: x, then w, y, z (where the call adds) and the bias, each 256-byte
@@ -413,26 +433,57 @@ static int plan_warm_run(cuda_backend *cb, const cu_dnn_conv *g, int adds, char 
     return cu_dnn_conv_run(cb, g, buf, w, &epi, y, "cuDNN warm-up");
 }
 
-/* The cuDNN plans earlier processes' calls used (the tune cache's "dnn:" entries), made and
- * launched once on zeros at session creation, so that a first call neither makes them nor loads
- * their kernels (run 266: ~19 ms of host time and ~14 ms of first launches in a fresh Wan2.1 480p
- * decode). Only plans of convs named in p, at most DNN_WARM_PLANS, each within DNN_WARM_BYTES;
- * plans cuDNN refuses are skipped, and no room for the buffer is not an error. */
-int cu_dnn_warm_seen(cuda_backend *cb, const vae_program *p) {
-    cu_dnn_conv want[DNN_WARM_PLANS];
-    int adds[DNN_WARM_PLANS], n = 0, flag;
-    double most = 0;
+/* A replayed entry that failed: VAE_OK where the entry is at fault (a damaged line cuDNN
+ * disagrees with or refuses: forgotten, so that the call that needs such a plan makes it afresh
+ * and stores it again) or where there was no room (the first call pays instead); rc where the
+ * device itself failed. */
+static int warm_failed(cuda_backend *cb, int rc, const char *key) {
+    if (rc == VAE_EDEVICE && cudaStreamSynchronize(cb->stream) != cudaSuccess) return rc;
+    VAE_DEBUG("cuDNN warm-up: %s not replayed (%s)%s", key, vae_last_error(),
+              rc == VAE_ENOMEM ? "" : ", forgotten");
+    if (rc != VAE_ENOMEM) cu_tune_forget(cb, key);
+    vae_error_clear();
+    return VAE_OK;
+}
+
+/* The entries to replay for program p (up to DNN_WARM_PLANS): want[], adds[], key[] (the entry's
+ * key, for warm_failed), the largest buffer in *most; damaged entries met on the way forgotten
+ * (as many at most, so that a crafted file costs no more than that many appends). */
+static int warm_pick(cuda_backend *cb, const vae_program *p, cu_dnn_conv *want, int *adds,
+                     char (*key)[VAE_LC_FIELD_MAX], double *most) {
+    int n = 0, flag, forgot = 0;
     const char *text;
     for (int i = 0; n < DNN_WARM_PLANS && (i = cu_tune_next(cb, "dnn:", i, &text, &flag)) >= 0;
          i++) {
-        if (plan_parse(text, p, &want[n]) != 0) continue;
+        snprintf(key[n], VAE_LC_FIELD_MAX, "dnn:%s", text);
+        const int r = plan_parse(text, p, &want[n]);
+        if (r == -2 && forgot < DNN_WARM_PLANS) {
+            VAE_DEBUG("cuDNN warm-up: %s is not a conv's geometry, forgotten", key[n]);
+            cu_tune_forget(cb, key[n]), forgot++;
+        }
+        if (r != 0) continue;
         size_t off[4];
         const double b = plan_layout(&want[n], flag != 0, cb->base.elem_size, off);
         if (b > DNN_WARM_BYTES || (cb->base.limit > 0 && b > 0.25 * (double)cb->base.limit))
             continue;
         adds[n++] = flag != 0;
-        if (b > most) most = b;
+        if (b > *most) *most = b;
     }
+    return n;
+}
+
+/* The cuDNN plans earlier processes' calls used (the tune cache's "dnn:" entries), made and
+ * launched once on zeros at session creation, so that a first call neither makes them nor loads
+ * their kernels (~19 ms of host time and ~14 ms of first launches in a fresh Wan2.1 480p
+ * decode). Only plans of convs named in p, at most DNN_WARM_PLANS, each within DNN_WARM_BYTES.
+ * The entries are input from the file: one that is damaged or fails to replay is forgotten
+ * (warm_failed), never the session's failure; no room for the buffer is not an error either. */
+int cu_dnn_warm_seen(cuda_backend *cb, const vae_program *p) {
+    cu_dnn_conv want[DNN_WARM_PLANS];
+    int adds[DNN_WARM_PLANS];
+    char key[DNN_WARM_PLANS][VAE_LC_FIELD_MAX];
+    double most = 0;
+    const int n = warm_pick(cb, p, want, adds, key, &most);
     dnn_state *d = n ? dnn_get(cb) : NULL;
     if (!d) return VAE_OK;
     const int made = d->n;
@@ -444,10 +495,7 @@ int cu_dnn_warm_seen(cuda_backend *cb, const vae_program *p) {
     int rc = cu_check(cudaMemsetAsync(buf, 0, (size_t)most, cb->stream), "cuDNN warm-up", "memset");
     for (int k = 0; k < n && rc == VAE_OK; k++) {
         rc = plan_warm_run(cb, &want[k], adds[k], buf);
-        if (rc == VAE_EUNSUPPORTED) {
-            vae_error_clear(); /* the call would take another path too */
-            rc = VAE_OK;
-        }
+        if (rc != VAE_OK) rc = warm_failed(cb, rc, key[k]);
     }
     if (rc == VAE_OK) rc = cu_check(cudaStreamSynchronize(cb->stream), "cuDNN warm-up", "sync");
     cudaFree(buf);
