@@ -30,7 +30,10 @@ double cli_now(void);
 /* Signals of long commands (SIGINT, SIGTERM, SIGHUP, SIGPIPE): the first sets a flag that the
  * frame callbacks poll and cancels the session given to cli_watch_session within ~50 ms (the
  * command then stops, removes its partial output and exits 130); a second SIGINT, SIGTERM or
- * SIGHUP removes every registered temporary and exits 130 at once. */
+ * SIGHUP removes every registered temporary and exits 130 at once -- except while the finished
+ * output is being written and renamed into place (cli_temp_hold: the library's writers make
+ * temporaries this registry does not see, and a PNG sequence is renamed frame by frame), which it
+ * waits for: a bounded write, after which nothing partial can be left. */
 void cli_catch_interrupts(void);
 int cli_interrupted(void);
 void cli_watch_session(vae_session *s); /* NULL before the session is freed */

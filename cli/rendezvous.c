@@ -270,6 +270,23 @@ static void drop(server *sv, int i, int status, const char *why) {
     *c = sv->pend[--sv->n_pend];
 }
 
+/* The pending connection to drop when all places are taken: the one whose hello has come least
+ * far (read or waiting in the socket), the oldest of those. A rank of ours sends its whole hello
+ * as it connects, so idle or slow strangers go first, never a rank accepted in the same burst. */
+static int least_sent(server *sv) {
+    int pick = 0;
+    size_t pick_sent = (size_t)-1;
+    for (int i = 0; i < sv->n_pend; i++) {
+        unsigned char b[HELLO_BYTES];
+        const pending *c = &sv->pend[i];
+        const ssize_t k = recv(c->fd, b, HELLO_BYTES - c->got, MSG_PEEK | MSG_DONTWAIT);
+        const size_t sent = c->got + (k > 0 ? (size_t)k : 0);
+        if (sent < pick_sent || (sent == pick_sent && c->deadline < sv->pend[pick].deadline))
+            pick = i, pick_sent = sent;
+    }
+    return pick;
+}
+
 /* Accepts what the listening socket has waiting, each with its own hello deadline. */
 static void accept_new(server *sv, int lfd) {
     for (int n = 0; n < MAX_PENDING; n++) {
@@ -281,12 +298,8 @@ static void accept_new(server *sv, int lfd) {
             close(fd);
             continue;
         }
-        if (sv->n_pend == MAX_PENDING) { /* the oldest goes (the deadlines come in accept order) */
-            int oldest = 0;
-            for (int i = 1; i < sv->n_pend; i++)
-                if (sv->pend[i].deadline < sv->pend[oldest].deadline) oldest = i;
-            drop(sv, oldest, -1, "too many connections at once; the oldest went");
-        }
+        if (sv->n_pend == MAX_PENDING) /* one goes: the oldest of those that sent the least */
+            drop(sv, least_sent(sv), -1, "too many connections at once; one that sent least went");
         pending *c = &sv->pend[sv->n_pend++];
         memset(c, 0, sizeof *c);
         c->fd = fd;

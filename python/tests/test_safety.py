@@ -141,7 +141,7 @@ def test_integers_are_range_checked(x):
     for opts, text in [({"max_memory": 2**64 + 10 * 2**20}, "max_memory"),
                        ({"max_memory": -1}, "max_memory"), ({"max_memory": "1e30G"}, "max_memory"),
                        ({"threads": 2**32 + 1}, "threads"), ({"threads": -1}, "threads"),
-                       ({"threads": 5000}, "8 a core"), ({"tile": 2**40}, "tile"),
+                       ({"threads": 100000}, "8 a core"), ({"tile": 2**40}, "tile"),
                        ({"tile": (16, 2**33)}, "tile"), ({"tile": 1 << 21}, "tile size"),
                        ({"blend_tile": 2**32 + 512}, "blend_tile"),
                        ({"device": "cuda:99999999999"}, "device index")]:
@@ -159,7 +159,7 @@ def c_tensor(ndim, data=None):
     return t
 
 
-def test_c_api_ranks_and_storage(tiny, x):
+def test_c_api_ranks_and_storage(tiny, x, tmp_path):
     lib = _lib.lib
     lib.vae_tensor_save.argtypes = [C.c_char_p, C.POINTER(C.c_char_p), C.POINTER(_lib.Tensor),
                                     C.c_int]
@@ -179,6 +179,18 @@ def test_c_api_ranks_and_storage(tiny, x):
     t.shape[1], t.strides[0], t.storage_bytes = 16, 16, 60
     assert lib.vae_tensor_check(C.byref(t), b"t", 0, None) == -1
     assert "beyond the 60 bytes" in lib.vae_last_error().decode()
+    # strides whose extent in bytes would overflow int64: refused, never wrapped past the check
+    t = c_tensor(5, C.addressof(buf))
+    t.shape[1], t.strides[1], t.storage_bytes = 16, 1 << 58, 64
+    assert lib.vae_tensor_check(C.byref(t), b"t", 0, None) == -6
+    # a tensor with a zero-size dimension is dense whatever its strides (a load -> save trip)
+    lib.vae_tensor_dense.restype = _lib.Tensor
+    lib.vae_tensor_dense.argtypes = [C.c_int, C.POINTER(C.c_int64), C.c_int, C.c_void_p]
+    empty = lib.vae_tensor_dense(2, (C.c_int64 * 2)(4, 0), _lib.DTYPE_F32, None)
+    assert list(empty.strides[:2]) == [1, 1]
+    path = str(tmp_path / "e.safetensors")
+    assert lib.vae_tensor_save(path.encode(), names, (_lib.Tensor * 1)(empty), 1) == 0, \
+        lib.vae_last_error()
     # all-zero strides with no storage stated: ambiguous, refused
     t = c_tensor(5, C.addressof(buf))
     t.shape[1] = 16

@@ -374,6 +374,7 @@ class _Session:
         self.handle, self.alloc = handle, alloc
         self.lock, self.handle_lock = threading.Lock(), threading.Lock()
         self.caller = None  # the thread running a call, while it runs
+        self.cancelled = False  # cancel() during the running call (seen between batch items)
 
     @contextlib.contextmanager
     def held(self, what):
@@ -392,6 +393,7 @@ class _Session:
                 self.caller = None
 
     def cancel(self):
+        self.cancelled = True
         with self.handle_lock:
             if self.handle:
                 _lib.lib.vae_session_cancel(self.handle)
@@ -418,7 +420,6 @@ class Model:
 
     def __init__(self, weights, **options):
         self._weights = weights
-        self._cancelled = False
         unknown = set(options) - set(_DEFAULTS)
         if unknown:
             raise Error(-1, f"unknown option(s) {sorted(unknown)}: expected {sorted(_DEFAULTS)}")
@@ -516,7 +517,6 @@ class Model:
     def cancel(self):
         """Stops a decode/encode running on another thread (it raises Error EINTERRUPTED), also
         between the items of a batch."""
-        self._cancelled = True
         self._s.cancel()
 
     def trim(self):
@@ -617,12 +617,12 @@ class Model:
             co.progress = on_progress
         raised = []
         fn = _lib.lib.vae_encode_into if encode else _lib.lib.vae_decode_into
-        self._cancelled = False
         try:
             with self._s.held("decode" if not encode else "encode") as h, \
                     _caller_device(self.device.startswith("cuda")):
+                self._s.cancelled = False  # (a cancel before the call does not stop it)
                 for b in range(x.shape[0]):  # (one call at a time per session)
-                    if self._cancelled:  # a cancel that came between two items
+                    if self._s.cancelled:  # a cancel that came between two items
                         raise Error(_lib.EINTERRUPTED, f"stopped by the caller before item {b}")
                     ci, cout = _as_c_tensor(x[b : b + 1], what), _as_c_tensor(out[b : b + 1], "out")
                     rc = fn(h, C.byref(ci), C.byref(cout), C.byref(co))

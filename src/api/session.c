@@ -189,7 +189,7 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
     s->opts = o;
     vae_settings_default(&s->set);
     if ((rc = vae_settings_resolve(&s->set, &o))) {
-        vae_free(s);
+        vae_session_free(s); /* (lets go of the model too) */
         return rc;
     }
     /* a device group: the options' devices; else device_index alone */

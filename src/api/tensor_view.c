@@ -31,6 +31,8 @@ vae_tensor vae_tensor_dense(int ndim, const int64_t *shape, vae_dtype dtype, voi
 
 int vae_tensor_is_dense(const vae_tensor *t) {
     int64_t run = 1;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] == 0) return 1; /* no element: any strides (torch's, vae_tensor_dense's) */
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->strides[i] != run && t->shape[i] != 1) return 0;
         run *= t->shape[i];
@@ -65,7 +67,7 @@ static int non_overlapping(const vae_tensor *x) {
 static int tensor_extent(const vae_tensor *x, const char *what, int64_t *numel, int64_t *extent,
                          int *all_zero) {
     char sb[160];
-    const int64_t lim = (int64_t)1 << 62;
+    const int64_t lim = (int64_t)1 << 60; /* elements: in bytes (2 or 4 each) still an int64 */
     int64_t n = 1, e = 0;
     *all_zero = 1;
     for (int i = 0; i < x->ndim; i++) {
@@ -80,7 +82,7 @@ static int tensor_extent(const vae_tensor *x, const char *what, int64_t *numel, 
             (d > 1 && (__builtin_mul_overflow(d - 1, st, &span) ||
                        __builtin_add_overflow(e, span, &e) || e >= lim)))
             return vae_fail(VAE_ESHAPE, "%s: shape %s with strides of up to %lld elements reaches "
-                            "beyond 2^62 elements", what,
+                            "beyond 2^60 elements", what,
                             vae_shape_str(x->shape, x->ndim, sb, sizeof sb), (long long)st);
         if (d > 1 && st) *all_zero = 0;
     }

@@ -2,6 +2,7 @@
 #define _DEFAULT_SOURCE
 #include <omp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdint.h>
@@ -257,14 +258,18 @@ static void *idle_thread(void *arg) {
 }
 
 /* Starts and joins n-1 threads, as OpenMP's first team of n will: a process that cannot (a
- * thread limit, no memory for the stacks) gets an error here instead of OpenMP's exit. */
+ * thread limit, no memory for the stacks) gets an error here instead of OpenMP's exit. Once a
+ * count has started, smaller ones are not tried again. */
 static int threads_can_start(int n) {
+    static atomic_int proven = 1;
+    if (n <= atomic_load(&proven)) return VAE_OK;
     pthread_t t[1024];
     int started = 0;
     while (started < n - 1 && started < 1024 &&
            pthread_create(&t[started], NULL, idle_thread, NULL) == 0)
         started++;
     for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
+    if (started >= n - 1 && n > atomic_load(&proven)) atomic_store(&proven, n);
     return started >= n - 1 ? VAE_OK
                             : vae_fail(VAE_ENOMEM, "threads %d: this process could start only %d "
                                        "more threads", n, started);
