@@ -98,7 +98,8 @@ typedef enum { VAE_DEVICE_CPU = 0, VAE_DEVICE_CUDA = 1 } vae_device;
  * the view's offset); every element the strides reach must lie inside it. 0: not stated, the
  * caller vouches for the extent -- then strides that are all zero on a tensor of more than one
  * element are refused as ambiguous (they once meant "dense").
- * An output must not overlap itself (no zero strides, no overlapping rows) nor its input.
+ * An output must not overlap itself (no zero strides, no overlapping rows) nor its input (judged
+ * by the byte ranges the two span: interleaved views of one buffer are refused too).
  * device: where data lives; VAE_DEVICE_CUDA tensors (device memory of GPU device_index) are read
  * and written by a CUDA session on that GPU without any host copy. */
 typedef struct vae_tensor {
