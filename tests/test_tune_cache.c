@@ -15,17 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int passed, failed;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) passed++;                                                                        \
-        else {                                                                                     \
-            failed++;                                                                              \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "test_check.h"
 
 static const char magic[] = "vae-tune-1", scope[] = "GPU_X|sm90|drv1|rt1|cudnn1|vae0|bf16";
 static char dir[512];
@@ -97,24 +87,24 @@ static void test_damaged(void) {
 
     vae_linecache lc;
     open_cache(&lc, path);
-    CHECK(lc.n == 2, "damaged: %d keys kept, expected 2", lc.n);
-    CHECK(vae_linecache_get(&lc, "good:a") == 5, "damaged: the last line of a key wins");
-    CHECK(vae_linecache_get(&lc, "good:b") == 0, "damaged: good:b");
-    CHECK(lc.bad == 17, "damaged: %d lines counted damaged, expected 17", lc.bad);
-    CHECK(lc.other == 1, "damaged: %d other scope lines, expected 1", lc.other);
+    check(lc.n == 2, "damaged: %d keys kept, expected 2", lc.n);
+    check(vae_linecache_get(&lc, "good:a") == 5, "damaged: the last line of a key wins");
+    check(vae_linecache_get(&lc, "good:b") == 0, "damaged: good:b");
+    check(lc.bad == 17, "damaged: %d lines counted damaged, expected 17", lc.bad);
+    check(lc.other == 1, "damaged: %d other scope lines, expected 1", lc.other);
     const char *bad[] = {"bad:magic", "bad:three", "bad:five", "bad:space", "bad:trail",
                          "bad:crlf",  "bad:tab",   "bad:range", "bad:neg",  "bad:digits",
                          "bad:huge",  "bad:other", "good:cut", longkey};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        CHECK(vae_linecache_get(&lc, bad[i]) == -1, "damaged: %.20s was kept", bad[i]);
+        check(vae_linecache_get(&lc, bad[i]) == -1, "damaged: %.20s was kept", bad[i]);
     /* keys and values that cannot be a line are refused, not written */
     const long size = file_size(path);
-    CHECK(vae_linecache_put(&lc, "with space", 1) == -1, "put: a key with a space");
-    CHECK(vae_linecache_put(&lc, "", 1) == -1, "put: an empty key");
-    CHECK(vae_linecache_put(&lc, longkey, 1) == -1, "put: a key too long");
-    CHECK(vae_linecache_put(&lc, "k", 8) == -1 && vae_linecache_put(&lc, "k", -1) == -1,
+    check(vae_linecache_put(&lc, "with space", 1) == -1, "put: a key with a space");
+    check(vae_linecache_put(&lc, "", 1) == -1, "put: an empty key");
+    check(vae_linecache_put(&lc, longkey, 1) == -1, "put: a key too long");
+    check(vae_linecache_put(&lc, "k", 8) == -1 && vae_linecache_put(&lc, "k", -1) == -1,
           "put: a value out of range");
-    CHECK(file_size(path) == size, "put: refused keys were written");
+    check(file_size(path) == size, "put: refused keys were written");
     vae_linecache_free(&lc);
 }
 
@@ -145,24 +135,24 @@ static void test_replay_fails(void) {
     vae_linecache a, b, c;
     open_cache(&a, path);
     replay_all(&a, replay);
-    CHECK(vae_linecache_get(&a, "dnn:bad") == -1, "replay: the failed entry is still found");
-    CHECK(vae_linecache_get(&a, "dnn:good") == 0, "replay: the good entry was lost");
+    check(vae_linecache_get(&a, "dnn:bad") == -1, "replay: the failed entry is still found");
+    check(vae_linecache_get(&a, "dnn:good") == 0, "replay: the good entry was lost");
     const char *g;
     int v, seen = 0;
     for (int i = 0; (i = vae_linecache_next(&a, "dnn:", i, &g, &v)) >= 0; i++) seen++;
-    CHECK(seen == 1, "replay: %d dnn: entries listed after the forget, expected 1", seen);
-    CHECK(vae_linecache_next(&a, "att:", 0, &g, &v) >= 0 && strcmp(g, "n1.c2.r3") == 0,
+    check(seen == 1, "replay: %d dnn: entries listed after the forget, expected 1", seen);
+    check(vae_linecache_next(&a, "att:", 0, &g, &v) >= 0 && strcmp(g, "n1.c2.r3") == 0,
           "replay: another prefix's entry");
 
     open_cache(&b, path); /* a process started after the forget: the entry is gone there too */
-    CHECK(vae_linecache_get(&b, "dnn:bad") == -1, "replay: a later process still sees it");
+    check(vae_linecache_get(&b, "dnn:bad") == -1, "replay: a later process still sees it");
     vae_linecache_free(&b);
 
-    CHECK(vae_linecache_put(&a, "dnn:bad", 0) == 0, "replay: the fresh choice not kept");
+    check(vae_linecache_put(&a, "dnn:bad", 0) == 0, "replay: the fresh choice not kept");
     open_cache(&c, path); /* ... and after the fresh choice: that one */
-    CHECK(vae_linecache_get(&c, "dnn:bad") == 0, "replay: a later process sees %d, not the fresh 0",
+    check(vae_linecache_get(&c, "dnn:bad") == 0, "replay: a later process sees %d, not the fresh 0",
           vae_linecache_get(&c, "dnn:bad"));
-    CHECK(c.bad == 0, "replay: the forget line counted as damaged by this version");
+    check(c.bad == 0, "replay: the forget line counted as damaged by this version");
     vae_linecache_free(&a);
     vae_linecache_free(&c);
 }
@@ -176,21 +166,21 @@ static void test_lock(void) {
     const int n = snprintf(text, sizeof text, "vae-tune-1 %s k 1\n", scope);
     write_text(path, text, (size_t)n);
     const int holder = open(path, O_RDONLY);
-    CHECK(flock(holder, LOCK_EX) == 0, "lock: the holder's lock");
+    check(flock(holder, LOCK_EX) == 0, "lock: the holder's lock");
     vae_set_log_callback(on_log, NULL, VAE_LOG_INFO);
     logged[0] = 0;
     vae_linecache lc;
     double t0 = vae_seconds();
     open_cache(&lc, path);
     double t = vae_seconds() - t0;
-    CHECK(t >= 1.9 && t < 3.0, "lock: the load waited %.2f s, expected about 2", t);
-    CHECK(lc.n == 0 && lc.file[0] == 0, "lock: the load did not give up on the file");
-    CHECK(strstr(logged, "locked by another process") != NULL, "lock: not logged: '%s'", logged);
+    check(t >= 1.9 && t < 3.0, "lock: the load waited %.2f s, expected about 2", t);
+    check(lc.n == 0 && lc.file[0] == 0, "lock: the load did not give up on the file");
+    check(strstr(logged, "locked by another process") != NULL, "lock: not logged: '%s'", logged);
     t0 = vae_seconds();
-    CHECK(vae_linecache_put(&lc, "k2", 2) == 0 && vae_linecache_get(&lc, "k2") == 2,
+    check(vae_linecache_put(&lc, "k2", 2) == 0 && vae_linecache_get(&lc, "k2") == 2,
           "lock: a choice not kept in memory");
-    CHECK(vae_seconds() - t0 < 0.2, "lock: the put waited again");
-    CHECK(file_size(path) == n, "lock: the file was written without the lock");
+    check(vae_seconds() - t0 < 0.2, "lock: the put waited again");
+    check(file_size(path) == n, "lock: the file was written without the lock");
     vae_linecache_free(&lc);
 
     /* a shared lock held elsewhere: the load reads, the append's exclusive lock waits */
@@ -198,12 +188,12 @@ static void test_lock(void) {
     flock(holder, LOCK_SH);
     open_cache(&lc, path);
     lc.wait_ms = 300;
-    CHECK(vae_linecache_get(&lc, "k") == 1, "lock: a shared lock kept the load from reading");
+    check(vae_linecache_get(&lc, "k") == 1, "lock: a shared lock kept the load from reading");
     t0 = vae_seconds();
     vae_linecache_put(&lc, "k3", 3);
     t = vae_seconds() - t0;
-    CHECK(t >= 0.25 && t < 1.0, "lock: the append waited %.2f s, expected 0.3", t);
-    CHECK(file_size(path) == n && lc.file[0] == 0, "lock: the append wrote without the lock");
+    check(t >= 0.25 && t < 1.0, "lock: the append waited %.2f s, expected 0.3", t);
+    check(file_size(path) == n && lc.file[0] == 0, "lock: the append wrote without the lock");
     vae_set_log_callback(NULL, NULL, VAE_LOG_ERROR);
     vae_linecache_free(&lc);
     close(holder);
@@ -231,15 +221,15 @@ static void test_large(void) {
     double t0 = vae_seconds();
     open_cache(&lc, path);
     const double t = vae_seconds() - t0;
-    CHECK(lc.n == lines && lc.bad == 0, "large: %d keys of %d lines (%d bad)", lc.n, lines, lc.bad);
-    CHECK(t < 0.5, "large: %d lines loaded in %.2f s", lines, t);
+    check(lc.n == lines && lc.bad == 0, "large: %d keys of %d lines (%d bad)", lc.n, lines, lc.bad);
+    check(t < 0.5, "large: %d lines loaded in %.2f s", lines, t);
     char key[300];
     snprintf(key, sizeof key, "dnn:%s%07d", prefix, (1234 * 7919) % 10000000);
-    CHECK(vae_linecache_get(&lc, key) == 1234 % 8, "large: a key's value");
+    check(vae_linecache_get(&lc, key) == 1234 % 8, "large: a key's value");
     const long size = file_size(path);
     lc.file_max = (size_t)size + 20; /* no room for another line */
     vae_linecache_put(&lc, "past:cap", 1);
-    CHECK(file_size(path) == size && vae_linecache_get(&lc, "past:cap") == 1,
+    check(file_size(path) == size && vae_linecache_get(&lc, "past:cap") == 1,
           "cap: an append took the file past the cap, or was not kept in memory");
     vae_linecache_free(&lc);
     printf("  %d lines (%zu bytes) loaded in %.0f ms\n", lines, len, 1e3 * t);
@@ -259,13 +249,13 @@ static void test_cap(void) {
     vae_linecache_init(&lc, path, "tune cache", magic, scope, 7);
     lc.file_max = (size_t)(l1 + l2); /* on a line's end */
     vae_linecache_load(&lc);
-    CHECK(lc.n == 2 && lc.bad == 0 && vae_linecache_get(&lc, "c") == -1,
+    check(lc.n == 2 && lc.bad == 0 && vae_linecache_get(&lc, "c") == -1,
           "cap: on a line's end: %d keys, %d bad", lc.n, lc.bad);
     vae_linecache_free(&lc);
     vae_linecache_init(&lc, path, "tune cache", magic, scope, 7);
     lc.file_max = (size_t)(l1 + l2 + 5); /* cutting the third line */
     vae_linecache_load(&lc);
-    CHECK(lc.n == 2 && lc.bad == 1 && vae_linecache_get(&lc, "c") == -1,
+    check(lc.n == 2 && lc.bad == 1 && vae_linecache_get(&lc, "c") == -1,
           "cap: a cut line: %d keys, %d bad", lc.n, lc.bad);
     vae_linecache_free(&lc);
 }
@@ -299,15 +289,15 @@ static void test_concurrent(void) {
     for (int p = 0; p < 2; p++) {
         int st = -1;
         waitpid(pid[p], &st, 0);
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "concurrent: writer %d ended with %d", p, st);
+        check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "concurrent: writer %d ended with %d", p, st);
     }
     vae_linecache lc;
     open_cache(&lc, path);
-    CHECK(lc.n == 2 * EACH && lc.bad == 0, "concurrent: %d keys (%d damaged lines), expected %d",
+    check(lc.n == 2 * EACH && lc.bad == 0, "concurrent: %d keys (%d damaged lines), expected %d",
           lc.n, lc.bad, 2 * EACH);
     char key[64];
     snprintf(key, sizeof key, "p1:key0007:%s", "padding-to-make-lines-longer");
-    CHECK(vae_linecache_get(&lc, key) == 0, "concurrent: a value");
+    check(vae_linecache_get(&lc, key) == 0, "concurrent: a value");
     vae_linecache_free(&lc);
 }
 
@@ -324,6 +314,6 @@ int main(void) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("(left %s behind)\n", dir);
-    printf("test_tune_cache: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    printf("test_tune_cache: %d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
 }
