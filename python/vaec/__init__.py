@@ -409,8 +409,11 @@ class _Session:
             _lib.lib.vae_session_free(h)
 
     def __del__(self):  # the last reference: nothing can be running
-        if getattr(self, "handle", None):
-            self.free(wait=False)
+        try:
+            if getattr(self, "handle", None):
+                self.free(wait=False)
+        except Exception:  # (at interpreter exit the modules it needs may be gone)
+            pass
 
 
 class Model:
