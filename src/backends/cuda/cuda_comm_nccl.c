@@ -275,7 +275,7 @@ int cuda_comm_create(vae_backend *const *lanes, int n, vae_comm **ranks) {
         return rc;
     }
     for (int k = 0; k < n; k++) {
-        rk[k]->base = (vae_comm){&nccl_vtbl, k, n, 1};
+        rk[k]->base = (vae_comm){&nccl_vtbl, k, n, 1, NULL}; /* NCCL waits are not cancellable yet */
         rk[k]->slot = k;
         ranks[k] = &rk[k]->base;
     }
@@ -332,7 +332,7 @@ int cuda_comm_join(vae_backend *be, const unsigned char *id, int rank, int world
     atomic_init(&g->busy, 0);
     atomic_init(&g->handles, 1);
     r->cb = cu_be(be), r->g = g;
-    r->base = (vae_comm){&nccl_vtbl, rank, world, 1};
+    r->base = (vae_comm){&nccl_vtbl, rank, world, 1, NULL};
     r->slot = 0;
     *out = &r->base;
     rc = nccl_barrier(&r->base); /* the connections made now, not inside a call */
