@@ -55,15 +55,10 @@ static int stopped(const group *g) {
  * that its setter (vae_session_cancel) cannot signal, so the wait wakes to read it. */
 #define CANCEL_POLL_S 0.02
 
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* pthread_cond_timedwait for at most `seconds` (cv made on CLOCK_MONOTONIC: cond_init) */
+/* pthread_cond_timedwait for at most `seconds` (cv made on CLOCK_MONOTONIC, vae_seconds's clock:
+ * cond_init) */
 static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, double seconds) {
-    const double until = mono_s() + seconds;
+    const double until = vae_seconds() + seconds;
     struct timespec ts = {(time_t)until, (long)((until - (double)(time_t)until) * 1e9)};
     if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
     pthread_cond_timedwait(cv, mu, &ts);
@@ -396,8 +391,8 @@ static void registry_leave(named *e, int rank, vae_comm **out) {
  * naming the ranks that did not come. */
 static int wait_formed(named *e, int rank, int world, double timeout_s, vae_comm **out) {
     group *g = e->g; /* (e goes when the group forms; g stays: this rank holds a handle) */
-    const double deadline = mono_s() + timeout_s;
-    for (double left = timeout_s; !g->formed && left > 0; left = deadline - mono_s())
+    const double deadline = vae_seconds() + timeout_s;
+    for (double left = timeout_s; !g->formed && left > 0; left = deadline - vae_seconds())
         timed_wait(&registry_cv, &registry_mu, left);
     if (g->formed) return VAE_OK;
     char missing[96];
