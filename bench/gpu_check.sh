@@ -43,6 +43,9 @@
 #   --cold      also the cold start with the conv path cache (--tune-cache): Wan2.1 decode 480p in
 #               a fresh process without a cache, then again with the cache it wrote, then with
 #               that cache damaged, then two processes at once on a new cache file
+#   --wheel W   also a release wheel of scripts/wheel.sh: pip-installed (--no-index) into a fresh
+#               venv that sees the machine's torch, vaec.info(), bench/vaec_bench.py on it beside
+#               `vae bench` of build-gpu (Wan2.1 decode 81x480x832 bf16), and a CPU decode
 #   --no-ops / --no-fixtures  skip the op tests / the fixture tests
 #   --repeat S  also, for S seconds, the fixture REPEAT_FIXTURE (default wan21_tiny) in
 #               REPEAT_DTYPE (default fp32) over and over, REPEAT_PAR (default 4) processes at
@@ -62,7 +65,7 @@ DEPS=""
 [ -d build-gpu-deps ] && DEPS=$ROOT/build-gpu-deps
 FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1 REPEAT=0 SANITIZE=0 TILES=0 STRIPS=0 BUDGET=0
 GROUP=0 SCALING=0 RANKS=0
-PYTHON=0 COLD=0 PERF=0
+PYTHON=0 COLD=0 PERF=0 WHEEL=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --deps) DEPS=$(cd "$2" && pwd); shift ;;
@@ -83,6 +86,7 @@ while [ $# -gt 0 ]; do
     --scaling) SCALING=1 ;;
     --ranks) RANKS=1 ;;
     --python) PYTHON=1 ;;
+    --wheel) WHEEL=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
     --cold) COLD=1 ;;
     --perf) PERF=1 ;;
     *) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
@@ -518,6 +522,36 @@ if [ $PYTHON = 1 ] && [ -f build-gpu/libvae.so ]; then
     timeout 300 python3 bench/vaec_bench.py --runs "${RUNS:-5}" >>"$OUT/bench.log" 2>&1
     say "vaec_bench: rc $?"
     grep "^VAEC" "$OUT/bench.log" | cut -c1-400 >>"$SUMMARY"
+fi
+if [ -n "$WHEEL" ]; then
+    # a fresh venv whose only view of the machine is its torch (a .pth naming the interpreter's
+    # site-packages): what a user with torch installed gets from `pip install vaec-*.whl`
+    V=/tmp/vaec-wheel-venv
+    rm -rf $V && python3 -m venv --without-pip $V
+    python3 -c "import site; print('\n'.join(site.getsitepackages()))" \
+        >"$($V/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/machine.pth"
+    $V/bin/python -m pip install -q --no-index --no-deps "$WHEEL" >>"$OUT/wheel.log" 2>&1
+    say "wheel install: rc $? ($(basename "$WHEEL"))"
+    (cd /tmp && $V/bin/python -c "import vaec, json; print(json.dumps(vaec.info()))") >>"$OUT/wheel.log" 2>&1
+    say "wheel vaec.info(): $(tail -1 "$OUT/wheel.log" | cut -c1-400)"
+    echo "=== vae bench wan2.1 decode 81x480x832 (beside the wheel)" >>"$OUT/bench.log"
+    timeout 150 build-gpu/vae bench wan2.1 --op decode --frames 81 --size 480x832 --dtype bf16 \
+        --device cuda --warmup 1 --runs "${RUNS:-5}" >>"$OUT/bench.log" 2>&1
+    say "vae bench 480p: rc $? $(grep BENCH "$OUT/bench.log" | tail -1 | grep -oE '"median_s":[0-9.]+')"
+    (cd /tmp && timeout 300 $V/bin/python "$ROOT/bench/vaec_bench.py" --runs "${RUNS:-5}") \
+        >>"$OUT/wheel.log" 2>&1
+    say "wheel vaec_bench: rc $? $(grep '^VAEC decode' "$OUT/wheel.log" | tail -1 | cut -c1-200)"
+    (cd /tmp && timeout 300 $V/bin/python - >>"$OUT/wheel.log" 2>&1 <<'PY'
+import os, tempfile, time, torch, vaec
+p = os.path.join(tempfile.mkdtemp(), "w.safetensors")
+vaec.synth_checkpoint("wan2.1", p)
+m = vaec.load(p, device="cpu", dtype="fp32")
+z = torch.randn(1, 16, 3, 24, 32)
+t = time.perf_counter(); v = m.decode(z); t = time.perf_counter() - t
+print(f"WHEEL cpu decode {tuple(z.shape)} -> {tuple(v.shape)} in {t:.2f} s, finite {bool(v.isfinite().all())}")
+PY
+    )
+    say "wheel cpu: rc $? $(grep '^WHEEL cpu' "$OUT/wheel.log" | tail -1)"
 fi
 if [ $COLD = 1 ] && [ -x build-gpu/vae ]; then
     TC=/tmp/vae-tune-check.txt

@@ -23,7 +23,7 @@ import threading
 from . import _lib
 from ._lib import Error
 
-__all__ = ["load", "from_state_dict", "Model", "Error", "version", "build_info",
+__all__ = ["load", "from_state_dict", "Model", "Error", "version", "build_info", "info",
            "cuda_available", "synth_checkpoint", "group_id_create"]
 
 
@@ -37,6 +37,31 @@ def build_info():
 
 def cuda_available():
     return bool(_lib.lib.vae_device_available(_lib.DEVICE_CUDA))
+
+
+def info():
+    """What this installation runs: {"version", "library" (the path loaded), "build",
+    "cuda": bool, "cuda_devices": [{"name", "compute", "memory"}...], "cuda_off": why CUDA is off
+    (None when it is on)}."""
+    lib = _lib.lib
+    devices = []
+    why = _lib.fallback_reason
+    if lib.vae_device_compiled(_lib.DEVICE_CUDA):
+        for i in range(lib.vae_device_count(_lib.DEVICE_CUDA)):
+            d = _lib.DeviceInfo()
+            if lib.vae_device_get_info(_lib.DEVICE_CUDA, i, C.byref(d)) == 0:
+                devices.append({"name": d.name.decode("utf-8", "replace"),
+                                "compute": f"{d.compute_major}.{d.compute_minor}",
+                                "memory": d.total_memory})
+        if not devices:
+            d = _lib.DeviceInfo()
+            lib.vae_device_get_info(_lib.DEVICE_CUDA, 0, C.byref(d))
+            why = "no usable CUDA device: " + (lib.vae_last_error() or b"").decode("utf-8", "replace")
+    elif why is None:
+        why = "this build of the library has no CUDA backend (built without nvcc or a visible GPU; " \
+              "see the README's install section)"
+    return {"version": version(), "library": lib._name, "build": build_info(),
+            "cuda": bool(devices), "cuda_devices": devices, "cuda_off": None if devices else why}
 
 
 def synth_checkpoint(arch, path, config=None):

@@ -65,6 +65,14 @@ class SessionOptions(C.Structure):
                 ("group_output", C.c_int)]
 
 
+class DeviceInfo(C.Structure):
+    _fields_ = [("name", C.c_char * 256), ("compute_major", C.c_int), ("compute_minor", C.c_int),
+                ("multiprocessors", C.c_int), ("total_memory", C.c_int64),
+                ("free_memory", C.c_int64), ("driver_version", C.c_int),
+                ("runtime_version", C.c_int), ("cudnn_version", C.c_int), ("fp16", C.c_int),
+                ("bf16", C.c_int), ("fp32", C.c_int), ("kernels", C.c_char * 256)]
+
+
 class ModelOptions(C.Structure):
     _fields_ = [("prefix", C.c_char_p), ("arch", C.c_char_p), ("config_json", C.c_char_p)]
 
@@ -93,20 +101,75 @@ class PlanInfo(C.Structure):
 
 _STRUCTS = {"vae_tensor": Tensor, "vae_session_options": SessionOptions,
             "vae_model_options": ModelOptions, "vae_model_info": ModelInfo,
-            "vae_call_options": CallOptions, "vae_plan_info": PlanInfo}
+            "vae_call_options": CallOptions, "vae_plan_info": PlanInfo, "vae_device_info": DeviceInfo}
 
 
-def _find_library():
-    """libvae.so: $VAEC_LIBRARY (a developer's build), else the one installed in the package."""
+def _package_libraries():
+    """The libraries to try, best first: $VAEC_LIBRARY (a developer's build) alone, else the
+    package's libvae.so, then libvae_cpu.so (the same library without the CUDA backend, in
+    packages built with CUDA)."""
     env = os.environ.get("VAEC_LIBRARY")
     if env:
-        return env
+        return [env]
     here = pathlib.Path(__file__).resolve().parent
-    for name in ("libvae.so", "libvae.dylib", "vae.dll"):
-        if (here / name).exists():
-            return str(here / name)
-    raise ImportError("vaec: libvae.so is not installed next to the package (pip install . builds "
-                      "it) and VAEC_LIBRARY is not set")
+    found = [str(here / n) for n in ("libvae.so", "libvae_cpu.so", "libvae.dylib", "vae.dll")
+             if (here / n).exists()]
+    if not found:
+        raise ImportError("vaec: libvae.so is not installed next to the package (pip install . "
+                          "builds it) and VAEC_LIBRARY is not set")
+    return found
+
+
+def _wheel_library(soname):
+    """The path of a shared library of the nvidia-* wheels (cuda runtime, cuBLAS, cuDNN, NCCL:
+    the ones torch installs), or None."""
+    try:
+        import nvidia  # a namespace package: one path entry per site-packages that has some
+    except ImportError:
+        return None
+    for base in nvidia.__path__:
+        for hit in sorted(pathlib.Path(base).glob("*/lib/" + soname)):
+            return str(hit)
+    return None
+
+
+def _open_with_cuda_libraries(path):
+    """CDLL(path), loading first from the nvidia-* wheels each CUDA library the dynamic linker
+    does not find by itself (it names them one at a time)."""
+    loaded = set()
+    while True:
+        try:
+            return C.CDLL(path)
+        except OSError as e:
+            missing = str(e).split(":")[0].strip()  # "libcublas.so.13: cannot open ..."
+            wheel = None
+            if "/" not in missing and missing not in loaded:
+                wheel = _wheel_library(missing)
+            if not wheel:
+                raise
+            C.CDLL(wheel, mode=C.RTLD_GLOBAL)
+            loaded.add(missing)
+
+
+# why the package runs without CUDA, when it does (vaec.info())
+fallback_reason = None
+
+
+def _open_library():
+    global fallback_reason
+    errors = []
+    for path in _package_libraries():
+        try:
+            lib = _open_with_cuda_libraries(path)
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+            continue
+        if errors:
+            fallback_reason = ("the CUDA build could not be loaded (" + "; ".join(errors) +
+                               "): install torch with CUDA (its nvidia-* wheels) or the CUDA "
+                               "toolkit's libraries")
+        return lib
+    raise ImportError("vaec: no usable libvae: " + "; ".join(errors))
 
 
 _P, _I, _V = C.c_void_p, C.c_int, None
@@ -118,7 +181,9 @@ _SIGS = {
     "vae_set_log_callback": (_V, [LogFn, _P, _I]),
     "vae_build_info": (C.c_char_p, []),
     "vae_device_available": (_I, [_I]),
+    "vae_device_compiled": (_I, [_I]),
     "vae_device_count": (_I, [_I]),
+    "vae_device_get_info": (_I, [_I, _I, C.POINTER(DeviceInfo)]),
     "vae_model_options_default": (_V, [C.POINTER(ModelOptions)]),
     "vae_model_open": (_I, [C.POINTER(_P), C.c_char_p, C.POINTER(ModelOptions)]),
     "vae_model_open_tensors": (_I, [C.POINTER(_P), C.POINTER(C.c_char_p), C.POINTER(Tensor), _I,
@@ -147,7 +212,7 @@ _SIGS = {
 
 
 def _load():
-    lib = C.CDLL(_find_library())
+    lib = _open_library()
     for name, (res, args) in _SIGS.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args

@@ -559,7 +559,7 @@ int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, in
     vae_assembly_free(s.out);
     s.emit_s += vae_seconds() - t0;
     if (rc == VAE_OK)
-        VAE_INFO("runner: host time: %.0f ms reading the input; on the output %.0f ms waiting "
+        VAE_DEBUG("runner: host time: %.0f ms reading the input; on the output %.0f ms waiting "
                  "for downloads, %.0f ms assembling tiles, %.0f ms handing assembled frames out",
                  s.read_s * 1e3, s.wait_s * 1e3, s.put_s * 1e3, s.emit_s * 1e3);
     *emitted = s.emitted;

@@ -16,7 +16,25 @@ int vae_cuda_device_count(void) {
 }
 
 int vae_cuda_device_info(int index, vae_device_info *info) {
-    int n = vae_cuda_device_count();
+    int n = 0;
+    cudaError_t count_err = cudaGetDeviceCount(&n);
+    if (count_err != cudaSuccess) {
+        cudaGetLastError();
+        /* why CUDA is off, in the user's terms: no driver at all reads "driver version is
+           insufficient" in the runtime's words */
+        int driver = 0, runtime = 0;
+        cudaDriverGetVersion(&driver);
+        cudaRuntimeGetVersion(&runtime);
+        if (driver == 0)
+            return vae_fail(VAE_EDEVICE, "CUDA device %d: no NVIDIA driver found (no GPU here, "
+                            "or its driver is not installed)", index);
+        if (driver < runtime)
+            return vae_fail(VAE_EDEVICE, "CUDA device %d: the NVIDIA driver supports CUDA %d.%d, "
+                            "this build needs %d.%d: update the driver", index, driver / 1000,
+                            driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+        return vae_fail(VAE_EDEVICE, "CUDA device %d: no device usable (%s)", index,
+                        cudaGetErrorString(count_err));
+    }
     if (index < 0 || index >= n)
         return vae_fail(VAE_EDEVICE, "CUDA device %d does not exist (%d found)", index, n);
     struct cudaDeviceProp p;
