@@ -41,7 +41,7 @@ int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, const
 void cli_split_key(const char *arg, char **path, char **key) {
     const char *c = strrchr(arg, ':');
     if (c && c[1] && c[1] != '/' && c[1] != '\\' && c != arg) {
-        *path = strndup(arg, (size_t)(c - arg));
+        if ((*path = strdup(arg))) (*path)[c - arg] = 0; /* (strndup: not on Windows) */
         *key = strdup(c + 1);
     } else {
         *path = strdup(arg);

@@ -6,9 +6,9 @@
 #include <string.h>
 #include <time.h>
 #include <math.h>
-#include <sys/resource.h>
 
 #include "cli.h"
+#include "platform/platform.h"
 
 static const char help[] =
     "usage: vae bench ARCH [--op decode|encode] [--frames N] [--size HxW] [--dtype bf16|fp16|fp32|fp8]\n"
@@ -28,9 +28,7 @@ static const char help[] =
     "  vae bench wan2.1 --op decode --frames 81 --size 480x832 --dtype bf16 --device cuda\n";
 
 static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return vae_plat_monotonic();
 }
 
 /* Counts the output frames; with `keep`, also collects them ([c][t][h][w]) for --psnr. */
@@ -222,8 +220,7 @@ int cmd_bench(int argc, char **argv) {
                     "vae bench: against the untiled output: PSNR %.2f dB, relative error %.3g\n",
                     db, rel);
     }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
+    const long max_rss_kb = vae_plat_max_rss_kb();
     qsort(times, (size_t)runs, sizeof *times, cmp_double);
     double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
     double peak = (double)vae_session_peak_bytes(s);
@@ -265,7 +262,7 @@ int cmd_bench(int argc, char **argv) {
            info.arch, op, frames, H, W, device, dtype, med, times[0], runs, cold, flops / 1e12,
            flops / med / 1e12, peak, (long long)plan.peak_bytes, (long long)plan.budget_bytes,
            order[plan.order], plan.tiles_y, plan.tiles_x, plan.step_frames, plan.flops / 1e12,
-           ru.ru_maxrss, n * sizeof(float) / 1024, psnr_json, n_dev, ranks, peaks_json);
+           max_rss_kb, n * sizeof(float) / 1024, psnr_json, n_dev, ranks, peaks_json);
     rc = CLI_OK;
 done:
     free(in.data);

@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
+#include "platform/platform.h"
 #ifdef VAE_HAVE_MEDIA
 #include "media.h"
 #endif
@@ -77,16 +77,15 @@ int cmd_sysinfo(int argc, char **argv) {
     }
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
-    long online = sysconf(_SC_NPROCESSORS_ONLN), conf = sysconf(_SC_NPROCESSORS_CONF);
-    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    const int online = vae_plat_cpu_count();
+    const int64_t memory = vae_plat_mem_total();
     printf("vae %s (library %s)\n", VAE_VERSION_STRING, vae_version_string());
     printf("cpu:           %s\n", cpu);
-    printf("cpu threads:   %ld online of %ld (the default for --threads 0)", online, conf);
+    printf("cpu threads:   %d online (the default for --threads 0)", online);
     const char *omp = getenv("OMP_NUM_THREADS");
     if (omp) printf(", OMP_NUM_THREADS=%s", omp);
     printf("\n");
-    if (pages > 0 && psize > 0)
-        printf("memory:        %.1f GiB\n", (double)pages * (double)psize / (1024.0 * 1024 * 1024));
+    if (memory > 0) printf("memory:        %.1f GiB\n", (double)memory / (1024.0 * 1024 * 1024));
     printf("build:         %s\n", vae_build_info());
     int ncuda = vae_device_count(VAE_DEVICE_CUDA);
     printf("devices:       cpu yes; cuda %s\n",

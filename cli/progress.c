@@ -5,22 +5,18 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
+#include <unistd.h> /* close, unlink, rmdir, _exit */
 
 #include "cli.h"
+#include "platform/platform.h" /* pthreads, interrupts, temporaries */
 
 double cli_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return vae_plat_monotonic();
 }
 
 void cli_progress_begin(cli_progress *p, const char *what, const char *unit, int total) {
@@ -28,7 +24,7 @@ void cli_progress_begin(cli_progress *p, const char *what, const char *unit, int
     p->what = what;
     p->unit = unit ? unit : "frames";
     p->total = total;
-    p->mode = cli_quiet ? 0 : isatty(STDERR_FILENO) ? 1 : 2;
+    p->mode = cli_quiet ? 0 : vae_plat_stderr_is_tty() ? 1 : 2;
     p->t0 = p->t_last = cli_now();
 }
 
@@ -110,10 +106,10 @@ static vae_session *watched;
 static char temps[CLI_TEMPS][PATH_MAX];
 static int watcher_started;
 
-static void on_signal(int sig) {
+static void on_interrupt(int broken_pipe) {
     /* a closed pipe raises SIGPIPE at every later write to it: only a repeated Ctrl-C, SIGTERM
      * or SIGHUP forces the exit */
-    if (interrupted && sig != SIGPIPE) forced = 1;
+    if (interrupted && !broken_pipe) forced = 1;
     interrupted = 1;
 }
 
@@ -142,9 +138,11 @@ static void remove_temp(const char *path) {
         DIR *d = opendir(path);
         if (!d) return;
         struct dirent *e;
+        char file[PATH_MAX + 256];
         while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-                unlinkat(dirfd(d), e->d_name, 0);
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+                snprintf(file, sizeof file, "%s/%s", path, e->d_name) < (int)sizeof file)
+                unlink(file);
         closedir(d);
         if (rmdir(path) == 0 || errno == ENOENT) return;
     }
@@ -152,9 +150,8 @@ static void remove_temp(const char *path) {
 
 static void *watch(void *arg) {
     (void)arg;
-    const struct timespec tick = {0, 50 * 1000 * 1000};
     for (;;) {
-        nanosleep(&tick, NULL);
+        vae_plat_sleep_ms(50);
         if (!interrupted) continue;
         lock();
         if (watched) vae_session_cancel(watched);
@@ -171,24 +168,10 @@ static void *watch(void *arg) {
 void cli_catch_interrupts(void) {
     lock();
     if (!watcher_started) {
-        /* the watcher takes no signal: the handler runs on the threads that compute */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        pthread_t th;
-        if (pthread_create(&th, NULL, watch, NULL) == 0) {
-            pthread_detach(th);
-            watcher_started = 1;
-        }
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sa.sa_flags = SA_RESTART; /* the library's and stdio's calls go on; the watcher stops them */
-        sigemptyset(&sa.sa_mask);
-        const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-        for (int i = 0; i < 4; i++)
-            sigaction(sigs[i], &sa, NULL);
+        /* the watcher takes no signal: the handler runs on the threads that compute, whose
+         * library and stdio calls go on (SA_RESTART); the watcher stops them */
+        if (vae_plat_thread_detached(watch, NULL) == 0) watcher_started = 1;
+        vae_plat_catch_interrupts(on_interrupt);
     }
     unlock();
 }
@@ -234,9 +217,7 @@ void cli_temp_forget(int slot) {
 
 FILE *cli_temp_open(const char *path, char *tmp, size_t n, int *slot) {
     static atomic_uint counter;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    unsigned x = (unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec;
+    unsigned x = vae_plat_seed();
     const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
     const char *ext = dot && (!slash || dot > slash + 1) ? dot : "";
     const int stem = (int)(strlen(path) - strlen(ext));
@@ -250,7 +231,7 @@ FILE *cli_temp_open(const char *path, char *tmp, size_t n, int *slot) {
             break;
         }
         /* O_EXCL: never through a planted link, never another writer's file */
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        fd = vae_plat_open_new(tmp);
         if (fd < 0 && errno != EEXIST) break;
     }
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
@@ -268,7 +249,7 @@ FILE *cli_temp_open(const char *path, char *tmp, size_t n, int *slot) {
 
 int cli_temp_commit(const char *tmp, const char *path, int slot) {
     lock();
-    int rc = path ? rename(tmp, path) : -1, e = errno;
+    int rc = path ? vae_plat_rename(tmp, path) : -1, e = errno;
     if (rc != 0) unlink(tmp);
     cli_temp_forget(slot);
     unlock();

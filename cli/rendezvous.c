@@ -4,7 +4,9 @@
  * others connect to it, say hello, with the group's token when it has one, and get the id once
  * every rank has joined. Rank 0 serves every connection at once, each with its own deadline, so a
  * stranger (a port scan, garbage, an idle socket, a hello without the token) is dropped without
- * the id and neither ends nor delays the group. Every step is bounded by a timeout. */
+ * the id and neither ends nor delays the group. Every step is bounded by a timeout.
+ * POSIX sockets; a Windows build has rendezvous_win32.c instead. */
+#ifndef _WIN32
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
@@ -662,3 +664,5 @@ int cli_group_rendezvous(const cli_rdzv *o, vae_group_id *id) {
     if (o->world == 1) return CLI_OK;
     return o->rank == 0 ? serve(o, id) : join(o, id);
 }
+
+#endif

@@ -20,6 +20,7 @@
 #include "core/plan.h"
 #include "core/program.h"
 #include "core/settings.h"
+#include "platform/platform.h"
 
 static int passed, failed;
 #define CHECK(cond, ...)                                                                           \
@@ -1102,18 +1103,18 @@ static void test_settings_words(void) {
     vae_session_options_default(&so);
     for (int i = 0; i < 3; i++) {
         vae_settings s;
-        setenv("VAE_CUDA_IGEMM", words[i], 1);
+        vae_plat_setenv("VAE_CUDA_IGEMM", words[i]);
         int rc = vae_settings_resolve(&s, &so);
         CHECK(rc == VAE_OK && s.cuda_igemm == i, "VAE_CUDA_IGEMM=%s -> %d (rc %d)", words[i],
               s.cuda_igemm, rc);
     }
     vae_settings s;
-    setenv("VAE_CUDA_IGEMM", "sometimes", 1);
+    vae_plat_setenv("VAE_CUDA_IGEMM", "sometimes");
     int rc = vae_settings_resolve(&s, &so);
     CHECK(rc == VAE_EINVAL && strstr(vae_last_error(), "VAE_CUDA_IGEMM") &&
               strstr(vae_last_error(), "off, tuned, always, 0..2"),
           "VAE_CUDA_IGEMM=sometimes -> an error naming it (%s)", vae_last_error());
-    unsetenv("VAE_CUDA_IGEMM");
+    vae_plat_setenv("VAE_CUDA_IGEMM", NULL);
     vae_error_clear();
 }
 

@@ -23,14 +23,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "platform/platform.h" /* pthreads, the clock, the machine */
 #include "vae.h"
 
 static int passed, failed;
@@ -73,9 +72,7 @@ static void log_stderr(int level, const char *message, void *user) {
 }
 
 static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return vae_plat_monotonic();
 }
 
 static int64_t numel(const vae_tensor *t) {
@@ -272,7 +269,7 @@ static void check_group(const vae_model *m, const vae_session_options *base, int
         so.devices[k] = gpus > 0 ? k % gpus : k;
     /* CPU lanes share the threads: each gets as many as the one-device session had (sums over
      * other thread counts round differently) */
-    so.threads = (base->threads > 0 ? base->threads : (int)sysconf(_SC_NPROCESSORS_ONLN)) *
+    so.threads = (base->threads > 0 ? base->threads : vae_plat_cpu_count()) *
                  group_devices;
     /* GPUs tune their conv paths each by its own timing: equal within rounding only */
     if (so.device == VAE_DEVICE_CUDA) bits = 0;
@@ -545,7 +542,7 @@ int main(int argc, char **argv) {
         snprintf(ckpt2, sizeof ckpt2, "%s/models/taef2_decoder.pth", shared);
     } else if (synthetic) {
         const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-        snprintf(ckpt, sizeof ckpt, "%s/vae_test_%s_%ld.safetensors", tmp, name, (long)getpid());
+        snprintf(ckpt, sizeof ckpt, "%s/vae_test_%s_%ld.safetensors", tmp, name, vae_plat_pid());
         char *cfg = cJSON_PrintUnformatted(cJSON_GetObjectItem(js, "config"));
         double t0 = now();
         int rc = vae_synth_checkpoint(arch, cfg, ckpt);

@@ -14,14 +14,13 @@
  * Prints one line per check and "N passed, M failed".
  */
 #define _POSIX_C_SOURCE 200809L
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "platform/platform.h" /* pthreads, setenv */
 #include "test_check.h"
 #include "vae.h"
 
@@ -120,9 +119,7 @@ static void check_options(const vae_model *m) {
 }
 
 static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return vae_plat_monotonic();
 }
 
 /* A session made on a thread of its own: what the creation returned, its error, its time. */
@@ -229,12 +226,12 @@ static void check_cancel(const vae_model *m) {
     pthread_t th;
     pthread_create(&th, NULL, decode_main, &w);
     while (!atomic_load(&w.started))
-        nanosleep(&(struct timespec){0, 1000000}, NULL);
-    nanosleep(&(struct timespec){0, 200000000}, NULL); /* rank 0 waits for rank 1 by now */
+        vae_plat_sleep_ms(1);
+    vae_plat_sleep_ms(200); /* rank 0 waits for rank 1 by now */
     const double t0 = now_s();
     vae_session_cancel(k[0].s);
     while (!atomic_load(&w.done) && now_s() - t0 < 3)
-        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        vae_plat_sleep_ms(1);
     const double took = now_s() - t0;
     if (!atomic_load(&w.done)) { /* the wait was not stopped: report, do not hang the suite */
         check(0, "cancel: rank 0 still waits for rank 1 %.1f s after vae_session_cancel", took);
@@ -290,7 +287,7 @@ int main(void) {
         printf("FAIL synthetic model: %s\n", vae_last_error());
         return 1;
     }
-    setenv("VAE_GROUP_TIMEOUT", "0.3", 1); /* the joins that time out do so at once */
+    vae_plat_setenv("VAE_GROUP_TIMEOUT", "0.3"); /* the joins that time out do so at once */
     check_options(m);
     check_joins(m);
     check_calls(m);

@@ -1,9 +1,9 @@
 /* device.c -- what this build and this machine offer. */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "api/api.h"
+#include "platform/platform.h"
 
 #ifdef VAE_HAVE_CUDA
 int vae_cuda_device_count(void);
@@ -31,11 +31,9 @@ int vae_device_get_info(vae_device d, int index, vae_device_info *info) {
     memset(info, 0, sizeof *info);
     if (d == VAE_DEVICE_CPU) {
         if (index != 0) return vae_fail(VAE_EINVAL, "cpu device %d does not exist", index);
-        long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES),
-             psize = sysconf(_SC_PAGESIZE);
-        snprintf(info->name, sizeof info->name, "CPU, %ld threads", sysconf(_SC_NPROCESSORS_ONLN));
-        info->total_memory = (int64_t)pages * psize;
-        info->free_memory = (int64_t)avail * psize;
+        snprintf(info->name, sizeof info->name, "CPU, %d threads", vae_plat_cpu_count());
+        info->total_memory = vae_plat_mem_total();
+        info->free_memory = vae_plat_mem_free();
         info->fp32 = 1;
         snprintf(info->kernels, sizeof info->kernels, "%s",
 #ifdef VAE_HAVE_BLAS

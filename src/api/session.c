@@ -3,10 +3,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "api/api.h"
 #include "core/dtype.h"
+#include "platform/platform.h"
 
 void vae_session_options_default(vae_session_options *o) {
     memset(o, 0, sizeof *o);
@@ -90,7 +90,7 @@ int vae_device_available(vae_device d) {
 static int lane_create(vae_session *s, int device_index, vae_backend **be) {
     const vae_session_options *o = &s->opts;
     if (o->device == VAE_DEVICE_CPU) {
-        int threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        int threads = o->threads > 0 ? o->threads : vae_plat_cpu_count();
         if (s->n_lanes > 1) threads = threads / s->n_lanes > 0 ? threads / s->n_lanes : 1;
         return vae_cpu_backend_create(be, o->dtype, s->n_lanes > 1 ? threads : o->threads);
     }
@@ -224,7 +224,7 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
              o.tile_mode == VAE_TILE_BLEND  ? "blended"
              : o.tile_mode == VAE_TILE_NONE ? "off"
                                             : "exact, as needed");
-    VAE_INFO("settings: %s", desc);
+    VAE_DEBUG("settings: %s", desc); /* ~40 switches: for -v, not a host's console */
     *out = s;
     return VAE_OK;
 }

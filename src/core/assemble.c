@@ -12,26 +12,17 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core.h"
+#include "platform/platform.h" /* pthreads, the temporary file */
 
 FILE *vae_spill_file(void) {
-    /* tmpfile() ignores TMPDIR (it uses P_tmpdir), where users put their large scratch space */
-    const char *dir = getenv("TMPDIR");
-    if (!dir || !*dir) dir = "/tmp";
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s/vae-spill-XXXXXX", dir) >= (int)sizeof path) {
-        errno = ENAMETOOLONG;
-        return NULL;
-    }
-    const int fd = mkstemp(path); /* O_EXCL, mode 0600 */
+    const int fd = vae_plat_temp_anon(vae_plat_temp_dir()); /* gone once closed */
     if (fd < 0) return NULL;
-    unlink(path);
     FILE *f = fdopen(fd, "w+b");
     if (!f) {
         const int e = errno;
@@ -159,8 +150,8 @@ static int spill_io(vae_assembly *a, int write, float *p, int64_t n, int64_t at)
     const int fd = fileno(a->spill);
     char *b = (char *)p;
     for (int64_t left = n * (int64_t)sizeof *p; left > 0;) {
-        ssize_t k =
-            write ? pwrite(fd, b, (size_t)left, (off_t)at) : pread(fd, b, (size_t)left, (off_t)at);
+        const int64_t k = write ? vae_plat_pwrite(fd, b, (size_t)left, at)
+                                : vae_plat_pread(fd, b, (size_t)left, at);
         if (k <= 0)
             return vae_fail(VAE_EIO, "temporary output file: %s",
                             k < 0 ? strerror(errno) : "short read");

@@ -9,14 +9,12 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "comm.h"
 #include "core.h"
+#include "platform/platform.h" /* pthreads, the timed wait */
 
 typedef struct post {
     const void *p;
@@ -55,21 +53,13 @@ static int stopped(const group *g) {
  * that its setter (vae_session_cancel) cannot signal, so the wait wakes to read it. */
 #define CANCEL_POLL_S 0.02
 
-/* pthread_cond_timedwait for at most `seconds` (cv made on CLOCK_MONOTONIC, vae_seconds's clock:
- * cond_init) */
+/* at most `seconds` (the monotonic clock: cond_init) */
 static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, double seconds) {
-    const double until = vae_seconds() + seconds;
-    struct timespec ts = {(time_t)until, (long)((until - (double)(time_t)until) * 1e9)};
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    pthread_cond_timedwait(cv, mu, &ts);
+    vae_plat_cond_wait_for(cv, mu, seconds);
 }
 
 static void cond_init(pthread_cond_t *cv) {
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(cv, &a);
-    pthread_condattr_destroy(&a);
+    vae_plat_cond_init_timed(cv);
 }
 
 /* "1, 3" (at most 8, then "..."): the ranks whose flag is `is` */
@@ -325,7 +315,7 @@ void vae_comm_threads_new_id(unsigned char *id) {
     const unsigned long n = ++registry_ids;
     pthread_mutex_unlock(&registry_mu);
     memset(id, 0, VAE_COMM_ID_BYTES);
-    snprintf((char *)id, VAE_COMM_ID_BYTES, "%s %ld %lu", id_magic, (long)getpid(), n);
+    snprintf((char *)id, VAE_COMM_ID_BYTES, "%s %ld %lu", id_magic, vae_plat_pid(), n);
 }
 
 int vae_comm_threads_id(const unsigned char *id) {
@@ -408,7 +398,7 @@ static int wait_formed(named *e, int rank, int world, double timeout_s, vae_comm
 int vae_comm_threads_join(const unsigned char *id, int rank, int world, double timeout_s,
                           vae_comm **out) {
     char want[64];
-    snprintf(want, sizeof want, "%s %ld ", id_magic, (long)getpid());
+    snprintf(want, sizeof want, "%s %ld ", id_magic, vae_plat_pid());
     *out = NULL;
     if (strncmp((const char *)id, want, strlen(want)) != 0)
         return vae_fail(VAE_EINVAL, "group id: not one this process made for CPU sessions (on the "

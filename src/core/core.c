@@ -3,14 +3,14 @@
 #include "core.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
+#include <unistd.h> /* close (mingw-w64 has it too) */
+
+#include "platform/platform.h"
 
 static _Thread_local char last_error[1024];
 
@@ -167,16 +167,14 @@ int vae_temp_create(const char *path, char *tmp, size_t n) {
     const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
     const char *ext = dot && (!slash || dot > slash + 1) ? dot : ""; /* writers pick formats by it */
     const int stem = (int)(strlen(path) - strlen(ext));
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    unsigned x = (unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec;
+    unsigned x = vae_plat_seed();
     for (int tries = 0; tries < 100; tries++) {
         x = x * 1103515245u + 12345u + atomic_fetch_add(&counter, 1);
         if (snprintf(tmp, n, "%.*s.tmp.%08x%s", stem, path, x, ext) >= (int)n) {
             errno = ENAMETOOLONG;
             return -1;
         }
-        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        const int fd = vae_plat_open_new(tmp);
         if (fd >= 0 || errno != EEXIST) return fd;
     }
     return -1;
@@ -198,16 +196,14 @@ int vae_write_atomic(const char *path, vae_write_fn fn, void *user) {
     if (ferror(f) && rc == VAE_OK) rc = vae_fail(VAE_EIO, "%s: write failed", path);
     if (fclose(f) != 0 && rc == VAE_OK)
         rc = vae_fail(VAE_EIO, "%s: close failed: %s", path, strerror(errno));
-    if (rc == VAE_OK && rename(tmp, path) != 0)
+    if (rc == VAE_OK && vae_plat_rename(tmp, path) != 0)
         rc = vae_fail(VAE_EIO, "%s: cannot rename from %s: %s", path, tmp, strerror(errno));
     if (rc != VAE_OK) remove(tmp);
     return rc;
 }
 
 double vae_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return vae_plat_monotonic();
 }
 
 int vae_gcd(int a, int b) {

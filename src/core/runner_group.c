@@ -21,7 +21,6 @@
  * queries shared out over the communicator (exec_reduce.c); runner 0 hands C's output out. Their
  * result equals one device's up to the rounding of the sums.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 

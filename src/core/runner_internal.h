@@ -9,12 +9,12 @@
 #ifndef VAE_RUNNER_INTERNAL_H
 #define VAE_RUNNER_INTERNAL_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
 #include "assemble.h"
 #include "executor.h"
+#include "platform/platform.h" /* pthreads */
 #include "runner.h"
 
 typedef struct rpart {

@@ -13,9 +13,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core.h"
+#include "platform/platform.h"
 #include "runner_internal.h"
 
 enum { RING_SLOTS = 8 };
@@ -39,10 +39,10 @@ static int file_rows(const store *st, int write, char *buf, int f, int y0, int r
     const int n = row == line ? 1 : rows;
     const size_t len = row == line ? row * (size_t)rows : row;
     for (int i = 0; i < n; i++) {
-        const off_t at = (off_t)((((size_t)f * st->h + y0 + i) * st->w) * px + x0);
-        const ssize_t got =
-            write ? pwrite(fd, buf + i * len, len, at) : pread(fd, buf + i * len, len, at);
-        if (got != (ssize_t)len)
+        const int64_t at = (int64_t)((((size_t)f * st->h + y0 + i) * st->w) * px + x0);
+        const int64_t got = write ? vae_plat_pwrite(fd, buf + i * len, len, at)
+                                  : vae_plat_pread(fd, buf + i * len, len, at);
+        if (got != (int64_t)len)
             return vae_fail(VAE_EIO, "temporary store file: cannot %s frame %d: %s",
                             write ? "write" : "read", f, got < 0 ? strerror(errno) : "short");
     }
@@ -149,7 +149,7 @@ int runner_store_open(run *s, store *st, int k) {
                    : vae_fail(VAE_ENOMEM, "out of host memory for a store of %d frames", st->t);
     }
     /* a sparse file of the whole size: frames not written yet read as zeros */
-    if (!(st->file = vae_spill_file()) || ftruncate(fileno(st->file), (off_t)raw) != 0)
+    if (!(st->file = vae_spill_file()) || vae_plat_truncate(fileno(st->file), (int64_t)raw) != 0)
         return vae_fail(VAE_EIO, "cannot create a temporary file for a store of %d frames: %s",
                         st->t, strerror(errno));
     return VAE_OK;

@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
+#include <unistd.h> /* read, write, lseek, close */
+
+#include "platform/platform.h"
 
 void vae_linecache_init(vae_linecache *lc, const char *file, const char *what, const char *magic,
                         const char *scope, int value_max) {
@@ -92,20 +92,20 @@ static int index_set(vae_linecache *lc, const char *key, int value) {
 
 /* ---- the file: bounded locks, whole-line appends ---- */
 
-/* flock(op) waiting at most lc->wait_ms for another holder: 0 locked (or the file system has no
- * locks: the caller goes on as the single O_APPEND write keeps lines whole), -1 not in time. */
-static int lock_bounded(vae_linecache *lc, int fd, int op) {
+/* The file locked (shared or exclusive) waiting at most lc->wait_ms for another holder: 0 locked
+ * (or the file system has no locks: the caller goes on as the single O_APPEND write keeps lines
+ * whole), -1 not in time. */
+static int lock_bounded(vae_linecache *lc, int fd, int exclusive) {
     const double end = vae_seconds() + lc->wait_ms / 1000.0;
     for (;;) {
-        if (flock(fd, op | LOCK_NB) == 0) return 0;
-        if (errno == EINTR) continue;
-        if (errno != EWOULDBLOCK) {
+        const int held = vae_plat_lock_try(fd, exclusive);
+        if (held == 0) return 0;
+        if (held < 0) {
             VAE_DEBUG("%s %s: no file lock (%s)", lc->what, lc->file, strerror(errno));
             return 0;
         }
         if (vae_seconds() >= end) break;
-        const struct timespec nap = {0, 10 * 1000 * 1000};
-        nanosleep(&nap, NULL);
+        vae_plat_sleep_ms(10);
     }
     VAE_INFO("%s %s: locked by another process for more than %d ms; this process runs without it",
              lc->what, lc->file, lc->wait_ms);
@@ -120,7 +120,7 @@ static void make_parents(const char *path) {
     for (char *p = dir + 1; *p; p++)
         if (*p == '/') {
             *p = 0;
-            mkdir(dir, 0755);
+            vae_plat_mkdir(dir);
             *p = '/';
         }
 }
@@ -131,7 +131,8 @@ static void append_line(vae_linecache *lc, const char *key, const char *value) {
     const int n = snprintf(line, sizeof line, "%s %s %s %s\n", lc->magic, lc->scope, key, value);
     if (!lc->file[0] || n < 0 || n > VAE_LC_LINE_MAX) return;
     make_parents(lc->file);
-    const int fd = open(lc->file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+    const int fd = open(lc->file, O_WRONLY | O_APPEND | O_CREAT | VAE_O_BINARY | VAE_O_CLOEXEC |
+                                      VAE_O_NONBLOCK, 0644);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         VAE_DEBUG("%s %s: not written (%s)", lc->what, lc->file,
@@ -139,7 +140,7 @@ static void append_line(vae_linecache *lc, const char *key, const char *value) {
         if (fd >= 0) close(fd);
         return;
     }
-    if (lock_bounded(lc, fd, LOCK_EX) != 0) {
+    if (lock_bounded(lc, fd, 1) != 0) {
         close(fd);
         return;
     }
@@ -149,7 +150,7 @@ static void append_line(vae_linecache *lc, const char *key, const char *value) {
                   lc->file_max);
     else if (write(fd, line, (size_t)n) != n)
         VAE_DEBUG("%s %s: write failed (%s)", lc->what, lc->file, strerror(errno));
-    flock(fd, LOCK_UN);
+    vae_plat_unlock(fd);
     close(fd);
 }
 
@@ -239,7 +240,7 @@ static int index_text(vae_linecache *lc, const char *text, size_t len) {
  * or -1 where there is nothing to read (the file left alone where it is not a plain file or is
  * locked). */
 static int read_text(vae_linecache *lc, char **text, size_t *len) {
-    const int fd = open(lc->file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    const int fd = open(lc->file, O_RDONLY | VAE_O_BINARY | VAE_O_CLOEXEC | VAE_O_NONBLOCK);
     if (fd < 0) {
         VAE_DEBUG("%s %s: not read (%s)", lc->what, lc->file, strerror(errno));
         return -1;
@@ -251,7 +252,7 @@ static int read_text(vae_linecache *lc, char **text, size_t *len) {
         close(fd);
         return -1;
     }
-    if (lock_bounded(lc, fd, LOCK_SH) != 0) {
+    if (lock_bounded(lc, fd, 0) != 0) {
         close(fd);
         return -1;
     }
@@ -267,7 +268,7 @@ static int read_text(vae_linecache *lc, char **text, size_t *len) {
         if (r <= 0) break; /* (shorter than it was: what was there) */
         got += (size_t)r;
     }
-    flock(fd, LOCK_UN);
+    vae_plat_unlock(fd);
     close(fd);
     if (!buf) return -1;
     *text = buf, *len = got;

@@ -11,9 +11,10 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
+#include <unistd.h> /* close */
+
+#include "platform/platform.h"
 
 /* Private state behind vae_store.owned: owned heap blocks, the tensor array capacity and the
  * name index (tensor indices sorted by name, for binary search). */
@@ -184,7 +185,7 @@ void vae_store_free(vae_store *s) {
         vae_free(p->meta);
         vae_free(p);
     }
-    if (s->map) munmap(s->map, s->map_size);
+    if (s->map) vae_plat_unmap(s->map, s->map_size);
     vae_free(s->path);
     vae_free(s);
 }
@@ -256,7 +257,7 @@ int vae_store_open(vae_store **out, const char *path) {
     s->format = NULL; /* from the content, below */
     /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; it is
      * refused below, and on a regular file the flag changes nothing. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = open(path, O_RDONLY | VAE_O_BINARY | VAE_O_CLOEXEC | VAE_O_NONBLOCK);
     struct stat st;
     if (fd < 0) {
         rc = vae_fail(VAE_EIO, "%s: cannot open: %s", path, strerror(errno));
@@ -277,10 +278,9 @@ int vae_store_open(vae_store **out, const char *path) {
         rc = vae_fail(VAE_EUNSUPPORTED, "%s: file too large to map", path);
         goto fail;
     }
-    s->map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    s->map = vae_plat_map_read(fd, (size_t)st.st_size);
     close(fd); /* the mapping stays valid */
-    if (s->map == MAP_FAILED) {
-        s->map = NULL;
+    if (!s->map) {
         rc = vae_fail(VAE_EIO, "%s: mmap failed: %s", path, strerror(errno));
         goto fail;
     }

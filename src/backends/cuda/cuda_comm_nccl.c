@@ -13,14 +13,13 @@
  * inside an NCCL call, and aborts every comm: ranks waiting on their stream for the failed one
  * come free (their NCCL kernels end), and every later call returns VAE_EINTERRUPTED.
  */
-#include <dlfcn.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
 #include "core/comm.h"
+#include "platform/platform.h" /* pthreads, loading NCCL */
 
 #ifdef VAE_HAVE_NCCL
 #include <nccl.h>
@@ -50,8 +49,8 @@ static int api_ok;
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 
 static void api_load(void) {
-    void *lib = dlopen(VAE_NCCL_LIB, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    void *lib = vae_plat_lib_open(VAE_NCCL_LIB);
+    if (!lib) lib = vae_plat_lib_open("libnccl.so.2");
     if (!lib) return;
     void **fn[] = {
         (void **)&api.init_all,      (void **)&api.all_reduce,  (void **)&api.send,
@@ -63,7 +62,7 @@ static void api_load(void) {
                                         "ncclCommAbort",   "ncclCommDestroy", "ncclGetErrorString",
                                         "ncclGetUniqueId", "ncclCommInitRank"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
-        if (!(*fn[k] = dlsym(lib, names[k]))) return; /* the library stays loaded, unused */
+        if (!(*fn[k] = vae_plat_lib_sym(lib, names[k]))) return; /* the library stays loaded, unused */
     api_ok = 1;
 }
 

@@ -607,9 +607,7 @@ static inline cuda_backend *cu_be(vae_backend *be) { return (cuda_backend *)be; 
 
 /* seconds, for host-time accounting (host_s) */
 static inline double cu_now(void) {
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return vae_seconds(); /* (timespec_get: not in Windows' msvcrt) */
 }
 
 typedef struct cu_prof_op {

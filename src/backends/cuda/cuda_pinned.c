@@ -8,10 +8,10 @@
  */
 #define _DEFAULT_SOURCE
 #include <string.h>
-#include <sys/mman.h>
 
 #include "backends/cuda/cuda_internal.h"
 #include "core/dtype.h"
+#include "platform/platform.h"
 
 enum { HUGE_PAGE = 2 << 20 };
 
@@ -21,16 +21,15 @@ cudaError_t cu_pin_alloc(cuda_backend *cb, cu_pin *b, size_t bytes, int portable
     if (bytes == 0) bytes = 1;
     const double t0 = cu_now();
     const size_t len = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = vae_plat_pages_alloc(len); /* huge pages where the kernel gives them */
     cudaError_t e = cudaErrorMemoryAllocation;
-    if (p != MAP_FAILED) {
-        madvise(p, len, MADV_HUGEPAGE); /* advice: without it the pages are 4 KiB, still fine */
+    if (p) {
         e = cudaHostRegister(p, len, portable ? cudaHostRegisterPortable : 0);
         if (e == cudaSuccess) {
             b->p = p, b->bytes = len, b->mapped = 1;
         } else {
             cudaGetLastError(); /* an expected fallback */
-            munmap(p, len);
+            vae_plat_pages_free(p, len);
         }
     }
     if (!b->p) {
@@ -49,7 +48,7 @@ void cu_pin_free(cu_pin *b) {
     if (!b->p) return;
     if (b->mapped) {
         cudaHostUnregister(b->p);
-        munmap(b->p, b->bytes);
+        vae_plat_pages_free(b->p, b->bytes);
     } else {
         cudaFreeHost(b->p);
     }

@@ -15,9 +15,9 @@
 #define _DEFAULT_SOURCE
 #include <stdatomic.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backends/cuda/cuda_internal.h"
+#include "platform/platform.h"
 
 enum { STAGE_ALIGN = 256 };
 
@@ -27,8 +27,7 @@ enum { STAGE_ALIGN = 256 };
 static atomic_size_t stage_total;
 
 static int stage_reserve(size_t bytes) {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    const size_t cap = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 8 : 0;
+    const size_t cap = (size_t)vae_plat_mem_total() / 8;
     size_t now = atomic_load(&stage_total);
     do {
         if (now + bytes > cap) return 0;
