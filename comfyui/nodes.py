@@ -5,7 +5,9 @@ ones, Wan image-to-video...) runs it unchanged; only decode/encode and their til
 through the engine. ComfyUI's conventions hold at the boundary: raw latents in and out, images
 [N,H,W,3] in 0..1, its progress bar, its interrupt and its memory estimate.
 """
+import logging
 import math
+import time
 import weakref
 
 import torch
@@ -17,6 +19,8 @@ import comfy.utils
 import folder_paths
 
 from . import vaec_core as core
+
+_log = logging.getLogger(core.NODE_LOGGER)
 
 # what the VAE computes its activations in (fp8: E4M3 convs on bf16 activations)
 _TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
@@ -49,6 +53,22 @@ def _open(opener, options, name):
         raise ValueError(f"{name}: architecture {model.info['arch']} is not one vae.c's nodes "
                          f"support ({', '.join(core.SUPPORTED_ARCHS)})")
     return model
+
+
+def planned_peak(model, shape, encode):
+    """The engine's planned peak bytes for one item of a batch of this shape (the engine runs a
+    batch one item at a time)."""
+    one = (1,) + tuple(shape[1:])
+    return max(1, int(model.plan(one, encode=encode)["peak_bytes"]))
+
+
+def make_room(model, shape, encode, device):
+    """Frees the plan's peak on device as ComfyUI's load_models_gpu would for its own VAE (other
+    models are unloaded): the engine allocates through torch, so what they give back becomes
+    the engine's. Returns the bytes asked for."""
+    need = planned_peak(model, shape, encode)
+    mm.free_memory(need, device)
+    return need
 
 
 class VaecVAE(comfy.sd.VAE):
@@ -124,15 +144,11 @@ class VaecVAE(comfy.sd.VAE):
         return self._variant[1]
 
     # ---- ComfyUI's memory hooks: the engine's own plan for one batch item ----
-    def _planned_bytes(self, shape, encode):
-        one = (1,) + tuple(shape[1:])
-        return max(1, int(self.model.plan(one, encode=encode)["peak_bytes"]))
-
     def memory_used_decode(self, shape, dtype=None):
-        return self._planned_bytes(shape, False)
+        return planned_peak(self.model, shape, False)
 
     def memory_used_encode(self, shape, dtype=None):
-        return self._planned_bytes(shape, True)
+        return planned_peak(self.model, shape, True)
 
     # ---- running ----
     def _run(self, model, x, encode):
@@ -142,19 +158,21 @@ class VaecVAE(comfy.sd.VAE):
         mm.throw_exception_if_processing_interrupted()
         one = (1,) + tuple(x.shape[1:])
         if x.is_cuda:
-            # Make room as ComfyUI's load_models_gpu would for its own VAE: the engine allocates
-            # through torch, so what other models free becomes the engine's.
-            mm.free_memory(model.plan(one, encode=encode)["peak_bytes"], x.device)
+            make_room(model, x.shape, encode, x.device)
         out = torch.empty((x.shape[0],) + model.output_shape(one, encode)[1:],
                           dtype=x.dtype, device=x.device)
         pbar = comfy.utils.ProgressBar(x.shape[0])
         run = model.encode if encode else model.decode
+        start, peak = time.perf_counter(), 0
         try:
             for b in range(x.shape[0]):
                 def step(done, total, b=b):
                     pbar.update_absolute(*core.batch_progress(b, x.shape[0], done, total))
                     return mm.processing_interrupted()
                 run(x[b : b + 1], out=out[b : b + 1], raw=True, callback=step)
+                peak = max(peak, model.peak_bytes())
+            _log.info(core.run_summary(encode, x.shape, out.shape, time.perf_counter() - start,
+                                       peak, model.device, model.dtype))
         except vaec.Error as e:
             if e.name == "EINTERRUPTED":
                 mm.throw_exception_if_processing_interrupted()

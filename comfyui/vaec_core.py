@@ -4,6 +4,8 @@ formats normalise them outside the VAE: the nodes call the engine with raw=True)
 [N,H,W,3] in 0..1; the engine takes videos [B,3,T,H,W] in its model's pixel range.
 Importable, and tested, without ComfyUI.
 """
+import logging
+
 import torch
 
 # Class names (the keys workflows refer to) and the names the UI shows.
@@ -17,6 +19,40 @@ DEVICES = ("auto", "cuda", "cpu")
 DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8")
 TILE_MODES = ("auto", "none", "blend")
 SUPPORTED_ARCHS = ("wan2.1", "wan2.2", "seedvr2", "taesd")
+
+ENGINE_LOGGER = "vaec"  # where vaec sends the engine's log lines (INFO and up)
+NODE_LOGGER = "vaec.comfyui"  # the nodes' one line per decode/encode (a child: not demoted)
+
+
+class EngineInfoToDebug(logging.Filter):
+    """Makes the engine's INFO lines DEBUG ones: ComfyUI's console (INFO by default) shows them
+    only with --verbose DEBUG; warnings and errors pass unchanged. A logger's level is checked
+    only where a record is made, not as it propagates to the root's handlers, so a demoted
+    record is also dropped here unless the logger is enabled for DEBUG."""
+
+    demotes_vaec_info = True  # marks it: the pack may be loaded twice (folder and clone)
+
+    def filter(self, record):
+        if record.levelno != logging.INFO:
+            return True
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+def quiet_engine_log():
+    """Installs EngineInfoToDebug on the engine's logger once (the pack calls it on loading)."""
+    logger = logging.getLogger(ENGINE_LOGGER)
+    if not any(getattr(f, "demotes_vaec_info", False) for f in logger.filters):
+        logger.addFilter(EngineInfoToDebug())
+
+
+def run_summary(encode, in_shape, out_shape, seconds, peak_bytes, device, dtype):
+    """The one console line of a decode/encode: shapes, time and the engine's peak memory."""
+    shape = lambda s: "x".join(str(int(n)) for n in s)
+    peak = (f"{peak_bytes / 2**30:.2f} GiB" if peak_bytes >= 2**30 else
+            f"{peak_bytes / 2**20:.1f} MiB")
+    return (f"vae.c {'encode' if encode else 'decode'}: {shape(in_shape)} -> {shape(out_shape)} "
+            f"in {seconds:.2f} s, engine peak {peak} ({device}, {dtype})")
 
 
 def parse_devices(devices):

@@ -4,6 +4,7 @@ ComfyUI's own VAE on the wan21_tiny weights (fp32, CPU)."""
 import asyncio
 import importlib.util
 import json
+import logging
 import os
 import pathlib
 import sys
@@ -15,11 +16,13 @@ from safetensors.torch import load_file
 import vaec
 from conftest import FIXTURES, fixture, rel_err
 
-NODES_DIR = pathlib.Path(__file__).resolve().parents[2] / "comfyui"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+NODES_DIR = REPO / "comfyui"
 COMFYUI_PATH = os.environ.get("COMFYUI_PATH")
 needs_comfyui = pytest.mark.skipif(
     not COMFYUI_PATH, reason="COMFYUI_PATH is not set: point it at a ComfyUI checkout to run the "
     "nodes inside ComfyUI")
+VAE_NAME = "wan_2.1_vae.safetensors"
 DEC_CASES = ("dec_t3", "dec_img", "dec_t6_odd")
 ENC_CASES = ("enc_t9", "enc_img", "enc_t21_odd")
 
@@ -111,6 +114,84 @@ def test_example_workflow_uses_the_nodes():
     assert "vaec_core.NODE_NAMES" in init  # the registered names are core.NODE_NAMES
 
 
+class _Records(logging.Handler):
+    """Collects what reaches the root logger's handlers (ComfyUI's console is one)."""
+
+    def __init__(self):
+        super().__init__(logging.NOTSET)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@pytest.fixture
+def root_records():
+    """The root logger at INFO (ComfyUI's default) with a collecting handler; the engine's
+    logger without the pack's filter afterwards (other tests see vaec as it is)."""
+    root, handler = logging.getLogger(), _Records()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    yield handler
+    root.removeHandler(handler)
+    root.setLevel(level)
+    engine = logging.getLogger(core.ENGINE_LOGGER)
+    for f in [f for f in engine.filters if getattr(f, "demotes_vaec_info", False)]:
+        engine.removeFilter(f)
+
+
+def test_engine_log_is_debug_only(root_records):
+    """The pack's filter: the engine's INFO lines reach the console only at DEBUG, as DEBUG;
+    its warnings stay warnings; the nodes' own line (a child logger) stays INFO."""
+    engine = logging.getLogger(core.ENGINE_LOGGER)
+    core.quiet_engine_log()
+    core.quiet_engine_log()  # the pack loaded twice (its folder and a clone) adds one filter
+    assert sum(getattr(f, "demotes_vaec_info", False) for f in engine.filters) == 1
+    m = vaec.load(FIXTURES / "wan21_tiny.safetensors")  # the engine logs the model and session
+    m.decode(torch.zeros(1, 16, 1, 2, 2))  # and the plan and time of a decode
+    engine.warning("a warning")
+    logging.getLogger(core.NODE_LOGGER).info("vae.c decode: the node's line")
+    seen = [(r.name, r.levelno) for r in root_records.records if r.name.startswith("vaec")]
+    assert seen == [("vaec", logging.WARNING), ("vaec.comfyui", logging.INFO)]
+    logging.getLogger().setLevel(logging.DEBUG)  # ComfyUI's --verbose DEBUG
+    root_records.records.clear()
+    m.decode(torch.zeros(1, 16, 1, 2, 2))
+    engine_records = [r for r in root_records.records if r.name == "vaec"]
+    assert engine_records and all(r.levelno == logging.DEBUG and r.levelname == "DEBUG"
+                                  for r in engine_records)
+
+
+def test_run_summary():
+    line = core.run_summary(False, (1, 16, 3, 4, 6), (1, 3, 9, 32, 48), 0.123, 5 << 20, "cpu",
+                            "fp32")
+    assert line == ("vae.c decode: 1x16x3x4x6 -> 1x3x9x32x48 in 0.12 s, engine peak 5.0 MiB "
+                    "(cpu, fp32)")
+    line = core.run_summary(True, (1, 3, 81, 720, 1280), (1, 16, 21, 90, 160), 61.5, 5 << 29,
+                            "cuda:0", "bf16")
+    assert line == ("vae.c encode: 1x3x81x720x1280 -> 1x16x21x90x160 in 61.50 s, engine peak "
+                    "2.50 GiB (cuda:0, bf16)")
+
+
+def test_clone_layout_files():
+    """A clone of the repository is a node pack: the root __init__.py loads comfyui/ (and
+    outside ComfyUI, where pytest imports it too, defines no nodes); requirements.txt names the
+    package; pyproject.toml has the registry's [tool.comfy]."""
+    init = (REPO / "__init__.py").read_text()
+    assert "from .comfyui import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS" in init
+    spec = importlib.util.spec_from_file_location("vaec_clone_root", REPO / "__init__.py",
+                                                  submodule_search_locations=[str(REPO)])
+    root = importlib.util.module_from_spec(spec)
+    if "folder_paths" not in sys.modules:  # (ComfyUI imported by a test before: it loads)
+        spec.loader.exec_module(root)
+        assert root.NODE_CLASS_MAPPINGS == {} and root.NODE_DISPLAY_NAME_MAPPINGS == {}
+    reqs = [l.strip() for l in (REPO / "requirements.txt").read_text().splitlines()]
+    assert "vaec" in reqs
+    tomllib = pytest.importorskip("tomllib")
+    comfy = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["comfy"]
+    assert comfy["PublisherId"] and comfy["DisplayName"] == "vae.c" and "Icon" in comfy
+
+
 # ---- inside ComfyUI ----
 @pytest.fixture(scope="module")
 def comfy(tmp_path_factory):
@@ -135,7 +216,7 @@ def comfy(tmp_path_factory):
         sys.argv = argv
     assert asyncio.run(nodes.load_custom_node(str(NODES_DIR)))
     models = tmp_path_factory.mktemp("vae")
-    (models / "wan_2.1_vae.safetensors").symlink_to(FIXTURES / "wan21_tiny.safetensors")
+    (models / VAE_NAME).symlink_to(FIXTURES / "wan21_tiny.safetensors")
     folder_paths.add_model_folder_path("vae", str(models), is_default=True)
     folder_paths.set_output_directory(str(tmp_path_factory.mktemp("output")))
     return {"nodes": nodes, "mm": comfy.model_management, "sd": comfy.sd,
@@ -264,11 +345,50 @@ def test_fp8_nodes(comfy, node_vae, io, norm):
 
 
 @needs_comfyui
-def test_memory_hooks(node_vae):
-    for hook, shape in ((node_vae.memory_used_decode, (2, 16, 3, 4, 6)),
-                        (node_vae.memory_used_encode, (1, 3, 9, 32, 48))):
+def test_memory_hooks(comfy, node_vae, io, norm, monkeypatch):
+    """ComfyUI's memory estimate is the engine's planned peak for one batch item (the engine
+    runs a batch item by item), which bounds what a decode then holds; on CUDA the node asks
+    ComfyUI to free that much before running (make_room)."""
+    nodes_mod = sys.modules[type(node_vae).__module__]
+    for hook, shape, encode in ((node_vae.memory_used_decode, (2, 16, 3, 4, 6), False),
+                                (node_vae.memory_used_encode, (1, 3, 9, 32, 48), True)):
         used = hook(shape, torch.float32)
-        assert isinstance(used, int) and used > 0
+        plan = node_vae.model.plan((1,) + shape[1:], encode=encode)
+        assert isinstance(used, int) and used == plan["peak_bytes"] > 0
+        assert hook((5,) + shape[1:]) == used  # per item, whatever the batch
+        freed = []
+        monkeypatch.setattr(comfy["mm"], "free_memory",
+                            lambda need, device, *a, **k: freed.append((need, device)))
+        assert nodes_mod.make_room(node_vae.model, shape, encode, "cuda:0") == used
+        assert freed == [(used, "cuda:0")]
+    raw = raw_latent(io, "dec_t3", norm)
+    node_vae.decode(raw)
+    assert 0 < node_vae.model.peak_bytes() <= node_vae.memory_used_decode(raw.shape)
+
+
+@needs_comfyui
+def test_one_console_line_per_run(comfy, node_vae, io, norm, root_records):
+    """Loaded by ComfyUI, the pack has quieted the engine: a decode through ComfyUI's node and
+    an encode through the pack's each put one vae.c line on the console, nothing else."""
+    core.quiet_engine_log()  # (root_records' teardown of an earlier test removed it)
+    n = comfy["nodes"]
+    raw = raw_latent(io, "dec_t3", norm)
+    (vae,) = n.NODE_CLASS_MAPPINGS["VaecVAELoader"]().load_vae(VAE_NAME, dtype="fp32")
+    (images,) = n.VAEDecode().decode(vae, {"samples": raw})
+    n.NODE_CLASS_MAPPINGS["VaecVAEEncode"]().encode(images, vae)
+    lines = [r.getMessage() for r in root_records.records if r.name.startswith("vaec")]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("vae.c decode: 1x16x3x4x6 -> 1x3x9x32x48 in ")
+    assert lines[1].startswith("vae.c encode: 1x3x9x32x48 -> 1x16x3x4x6 in ")
+
+
+@needs_comfyui
+def test_registry_metadata_in_comfyui(comfy):
+    """ComfyUI's own parser of a node pack's pyproject.toml reads the repository's."""
+    from comfy_config import config_parser
+    config = config_parser.extract_node_configuration(str(REPO))
+    assert config.tool_comfy.publisher_id and config.tool_comfy.display_name == "vae.c"
+    assert config.project.name == "vaec"
 
 
 @needs_comfyui
