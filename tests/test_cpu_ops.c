@@ -917,6 +917,12 @@ int main(void) {
         {"3x3x3_blocks", 16, 12, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 9, 11, 1, 1, 0, 0, 20000},
         {"3x3x3_1thread", 10, 12, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 6, 7, 1, 1, 1, 1, 0},
         {"1x1x1_wide", 96, 200, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 17, 19, 1, 1, 0, 0, 0},
+        /* per-tap GEMMs (cpu_conv_taps.c): the AVX-512 panels (c_out % 32 == 0), one-row bands,
+         * asymmetric pads, one thread; OpenBLAS per tap (c_out 16), a 5x3 kernel */
+        {"taps_panels", 40, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 7, 9, 1, 1, 1, 0, 0},
+        {"taps_panels_bands", 24, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 13, 5, 1, 2, 0, 0, 20000},
+        {"taps_panels_asym", 32, 96, 1, 3, 3, 1, 1, 1, 0, 2, 1, 0, 1, 6, 11, 0, 0, 0, 1, 0},
+        {"taps_blas_5x3", 17, 16, 2, 5, 3, 1, 1, 1, 2, 1, 0, 2, 3, 9, 11, 1, 1, 1, 0, 0},
     };
     for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)
         test_conv(&convs[i]);
@@ -924,6 +930,7 @@ int main(void) {
     test_conv_fp8(32, 24);
     test_conv_fp8(20, 40);
     test_conv_fp8(32, 3);
+    test_conv_fp8(48, 64); /* per-tap GEMMs on the AVX-512 panels */
 
     static const vae_act acts[] = {VAE_ACT_NONE, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE};
     for (int a = 0; a < 4; a++) {

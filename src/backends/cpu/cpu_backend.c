@@ -1,14 +1,13 @@
 /* cpu_backend.c -- the CPU backend: creation, buffers, per-op preparation. */
 #define _DEFAULT_SOURCE
 #include <omp.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <unistd.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "platform/platform.h" /* pthreads, the machine */
 
 #if defined(VAE_HAVE_BLAS) && VAE_HAVE_BLAS
 #include <cblas.h>
@@ -201,7 +200,7 @@ static int cpu_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, i
     while (f && fgets(line, sizeof line, f))
         if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) *avail = (int64_t)kb * 1024;
     if (f) fclose(f);
-    if (*avail == 0) *avail = (int64_t)sysconf(_SC_AVPHYS_PAGES) * sysconf(_SC_PAGESIZE);
+    if (*avail == 0) *avail = vae_plat_mem_free();
     return VAE_OK;
 }
 
@@ -249,7 +248,7 @@ static const vae_backend_vtbl cpu_vtbl = {
  * most, checked before OpenMP sees the count, since its runtime ends the process when it cannot
  * start a thread. */
 static int max_threads(void) {
-    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const long cores = vae_plat_cpu_count();
     return cores < 1 ? 8 : cores > 128 ? 1024 : (int)cores * 8;
 }
 

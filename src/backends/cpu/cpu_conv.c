@@ -4,7 +4,9 @@
  * k = ((dt*kh + dh)*kw + dw)*c_in + ci, so that one row of the im2col matrix, the receptive field
  * of an output pixel, is kt*kh*kw runs of c_in contiguous channels (channels-last input).
  *
- * Per output frame j (input frames j*st .. j*st+kt-1):
+ * Spatial kernels of stride 1 with >= 16 channels in and out take cpu_conv_taps.c (one GEMM per
+ * spatial tap on padded bands, no im2col; its own filter order). The others, per output frame j
+ * (input frames j*st .. j*st+kt-1):
  *  - pointwise spatial kernels (kh = kw = 1, stride 1, no padding) need no im2col: the input
  *    frame [h*w][c_in] already is the matrix, one GEMM per temporal tap, accumulated;
  *  - otherwise output pixels are processed in blocks of P rows: im2col into scratch [P][K]
@@ -26,9 +28,11 @@
 #include "core/fp8.h"
 
 typedef struct conv_state {
-    float *wp; /* [K][c_out] */
-    int k;     /* K = kt*kh*kw*c_in */
-    int fp8;   /* FP8 emulation: wp is on the scaled E4M3 grid, inputs are rounded per call */
+    float *wp;  /* [K][c_out] */
+    int k;      /* K = kt*kh*kw*c_in */
+    int fp8;    /* FP8 emulation: wp is on the scaled E4M3 grid, inputs are rounded per call */
+    int taps;   /* cpu_conv_taps_fits: one GEMM per spatial tap, wp in that path's order */
+    int panels; /* taps with cpu_taps_gemm: wp in its 32-column panels */
 } conv_state;
 
 /* The filters [c_out][c_in][taps] as the conv multiplies them: op->w, or under FP8 a new copy
@@ -77,6 +81,18 @@ int cpu_conv_fp8(vae_backend *be, const vae_op *op) {
     return cpu_be(be)->fp8 && vae_op_fp8_shape(op);
 }
 
+/* Where filter w[co][ci][tap] (tap = (dt*kh + dh)*kw + dw, PyTorch's order) goes in wp:
+ * im2col [tap][c_in][c_out]; per-tap GEMMs [dh*kw + dw][dt][c_in][c_out]; their AVX-512 kernel
+ * the same rows in 32-column panels [dh*kw + dw][c_out / 32][dt][c_in][32] (cpu_taps_gemm.c). */
+static size_t packed_index(const conv_state *s, const vae_op *op, int tap, int ci, int co) {
+    const int khw = op->kh * op->kw;
+    if (!s->taps) return ((size_t)tap * op->c_in + ci) * op->c_out + co;
+    const size_t row = (size_t)(tap / khw) * op->c_in + ci, depth = (size_t)op->kt * op->c_in;
+    const size_t tap_base = (size_t)(tap % khw) * depth * op->c_out;
+    if (!s->panels) return tap_base + row * op->c_out + co;
+    return tap_base + ((size_t)(co / 32) * depth + row) * 32 + co % 32;
+}
+
 int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     *state = NULL;
     int rc = vae_op_check(op);
@@ -98,12 +114,14 @@ int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
         cpu_conv_unprepare(be, op, s);
         return vae_fail(VAE_ENOMEM, "%s: out of memory rounding the fp8 weights", op->name);
     }
-    /* PyTorch w[co][ci][tap] (tap = (dt*kh + dh)*kw + dw) -> wp[tap*c_in + ci][co] */
+    s->taps = cpu_conv_taps_fits(op);
+    s->panels = s->taps && cpu_taps_gemm_ok(op);
+    /* over output channels: each thread reads its filters in order and fills whole lines of wp */
+#pragma omp parallel for num_threads(cpu_be(be)->threads) schedule(static)
     for (int co = 0; co < co_n; co++)
         for (int ci = 0; ci < ci_n; ci++)
             for (int tap = 0; tap < taps; tap++)
-                s->wp[((size_t)tap * ci_n + ci) * co_n + co] =
-                    w[((size_t)co * ci_n + ci) * taps + tap];
+                s->wp[packed_index(s, op, tap, ci, co)] = w[((size_t)co * ci_n + ci) * taps + tap];
     if (w != op->w) vae_free((void *)w);
     *state = s;
     return VAE_OK;
@@ -162,6 +180,11 @@ static int conv_run(vae_backend *be, const vae_op *op, const conv_state *s,
                         w_out);
     float *yf = y;
     const float *res = residual;
+    const size_t frame = (size_t)h * w * c_in;
+    const float xs = s->fp8 ? input_scale(nt, op, (const float *const *)frames, n_in, frame) : 0;
+    if (s->taps)
+        return cpu_conv_taps(cb, op, s->wp, s->panels, (const float *const *)frames, h, w, res, yf,
+                             t_out, h_out, w_out, xs);
 
     /* y = bias + residual; the GEMMs then accumulate (beta = 1) */
     float beta = 0.0f;
@@ -178,8 +201,6 @@ static int conv_run(vae_backend *be, const vae_op *op, const conv_state *s,
         beta = 1.0f;
     }
 
-    const size_t frame = (size_t)h * w * c_in;
-    const float xs = s->fp8 ? input_scale(nt, op, (const float *const *)frames, n_in, frame) : 0;
     int pointwise = op->kh == 1 && op->kw == 1 && op->sh == 1 && op->sw == 1 && op->pad_h[0] == 0 &&
                     op->pad_h[1] == 0 && op->pad_w[0] == 0 && op->pad_w[1] == 0;
     if (pointwise) {

@@ -109,6 +109,20 @@ int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state);
  * prepare rounds those that are marked */
 int cpu_conv_fp8(vae_backend *be, const vae_op *op);
 void cpu_conv_unprepare(vae_backend *be, const vae_op *op, void *state);
+/* cpu_conv_taps.c: convs of spatial stride 1, a spatial kernel and >= 16 channels in and out run
+ * as one GEMM per spatial tap on padded bands of rows (no im2col); prepare packs their filters
+ * [(dh*kw + dw)*kt + dt][c_in][c_out]. xs: FP8 input scale (0: float32). */
+int cpu_conv_taps_fits(const vae_op *op);
+/* panels: the filters are in cpu_taps_gemm's layout (cpu_taps_gemm_ok at prepare) */
+int cpu_conv_taps(cpu_backend *cb, const vae_op *op, const float *wp_filters, int panels,
+                  const float *const *frames, int h, int w, const float *res, float *y, int t_out,
+                  int h_out, int w_out, float xs);
+/* cpu_taps_gemm.c: band[m][n] = sum_t a[tap_offset[t] + row*depth ..][depth] x filters of tap t,
+ * the filters [tap][n/32][depth][32]; reads and writes up to CPU_TAPS_ROW_PAD rows past m. */
+enum { CPU_TAPS_ROW_PAD = 12 };
+int cpu_taps_gemm_ok(const vae_op *op);
+void cpu_taps_gemm(int taps, const size_t *tap_offset, int m, int n, int depth, const float *a,
+                   const float *w_panels, float *band);
 int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
              int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
 int cpu_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t, int h,
