@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The test suite: installs what is missing, builds (release, then ASan+UBSan), runs ctest.
-# GPU tests print "skipped: no GPU" where there is none.
+# The test suite: installs what is missing, builds (release, then ASan+UBSan), runs ctest, then
+# the Python package's tests.
 set -eu
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
-bash scripts/build.sh build
+VAE_CUDA=ON bash scripts/deps.sh
+# The release build, with the CUDA backend for sm_90 even without a GPU (the default would leave it
+# out): the suite compiles the CUDA backend, its CUTLASS kernels and its tests once, then runs
+# everything; GPU tests print "skipped: no GPU" where there is none.
+bash scripts/build.sh build -DVAE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
 # The allocation-failure sweeps (one thread a session, ~20 min in all) run two at a time, after
 # the rest, so that the suite stays well inside CI's 90 minutes on two cores.
 (cd build && ctest --output-on-failure --timeout 1500 -E '^alloc_fail_' &&
@@ -50,14 +53,14 @@ TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_EXEC_STORE_HOST=1 VAE_EXEC_HOST_M
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_EXEC_HOST_MB=0 build-tsan/test_fixtures ../shared \
     wan22_tiny --devices 2 --max-memory 2700000 --threads 1 --case dec_t3
 # Python: the package as the README installs it (pip install .: scikit-build-core builds
-# libvae.so), torch (the PyPI wheel, used on the CPU here) and diffusers from PyPI, then pytest on
-# the installed package (python/tests; the ComfyUI tests run inside ComfyUI with COMFYUI_PATH).
-# CUDA code for sm_90 alone here (the release build above compiled all five architectures; five
-# again would cost CI ~12 of its 90 minutes): the package, its build and its CUTLASS kernels are
-# the same code.
+# libvae.so, the CPU backend alone where no GPU is visible), torch (the PyPI wheel, used on the CPU
+# here) and diffusers from PyPI, then pytest on the installed package.
 python3 -m pip install -q torch diffusers safetensors pytest tqdm
-python3 -m pip install -q ./ --config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES=90
+python3 -m pip install -q ./
 python3 -m pytest -q -rs python/tests
+# The ComfyUI nodes inside the ComfyUI snapshot of ../shared/third_party (its own venv over the
+# system's torch and the vaec just installed): in-process and through a headless server.
+bash scripts/test_comfyui.sh
 # The binding once more with the library of the ASan+UBSan build above, its runtime preloaded
 # into the interpreter (Python's own allocations are not leak-checked): the crash classes, the
 # layouts' property test and the layouts, dtypes, batches, errors and cancels of the main tests.
@@ -66,3 +69,5 @@ LD_PRELOAD="$(cc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 \
     PYTHONPATH=python VAEC_FUZZ_CASES=2000 python3 -m pytest -q -p no:cacheprovider \
     python/tests/test_safety.py python/tests/test_binding_fuzz.py python/tests/test_vaec.py \
     -k "safety or fuzz or non_contiguous or half_precision or batch or state_dict or errors or progress"
+# Windows: the library, the CLI and the CPU tests cross-compiled with mingw-w64, run under Wine
+bash scripts/test_windows.sh build-win
