@@ -3,10 +3,11 @@
 #
 # VAE_CUDA=AUTO builds CUDA only where nvcc is found AND a GPU is visible (nvidia-smi), and then for
 # that GPU's architecture alone: nvcc compiling every architecture for a machine with no GPU is what
-# made a first build take most of an hour on a small box, while the CPU backend builds in about two
-# minutes. VAE_CUDA=ON without CMAKE_CUDA_ARCHITECTURES builds for the visible GPUs, or, where none
-# is visible, for the release list below (the wheels use it). Sets VAE_CUDA to ON or OFF and, when
-# ON, CMAKE_CUDA_ARCHITECTURES; VAE_CUDA_WHY says why (printed by the caller).
+# made a first build take most of an hour on a small box, while the CPU backend builds in under a
+# minute. VAE_CUDA=ON without CMAKE_CUDA_ARCHITECTURES builds for the visible GPUs, or, where none
+# is visible, for the release list below; CMAKE_CUDA_ARCHITECTURES=release names that list wherever
+# the build runs (scripts/wheel.sh). Sets VAE_CUDA to ON or OFF and, when ON,
+# CMAKE_CUDA_ARCHITECTURES; VAE_CUDA_WHY says why (printed by the caller).
 
 # Ampere (A100; RTX 30), Ada (RTX 40, L4), Hopper (H100/H200; sm_90a kernels are added by
 # cutlass.cmake), Blackwell (B200; RTX 50) as machine code, and PTX of the last for later GPUs.
@@ -48,7 +49,14 @@ if(NOT VAE_CUDA STREQUAL "OFF")
       set(VAE_CUDA ON)
     endif()
   endif()
-  if(VAE_CUDA AND NOT CMAKE_CUDA_ARCHITECTURES)
+  if(VAE_CUDA AND NOT CMAKE_CUDA_COMPILER)
+    message(FATAL_ERROR "VAE_CUDA=ON but no CUDA compiler (nvcc) was found: install the CUDA "
+                        "toolkit or put its bin/ on PATH, or build with -DVAE_CUDA=OFF")
+  endif()
+  if(VAE_CUDA AND CMAKE_CUDA_ARCHITECTURES STREQUAL "release")
+    set(CMAKE_CUDA_ARCHITECTURES ${VAE_CUDA_RELEASE_ARCHS})
+    set(VAE_CUDA_WHY "the release architectures")
+  elseif(VAE_CUDA AND NOT CMAKE_CUDA_ARCHITECTURES)
     if(VAE_GPU_ARCHS)
       set(CMAKE_CUDA_ARCHITECTURES ${VAE_GPU_ARCHS})
       set(VAE_CUDA_WHY "for the visible GPUs")

@@ -27,14 +27,22 @@ _TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfl
                  "fp8": torch.bfloat16}
 
 
+_warned_cpu = False
+
+
 def _resolve_device(device):
     """"auto": ComfyUI's VAE device (its --cpu / --cpu-vae flags hold), CPU when the installed
-    vaec was built without CUDA."""
+    vaec cannot run CUDA -- said once, with vaec's reason, since a video on the CPU takes long."""
+    global _warned_cpu
     if device != "auto":
         return device
     dev = mm.vae_device()
     if dev.type == "cuda" and vaec.cuda_available():
         return f"cuda:{dev.index or 0}"
+    if dev.type == "cuda" and not _warned_cpu:
+        _warned_cpu = True
+        logging.warning("vae.c: ComfyUI's VAE device is a GPU but vaec runs on the CPU: %s",
+                        vaec.info()["cuda_off"])
     return "cpu"
 
 

@@ -10,5 +10,5 @@ mkdir -p "$dir"
 log="$dir/configure.log"
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >"$log" 2>&1 || { cat "$log"; exit 1; }
 grep "^-- vae:" "$log" || true
-cmake --build "$dir" -j"$(nproc)" >"$dir/build.log" 2>&1 &
+setsid cmake --build "$dir" -j"$(nproc)" >"$dir/build.log" 2>&1 &
 follow_build "$dir/build.log" $!

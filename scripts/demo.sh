@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on shipped defaults: builds, then encodes and decodes real media with the real
 # tiny FLUX.2 autoencoder (taef2) and prints the PSNR of the round trip. Builds the CPU backend
-# where no GPU is visible (~2 min on 2 cores), CUDA for the visible GPU otherwise (README: Install).
+# where no GPU is visible (under a minute on 2 cores), CUDA for the visible GPU otherwise (README: Install).
 set -eu
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh

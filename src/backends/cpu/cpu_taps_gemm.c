@@ -9,12 +9,13 @@
  * of an A block that stays in L2.
  *
  * M is rounded up to 12 rows: the caller's slab and band have room for the extra rows, whose
- * results are never copied out. Built where GCC/Clang target x86-64; taken at run time where the
- * CPU has AVX-512F (cpu_taps_gemm_ok).
+ * results are never copied out. Built where GCC/Clang target x86-64 (not Windows, below); taken
+ * at run time where the CPU has AVX-512F (cpu_taps_gemm_ok).
  */
 #include "backends/cpu/cpu_internal.h"
 
-#if defined(__GNUC__) && defined(__x86_64__)
+/* not under mingw-w64: its GCC does not realign the stack for 64-byte spills (GCC bug 54412) */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(_WIN32)
 #include <immintrin.h>
 
 enum { MR = 12, NP = 32, KC = 192, MC = 384 };
