@@ -41,12 +41,16 @@ follow_build() {
 
 # wait_with_heartbeat PID WHAT: waits for PID, saying "WHAT (N s)" every 30 s; its exit status.
 wait_with_heartbeat() {
-    local pid=$1 what=$2 start
+    local pid=$1 what=$2 start last now
     start=$(date +%s)
+    last=$start
     while kill -0 "$pid" 2>/dev/null; do
         sleep 2
-        [ $((($(date +%s) - start) % 30)) -lt 2 ] && [ $(($(date +%s) - start)) -ge 30 ] &&
-            echo "$what ($(($(date +%s) - start)) s)"
+        now=$(date +%s)
+        if [ $((now - last)) -ge 30 ]; then
+            echo "$what ($((now - start)) s)"
+            last=$now
+        fi
     done
     wait "$pid"
 }
