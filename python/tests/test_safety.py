@@ -1,5 +1,5 @@
-"""Inputs that once crashed or fooled the host process (issue 53's classes): each must give the
-right answer or a clear vaec.Error, and leave the process and the model usable."""
+"""Inputs that once crashed or fooled the host process: each must give the right answer or a
+clear vaec.Error, and leave the process and the model usable."""
 import copy
 import ctypes as C
 import gc

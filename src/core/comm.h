@@ -1,5 +1,5 @@
-/* comm.h -- what the ranks of a device group exchange while they compute (issue 13): the
- * contract of a communicator, and the in-process one (comm_threads.c).
+/* comm.h -- what the ranks of a device group exchange while they compute: the contract of a
+ * communicator, and the in-process one (comm_threads.c).
  *
  * Frame-major models (SeedVR2: GroupNorm over every pixel of a frame) split each frame into
  * row bands, one per rank; a band needs its neighbours' edge rows before each conv (a halo

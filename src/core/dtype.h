@@ -85,8 +85,8 @@ static inline float vae_f8e5m2_to_f32(uint8_t v) { return vae_f16_to_f32((uint16
  * vectorises: the fp8 weights' rounding makes ~10^7 a model): both the normal and the subnormal
  * result, then selects; the subnormals rounded to an integer by adding and taking away 2^23
  * (ties to even under the default rounding mode). The same value for every float as
- * ldexp(nearbyint(ldexp(|x|, -q)), q), q = max(exponent - 3, -9), saturated (checked on all 2^32,
- * session 38). */
+ * ldexp(nearbyint(ldexp(|x|, -q)), q), q = max(exponent - 3, -9), saturated (checked on all
+ * 2^32 floats). */
 static inline float vae_f32_round_e4m3(float x) {
     uint32_t u, sub;
     memcpy(&u, &x, 4);

@@ -5,7 +5,7 @@
  *   ops read them).
  * - The attention of A, which every rank computes whole (vae_exec_set_split): each rank computes
  *   its share of the queries' rows, then all-gathers the others' (SeedVR2 1080p: 0.29 s of A's
- *   0.39 s was the attention, repeated on every GPU; run 121). */
+ *   0.39 s was the attention, repeated on every GPU). */
 #include "comm.h"
 #include "core.h"
 #include "exec_internal.h"

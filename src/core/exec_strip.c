@@ -7,7 +7,7 @@
  * took the previous strip's. Frames are counted per carry, so chunks and frame loops do not
  * matter. An RMS norm (per voxel) reads its input in place instead (backend norm_rows): only the
  * columns left of the value's own are put in a buffer, and the norm runs over both where they
- * lie (the copy of the whole input was ~0.1 s of a Wan2.2 704p decode in strips, run 140). Slots in
+ * lie (the copy of the whole input was ~0.1 s of a Wan2.2 704p decode in strips). Slots in
  * host memory: the backend stages the copies (one contiguous copy each way on the bus instead of
  * rows of a column or two), and each read from a slot asks it to prefetch what the next few carries
  * will read (as many frames as their last step), which the previous strip wrote long before and

@@ -49,7 +49,7 @@ void vae_fp8_weight_scales(const float *w, int c_out, int64_t per, float *scale)
 
 /* The prior over the n = kt x kh x kw taps of one (output, input) channel pair: correlation
  * RHO^(|dt| + |dy| + |dx|) between two taps, and some white noise (DAMP) on the diagonal.
- * Measured at the inputs of the synthetic-weight convs (session 38): Wan2.1's neighbours
+ * Measured at the inputs of the synthetic-weight convs: Wan2.1's neighbours
  * correlate 0.57-0.86 within a frame and 0.1-0.2 across frames, SeedVR2's ~0.2 within a frame and
  * 0.5-0.8 across; one RHO for every axis serves both (the weights' share of the error: Wan2.1
  * decoder -48% in variance, SeedVR2 -38%), where a prior fitted to either loses on the other.

@@ -14,11 +14,10 @@
  *   (Frantar et al. 2022) under a prior of inputs correlated between neighbouring taps (fp8.c),
  *   since a conv's neighbouring input pixels and frames are, and what the output sees is the
  *   taps' errors weighted by that correlation. On the synthetic-weight full-size fixtures the
- *   weights' share of the E4M3 error falls by 38-48% of its variance (bench/RESULTS.md, session
- *   38). A filter already on its grid stays as it is (no error to spread); 1 x 1 x 1 filters,
- *   and those of more than VAE_FP8_MAX_TAPS taps, round each value to its nearest. threads:
- *   OpenMP threads over the output channels (0: as many as OpenMP would take; ~25 ms a 384 ->
- *   384 3x3x3 conv on one core).
+ *   weights' share of the E4M3 error falls by 38-48% of its variance. A filter already on its grid
+ *   stays as it is (no error to spread); 1 x 1 x 1 filters, and those of more than VAE_FP8_MAX_TAPS
+ *   taps, round each value to its nearest. threads: OpenMP threads over the output channels (0: as
+ *   many as OpenMP would take; ~25 ms a 384 -> 384 3x3x3 conv on one core).
  * - vae_fp8_weights_codes: the same rounding as E4M3 codes of w / scale in the channels-last
  *   layout [c_out][kt][kh][kw][c_in] that the GPU kernels read (a quarter of float32's bytes
  *   where they are staged). 0 when out of memory (a channel's buffer per thread).

@@ -111,21 +111,21 @@ double vae_op_macs(const vae_op *op, int t, int h_out, int w_out);
  * - vae_op_fp8_shape: wider than 16 channels in and out (the network's ends, next to the pixels
  *   and the latent, are cheap and the most sensitive);
  * - in a residual branch (vae_program_mark_fp8): the conv adds a residual, or its output reaches
- *   the first input of one that does (or of an ADD) through ops that nothing else reads. Its
- *   noise then lands beside the skip's exact signal: on the synthetic-weight Wan2.1 decoder one
- *   such conv costs ~1% at the output, a conv that carries the whole signal (an upsampling
- *   conv, a shortcut, Wan's time_conv) 2-3.6% (bench/RESULTS.md, session 24).
+ *   the first input of one that does (or of an ADD) through ops that nothing else reads. Its noise
+ *   then lands beside the skip's exact signal: on the synthetic-weight Wan2.1 decoder one such conv
+ *   costs ~1% at the output, a conv that carries the whole signal (an upsampling conv, a shortcut,
+ *   Wan's time_conv) 2-3.6%.
  * The model's programs carry these marks; each session keeps them on a copy only for the
  * VAE_FP8_CONVS convs nearest the output that its backend runs in E4M3 (program.h:
  * vae_program_pick_fp8), by default only among those vae_op_fp8_kernel takes (VAE_FP8_SHAPES).
  * vae_op_fp8 reads the mark; backends run the marked convs in E4M3, with the weights fp8.h makes
  * (its rounding spreads the taps' errors: the weights' share of the noise ~40% smaller).
  * - vae_op_fp8_kernel: the shapes the E4M3 GPU kernels take (temporal, kt > 1: the 2-D ones
- *   measured no faster than bf16, bench/RESULTS.md run 69; stride 1, no upsampling, symmetric
- *   spatial padding; c_in a multiple of 64 and c_out of 96 or 128: the implicit GEMM's tiles; or
- *   3 x 3 with padding 1, 96 filters and c_in a multiple of 96: the halo-tile kernel). It is stated
- *   here, not in the CUDA backend, so that the CPU emulation picks the very convs a GPU runs in
- *   E4M3 and its measured error is the GPU's. */
+ *   measured no faster than bf16; stride 1, no upsampling, symmetric spatial padding; c_in a
+ *   multiple of 64 and c_out of 96 or 128: the implicit GEMM's tiles; or 3 x 3 with padding 1, 96
+ *   filters and c_in a multiple of 96: the halo-tile kernel). It is stated here, not in the CUDA
+ *   backend, so that the CPU emulation picks the very convs a GPU runs in E4M3 and its measured
+ *   error is the GPU's. */
 int vae_op_fp8_shape(const vae_op *op);
 int vae_op_fp8_kernel(const vae_op *op);
 /* Stride 1, no upsampling, the same spatial padding on both sides: the geometry of the

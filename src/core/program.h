@@ -151,11 +151,11 @@ int vae_program_slice(const vae_program *p, int from, int to, vae_program *out);
  * their fp8_bound where an RMS norm makes their input (op.h vae_op_rms_bound). */
 void vae_program_mark_fp8(vae_program *p);
 /* A session's E4M3 convs: keeps the mark on the `budget` marked convs nearest p's output that
- * runs(user, op) runs in E4M3 (budget 0: on all of those), clears it on every other. A conv's
- * E4M3 noise is amplified by the network after it: one at a time on the CPU emulation, the
- * first convs of SeedVR2's encoder cost 4-5% relative error at the output, its last ones ~1%,
- * Wan2.2's decoder 3-4% in its middle block, 0.5% in its last level (bench/RESULTS.md, session
- * 26); errors add in quadrature. Returns the convs kept. */
+ * runs(user, op) runs in E4M3 (budget 0: on all of those), clears it on every other. A conv's E4M3
+ * noise is amplified by the network after it: one at a time on the CPU emulation, the first convs
+ * of SeedVR2's encoder cost 4-5% relative error at the output, its last ones ~1%, Wan2.2's decoder
+ * 3-4% in its middle block, 0.5% in its last level; errors add in quadrature. Returns the convs
+ * kept. */
 int vae_program_pick_fp8(vae_program *p, int budget, int (*runs)(void *user, const vae_op *op),
                          void *user);
 /* Marks the E4M3 convs (op->fp8) whose input, of a known bound (fp8_bound), an RMS norm or a

@@ -7,12 +7,12 @@
  * a store in host memory and publishes each step's frames once its copies are done; the others
  * start their tiles at once, each reading a frame of A when it is there (A makes a latent frame
  * in a few ms, a tile takes tens of ms for it), and runner 0's tile is narrower by A's work, so
- * that no device computes anything twice (run 115: A was 15% of each device's time). What the tiles
- * produce lands in host memory every device can write: B's store when C follows (an encoder's
- * middle and head: runner 0 runs it once every tile is in), else the output assembly, handed out at
- * the end; or, when the caller's output is a device tensor that every runner's device reaches (its
- * own, or a peer's), each writes its tiles there in place. Nothing is exchanged between devices
- * while they compute, so the result equals the single-device tiled run bit for bit.
+ * that no device computes anything twice (A was 15% of each device's time when each computed it).
+ * What the tiles produce lands in host memory every device can write: B's store when C follows (an
+ * encoder's middle and head: runner 0 runs it once every tile is in), else the output assembly,
+ * handed out at the end; or, when the caller's output is a device tensor that every runner's device
+ * reaches (its own, or a peer's), each writes its tiles there in place. Nothing is exchanged
+ * between devices while they compute, so the result equals the single-device tiled run bit for bit.
  * Band plans (vae_plan.reduce: a B with GroupNorms, SeedVR2) are the exception: one row band per
  * device, whose GroupNorms sum the statistics of every band's own rows over a communicator
  * (comm.h: the backend's own, NCCL on CUDA, else the host threads of this group; kept in runner

@@ -80,7 +80,7 @@ typedef struct vae_arch {
      * quadrature, amplified the more the nearer the latent, and that differs per network and per
      * side (an encoder's output is the latent: its convs nearest it are its cheapest, its
      * full-resolution ones come last): the most that keeps every full-size fixture of the
-     * released configuration within ~4.5e-2 on the GPU (bench/RESULTS.md runs 258-261). */
+     * released configuration within ~4.5e-2 on the GPU. */
     int fp8_convs[2];
 } vae_arch;
 

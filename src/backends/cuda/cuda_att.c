@@ -14,9 +14,9 @@
  * in scratch), P = softmax(S) in the activation dtype (cuk_softmax_rows), y = P v on cuBLAS.
  * The fused kernel (cuk_attention) keeps its mma.sync tiles near 100 TFLOP/s; this path costs 6
  * bytes of scratch (bf16) per score of a block and took a Wan2.1 720p decode's latent part from
- * 121 to 88 ms (bench/RESULTS.md run 116: 14400 tokens x 384 channels, 1.85 ms a frame). It
- * applies to 16-bit, c % 8 == 0 and >= ATT_GEMM_MIN_TOKENS tokens (smaller frames keep the one
- * fused launch instead of three per block; not timed). */
+ * 121 to 88 ms (14400 tokens x 384 channels, 1.85 ms a frame). It applies to 16-bit, c % 8 == 0
+ * and >= ATT_GEMM_MIN_TOKENS tokens (smaller frames keep the one fused launch instead of three
+ * per block; not timed). */
 enum { ATT_GEMM_MIN_TOKENS = 1024, ATT_GEMM_ROWS_ALIGN = 64 };
 #define ATT_GEMM_SCRATCH ((size_t)128 << 20) /* the blocks' target; the scratch limit caps it */
 
@@ -104,16 +104,15 @@ static int attention_gemm(cuda_backend *cb, const vae_op *op, const char *qkv, c
     return rc;
 }
 
-/* The attention's GEMM path once on zeros at session creation, so that a process's first call
- * does not pay cuBLAS's first use (its heuristics and lazily loaded kernels: 152 ms of a fresh
- * process's first Wan2.1 480p decode on the H100, bench/RESULTS.md runs 155-162) nor the first
- * launches of the kernels its own shapes take (13 ms more there, run 266). The blocks are those
- * earlier processes ran at program p's attention width (the tune cache's "att:" entries: a
- * block of rows and the remainder of a frame), else ATT_WARM_ROWS queries against
- * ATT_WARM_TOKENS keys (8192 x 2048 did better than 2048 x 512 in runs 155-162). Once per width
- * (a decoder and an encoder of the same width share it). Own buffers, not the scratch area or
- * the pool: nothing stays allocated; where the device has no room for them the first call pays
- * instead. */
+/* The attention's GEMM path once on zeros at session creation, so that a process's first call does
+ * not pay cuBLAS's first use (its heuristics and lazily loaded kernels: 152 ms of a fresh process's
+ * first Wan2.1 480p decode on the H100) nor the first launches of the kernels its own shapes take
+ * (13 ms more there). The blocks are those earlier processes ran at program p's attention width
+ * (the tune cache's "att:" entries: a block of rows and the remainder of a frame), else
+ * ATT_WARM_ROWS queries against ATT_WARM_TOKENS keys (8192 x 2048 warmed better than 2048 x 512 in
+ * the same decode). Once per width (a decoder and an encoder of the same width share it). Own
+ * buffers, not the scratch area or the pool: nothing stays allocated; where the device has no room
+ * for them the first call pays instead. */
 enum { ATT_WARM_TOKENS = 8192, ATT_WARM_ROWS = 2048, ATT_WARM_BLOCKS = 8 };
 #define ATT_WARM_BYTES ((size_t)512 << 20) /* a cached shape needing more: not warmed */
 

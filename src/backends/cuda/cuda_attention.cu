@@ -26,12 +26,11 @@
  * so computed q k^T twice at c = 384 / 512): 0.76 vs 0.84 ms (c = 384, 6240 tokens), 4.18 vs
  * 4.67 ms (c = 512, 14040 tokens).
  *
- * softmax rows (the GEMM path of cuda_ops.c, where cuBLAS computes the scores of a block of
- * query rows and P V): p = exp(s - max) / sum over a float32 row of scores, written in the
- * activation dtype; one block of 256 threads per row. Rows of n % 4 == 0 and up to 16384 keys
- * are read once, as float4 vectors into registers (bench/attention_probe.cu, H100, run 202:
- * 0.47 against 1.00 ms a frame at 14400 keys, where a block of 1536 rows of scores outgrows the
- * L2), others three times.
+ * softmax rows (the GEMM path of cuda_ops.c, where cuBLAS computes the scores of a block of query
+ * rows and P V): p = exp(s - max) / sum over a float32 row of scores, written in the activation
+ * dtype; one block of 256 threads per row. Rows of n % 4 == 0 and up to 16384 keys are read once,
+ * as float4 vectors into registers (bench/attention_probe.cu, H100: 0.47 against 1.00 ms a frame at
+ * 14400 keys, where a block of 1536 rows of scores outgrows the L2), others three times.
  *
  * fma kernel (everything else: float32 -- never TF32 --, or 16-bit with odd channel counts):
  * plain float32 FMA. 8 warps, 32 query rows, key tiles of 64: the scores (4 rows x 2 keys per

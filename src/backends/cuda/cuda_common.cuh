@@ -27,12 +27,12 @@ __device__ __forceinline__ void cu_st(__nv_bfloat16 *p, int64_t i, float v) {
 }
 __device__ __forceinline__ void cu_st(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
 
-/* The E4M3 code of x at scale s, given inv = cu_e4m3_inv(s) = 1 / s in float32: x * inv rounded
- * to nearest, ties to even, saturating (cvt.rn.satfinite); 0 for a scale of 0. The product, not
- * x / s: a division is ~9 instructions a value, and with it the RMS norms writing codes ran at
- * 1.7 TB/s against 2.6-2.8 (bench/RESULTS.md run 271); the CPU's emulation and the tests take the
- * same product (core/dtype.h vae_e4m3_inv). Every E4M3 code the kernels make comes from here (the
- * inputs' quantisation, the norms and epilogues writing codes), so that they are the same. */
+/* The E4M3 code of x at scale s, given inv = cu_e4m3_inv(s) = 1 / s in float32: x * inv rounded to
+ * nearest, ties to even, saturating (cvt.rn.satfinite); 0 for a scale of 0. The product, not x / s:
+ * a division is ~9 instructions a value, and with it the RMS norms writing codes ran at 1.7 TB/s
+ * against 2.6-2.8 (H200); the CPU's emulation and the tests take the same product (core/dtype.h
+ * vae_e4m3_inv). Every E4M3 code the kernels make comes from here (the inputs' quantisation, the
+ * norms and epilogues writing codes), so that they are the same. */
 __device__ __forceinline__ float cu_e4m3_inv(float s) {
     return s > 0.0f ? 1.0f / s : 0.0f;
 }
@@ -41,8 +41,7 @@ __device__ __forceinline__ uint8_t cu_e4m3(float x, float inv) {
 }
 /* cu_e4m3 of 8 values, value k's code in byte k: one conversion a pair (cvt...e4m3x2; the
  * single-value form spends one on each value, its other half zero), the same codes. The
- * 96-channel RMS norm writing codes: 0.805 -> 0.675 ms a 16-frame step (bench/RESULTS.md run
- * 277). */
+ * 96-channel RMS norm writing codes: 0.805 -> 0.675 ms a 16-frame step (H200). */
 __device__ __forceinline__ uint2 cu_e4m3x8(const float *v, float inv) {
     unsigned w[4];
 #pragma unroll

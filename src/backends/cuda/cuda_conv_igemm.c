@@ -240,9 +240,8 @@ void cuda_conv_load_kernels(cuda_backend *cb, const vae_program *p) {
 
 /* ---- FP8 ---- */
 /* The E4M3 form of the halo-tile kernel runs the conv (not under VAE_CUDA_HALO=off): where
- * CUTLASS's E4M3 kernels do not take it (c_in not a multiple of 64: Wan2.1's 96 -> 96). Where
- * they do, they were faster (192 -> 96 at 480x832: 5.58 ms a 16-frame step against 6.36,
- * bench/RESULTS.md run 243). */
+ * CUTLASS's E4M3 kernels do not take it (c_in not a multiple of 64: Wan2.1's 96 -> 96). Where they
+ * do, they were faster (192 -> 96 at 480x832: 5.58 ms a 16-frame step against 6.36 on the H200). */
 int cu_conv_fp8_halo_takes(const cuda_backend *cb, const vae_op *op) {
     return cb->halo && igemm_geometry(op) && !cuk_igemm8_supported(op->c_in, op->c_out) &&
            cuk_halo8_takes(op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0], op->c_in, op->c_out);

@@ -140,8 +140,8 @@ int cu_tune_alternate(cuda_backend *cb, void *ctx, cu_tune_way_fn run, int warm,
 uint64_t cu_conv_seed_hash(uint64_t seed, const char *name, int n_in, int h, int w);
 /* The tuner's one rule between an own kernel (own_ms a call) and cuDNN's path (dnn_ms): the own
  * kernel wins unless cuDNN saves more than cb->dnn_gain_us, since cuDNN's first use in a process
- * (~0.3 s, bench/RESULTS.md run 81) outweighs a small gain for any one shape; the mma.sync
- * kernels (cb->mma) only where they are faster. */
+ * (~0.3 s) outweighs a small gain for any one shape; the mma.sync kernels (cb->mma) only where they
+ * are faster. */
 int cu_tune_own_wins(const cuda_backend *cb, float own_ms, float dnn_ms);
 
 /* ---- cuda_conv_phase.c ---- */

@@ -8,9 +8,9 @@
  * (+ residual). The four convs run on cuDNN or on the CUTLASS implicit-GEMM kernels
  * (cuda_conv_igemm.c), whichever was measured faster for the block's shape: timed on first sight
  * (VAE_CUDA_TUNE) and kept in the tune cache like the conv tuner's choices (cuda_conv.c), always
- * CUTLASS with VAE_CUDA_IGEMM=always, cuDNN with it off. Measured on the H100 (bench/RESULTS.md
- * runs 74-75): CUTLASS is faster at Wan2.1's 384->192 and 192->96 phases, cuDNN at most of
- * Wan2.2's 1024 and 512 channels (untimed CUTLASS phases made Wan2.2 2% slower).
+ * CUTLASS with VAE_CUDA_IGEMM=always, cuDNN with it off. Measured on the H100: CUTLASS is
+ * faster at Wan2.1's 384->192 and 192->96 phases, cuDNN at most of Wan2.2's 1024 and 512
+ * channels (untimed CUTLASS phases made Wan2.2 2% slower).
  * With 96 filters (Wan2.1's last upsampler, 192 -> 96 at full size) the halo-tile kernel's phase
  * mode is a third way (cuda_conv_igemm.c cu_conv_halo_up2, sm90/halo_conv.cu): one launch that
  * computes each phase's 2 x 2 conv from the 18 x 18 halo tile and writes it straight to its rows

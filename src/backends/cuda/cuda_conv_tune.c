@@ -6,12 +6,11 @@
  * takes it without timing); VAE_CUDA_TUNE=seed:N picks by a hash instead (tests),
  * VAE_CUDA_TUNE=0 takes the first candidate. An own kernel wins unless cuDNN saves more than
  * cb->dnn_gain_us.
- * Why the second rounds: an H100 running the candidates back to back reaches its power limit
- * within ~0.1 s and lowers its clock (1.98 -> ~1.45 GHz in a 720p decode, bench/RESULTS.md run
- * 220), so the first round favours the paths timed early; the halo-tile kernel, timed last, lost
- * or won the 720p residual convs by 1-5% from one process to the next (runs 220, 222), a swing of
- * the 10 ms norm pass it saves per conv. The later rounds run in the limited state the decode
- * itself runs in, each path as often first as second.
+ * Why the second rounds: an H100 running the candidates back to back reaches its power limit within
+ * ~0.1 s and lowers its clock (1.98 -> ~1.45 GHz in a 720p decode), so the first round favours the
+ * paths timed early; the halo-tile kernel, timed last, lost or won the 720p residual convs by 1-5%
+ * from one process to the next, a swing of the 10 ms norm pass it saves per conv. The later rounds
+ * run in the limited state the decode itself runs in, each path as often first as second.
  */
 #include <stdio.h>
 #include <string.h>
@@ -199,7 +198,7 @@ static size_t path_layout_bytes(const conv_call *cc, int path) {
 
 /* Under a memory budget, the candidates whose layout the weights' share of the plan still holds
  * (cuda_mem_info: one layout per conv; a conv that tuned another shape's path keeps to its
- * layouts, run 114: two layouts of six 1024-channel convs took 324 MiB more than planned and the
+ * layouts: two layouts of six 1024-channel convs once took 324 MiB more than planned and the
  * plan failed): cand[0 .. nc) filtered in place (all kept where none would fit). */
 static int fitting_paths(const conv_call *cc, int *cand, int nc) {
     const cuda_backend *cb = cc->cb;

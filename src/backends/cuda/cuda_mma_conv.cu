@@ -4,10 +4,10 @@
  * device tool's H100 / H200 test it). Two forms of one template:
  * - 16-bit operands (bf16, fp16): the tuner's implicit-GEMM candidate (PATH_IGEMM) there, timed
  *   beside cuDNN's paths per shape;
- * - E4M3 operands (sm_89+): dtype fp8's convs. cuDNN's FP8 3-D convs are slower than its bf16
- *   ones (bench/RESULTS.md run 44), and these VAEs' users mostly run RTX 40 / 50 cards, whose
- *   E4M3 MMAs with float32 accumulation run at twice their bf16 rate. (Hopper has no native
- *   mma.sync on E4M3: it converts to fp16 there, so its timings say nothing about Ada's.)
+ * - E4M3 operands (sm_89+): dtype fp8's convs. cuDNN's FP8 3-D convs are slower than its bf16 ones,
+ *   and these VAEs' users mostly run RTX 40 / 50 cards, whose E4M3 MMAs with float32 accumulation
+ *   run at twice their bf16 rate. (Hopper has no native mma.sync on E4M3: it converts to fp16
+ *   there, so its timings say nothing about Ada's.)
  *
  * The GEMM: M = output pixels (t_out x ho x wo of the window's output), N = c_out filters, K =
  * kt x kh x kw x c_in in k-blocks of BK channels of one tap (dt, dy, dx). A block computes a
@@ -27,8 +27,8 @@
 #include "backends/cuda/cuda_ptx.cuh"
 
 /* the shared memory a block's ring of stages takes: 48 KB (two blocks a multiprocessor on Ada).
- * bench/mma_conv_probe.cu builds other sizes: on the H200, 64 and 96 KB ran within 4% of it
- * (bench/RESULTS.md run 252), so the kernel is not waiting for its loads there. */
+ * bench/mma_conv_probe.cu builds other sizes: on the H200, 64 and 96 KB ran within 4% of it, so
+ * the kernel is not waiting for its loads there. */
 #ifndef MMA_CONV_SMEM
 #define MMA_CONV_SMEM (48 * 1024)
 #endif

@@ -1,7 +1,7 @@
 /* cuda_narrow_conv.cu -- narrow convolutions: the heads at a decoder's end (3x3(x3) to <= 8
  * channels, 16-bit) on tensor cores, memory-bound work that cuDNN runs at ~16 TFLOP/s through
- * zero-padded filters (bench/RESULTS.md run 43); and the latent side's 1x1 convs of few channels
- * (at the end of the file).
+ * zero-padded filters (H100); and the latent side's 1x1 convs of few channels (at the end of the
+ * file).
  *
  * y[j][p][co] = bias[co] (+ res[j][p][co]) + sum over dt < kt, 3x3 taps, ci < c_in of
  *               w[co][dt][dh][dw][ci] * frames[j + dt][p + (dh-1, dw-1)][ci]   (zero outside)
@@ -18,7 +18,7 @@
  * frame in consecutive stages; all the filters sit in shared memory from the start. Every
  * address but the stage's base is fixed per thread or a compile-time offset: the first version
  * (a block of 4 output frames, re-reading their 6 input frames) spent 14 instructions an MMA on
- * addressing and predicates and ran at 2.1 of 4 instructions a cycle (ncu, run 202).
+ * addressing and predicates and ran at 2.1 of 4 instructions a cycle (ncu).
  * Weights come in the 3-D layout of cuda_conv_weights.c ([kp][kt][3][3][c_in], activation dtype,
  * 16-byte aligned); bias float32 [kp] or NULL.
  *
@@ -325,7 +325,7 @@ extern "C" cudaError_t cuk_narrow_conv(cudaStream_t s, int dtype, const cuk_fram
 /* ---- pointwise (1x1x1) convs with few channels ----------------------------------------------
  * The latent-side 1x1 convs (Wan's conv2 16 -> 16, 48 -> 48 for Wan2.2, the encoder's 32 -> 32):
  * a few MACs per byte, so one thread per pixel on the CUDA cores runs them at memory speed, and
- * the process needs no cuDNN for them (cuDNN's first use costs a process ~0.3 s, run 81).
+ * the process needs no cuDNN for them (cuDNN's first use costs a process ~0.3 s).
  * y[p][co] = bias[co] (+ res[p][co]) + sum over ci of w[co][ci] * x[p][ci], float32 sums. */
 template <typename T>
 __global__ void pointwise_conv_kernel(cuk_frames frames, int64_t hw, int c_in, int c_out,

@@ -123,17 +123,16 @@ static __device__ __forceinline__ void store_codes(uint8_t *p, const float *v, f
     *(uint2 *)p = cu_e4m3x8(r, inv8);
 }
 
-/* V vectors per lane, L (runtime power of two) lanes per voxel; Q: written as E4M3 codes (s8),
- * an instance of its own so that the 16-bit one carries no code path; gamma/beta in shared memory
- * (float32, c each), so that registers stay few and occupancy high. A: the activation when known
- * at compile time (SiLU, the Wan blocks'), else -1 (act read at run time). Blocks of 8 x 32/L
- * voxels, as many as a device holds at once, looping over the rest (launch_rms_reg). A lane's loads
- * all come before the first sum of squares: written as one loop of load-then-sum per vector the
- * kernel stayed at the old rate (bench/RESULTS.md run 199 against 198). Measured on the H100
- * (bench/rms_norm_probe.cu, bf16 + SiLU, runs 196-200): 2.8-3.0 TB/s at 96-384 channels, 2.5-2.6 at
- * 256-1024, against 2.2-2.5 before (a 16-byte copy: 2.8). Two voxels in flight per lane group made
- * it slower (2.2-2.4); the probe's own kernel (gamma read per value, no beta) keeps 2.9-3.0 at
- * 256-1024 channels with two in flight: what is left to take. */
+/* V vectors per lane, L (runtime power of two) lanes per voxel; Q: written as E4M3 codes (s8), an
+ * instance of its own so that the 16-bit one carries no code path; gamma/beta in shared memory
+ * (float32, c each), so that registers stay few and occupancy high. A: the activation when known at
+ * compile time (SiLU, the Wan blocks'), else -1 (act read at run time). Blocks of 8 x 32/L voxels,
+ * as many as a device holds at once, looping over the rest (launch_rms_reg). A lane's loads all
+ * come before the first sum of squares: written as one loop of load-then-sum per vector the kernel
+ * stayed at the old rate. Measured on the H100 (bench/rms_norm_probe.cu, bf16 + SiLU): 2.8-3.0 TB/s
+ * at 96-384 channels, 2.5-2.6 at 256-1024, against 2.2-2.5 before (a 16-byte copy: 2.8). Two voxels
+ * in flight per lane group made it slower (2.2-2.4); the probe's own kernel (gamma read per value,
+ * no beta) keeps 2.9-3.0 at 256-1024 channels with two in flight: what is left to take. */
 template <typename T, int V, bool P, int A, bool Q>
 static __global__ void __launch_bounds__(256)
     rms_reg_kernel(const T *x, T *y, int64_t nv, int c, int64_t w, int64_t xp, int64_t yp, int L,
@@ -192,9 +191,9 @@ static __global__ void __launch_bounds__(256)
 }
 
 /* one launch of rms_reg_kernel<T, V, P, A, Q>: a block per 8 warps' voxels, at most 8 blocks a
- * multiprocessor (a full one; the loop takes the rest). On the H200 (bench/rms_norm_probe.cu,
- * bench/RESULTS.md runs 271-273) the 96-channel bf16 norm went from 2.8 to 3.8 TB/s with these
- * blocks, the codes' instance of its own and paired conversions (3.5 for the probe's kernel). */
+ * multiprocessor (a full one; the loop takes the rest). On the H200 (bench/rms_norm_probe.cu) the
+ * 96-channel bf16 norm went from 2.8 to 3.8 TB/s with these blocks, the codes' instance of its own
+ * and paired conversions (3.5 for the probe's kernel). */
 template <typename T, int V, bool P>
 static void launch_rms_reg(cudaStream_t s, const T *x, T *y, int64_t nv, int c, int64_t w,
                            int64_t xp, int64_t yp, int L, const float *g, const float *b, int act,

@@ -1,13 +1,13 @@
 /* cuda_stage.c -- the model's parameters staged in pinned host memory at session creation
  * (cuda_internal.h cu_stage; VAE_CUDA_WARM=2, called from cuda_warm).
  *
- * Why: a cold first call spent 16-33 ms of host time converting float32 weights to the
- * activation dtype and pushing them through the 4 MiB upload ring (bench/RESULTS.md runs 156,
- * 167), while the GPU waited. Staged, a first use is one asynchronous copy from pinned memory.
- * What is staged is what the first uses will ask for (cuda_conv_stage, cuda_ops.c), in the form
- * they ask for it; anything else still goes through the ring, so a miss costs time, never
- * correctness. Blocks stay until vae_session_trim or the backend's end; a program whose
- * parameters would take the process's stages past an eighth of the machine's RAM is not staged.
+ * Why: a cold first call spent 16-33 ms of host time converting float32 weights to the activation
+ * dtype and pushing them through the 4 MiB upload ring, while the GPU waited. Staged, a first use
+ * is one asynchronous copy from pinned memory. What is staged is what the first uses will ask for
+ * (cuda_conv_stage, cuda_ops.c), in the form they ask for it; anything else still goes through the
+ * ring, so a miss costs time, never correctness. Blocks stay until vae_session_trim or the
+ * backend's end; a program whose parameters would take the process's stages past an eighth of the
+ * machine's RAM is not staged.
  *
  * Staging a program takes two passes over the same puts: the first counts the bytes of the new
  * items, then one pinned block is allocated for them, and the second converts into it.

@@ -1,8 +1,8 @@
 /* cuda_stem_conv.cu -- stem convolutions: an encoder's first conv, from a few input channels (the
  * video's RGB) to many (Wan2.1: 3 -> 96, SeedVR2: 3 -> 128), 3x3(x3), 16-bit, on tensor cores.
- * cuDNN runs Wan2.1's at 35-50 TFLOP/s (0.49-0.71 ms a 4-frame 480x832 step, bench/RESULTS.md
- * runs 221 and 226: its per-block path on 9 channels padded to 16), and an im2col + cuBLAS GEMM
- * did no better (run 187): a reduction of 81 wastes most of any kernel made for wide channels.
+ * cuDNN runs Wan2.1's at 35-50 TFLOP/s (0.49-0.71 ms a 4-frame 480x832 step, H100 and H200: its
+ * per-block path on 9 channels padded to 16), and an im2col + cuBLAS GEMM did no better: a
+ * reduction of 81 wastes most of any kernel made for wide channels.
  *
  * y[j][p][co] = bias[co] (+ res[j][p][co]) + sum over dt < kt, dy, dx < 3, ci < c_in of
  *               w[co][dt][dy][dx][ci] * frames[j + dt][p + (dy-1, dx-1)][ci]   (zero outside)
@@ -18,11 +18,11 @@
  * Each thread issues all 20 loads of the next frame's rows before this frame's MMAs and stores
  * them after, into the other of two row buffers (one barrier a frame), and the outputs go in two
  * halves of accumulators, so that two blocks (128 registers) share a multiprocessor. Measured
- * (H200, bench/RESULTS.md runs 229-230, other machines): Wan2.1's 3 -> 96, 0.459 ms a 4-frame
- * 480x832 step (54 TFLOP/s; cuDNN 0.49-0.71), SeedVR2's 3 -> 128 at 720x1248 1.276 ms; the first
- * version (rows loaded and stored value by value, then the MMAs) 0.425 / 1.397: the latency of
- * the loads is not what bounds it. The 4-byte output stores (half a sector each, 307 MB a Wan
- * step at ~700 GB/s) are the next suspect.
+ * (H200, the two versions on different machines): Wan2.1's 3 -> 96, 0.459 ms a 4-frame 480x832 step
+ * (54 TFLOP/s; cuDNN 0.49-0.71), SeedVR2's 3 -> 128 at 720x1248 1.276 ms; the first version (rows
+ * loaded and stored value by value, then the MMAs) 0.425 / 1.397: the latency of the loads is not
+ * what bounds it. The 4-byte output stores (half a sector each, 307 MB a Wan step at ~700 GB/s) are
+ * the next suspect.
  * Weights come in the 3-D layout of cuda_conv_weights.c ([c_out][kt][3][3][c_in], activation
  * dtype); bias float32 [c_out] or NULL.
  */

@@ -16,14 +16,14 @@
  * (igemm_n*.cu, one translation unit per filter tile so that they compile in parallel):
  *   TN = 96, 128, 192 (c_out a multiple of it), TK = 64 (c_in % 64 == 0) or 32 (c_in % 32 == 0);
  *   TM = 128, and 256 for TN = 96 (the consumer warp group holds TM x TN float32 accumulators:
- *   at most 192 per thread). Measured on the H100 (bench/RESULTS.md runs 63-65): Wan2.1's
- * 96-channel convs at 480x832 run at 410 TFLOP/s with 128 x 96 x 32 tiles, 512 with 256 x 96 x 32;
- * 64-channel blocks with the upper half empty (c_in = 96) run slower (330); TK = 96 does not build
- * (CuTe's shared-memory layouts do not divide it). Operands: bfloat16 (the engine's default
- * 16-bit type; no fp16 instances yet), and E4M3 for dtype fp8 with bf16 output, whose epilogue
- * multiplies each output channel's accumulator by its factor (input scale x weight scale) before
- * bias and residual (igemm_epi_vector); the E4M3 instances also take TK = 128 (c_in % 128 == 0,
- * igemm8_k128.cu; why: VAE_IGEMM8_INSTANCES below).
+ *   at most 192 per thread).
+ * Measured on the H100: Wan2.1's 96-channel convs at 480x832 run at 410 TFLOP/s with 128 x 96 x 32
+ * tiles, 512 with 256 x 96 x 32; 64-channel blocks with the upper half empty (c_in = 96) run slower
+ * (330); TK = 96 does not build (CuTe's shared-memory layouts do not divide it). Operands: bfloat16
+ * (the engine's default 16-bit type; no fp16 instances yet), and E4M3 for dtype fp8 with bf16
+ * output, whose epilogue multiplies each output channel's accumulator by its factor (input scale x
+ * weight scale) before bias and residual (igemm_epi_vector); the E4M3 instances also take TK = 128
+ * (c_in % 128 == 0, igemm8_k128.cu; why: VAE_IGEMM8_INSTANCES below).
  */
 #ifndef VAE_IGEMM_CONV_CUH
 #define VAE_IGEMM_CONV_CUH
@@ -52,25 +52,24 @@ typedef struct igemm_args {
 VAE_IGEMM_INSTANCES(VAE_IGEMM_DECLARE)
 /* FP8 (E4M3 operands, bf16 output): TK = 128 where c_in allows (128-byte rows, the widest
  * swizzle; half the pipeline's barriers per MAC): the 128- to 512-channel convs of Wan2.1 and
- * SeedVR2 ran 12-27% faster than with TK = 64 on the H200 (bench/RESULTS.md run 180), else
- * TK = 64 (c_in = 192); not 32: with one wgmma k-step a k-block Wan2.1's 96-channel convs ran 12%
- * slower than in bf16, quantisation included (run 68). */
+ * SeedVR2 ran 12-27% faster than with TK = 64 on the H200, else TK = 64 (c_in = 192); not 32:
+ * with one wgmma k-step a k-block Wan2.1's 96-channel convs ran 12% slower than in bf16,
+ * quantisation included (H100). */
 #define VAE_IGEMM8_INSTANCES(X)                                                                    \
     X(256, 96, 64) X(128, 128, 64) X(128, 192, 64) X(128, 128, 128) X(128, 192, 128)
 #define VAE_IGEMM8_DECLARE(TM, TN, TK)                                                             \
     cudaError_t igemm_e4m3_m##TM##_n##TN##_k##TK(const igemm_args *a);
 VAE_IGEMM8_INSTANCES(VAE_IGEMM8_DECLARE)
-/* Thread-block clusters of CM x CN tiles (suffix _cMN), whose TMA loads multicast the operand
- * they share: B (the filters) along M (2 x 1), A (the window) along N (1 x 2; c_out a multiple of
- * 2 TN). The kernels with K = 27 x c_in taps x channels load each tile's operands from L2 at
- * close to its bandwidth (SeedVR2's 512 -> 256 FP8 conv: ~50 GB in 5 ms), so a shared operand
- * is time saved (bench/RESULTS.md run 183, H200, conv time a step): Wan2.1's 96-channel convs at
- * 480x832 (256 x 96 x 32, 2 x 1) 1.32 / 1.43 -> 1.21 / 1.29 ms; SeedVR2's 512-channel bf16 convs
- * (128 x 128 x 64, 1 x 2) 10-11% faster, its 256-channel ones 3-5%, FP8 512-channel ones
- * (128 x 128 x 128, 1 x 2) 6-9%, 256-channel ones unchanged. Elsewhere neither helped (the
- * 192-filter tiles of Wan's 192/384-channel convs: 2 x 1 1-3% slower, 1 x 2 within 1%). Two CTAs
- * a multiprocessor instead (half the stages, 128 registers a thread: one CTA's epilogue beside the
- * other's mainloop) made the bf16 kernels 19-40% slower (run 180). */
+/* Thread-block clusters of CM x CN tiles (suffix _cMN), whose TMA loads multicast the operand they
+ * share: B (the filters) along M (2 x 1), A (the window) along N (1 x 2; c_out a multiple of 2 TN).
+ * The kernels with K = 27 x c_in taps x channels load each tile's operands from L2 at close to its
+ * bandwidth (SeedVR2's 512 -> 256 FP8 conv: ~50 GB in 5 ms), so a shared operand is time saved
+ * (H200, conv time a step): Wan2.1's 96-channel convs at 480x832 (256 x 96 x 32, 2 x 1) 1.32 / 1.43
+ * -> 1.21 / 1.29 ms; SeedVR2's 512-channel bf16 convs (128 x 128 x 64, 1 x 2) 10-11% faster, its
+ * 256-channel ones 3-5%, FP8 512-channel ones (128 x 128 x 128, 1 x 2) 6-9%, 256-channel ones
+ * unchanged. Elsewhere neither helped (the 192-filter tiles of Wan's 192/384-channel convs: 2 x 1
+ * 1-3% slower, 1 x 2 within 1%). Two CTAs a multiprocessor instead (half the stages, 128 registers
+ * a thread: one CTA's epilogue beside the other's mainloop) made the bf16 kernels 19-40% slower. */
 #define VAE_IGEMM_CLUSTER_DECLARE(TM, TN, TK, CM, CN)                                              \
     cudaError_t igemm_bf16_m##TM##_n##TN##_k##TK##_c##CM##CN(const igemm_args *a);
 #define VAE_IGEMM8_CLUSTER_DECLARE(TM, TN, TK, CM, CN)                                             \

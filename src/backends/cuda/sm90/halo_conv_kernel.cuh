@@ -32,28 +32,27 @@
  * norm + SiLU that alone reads the conv's output, folded into the conv: program.h
  * vae_program_fuse_norms) each thread normalises one staged pixel before the rows go out: the
  * tensor cores wait meanwhile, so SiLU takes one MUFU op (tanh) instead of two; it costs ~2.5 ms of
- * the 4.4 ms a separate norm pass took in a 480p decode (bench/RESULTS.md runs 216-217). Where an
- * E4M3 conv alone reads the normalised output (norm.s8, program.h fp8_codes_bound), the staged row
- * becomes its E4M3 codes and only those go out, so that conv needs no pass to make them (run 265).
- * Measured (bench/RESULTS.md runs 206-214, H100): 650-690 TFLOP/s on Wan2.1's 96- and 192-channel
- * convs in bench/halo_conv_probe.cu against 585-600 for CUTLASS's 96-filter tiles; inside a decode
- * the gap shrinks (5.0 against 5.4 ms a 16-frame step without residual, 6.2 against 5.7 with one),
- * so the tuner takes it per shape (PATH_HALO).
- * Its limit (runs 231-236, H200): the SS wgmmas at N = 96 read 2/N bytes of A and 1/32 of B a MAC
- * from shared memory, ~104 B a clock of the multiprocessor's ~128 at the full MMA rate. The
- * epilogue (~15% of the consumers' time under ncu, tensor cores idle) therefore does not pay to
- * overlap with the MMAs: split around the next tile's first MMAs, or handed to storer warps, its
- * shared-memory traffic slowed them more (both measured slower); filters multicast to pairs of
- * blocks gained nothing either.
+ * the 4.4 ms a separate norm pass took in a 480p decode. Where an E4M3 conv alone reads the
+ * normalised output (norm.s8, program.h fp8_codes_bound), the staged row becomes its E4M3 codes and
+ * only those go out, so that conv needs no pass to make them.
+ * Measured (H100): 650-690 TFLOP/s on Wan2.1's 96- and 192-channel convs in
+ * bench/halo_conv_probe.cu against 585-600 for CUTLASS's 96-filter tiles; inside a decode the gap
+ * shrinks (5.0 against 5.4 ms a 16-frame step without residual, 6.2 against 5.7 with one), so the
+ * tuner takes it per shape (PATH_HALO).
+ * Its limit (H200): the SS wgmmas at N = 96 read 2/N bytes of A and 1/32 of B a MAC from shared
+ * memory, ~104 B a clock of the multiprocessor's ~128 at the full MMA rate. The epilogue (~15% of
+ * the consumers' time under ncu, tensor cores idle) therefore does not pay to overlap with the
+ * MMAs: split around the next tile's first MMAs, or handed to storer warps, its shared-memory
+ * traffic slowed them more (both measured slower); filters multicast to pairs of blocks gained
+ * nothing either.
  * E4M3 form (halo_conv_run8, dtype fp8; T = e4m3, TO the 16-bit output): the window's and the
- * filters' E4M3 codes in the same 16-byte chunks, 16 channels each (6 a pixel: lay<T>), a k32
- * wgmma per pair of chunks as the k16 one, so half the shared-memory bytes a MAC; the epilogue
- * multiplies each filter's sums by its factor (input scale x weight scale) before bias and
- * residual, and stages in an area of its own (an E4M3 A buffer is too small; A goes back to the
- * producer at the tile's last MMA). Measured (bench/RESULTS.md run 243, H200, 16 frames of
- * 480x832): 96 -> 96 3.36 ms (946 TFLOP/s) against 4.86 in bf16, with the norm 3.67 against 5.31;
- * 192 -> 96 6.36 against CUTLASS's E4M3 tile's 5.58, so it runs only the convs CUTLASS's E4M3
- * kernels do not take (c_in 96).
+ * filters' E4M3 codes in the same 16-byte chunks, 16 channels each (6 a pixel: lay<T>), a k32 wgmma
+ * per pair of chunks as the k16 one, so half the shared-memory bytes a MAC; the epilogue multiplies
+ * each filter's sums by its factor (input scale x weight scale) before bias and residual, and
+ * stages in an area of its own (an E4M3 A buffer is too small; A goes back to the producer at the
+ * tile's last MMA). Measured (H200, 16 frames of 480x832): 96 -> 96 3.36 ms (946 TFLOP/s) against
+ * 4.86 in bf16, with the norm 3.67 against 5.31; 192 -> 96 6.36 against CUTLASS's E4M3 tile's 5.58,
+ * so it runs only the convs CUTLASS's E4M3 kernels do not take (c_in 96).
  * Phase mode (halo_conv_run_up2, TAPS = 4: nearest x2 + 3x3 with 96 filters): output phase (a, b)
  * at input pixel (y, x) is a 2 x 2 conv of input rows y - 1 + a.., columns x - 1 + b.. (the phase
  * filters sum the 3x3 taps those rows and columns repeat: cuda_conv_phase.c), i.e. the halo taps
