@@ -68,16 +68,6 @@ static int check_options(const vae_session_options *o) {
     return VAE_OK;
 }
 
-const char *vae_dtype_name(vae_dtype d) {
-    switch (d) {
-    case VAE_DTYPE_F32: return "fp32";
-    case VAE_DTYPE_F16: return "fp16";
-    case VAE_DTYPE_BF16: return "bf16";
-    case VAE_DTYPE_FP8: return "fp8";
-    }
-    return "?";
-}
-
 int vae_device_available(vae_device d) {
     if (d == VAE_DEVICE_CPU) return 1;
 #ifdef VAE_HAVE_CUDA
@@ -452,6 +442,7 @@ int vae_session_plan(vae_session *s, int encode, const int64_t *shape, int ndim,
     info->step_frames = vae_session_program(s, encode)->chunk;
     info->peak_bytes = plan.peak, info->floor_bytes = plan.floor, info->budget_bytes = plan.budget;
     info->flops = 2 * plan.macs;
+    info->host_caches = plan.n_offload, info->host_cache_bytes = plan.host_caches;
     snprintf(info->text, sizeof info->text, "%s", plan.why);
     vae_plan_free(&plan);
     return rc;

@@ -49,6 +49,17 @@ int vae_fail(int code, const char *fmt, ...) {
 unsigned vae_version_number(void) { return VAE_VERSION_NUMBER; }
 const char *vae_version_string(void) { return VAE_VERSION_STRING; }
 
+/* (public, vae.h; here because every backend names its dtype in messages) */
+const char *vae_dtype_name(vae_dtype d) {
+    switch (d) {
+    case VAE_DTYPE_F32: return "fp32";
+    case VAE_DTYPE_F16: return "fp16";
+    case VAE_DTYPE_BF16: return "bf16";
+    case VAE_DTYPE_FP8: return "fp8";
+    }
+    return "?";
+}
+
 /* ---- logging ---- */
 static vae_log_fn log_fn;
 static void *log_user;
