@@ -8,6 +8,8 @@
 # log (engine decisions, per-shape conv path timings). SeedVR2's reference is its own upstream
 # code (bench/seedvr2_ref.py): SEEDVR_UPSTREAM=DIR names a checkout of ByteDance-Seed/SeedVR (never
 # committed; carry it in an ignored folder such as .upstream/seedvr); without it the row shows n/a.
+# RECORD=FILE also appends each workload's two measurements to FILE as run records (JSON Lines,
+# bench/record.py; bench/runs/README.md).
 set -u
 VAE=$1
 shift
@@ -40,4 +42,8 @@ print("%-8s %-6s %-14s %12s %12s %8s %14s %14s" % (arch, op, wl.replace(" ", "")
       "%.3f" % rs if rs else "n/a", "%.3f" % os_ if os_ else "fail",
       "%.2fx" % (rs / os_) if rs and os_ else "-", g(r), g(o)))
 PY
+    if [ -n "${RECORD:-}" ]; then
+        printf 'REF %s\nBENCH %s\n' "$ref" "$ours" |
+            python3 "$DIR/record.py" --source "bench/compare.sh $VAE $w" --out "$RECORD" -
+    fi
 done

@@ -47,6 +47,9 @@
 #               venv that sees the machine's torch, vaec.info(), bench/vaec_bench.py on it beside
 #               `vae bench` of build-gpu (Wan2.1 decode 81x480x832 bf16), and a CPU decode
 #   --no-ops / --no-fixtures  skip the op tests / the fixture tests
+#   --record FILE  also append the run's measurements to FILE as run records (JSON Lines, made by
+#               bench/record.py from the logs, which then start empty; bench/runs/README.md),
+#               e.g. $OUT/run.jsonl, which comes back with the logs
 #   --repeat S  also, for S seconds, the fixture REPEAT_FIXTURE (default wan21_tiny) in
 #               REPEAT_DTYPE (default fp32) over and over, REPEAT_PAR (default 4) processes at
 #               once (the GPU shared: timing-dependent tuning varies), cycling through the
@@ -59,13 +62,14 @@
 # test_cuda_ops.log, fixtures.log, summary.txt (+ bench.log).
 set -u
 ROOT=$(pwd)
+CALL="bench/gpu_check.sh $*"
 SHARED=${1:?usage: bench/gpu_check.sh SHARED_DIR [--deps DIR] [--full] [--bench] [--compare]}
 shift
 DEPS=""
 [ -d build-gpu-deps ] && DEPS=$ROOT/build-gpu-deps
 FULL=0 BENCH=0 COMPARE=0 AB=0 TORCH=0 RUNS="" OPS=1 FIXTURES=1 REPEAT=0 SANITIZE=0 TILES=0 STRIPS=0 BUDGET=0
 GROUP=0 SCALING=0 RANKS=0
-PYTHON=0 COLD=0 PERF=0 WHEEL=""
+PYTHON=0 COLD=0 PERF=0 WHEEL="" RECORD_FILE=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --deps) DEPS=$(cd "$2" && pwd); shift ;;
@@ -89,6 +93,7 @@ while [ $# -gt 0 ]; do
     --wheel) WHEEL=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
     --cold) COLD=1 ;;
     --perf) PERF=1 ;;
+    --record) RECORD_FILE=$2; shift ;;
     *) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -99,6 +104,8 @@ mkdir -p "$OUT"
 JOBS=$(nproc 2>/dev/null || echo 4)
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
+# with --record the logs it reads start empty, so that the records are this run's alone
+[ -n "$RECORD_FILE" ] && : >"$OUT/bench.log" && : >"$OUT/wheel.log"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
 # ---- environment ------------------------------------------------------------------------------
@@ -589,7 +596,7 @@ if [ $TORCH = 1 ]; then
 fi
 if [ $COMPARE = 1 ] && [ -x build-gpu/vae ]; then
     site_install
-    RUNS=${RUNS:-5} COMPARE_LOG=$OUT/compare_vae.log bash bench/compare.sh build-gpu/vae \
+    RUNS=${RUNS:-5} COMPARE_LOG=$OUT/compare_vae.log RECORD= bash bench/compare.sh build-gpu/vae \
         >>"$OUT/bench.log" 2>&1
     grep -v -E "^(REF|BENCH)" "$OUT/bench.log" | tail -6 >>"$SUMMARY"
 fi
@@ -667,5 +674,9 @@ fi
 if [ -n "$SPID" ]; then
     wait $SPID
     grep -E "^===|ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize.log" >>"$SUMMARY"
+fi
+if [ -n "$RECORD_FILE" ]; then
+    python3 bench/record.py --source "$CALL" --out "$RECORD_FILE" "$SUMMARY" "$OUT/fixtures.log" \
+        "$OUT/bench.log" "$OUT/wheel.log" 2>>"$SUMMARY"
 fi
 cat "$SUMMARY"
