@@ -101,7 +101,8 @@ const char cli_mem_help[] =
     "                          tiles, each run on its own and blended with raised-cosine ramps\n"
     "                          (not exact; for sizes whose exact floor does not fit)\n"
     "  --tile HxW              force exact tiles of H x W pixels of the video side\n"
-    "  --tile-size PX          blend: tile size in pixels of the video side (default 512)\n"
+    "  --tile-size PX          blend: tile size in pixels of the video side (default: the\n"
+    "                          largest that fit the budget; smaller where PX does not fit)\n"
     "  --tile-overlap PX       blend: overlap in pixels of the video side (default: tile / 8)\n"
     "  --tune-cache PATH       cuda: file of the conv path choices kept between runs (default:\n"
     "                          ~/.cache/vae.c/cuda-tune.txt; '' keeps none)\n"
@@ -192,8 +193,8 @@ int cli_memory_options(const char *cmd, const cli_mem_args *a, vae_session_optio
     if (a->tile_overlap && (rc = cli_parse_int(cmd, "--tile-overlap", a->tile_overlap, 1, 32768,
                                                &so->blend_overlap)))
         return rc;
-    const int tile = so->blend_tile ? so->blend_tile : 512;
-    if (2 * so->blend_overlap > tile)
+    const int tile = so->blend_tile;
+    if (tile && 2 * so->blend_overlap > tile)
         return cli_usage_error(cmd, "--tile-overlap %d is more than half the tile (%d)",
                                so->blend_overlap, tile);
     return CLI_OK;

@@ -141,7 +141,8 @@ int cmd_bench(int argc, char **argv) {
     if (plan_only) { /* the plan for this shape and budget, nothing run */
         if (so.rank == 0)
             printf("plan: peak %.2f GiB, exact floor %.2f GiB, %d x %d tiles\n",
-                   (double)plan.peak_bytes / (1 << 30), (double)plan.floor_bytes / (1 << 30),
+                   (double)plan.peak_bytes / (1 << 30),
+                   plan.floor_bytes > 0 ? (double)plan.floor_bytes / (1 << 30) : 0.0,
                    plan.tiles_y, plan.tiles_x);
         goto done;
     }

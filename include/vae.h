@@ -348,6 +348,10 @@ typedef enum {
                                   * E4M3 codes, so that the conv reads it as it is, with no pass
                                   * of its own to make them (the same codes: the norm bounds the
                                   * values, and the scale is that bound / 448); 1 */
+    VAE_PARAM_PLAN_OFFLOAD,      /* causal caches in pinned host memory, copied to the device
+                                  * around each call of their op (exact): 0 where whole frames
+                                  * need it to fit the budget and no exact tiles do, largest caches
+                                  * first; -1 never; N >= 1 always the N largest (tests); 0 */
     VAE_PARAM_COUNT
 } vae_param;
 
@@ -365,7 +369,9 @@ typedef struct vae_session_options {
     /* VAE_TILE_AUTO: force exact tiles of this size in pixels of the video side (rounded to the
      * model's alignment); 0 = the planner's choice. */
     int tile_height, tile_width;
-    /* VAE_TILE_BLEND: tile size and overlap in pixels of the video side (0: 512, tile / 8). */
+    /* VAE_TILE_BLEND: tile size and overlap in pixels of the video side (0: the largest tiles
+     * whose plan fits the budget, tile / 8). A given size whose plan does not fit is made smaller
+     * until it does (a warning says so). */
     int blend_tile, blend_overlap;
     /* developer switches: vae_session_options_set */
     int64_t params[64];
@@ -498,6 +504,9 @@ typedef struct vae_plan_info {
     int64_t budget_bytes;        /* the budget it was made for (0: unlimited) */
     double flops;                /* including the tiles' redundant halo work */
     char text[1024];             /* the decision in words (what -v prints) */
+    int host_caches;             /* whole frames: ops whose causal cache lives in pinned host
+                                  * memory (VAE_PARAM_PLAN_OFFLOAD), or 0 */
+    int64_t host_cache_bytes;    /* their host memory */
 } vae_plan_info;
 /* VAE_ENOMEM (info filled, peak and floor telling what is needed) when nothing fits the budget. */
 VAE_API int vae_session_plan(vae_session *session, int encode, const int64_t *shape, int ndim,

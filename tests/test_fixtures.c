@@ -2,7 +2,7 @@
  *
  * usage: test_fixtures SHARED_DIR FIXTURE [--device cpu|cuda] [--dtype fp32|bf16|fp16|fp8]
  *                     [--tol X] [--min-psnr DB] [--tiles N] [--strips N] [--blend PX] [--tile HxW]
- *                     [--max-memory BYTES] [--devices N | --ranks N] [--case NAME] [--threads N]
+ *                     [--offload N] [--max-memory BYTES] [--devices N | --ranks N] [--case NAME] [--threads N]
  *
  * Weights come from the shipped checkpoint ("file"), the taef2 .pth files, or a checkpoint written
  * by vae_synth_checkpoint() from the fixture's `config` (then checked against its `checksums`).
@@ -16,6 +16,8 @@
  * N ranks of a group of processes (threads standing in for them, each with its own session
  * joined by a group id): every rank's output as for --devices, and each rank keeping only its
  * own tiles (group_output own) adds up with the others to the whole output.
+ * --offload N: each case again with the causal caches of its N largest ops in host memory, bit
+ * for bit the untiled output on the CPU.
  * --case NAME runs that case alone, --threads N sets the CPU backend's threads (1: no OpenMP
  * workers, for ThreadSanitizer, which does not see into them).
  * Prints one line per check and "N passed, M failed".
@@ -385,6 +387,31 @@ static void check_tiles(const vae_model *m, const vae_session_options *base, int
     vae_session_free(s);
 }
 
+/* A fresh session of options so: its plan for in, then the call; NULL (a failed check) when
+ * either fails. */
+static vae_session *run_planned(const vae_model *m, const vae_session_options *so, int encode,
+                                const vae_tensor *in, vae_plan_info *plan, vae_tensor *out,
+                                const char *label, const char *what) {
+    vae_session *s = NULL;
+    int rc = vae_session_create(&s, m, so);
+    if (rc == VAE_OK) rc = vae_session_plan(s, encode, in->shape, in->ndim, plan);
+    if (rc == VAE_OK) rc = encode ? vae_encode_tensor(s, in, out) : vae_decode_tensor(s, in, out);
+    if (rc == VAE_OK) return s;
+    check(0, "%s %s: %s", label, what, vae_last_error());
+    vae_session_free(s);
+    return NULL;
+}
+
+/* CPU: the measured peak is the predicted one (within -10% .. +2%) */
+static void check_peak(const vae_session *s, const vae_session_options *so,
+                       const vae_plan_info *plan, const char *label, const char *what) {
+    const double measured = (double)vae_session_peak_bytes(s), predicted = (double)plan->peak_bytes;
+    if (so->device == VAE_DEVICE_CPU)
+        check(measured <= 1.02 * predicted && measured >= 0.9 * predicted,
+              "%s %s: predicted peak %.0f bytes, measured %.0f (%+.1f%%)", label, what, predicted,
+              measured, 100.0 * (measured / predicted - 1));
+}
+
 /* The case in a fresh session whose exact tiles are n column strips that hand their edge
  * columns on (VAE_PARAM_PLAN_STRIPS): within the fixture's tolerance and tol_tiles of the
  * untiled output, the predicted peak checked as for tiles. Where the model has no part that runs
@@ -395,28 +422,45 @@ static void check_strips(const vae_model *m, const vae_session_options *base, in
                          double tol, double tol_tiles, int n, const char *label, int *ran) {
     vae_session_options so = *base;
     vae_session_options_set(&so, VAE_PARAM_PLAN_STRIPS, n);
-    vae_session *s = NULL;
     vae_plan_info plan;
     vae_tensor out = {0};
-    int rc = vae_session_create(&s, m, &so);
-    if (rc == VAE_OK) rc = vae_session_plan(s, encode, in->shape, in->ndim, &plan);
-    if (rc == VAE_OK) rc = encode ? vae_encode_tensor(s, in, &out) : vae_decode_tensor(s, in, &out);
-    if (rc) {
-        check(0, "%s strips: %s", label, vae_last_error());
-        vae_session_free(s);
-        return;
-    }
+    vae_session *s = run_planned(m, &so, encode, in, &plan, &out, label, "strips");
+    if (!s) return;
     int64_t bad_ref, bad_untiled;
     const double e_ref = rel_error(&out, ref, &bad_ref), e_un = rel_error(&out, untiled, &bad_untiled);
     *ran += plan.strips > 0;
     check(e_ref <= tol && e_un <= tol_tiles && bad_ref == 0 && (plan.strips == 0 || plan.strips == n),
           "%s %d strips (planned %d, tiles %dx%d): rel_err %.2e (tol %.0e), vs untiled %.2e (tol "
           "%.0e)", label, n, plan.strips, plan.tiles_y, plan.tiles_x, e_ref, tol, e_un, tol_tiles);
-    const double measured = (double)vae_session_peak_bytes(s), predicted = (double)plan.peak_bytes;
-    if (so.device == VAE_DEVICE_CPU)
-        check(measured <= 1.02 * predicted && measured >= 0.9 * predicted,
-              "%s strips: predicted peak %.0f bytes, measured %.0f (%+.1f%%)", label, predicted,
-              measured, 100.0 * (measured / predicted - 1));
+    check_peak(s, &so, &plan, label, "strips");
+    vae_tensor_free(&out);
+    vae_session_free(s);
+}
+
+/* The case in a fresh session with the causal caches of the n largest ops in host memory
+ * (VAE_PARAM_PLAN_OFFLOAD): the same arithmetic, so bit for bit the untiled output on the CPU
+ * (within tol_tiles on GPUs, which tune their conv paths each by its own timing), and the
+ * predicted peak checked as for tiles (the host caches are not in it). */
+static void check_offload(const vae_model *m, const vae_session_options *base, int encode,
+                          const vae_tensor *in, const vae_tensor *untiled, double tol_tiles, int n,
+                          const char *label, int *ran) {
+    vae_session_options so = *base;
+    vae_session_options_set(&so, VAE_PARAM_PLAN_OFFLOAD, n);
+    vae_plan_info plan;
+    vae_tensor out = {0};
+    vae_session *s = run_planned(m, &so, encode, in, &plan, &out, label, "caches in host memory");
+    if (!s) return;
+    int64_t bad;
+    const int cpu = so.device == VAE_DEVICE_CPU;
+    const double e = rel_error(&out, untiled, &bad);
+    const int same = numel(&out) == numel(untiled) &&
+                     memcmp(out.data, untiled->data, (size_t)numel(&out) * sizeof(float)) == 0;
+    *ran += plan.host_caches > 0;
+    check(bad == 0 && (cpu ? same : e <= tol_tiles),
+          "%s: the causal caches of %d ops (%.1f KiB) in host memory: %s untiled (rel_err %.2e, "
+          "tol %s)", label, plan.host_caches, (double)plan.host_cache_bytes / 1024,
+          same ? "bit for bit as" : "against", e, cpu ? "0" : "tol_tiles");
+    check_peak(s, &so, &plan, label, "caches in host memory");
     vae_tensor_free(&out);
     vae_session_free(s);
 }
@@ -475,14 +519,15 @@ int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr,
                 "usage: %s SHARED_DIR FIXTURE [--device D] [--dtype T] [--tol X] "
-                "[--tiles N] [--strips N] [--blend PX] [--tile HxW] [--max-memory BYTES] "
+                "[--tiles N] [--strips N] [--blend PX] [--tile HxW] [--offload N] [--max-memory BYTES] "
                 "[--devices N | --ranks N]\n",
                 argv[0]);
         return 2;
     }
     const char *shared = argv[1], *name = argv[2], *device = "cpu", *dtype = "fp32";
     double tol = -1, min_psnr = 0;
-    int tile_h = 0, tile_w = 0, blend = 0, tiles = 0, strips = 0, strip_runs = 0;
+    int tile_h = 0, tile_w = 0, blend = 0, tiles = 0, strips = 0, strip_runs = 0, offload = 0,
+        offload_runs = 0;
     long long max_mem = 0;
     const char *only = NULL; /* --case */
     int threads = 0;
@@ -495,6 +540,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--blend") == 0) sscanf(argv[i + 1], "%d", &blend);
         else if (strcmp(argv[i], "--tiles") == 0) sscanf(argv[i + 1], "%d", &tiles);
         else if (strcmp(argv[i], "--strips") == 0) sscanf(argv[i + 1], "%d", &strips);
+        else if (strcmp(argv[i], "--offload") == 0) sscanf(argv[i + 1], "%d", &offload);
         else if (strcmp(argv[i], "--max-memory") == 0) sscanf(argv[i + 1], "%lld", &max_mem);
         else if (strcmp(argv[i], "--devices") == 0) sscanf(argv[i + 1], "%d", &group_devices);
         else if (strcmp(argv[i], "--ranks") == 0)
@@ -625,6 +671,9 @@ int main(int argc, char **argv) {
                 if (strips)
                     check_strips(mm, &so, encode, &in, &out, &ref, tol, tol_tiles, strips, label,
                                  &strip_runs);
+                if (offload)
+                    check_offload(mm, &so, encode, &in, &out, tol_tiles, offload, label,
+                                  &offload_runs);
             }
             vae_tensor_free(&in);
             vae_tensor_free(&ref);
@@ -636,6 +685,9 @@ int main(int argc, char **argv) {
         vae_model_free(enc);
     }
     if (strips) check(strip_runs > 0, "%s: %d cases ran in %d strips", name, strip_runs, strips);
+    if (offload)
+        check(offload_runs > 0, "%s: %d cases ran with causal caches in host memory", name,
+              offload_runs);
     if (synthetic) remove(ckpt);
     cJSON_Delete(js);
     free(text);

@@ -56,6 +56,16 @@ foreach(fx wan21_tiny:2 wan22_tiny:3 taef2_real:3)
   add_test(NAME fixture_strips_${name} COMMAND test_fixtures ${VAE_SHARED_DIR} ${name} --strips ${n})
   set_tests_properties(fixture_strips_${name} PROPERTIES LABELS fixture)
 endforeach()
+# whole frames with causal caches in host memory (every cache, the 3 largest, and frame by frame
+# after every temporal upsampling): bit for bit the untiled output
+foreach(fx wan21_tiny wan22_tiny seedvr2_tiny)
+  add_test(NAME fixture_offload_${fx} COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --offload 1048576)
+  set_tests_properties(fixture_offload_${fx} PROPERTIES LABELS fixture)
+endforeach()
+add_test(NAME fixture_offload3_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --offload 3)
+set_tests_properties(fixture_offload3_wan22_tiny PROPERTIES LABELS fixture)
+add_test(NAME fixture_offload_frames_seedvr2_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} seedvr2_tiny --offload 1048576)
+set_tests_properties(fixture_offload_frames_seedvr2_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")
 # strips frame by frame after every temporal upsampling (VAE_EXEC_FRAMES=2)
 add_test(NAME fixture_strips_frames_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --strips 3)
 set_tests_properties(fixture_strips_frames_wan22_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")
@@ -379,3 +389,13 @@ set_tests_properties(threads PROPERTIES LABELS unit)
 
 # fuzzing: the replay of every seed and regression input, then 30 s per target (tests/fuzz/)
 include(${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz.cmake)
+
+# generated documents: docs/settings.md from the settings table (src/core/settings.c/.h,
+# include/vae.h), bench/RESULTS.md from the run records (bench/runs/*.jsonl); each check fails,
+# naming the command that regenerates the file, when it no longer matches its sources
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_FOUND)
+  add_test(NAME settings_doc COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/scripts/settings_doc.py --check)
+  add_test(NAME results_md COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/results.py --check)
+  set_tests_properties(settings_doc results_md PROPERTIES LABELS unit)
+endif()

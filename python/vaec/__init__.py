@@ -527,7 +527,8 @@ class Model:
                 "tiles": (p.tiles_y, p.tiles_x), "tile_size": (p.tile_height, p.tile_width),
                 "strips": p.strips, "step_frames": p.step_frames,
                 "peak_bytes": p.peak_bytes, "floor_bytes": p.floor_bytes,
-                "budget_bytes": p.budget_bytes, "flops": p.flops, "text": p.text.decode()}
+                "budget_bytes": p.budget_bytes, "flops": p.flops, "text": p.text.decode(),
+                "host_caches": p.host_caches, "host_cache_bytes": p.host_cache_bytes}
 
     def peak_bytes(self):
         """Peak device (CPU: host) memory the engine held during the last call (a device group:
@@ -690,7 +691,8 @@ def load(path, arch=None, prefix=None, config=None, **options):
     on bf16 activations);
     max_memory: budget ("13G", bytes; None: free memory minus a margin); tile_mode "auto" (exact
     tiles as the budget needs), "none", "blend"; tile: force exact tiles (px, or (h, w));
-    blend_tile / blend_overlap: blend mode sizes in pixels (0: 512 / 64); threads (CPU, 0: all);
+    blend_tile / blend_overlap: blend mode sizes in pixels (0: the largest tiles that fit the
+    budget / an eighth of the tile; a size that does not fit is made smaller); threads (CPU, 0: all);
     allocator "torch" (device memory from torch's caching allocator, so torch and its users see
     it) or "cuda" (the engine's own cudaMalloc); tune_cache: file of the CUDA conv path choices
     kept between processes (None: ~/.cache/vae.c/cuda-tune.txt; "": none); devices: several GPUs

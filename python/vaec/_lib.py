@@ -96,7 +96,8 @@ class PlanInfo(C.Structure):
                 ("tile_height", C.c_int), ("tile_width", C.c_int), ("frame_loops", C.c_int),
                 ("strips", C.c_int), ("step_frames", C.c_int), ("peak_bytes", C.c_int64),
                 ("floor_bytes", C.c_int64), ("budget_bytes", C.c_int64), ("flops", C.c_double),
-                ("text", C.c_char * 1024)]
+                ("text", C.c_char * 1024), ("host_caches", C.c_int),
+                ("host_cache_bytes", C.c_int64)]
 
 
 _STRUCTS = {"vae_tensor": Tensor, "vae_session_options": SessionOptions,

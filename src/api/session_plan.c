@@ -87,6 +87,7 @@ static int plan_request(vae_session *s, int encode, const vae_io_view *g,
     rq.ranks = ranks, rq.processes = s->comm != NULL; /* (a group of processes: its ranks) */
     rq.stage_io = be->v->download_stage != NULL;
     rq.blend_overlap = o->blend_overlap > 0 ? o->blend_overlap : rq.blend_tile / 8;
+    rq.blend_auto = o->blend_tile <= 0, rq.blend_overlap_auto = o->blend_overlap <= 0;
     rq.strip_norm_in_place = s->set.exec_strip_norm && be->v->norm_rows;
     /* band plans: every lane splits GroupNorm (its sums all-reduced by the group's communicator,
      * runner_group.c) */
@@ -94,6 +95,11 @@ static int plan_request(vae_session *s, int encode, const vae_io_view *g,
     for (int k = 0; k < s->n_lanes; k++)
         split = split && s->lane[k]->v->norm_stats && s->lane[k]->v->norm_apply;
     rq.reduce = split ? 1 + s->set.plan_bands : 0;
+    /* causal caches in host memory: whole frames on one device in the model's steps (larger
+     * steps are taken only where they fit as they are), and only over contiguous windows */
+    rq.offload = s->set.plan_offload;
+    if ((whole && rq.offload == 0) || s->n_lanes > 1 || s->comm || !s->set.exec_contig)
+        rq.offload = -1;
     if (whole) rq.mode = VAE_TILE_NONE, rq.frame_loops = 0;
     return vae_plan_make(plan, &rq);
 }
@@ -147,7 +153,9 @@ static int run_once(vae_session *s, int encode, const vae_plan *plan, const vae_
     for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++) {
         vae_backend *be = s->lane[k];
         if (!rs[k]) rc = vae_runner_create(&rs[k], be, p, &s->set);
-        be->host_copy_on = plan->strips && plan->strips->slots_host; /* counted by the plan */
+        /* counted by the plan: the ring for strips' slots or caches in host memory */
+        be->host_copy_on = (plan->strips && plan->strips->slots_host) || plan->n_offload > 0;
+        be->host_copy_ring = plan->host_ring;
         if (rc == VAE_OK && be->v->scratch_reserve) /* grown now, not in the middle of a graph */
             rc = be->v->scratch_reserve(be, (size_t)plan->scratch, plan->scratch_minimal);
     }

@@ -241,6 +241,9 @@ struct vae_backend {
                               * the host count it and turn it on for their run (the other host
                               * copies are few and large, and go without) */
     int host_copy_on;
+    int64_t host_copy_ring; /* a larger staging ring the run's plan counted for copies it wants
+                             * prefetched whole (caches in host memory, vae_plan.host_ring), or
+                             * 0: host_copy_bytes */
     int host_memory; /* 1: its buffers are host memory (the CPU's): comm_threads.c reads them */
 };
 

@@ -90,6 +90,13 @@ struct vae_exec {
     void *sums_dev; /* a backend buffer (a communicator with device buffers) */
     size_t sums_cap;
     struct vae_comm *split; /* the ranks that share each attention's queries, or NULL */
+    /* causal caches in host memory (vae_exec_set_offload, exec_window.c): per op its cache's
+     * home (NULL: on the device), all of them in one host block; off_next: per op, the next op
+     * with a home there (in program order, cyclic), whose cache is prefetched while it runs */
+    char **off_home;
+    int64_t *off_cap; /* per op: the bytes its home holds */
+    char *off_block;
+    int *off_next;
 };
 
 size_t exec_vox_bytes(const vae_exec *e, int64_t n);
@@ -108,6 +115,7 @@ int exec_strip_input(vae_exec *e, int i, int k, const value *x, value *z, const 
 int exec_strip_norm(vae_exec *e, int i, const value *z, value *y);
 void exec_strip_release(vae_exec *e);
 void exec_window_release(vae_exec *e, window *w, int kt);
+void exec_offload_release(vae_exec *e);
 
 /* exec_reduce.c: GroupNorm op i of a band plan, x -> y (allocated); the sums' buffer given back */
 int exec_norm_reduced(vae_exec *e, int i, const value *x, value *y);

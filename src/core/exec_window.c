@@ -12,6 +12,12 @@
  * cache itself stays a separate buffer of kt-1 frames, so memory between chunks is unchanged. A
  * frame of a value cut by a frame loop is contiguous too: the frames before it in its buffer
  * (already consumed) or the buffer's spare frames take the cache.
+ *
+ * Offloaded caches (vae_exec_set_offload): a contiguous window's cache may live in host memory
+ * instead. Its frames are copied from there into the spare frames before the op runs (what the
+ * device copy from the cache buffer does otherwise) and back after it; the same bytes reach the
+ * conv, so the result is the same. While an op runs, the backend is asked to prefetch the cache
+ * of the next offloaded op (vtbl prefetch), so that the host link works beside the compute.
  */
 #include <string.h>
 
@@ -26,6 +32,71 @@ void exec_window_release(vae_exec *e, window *w, int kt) {
     if (w->zero_frame) e->be->v->release(e->be, w->zero_frame);
     vae_free(w->cache);
     memset(w, 0, sizeof *w);
+}
+
+void exec_offload_release(vae_exec *e) {
+    if (e->off_block && e->be->v->host_free) e->be->v->host_free(e->be, e->off_block);
+    vae_free(e->off_home);
+    vae_free(e->off_cap);
+    vae_free(e->off_next);
+    e->off_block = NULL;
+    e->off_home = NULL;
+    e->off_cap = NULL;
+    e->off_next = NULL;
+}
+
+int vae_exec_set_offload(vae_exec *e, const int64_t *bytes) {
+    exec_offload_release(e);
+    const int n = e->p->n_ops;
+    int64_t total = 0;
+    for (int i = 0; bytes && i < n; i++)
+        if (bytes[i] > 0) total += (bytes[i] + 255) / 256 * 256;
+    if (total == 0) return VAE_OK;
+    if (!e->be->v->host_alloc)
+        return vae_fail(VAE_EUNSUPPORTED, "causal caches in host memory: the %s backend has none",
+                        e->be->v->name);
+    e->off_home = vae_calloc((size_t)n, sizeof *e->off_home);
+    e->off_cap = vae_calloc((size_t)n, sizeof *e->off_cap);
+    e->off_next = vae_calloc((size_t)n, sizeof *e->off_next);
+    if (e->off_home && e->off_cap && e->off_next)
+        e->off_block = e->be->v->host_alloc(e->be, (size_t)total);
+    if (!e->off_block) {
+        exec_offload_release(e);
+        return vae_fail(VAE_ENOMEM, "out of host memory for %.1f MiB of causal caches",
+                        (double)total / (1 << 20));
+    }
+    char *at = e->off_block;
+    int first = -1, prev = -1;
+    for (int i = 0; i < n; i++) {
+        if (bytes[i] <= 0) continue;
+        e->off_home[i] = at;
+        e->off_cap[i] = bytes[i];
+        at += (bytes[i] + 255) / 256 * 256;
+        if (prev >= 0) e->off_next[prev] = i;
+        if (first < 0) first = i;
+        prev = i;
+    }
+    e->off_next[prev] = first;
+    return VAE_OK;
+}
+
+/* n frames of fb bytes between the device and a cache's home, a row of pixels a copy (rows of
+ * host memory, the unit the backend's bus stages) */
+static int home_copy(vae_exec *e, void *dst, const void *src, const window *w, int n) {
+    const size_t fb = w->frame_bytes;
+    const size_t rows = fb % (size_t)w->h == 0 ? (size_t)n * w->h : (size_t)n;
+    const size_t row = fb % (size_t)w->h == 0 ? fb / w->h : fb;
+    return n > 0 ? e->be->v->copy2d(e->be, dst, row, src, row, row, rows) : VAE_OK;
+}
+
+/* The next offloaded op's cache is wanted soon: a hint to the backend (its frames kept so far) */
+static int home_prefetch(vae_exec *e, int i) {
+    if (!e->be->v->prefetch) return VAE_OK;
+    const int j = e->off_next[i];
+    const window *wj = &e->st[j].win;
+    const int pending = e->st[j].clock.pending;
+    if (pending <= 0 || wj->frame_bytes == 0) return VAE_OK;
+    return e->be->v->prefetch(e->be, e->off_home[j], (size_t)pending * wj->frame_bytes);
 }
 
 /* e->frames = cache ++ front padding (at stream start) ++ the chunk's frames (f: op.h). */
@@ -72,21 +143,30 @@ static int keep_list(vae_exec *e, window *w, const vae_op_frames *f) {
 
 /* Contiguous mode: the cached frames and any front padding are copied in front of x's frames,
  * so that e->frames lists one contiguous tensor. */
-static int gather_contig(vae_exec *e, const vae_op *op, window *w, int pending, const value *x,
+static int gather_contig(vae_exec *e, int i, window *w, int pending, const value *x,
                          const vae_op_frames *f) {
     vae_backend *be = e->be;
+    const vae_op *op = &e->p->ops[i];
+    const char *home = e->off_home ? e->off_home[i] : NULL;
     int rc = exec_frames_reserve(e, f->total + 1);
     if (rc) return rc;
     const size_t fb = w->frame_bytes;
     if (x->t == 0) {
+        if (home && f->t_out > 0) /* (the stream rule gives no output without new frames) */
+            return vae_fail(VAE_EINVAL, "internal: %s: output from a cache in host memory alone",
+                            op->name);
         for (int k = 0; k < f->total; k++)
             e->frames[k] = (char *)w->cbuf + (size_t)k * fb;
         return VAE_OK;
     }
     char *head = (char *)x->buf - (size_t)(pending + f->pad) * fb; /* inside x's allocation */
-    if (pending > 0 && (rc = be->v->copy(be, head, w->cbuf, (size_t)pending * fb))) return rc;
-    for (int i = 0; i < f->pad && rc == VAE_OK; i++) {
-        char *slot = head + (size_t)(pending + i) * fb;
+    if (home && pending > 0) {
+        if ((rc = home_copy(e, head, home, w, pending)) || (rc = home_prefetch(e, i))) return rc;
+    } else if (pending > 0 && (rc = be->v->copy(be, head, w->cbuf, (size_t)pending * fb))) {
+        return rc;
+    }
+    for (int k = 0; k < f->pad && rc == VAE_OK; k++) {
+        char *slot = head + (size_t)(pending + k) * fb;
         rc = op->tpad_mode == VAE_TPAD_ZERO ? be->v->zero(be, slot, fb)
                                             : be->v->copy(be, slot, x->buf, fb);
     }
@@ -95,9 +175,20 @@ static int gather_contig(vae_exec *e, const vae_op *op, window *w, int pending, 
     return rc;
 }
 
-/* Contiguous mode: keeps the last f->keep frames in w->cbuf. */
-static int keep_contig(vae_exec *e, const vae_op *op, window *w, const vae_op_frames *f) {
+/* Contiguous mode: keeps the last f->keep frames in w->cbuf, or in the op's home in host memory
+ * (where a step without new frames left them as they were). */
+static int keep_contig(vae_exec *e, int i, window *w, int new_frames, const vae_op_frames *f) {
+    const vae_op *op = &e->p->ops[i];
     if (f->keep == 0) return VAE_OK;
+    if (e->off_home && e->off_home[i]) {
+        if (new_frames == 0) return VAE_OK;
+        if ((int64_t)f->keep * (int64_t)w->frame_bytes > e->off_cap[i])
+            return vae_fail(VAE_EINVAL, "internal: the cache of %s in host memory holds %lld "
+                                        "bytes, it needs %lld",
+                            op->name, (long long)e->off_cap[i],
+                            (long long)f->keep * (long long)w->frame_bytes);
+        return home_copy(e, e->off_home[i], e->frames[f->used], w, f->keep);
+    }
     if (!w->cbuf) {
         w->cbuf = e->be->v->alloc(e->be, (size_t)(op->kt - 1) * w->frame_bytes);
         if (!w->cbuf) return vae_fail(VAE_ENOMEM, "out of device memory for a cache");
@@ -121,8 +212,12 @@ int exec_run_windowed(vae_exec *e, int i, const value *x, const value *res, valu
         w->frame_bytes = exec_vox_bytes(e, (int64_t)x->h * x->w * x->c);
         w->h = x->h, w->w = x->w, w->c = x->c;
     }
+    if (!contig && e->off_home && e->off_home[i])
+        return vae_fail(VAE_EINVAL, "internal: %s has its cache in host memory but no "
+                                    "contiguous window",
+                        op->name);
     int rc =
-        contig ? gather_contig(e, op, w, pending, x, &f) : gather_list(e, op, w, pending, x, &f);
+        contig ? gather_contig(e, i, w, pending, x, &f) : gather_list(e, op, w, pending, x, &f);
     if (rc) return rc;
     y->t = f.t_out;
     y->c = op->c_out;
@@ -141,5 +236,5 @@ int exec_run_windowed(vae_exec *e, int i, const value *x, const value *res, valu
                                     f.t_out);
         if (rc) return rc;
     }
-    return contig ? keep_contig(e, op, w, &f) : keep_list(e, w, &f);
+    return contig ? keep_contig(e, i, w, x->t, &f) : keep_list(e, w, &f);
 }

@@ -180,6 +180,7 @@ void vae_exec_free(vae_exec *e) {
     if (!e) return;
     if (e->st && e->val) exec_clear(e);
     exec_strip_release(e);
+    exec_offload_release(e);
     if (e->st)
         for (int i = 0; i < e->p->n_ops; i++)
             if (e->st[i].prep) e->be->v->unprepare(e->be, &e->p->ops[i], e->st[i].prep);
@@ -590,7 +591,8 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
     int rc = VAE_EUNSUPPORTED;
     /* (band plans: the sums of a communicator with device buffers are stream work, which a
      * graph records like the rest; host sums wait in the middle of the step) */
-    if ((e->graph || e->graph_ok) && !e->strips && !(e->comm && !e->comm->device_buffers) &&
+    if ((e->graph || e->graph_ok) && !e->strips && !e->off_home &&
+        !(e->comm && !e->comm->device_buffers) &&
         !(e->split && !e->split->device_buffers)) {
         const uint64_t sig = state_sig(e, in);
         const int replay = e->graph && sig == e->graph_sig;

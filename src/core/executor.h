@@ -44,6 +44,15 @@ int vae_exec_set_trim(vae_exec *e, int value, int y0, int x0, int h, int w);
  * off while strips run (the slots' places move every step). */
 int vae_exec_set_strip(vae_exec *e, const vae_strips *s, int k);
 
+/* Causal caches in host memory: the next streams keep the cache of each op i with bytes[i] > 0
+ * (at least its kt-1 input frames; the planner's vae_plan.offload) in host memory of the
+ * backend's (host_alloc: pinned on a GPU), copied in front of the op's input before it runs and
+ * back after, and prefetched while the op before it runs where the backend can; the arithmetic
+ * is the same as with caches on the device. Only ops that read a contiguous window
+ * (exec_window.c) can; others keep their cache on the device. bytes NULL: off (the host block is
+ * given back). Between streams only; graphs are off while it is on. */
+int vae_exec_set_offload(vae_exec *e, const int64_t *bytes);
+
 /* A GroupNorm of a band plan (plan.h): its statistics are those of the rows this executor's band
  * owns, summed over the ranks of the group (comm.h) before anyone normalises. */
 typedef struct vae_exec_norm {

@@ -59,15 +59,6 @@ static int part_make(planner *pl, part *q, int from, int to, int first, int chun
     return rc;
 }
 
-static int64_t whole_peak(const planner *pl, int64_t *scratch, int64_t *caches) {
-    const vae_plan_request *rq = pl->rq;
-    const part *q = &pl->whole;
-    const int max_chunk = q->first > q->chunk ? q->first : q->chunk;
-    int64_t dev_in = plan_rounded(pl, plan_frames_bytes(pl, q, 0, max_chunk, rq->h, rq->w));
-    int64_t m = plan_part_mem(pl, q, q->vh, q->vw, rq->t, NULL, 0, NULL, scratch, caches);
-    return m < 0 ? -1 : dev_in + m;
-}
-
 /* Where B may start. Encoders: one cut, before their first op global per frame (B = [0, cut),
  * C = the middle and head). Decoders: after their last global op; the first candidate is the
  * last single-value position before the first upsampling (in space or time): the stages before
@@ -295,6 +286,8 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
     plan->tile_h = c->tile_h, plan->tile_w = c->tile_w;
     if (c->kind == VAE_PLAN_WHOLE) {
         plan_set_part(&plan->part[1], &pl->whole, c->fr);
+        int rc = plan_fill_offload(pl, c, plan);
+        if (rc) return rc;
         plan->tiles = vae_calloc(1, sizeof *plan->tiles);
         if (!plan->tiles) return vae_fail(VAE_ENOMEM, "out of memory planning");
         vae_plan_tile *t = &plan->tiles[0];
@@ -308,7 +301,7 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
     if (c->kind == VAE_PLAN_BLEND) {
         plan_set_part(&plan->part[1], &pl->whole, c->fr);
         cand again;
-        return plan_try_blend(pl, &again, plan);
+        return plan_try_blend(pl, c->blend_tile, c->blend_overlap, &again, plan);
     }
     int rc = parts_at(pl, c->cut);
     if (rc) return rc;
@@ -357,8 +350,7 @@ static void cand_debug(const planner *pl, const cand *c) {
                           : "");
 }
 
-/* whether its op calls keep within the frame the backends index (plan.h) */
-static int runnable(const cand *c) {
+int plan_runnable(const cand *c) {
     return c->frame <= VAE_PLAN_MAX_FRAME_PIXELS;
 }
 
@@ -374,7 +366,7 @@ static int search_strips(planner *pl, cand *best, cand *floor_c) {
         if (rc == VAE_EUNSUPPORTED) return VAE_OK; /* more strips are narrower still */
         if (rc) return rc;
         cand_debug(pl, &c);
-        if (!runnable(&c)) continue;
+        if (!plan_runnable(&c)) continue;
         if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
         if (pl->rq->budget > 0 && c.peak > pl->rq->budget) continue;
         if (best->peak < 0 || c.cost < best->cost) *best = c;
@@ -422,7 +414,7 @@ static int search_tiles(planner *pl, cand *best, cand *floor_c) {
                  * there are ranks (a device group leaves a device without one out) */
                 if (pl->rq->processes && pl->b_reduce && c.tiles != pl->rq->ranks) continue;
                 cand_debug(pl, &c);
-                if (!runnable(&c)) continue;
+                if (!plan_runnable(&c)) continue;
                 if (floor_c->peak < 0 || c.peak < floor_c->peak) *floor_c = c;
                 if (budget > 0 && c.peak > budget) continue;
                 if (!fit_n) fit_n = n;
@@ -485,6 +477,13 @@ static void describe(const planner *pl, vae_plan *plan) {
                               frame_loops ? "frame by frame after "
                                             "temporal upsampling"
                                           : "chunks whole");
+    if (plan->n_offload > 0 && n < cap)
+        n += (size_t)snprintf(w + n, cap - n,
+                              "; the causal caches of %d ops (%s) in host memory, copied in and "
+                              "out around each call%s%s",
+                              plan->n_offload, size_str(plan->host_caches),
+                              plan->host_ring > 0 ? " through a device ring of " : "",
+                              plan->host_ring > 0 ? size_str(plan->host_ring) : "");
     if (plan->scratch_minimal && n < cap)
         n += (size_t)snprintf(w + n, cap - n,
                               "; every op within its least scratch (convs in "
@@ -495,7 +494,7 @@ static void describe(const planner *pl, vae_plan *plan) {
                  "a budget of %s (the exact floor: %s); work %+.1f%%",
                  size_str(plan->peak), size_str(rq->fixed), size_str(plan->scratch),
                  size_str(plan->caches), rq->budget > 0 ? size_str(rq->budget) : "none",
-                 size_str(plan->floor),
+                 plan->floor >= 0 ? size_str(plan->floor) : "not computed in this mode",
                  100.0 * (plan->macs / (plan->macs_whole > 0 ? plan->macs_whole : 1) - 1));
 }
 
@@ -528,7 +527,7 @@ static int choose_strips(planner *pl, cand *best, cand *floor_c, int fr0, int n_
         for (int fr = fr0; fr < n_fr && rc == VAE_OK; fr++) {
             pl->fr = fr;
             rc = plan_try_strips(pl, rq->strips, best, NULL);
-            if (rc == VAE_OK && !runnable(best)) break; /* (planned as usual) */
+            if (rc == VAE_OK && !plan_runnable(best)) break; /* (planned as usual) */
             if (rc == VAE_OK && (rq->budget <= 0 || best->peak <= rq->budget || fr + 1 == n_fr)) {
                 *floor_c = *best;
                 return VAE_OK;
@@ -537,6 +536,57 @@ static int choose_strips(planner *pl, cand *best, cand *floor_c, int fr0, int n_
         if (rc != VAE_OK && rc != VAE_EUNSUPPORTED) return rc;
     }
     return PLAN_NOFIT;
+}
+
+/* Blended tiles of `size` video pixels (the request's overlap, or an eighth of the tile) in the
+ * first frame-loop choice that fits: VAE_OK, PLAN_NOFIT (*c the last tried), or an error. */
+static int blend_at(planner *pl, int size, cand *c) {
+    const vae_plan_request *rq = pl->rq;
+    const int n_fr = rq->frame_loops ? 2 : 1, fr0 = rq->frame_loops == 2; /* 2: always */
+    int overlap = rq->blend_overlap_auto ? size / 8 : rq->blend_overlap;
+    if (overlap * 2 > size) overlap = size / 2;
+    for (int fr = fr0; fr < n_fr; fr++) {
+        pl->fr = fr;
+        int rc = plan_try_blend(pl, size, overlap, c, NULL);
+        if (rc) return rc;
+        c->kind = VAE_PLAN_BLEND, c->fr = fr;
+        if (plan_runnable(c) && (rq->budget <= 0 || c->peak <= rq->budget)) return VAE_OK;
+    }
+    return PLAN_NOFIT;
+}
+
+/* Blended tiles: of the given size where they fit; else, and where no size was given, the
+ * largest that fit the budget (the fewest seams and the least overlap work), each try an eighth
+ * smaller (a given size that did not fit is said in a warning). */
+static int choose_blend(planner *pl, cand *best) {
+    const vae_plan_request *rq = pl->rq;
+    const int f = rq->video_factor > 0 ? rq->video_factor : 1, vf = rq->encode ? 1 : f;
+    const int side = (rq->h > rq->w ? rq->h : rq->w) * vf; /* the video's longer side */
+    int size = rq->blend_auto ? side : rq->blend_tile;
+    int rc = blend_at(pl, size, best);
+    if (rc != VAE_OK && rc != PLAN_NOFIT) return rc; /* the caller's tiles cannot split it */
+    if (rc == PLAN_NOFIT && !rq->blend_auto && !plan_runnable(best))
+        return vae_fail(VAE_EINVAL, "blended tiles of %d px (--tile-size): op calls would see "
+                                    "frames of %lld pixels, more than the %lld the backends "
+                                    "index; use smaller tiles",
+                        size, (long long)best->frame, (long long)VAE_PLAN_MAX_FRAME_PIXELS);
+    while (rc == PLAN_NOFIT) { /* *best: the smallest tried */
+        const int next = size * 7 / 8 / 16 * 16;
+        if (next < 64) return PLAN_NOFIT;
+        cand c;
+        rc = blend_at(pl, next, &c);
+        if (rc != VAE_OK && rc != PLAN_NOFIT) { /* more tiles a side than the planner takes */
+            vae_error_clear();
+            return PLAN_NOFIT;
+        }
+        size = next;
+        *best = c;
+    }
+    if (!rq->blend_auto && size != rq->blend_tile)
+        VAE_WARN("blended tiles of %d px do not fit the budget of %.2f GiB: planned with tiles of "
+                 "%d px",
+                 rq->blend_tile, (double)rq->budget / (1 << 30), size);
+    return VAE_OK;
 }
 
 /* The candidate to run: the first that fits, in the order of speed (below); *floor_c: the
@@ -548,26 +598,16 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
     const int n_fr = rq->frame_loops ? 2 : 1, fr0 = rq->frame_loops == 2; /* 2: always */
     floor_c->peak = -1;
     int rc = VAE_OK;
-    if (rq->mode == VAE_TILE_BLEND) {
-        for (int fr = fr0; fr < n_fr; fr++) {
-            pl->fr = fr;
-            if ((rc = plan_try_blend(pl, best, NULL))) return rc;
-            if (!runnable(best))
-                return vae_fail(VAE_EINVAL, "blended tiles of %d px (--tile-size): op calls would "
-                                            "see frames of %lld pixels, more than the %lld the "
-                                            "backends index; use smaller tiles",
-                                rq->blend_tile, (long long)best->frame,
-                                (long long)VAE_PLAN_MAX_FRAME_PIXELS);
-            best->fr = fr;
-            if (budget <= 0 || best->peak <= budget) return VAE_OK;
-        }
-        return PLAN_NOFIT;
-    }
+    if (rq->mode == VAE_TILE_BLEND) return choose_blend(pl, best);
     /* strips forced (settings.plan_strips): where B can run in them, else planned as usual */
     if (rq->strips >= 2 && pl->tiled_ok && rq->mode != VAE_TILE_NONE && rq->tile_h <= 0 &&
         rq->tile_w <= 0 && (rc = choose_strips(pl, best, floor_c, fr0, n_fr)) != PLAN_NOFIT)
         return rc;
     const int forced = rq->tile_h > 0 || rq->tile_w > 0;
+    /* caches in host memory forced (settings.plan_offload > 0): whole frames, whatever fits */
+    if (rq->offload > 0 && !forced && rq->host_direct &&
+        (rc = plan_choose_offload(pl, rq->offload, best, floor_c)) != PLAN_NOFIT)
+        return rc;
     if (forced && !pl->tiled_ok)
         return vae_fail(VAE_EUNSUPPORTED, "exact tiles: this model has no part that tiles (every "
                                           "stage has an op global per frame); use the blend mode");
@@ -584,7 +624,7 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         for (int fr = fr0; fr < n_fr; fr++) {
             pl->fr = fr;
             if ((rc = plan_try_tiled(pl, th, tw, best, NULL))) return rc;
-            if (!runnable(best))
+            if (!plan_runnable(best))
                 return vae_fail(VAE_EINVAL, "exact tiles of %dx%d px (--tile): op calls would see "
                                             "frames of %lld pixels, more than the %lld the "
                                             "backends index; use smaller tiles",
@@ -604,14 +644,14 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         memset(&c, 0, sizeof c);
         c.kind = VAE_PLAN_WHOLE, c.fr = fr, c.macs = c.cost = pl->macs_whole;
         c.scratch = rq->scratch_now;
-        c.peak_alloc = whole_peak(pl, &c.scratch, &c.caches);
+        c.peak_alloc = plan_whole_mem(pl, NULL, NULL, &c.scratch, &c.caches);
         if (c.peak_alloc < 0) return vae_fail(VAE_ENOMEM, "out of memory planning");
         c.peak = rq->fixed + c.scratch + c.peak_alloc;
         c.frame = plan_max_frame(pl->vh, pl->vw, pl->p->n_values);
-        if (runnable(&c) && (floor_c->peak < 0 || c.peak < floor_c->peak)) *floor_c = c;
+        if (plan_runnable(&c) && (floor_c->peak < 0 || c.peak < floor_c->peak)) *floor_c = c;
         const int tiles_ok = rq->mode != VAE_TILE_NONE && pl->tiled_ok;
         cand tf;
-        if (runnable(&c) && (budget <= 0 || c.peak <= budget)) {
+        if (plan_runnable(&c) && (budget <= 0 || c.peak <= budget)) {
             /* a device group shares tiles out where that is faster than one device whole */
             if (rq->ranks > 1 && tiles_ok && fr == fr0) {
                 if ((rc = search_tiles(pl, best, &tf)) != PLAN_NOFIT && rc != VAE_OK) return rc;
@@ -626,6 +666,10 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
         if (tf.peak > 0 && (floor_c->peak < 0 || tf.peak < floor_c->peak)) *floor_c = tf;
         if (rc != PLAN_NOFIT) return rc;
     }
+    /* whole frames with causal caches in host memory (a slower link, but exact and no halos) */
+    if (rq->offload == 0 && rq->host_direct &&
+        (rc = plan_choose_offload(pl, 0, best, floor_c)) != PLAN_NOFIT)
+        return rc;
     if (floor_c->peak < 0) /* (whole frames too large, and no tiles small enough) */
         return vae_fail(VAE_ESHAPE, "%s %dx%dx%d: no plan keeps the frames of every op call "
                                     "within %lld pixels, the most the backends index (whole "
@@ -657,6 +701,7 @@ static int plan_once(vae_plan *plan, const vae_plan_request *rq) {
     if (rc == VAE_OK) rc = choose(&pl, &best, &floor_c);
     plan->floor = floor_c.peak;
     plan->floor_caches = floor_c.caches;
+    plan->floor_host_caches = floor_c.host_caches;
     if (rc == VAE_OK || rc == PLAN_NOFIT) {
         pl.fr = best.fr;
         int rc2 = plan_fill(&pl, &best, plan);
@@ -686,6 +731,7 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
         const int second = p2.floor < plan->floor; /* the floor of the second pass */
         const int64_t floor = second ? p2.floor : plan->floor;
         const int64_t floor_caches = second ? p2.floor_caches : plan->floor_caches;
+        const int64_t floor_host = second ? p2.floor_host_caches : plan->floor_host_caches;
         if (rc2 == VAE_OK || p2.peak < plan->peak) {
             vae_plan_free(plan);
             *plan = p2;
@@ -695,15 +741,22 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
         }
         plan->floor = floor;
         plan->floor_caches = floor_caches;
+        plan->floor_host_caches = floor_host;
     }
     if (rc != PLAN_NOFIT) return rc;
     /* a plan to describe, unlike a host allocation failure */
-    rc = vae_fail(VAE_ENOMEM,
-                  "memory budget %s is below what %s needs: %s (the exact floor: %s, of "
-                  "which weights and backend reserve %s, causal caches %s). Raise --max-memory%s",
+    char floor[256] = "";
+    if (plan->floor >= 0)
+        snprintf(floor, sizeof floor,
+                 " (the exact floor: %s, of which weights and backend reserve %s, causal caches "
+                 "%s%s%s%s)",
+                 size_str(plan->floor), size_str(rq->fixed), size_str(plan->floor_caches),
+                 plan->floor_host_caches > 0 ? " on the device and " : "",
+                 plan->floor_host_caches > 0 ? size_str(plan->floor_host_caches) : "",
+                 plan->floor_host_caches > 0 ? " in host memory" : "");
+    rc = vae_fail(VAE_ENOMEM, "memory budget %s is below what %s needs: %s%s. Raise --max-memory%s",
                   size_str(rq->budget), rq->mode == VAE_TILE_NONE ? "whole frames" : "this input",
-                  size_str(plan->peak), size_str(plan->floor), size_str(rq->fixed),
-                  size_str(plan->floor_caches),
+                  size_str(plan->peak), floor,
                   rq->mode == VAE_TILE_BLEND  ? " or use a smaller --tile-size"
                   : rq->mode == VAE_TILE_NONE ? " or allow tiles (--tile-mode auto)"
                                               : ", or use --tile-mode blend (not exact)");
@@ -718,5 +771,7 @@ void vae_plan_free(vae_plan *plan) {
     plan->tiles = NULL;
     vae_free(plan->norms);
     plan->norms = NULL;
+    vae_free(plan->offload);
+    plan->offload = NULL;
     plan->n_tiles = 0;
 }

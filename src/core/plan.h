@@ -102,6 +102,8 @@ typedef struct vae_plan_request {
     vae_tile_mode mode;
     int tile_h, tile_w;            /* forced exact tiles, pixels of the video side (0: planner) */
     int blend_tile, blend_overlap; /* pixels of the video side */
+    int blend_auto;                /* no tile size given: the largest blended tiles that fit */
+    int blend_overlap_auto;        /* no overlap given: an eighth of the tile */
     int video_factor;              /* pixels of the video side per pixel of the latent side */
     int frame_loops;               /* settings.exec_frames (2: frame loops always) */
     int64_t host_store_max;        /* a host store above this many bytes goes to a temporary
@@ -125,6 +127,14 @@ typedef struct vae_plan_request {
                                     * writes it); the budget is each device's */
     int processes;                 /* the ranks are processes (runner_rank.c): no host memory
                                     * is common to them, so A is never shared */
+    int offload;                   /* settings.plan_offload: causal caches in host memory
+                                    * where whole frames need it to fit (0), never (-1), or
+                                    * always the n largest (n >= 1) */
+    /* the memory model's per-op view of causal caches (whole programs only, NULL: none):
+     * offload[i] 1: op i's cache (a contiguous window's) is in host memory; op_caches: filled
+     * with each op's contiguous-window cache bytes, wherever it lives */
+    const unsigned char *offload_ops;
+    int64_t *op_caches;
     int reduce;                    /* the group can all-reduce (comm.h) and its backends split
                                     * GroupNorm (norm_stats): band plans (vae_plan.reduce) where
                                     * they are faster (1) or wherever they apply (2: tests) */
@@ -165,6 +175,13 @@ typedef struct vae_plan {
     int64_t caches;       /* of the peak: causal caches (the largest part's, or tile's) */
     int64_t floor_caches; /* of the floor: causal caches, what no tile size makes smaller in
                            * plans that run whole frames */
+    int64_t floor_host_caches; /* of the floor: causal caches it keeps in host memory */
+    /* WHOLE: per op of the program, the bytes of its causal cache's home in host memory (0: on
+     * the device; NULL: none), vae_exec_set_offload; n_offload of them, host_caches bytes in
+     * all; host_ring: the device ring the backend stages their copies in (counted in the peak) */
+    int64_t *offload;
+    int n_offload;
+    int64_t host_caches, host_ring;
     int64_t budget;
     char why[1024]; /* the decision, for -v and errors */
 } vae_plan;

@@ -101,6 +101,7 @@ typedef struct cand {
                          * with halos */
     int slots_host;     /* strips: their slots in host memory */
     int tile_h, tile_w; /* owned tile size in B's output (TILED), or input crop size (BLEND) */
+    int blend_tile, blend_overlap; /* BLEND: the tiles' size and overlap, video pixels */
     int tiles;          /* TILED: how many (a split may give fewer than asked for) */
     int cut;            /* TILED: the cut candidate (planner.cuts) */
     int64_t peak, peak_alloc, scratch;
@@ -110,10 +111,39 @@ typedef struct cand {
     int store_host[2], store_file[2]; /* (vae_plan's) */
     int a_shared; /* TILED, a group: A once, on the first device (vae_plan.a_shared) */
     int bands;    /* TILED, a group: row bands with GroupNorms in B (vae_plan.reduce) */
+    int n_offload;       /* WHOLE: the n largest causal caches in host memory (plan_offload.c) */
+    int64_t host_caches; /* their bytes */
+    int64_t host_ring;   /* the device ring the backend stages their copies in (in the peak) */
     double macs;
     double cost; /* TILED: macs plus the host store's traffic in MAC-equivalents (eval_tiles),
                   * with B's share divided among the devices of a group (vae_plan_request.ranks) */
 } cand;
+
+/* MACs a GPU does in the time one byte crosses between host and device (~200 TMAC/s of 16-bit
+ * tensor cores against ~20 GB/s of staged copies): the exchange rate of the searches' costs */
+#define HOST_BYTE_MACS 1e4
+/* the share of host traffic a backend that copies on a second stream still pays (its bus
+ * overlaps compute, vae_backend.host_copy_bytes: on the H100 it took a third off strips' slot
+ * copies, and the rest was mostly the reads it could not prefetch) */
+#define OVERLAPPED_HOST_SHARE 0.5
+
+/* whether a candidate's op calls keep within the frame the backends index (plan.h) */
+int plan_runnable(const cand *c);
+/* steps of part q over t_in input frames */
+int plan_part_steps(const part *q, int t_in);
+
+/* ---- plan_offload.c: whole frames with causal caches in host memory ------------------------ */
+/* The whole program's memory (its input chunk included) with the caches of the ops offload[i]
+ * != 0 in host memory (NULL: none); op_caches (NULL: not wanted): each op's contiguous-window
+ * cache bytes. -1 when the host ran out of memory. */
+int64_t plan_whole_mem(const planner *pl, const unsigned char *offload, int64_t *op_caches,
+                       int64_t *scratch, int64_t *caches);
+/* Whole frames with the fewest caches in host memory that fit the budget, the cheaper of the
+ * frame-loop choices, into *best (PLAN_NOFIT: none fits); *floor_c lowered to every cache out
+ * where that is smaller. forced > 0: the `forced` largest, whatever the budget. */
+int plan_choose_offload(planner *pl, int forced, cand *best, cand *floor_c);
+/* The chosen candidate's homes into the plan (vae_plan.offload), at pl->fr. */
+int plan_fill_offload(planner *pl, const cand *c, vae_plan *plan);
 
 /* ---- plan_tiles.c: a part's memory, and tile grids of part B with their peak and work ------- */
 /* The part's memory for value shapes vh x vw (a tile's, or the whole frame's; zw: a strip's
@@ -137,6 +167,6 @@ int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan)
 /* n column strips of B (strip.h): peak, work and cost into c, the strips into plan when given;
  * VAE_EUNSUPPORTED (no error left behind) when B cannot run in n strips. */
 int plan_try_strips(planner *pl, int n, cand *c, vae_plan *plan);
-int plan_try_blend(planner *pl, cand *c, vae_plan *plan);
+int plan_try_blend(planner *pl, int tile, int overlap, cand *c, vae_plan *plan);
 
 #endif

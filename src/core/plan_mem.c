@@ -28,6 +28,8 @@ typedef struct memsim {
     int *headf;                      /* frames of room in front of the value's buffer now */
     int64_t *held;                   /* bytes held by each value */
     int64_t *cache;                  /* per op: cache bytes allocated (persist between steps) */
+    int64_t *home;                   /* per op: a contiguous window's cache bytes, on the device
+                                      * or (rq->offload_ops) in host memory */
     int *cache_frames;               /* per op: list-mode cache frames allocated */
     int *zero;                       /* per op: zero frame allocated */
     int64_t *temp;                   /* per value: its trim temporary */
@@ -82,8 +84,13 @@ static void window_allocs(memsim *m, int i, const vae_op_frames *f, int64_t fb, 
     }
     if (contig && f->keep > 0 && m->cache_frames[i] == 0) {
         m->cache_frames[i] = op->kt - 1;
+        if (m->rq->offload_ops && m->rq->offload_ops[i]) { /* in host memory (exec_window.c) */
+            m->home[i] = (int64_t)(op->kt - 1) * fb;
+            return;
+        }
         int64_t b = rounded(m, (int64_t)(op->kt - 1) * fb);
         m->cache[i] += b;
+        m->home[i] = b;
         add(m, b);
     }
     for (; !contig && m->cache_frames[i] < f->keep; m->cache_frames[i]++) {
@@ -233,13 +240,14 @@ int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const in
     m.held = vae_calloc(nv, sizeof *m.held);
     m.temp = vae_calloc(nv, sizeof *m.temp);
     m.cache = vae_calloc(no, sizeof *m.cache);
+    m.home = vae_calloc(no, sizeof *m.home);
     m.cache_frames = vae_calloc(no, sizeof *m.cache_frames);
     m.zero = vae_calloc(no, sizeof *m.zero);
     vae_op_clock *clk = vae_calloc(no, sizeof *clk), *clk2 = vae_calloc(no, sizeof *clk2);
     int *tv = vae_calloc(nv, sizeof *tv);
     int64_t peak = -1, stage_in = 0, stage_out = 0;
     if (!m.uses || !m.refs || !m.win_of || !m.head || !m.headf || !m.cut || !m.held || !m.temp ||
-        !m.cache || !m.cache_frames || !m.zero || !clk || !clk2 || !tv)
+        !m.cache || !m.home || !m.cache_frames || !m.zero || !clk || !clk2 || !tv)
         goto done;
     vae_program_count_readers(p, m.uses);
     /* contiguous windows, as executor.c plan_windows (backends are assumed to accept them) */
@@ -282,6 +290,7 @@ int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const in
         for (int i = 0; i < p->n_ops; i++)
             *caches += m.cache[i];
     }
+    if (rq->op_caches) memcpy(rq->op_caches, m.home, (size_t)p->n_ops * sizeof *m.home);
 done:
     vae_free(m.uses);
     vae_free(m.refs);
@@ -292,6 +301,7 @@ done:
     vae_free(m.held);
     vae_free(m.temp);
     vae_free(m.cache);
+    vae_free(m.home);
     vae_free(m.cache_frames);
     vae_free(m.zero);
     vae_free(clk);

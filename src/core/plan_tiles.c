@@ -5,7 +5,7 @@
 #include "core.h"
 #include "plan_internal.h"
 
-static int part_steps(const part *q, int t_in) {
+int plan_part_steps(const part *q, int t_in) {
     if (t_in <= 0) return 0;
     return t_in <= q->first ? 1 : 1 + (t_in - q->first + q->chunk - 1) / q->chunk;
 }
@@ -16,7 +16,7 @@ int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int
                       int64_t *caches) {
     if (caches) *caches = 0;
     if (!q->present) return 0;
-    int steps = part_steps(q, t_in);
+    int steps = plan_part_steps(q, t_in);
     if (steps > 8) steps = 8; /* caches are full and the step is steady well before */
     int64_t need = 0;
     const int64_t m = vae_plan_mem_part(&q->prog, &q->loops[pl->fr], vh, vw, pl->rq, q->first,
@@ -44,17 +44,10 @@ int64_t plan_frames_bytes(const planner *pl, const part *q, int v, int t, int h,
 }
 
 /* ---- tiles of part B -------------------------------------------------------------------------- */
-/* MACs a GPU does in the time one byte crosses between host and device (~200 TMAC/s of 16-bit
- * tensor cores against ~20 GB/s of staged copies): the exchange rate of the tile search's cost */
-#define HOST_BYTE_MACS 1e4
 /* and in the time a byte is copied on the device (~1.5 TB/s read and written; halved from 200
- * after run 110 on the H100: strips' overhead beyond their op calls was half what the
+ * after measuring on the H100: strips' overhead beyond their op calls was half what the
  * model said, Wan2.2 704p at 4 GiB) */
 #define DEVICE_BYTE_MACS 100
-/* the share of host traffic a backend that copies on a second stream still pays (its bus
- * overlaps compute, vae_backend.host_copy_bytes; run 109: the bus took 0.12 s off the 0.35 s of
- * strips' slot copies, and the rest was mostly the reads it could not prefetch) */
-#define OVERLAPPED_HOST_SHARE 0.5
 /* and in the time each op call of each tile costs beyond its MACs (H100, Wan2.2 704p decode at 4
  * GiB: 2x2 halo tiles took 0.34 s more than their extra work, 1x8 strips 0.27 s more than 1x4
  * with less traffic: ~50 us per op call and tile, as smaller problems run less efficiently, at the
@@ -333,7 +326,7 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         host_bytes +=
             2.0 * (double)slots * (ax->n - 1) * (rq->host_copy ? OVERLAPPED_HOST_SHARE : 1);
     /* every op of B once per tile and step */
-    const double calls_b = (double)ay->n * ax->n * b->prog.n_ops * part_steps(b, t_b);
+    const double calls_b = (double)ay->n * ax->n * b->prog.n_ops * plan_part_steps(b, t_b);
     /* a group's devices share B's tiles; each runs A itself, or the first one runs it while the
      * others' wider tiles begin */
     const double ranks = rq->ranks > 1 ? rq->ranks : 1;
@@ -404,9 +397,9 @@ static int shared_a_ok(const planner *pl, int ny, int nx) {
 
 /* The tiles of a group's line (row bands, or a row or column with A once: *a_once) shared out so
  * that every device ends together. Device k's work is its share of B, plus the halo of each of
- * its inner edges (one at the ends, two in the middle: run 125's four bands of 272 rows, the
- * middle ones ~8% more GPU time, for whom the others waited at every GroupNorm; run 126's 1x4
- * columns of Wan2.1 720p, the last one done 30 ms early), plus A on device 0 when A runs once.
+ * its inner edges (one at the ends, two in the middle: four bands of 272 rows of SeedVR2
+ * 1080p: the middle ones took ~8% more GPU time, for which the others waited at every GroupNorm;
+ * of 1x4 columns of Wan2.1 720p, the last one was done 30 ms early), plus A on device 0 when A runs once.
  * With e the halos' MACs per edge (measured on the even split) and A's MACs and op calls,
  * W = (B + 2 (n-1) e + A) / n the work of each, device k owns (W - edges_k e - [k = 0] A) / B of
  * B's output rows or columns (sy or sx rewritten); *a_once drops where device 0 would have nothing
@@ -416,12 +409,12 @@ static int balance_line(planner *pl, int *a_once, int ny, int nx, vae_span *sy, 
     const int n = pl->rq->ranks, column = nx == 1 && ny == n;
     if (!*a_once && !(pl->b_reduce && column)) return VAE_OK;
     const double mb = ops_macs(pl, b->from, b->to);
-    /* A's op calls count as B's do in the cost (run 126: A took 86 ms of a 384 ms lane, 8% of B's
-     * MACs with its calls, 5% without) */
+    /* A's op calls count as B's do in the cost (Wan2.1 720p on four GPUs: A took 86 ms of a
+     * 384 ms lane, 8% of B's MACs with its calls, 5% without) */
     const part *pa = &pl->pa;
     const double a_macs = *a_once ? ops_macs(pl, 0, b->from) : 0;
     double edge = 0, a = a_macs + (*a_once ? OP_CALL_MACS * pa->prog.n_ops *
-                                                 part_steps(pa, plan_part_in_frames(pl, pa))
+                                                 plan_part_steps(pa, plan_part_in_frames(pl, pa))
                                            : 0);
     if (mb <= 0 || (*a_once && a_macs <= 0)) { /* (B of no MACs: a shuffle; A once does not pay) */
         *a_once = 0;
@@ -471,11 +464,10 @@ int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan)
     return rc ? rc : try_spans(pl, b, sy, ny, sx, nx, 0, c, plan);
 }
 
-int plan_try_blend(planner *pl, cand *c, vae_plan *plan) {
+int plan_try_blend(planner *pl, int tile, int overlap, cand *c, vae_plan *plan) {
     const vae_plan_request *rq = pl->rq;
     const part *b = &pl->whole;
     const int f = rq->video_factor > 0 ? rq->video_factor : 1;
-    const int tile = rq->blend_tile, overlap = rq->blend_overlap;
     if (overlap >= tile)
         return vae_fail(VAE_EINVAL,
                         "blend overlap %d px is not below the tile "
@@ -501,6 +493,7 @@ int plan_try_blend(planner *pl, cand *c, vae_plan *plan) {
                         tile, overlap, MAX_SPANS, (long long)(least * unit));
     }
     c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
+    c->blend_tile = tile, c->blend_overlap = overlap;
     c->a_shared = 0;
     if (plan) plan->blend_overlap = rq->encode ? (overlap + f - 1) / f : overlap;
     return try_spans(pl, b, sy, ny, sx, nx, 1, c, plan);

@@ -444,7 +444,12 @@ static int run_whole(run *s) {
     s->direct = 1;
     s->tile = &pl->tiles[0];
     sink k = {NULL, span0, span0, span0, span0};
-    return stream_input(s, &s->r->part[1], (vae_span){0, pl->h_in}, (vae_span){0, pl->w_in}, &k);
+    rpart *q = &s->r->part[1];
+    int rc = vae_exec_set_offload(q->e, pl->offload);
+    if (rc == VAE_OK)
+        rc = stream_input(s, q, (vae_span){0, pl->h_in}, (vae_span){0, pl->w_in}, &k);
+    vae_exec_set_offload(q->e, NULL); /* (a backend keeps pinned blocks for the next call) */
+    return rc;
 }
 
 /* A over the whole video into its store (each runner of a group runs it, or runner 0 alone

@@ -24,7 +24,7 @@ typedef struct vae_settings {
                        * model's chunks a step where they fit (4; 1: the model's steps) */
     int exec_host_mb; /* VAE_EXEC_HOST_MB: host memory (MiB) for each whole-video object of a
                        * tiled call (output, store, slots), else a temporary file (2048; 256:
-                       * host memory flat in the video's length, run 135) */
+                       * host memory flat in the video's length) */
     int exec_fuse_norms; /* VAE_EXEC_FUSE_NORMS: an RMS norm that alone reads a conv's output
                           * runs inside that conv (program.h vae_program_fuse_norms) (1) */
     int exec_strip_norm; /* VAE_EXEC_STRIP_NORM: strips' RMS norms read their input where it
@@ -35,6 +35,8 @@ typedef struct vae_settings {
     int plan_scratch_min; /* VAE_PLAN_SCRATCH_MIN: plans with every op's least scratch (0) */
     int plan_strips;      /* VAE_PLAN_STRIPS: exact tiles as column strips (strip.h): 0 where
                            * cheaper, -1 never, N >= 2 always N strips where the model allows */
+    int plan_offload;     /* VAE_PLAN_OFFLOAD: causal caches in host memory where whole frames
+                           * need it (0), never (-1), always the N largest (N >= 1) */
     int plan_bands;       /* VAE_PLAN_BANDS: a device group's row bands with all-reduced
                            * GroupNorms: 0 where faster, 1 wherever they apply, -1 never */
     int comm;             /* VAE_COMM: a group's sums through the backend's communicator (NCCL)

@@ -642,7 +642,10 @@ static int cuda_scratch_reserve(vae_backend *be, size_t bytes, int capped) {
     int rc = cu_enter(cb, "scratch reserve");
     if (rc) return rc;
     cb->scratch_capped = capped;
-    if (!be->host_copy_on && cb->bus.stream) cu_bus_destroy(cb); /* a plan without it: its ring */
+    /* a plan without the bus, or with a smaller ring than the one held: the ring goes (the
+     * bus makes its own at first use) */
+    if (cb->bus.stream && (!be->host_copy_on || cb->bus.ring_bytes > cu_bus_ring_wanted(cb)))
+        cu_bus_destroy(cb);
     cu_io_stage_release(cb); /* the stages: the run's plan counts its own */
     if (bytes <= cb->scratch_bytes) return VAE_OK;
     return cu_scratch(cb, bytes, "scratch reserve") ? VAE_OK : VAE_ENOMEM;
@@ -918,8 +921,8 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
      * cannot match its wgmma kernels and its E4M3 mma.sync is emulated through fp16. */
     const int mma = cuk_mma_device(0) && (prop.major == 9 ? st->cuda_mma : 1);
     const int sm90 = cuk_igemm_device() && !mma;
-    /* cuDNN's FP8 3-D convs run slower than its bf16 ones (bench/RESULTS.md run 44): fp8 takes
-     * own kernels */
+    /* cuDNN's FP8 3-D convs run slower than its bf16 ones (measured on the H100): fp8
+     * takes own kernels */
     if (fp8 && !sm90 && !(mma && cuk_mma_device(1)))
         return vae_fail(VAE_EUNSUPPORTED,
                         "cuda backend: fp8 convolutions need E4M3 kernels for the GPU: on Hopper "

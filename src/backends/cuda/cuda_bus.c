@@ -28,6 +28,19 @@
 enum { BUS_ALIGN = 256 };
 #define BUS_MOST (CU_BUS_RING / 4) /* the largest block: room for the ones still in use */
 
+/* The ring a run's plan counted: the default, or room to prefetch a cache in host memory whole
+ * while the previous op's copy out drains (plan_offload.c, vae_backend.host_copy_ring). */
+size_t cu_bus_ring_wanted(const cuda_backend *cb) {
+    const int64_t want = cb->base.host_copy_ring;
+    return want > (int64_t)CU_BUS_RING ? (size_t)want : CU_BUS_RING;
+}
+
+/* the largest prefetch: a quarter of the default ring, half of a larger one (whose plan
+ * counted twice its largest prefetch) */
+static size_t most_ahead(const cu_bus *b) {
+    return b->ring_bytes > CU_BUS_RING ? b->ring_bytes / 2 : BUS_MOST;
+}
+
 static int bus_fail(cuda_backend *cb) {
     cu_bus_destroy(cb);
     cb->bus.off = 1;
@@ -39,14 +52,17 @@ static int bus_fail(cuda_backend *cb) {
 static int bus_ready(cuda_backend *cb) {
     cu_bus *b = &cb->bus;
     if (cb->recording || !cb->base.host_copy_on) return 0; /* not in a graph, not unplanned */
-    if (b->stream) return 1;
+    const size_t want = cu_bus_ring_wanted(cb);
+    if (b->stream && b->ring_bytes >= want) return 1;
+    if (b->stream) cu_bus_destroy(cb); /* a larger ring for this plan */
     if (b->off) return 0;
-    if (cb->base.limit > 0 && cu_held(cb) + (int64_t)CU_BUS_RING > cb->base.limit)
+    if (cb->base.limit > 0 && cu_held(cb) + (int64_t)want > cb->base.limit)
         return 0; /* no room now (the plan counted it, so rarely): copies as without a bus */
+    b->ring_bytes = want;
     if (cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking) != cudaSuccess ||
         cudaEventCreateWithFlags(&b->mark, cudaEventDisableTiming) != cudaSuccess ||
         cudaEventCreateWithFlags(&b->last, cudaEventDisableTiming) != cudaSuccess ||
-        cudaMalloc((void **)&b->ring, CU_BUS_RING) != cudaSuccess) {
+        cudaMalloc((void **)&b->ring, want) != cudaSuccess) {
         cudaGetLastError();
         return bus_fail(cb);
     }
@@ -74,7 +90,7 @@ void cu_bus_destroy(cuda_backend *cb) {
 }
 
 int64_t cu_bus_bytes(const cuda_backend *cb) {
-    return cb->bus.ring ? (int64_t)CU_BUS_RING : 0;
+    return cb->bus.ring ? (int64_t)cb->bus.ring_bytes : 0;
 }
 
 /* A block of `bytes` at the ring's head; the oldest blocks in its way (and, when the ring wraps,
@@ -82,7 +98,7 @@ int64_t cu_bus_bytes(const cuda_backend *cb) {
  * NULL. */
 static struct cu_bus_block *ring_take(cu_bus *b, size_t bytes, cudaEvent_t *evicted) {
     bytes = (bytes + BUS_ALIGN - 1) / BUS_ALIGN * BUS_ALIGN;
-    const int wrap = b->head + bytes > CU_BUS_RING;
+    const int wrap = b->head + bytes > b->ring_bytes;
     const size_t at = wrap ? 0 : b->head;
     *evicted = NULL;
     while (b->count > 0) {
@@ -167,7 +183,7 @@ int cu_bus_copy_out(cuda_backend *cb, void *dst, size_t dst_pitch, const void *s
 int cu_bus_prefetch(vae_backend *be, const void *host, size_t bytes) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda prefetch");
-    if (rc || bytes == 0 || bytes > BUS_MOST || !bus_ready(cb)) return rc;
+    if (rc || bytes == 0 || !bus_ready(cb) || bytes > most_ahead(&cb->bus)) return rc;
     cu_bus *b = &cb->bus;
     for (int k = 0; k < b->count; k++) { /* already on its way */
         const struct cu_bus_block *blk = &b->blk[(b->first + k) % CU_BUS_BLOCKS];

@@ -202,8 +202,8 @@ cudaError_t cuk_halo_conv_up2(cudaStream_t s, int dtype, const void *x, int t, i
                               int blocks);
 /* A warm-up: the module of the CUTLASS kernel cuk_igemm_conv (dtype VAE_DTYPE_FP8:
  * cuk_igemm8_conv) would run for these channels, or of the halo-tile kernel for dtype (up2: its
- * phase mode), loaded now, not by its first launch (CUDA loads modules lazily: run 266, ~10 ms of
- * a fresh Wan2.1 480p decode's first call). Nothing where no such kernel runs here. */
+ * phase mode), loaded now, not by its first launch (CUDA loads modules lazily: ~10 ms of a fresh
+ * Wan2.1 480p decode's first call on the H100). Nothing where no such kernel runs here. */
 cudaError_t cuk_igemm_load(int dtype, int ci, int co);
 cudaError_t cuk_halo_load(int dtype, int up2);
 /* y[r][c] = bias[c] (or 0) + res[r][c] (or 0), rows r < rows */
@@ -489,7 +489,8 @@ struct cu_bus_block {
 typedef struct cu_bus {
     cudaStream_t stream; /* NULL until first used */
     int off;             /* settings.cuda_bus = 0, or it could not start: copies as before */
-    char *ring;          /* CU_BUS_RING bytes of device memory */
+    char *ring;          /* ring_bytes of device memory */
+    size_t ring_bytes;   /* CU_BUS_RING, or the larger ring a plan counted (host_copy_ring) */
     size_t head;         /* where the next block goes */
     struct cu_bus_block blk[CU_BUS_BLOCKS]; /* a FIFO, oldest first */
     int first, count;
@@ -678,6 +679,7 @@ void cu_bus_forget(cuda_backend *cb, const void *p, size_t bytes);
 int cu_bus_wait(cuda_backend *cb);
 int cu_bus_sync(cuda_backend *cb);
 int64_t cu_bus_bytes(const cuda_backend *cb); /* the ring, once started */
+size_t cu_bus_ring_wanted(const cuda_backend *cb); /* the ring the run's plan counted */
 void cu_bus_destroy(cuda_backend *cb);
 
 /* ---- cuda_io_stage.c ---- */
