@@ -104,45 +104,103 @@ static int plan_request(vae_session *s, int encode, const vae_io_view *g,
     return vae_plan_make(plan, &rq);
 }
 
-/* How many of the model's chunks a step of this input: the most, up to settings.exec_chunks,
- * that divides the number of its later chunks (no frame left over, every later step alike). */
-static int chunks_a_step(const vae_session *s, int encode, int t) {
+enum { MAX_STEP_CHOICES = 6 };
+
+/* How many of the model's chunks a step of this input may take: those up to settings.exec_chunks
+ * that divide the number of its later chunks (no frame left over, every later step alike),
+ * largest first (MAX_STEP_CHOICES - 1 at most), and 1. */
+static int chunk_choices(const vae_session *s, int encode, int t, int *ks) {
     const vae_program *m = model_program(s, encode);
     const int used = vae_session_frames_used(s, encode, t);
     const int later = used > m->first_chunk ? (used - m->first_chunk) / m->chunk : 0;
-    for (int k = s->set.exec_chunks < later ? s->set.exec_chunks : later; k > 1; k--)
-        if (later % k == 0) return k;
-    return 1;
+    int n = 0;
+    for (int k = s->set.exec_chunks < later ? s->set.exec_chunks : later;
+         k > 1 && n < MAX_STEP_CHOICES - 1; k--)
+        if (later % k == 0) ks[n++] = k;
+    ks[n++] = 1;
+    return n;
+}
+
+/* The plan of this input in steps of k of the model's chunks (k > 1: whole frames only, where
+ * they fit; the session's program keeps that chunk); VAE_ENOMEM / VAE_ESHAPE when they do not
+ * fit (k > 1) */
+static int plan_in_steps(vae_session *s, int encode, const vae_io_view *g,
+                         const vae_session_mem *mem, int k, vae_plan *plan) {
+    vae_program *p = &s->prog[encode ? 1 : 0];
+    p->chunk = k * model_program(s, encode)->chunk;
+    return plan_request(s, encode, g, mem, k > 1, plan);
+}
+
+/* Without a budget of the caller's: of the plans in steps of each k, the one with the least
+ * memory whose predicted time is within 3% of the fastest (larger steps save op calls, at a
+ * cost in memory that can be far larger than the time they save). */
+static int plan_least_memory(vae_session *s, int encode, const vae_io_view *g,
+                             const vae_session_mem *mem, const int *ks, int n, vae_plan *plan) {
+    vae_plan plans[MAX_STEP_CHOICES];
+    int ok[MAX_STEP_CHOICES] = {0}, best = -1, fastest = -1, rc = VAE_OK;
+    for (int j = 0; j < n && rc == VAE_OK; j++) {
+        rc = plan_in_steps(s, encode, g, mem, ks[j], &plans[j]);
+        if (rc == VAE_OK) {
+            ok[j] = 1;
+            if (fastest < 0 || plans[j].cost < plans[fastest].cost) fastest = j;
+        } else if ((rc == VAE_ENOMEM || rc == VAE_ESHAPE) && (ks[j] > 1 || fastest >= 0)) {
+            vae_plan_free(&plans[j]); /* an expected fallback: these steps do not fit */
+            vae_error_clear();
+            rc = VAE_OK;
+        } else if (ks[j] == 1) { /* nothing fits: this plan says what it needs */
+            for (int i = 0; i < j; i++)
+                if (ok[i]) vae_plan_free(&plans[i]);
+            *plan = plans[j];
+            return rc;
+        } else {
+            vae_plan_free(&plans[j]); /* the input's fault: no fallback */
+        }
+    }
+    for (int j = 0; rc == VAE_OK && j < n; j++)
+        if (ok[j] && plans[j].cost <= 1.03 * plans[fastest].cost &&
+            (best < 0 || plans[j].peak < plans[best].peak))
+            best = j;
+    if (rc == VAE_OK)
+        VAE_INFO("plan: no budget given: steps of %d of the model's chunks, predicted peak %.2f "
+                 "GiB, %+.1f%% of the fastest plan's time (steps of %d, %.2f GiB)",
+                 ks[best], (double)plans[best].peak / (1 << 30),
+                 100.0 * (plans[best].cost / (plans[fastest].cost > 0 ? plans[fastest].cost : 1) -
+                          1),
+                 ks[fastest], (double)plans[fastest].peak / (1 << 30));
+    for (int j = 0; j < n; j++)
+        if (ok[j] && (rc || j != best)) vae_plan_free(&plans[j]);
+    if (rc) return rc;
+    *plan = plans[best];
+    s->prog[encode ? 1 : 0].chunk = ks[best] * model_program(s, encode)->chunk;
+    return VAE_OK;
 }
 
 /* Whole frames in steps of several of the model's chunks where they fit the budget without
  * streaming frame by frame: fewer, larger kernels and fewer causal-window copies a frame (the
- * result is the same: program.h). Else, and where the caller asked for tiles, strips or a
- * device group, the model's own steps, planned as they were. The session's program keeps the
- * chosen chunk for this call's runs. */
+ * result is the same: program.h); without a budget of the caller's, the least memory within 3%
+ * of the fastest. Else, and where the caller asked for tiles, strips or a device group, the
+ * model's own steps, planned as they were. The session's program keeps the chosen chunk for this
+ * call's runs. */
 int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
                          const vae_session_mem *mem, vae_plan *plan) {
-    vae_program *p = &s->prog[encode ? 1 : 0];
     const vae_session_options *o = &s->opts;
-    const int model_chunk = model_program(s, encode)->chunk;
-    const int k = s->n_lanes == 1 && !s->comm && o->tile_mode != VAE_TILE_BLEND &&
-                          o->tile_height <= 0 && o->tile_width <= 0 && s->set.plan_strips < 2 &&
-                          s->set.exec_frames < 2
-                      ? chunks_a_step(s, encode, g->t)
-                      : 1;
-    if (k > 1) {
-        p->chunk = k * model_chunk;
-        const int rc = plan_request(s, encode, g, mem, 1, plan);
+    int ks[MAX_STEP_CHOICES] = {1}, n = 1;
+    if (s->n_lanes == 1 && !s->comm && o->tile_mode != VAE_TILE_BLEND && o->tile_height <= 0 &&
+        o->tile_width <= 0 && s->set.plan_strips < 2 && s->set.exec_frames < 2)
+        n = chunk_choices(s, encode, g->t, ks);
+    if (n > 1 && o->max_memory <= 0 && s->retry_budget <= 0)
+        return plan_least_memory(s, encode, g, mem, ks, n, plan);
+    for (int j = 0; j + 1 < n; j++) { /* the largest steps that fit */
+        const int rc = plan_in_steps(s, encode, g, mem, ks[j], plan);
         if (rc == VAE_OK) return VAE_OK;
         /* the input's fault: no fallback; but whole frames larger than an op call takes
          * (VAE_ESHAPE, plan.h's limits) may still go in tiles */
         if (rc != VAE_ENOMEM && rc != VAE_ESHAPE) return rc;
-        /* an expected fallback (whole frames in larger steps do not fit): the model's steps */
+        /* an expected fallback (whole frames in these steps do not fit): smaller ones */
         vae_plan_free(plan);
         vae_error_clear();
     }
-    p->chunk = model_chunk;
-    return plan_request(s, encode, g, mem, 0, plan);
+    return plan_in_steps(s, encode, g, mem, 1, plan);
 }
 
 static int run_once(vae_session *s, int encode, const vae_plan *plan, const vae_run_io *io,

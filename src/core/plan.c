@@ -283,8 +283,11 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
     plan->scratch = c->scratch;
     plan->caches = c->caches;
     plan->macs = c->macs;
+    plan->cost = c->cost;
     plan->tile_h = c->tile_h, plan->tile_w = c->tile_w;
-    if (c->kind == VAE_PLAN_WHOLE) {
+    if (c->kind == VAE_PLAN_WHOLE) { /* (the tiles' costs count their op calls already) */
+        for (int i = 0; i < pl->p->n_ops; i++)
+            plan->cost += OP_CALL_MACS * plan_op_calls(pl, i);
         plan_set_part(&plan->part[1], &pl->whole, c->fr);
         int rc = plan_fill_offload(pl, c, plan);
         if (rc) return rc;

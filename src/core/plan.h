@@ -165,6 +165,8 @@ typedef struct vae_plan {
                            * halos): their geometry for B's executor, or NULL */
     int blend_overlap;    /* BLEND: ramp width in B-output pixels */
     double macs;          /* including the tiles' redundant halo work */
+    double cost;          /* the predicted time in MAC-equivalents: work, op calls, host traffic
+                           * (what compares plans of one input: vae_session_plan_for) */
     double macs_whole;    /* of the untiled program */
     int64_t peak;         /* predicted peak bytes: fixed + what the plan allocates */
     int64_t peak_alloc;   /* the part of it the plan allocates (activations, caches, stores,

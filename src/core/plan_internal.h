@@ -126,11 +126,19 @@ typedef struct cand {
  * overlaps compute, vae_backend.host_copy_bytes: on the H100 it took a third off strips' slot
  * copies, and the rest was mostly the reads it could not prefetch) */
 #define OVERLAPPED_HOST_SHARE 0.5
+/* MACs in the time each op call (of each tile) costs beyond its MACs (H100, Wan2.2 704p decode at 4
+ * GiB: 2x2 halo tiles took 0.34 s more than their extra work, 1x8 strips 0.27 s more than 1x4
+ * with less traffic: ~50 us per op call and tile, as smaller problems run less efficiently, at the
+ * ~330 TMAC/s the untiled decode reaches) */
+#define OP_CALL_MACS 1.6e10
 
 /* whether a candidate's op calls keep within the frame the backends index (plan.h) */
 int plan_runnable(const cand *c);
 /* steps of part q over t_in input frames */
 int plan_part_steps(const part *q, int t_in);
+/* op calls of op i of the whole program over the stream at the frame loops pl->fr: one a step,
+ * or one a frame inside a frame loop */
+double plan_op_calls(const planner *pl, int i);
 
 /* ---- plan_offload.c: whole frames with causal caches in host memory ------------------------ */
 /* The whole program's memory (its input chunk included) with the caches of the ops offload[i]

@@ -34,8 +34,7 @@ static int64_t ring_bytes(const planner *pl, int64_t largest) {
     return pl->rq->host_copy > 0 ? plan_rounded(pl, 2 * largest + pl->rq->host_copy) : 0;
 }
 
-/* op calls of op i over the stream: one a step, or one a frame inside a frame loop */
-static double op_calls(const planner *pl, int i) {
+double plan_op_calls(const planner *pl, int i) {
     const part *q = &pl->whole;
     for (int k = 0; k < q->n_loops[pl->fr]; k++)
         if (!q->whole[pl->fr][k] && i >= q->loop_at[pl->fr][k]) return (double)pl->op_frames[i];
@@ -83,7 +82,7 @@ static int eval_offload(planner *pl, const offload_order *o, int k, cand *c) {
         const int i = o->op[j];
         off[i] = 1;
         host += o->size[i];
-        traffic += 2.0 * (double)o->size[i] * op_calls(pl, i);
+        traffic += 2.0 * (double)o->size[i] * plan_op_calls(pl, i);
     }
     memset(c, 0, sizeof *c);
     c->kind = VAE_PLAN_WHOLE, c->fr = pl->fr, c->macs = pl->macs_whole;

@@ -48,11 +48,6 @@ int64_t plan_frames_bytes(const planner *pl, const part *q, int v, int t, int h,
  * after measuring on the H100: strips' overhead beyond their op calls was half what the
  * model said, Wan2.2 704p at 4 GiB) */
 #define DEVICE_BYTE_MACS 100
-/* and in the time each op call of each tile costs beyond its MACs (H100, Wan2.2 704p decode at 4
- * GiB: 2x2 halo tiles took 0.34 s more than their extra work, 1x8 strips 0.27 s more than 1x4
- * with less traffic: ~50 us per op call and tile, as smaller problems run less efficiently, at the
- * ~330 TMAC/s the untiled decode reaches) */
-#define OP_CALL_MACS 1.6e10
 
 typedef struct axis_tiles {
     int n;
