@@ -14,7 +14,7 @@
 #include <cublas_v2.h>
 
 #include "../bench/probe_common.cuh"
-#include "backends/cuda/cuda_attention.cu"
+#include "backends/cuda/kernels/cuda_attention.cu"
 
 #define CB(x)                                                                                      \
     do {                                                                                           \

@@ -1,7 +1,8 @@
 // halo_conv_probe.cu -- the 96-filter 3x3(x3) convs of Wan's full-resolution blocks (bf16,
-// channels-last) on the halo-tile wgmma kernel (src/backends/cuda/sm90/halo_conv.cu) beside the
-// CUTLASS implicit-GEMM instances the engine has for them (with -DWITH_CUTLASS): time a launch
-// (TFLOP/s) and check every kernel against a float32 conv on the CUDA cores, odd shapes too
+// channels-last) on the halo-tile wgmma kernel (src/backends/cuda/kernels/sm90/halo_conv.cu)
+// beside the CUTLASS implicit-GEMM instances the engine has for them (with -DWITH_CUTLASS): time
+// a launch (TFLOP/s) and check every kernel against a float32 conv on the CUDA cores, odd shapes
+// too
 // (partial tiles, kt 1 and 2, three channel blocks, residuals); also the kernel with the RMS norm
 // + SiLU in its epilogue (what a folded norm costs it) against that norm of the rounded reference;
 // and the kernel's phase mode (halo_conv_run_up2: nearest x2 + 3x3 as four 2 x 2 phase convs,
@@ -20,11 +21,11 @@
 #include <vector>
 
 #include "../bench/probe_common.cuh"
-#include "backends/cuda/sm90/halo_conv.cu"
+#include "backends/cuda/kernels/sm90/halo_conv.cu"
 #ifdef WITH_CUTLASS
 #define VAE_IGEMM_INSTANTIATE
-#include "backends/cuda/cutlass/igemm8_n96_n128.cu"
-#include "backends/cuda/cutlass/igemm_n96.cu"
+#include "backends/cuda/kernels/cutlass/igemm8_n96_n128.cu"
+#include "backends/cuda/kernels/cutlass/igemm_n96.cu"
 #endif
 
 struct conv_shape {

@@ -1,7 +1,8 @@
-// mma_conv_probe.cu -- the implicit-GEMM conv on mma.sync (src/backends/cuda/cuda_mma_conv.cu:
-// the engine's own conv kernel for Ampere / Ada / consumer Blackwell, 16-bit and E4M3) on Wan2.1's
-// decoder convs (3x3x3, channels-last, 4-frame steps at 480p) and odd shapes: time a launch
-// (TFLOP/s) of both forms and check each against a float32 conv on the CUDA cores. The operands
+// mma_conv_probe.cu -- the implicit-GEMM conv on mma.sync
+// (src/backends/cuda/kernels/cuda_mma_conv.cu: the engine's own conv kernel for Ampere / Ada /
+// consumer Blackwell, 16-bit and E4M3) on Wan2.1's decoder convs (3x3x3, channels-last, 4-frame
+// steps at 480p) and odd shapes: time a launch (TFLOP/s) of both forms and check each against a
+// float32 conv on the CUDA cores. The operands
 // are bf16 values on the E4M3 grid, so that both forms compute the same products and share one
 // reference (tolerance: the bf16 output's rounding). On Hopper (no native E4M3 mma.sync: it
 // converts to fp16) the E4M3 timings say nothing about Ada's; the bf16 ones show what the
@@ -14,7 +15,7 @@
 #include <vector>
 
 #include "../bench/probe_common.cuh"
-#include "backends/cuda/cuda_mma_conv.cu"
+#include "backends/cuda/kernels/cuda_mma_conv.cu"
 
 // p[i] rounded to the E4M3 grid (stays bf16), and its E4M3 code
 __global__ void to_e4m3_grid(__nv_bfloat16 *p, __nv_fp8_e4m3 *q, int64_t n) {

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "../bench/probe_common.cuh"
-#include "backends/cuda/cuda_ptx.cuh"
+#include "backends/cuda/kernels/cuda_ptx.cuh"
 // each kernel file in a namespace of its own (its includes already seen), so that argument
 // lookup on the global types finds neither file's templates from the other
 namespace cur {
-#include "backends/cuda/cuda_narrow_conv.cu"
+#include "backends/cuda/kernels/cuda_narrow_conv.cu"
 }
 using cur::narrow_folds;
 using cur::narrow_launch;

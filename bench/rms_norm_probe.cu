@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "../bench/probe_common.cuh"
-#include "backends/cuda/cuda_norm.cu"
+#include "backends/cuda/kernels/cuda_norm.cu"
 
 __global__ void copy_vec(int4 *dst, const int4 *src, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;

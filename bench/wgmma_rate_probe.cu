@@ -32,7 +32,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "backends/cuda/sm90/halo_conv.cu"
+#include "backends/cuda/kernels/sm90/halo_conv.cu"
 #include "probe_common.cuh"
 
 namespace {

@@ -1,6 +1,6 @@
-# cutlass.cmake -- the implicit-GEMM conv kernels on Hopper (src/backends/cuda/cutlass/, and the
-# own sm_90a kernels of src/backends/cuda/sm90/ beside them), built with CUTLASS's headers when
-# they are found and sm_90 is among the CUDA architectures. Included
+# cutlass.cmake -- the implicit-GEMM conv kernels on Hopper (src/backends/cuda/kernels/cutlass/, and
+# the own sm_90a kernels of src/backends/cuda/kernels/sm90/ beside them), built with CUTLASS's
+# headers when they are found and sm_90 is among the CUDA architectures. Included
 # from CMakeLists.txt inside the CUDA block; sets VAE_EXTRA_OBJECTS and VAE_HAVE_CUTLASS on vae_obj.
 #
 # CUTLASS is header-only: -DCUTLASS_DIR=<a CUTLASS checkout or the wheel's source/ folder>, else the
@@ -30,8 +30,8 @@ if(NOT CUTLASS_DIR OR NOT EXISTS "${CUTLASS_DIR}/include/cutlass/conv/collective
   message(STATUS "vae: CUTLASS conv kernels OFF (no CUTLASS headers: pip install nvidia-cutlass, or -DCUTLASS_DIR=...)")
   return()
 endif()
-file(GLOB VAE_IGEMM_SRC ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/cutlass/*.cu
-     ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/sm90/*.cu)
+file(GLOB VAE_IGEMM_SRC ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/kernels/cutlass/*.cu
+     ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/kernels/sm90/*.cu)
 add_library(vae_igemm OBJECT ${VAE_IGEMM_SRC})
 set_target_properties(vae_igemm PROPERTIES CUDA_ARCHITECTURES OFF POSITION_INDEPENDENT_CODE ON
                                            CUDA_VISIBILITY_PRESET hidden CUDA_STANDARD 17)

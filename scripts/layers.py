@@ -34,20 +34,20 @@ LAYERS = [
     (6, "cli", "the tool: the public API, media and platform"),
 ]
 
-# The CUDA backend's own floors, ground first: a file may use its own group and those below.
+# The CUDA backend's own floors, ground first: a file may use its own group and those below
+# (src/backends/cuda/README.md). The kernels know nothing of the backend's state (raw pointers and
+# a stream), so they are the ground that even the host side's bus (cuk_copy2d) stands on.
 CUDA_GROUPS = [
-    ("helpers", "context, errors, profiling, scratch, allocation, pinned memory, transfers, tune cache",
-     ["cuda_internal.h", "cuda_alloc.c", "cuda_pinned.c", "cuda_stage.c", "cuda_bus.c",
-      "cuda_tune_cache.c", "cuda_info.c", "cuda_common.cuh", "cuda_ptx.cuh", "sm90/sm90_ptx.cuh"]),
-    ("kernels", "device code and its C launchers (.cu/.cuh, cutlass/, sm90/)",
-     ["*.cu", "*.cuh", "cutlass/*", "sm90/*"]),
-    ("conv paths", "a conv's paths: filters' layouts, cuDNN, cuBLAS, implicit GEMM, phases, the tuner",
-     ["cuda_conv_internal.h", "cuda_conv_weights.c", "cudnn_conv.c", "cuda_conv_paths.c",
-      "cuda_conv_igemm.c", "cuda_conv_phase.c", "cuda_conv_tune.c"]),
-    ("ops", "the vtable's entries: conv, norms/eltwise/resample, attention, caller tensors, stages, NCCL",
-     ["cuda_conv.c", "cuda_ops.c", "cuda_att.c", "cuda_io.c", "cuda_io_stage.c", "cuda_comm_nccl.c"]),
-    ("vtable", "the backend itself: creation, buffers, the vtable, per-op preparation",
-     ["cuda_backend.c"]),
+    ("kernels", "device code and its C launchers: kernels/ (cutlass/, sm90/ inside)",
+     ["kernels/*"]),
+    ("base", "state, errors, profiling, scratch, parameters, allocation, pinned memory, stage, bus",
+     ["base/*"]),
+    ("conv", "the conv op and its paths: layouts, cuDNN, cuBLAS, implicit GEMM, phases, the tuner",
+     ["conv/*"]),
+    ("ops", "the other ops: norms, eltwise, resample, attention, caller tensors, io stages, NCCL",
+     ["ops/*"]),
+    ("vtable", "the backend itself: creation, buffers, copies, the vtable, per-op state; GPU info",
+     ["cuda_backend.c", "cuda_transfer.c", "cuda_transfer.h", "cuda_info.c"]),
 ]
 CUDA_DIR = "src/backends/cuda"
 CLI_DIR = "cli"

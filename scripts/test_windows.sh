@@ -117,7 +117,7 @@ if [ -f "$cuda_inc/cuda_runtime.h" ]; then
     # (the toolkit's crt/host_defines.h defines __cdecl empty under GCC, over mingw's no-op
     # attribute of x86-64: that one warning is left out)
     n=0
-    for f in src/backends/cuda/*.c; do
+    for f in src/backends/cuda/*.c src/backends/cuda/*/*.c; do
         out=$($CC -std=c11 -fsyntax-only -Wall -Wextra -Wno-unused-parameter -Wno-format -fopenmp \
             -D_FILE_OFFSET_BITS=64 -D__USE_MINGW_ANSI_STDIO=1 -DVAE_HAVE_CUDA=1 $nccl \
             -DVAE_CUDA_ARCHS_STRING='"sm_90"' -Iinclude -Isrc -I"$cuda_inc" "$f" 2>&1) || rc=1

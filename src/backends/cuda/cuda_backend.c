@@ -1,336 +1,22 @@
-/* cuda_backend.c -- the CUDA backend: creation, buffers, host <-> device, per-op preparation. */
+/* cuda_backend.c -- the CUDA backend: creation, buffers, memory queries, per-op preparation,
+ * work graphs and the vtable (the top floor: it may use every folder below it; its copies are in
+ * cuda_transfer.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/base/cuda_base.h"
+#include "backends/cuda/base/cuda_host.h"
+#include "backends/cuda/conv/cuda_conv.h"
+#include "backends/cuda/cuda_transfer.h"
+#include "backends/cuda/kernels/cuda_kernels.h"
+#include "backends/cuda/ops/cuda_ops.h"
 #include "core/dtype.h"
 #include "core/settings.h"
 
-
-/* ---- errors --------------------------------------------------------------------------------- */
-int cu_check(cudaError_t e, const char *who, const char *what) {
-    if (e == cudaSuccess) return VAE_OK;
-    cudaGetLastError(); /* clear a non-sticky error */
-    return vae_fail(e == cudaErrorMemoryAllocation ? VAE_ENOMEM : VAE_EDEVICE, "%s: %s: CUDA %s (%s)",
-                    who, what, cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
-int cu_blas_check(cublasStatus_t st, const char *who, const char *what) {
-    if (st == CUBLAS_STATUS_SUCCESS) return VAE_OK;
-    return vae_fail(st == CUBLAS_STATUS_ALLOC_FAILED ? VAE_ENOMEM : VAE_EDEVICE,
-                    "%s: %s: cuBLAS %s (%s)", who, what, cublasGetStatusName(st),
-                    cublasGetStatusString(st));
-}
-
-int cu_enter(cuda_backend *cb, const char *who) {
-    int cur = -1;
-    if (cudaGetDevice(&cur) == cudaSuccess && cur == cb->device) return VAE_OK;
-    return cu_check(cudaSetDevice(cb->device), who, "cudaSetDevice");
-}
-
-cudaDataType_t cu_blas_type(vae_dtype dt) {
-    switch (dt) {
-    case VAE_DTYPE_BF16: return CUDA_R_16BF;
-    case VAE_DTYPE_F16: return CUDA_R_16F;
-    default: return CUDA_R_32F;
-    }
-}
-
-/* Everything the backend holds on the device now. */
-int64_t cu_held(const cuda_backend *cb) {
-    return cb->base.bytes_in_use + (int64_t)(cb->scratch_bytes + cb->retired_bytes) +
-           (int64_t)cb->ws_bytes + cb->weight_bytes + cu_bus_bytes(cb);
-}
-
-int cu_over_budget(cuda_backend *cb, size_t more, const char *who) {
-    const int64_t limit = cb->base.limit, held = cu_held(cb);
-    if (limit <= 0 || held + (int64_t)more <= limit) return VAE_OK;
-    cb->base.refused = 1;
-    return vae_fail(VAE_ENOMEM, "%s: %.1f MiB more would exceed the memory budget of %.1f MiB "
-                                "(%.1f MiB held)", who, (double)more / 1048576.0,
-                    (double)limit / 1048576.0, (double)held / 1048576.0);
-}
-
-void cu_note_peak(cuda_backend *cb) {
-    const int64_t scratch = (int64_t)(cb->scratch_bytes + cb->retired_bytes);
-    const int64_t total = cu_held(cb);
-    if (total <= cb->base.bytes_peak) return;
-    cb->base.bytes_peak = total;
-    cb->peak_parts[0] = cb->weight_bytes;
-    cb->peak_parts[1] = cb->base.bytes_in_use;
-    cb->peak_parts[2] = scratch;
-    cb->peak_parts[3] = (int64_t)cb->ws_bytes;
-}
-
-/* ---- profiling ------------------------------------------------------------------------------- */
-enum { CU_PROF_CAP = 4096 }; /* event pairs resolved at once */
-/* clang-format off */
-static const char *const prof_names[CU_P_N] = {
-    "conv cuDNN", "conv GEMM", "conv gather/im2col", "conv bias/residual init", "rms norm",
-    "group norm", "eltwise", "resample", "attention", "copy/zero", "upload", "download",
-    "conv narrow head/stem", "conv implicit GEMM", "copy host<->device", "conv halo tile"};
-/* clang-format on */
-
-static void prof_flush(cuda_backend *cb) {
-    if (!cb->prof || cb->prof_n == 0) return;
-    cudaStreamSynchronize(cb->stream);
-    for (int i = 0; i < cb->prof_n; i++) {
-        float ms = 0.0f;
-        if (cudaEventElapsedTime(&ms, cb->prof_ev[2 * i], cb->prof_ev[2 * i + 1]) == cudaSuccess) {
-            cb->prof_ms[cb->prof_cat[i]] += ms;
-            cb->prof_calls[cb->prof_cat[i]]++;
-            const char *nm = cb->prof_name ? cb->prof_name[i] : NULL;
-            if (nm) {
-                int k = 0;
-                while (k < cb->n_prof_ops && (cb->prof_ops[k].cat != cb->prof_cat[i] ||
-                                              strcmp(cb->prof_ops[k].name, nm) != 0))
-                    k++;
-                if (k == cb->n_prof_ops && k == cb->cap_prof_ops) {
-                    int cap = cb->cap_prof_ops ? 2 * cb->cap_prof_ops : 256;
-                    cu_prof_op *t = vae_realloc(cb->prof_ops, (size_t)cap * sizeof *t);
-                    if (t) cb->prof_ops = t, cb->cap_prof_ops = cap;
-                }
-                if (k < cb->cap_prof_ops) {
-                    if (k == cb->n_prof_ops) {
-                        memset(&cb->prof_ops[k], 0, sizeof cb->prof_ops[k]);
-                        snprintf(cb->prof_ops[k].name, sizeof cb->prof_ops[k].name, "%s", nm);
-                        cb->prof_ops[k].cat = cb->prof_cat[i];
-                        cb->n_prof_ops++;
-                    }
-                    cb->prof_ops[k].ms += ms;
-                    cb->prof_ops[k].calls++;
-                }
-            }
-        } else {
-            cudaGetLastError();
-        }
-    }
-    cb->prof_n = 0;
-}
-
-int cu_prof_begin(cuda_backend *cb, int cat) {
-    if (!cb->prof || cu_enter(cb, "cuda profile")) return -1;
-    if (!cb->prof_ev) {
-        cb->prof_ev = vae_calloc(2 * CU_PROF_CAP, sizeof *cb->prof_ev);
-        cb->prof_cat = vae_calloc(CU_PROF_CAP, sizeof *cb->prof_cat);
-        if (cb->prof > 1) cb->prof_name = vae_calloc(CU_PROF_CAP, sizeof *cb->prof_name);
-        if (!cb->prof_ev || !cb->prof_cat) {
-            cb->prof = 0;
-            return -1;
-        }
-        cb->prof_cap = CU_PROF_CAP;
-    }
-    if (cb->prof_n == cb->prof_cap) prof_flush(cb);
-    int i = cb->prof_n;
-    if (i >= cb->prof_made) {
-        if (cudaEventCreate(&cb->prof_ev[2 * i]) != cudaSuccess ||
-            cudaEventCreate(&cb->prof_ev[2 * i + 1]) != cudaSuccess) {
-            cudaGetLastError();
-            return -1;
-        }
-        cb->prof_made = i + 1;
-    }
-    cb->prof_cat[i] = cat;
-    if (cb->prof_name) cb->prof_name[i] = cb->prof_op;
-    cudaEventRecord(cb->prof_ev[2 * i], cb->stream);
-    cb->prof_n++;
-    return i;
-}
-
-void cu_prof_end(cuda_backend *cb, int h) {
-    if (h >= 0) cudaEventRecord(cb->prof_ev[2 * h + 1], cb->stream);
-}
-
-static void prof_report(cuda_backend *cb) {
-    if (!cb->prof) return;
-    prof_flush(cb);
-    double total = 0;
-    for (int k = 0; k < CU_P_N; k++) total += cb->prof_ms[k];
-    VAE_INFO("cuda profile (%s, %s): %.1f ms of GPU work in %d categories", cb->device_name,
-             vae_dtype_name(cb->base.dtype), total, CU_P_N);
-    int done[CU_P_N] = {0};
-    for (int r = 0; r < CU_P_N; r++) { /* largest first */
-        int best = -1;
-        for (int k = 0; k < CU_P_N; k++)
-            if (!done[k] && (best < 0 || cb->prof_ms[k] > cb->prof_ms[best])) best = k;
-        done[best] = 1;
-        if (cb->prof_calls[best] == 0) continue;
-        VAE_INFO("cuda profile: %-24s %10.2f ms %5.1f%% %8lld calls", prof_names[best],
-                 cb->prof_ms[best], total > 0 ? 100.0 * cb->prof_ms[best] / total : 0.0,
-                 (long long)cb->prof_calls[best]);
-    }
-    if (cb->n_prof_ops) { /* VAE_CUDA_PROFILE=2: the 60 most expensive ops by name */
-        VAE_INFO("cuda profile by op (name, category, GPU ms, calls):");
-        for (int r = 0; r < 60 && r < cb->n_prof_ops; r++) {
-            int best = r;
-            for (int k = r + 1; k < cb->n_prof_ops; k++)
-                if (cb->prof_ops[k].ms > cb->prof_ops[best].ms) best = k;
-            cu_prof_op t = cb->prof_ops[r];
-            cb->prof_ops[r] = cb->prof_ops[best];
-            cb->prof_ops[best] = t;
-            VAE_INFO("cuda op profile: %-52s %-12.12s %9.2f ms %6lld", cb->prof_ops[r].name,
-                     prof_names[cb->prof_ops[r].cat], cb->prof_ops[r].ms,
-                     (long long)cb->prof_ops[r].calls);
-        }
-    }
-    vae_free(cb->prof_ops);
-    vae_free(cb->prof_name);
-    cb->prof_ops = NULL;
-    cb->prof_name = NULL;
-    cb->n_prof_ops = cb->cap_prof_ops = 0;
-    for (int i = 0; i < cb->prof_made; i++) {
-        cudaEventDestroy(cb->prof_ev[2 * i]);
-        cudaEventDestroy(cb->prof_ev[2 * i + 1]);
-    }
-    vae_free(cb->prof_ev);
-    vae_free(cb->prof_cat);
-    cb->prof_ev = NULL;
-    cb->prof_cat = NULL;
-    cb->prof_made = cb->prof_n = 0;
-}
-
-/* VAE_CUDA_POISON=1: every block handed out (pool, scratch, workspace) is first filled with
- * all-ones bytes, a NaN in every float type, so that work reading memory it did not write shows
- * up as non-finite output instead of depending on what the block held before (test mode). */
-void cu_poison(cuda_backend *cb, void *p, size_t bytes) {
-    if (p && bytes) cudaMemsetAsync(p, 0xFF, bytes, cb->stream);
-}
-
-/* ---- scratch --------------------------------------------------------------------------------- */
-void cu_retire(cuda_backend *cb, void *p, size_t bytes) {
-    if (!p) return;
-    /* a recorded graph may still use it, or (while recording) work queued before: keep it till
-     * the last graph is gone */
-    if (cb->pool.graphs > 0 || cb->recording) {
-        struct cu_block *r = vae_realloc(cb->retired, (size_t)(cb->n_retired + 1) * sizeof *r);
-        if (r) {
-            cb->retired = r;
-            cb->retired[cb->n_retired++] = (struct cu_block){p, bytes};
-            cb->retired_bytes += bytes;
-            return;
-        }
-    }
-    cudaStreamSynchronize(cb->stream); /* pending work may still read it */
-    cu_dev_free(&cb->pool, p, bytes);
-}
-
-/* After the last graph is gone: what cu_retire kept. */
-static void retired_free(cuda_backend *cb) {
-    for (int i = 0; i < cb->n_retired; i++)
-        cu_dev_free(&cb->pool, cb->retired[i].p, cb->retired[i].bytes);
-    vae_free(cb->retired);
-    cb->retired = NULL;
-    cb->n_retired = 0;
-    cb->retired_bytes = 0;
-}
-
-void *cu_scratch(cuda_backend *cb, size_t bytes, const char *who) {
-    if (bytes <= cb->scratch_bytes) {
-        if (cb->poison) cu_poison(cb, cb->scratch, bytes); /* what an earlier user left */
-        return cb->scratch;
-    }
-    VAE_DEBUG("%s: scratch grows from %zu to %zu bytes (%d graphs alive)", who, cb->scratch_bytes,
-              bytes, cb->pool.graphs);
-    /* grow by at least 1/4 so that slowly growing requests do not reallocate every time */
-    size_t want = bytes + bytes / 4;
-    want = (want + 0xFFFFF) & ~(size_t)0xFFFFF;
-    if (cb->base.limit > 0 && cu_over_budget(cb, want - cb->scratch_bytes, who)) {
-        want = (bytes + 0xFFFFF) & ~(size_t)0xFFFFF; /* no room to grow ahead: just enough */
-        if (cu_over_budget(cb, want - cb->scratch_bytes, who)) return NULL;
-    }
-    cu_retire(cb, cb->scratch, cb->scratch_bytes);
-    cb->scratch = NULL;
-    cb->scratch_bytes = 0;
-    void *p = NULL;
-    cudaError_t e = cu_dev_malloc(&cb->pool, &p, want);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        cu_pool_trim(&cb->pool);
-        want = bytes;
-        e = cu_dev_malloc(&cb->pool, &p, want);
-    }
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        vae_fail(VAE_ENOMEM, "%s: cannot allocate %zu bytes of device scratch (%s)", who, bytes,
-                 cudaGetErrorString(e));
-        return NULL;
-    }
-    cb->scratch = p;
-    cb->scratch_bytes = want;
-    cu_note_peak(cb);
-    if (cb->poison) cu_poison(cb, p, want);
-    return p;
-}
-
-/* ---- parameters (weights) ------------------------------------------------------------------- */
-int cu_upload_refused(cuda_backend *cb, const char *who) {
-    if (!cb->recording) return VAE_OK;
-    return vae_fail(VAE_EUNSUPPORTED, "%s: no upload of constants while recording a graph", who);
-}
-
-/* Copies pageable host memory to the device in the stream's order. A plain cudaMemcpy would run on
- * the legacy stream, which the backend's non-blocking stream does not wait for, and for pageable
- * memory it returns once the data is staged, before it has landed: a kernel queued right after
- * (a weight layout made on first use) could read it half-written. The async copy stages the host
- * data before returning too, so the caller may free it at once. Not while a graph is being
- * recorded (the graph would keep a copy from host memory): the recording then fails and the step
- * runs normally. */
-int cu_upload_host(cuda_backend *cb, void *dst, const void *host, size_t bytes, const char *who) {
-    const int rc = cu_upload_refused(cb, who);
-    if (rc) return rc;
-    return cu_check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, cb->stream), who,
-                    "uploading constants");
-}
-
-/* key/tag: what to look up in the stage; src: float32 values to convert where it has no such
- * item (NULL: then nothing is done) */
-static int upload_param(cuda_backend *cb, const void *key, int tag, const float *src, size_t n,
-                        int as_f32, void **out, const char *who) {
-    *out = NULL;
-    if (!key || n == 0) return VAE_OK;
-    vae_dtype dt = as_f32 ? VAE_DTYPE_F32 : cb->base.dtype;
-    size_t es = dt == VAE_DTYPE_F32 ? 4 : 2, bytes = n * es;
-    const void *staged = cu_stage_find(&cb->stage, key, tag, dt, n);
-    if (!staged && !src) return VAE_OK;
-    void *p = NULL;
-    cudaError_t e = cu_dev_malloc(&cb->pool, &p, bytes);
-    int rc = e != cudaSuccess ? cu_check(e, who, "allocating weights")
-             : staged         ? cu_upload_host(cb, p, staged, bytes, who)
-                              : cu_ring_upload(cb, p, src, n, dt, who);
-    if (rc) {
-        if (p) cu_dev_free(&cb->pool, p, bytes);
-        return rc;
-    }
-    cb->n_staged_uploads += staged != NULL;
-    cb->weight_bytes += (int64_t)bytes;
-    cu_note_peak(cb);
-    *out = p;
-    return VAE_OK;
-}
-
-int cu_upload_param(cuda_backend *cb, const float *src, size_t n, int as_f32, void **out,
-                    const char *who) {
-    const double t0 = cu_now();
-    int rc = upload_param(cb, src, CU_STAGE_RAW, src, n, as_f32, out, who);
-    cb->host_s[CU_H_WEIGHTS] += cu_now() - t0;
-    return rc;
-}
-
-int cu_upload_staged(cuda_backend *cb, const void *key, int tag, size_t n, int as_f32, void **out,
-                     const char *who) {
-    const double t0 = cu_now();
-    int rc = upload_param(cb, key, tag, NULL, n, as_f32, out, who);
-    cb->host_s[CU_H_WEIGHTS] += cu_now() - t0;
-    return rc;
-}
-
-void cu_free_param(cuda_backend *cb, void *p, size_t bytes) {
-    if (!p) return;
-    cu_dev_free(&cb->pool, p, bytes);
-    cb->weight_bytes -= (int64_t)bytes;
-}
+/* One line about the backend: device, cuDNN, conv blocks per path, memory (tests, logs). */
+const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len);
 
 /* ---- vtbl: buffers --------------------------------------------------------------------------- */
 static void cuda_destroy(vae_backend *be) {
@@ -342,7 +28,7 @@ static void cuda_destroy(vae_backend *be) {
         char d[1536];
         VAE_INFO("cuda backend: %s", vae_cuda_backend_describe(be, d, sizeof d));
     }
-    prof_report(cb);
+    cu_prof_report(cb);
     cu_dnn_destroy(cb);
     cuda_ops_destroy(cb);
     cu_bus_destroy(cb);
@@ -356,7 +42,7 @@ static void cuda_destroy(vae_backend *be) {
     cu_pool_destroy(&cb->pool);
     if (cb->scratch) cu_dev_free(&cb->pool, cb->scratch, cb->scratch_bytes);
     if (cb->ws) cu_dev_free(&cb->pool, cb->ws, cb->ws_bytes);
-    retired_free(cb);
+    cu_retired_free(cb);
     if (cb->stream) cudaStreamDestroy(cb->stream);
     cu_tune_cache_free(cb);
     vae_free(cb);
@@ -385,203 +71,6 @@ static void cuda_release(vae_backend *be, void *p) {
     cuda_backend *cb = cu_be(be);
     cu_enter(cb, "cuda release");
     be->bytes_in_use -= (int64_t)cu_pool_free(&cb->pool, p);
-}
-
-static int cuda_upload(vae_backend *be, void *dst, const float *src, size_t n) {
-    cuda_backend *cb = cu_be(be);
-    int rc = cu_enter(cb, "cuda upload");
-    if (rc || n == 0) return rc;
-    if (!dst || !src) return vae_fail(VAE_EINVAL, "cuda upload: NULL buffer");
-    if (be->dtype == VAE_DTYPE_F32) {
-        int ph = cu_prof_begin(cb, CU_P_UPLOAD);
-        rc = cu_check(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice,
-                                      cb->stream),
-                      "cuda upload", "cudaMemcpyAsync");
-        cu_prof_end(cb, ph);
-        return rc;
-    }
-    float *stage = cu_scratch(cb, n * sizeof(float), "cuda upload");
-    if (!stage) return VAE_ENOMEM;
-    int ph = cu_prof_begin(cb, CU_P_UPLOAD);
-    rc = cu_check(cudaMemcpyAsync(stage, src, n * sizeof(float), cudaMemcpyHostToDevice, cb->stream),
-                  "cuda upload", "cudaMemcpyAsync");
-    if (!rc)
-        rc = cu_check(cuk_from_f32(cb->stream, be->dtype, dst, stage, n), "cuda upload", "convert");
-    cu_prof_end(cb, ph);
-    return rc;
-}
-
-static int cuda_download(vae_backend *be, float *dst, const void *src, size_t n) {
-    cuda_backend *cb = cu_be(be);
-    int rc = cu_enter(cb, "cuda download");
-    if (rc || n == 0) return rc;
-    if (!dst || !src) return vae_fail(VAE_EINVAL, "cuda download: NULL buffer");
-    const void *from = src;
-    float *stage = NULL;
-    if (be->dtype != VAE_DTYPE_F32 && !(stage = cu_scratch(cb, n * sizeof(float), "cuda download")))
-        return VAE_ENOMEM;
-    int ph = cu_prof_begin(cb, CU_P_DOWNLOAD);
-    if (stage) {
-        rc = cu_check(cuk_to_f32(cb->stream, be->dtype, stage, src, n), "cuda download", "convert");
-        from = stage;
-    }
-    if (!rc)
-        rc = cu_check(cudaMemcpyAsync(dst, from, n * sizeof(float), cudaMemcpyDeviceToHost,
-                                      cb->stream),
-                      "cuda download", "cudaMemcpyAsync");
-    cu_prof_end(cb, ph);
-    if (rc) return rc;
-    rc = cu_check(cudaStreamSynchronize(cb->stream), "cuda download", "synchronize");
-    prof_flush(cb);
-    return rc;
-}
-
-/* ---- asynchronous planar transfers (pinned host buffers, used in turn) ---------------------- */
-static void *cuda_stage_in(vae_backend *be, size_t bytes) {
-    cuda_backend *cb = cu_be(be);
-    if (cu_enter(cb, "cuda stage")) return NULL;
-    cu_host_buf *b = &cb->hin[cb->hin_next];
-    if (cu_host_buf_reserve(cb, b, bytes ? bytes : 1)) return NULL;
-    return b->pin.p;
-}
-
-static int cuda_upload_planar(vae_backend *be, void *dst, const float *src, int t, int h, int w,
-                              int c) {
-    cuda_backend *cb = cu_be(be);
-    int rc = cu_enter(cb, "cuda upload");
-    if (rc) return rc;
-    const int64_t n = (int64_t)t * h * w;
-    if (n * c == 0) return VAE_OK;
-    if (!dst || !src) return vae_fail(VAE_EINVAL, "cuda upload: NULL buffer");
-    cu_host_buf *b = &cb->hin[cb->hin_next];
-    const int pinned = b->pin.p == src && b->ev; /* the transfer buffer from stage_in */
-    int ph = cu_prof_begin(cb, CU_P_UPLOAD), staged = 0;
-    rc = cu_io_upload(cb, dst, src, n, c, pinned ? b : NULL, &staged); /* beside the compute */
-    if (!rc && !staged) {
-        float *stage = cu_scratch(cb, (size_t)(n * c) * sizeof(float), "cuda upload");
-        rc = stage ? VAE_OK : VAE_ENOMEM;
-        if (!rc)
-            rc = cu_check(cudaMemcpyAsync(stage, src, (size_t)(n * c) * sizeof(float),
-                                          cudaMemcpyHostToDevice, cb->stream),
-                          "cuda upload", "cudaMemcpyAsync");
-        if (!rc && pinned) rc = cu_host_buf_queued(b, cb->stream);
-        if (!rc)
-            rc = cu_check(cuk_planar_to_act(cb->stream, be->dtype, stage, dst, n, c), "cuda upload",
-                          "layout");
-    }
-    if (!rc && pinned) cb->hin_next ^= 1;
-    cu_prof_end(cb, ph);
-    return rc;
-}
-
-static int cuda_download_planar(vae_backend *be, const void *src, int t, int h, int w, int c,
-                                float **host) {
-    cuda_backend *cb = cu_be(be);
-    int rc = cu_enter(cb, "cuda download");
-    if (rc) return rc;
-    const int64_t n = (int64_t)t * h * w;
-    const size_t bytes = (size_t)(n * c) * sizeof(float);
-    if (!src || !host) return vae_fail(VAE_EINVAL, "cuda download: NULL buffer");
-    cu_host_buf *b = &cb->hout[cb->hout_next];
-    if ((rc = cu_host_buf_reserve(cb, b, bytes ? bytes : 1))) return rc;
-    float *stage = cu_scratch(cb, bytes ? bytes : 1, "cuda download");
-    if (!stage) return VAE_ENOMEM;
-    int ph = cu_prof_begin(cb, CU_P_DOWNLOAD);
-    rc = cu_check(cuk_act_to_planar(cb->stream, be->dtype, src, stage, n, c), "cuda download",
-                  "layout");
-    if (!rc && bytes)
-        rc = cu_check(cudaMemcpyAsync(b->pin.p, stage, bytes, cudaMemcpyDeviceToHost, cb->stream),
-                      "cuda download", "cudaMemcpyAsync");
-    if (!rc) rc = cu_host_buf_queued(b, cb->stream);
-    cu_prof_end(cb, ph);
-    if (rc) return rc;
-    cb->hout_next ^= 1;
-    *host = b->pin.p;
-    return VAE_OK;
-}
-
-/* piece k of the staged chunk (cuda_io_stage.c) into the next transfer buffer */
-static int cuda_download_staged(vae_backend *be, int k, float **host) {
-    cuda_backend *cb = cu_be(be);
-    int rc = cu_enter(cb, "cuda download");
-    if (rc) return rc;
-    cu_host_buf *b = &cb->hout[cb->hout_next];
-    if ((rc = cu_io_stage_copy(cb, k, b))) return rc;
-    cb->hout_next ^= 1;
-    *host = b->pin.p;
-    return VAE_OK;
-}
-
-static int cuda_download_wait(vae_backend *be, const float *host) {
-    cuda_backend *cb = cu_be(be);
-    int rc = cu_enter(cb, "cuda download");
-    if (rc) return rc;
-    for (int i = 0; i < 2; i++)
-        if (cb->hout[i].pin.p == host) {
-            rc = cu_host_buf_wait(&cb->hout[i]);
-            if (!rc && cb->prof) {
-                rc = cu_check(cudaStreamSynchronize(cb->stream), "cuda download", "synchronize");
-                prof_flush(cb);
-            }
-            return rc;
-        }
-    return vae_fail(VAE_EINVAL, "cuda download: not a transfer buffer of this backend");
-}
-
-static int cuda_copy(vae_backend *be, void *dst, const void *src, size_t bytes) {
-    cuda_backend *cb = cu_be(be);
-    int rc = cu_enter(cb, "cuda copy");
-    if (rc || bytes == 0 || dst == src) return rc;
-    int ph = cu_prof_begin(cb, CU_P_COPY);
-    rc = cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cb->stream),
-                  "cuda copy", "cudaMemcpyAsync");
-    cu_prof_end(cb, ph);
-    return rc;
-}
-
-/* Where a copy's side lies: this backend's device memory, host memory (a pinned store), or
- * elsewhere (another device, managed memory: the copy engine's business). */
-enum { MEM_DEVICE, MEM_HOST, MEM_OTHER };
-static int cu_mem_kind(const cuda_backend *cb, const void *p) {
-    struct cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        cudaGetLastError(); /* an unregistered host pointer on older runtimes */
-        return MEM_HOST;
-    }
-    if (a.type == cudaMemoryTypeDevice) return a.device == cb->device ? MEM_DEVICE : MEM_OTHER;
-    return a.type == cudaMemoryTypeManaged ? MEM_OTHER : MEM_HOST;
-}
-
-static int cuda_copy2d(vae_backend *be, void *dst, size_t dst_pitch, const void *src,
-                       size_t src_pitch, size_t row_bytes, size_t rows) {
-    cuda_backend *cb = cu_be(be);
-    int rc = cu_enter(cb, "cuda copy2d");
-    if (rc || row_bytes == 0 || rows == 0) return rc;
-    const int dk = cu_mem_kind(cb, dst), sk = cu_mem_kind(cb, src);
-    int ph = cu_prof_begin(cb, dk == MEM_DEVICE && sk == MEM_DEVICE ? CU_P_COPY : CU_P_BUS);
-    int done = 0;
-    if (dk == MEM_DEVICE && sk == MEM_DEVICE) { /* a kernel: faster than the copy engine */
-        rc = cu_check(cuk_copy2d(cb->stream, dst, dst_pitch, src, src_pitch, row_bytes, rows),
-                      "cuda copy2d", "copy kernel");
-        done = 1;
-    } else if (dk == MEM_HOST) { /* what was prefetched of it is stale now */
-        cu_bus_forget(cb, dst, (rows - 1) * dst_pitch + row_bytes);
-        if (sk == MEM_DEVICE)
-            rc = cu_bus_copy_out(cb, dst, dst_pitch, src, src_pitch, row_bytes, rows, &done);
-    } else if (sk == MEM_HOST && dk == MEM_DEVICE) {
-        rc = cu_bus_copy_in(cb, dst, dst_pitch, src, src_pitch, row_bytes, rows, &done);
-    }
-    if (rc == VAE_OK && !done) { /* on the compute stream, after the bus's copies */
-        cb->bus.n_direct++;
-        rc = cu_bus_wait(cb);
-        /* cudaMemcpyDefault: either side may be a pinned host store (host_alloc) */
-        if (rc == VAE_OK)
-            rc = cu_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
-                                            cudaMemcpyDefault, cb->stream),
-                          "cuda copy2d", "cudaMemcpy2DAsync");
-    }
-    cu_prof_end(cb, ph);
-    return rc;
 }
 
 /* avail: free device memory plus what this backend holds already; reserve: the weights (one
@@ -651,28 +140,6 @@ static int cuda_scratch_reserve(vae_backend *be, size_t bytes, int capped) {
     return cu_scratch(cb, bytes, "scratch reserve") ? VAE_OK : VAE_ENOMEM;
 }
 
-static int cuda_zero(vae_backend *be, void *dst, size_t bytes) {
-    cuda_backend *cb = cu_be(be);
-    int rc = cu_enter(cb, "cuda zero");
-    if (rc || bytes == 0) return rc;
-    int ph = cu_prof_begin(cb, CU_P_COPY);
-    rc = cu_check(cudaMemsetAsync(dst, 0, bytes, cb->stream), "cuda zero", "cudaMemsetAsync");
-    cu_prof_end(cb, ph);
-    return rc;
-}
-
-static int cuda_zero2d(vae_backend *be, void *dst, size_t dst_pitch, size_t row_bytes,
-                       size_t rows) {
-    cuda_backend *cb = cu_be(be);
-    int rc = cu_enter(cb, "cuda zero2d");
-    if (rc || row_bytes == 0 || rows == 0) return rc;
-    int ph = cu_prof_begin(cb, CU_P_COPY);
-    rc = cu_check(cudaMemset2DAsync(dst, dst_pitch, 0, row_bytes, rows, cb->stream),
-                  "cuda zero2d", "cudaMemset2DAsync");
-    cu_prof_end(cb, ph);
-    return rc;
-}
-
 static int cuda_sync(vae_backend *be) {
     cuda_backend *cb = cu_be(be);
     int rc = cu_enter(cb, "cuda sync");
@@ -681,7 +148,7 @@ static int cuda_sync(vae_backend *be) {
     if (rc == VAE_OK) rc = cu_bus_sync(cb); /* host memory the bus stream writes */
     if (rc == VAE_OK && cb->io.stream)      /* ... and the user's frames */
         rc = cu_check(cudaStreamSynchronize(cb->io.stream), "cuda sync", "cudaStreamSynchronize");
-    prof_flush(cb);
+    cu_prof_flush(cb);
     return rc;
 }
 
@@ -737,7 +204,7 @@ static int cuda_graph_end(vae_backend *be, void **graph) {
         cudaGetLastError(); /* a failed recording is not an error of later work */
         if (cb->pool.graphs == 0 && cb->n_retired) { /* what it outgrew (cu_retire) */
             cudaStreamSynchronize(cb->stream);
-            retired_free(cb);
+            cu_retired_free(cb);
         }
         return rc;
     }
@@ -762,7 +229,7 @@ static void cuda_graph_free(vae_backend *be, void *graph) {
     cu_enter(cb, "cuda graph");
     cudaStreamSynchronize(cb->stream); /* a launch of it may still be running */
     cudaGraphExecDestroy((cudaGraphExec_t)graph);
-    if (--cb->pool.graphs == 0) retired_free(cb);
+    if (--cb->pool.graphs == 0) cu_retired_free(cb);
 }
 
 static const vae_backend_vtbl cuda_vtbl = {
@@ -928,7 +395,7 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
                         "cuda backend: fp8 convolutions need E4M3 kernels for the GPU: on Hopper "
                         "a build with CUTLASS's, on Ada / Blackwell (sm_89, sm_120) the mma.sync "
                         "one (%s is sm_%d%d; this build: sm_%s, %s CUTLASS); use bf16, or "
-                        "--device cpu to emulate fp8",
+                        "device=cpu to emulate fp8",
                         prop.name, prop.major, prop.minor, VAE_CUDA_ARCHS_STRING,
                         cuk_igemm_built() ? "with" : "without");
 
