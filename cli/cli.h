@@ -17,18 +17,29 @@ enum {
     CLI_EINTERRUPTED = 130
 };
 
+/* ---- report.c: what the commands say on stderr ---- */
 int cli_exit_code(int vae_rc);
 /* Records a CLI-side failure (PNG, media, arguments) for cli_report; returns code. */
 int cli_set_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prints "vae: <what>: <detail>" to stderr and returns the exit code for rc. */
+/* Prints "vae: <what>: <detail>" to stderr and returns the exit code for rc; a library error's
+ * detail names the CLI's flags (cli_flags_from_api). */
 int cli_report(int rc, const char *what);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints "vae: <what>: <the error cli_set_error recorded>" and returns code (a CLI exit code). */
 int cli_report_exit(int code, const char *what);
 
 /* cli_rank: this process's rank under --dist (0 otherwise); the ranks above 0 print their
- * messages as "rank N: vae: ..." and only their errors (main.c). */
+ * messages as "rank N: vae: ..." and only their errors. */
 extern int cli_quiet, cli_verbose, cli_rank;
+/* The library's and the media library's log callback: "vae: <level>: <message>" on stderr. */
+void cli_log_to_stderr(int level, const char *msg, void *user);
+/* A library message with the options it names as the API spells them ("max_memory",
+ * "tile_mode=blend", "blend_tile", "fit=crop") turned into the CLI's flags ("--max-memory",
+ * "--tile-mode blend", "--tile-size", "--fit crop"), in out (size bytes); msg itself where out is
+ * too small. */
+const char *cli_flags_from_api(const char *msg, char *out, size_t size);
+
+/* ---- args.c: option parsing and input loading ---- */
 
 /* "file.safetensors:key" -> path (malloc'd) and key (NULL when absent). A colon followed by a
  * path separator is not a key separator. */
@@ -70,10 +81,10 @@ int cmd_sysinfo(int argc, char **argv);         /* cmd_sysinfo.c: `vae --info` *
 
 /* `vae info` on a file that is not a checkpoint: a latent/tensor file (names, dtypes, shapes) or a
  * video/image (container, codec, size, fps, frames, pixel format, colour). Returns an exit code,
- * or -1 when it cannot tell what the file is (nothing printed). cmd_sysinfo.c */
+ * or -1 when it cannot tell what the file is (nothing printed). info_file.c */
 int cli_info_file(const char *path);
 
-/* Shared option parsing (cmd_run.c); each returns 0 or prints a usage error and returns 2. */
+/* Shared option parsing (args.c); each returns 0 or prints a usage error and returns 2. */
 int cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, long hi, int *out);
 /* --device cpu|cuda, --dtype fp32|bf16|fp16, --threads N (NULL: keep the defaults of *so) into
  * session options; returns 0 or a usage error exit code naming the bad value. */
@@ -102,7 +113,7 @@ int cli_parse_size(const char *cmd, const char *s, int *w, int *h);
 int cli_parse_fit(const char *cmd, const char *s, int *fit); /* error, crop, pad, resize = 0..3 */
 /* 1 when arg (optionally FILE:KEY) names a tensor file by its extension. */
 int cli_is_tensor_file(const char *arg);
-/* float32 tensor -> .npy, atomically. */
+/* float32 tensor -> .npy, atomically (cmd_run.c). */
 int cli_write_npy(const char *path, const vae_tensor *t);
 
 /* --dist (group.c): this process as one rank of a group of processes started by torchrun or

@@ -34,7 +34,7 @@ int cmd_info(int argc, char **argv) {
     vae_model *m;
     rc = vae_model_open(&m, pos[0], &mo);
     if (rc != VAE_OK && rc != VAE_ENOMEM && rc != VAE_EINVAL && !arch && !prefix) {
-        /* not a checkpoint: a latent/tensor file, a video or an image? (cmd_sysinfo.c) */
+        /* not a checkpoint: a latent/tensor file, a video or an image? (info_file.c) */
         char why[1024];
         snprintf(why, sizeof why, "%s", vae_last_error());
         int r = cli_info_file(pos[0]);

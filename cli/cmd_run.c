@@ -1,7 +1,6 @@
 /* cmd_run.c -- `vae encode` and `vae decode`: tensors, images and videos in and out. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,102 +109,6 @@ static const char help_encode[] =
     "  vae encode -m wan_2.1_vae.safetensors -i clip.mp4 --frames 33 --size 832x480 -o "
     "lat.safetensors\n"
     "  vae encode -m wan_2.1_vae.safetensors -i frames/%05d.png --fit crop -o lat.npy\n";
-
-/* ---- argument helpers (also used by roundtrip-video) -------------------------------------------
- */
-int cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return cli_usage_error(cmd, "%s: expected a whole number in %ld..%ld, not '%s'", flag, lo,
-                               hi, s);
-    *out = (int)v;
-    return CLI_OK;
-}
-
-static long gcd_l(long a, long b) {
-    while (b) {
-        long t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-int cli_parse_fps(const char *cmd, const char *s, int *num, int *den) {
-    char *end;
-    const char *slash = strchr(s, '/');
-    if (slash) {
-        long n = strtol(s, &end, 10);
-        if (end != slash) goto bad;
-        long d = strtol(slash + 1, &end, 10);
-        if (*end || n <= 0 || d <= 0 || n > 1000000 || d > 1000000 || n / d > 1000) goto bad;
-        *num = (int)n, *den = (int)d;
-        return CLI_OK;
-    }
-    double f = strtod(s, &end);
-    if (*end || end == s || !(f > 0) || f > 1000) goto bad;
-    static const struct {
-        double f;
-        int n, d;
-    } ntsc[] = {
-        {23.976, 24000, 1001}, {29.97, 30000, 1001}, {59.94, 60000, 1001}, {119.88, 120000, 1001}};
-    for (size_t i = 0; i < sizeof ntsc / sizeof ntsc[0]; i++)
-        if (fabs(f - ntsc[i].f) < 0.0051) {
-            *num = ntsc[i].n, *den = ntsc[i].d;
-            return CLI_OK;
-        }
-    long n = lround(f * 1000), d = 1000, g = gcd_l(n, d);
-    *num = (int)(n / g), *den = (int)(d / g);
-    return CLI_OK;
-bad:
-    return cli_usage_error(cmd, "--fps: expected a rate like 16, 23.976 or 30000/1001, not '%s'",
-                           s);
-}
-
-int cli_parse_size(const char *cmd, const char *s, int *w, int *h) {
-    char *end;
-    long a = strtol(s, &end, 10), b = 0;
-    if (end == s) goto bad;
-    if (*end == 'x' || *end == 'X') {
-        const char *p = end + 1;
-        b = strtol(p, &end, 10);
-        if (end == p) goto bad;
-    }
-    if (*end || a < 0 || b < 0 || a > 16384 || b > 16384 || (a == 0 && b == 0)) goto bad;
-    *w = (int)a, *h = (int)b;
-    return CLI_OK;
-bad:
-    return cli_usage_error(cmd,
-                           "--size: expected WxH such as 832x480 (0 for one side keeps the "
-                           "aspect ratio), not '%s'",
-                           s);
-}
-
-int cli_parse_fit(const char *cmd, const char *s, int *fit) {
-    static const char *const names[] = {"error", "crop", "pad", "resize"};
-    for (int i = 0; i < 4; i++)
-        if (strcmp(s, names[i]) == 0) {
-            *fit = i; /* the order of vae_media_fit */
-            return CLI_OK;
-        }
-    return cli_usage_error(cmd, "--fit must be error, crop, pad or resize, not '%s'", s);
-}
-
-/* Tensor files are named by extension (a :KEY suffix is allowed); everything else is media. */
-int cli_is_tensor_file(const char *arg) {
-    static const char *const exts[] = {".safetensors", ".pth",  ".pt",  ".ckpt",
-                                       ".bin",         ".gguf", ".npy", NULL};
-    char *path, *key;
-    cli_split_key(arg, &path, &key);
-    int yes = 0;
-    for (int i = 0; exts[i] && !yes; i++)
-        yes = cli_has_ext(path, exts[i]);
-    free(path);
-    free(key);
-    return yes;
-}
 
 /* Writes a float32 tensor as .npy (version 1.0), to a temporary name renamed at the end. */
 int cli_write_npy(const char *path, const vae_tensor *t) {

@@ -1,87 +1,12 @@
-/* main.c -- the `vae` command: dispatch, logging to stderr, exit codes. */
-#include <signal.h>
-#include <stdarg.h>
+/* main.c -- the `vae` command: global flags, then dispatch to a command (what they print on
+ * stderr and their exit codes: report.c). */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #ifdef VAE_HAVE_MEDIA
 #include "media.h"
 #endif
-
-int cli_quiet, cli_verbose, cli_rank;
-
-/* Under --dist the ranks above 0 share rank 0's terminal or log: their lines say whose they are
- * ("rank N: "; "" otherwise), each written with one call so that ranks' lines do not mix. */
-static const char *rank_tag(char tag[32]) {
-    if (cli_rank <= 0) return "";
-    snprintf(tag, 32, "rank %d: ", cli_rank);
-    return tag;
-}
-
-static void log_to_stderr(int level, const char *msg, void *user) {
-    (void)user;
-    static const char *const names[] = {"debug", "info", "warning", "error"};
-    /* rank 0 already says what every rank would: the others keep only their errors (-v: all) */
-    if (cli_rank > 0 && level < VAE_LOG_ERROR && !cli_verbose) return;
-    const int name = level < 0 ? 0 : level > 3 ? 3 : level;
-    char tag[32];
-    fprintf(stderr, "%svae: %s: %s\n", rank_tag(tag), names[name], msg);
-}
-
-int cli_exit_code(int rc) {
-    switch (rc) {
-    case VAE_OK: return CLI_OK;
-    case VAE_EINVAL: return CLI_EUSAGE;
-    case VAE_EIO: return CLI_EIO;
-    case VAE_EFORMAT:
-    case VAE_EKEY:
-    case VAE_ESHAPE:
-    case VAE_EDTYPE:
-    case VAE_ENAN: return CLI_EINPUT;
-    case VAE_EUNSUPPORTED: return CLI_EUNSUPPORTED;
-    case VAE_ENOMEM:
-    case VAE_EDEVICE: return CLI_ERESOURCE;
-    case VAE_EINTERRUPTED: return CLI_EINTERRUPTED;
-    default: return CLI_EFAIL;
-    }
-}
-
-static char cli_error[1024];
-
-int cli_set_error(int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cli_error, sizeof cli_error, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-int cli_report(int rc, const char *what) {
-    if (rc == VAE_OK) return CLI_OK;
-    const char *detail = cli_error[0] ? cli_error : vae_last_error();
-    char tag[32];
-    fprintf(stderr, "%svae: %s: %s%s%s\n", rank_tag(tag), what, vae_strerror(rc),
-            *detail ? ": " : "", detail);
-    return cli_exit_code(rc);
-}
-
-int cli_report_exit(int code, const char *what) {
-    char tag[32];
-    fprintf(stderr, "%svae: %s: %s\n", rank_tag(tag), what, cli_error);
-    return code;
-}
-
-int cli_usage_error(const char *cmd, const char *fmt, ...) {
-    char msg[1024], tag[32];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "%svae %s: %s\n(see 'vae %s --help')\n", rank_tag(tag), cmd, msg, cmd);
-    return CLI_EUSAGE;
-}
 
 static const char usage[] =
     "vae " VAE_VERSION_STRING " -- video/image VAE encoder and decoder\n"
@@ -118,11 +43,11 @@ int main(int argc, char **argv) {
         else argv[n++] = argv[i];
     }
     argc = n;
-    vae_set_log_callback(log_to_stderr, NULL,
+    vae_set_log_callback(cli_log_to_stderr, NULL,
                          cli_verbose ? VAE_LOG_DEBUG : cli_quiet ? VAE_LOG_ERROR : VAE_LOG_WARN);
 #ifdef VAE_HAVE_MEDIA
     /* media library and FFmpeg messages (FFmpeg's own only with -v) */
-    vae_media_set_log_callback(log_to_stderr, NULL,
+    vae_media_set_log_callback(cli_log_to_stderr, NULL,
                                cli_verbose ? VAE_LOG_DEBUG : cli_quiet ? VAE_LOG_ERROR : VAE_LOG_WARN);
 #endif
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||

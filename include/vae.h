@@ -9,6 +9,19 @@
  *
  * User tensors are in PyTorch order: videos [1,3,T,H,W] in [-1,1] (2-D models: images [1,3,H,W],
  * range per model), latents [1,C,T,h,w] in diffusion space.
+ *
+ * Lifetimes: an options struct, and the strings it points to, are read during the call that takes
+ * it (the session keeps copies), except the allocator's user pointer, which must outlive the
+ * session. Strings the library returns live as long as the process, except where their function
+ * says otherwise (vae_model_get_info's: until vae_model_free; vae_last_error's: until the next
+ * vae_* call on that thread).
+ *
+ * Stable and developer API: this header is the stable API -- every enum value is written out
+ * and keeps its number, and a setting given here is never overridden by the environment. The
+ * engine's developer switches (VAE_PARAM_*, vae_session_options_set; for measurements, tests and
+ * workarounds) are in vae_dev.h, which may change in any version. Each switch is also an
+ * environment variable (VAE_EXEC_GRAPH=0 ...) that fills in what the program left unset: a value
+ * set through the API wins, and the session logs at INFO which ones came from the environment.
  */
 #ifndef VAE_H
 #define VAE_H
@@ -231,129 +244,6 @@ typedef enum { VAE_GROUP_OUTPUT_ALL = 0, VAE_GROUP_OUTPUT_OWN = 1 } vae_group_ou
  * registry: the ranks are threads of this process, each with its own session (tests, CI). */
 VAE_API int vae_group_id_create(vae_device device, vae_group_id *id);
 
-/* Developer switches (defaults are right for users), each also an environment variable of the
- * same name that overrides it (VAE_EXEC_GRAPH=0 ...). Set with vae_session_options_set. */
-typedef enum {
-    VAE_PARAM_EXEC_CONTIG = 0,   /* temporal convs read one contiguous window (1) */
-    VAE_PARAM_EXEC_GRAPH,        /* steady-state steps recorded as device graphs (1) */
-    VAE_PARAM_EXEC_CHECK,        /* every op's output read back and checked finite (0) */
-    VAE_PARAM_EXEC_FRAMES,       /* frame-granular streaming after temporal upsampling: 1 where
-                                  * the budget needs it, 2 always (measurements) (1) */
-    VAE_PARAM_EXEC_HOST_MB,      /* host memory in MiB for each whole-video object of a tiled
-                                  * call (its output, a store between parts, strips' slots);
-                                  * beyond it a temporary file (slots: the device); 256 keeps
-                                  * host memory flat in the video's length (2048) */
-    VAE_PARAM_CUDA_SCRATCH_MB,   /* CUDA scratch blocking target in MiB (256) */
-    VAE_PARAM_CUDA_PROFILE,      /* CUDA per-kernel timing: 1 by category, 2 by op (0) */
-    VAE_PARAM_CUDA_CONV,         /* conv paths: 0 tuned, 1 GEMM only, 2 cuDNN only (0) */
-    VAE_PARAM_CUDA_CONV3D,       /* 3-D cuDNN convs (1) */
-    VAE_PARAM_CUDA_FUSE,         /* fused norm + activation passes in 16-bit (1) */
-    VAE_PARAM_CUDA_POISON,       /* fill every device block handed out with NaN (0) */
-    VAE_PARAM_CUDA_TUNE,         /* time conv paths per shape (1) or take the first (0) */
-    VAE_PARAM_CUDA_TUNE_SEED,    /* nonzero: conv paths chosen by a hash of this seed (0) */
-    VAE_PARAM_CUDA_PW_GEMM,      /* pointwise convs on cuBLAS only (0) */
-    VAE_PARAM_CUDA_PHASE,        /* upsample convs as four phase convs (1) */
-    VAE_PARAM_CUDA_PAD3D,        /* channel-padded 3-D windows (1) */
-    VAE_PARAM_CUDA_CPAD,         /* channel-padded 2-D gathers (1) */
-    VAE_PARAM_CUDA_KPAD,         /* filter-padded small convs (1) */
-    VAE_PARAM_PLAN_CUT,          /* exact tiles start at this cut candidate of the planner
-                                  * (-1: the cheapest that fits) */
-    VAE_PARAM_EXEC_STORE_HOST,   /* 1: the stores of tiled plans and the slots of column strips
-                                  * are kept on the host (0: only when they do not fit the
-                                  * budget on the device) */
-    VAE_PARAM_PLAN_SCRATCH_MIN,  /* 1: plans keep every op to its least backend scratch (0: only
-                                  * when the backend's paths of choice do not fit the budget) */
-    VAE_PARAM_CUDA_NARROW,       /* narrow 3x3 heads (<= 8 outputs), encoders' stems (a few
-                                  * input channels) and 1x1 convs of few channels on their own
-                                  * kernels (1) */
-    VAE_PARAM_CUDA_IGEMM,        /* implicit-GEMM convs on Hopper (CUTLASS): 0 off, 1 a tuned
-                                  * candidate, 2 wherever they apply (1); 0 also turns off the
-                                  * other sm_90a kernels (fp8: the mma.sync one runs instead) */
-    VAE_PARAM_CUDA_DNN_GAIN_US,  /* the tuner takes a cuDNN path for a shape only where it is this
-                                  * many microseconds a call faster than the engine's own sm_90a
-                                  * kernels: cuDNN's first use costs a process ~0.3 s (100; the
-                                  * mma.sync kernels get no such margin) */
-    VAE_PARAM_PLAN_STRIPS,       /* exact tiles as column strips that hand their edge columns on
-                                  * instead of recomputing halos: 0 where the planner finds them
-                                  * cheaper, -1 never, N >= 2 always N strips where the model
-                                  * allows (decoders) (0) */
-    VAE_PARAM_CUDA_BUS,          /* copies to and from pinned host memory (strips' slots, host
-                                  * stores, the output's frames) on a second stream, overlapping
-                                  * compute, with reads prefetched where the engine knows them
-                                  * ahead (1) */
-    VAE_PARAM_CUDA_ATT,          /* attention of >= 1024 tokens in 16-bit: 1 scores and P V on
-                                  * cuBLAS (float32 scores of a block of query rows in scratch),
-                                  * 0 the fused kernel everywhere (1) */
-    VAE_PARAM_PLAN_BANDS,        /* device groups: models with GroupNorm (SeedVR2) in row bands,
-                                  * one per device, their statistics all-reduced: 0 where the
-                                  * planner finds them faster than one device, 1 wherever they
-                                  * apply (tests), -1 never (0) */
-    VAE_PARAM_COMM,              /* how the devices of a group add up their bands' GroupNorm
-                                  * sums: 1 through the backend's communicator where it has one
-                                  * (CUDA: NCCL, when it loads and each GPU is in the group once),
-                                  * else 0: through host memory, the group's threads (1) */
-    VAE_PARAM_EXEC_STRIP_NORM,   /* column strips: an RMS norm reads its input's columns where
-                                  * they lie and the previous strip's beside them, instead of a
-                                  * copy of both put together first (1) */
-    VAE_PARAM_CUDA_WARM,         /* what a CUDA session pays at its creation instead of in its
-                                  * first call: 0 nothing, 1 cuBLAS's first use (attention) and
-                                  * cuDNN's (models with strided convs), the cuDNN plans and
-                                  * attention blocks of earlier processes (the tune cache), the
-                                  * conv kernels' modules, 2 also the parameters
-                                  * converted into pinned host memory, so that first uses copy
-                                  * them as they are (2; host memory of ~2 bytes a parameter,
-                                  * until vae_session_trim) */
-    VAE_PARAM_FP8_CONVS,         /* VAE_DTYPE_FP8: at most this many convs of each program in
-                                  * E4M3, those nearest its output that the backend runs in E4M3
-                                  * (their noise is the least amplified); each adds ~0.8-1.2%
-                                  * relative error at the output (-1, the default: the
-                                  * architecture's counts: decoders Wan2.1 16, Wan2.2 24, SeedVR2
-                                  * 12, encoders Wan's all, SeedVR2 11: every full-size fixture
-                                  * within 4.5e-2 of the reference; 0 or "all":
-                                  * every conv that may, for the most speed, up to 1e-1) */
-    VAE_PARAM_EXEC_CHUNKS,       /* one device's whole-frame plans feed up to this many of the
-                                  * model's input chunks a step (decoders: latent frames), as many
-                                  * as divide the input's later chunks, where they fit the budget
-                                  * without frame-by-frame streaming and no tiles or strips were
-                                  * asked for: fewer, larger kernels and fewer causal-window
-                                  * copies a frame, for more memory (4; 1: the model's own steps;
-                                  * the result is the same) */
-    VAE_PARAM_CUDA_HALO,         /* Hopper: the halo-tile wgmma kernel for the 3x3(x3) convs with
-                                  * 96 filters (Wan's full-resolution blocks): 0 off, 1 a tuned
-                                  * candidate beside CUTLASS's and cuDNN's paths, 2 wherever it
-                                  * applies (1; needs VAE_PARAM_CUDA_IGEMM on) */
-    VAE_PARAM_EXEC_FUSE_NORMS,   /* an RMS norm that alone reads a conv's output runs inside that
-                                  * conv (its output written once: one pass over the activation
-                                  * fewer, and one buffer), where the backend can (1; 0: as
-                                  * separate ops; the result is the same) */
-    VAE_PARAM_CUDA_TUNE_REPS,    /* the conv tuner: each candidate path of a shape is timed once,
-                                  * then the two fastest (where the second is within 15% of the
-                                  * first) this many rounds more, in alternating order, and judged
-                                  * by those: the GPU slows down as its power limit sets in during
-                                  * the first round, which would favour whichever ran earlier (2;
-                                  * 0: the first round decides) */
-    VAE_PARAM_FP8_SHAPES,        /* VAE_DTYPE_FP8: which convs may run in E4M3: 0 ("kernels") the
-                                  * temporal ones the GPU's E4M3 kernels take (stride 1, input
-                                  * channels a multiple of 64, outputs of 96 or 128), so that the
-                                  * CPU emulation picks the very convs a GPU does; 1 ("wide") any
-                                  * conv of a residual branch wider than 16 channels, which only
-                                  * the CPU emulation runs (to measure the error of narrow test
-                                  * models); 0 */
-    VAE_PARAM_CUDA_MMA,          /* the engine's mma.sync conv kernels (implicit GEMM in 16-bit,
-                                  * and dtype fp8's E4M3 convs on sm_89+) run on Ampere, Ada and
-                                  * Blackwell; 1 runs them in place of the sm_90a ones on Hopper
-                                  * too (tests: slower there); 0 */
-    VAE_PARAM_FP8_CODES,         /* VAE_DTYPE_FP8 on a GPU: the input of an E4M3 conv that an RMS
-                                  * norm makes (and nothing else reads) is written by that norm as
-                                  * E4M3 codes, so that the conv reads it as it is, with no pass
-                                  * of its own to make them (the same codes: the norm bounds the
-                                  * values, and the scale is that bound / 448); 1 */
-    VAE_PARAM_PLAN_OFFLOAD,      /* causal caches in pinned host memory, copied to the device
-                                  * around each call of their op (exact): 0 where whole frames
-                                  * need it to fit the budget and no exact tiles do, largest caches
-                                  * first; -1 never; N >= 1 always the N largest (tests); 0 */
-    VAE_PARAM_COUNT
-} vae_param;
 
 typedef struct vae_session_options {
     vae_device device;  /* VAE_DEVICE_CPU (default) or VAE_DEVICE_CUDA */
@@ -373,7 +263,9 @@ typedef struct vae_session_options {
      * whose plan fits the budget, tile / 8). A given size whose plan does not fit is made smaller
      * until it does (a warning says so). */
     int blend_tile, blend_overlap;
-    /* developer switches: vae_session_options_set */
+    /* The developer switches' storage (vae_dev.h: vae_session_options_set with a VAE_PARAM_*
+     * number p writes params[p] and sets bit p of params_set; unset slots take the environment
+     * variable, else the default). vae_session_options_default leaves every slot unset. */
     int64_t params[64];
     uint64_t params_set; /* bit p: params[p] was set */
     /* Optional device allocator (CUDA sessions; NULL: cudaMalloc/cudaFree): every block of
@@ -389,10 +281,11 @@ typedef struct vae_session_options {
      * driver's free memory. */
     int64_t (*dev_pool_free)(int device_index, void *user);
     /* CUDA: where the conv path choices (timed on first sight of each shape) are kept between
-     * processes, so that a later process's first call runs at warm speed. NULL: the user's cache
-     * directory ($XDG_CACHE_HOME or ~/.cache, /vae.c/cuda-tune.txt); "": none. Entries are keyed
-     * by GPU, driver, cuDNN and engine versions, dtype and shape; concurrent writers and damaged
-     * files are safe (a bad line is ignored and timed again). VAE_TUNE_CACHE overrides it. */
+     * processes, so that a later process's first call runs at warm speed. NULL: the environment's
+     * VAE_TUNE_CACHE where it is set, else the user's cache directory ($XDG_CACHE_HOME or
+     * ~/.cache, /vae.c/cuda-tune.txt); "": none. Entries are keyed by GPU, driver, cuDNN and
+     * engine versions, dtype and shape; concurrent writers and damaged files are safe (a bad
+     * line is ignored and timed again). */
     const char *tune_cache;
     /* A device group: n_devices > 1 devices (indices in devices[]; CUDA GPUs of this process)
      * share each call's work; 0 or 1: device_index alone. A GPU listed k times runs k lanes
@@ -426,8 +319,6 @@ typedef struct vae_session_options {
     int group_output;
 } vae_session_options;
 VAE_API void vae_session_options_default(vae_session_options *opts);
-/* Sets a developer switch; VAE_EINVAL for an unknown parameter or a value out of its range. */
-VAE_API int vae_session_options_set(vae_session_options *opts, vae_param param, int64_t value);
 
 VAE_API int vae_session_create(vae_session **session, const vae_model *model,
                        const vae_session_options *opts);

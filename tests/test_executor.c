@@ -1118,6 +1118,70 @@ static void test_settings_words(void) {
     vae_error_clear();
 }
 
+/* What the settings log says while a test resolves: the INFO and DEBUG lines, one after another. */
+static char settings_log[2048];
+static void log_settings(int level, const char *msg, void *user) {
+    (void)user;
+    const size_t n = strlen(settings_log);
+    snprintf(settings_log + n, sizeof settings_log - n, "%s%s\n",
+             level == VAE_LOG_INFO ? "I " : level == VAE_LOG_DEBUG ? "D " : "? ", msg);
+}
+
+/* Precedence: the environment fills in a switch the API left unset, and a value set through the
+ * API wins over the environment (a host pins a switch whatever the user's environment holds);
+ * the INFO log names what came from the environment, the DEBUG log each override. A variable
+ * the API overrode is not read (a bad value there is no error). The tune cache option likewise
+ * wins over VAE_TUNE_CACHE. */
+static void test_settings_precedence(void) {
+    vae_settings s;
+    vae_session_options so;
+    vae_session_options_default(&so);
+    vae_plat_setenv("VAE_EXEC_HOST_MB", "256");
+    vae_plat_setenv("VAE_PLAN_STRIPS", "3");
+    vae_plat_setenv("VAE_TUNE_CACHE", "/nonexistent/tune.txt");
+    vae_set_log_callback(log_settings, NULL, VAE_LOG_DEBUG);
+    settings_log[0] = 0;
+    vae_settings_default(&s);
+    int rc = vae_settings_resolve(&s, &so);
+    CHECK(rc == VAE_OK && s.exec_host_mb == 256 && s.plan_strips == 3 && s.exec_graph == 1 &&
+              strcmp(s.tune_cache, "/nonexistent/tune.txt") == 0,
+          "the environment fills unset switches: rc %d host_mb %d strips %d tune cache '%s'", rc,
+          s.exec_host_mb, s.plan_strips, s.tune_cache);
+    CHECK(strstr(settings_log, "I settings from the environment: VAE_EXEC_HOST_MB=256, "
+                               "VAE_PLAN_STRIPS=3, VAE_TUNE_CACHE=/nonexistent/tune.txt\n"),
+          "one INFO line names what the environment set:\n%s", settings_log);
+    CHECK(vae_session_options_set(&so, VAE_PARAM_PLAN_STRIPS, -1) == VAE_OK, "set strips");
+    CHECK(vae_session_options_set(&so, VAE_PARAM_EXEC_CHUNKS, 1) == VAE_OK, "set chunks");
+    so.tune_cache = "";
+    settings_log[0] = 0;
+    vae_settings_default(&s);
+    rc = vae_settings_resolve(&s, &so);
+    CHECK(rc == VAE_OK && s.plan_strips == -1 && s.exec_chunks == 1 && s.exec_host_mb == 256 &&
+              s.tune_cache[0] == 0,
+          "API values win: rc %d strips %d chunks %d host_mb %d tune cache '%s'", rc,
+          s.plan_strips, s.exec_chunks, s.exec_host_mb, s.tune_cache);
+    CHECK(strstr(settings_log, "I settings from the environment: VAE_EXEC_HOST_MB=256\n") &&
+              strstr(settings_log, "D settings: VAE_PLAN_STRIPS=-1 set through the API wins over "
+                                   "the environment's 3\n") &&
+              strstr(settings_log, "VAE_TUNE_CACHE=/nonexistent/tune.txt"),
+          "INFO names only the environment's values, DEBUG each override:\n%s", settings_log);
+    vae_plat_setenv("VAE_PLAN_STRIPS", "sometimes");
+    vae_settings_default(&s);
+    rc = vae_settings_resolve(&s, &so);
+    CHECK(rc == VAE_OK && s.plan_strips == -1, "a bad variable the API overrode: rc %d (%s)", rc,
+          vae_last_error());
+    so.params_set = 0; /* unset again: the variable is read, and refused */
+    vae_settings_default(&s);
+    rc = vae_settings_resolve(&s, &so);
+    CHECK(rc == VAE_EINVAL && strstr(vae_last_error(), "VAE_PLAN_STRIPS"),
+          "a bad variable of an unset switch: rc %d (%s)", rc, vae_last_error());
+    vae_set_log_callback(NULL, NULL, VAE_LOG_DEBUG);
+    vae_plat_setenv("VAE_EXEC_HOST_MB", NULL);
+    vae_plat_setenv("VAE_PLAN_STRIPS", NULL);
+    vae_plat_setenv("VAE_TUNE_CACHE", NULL);
+    vae_error_clear();
+}
+
 /* The exact rows of a tile's crop after an op (vae_op_map_crop, found in closed form) are those
  * of the rule it states, row by row: output row j is exact when the rows it reads inside the
  * frame, in upsampled units [max(j*s - p0, 0), min(j*s - p0 + k, n*u)), lie in the valid part. */
@@ -1194,7 +1258,7 @@ static void test_plan_limits(void) {
         const char *says;
     } refused[] = {{VAE_TILE_NONE, 0, 512, 1, VAE_ESHAPE, "1073741823 pixels"},
                    {VAE_TILE_AUTO, 64, 512, 1, VAE_EINVAL, "more than 96 tiles per side"},
-                   {VAE_TILE_BLEND, 0, 64, 1, VAE_EINVAL, "(--tile-size)"},
+                   {VAE_TILE_BLEND, 0, 64, 1, VAE_EINVAL, "(blend_tile)"},
                    {VAE_TILE_AUTO, 0, 512, 1 << 22, VAE_ESHAPE, "TiB over the video"}};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
         vae_plan_request r = rq;
@@ -1214,6 +1278,7 @@ static void test_plan_limits(void) {
 int main(void) {
     vae_settings_default(&test_set);
     test_settings_words();
+    test_settings_precedence();
     vae_backend *be;
     if (vae_cpu_backend_create(&be, VAE_DTYPE_F32, 0)) {
         printf("cannot create the CPU backend: %s\n", vae_last_error());

@@ -190,8 +190,8 @@ static int check_limits(const planner *pl) {
                     worst < 0 ? "the model reads its" : op_label(p, worst, name, sizeof name),
                     worst < 0 ? "" : " makes", pl->vh[v], pl->vw[v],
                     (long long)most, (long long)VAE_PLAN_MAX_FRAME_PIXELS,
-                    !tiles && pl->n_cuts ? "; allow tiles (--tile-mode auto)"
-                                         : " (no exact tiles split that part; --tile-mode blend "
+                    !tiles && pl->n_cuts ? "; allow tiles (tile_mode=auto)"
+                                         : " (no exact tiles split that part; tile_mode=blend "
                                            "crops every part)");
 }
 
@@ -512,7 +512,7 @@ static int forced_tiles_ok(const planner *pl, int r, int th, int tw) {
     /* the smallest tiles that do (the last one of a side may be shorter) */
     const int64_t mh = ((hb + MAX_SPANS - 1) / MAX_SPANS + a - 1) / a * a * r;
     const int64_t mw = ((wb + MAX_SPANS - 1) / MAX_SPANS + a - 1) / a * a * r;
-    return vae_fail(VAE_EINVAL, "exact tiles of %dx%d px (--tile) split this frame into more than "
+    return vae_fail(VAE_EINVAL, "exact tiles of %dx%d px (tile_height/tile_width) split this frame into more than "
                                 "%d tiles per side, the most the planner takes; use tiles of at "
                                 "least %lldx%lld px",
                     pl->rq->tile_h, pl->rq->tile_w, MAX_SPANS, (long long)mh, (long long)mw);
@@ -569,7 +569,7 @@ static int choose_blend(planner *pl, cand *best) {
     int rc = blend_at(pl, size, best);
     if (rc != VAE_OK && rc != PLAN_NOFIT) return rc; /* the caller's tiles cannot split it */
     if (rc == PLAN_NOFIT && !rq->blend_auto && !plan_runnable(best))
-        return vae_fail(VAE_EINVAL, "blended tiles of %d px (--tile-size): op calls would see "
+        return vae_fail(VAE_EINVAL, "blended tiles of %d px (blend_tile): op calls would see "
                                     "frames of %lld pixels, more than the %lld the backends "
                                     "index; use smaller tiles",
                         size, (long long)best->frame, (long long)VAE_PLAN_MAX_FRAME_PIXELS);
@@ -628,7 +628,7 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
             pl->fr = fr;
             if ((rc = plan_try_tiled(pl, th, tw, best, NULL))) return rc;
             if (!plan_runnable(best))
-                return vae_fail(VAE_EINVAL, "exact tiles of %dx%d px (--tile): op calls would see "
+                return vae_fail(VAE_EINVAL, "exact tiles of %dx%d px (tile_height/tile_width): op calls would see "
                                             "frames of %lld pixels, more than the %lld the "
                                             "backends index; use smaller tiles",
                                 rq->tile_h, rq->tile_w, (long long)best->frame,
@@ -680,8 +680,8 @@ static int choose(planner *pl, cand *best, cand *floor_c) {
                                     "%d x %d)%s",
                         input_name(rq), rq->t, rq->h, rq->w,
                         (long long)VAE_PLAN_MAX_FRAME_PIXELS, MAX_SPANS / 2, MAX_SPANS / 2,
-                        rq->mode == VAE_TILE_NONE ? ": allow tiles (--tile-mode auto)"
-                                                  : ": a smaller input, or --tile-mode blend");
+                        rq->mode == VAE_TILE_NONE ? ": allow tiles (tile_mode=auto)"
+                                                  : ": a smaller input, or tile_mode=blend");
     *best = *floor_c;
     return PLAN_NOFIT;
 }
@@ -757,12 +757,12 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
                  plan->floor_host_caches > 0 ? " on the device and " : "",
                  plan->floor_host_caches > 0 ? size_str(plan->floor_host_caches) : "",
                  plan->floor_host_caches > 0 ? " in host memory" : "");
-    rc = vae_fail(VAE_ENOMEM, "memory budget %s is below what %s needs: %s%s. Raise --max-memory%s",
+    rc = vae_fail(VAE_ENOMEM, "memory budget %s is below what %s needs: %s%s. Raise max_memory%s",
                   size_str(rq->budget), rq->mode == VAE_TILE_NONE ? "whole frames" : "this input",
                   size_str(plan->peak), floor,
-                  rq->mode == VAE_TILE_BLEND  ? " or use a smaller --tile-size"
-                  : rq->mode == VAE_TILE_NONE ? " or allow tiles (--tile-mode auto)"
-                                              : ", or use --tile-mode blend (not exact)");
+                  rq->mode == VAE_TILE_BLEND  ? " or use a smaller blend_tile"
+                  : rq->mode == VAE_TILE_NONE ? " or allow tiles (tile_mode=auto)"
+                                              : ", or use tile_mode=blend (not exact)");
     return rc;
 }
 

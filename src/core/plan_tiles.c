@@ -482,7 +482,7 @@ int plan_try_blend(planner *pl, int tile, int overlap, cand *c, vae_plan *plan) 
         int64_t least = (n + k * (ov + align)) / (k + 1) + 1;
         const int64_t scaled = (n + k * align) * 8 / (7 * k + 8) + 1;
         if (scaled > least) least = scaled;
-        return vae_fail(VAE_EINVAL, "blended tiles of %d px (--tile-size) with %d px of overlap "
+        return vae_fail(VAE_EINVAL, "blended tiles of %d px (blend_tile) with %d px of overlap "
                                     "split this frame into more than %d tiles per side, the most "
                                     "the planner takes; use tiles of at least about %lld px",
                         tile, overlap, MAX_SPANS, (long long)(least * unit));

@@ -442,8 +442,8 @@ static int plan_geometry(const vae_media_read_options *o, int w, int h, vm_geom 
     default:
         return vm_fail(VAE_ESHAPE,
                        "%s: frames are %dx%d%s, but this model needs a width and height that are "
-                       "multiples of %d: pass --fit crop (-> %dx%d), --fit pad (-> %dx%d), --fit "
-                       "resize (-> %dx%d) or --size WxH",
+                       "multiples of %d: pass fit=crop (-> %dx%d), fit=pad (-> %dx%d), fit=resize "
+                       "(-> %dx%d) or width/height",
                        path, tw, th, (tw != w || th != h) ? " after scaling" : "", m, dw, dh, uw,
                        uh, rw, rh);
     }
@@ -728,7 +728,7 @@ int vae_media_read_video(const char *path, const vae_media_read_options *opts, v
         }
     }
     if (st.n == 0) {
-        rc = o.start > 0 ? vm_fail(VAE_ESHAPE, "%s: --start %d is past the end (%lld frames)", path,
+        rc = o.start > 0 ? vm_fail(VAE_ESHAPE, "%s: start=%d is past the end (%lld frames)", path,
                                    o.start, (long long)index)
                          : vm_fail(VAE_EFORMAT, "%s: no frame could be decoded", path);
         goto done;
@@ -756,7 +756,7 @@ int vae_media_read_video(const char *path, const vae_media_read_options *opts, v
         if (o.fit == VAE_FIT_ERROR) {
             rc = vm_fail(VAE_ESHAPE,
                          "%s: %lld frames, but this model takes 1 + %d*k frames: pass "
-                         "--frames %lld, --fit crop (drops the last %lld) or --fit pad "
+                         "frames=%lld, fit=crop (drops the last %lld) or fit=pad "
                          "(repeats the last frame %lld times)",
                          path, (long long)n, tf, (long long)down, (long long)(n - down),
                          (long long)(up - n));

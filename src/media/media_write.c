@@ -147,13 +147,13 @@ static int open_encoder(vae_media_writer *w, const char *codec) {
     const AVCodec *c = avcodec_find_encoder_by_name(want);
     if (!c)
         return vm_fail(VAE_EUNSUPPORTED,
-                       "this FFmpeg build has no %s encoder (%s): choose another --codec (ffv1 "
-                       "in .mkv is always there)",
+                       "this FFmpeg build has no %s encoder (%s): choose another codec "
+                       "(codec=ffv1 in .mkv is always there)",
                        codec, want);
     if (vm_pix_is_yuv(pf) && (w->w % 2 || w->h % 2))
         return vm_fail(VAE_ESHAPE,
                        "%s: %s 4:2:0 needs an even width and height, not %dx%d (use "
-                       "--codec ffv1 or a PNG pattern)",
+                       "codec=ffv1 or a PNG pattern)",
                        w->path, codec, w->w, w->h);
     AVCodecContext *e = avcodec_alloc_context3(c);
     if (!e) return vm_fail(VAE_ENOMEM, "out of memory");
@@ -254,7 +254,7 @@ int vae_media_writer_open(vae_media_writer **out, const char *path, int width, i
                            path);
         if (codec && strcasecmp(codec, "png") != 0)
             return vm_fail(VAE_EINVAL,
-                           "%s: a frame pattern is a PNG sequence; --codec %s needs a "
+                           "%s: a frame pattern is a PNG sequence; codec=%s needs a "
                            "video file (.mp4, .mkv)",
                            path, codec);
         codec = "png";
@@ -284,7 +284,7 @@ int vae_media_writer_open(vae_media_writer **out, const char *path, int width, i
     else
         return vm_fail(VAE_EINVAL, "unknown codec '%s': use h264, h265, ffv1 or png", codec);
     if (strcmp(codec, "png") == 0 && !pattern)
-        return vm_fail(VAE_EINVAL, "%s: --codec png writes a frame pattern such as out/%%05d.png",
+        return vm_fail(VAE_EINVAL, "%s: codec=png writes a frame pattern such as out/%%05d.png",
                        path);
     if (strcmp(codec, "ffv1") == 0 && strcmp(fmt, "matroska") != 0)
         return vm_fail(VAE_EINVAL, "%s: FFV1 goes in a .mkv file", path);
