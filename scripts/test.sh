@@ -13,7 +13,7 @@ if ! nvidia-smi -L >/dev/null 2>&1 && { command -v nvcc >/dev/null || [ -x /usr/
 fi
 bash scripts/deps.sh
 bash scripts/build.sh build "${cuda[@]}"
-python3 scripts/layers.py # the include/call graph against the layering: a report (docs/testing.md)
+python3 scripts/layers.py --check # the include/call graph against the layering (docs/testing.md)
 # The allocation-failure sweeps (one thread a session, ~20 min in all) run two at a time, after
 # the rest, so that the suite stays well inside CI's 90 minutes on two cores.
 (cd build && ctest --output-on-failure --timeout 1500 -E '^alloc_fail_' &&

@@ -2,7 +2,8 @@
  * user builds one: only vae.h and libvae.so. Decodes the wan21_tiny fixture latent three ways
  * and checks they agree: vae_decode_tensor (host, dense), vae_decode_into with a bf16 input in a
  * strided (channels-last) layout and a float32 output in a padded layout, and the same call after
- * a cancel request of an earlier call (a new call clears it). Also the model from named tensors.
+ * a cancel request of an earlier call (a new call clears it). Also the model from named tensors,
+ * and that the installed developer header (vae_dev.h) builds and its setter is exported.
  * usage: install_client SHARED_DIR */
 #include <math.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include <vae.h>
+#include <vae_dev.h>
 
 #define CHECK(x)                                                                                   \
     do {                                                                                           \
@@ -82,6 +84,10 @@ int main(int argc, char **argv) {
     vae_model *bad = NULL;
     if (vae_model_open_tensors(&bad, names, &lat, 1, NULL) == VAE_OK) return 1; /* not a VAE */
     printf("model from tensors: %s\n", vae_last_error());
+    vae_session_options so;
+    vae_session_options_default(&so);
+    CHECK(vae_session_options_set(&so, VAE_PARAM_PLAN_OFFLOAD, -1)); /* 39: the numbers are ABI */
+    if (VAE_PARAM_PLAN_OFFLOAD != 39 || !(so.params_set >> 39 & 1)) return 1;
     printf("PASS install client (%s)\n", vae_version_string());
     vae_tensor_free(&ref);
     vae_tensor_free(&lat);

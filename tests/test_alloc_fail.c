@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "vae.h"
+#include "vae_dev.h" /* (vae.h, and the developer switches) */
 
 /* the seedvr2_tiny fixture's configuration (its synthetic weights: vae_model_synth) */
 #define SEEDVR2_TINY                                                                               \

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "platform/platform.h" /* pthreads, the clock, the machine */
-#include "vae.h"
+#include "vae_dev.h" /* (vae.h, and the developer switches) */
 
 static int passed, failed;
 static int group_devices; /* --devices or --ranks */

@@ -695,7 +695,8 @@ def load(path, arch=None, prefix=None, config=None, **options):
     budget / an eighth of the tile; a size that does not fit is made smaller); threads (CPU, 0: all);
     allocator "torch" (device memory from torch's caching allocator, so torch and its users see
     it) or "cuda" (the engine's own cudaMalloc); tune_cache: file of the CUDA conv path choices
-    kept between processes (None: ~/.cache/vae.c/cuda-tune.txt; "": none); devices: several GPUs
+    kept between processes (None: $VAE_TUNE_CACHE, else ~/.cache/vae.c/cuda-tune.txt; "": none);
+    devices: several GPUs
     sharing each call (e.g. [0, 1, 2, 3]; tensors on the first; exact tiles, or SeedVR2's row
     bands, shared out, the output equal to one GPU's; max_memory per GPU); host_memory: host
     memory for each whole-video object of a tiled call (its output put together, a store between
@@ -709,6 +710,9 @@ def load(path, arch=None, prefix=None, config=None, **options):
     emulation's error is a GPU's) or "wide" (every residual-branch conv wider than 16 channels,
     run only by the CPU emulation: the error E4M3 would add to a narrow model). arch / prefix /
     config: what the checkpoint cannot tell (e.g. config={"norm_num_groups": 8} for SeedVR2).
+    A keyword given (not None) wins over its environment variable (host_memory over
+    VAE_EXEC_HOST_MB, fp8_convs over VAE_FP8_CONVS, fp8_shapes over VAE_FP8_SHAPES, tune_cache
+    over VAE_TUNE_CACHE); the variables (docs/settings.md) fill in only what is left None.
 
     A group of processes (one process per GPU, e.g. under torchrun): process_group: a
     torch.distributed ProcessGroup, or True for the default group (torch.distributed.group.WORLD):

@@ -1,4 +1,4 @@
-"""ctypes binding of libvae.so (include/vae.h): structs, signatures, errors, logging.
+"""ctypes binding of libvae.so (include/vae.h, vae_dev.h): structs, signatures, errors, logging.
 
 Only this module knows the C layout. Nothing here copies tensor data: tensors are passed to the
 library as pointers with shape and strides.
@@ -28,7 +28,9 @@ EINTERRUPTED = -11
 
 DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_FP8 = 0, 1, 2, 3
 DEVICE_CPU, DEVICE_CUDA = 0, 1
-PARAM_EXEC_HOST_MB = 4  # vae_param (vae.h)
+# vae_param (include/vae_dev.h, the developer switches): its values are written out there and
+# never renumbered, so these stay valid
+PARAM_EXEC_HOST_MB = 4  # VAE_PARAM_EXEC_HOST_MB
 PARAM_FP8_CONVS = 31  # VAE_PARAM_FP8_CONVS
 PARAM_FP8_SHAPES = 36  # VAE_PARAM_FP8_SHAPES
 TILE_AUTO, TILE_NONE, TILE_BLEND = 0, 1, 2

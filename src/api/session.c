@@ -7,6 +7,7 @@
 #include "api/api.h"
 #include "core/dtype.h"
 #include "platform/platform.h"
+#include "vae_dev.h" /* vae_session_options_set is defined here: exported as declared */
 
 void vae_session_options_default(vae_session_options *o) {
     memset(o, 0, sizeof *o);

@@ -1,4 +1,4 @@
-/* settings.c -- the switch table: defaults, API parameters, environment overrides (settings.h). */
+/* settings.c -- the switch table: defaults, environment fill-ins, API parameters (settings.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "settings.h"
 
@@ -143,15 +143,27 @@ bad:;
                     t->param == VAE_PARAM_CUDA_TUNE ? " or seed:N" : "");
 }
 
-/* The tune cache file: the option, the environment, else the user's cache directory. */
-static int resolve_tune_cache(vae_settings *s, const vae_session_options *o) {
+/* "NAME=value" appended to the list of what the environment set (cut short, with "...", where
+ * the buffer is full: the log line is for reading, not parsing). */
+static void note(char *list, size_t len, const char *name, const char *value) {
+    const size_t n = strlen(list);
+    if (n + 4 >= len) return;
+    const int k = snprintf(list + n, len - n, "%s%s=%s", n ? ", " : "", name, value);
+    if (k < 0 || (size_t)k >= len - n) snprintf(list + len - 4, 4, "...");
+}
+
+/* The tune cache file: the option, else the environment, else the user's cache directory. */
+static int resolve_tune_cache(vae_settings *s, const vae_session_options *o, char *from_env,
+                              size_t len) {
     const char *v = getenv("VAE_TUNE_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     int n;
-    if (v) /* a developer override, "" included (none) */
-        n = snprintf(s->tune_cache, sizeof s->tune_cache, "%s", v);
-    else if (o->tune_cache)
+    if (o->tune_cache) { /* the program's choice, "" included (none) */
+        if (v) VAE_DEBUG("settings: tune_cache from the options wins over VAE_TUNE_CACHE=%s", v);
         n = snprintf(s->tune_cache, sizeof s->tune_cache, "%s", o->tune_cache);
-    else if (xdg && *xdg)
+    } else if (v) { /* "" included (none) */
+        note(from_env, len, "VAE_TUNE_CACHE", *v ? v : "\"\"");
+        n = snprintf(s->tune_cache, sizeof s->tune_cache, "%s", v);
+    } else if (xdg && *xdg)
         n = snprintf(s->tune_cache, sizeof s->tune_cache, "%s/vae.c/cuda-tune.txt", xdg);
     else if (home && *home)
         n = snprintf(s->tune_cache, sizeof s->tune_cache, "%s/.cache/vae.c/cuda-tune.txt", home);
@@ -164,7 +176,7 @@ static int resolve_tune_cache(vae_settings *s, const vae_session_options *o) {
 }
 
 /* VAE_GROUP_TIMEOUT: seconds, fractions allowed (tests wait a fraction of a second) */
-static int resolve_group_timeout(vae_settings *s) {
+static int resolve_group_timeout(vae_settings *s, char *from_env, size_t len) {
     const char *v = getenv("VAE_GROUP_TIMEOUT");
     if (!v || !*v) return VAE_OK;
     char *end;
@@ -174,25 +186,36 @@ static int resolve_group_timeout(vae_settings *s) {
         return vae_fail(VAE_EINVAL, "environment VAE_GROUP_TIMEOUT='%s': expected seconds in "
                                     "(0, 86400]", v);
     s->group_timeout_s = t;
+    note(from_env, len, "VAE_GROUP_TIMEOUT", v);
     return VAE_OK;
 }
 
+/* Defaults (the caller's vae_settings_default), then the environment where the API left a switch
+ * unset, then the API values: a program's or host's explicit choice is never overridden. */
 int vae_settings_resolve(vae_settings *s, const vae_session_options *o) {
+    char from_env[512] = "";
+    for (int i = 0; i < N_SETTINGS; i++) {
+        const char *v = table[i].env ? getenv(table[i].env) : NULL;
+        if (!v || !*v) continue;
+        if (o->params_set & (1ull << i)) {
+            VAE_DEBUG("settings: %s=%lld set through the API wins over the environment's %s",
+                      table[i].env, (long long)o->params[i], v);
+            continue;
+        }
+        int rc = parse_env(s, &table[i], v);
+        if (rc) return rc;
+        note(from_env, sizeof from_env, table[i].env, v);
+    }
     for (int i = 0; i < N_SETTINGS; i++) {
         if (!(o->params_set & (1ull << i))) continue;
         int rc = vae_param_check((vae_param)i, o->params[i]);
         if (rc) return rc;
         put(s, &table[i], o->params[i]);
     }
-    for (int i = 0; i < N_SETTINGS; i++) {
-        const char *v = table[i].env ? getenv(table[i].env) : NULL;
-        if (!v || !*v) continue;
-        int rc = parse_env(s, &table[i], v);
-        if (rc) return rc;
-        VAE_DEBUG("settings: %s=%s from the environment", table[i].env, v);
-    }
-    const int rc = resolve_group_timeout(s);
-    return rc ? rc : resolve_tune_cache(s, o);
+    int rc = resolve_group_timeout(s, from_env, sizeof from_env);
+    if (rc == VAE_OK) rc = resolve_tune_cache(s, o, from_env, sizeof from_env);
+    if (rc == VAE_OK && from_env[0]) VAE_INFO("settings from the environment: %s", from_env);
+    return rc;
 }
 
 void vae_settings_describe(const vae_settings *s, char *buf, size_t len) {

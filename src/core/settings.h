@@ -1,9 +1,12 @@
 /* settings.h -- the engine's switches, in one struct read once per session (internal).
  *
- * Every switch has a default, can be set through the public API (vae_session_options_set with a
- * VAE_PARAM_* number) and can be overridden by a developer through its environment variable,
- * which is read here and nowhere else. The session prints the result with -v (INFO level).
- * Order: defaults, then the API, then the environment (a developer override wins).
+ * Every switch has a default, can be set through the developer API (vae_dev.h:
+ * vae_session_options_set with a VAE_PARAM_* number) and through its environment variable, which
+ * is read here and nowhere else. Order: defaults, then the environment for what the API left
+ * unset, then the API values -- an explicit value always wins, so that a host (ComfyUI, vaec)
+ * can pin a switch whatever the user's environment holds; the environment only fills defaults.
+ * The session logs at INFO (-v) which switches came from the environment, at DEBUG each API
+ * value that overrode an environment variable, and at DEBUG the resolved values.
  */
 #ifndef VAE_SETTINGS_H
 #define VAE_SETTINGS_H
@@ -11,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "vae.h"
+#include "vae_dev.h"
 
 typedef struct vae_settings {
     /* executor */
@@ -84,7 +87,8 @@ typedef struct vae_settings {
                               * (2) */
     int cuda_dnn_gain_us;    /* VAE_CUDA_DNN_GAIN_US: what a cuDNN path must save a call over the
                               * own kernels to be chosen, microseconds (100) */
-    /* VAE_TUNE_CACHE / vae_session_options.tune_cache: the conv path cache file ("": none) */
+    /* VAE_TUNE_CACHE / vae_session_options.tune_cache: the conv path cache file ("": none; the
+     * option wins where it is not NULL) */
     char tune_cache[1024];
     /* VAE_GROUP_TIMEOUT: seconds a rank of a CPU group of processes waits at its session's
      * creation for the other ranks to join (300, as the CLI's rendezvous; environment only) */
@@ -94,8 +98,9 @@ typedef struct vae_settings {
 void vae_settings_default(vae_settings *s);
 /* VAE_OK when value is in the range of parameter p, else VAE_EINVAL naming both. */
 int vae_param_check(vae_param p, int64_t value);
-/* Applies the options' VAE_PARAM_* values, then the environment; VAE_EINVAL naming the bad
- * parameter or variable. */
+/* Fills s (already vae_settings_default) from the environment where the options set no value,
+ * then applies the options' VAE_PARAM_* values; VAE_EINVAL naming the bad parameter or variable
+ * (a variable the API overrode is not read). */
 int vae_settings_resolve(vae_settings *s, const vae_session_options *o);
 /* One line "name=value ..." of every switch, for the log. */
 void vae_settings_describe(const vae_settings *s, char *buf, size_t len);
