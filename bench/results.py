@@ -255,7 +255,7 @@ taken within one run. A new run adds a record file (`bench/record.py`, `--record
 `bench/gpu_check.sh`, `RECORD=` of `bench/compare.sh`), then `python3 bench/results.py`.
 
 History: `git log -p bench/RESULTS.md bench/runs`; the lab notebook of runs 1-295 (every run
-with its command and findings, which README.md and docs/ cite as "run N") is
+with its command and findings; records here keep their run numbers) is
 `git show 738514f:bench/RESULTS.md`.
 """
 
