@@ -66,6 +66,10 @@ add_test(NAME fixture_offload3_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR
 set_tests_properties(fixture_offload3_wan22_tiny PROPERTIES LABELS fixture)
 add_test(NAME fixture_offload_frames_seedvr2_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} seedvr2_tiny --offload 1048576)
 set_tests_properties(fixture_offload_frames_seedvr2_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")
+# ... and where a window is not contiguous (its input has no room in front: list windows), the
+# cache goes through device frames for the step
+add_test(NAME fixture_offload_list_seedvr2_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} seedvr2_tiny --offload 1048576)
+set_tests_properties(fixture_offload_list_seedvr2_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_CONTIG=0")
 # strips frame by frame after every temporal upsampling (VAE_EXEC_FRAMES=2)
 add_test(NAME fixture_strips_frames_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --strips 3)
 set_tests_properties(fixture_strips_frames_wan22_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")

@@ -96,9 +96,11 @@ static int plan_request(vae_session *s, int encode, const vae_io_view *g,
         split = split && s->lane[k]->v->norm_stats && s->lane[k]->v->norm_apply;
     rq.reduce = split ? 1 + s->set.plan_bands : 0;
     /* causal caches in host memory: whole frames on one device in the model's steps (larger
-     * steps are taken only where they fit as they are), and only over contiguous windows */
+     * steps are taken only where they fit as they are); where the planner chooses them, only
+     * over contiguous windows (what its memory model counts) */
     rq.offload = s->set.plan_offload;
-    if ((whole && rq.offload == 0) || s->n_lanes > 1 || s->comm || !s->set.exec_contig)
+    if ((whole && rq.offload == 0) || s->n_lanes > 1 || s->comm ||
+        (!s->set.exec_contig && rq.offload == 0))
         rq.offload = -1;
     if (whole) rq.mode = VAE_TILE_NONE, rq.frame_loops = 0;
     return vae_plan_make(plan, &rq);

@@ -99,6 +99,33 @@ static int home_prefetch(vae_exec *e, int i) {
     return e->be->v->prefetch(e->be, e->off_home[j], (size_t)pending * wj->frame_bytes);
 }
 
+/* A window whose cache lives in host memory but that is not contiguous this step (its input has
+ * no room in front): the kept frames go to device frames for the step (list mode), and back. */
+static int home_to_list(vae_exec *e, const vae_op *op, window *w, const char *home, int pending) {
+    if (!w->cache && op->kt > 1) {
+        w->cache = vae_calloc((size_t)op->kt - 1, sizeof *w->cache);
+        if (!w->cache) return vae_fail(VAE_ENOMEM, "out of memory");
+    }
+    for (int j = 0; j < pending; j++) {
+        if (!w->cache[j] && !(w->cache[j] = e->be->v->alloc(e->be, w->frame_bytes)))
+            return vae_fail(VAE_ENOMEM, "out of device memory for a cache");
+        int rc = home_copy(e, w->cache[j], home + (size_t)j * w->frame_bytes, w, 1);
+        if (rc) return rc;
+    }
+    return VAE_OK;
+}
+
+static int list_to_home(vae_exec *e, const vae_op *op, window *w, char *home, int keep) {
+    int rc = VAE_OK;
+    for (int j = 0; j < keep && rc == VAE_OK; j++)
+        rc = home_copy(e, home + (size_t)j * w->frame_bytes, w->cache[j], w, 1);
+    for (int j = 0; w->cache && j < op->kt - 1; j++) { /* (in stream order, after the copies) */
+        if (w->cache[j]) e->be->v->release(e->be, w->cache[j]);
+        w->cache[j] = NULL;
+    }
+    return rc;
+}
+
 /* e->frames = cache ++ front padding (at stream start) ++ the chunk's frames (f: op.h). */
 static int gather_list(vae_exec *e, const vae_op *op, window *w, int pending, const value *x,
                        const vae_op_frames *f) {
@@ -152,9 +179,6 @@ static int gather_contig(vae_exec *e, int i, window *w, int pending, const value
     if (rc) return rc;
     const size_t fb = w->frame_bytes;
     if (x->t == 0) {
-        if (home && f->t_out > 0) /* (the stream rule gives no output without new frames) */
-            return vae_fail(VAE_EINVAL, "internal: %s: output from a cache in host memory alone",
-                            op->name);
         for (int k = 0; k < f->total; k++)
             e->frames[k] = (char *)w->cbuf + (size_t)k * fb;
         return VAE_OK;
@@ -175,20 +199,13 @@ static int gather_contig(vae_exec *e, int i, window *w, int pending, const value
     return rc;
 }
 
-/* Contiguous mode: keeps the last f->keep frames in w->cbuf, or in the op's home in host memory
- * (where a step without new frames left them as they were). */
-static int keep_contig(vae_exec *e, int i, window *w, int new_frames, const vae_op_frames *f) {
+/* Contiguous mode: keeps the last f->keep frames in w->cbuf, or in the op's home in host
+ * memory. */
+static int keep_contig(vae_exec *e, int i, window *w, const vae_op_frames *f) {
     const vae_op *op = &e->p->ops[i];
     if (f->keep == 0) return VAE_OK;
-    if (e->off_home && e->off_home[i]) {
-        if (new_frames == 0) return VAE_OK;
-        if ((int64_t)f->keep * (int64_t)w->frame_bytes > e->off_cap[i])
-            return vae_fail(VAE_EINVAL, "internal: the cache of %s in host memory holds %lld "
-                                        "bytes, it needs %lld",
-                            op->name, (long long)e->off_cap[i],
-                            (long long)f->keep * (long long)w->frame_bytes);
+    if (e->off_home && e->off_home[i])
         return home_copy(e, e->off_home[i], e->frames[f->used], w, f->keep);
-    }
     if (!w->cbuf) {
         w->cbuf = e->be->v->alloc(e->be, (size_t)(op->kt - 1) * w->frame_bytes);
         if (!w->cbuf) return vae_fail(VAE_ENOMEM, "out of device memory for a cache");
@@ -212,12 +229,23 @@ int exec_run_windowed(vae_exec *e, int i, const value *x, const value *res, valu
         w->frame_bytes = exec_vox_bytes(e, (int64_t)x->h * x->w * x->c);
         w->h = x->h, w->w = x->w, w->c = x->c;
     }
-    if (!contig && e->off_home && e->off_home[i])
-        return vae_fail(VAE_EINVAL, "internal: %s has its cache in host memory but no "
-                                    "contiguous window",
-                        op->name);
-    int rc =
-        contig ? gather_contig(e, i, w, pending, x, &f) : gather_list(e, op, w, pending, x, &f);
+    char *home = e->off_home ? e->off_home[i] : NULL;
+    if (home && x->t == 0) { /* nothing new (so no output: the stream rule): the cache stays */
+        if (f.t_out > 0)
+            return vae_fail(VAE_EINVAL, "internal: %s: output from a cache in host memory alone",
+                            op->name);
+        y->t = 0, y->c = op->c_out, y->h = y->w = 0;
+        return VAE_OK;
+    }
+    if (home && (int64_t)f.keep * (int64_t)w->frame_bytes > e->off_cap[i])
+        return vae_fail(VAE_EINVAL, "internal: the cache of %s in host memory holds %lld bytes, "
+                                    "it needs %lld",
+                        op->name, (long long)e->off_cap[i],
+                        (long long)f.keep * (long long)w->frame_bytes);
+    int rc = home && !contig ? home_to_list(e, op, w, home, pending) : VAE_OK;
+    if (rc == VAE_OK)
+        rc = contig ? gather_contig(e, i, w, pending, x, &f)
+                    : gather_list(e, op, w, pending, x, &f);
     if (rc) return rc;
     y->t = f.t_out;
     y->c = op->c_out;
@@ -236,5 +264,7 @@ int exec_run_windowed(vae_exec *e, int i, const value *x, const value *res, valu
                                     f.t_out);
         if (rc) return rc;
     }
-    return contig ? keep_contig(e, i, w, x->t, &f) : keep_list(e, w, &f);
+    if (contig) return keep_contig(e, i, w, &f);
+    rc = keep_list(e, w, &f);
+    return rc == VAE_OK && home ? list_to_home(e, op, w, home, f.keep) : rc;
 }
