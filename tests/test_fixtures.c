@@ -253,6 +253,21 @@ static void check_ranks(const vae_model *m, const vae_session_options *base, int
     vae_tensor_free(&whole);
 }
 
+/* The measured peak against the predicted one: on the CPU within -10% .. +2% (what: after the
+ * label, or ""); on GPUs it is printed */
+static void check_peak(const vae_session *s, const vae_session_options *so,
+                       const vae_plan_info *plan, const char *label, const char *what) {
+    const double measured = (double)vae_session_peak_bytes(s), predicted = (double)plan->peak_bytes;
+    const char *sep = *what ? " " : "";
+    if (so->device == VAE_DEVICE_CPU)
+        check(measured <= 1.02 * predicted && measured >= 0.9 * predicted,
+              "%s%s%s: predicted peak %.0f bytes, measured %.0f (%+.1f%%)", label, sep, what,
+              predicted, measured, 100.0 * (measured / predicted - 1));
+    else
+        printf("INFO %s%s%s: predicted peak %.1f MiB, measured %.1f MiB (%+.1f%%)\n", label, sep,
+               what, predicted / 1048576, measured / 1048576, 100.0 * (measured / predicted - 1));
+}
+
 /* The same call on a device group of group_devices (options *base otherwise): its output against
  * the one-device output `single` (bit for bit when bits, else within tol), and, on the CPU, its
  * predicted peak against the largest measured on a device. */
@@ -299,12 +314,10 @@ static void check_group(const vae_model *m, const vae_session_options *base, int
           same ? "bit for bit as on" : "against", e, bits ? "wanted 0, tol" : "tol", tol, dt);
     int64_t peaks[VAE_MAX_DEVICES];
     const int n = vae_session_device_peaks(s, peaks, VAE_MAX_DEVICES);
-    const double measured = (double)vae_session_peak_bytes(s), predicted = (double)plan.peak_bytes;
     check(n == group_devices, "%s: %d devices report a peak", label, n);
-    if (so.device == VAE_DEVICE_CPU)
-        check(measured <= 1.02 * predicted && measured >= 0.9 * predicted,
-              "%s on %d devices: predicted peak %.0f bytes, measured %.0f (%+.1f%%)", label,
-              group_devices, predicted, measured, 100.0 * (measured / predicted - 1));
+    char on[32];
+    snprintf(on, sizeof on, "on %d devices", group_devices);
+    check_peak(s, &so, &plan, label, on);
     vae_tensor_free(&out);
     vae_session_free(s);
 }
@@ -370,14 +383,7 @@ static void check_tiles(const vae_model *m, const vae_session_options *base, int
           blend ? "blend" : "tiles", e_again, tol_again, rc ? ": " : "",
           rc ? vae_last_error() : "");
     vae_tensor_free(&again);
-    const double measured = (double)vae_session_peak_bytes(s), predicted = (double)plan.peak_bytes;
-    if (so.device == VAE_DEVICE_CPU)
-        check(measured <= 1.02 * predicted && measured >= 0.9 * predicted,
-              "%s: predicted peak %.0f bytes, measured %.0f (%+.1f%%)", label, predicted, measured,
-              100.0 * (measured / predicted - 1));
-    else
-        printf("INFO %s: predicted peak %.1f MiB, measured %.1f MiB (%+.1f%%)\n", label,
-               predicted / 1048576, measured / 1048576, 100.0 * (measured / predicted - 1));
+    check_peak(s, &so, &plan, label, "");
     if (group_devices > 1) { /* the same tiles shared out: the same output, bit for bit */
         char glabel[300];
         snprintf(glabel, sizeof glabel, "%s %s", label, blend ? "blend" : "tiles");
@@ -400,16 +406,6 @@ static vae_session *run_planned(const vae_model *m, const vae_session_options *s
     check(0, "%s %s: %s", label, what, vae_last_error());
     vae_session_free(s);
     return NULL;
-}
-
-/* CPU: the measured peak is the predicted one (within -10% .. +2%) */
-static void check_peak(const vae_session *s, const vae_session_options *so,
-                       const vae_plan_info *plan, const char *label, const char *what) {
-    const double measured = (double)vae_session_peak_bytes(s), predicted = (double)plan->peak_bytes;
-    if (so->device == VAE_DEVICE_CPU)
-        check(measured <= 1.02 * predicted && measured >= 0.9 * predicted,
-              "%s %s: predicted peak %.0f bytes, measured %.0f (%+.1f%%)", label, what, predicted,
-              measured, 100.0 * (measured / predicted - 1));
 }
 
 /* The case in a fresh session whose exact tiles are n column strips that hand their edge
@@ -461,7 +457,8 @@ static void check_offload(const vae_model *m, const vae_session_options *base, i
           "tol %s)", label, plan.host_caches, (double)plan.host_cache_bytes / 1024,
           same ? "bit for bit as" : "against", e, cpu ? "0" : "tol_tiles");
     const char *contig = getenv("VAE_EXEC_CONTIG"); /* off: list windows, not what is modelled */
-    if (!contig || strcmp(contig, "0") != 0) check_peak(s, &so, &plan, label, "caches in host memory");
+    if (!contig || strcmp(contig, "0") != 0)
+        check_peak(s, &so, &plan, label, "caches in host memory");
     vae_tensor_free(&out);
     vae_session_free(s);
 }

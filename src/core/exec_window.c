@@ -83,10 +83,9 @@ int vae_exec_set_offload(vae_exec *e, const int64_t *bytes) {
 /* n frames of fb bytes between the device and a cache's home, a row of pixels a copy (rows of
  * host memory, the unit the backend's bus stages) */
 static int home_copy(vae_exec *e, void *dst, const void *src, const window *w, int n) {
-    const size_t fb = w->frame_bytes;
-    const size_t rows = fb % (size_t)w->h == 0 ? (size_t)n * w->h : (size_t)n;
-    const size_t row = fb % (size_t)w->h == 0 ? fb / w->h : fb;
-    return n > 0 ? e->be->v->copy2d(e->be, dst, row, src, row, row, rows) : VAE_OK;
+    const size_t fb = w->frame_bytes, h = fb % (size_t)w->h == 0 ? (size_t)w->h : 1;
+    return n > 0 ? e->be->v->copy2d(e->be, dst, fb / h, src, fb / h, fb / h, (size_t)n * h)
+                 : VAE_OK;
 }
 
 /* The next offloaded op's cache is wanted soon: a hint to the backend (its frames kept so far) */
@@ -170,11 +169,9 @@ static int keep_list(vae_exec *e, window *w, const vae_op_frames *f) {
 
 /* Contiguous mode: the cached frames and any front padding are copied in front of x's frames,
  * so that e->frames lists one contiguous tensor. */
-static int gather_contig(vae_exec *e, int i, window *w, int pending, const value *x,
-                         const vae_op_frames *f) {
+static int gather_contig(vae_exec *e, const vae_op *op, window *w, const char *home, int pending,
+                         const value *x, const vae_op_frames *f) {
     vae_backend *be = e->be;
-    const vae_op *op = &e->p->ops[i];
-    const char *home = e->off_home ? e->off_home[i] : NULL;
     int rc = exec_frames_reserve(e, f->total + 1);
     if (rc) return rc;
     const size_t fb = w->frame_bytes;
@@ -184,11 +181,9 @@ static int gather_contig(vae_exec *e, int i, window *w, int pending, const value
         return VAE_OK;
     }
     char *head = (char *)x->buf - (size_t)(pending + f->pad) * fb; /* inside x's allocation */
-    if (home && pending > 0) {
-        if ((rc = home_copy(e, head, home, w, pending)) || (rc = home_prefetch(e, i))) return rc;
-    } else if (pending > 0 && (rc = be->v->copy(be, head, w->cbuf, (size_t)pending * fb))) {
+    if (pending > 0 && (rc = home ? home_copy(e, head, home, w, pending)
+                                   : be->v->copy(be, head, w->cbuf, (size_t)pending * fb)))
         return rc;
-    }
     for (int k = 0; k < f->pad && rc == VAE_OK; k++) {
         char *slot = head + (size_t)(pending + k) * fb;
         rc = op->tpad_mode == VAE_TPAD_ZERO ? be->v->zero(be, slot, fb)
@@ -201,11 +196,10 @@ static int gather_contig(vae_exec *e, int i, window *w, int pending, const value
 
 /* Contiguous mode: keeps the last f->keep frames in w->cbuf, or in the op's home in host
  * memory. */
-static int keep_contig(vae_exec *e, int i, window *w, const vae_op_frames *f) {
-    const vae_op *op = &e->p->ops[i];
+static int keep_contig(vae_exec *e, const vae_op *op, window *w, char *home,
+                       const vae_op_frames *f) {
     if (f->keep == 0) return VAE_OK;
-    if (e->off_home && e->off_home[i])
-        return home_copy(e, e->off_home[i], e->frames[f->used], w, f->keep);
+    if (home) return home_copy(e, home, e->frames[f->used], w, f->keep);
     if (!w->cbuf) {
         w->cbuf = e->be->v->alloc(e->be, (size_t)(op->kt - 1) * w->frame_bytes);
         if (!w->cbuf) return vae_fail(VAE_ENOMEM, "out of device memory for a cache");
@@ -244,8 +238,10 @@ int exec_run_windowed(vae_exec *e, int i, const value *x, const value *res, valu
                         (long long)f.keep * (long long)w->frame_bytes);
     int rc = home && !contig ? home_to_list(e, op, w, home, pending) : VAE_OK;
     if (rc == VAE_OK)
-        rc = contig ? gather_contig(e, i, w, pending, x, &f)
+        rc = contig ? gather_contig(e, op, w, home, pending, x, &f)
                     : gather_list(e, op, w, pending, x, &f);
+    /* the next cache in host memory is wanted soon: on its way while this op runs */
+    if (rc == VAE_OK && home && pending > 0) rc = home_prefetch(e, i);
     if (rc) return rc;
     y->t = f.t_out;
     y->c = op->c_out;
@@ -264,7 +260,7 @@ int exec_run_windowed(vae_exec *e, int i, const value *x, const value *res, valu
                                     f.t_out);
         if (rc) return rc;
     }
-    if (contig) return keep_contig(e, i, w, &f);
+    if (contig) return keep_contig(e, op, w, home, &f);
     rc = keep_list(e, w, &f);
     return rc == VAE_OK && home ? list_to_home(e, op, w, home, f.keep) : rc;
 }
