@@ -180,7 +180,7 @@ typedef struct vae_backend_vtbl {
     int (*fp8_conv)(vae_backend *be, const vae_op *op);
     /* Optional (NULL: never): 1 when this backend's producer op (an RMS norm, or a conv with
      * norm_w) can write its output as the E4M3 codes that its only reader, the E4M3 conv reader,
-     * takes as they are (program.h fp8_codes_bound, vae_program_mark_fp8_codes); the backend
+     * takes as they are (op.h fp8_codes_bound, vae_program_mark_fp8_codes); the backend
      * then honours both marks on every call, whatever path runs them. */
     int (*fp8_codes)(vae_backend *be, const vae_op *producer, const vae_op *reader);
 

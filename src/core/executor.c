@@ -338,7 +338,7 @@ static int op_compute(vae_exec *e, int i, const value *x, const value *x2, value
 
 /* VAE_EXEC_CHECK=1: the op's output is read back and must be finite (test mode: names the first
  * op that makes a NaN or Inf, e.g. from memory it read before anything wrote it); an output
- * written as E4M3 codes (program.h fp8_codes_bound) holds no values to check */
+ * written as E4M3 codes (op.h fp8_codes_bound) holds no values to check */
 static int check_output(vae_exec *e, int i) {
     const vae_op *op = &e->p->ops[i];
     const value *y = &e->val[op->out];

@@ -7,6 +7,21 @@
 
 #include "core.h"
 
+vae_op vae_op_make(vae_op_kind kind, int x, int c_in, int c_out) {
+    vae_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.in[0] = x;
+    op.in[1] = -1;
+    op.out = -1;
+    op.c_in = c_in;
+    op.c_out = c_out;
+    op.kt = op.kh = op.kw = op.st = op.sh = op.sw = 1;
+    op.ft = op.fs = 1;
+    op.group = 1;
+    return op;
+}
+
 /* ---- checks ---------------------------------------------------------------------------------- */
 static int check_act(const vae_op *op) {
     switch (op->act) {

@@ -1,6 +1,6 @@
 /* op.h -- each op's rules in one place: checks, shapes, receptive field, time, cost (internal).
  *
- * program.h says what each op computes; this file says what follows from that, for everyone who
+ * The ops (vae_op) and what each computes come first; then what follows from that, for everyone who
  * needs it: the executor (shapes and stream rules per chunk), the planner (receptive fields for
  * exact tiles, bytes for budgets, MACs for costs) and the backends (parameter and call checks,
  * shuffle index tables). Nobody re-derives these rules elsewhere.
@@ -26,13 +26,110 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "program.h"
+/* ---- what each op computes ------------------------------------------------------------------ */
+typedef enum {
+    VAE_OP_INPUT = 0,
+    /* conv: y = conv(x) + bias [+ in[1]] ; in[1] (optional) is a residual of y's shape, added
+     * after the bias. Weight w: [c_out][c_in][kt][kh][kw] float32 (PyTorch layout), bias b: [c_out]
+     * or NULL. Spatial zero padding pad_h = {top, bottom}, pad_w = {left, right}. up > 1 (kt = 1,
+     * not windowed): x is first upsampled by `up` in h and w (nearest), as an UPSAMPLE op would;
+     * a backend may compute both at once (vtbl conv_upsample), else the executor materialises
+     * the upsampled input. norm_w (optional, set by vae_program_fuse_norms): the RMS norm that
+     * read y alone, applied to it: y = norm_act(RMS_NORM(y) with weight norm_w [c_out], then
+     * act_scale as that norm's), so that y is written once instead of written, read and written
+     * again. */
+    VAE_OP_CONV,
+    /* y = x / max(||x||_2 over c, 1e-12) * sqrt(c) * w[c]  (Wan RMS_norm, per voxel), then act */
+    VAE_OP_RMS_NORM,
+    /* GroupNorm per frame: stats over (c/groups channels x h x w) of each frame; y = norm*w + b;
+     * then act. eps in op->eps. */
+    VAE_OP_GROUP_NORM,
+    /* y = act(x) */
+    VAE_OP_ACT,
+    /* y = act(in[0] + in[1]); in[1] is the skip when the add closes a residual block */
+    VAE_OP_ADD,
+    /* y[c] = x[c] * w[c] + b[c] (latent normalisation) */
+    VAE_OP_SCALE_SHIFT,
+    /* nearest-neighbour upsampling by fs in h and w */
+    VAE_OP_UPSAMPLE,
+    /* depth to time/space: y[t*ft+ti][h*fs+hi][w*fs+wi][o] = x[t][h][w][ch] with
+     * ch = (o*cs_o + ti*cs_t + hi*cs_h + wi*cs_w) / group   (integer division) */
+    VAE_OP_SHUFFLE_UP,
+    /* space/time to depth, then average groups: let f = c*cs_o + ti*cs_t + hi*cs_h + wi*cs_w
+     * enumerate the c_in*ft*fs*fs sub-positions of each (ft,fs,fs) block; y[o] = mean of the
+     * `group` values with f in [o*group, (o+1)*group). Temporal windows of ft frames with stride
+     * ft, front-padded with tpad zero frames at stream start. */
+    VAE_OP_SHUFFLE_DOWN,
+    /* keeps only the first n frames of the stream (drops everything after) */
+    VAE_OP_TIME_HEAD,
+    /* drops the first n frames of the stream */
+    VAE_OP_TIME_DROP,
+    /* y = frames of in[0] followed by frames of in[1] (same h, w, c) */
+    VAE_OP_CONCAT_T,
+    /* single-head attention within each frame over its h*w tokens. in[0] = qkv with 3*c channels
+     * (q = [0,c), k = [c,2c), v = [2c,3c)); y = softmax(q k^T * scale) v, c channels. */
+    VAE_OP_ATTENTION,
+    VAE_OP_COUNT
+} vae_op_kind;
+
+typedef enum { VAE_ACT_NONE = 0, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE } vae_act;
+typedef enum { VAE_TPAD_ZERO = 0, VAE_TPAD_REPLICATE } vae_tpad_mode;
+
+typedef struct vae_op {
+    vae_op_kind kind;
+    int in[2]; /* value ids, -1 = none */
+    int out;   /* value id */
+    int c_in, c_out;
+    /* conv / windows */
+    int kt, kh, kw, st, sh, sw;
+    int pad_h[2], pad_w[2];
+    int tpad;                /* frames of front padding at stream start */
+    vae_tpad_mode tpad_mode; /* zeros or copies of the first frame */
+    /* norms, activations, attention */
+    vae_act act;
+    float act_scale; /* TANH_SCALE: y = tanh(x / s) * s */
+    float eps;
+    int groups;
+    float scale; /* attention: softmax scale */
+    /* weights: host float32, owned by the model */
+    const float *w, *b;
+    /* shuffles */
+    int ft, fs;
+    int cs_o, cs_t, cs_h, cs_w, group;
+    /* TIME_HEAD / TIME_DROP */
+    int n;
+    /* CONV: nearest upsampling of the input by `up` before the conv (0 or 1: none) */
+    int up;
+    /* CONV: VAE_DTYPE_FP8 may run it in E4M3 (set by vae_program_mark_fp8; op.h: vae_op_fp8) */
+    int fp8;
+    /* CONV marked fp8: a bound of its input's magnitudes known from the model (op.h
+     * vae_op_rms_bound of the RMS norm that makes the input), then the E4M3 input scale is
+     * bound / 448 instead of the call's largest magnitude / 448; 0: none */
+    float fp8_bound;
+    /* E4M3 codes between a producer (an RMS norm, or a conv with norm_w) and the E4M3 conv that
+     * alone reads its output (vae_program_mark_fp8_codes). Producer: fp8_codes_bound > 0, it
+     * writes each output value v as the E4M3 code of v / (fp8_codes_bound / 448) (the reader's
+     * fp8_bound), the c_out codes of a voxel in the first c_out bytes of that voxel's place (a
+     * voxel keeps its size in the activation dtype: the executor's copies of frames, rows and
+     * voxels move codes as they move values). Reader: fp8_codes_in = 1. Only a backend that
+     * said it can (vtbl fp8_codes) sees them set. */
+    float fp8_codes_bound;
+    int fp8_codes_in;
+    /* CONV: an RMS norm (weight [c_out], float32, owned by the model) and its activation applied
+     * to the output (vae_program_fuse_norms); NULL: none */
+    const float *norm_w;
+    vae_act norm_act;
+    char name[96]; /* checkpoint name of the layer, for logs and errors */
+} vae_op;
+
+/* Op templates with the fields that every op needs set (in = {x,-1}, out assigned on add). */
+vae_op vae_op_make(vae_op_kind kind, int x, int c_in, int c_out);
 
 /* ---- checks ---------------------------------------------------------------------------------- */
 /* The op's parameters make sense (kernel, strides, padding, channels, groups, weights present,
  * activation); VAE_EINVAL naming the op otherwise. Backends call it from prepare(). */
 int vae_op_check(const vae_op *op);
-/* The RMS norm a conv applies to its output (program.h: norm_w), as an op of its own: for backends
+/* The RMS norm a conv applies to its output (vae_op norm_w), as an op of its own: for backends
  * that run it as a pass over y (in place) after the conv. */
 vae_op vae_conv_norm_op(const vae_op *conv);
 /* What every backend's CONV checks of its call (backend.h): enough frames, the output size that

@@ -23,21 +23,6 @@ void vae_program_free(vae_program *p) {
     memset(p, 0, sizeof *p);
 }
 
-vae_op vae_op_make(vae_op_kind kind, int x, int c_in, int c_out) {
-    vae_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = kind;
-    op.in[0] = x;
-    op.in[1] = -1;
-    op.out = -1;
-    op.c_in = c_in;
-    op.c_out = c_out;
-    op.kt = op.kh = op.kw = op.st = op.sh = op.sw = 1;
-    op.ft = op.fs = 1;
-    op.group = 1;
-    return op;
-}
-
 int vae_program_add(vae_program *p, const vae_op *op) {
     if (p->n_ops == p->cap_ops) {
         int cap = p->cap_ops ? p->cap_ops * 2 : 64;

@@ -8,7 +8,7 @@
 
 #include "backends/cuda/base/cuda_base.h"
 
-/* The E4M3 scale an op writes its output's codes with (program.h fp8_codes_bound; the one
+/* The E4M3 scale an op writes its output's codes with (op.h fp8_codes_bound; the one
  * cuda_fp8.cu's quantisation takes from that bound), 0: values */
 static inline float cu_codes_scale(const vae_op *op) {
     return op->fp8_codes_bound > 0 ? op->fp8_codes_bound / 448.0f : 0.0f;

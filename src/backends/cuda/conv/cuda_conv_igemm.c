@@ -367,7 +367,7 @@ int cu_conv_fp8_ok(const conv_call *cc, int consec) {
 }
 
 /* The FP8 kernel over the window's E4M3 codes q (xs places a value: 1, the window's copy; 2, the
- * codes its producer wrote, program.h fp8_codes_bound): the halo-tile kernel (the conv's norm
+ * codes its producer wrote, op.h fp8_codes_bound): the halo-tile kernel (the conv's norm
  * too), CUTLASS's, or the mma.sync one (cb->mma; packed codes only). */
 static cudaError_t fp8_launch(conv_call *cc, const uint8_t *q, int xs, int n_in) {
     const vae_op *op = cc->op;

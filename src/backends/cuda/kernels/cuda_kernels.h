@@ -89,7 +89,7 @@ cudaError_t cuk_pointwise_conv(cudaStream_t s, int dtype, const cuk_frames *fram
  * satfinite, ties to even; zeros when *amax is 0; q NULL with a bound: *amax only); out[i] = *amax
  * / 448 * w_scale[i] for i < n (the epilogue's scale per output channel). cuk_fp8_codes_convert:
  * n_pix pixels of c channels (c % 8 == 0, c <= 1024) in place between E4M3 codes at the start of
- * each pixel's place (program.h fp8_codes_bound) and 16-bit values in dtype (expand: codes to
+ * each pixel's place (op.h fp8_codes_bound) and 16-bit values in dtype (expand: codes to
  * values code x s8; else values to codes of value / s8, which gives expanded codes back as they
  * were). */
 cudaError_t cuk_fp8_quantize(cudaStream_t s, int dtype, const void *x, int64_t n, float bound,
@@ -107,7 +107,7 @@ int cuk_igemm_built(void);  /* this build has the kernels (CMake found CUTLASS) 
 int cuk_igemm_device(void); /* ... and the current device runs them (sm_90) */
 /* The same with E4M3 operands (x8 [t_in][h][w][ci], w8 [co][kt][kh][kw][ci] codes): y = acc *
  * scale[co] + bias + res, scale float32 on the device (cuk_fp8_scales). xs: x8's places per
- * value (1 packed; 2: E4M3 codes in 16-bit places, program.h fp8_codes_bound). */
+ * value (1 packed; 2: E4M3 codes in 16-bit places, op.h fp8_codes_bound). */
 int cuk_igemm8_supported(int ci, int co);
 cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int xs, int t_in, int h, int w, int ci,
                             int co, int kt, int kh, int kw, int ph, int pw, const void *w8,
@@ -179,7 +179,7 @@ cudaError_t cuk_bias_init(cudaStream_t s, int dtype, void *y, const float *bias,
 
 /* RMS over channels per voxel: y = x / max(|x|, 1e-12) * sqrt(c) * g + b, then act; s8 > 0:
  * y written as E4M3 codes of its 16-bit values / s8, each voxel's c codes in the first c bytes of
- * its place (program.h fp8_codes_bound), where cuk_rms_codes_ok (else cudaErrorNotSupported);
+ * its place (op.h fp8_codes_bound), where cuk_rms_codes_ok (else cudaErrorNotSupported);
  * sms: the multiprocessor count (the persistent grid's size; 0: unknown, no cap) */
 cudaError_t cuk_rms_norm(cudaStream_t s, int dtype, const void *x, void *y, int64_t n_vox, int c,
                          const float *g, const float *b, int act, float act_scale, float s8,

@@ -7,7 +7,7 @@
  * cuk_rms_norm_rows, what column strips run over a value where it lies). With s8 > 0 (16-bit
  * activations, the 16-byte-vector kernel) each output value is written as the E4M3 code of its
  * 16-bit value / s8 (cvt.rn.satfinite: the codes cuda_fp8.cu's quantisation would make of that
- * output), a voxel's c codes in the first c bytes of its place (program.h fp8_codes_bound); in
+ * output), a voxel's c codes in the first c bytes of its place (op.h fp8_codes_bound); in
  * place too: a voxel's lanes have all read it before the shuffles that its writes wait for.
  * GroupNorm (16-byte vectors, c / vector width <= 256): one pass of statistics, then one pass
  * that normalises (2 reads + 1 write in all):

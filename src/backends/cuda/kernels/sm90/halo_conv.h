@@ -18,7 +18,7 @@ cudaError_t halo_conv_tile_filters(cudaStream_t s, const void *src, void *dst, i
 /* An RMS norm of each output pixel (Wan's RMS_norm, then an activation): y = act(y / max(|y|,
  * 1e-12) * sqrt(96) * w[c]) with act a CU_ACT_* (act_scale: cu_act's); w NULL: none. s8 > 0:
  * y written as the E4M3 codes of its 16-bit values / s8, each pixel's 96 codes at the start of its
- * place (program.h fp8_codes_bound: what an E4M3 conv reading y takes as it is). */
+ * place (op.h fp8_codes_bound: what an E4M3 conv reading y takes as it is). */
 typedef struct halo_conv_norm {
     const float *w; /* [96] float32 */
     int act;
@@ -43,7 +43,7 @@ cudaError_t halo_conv_run(cudaStream_t s, int is_half, const void *x, const void
                           const float *bias, const void *res, const halo_conv_norm *norm, void *y,
                           int kt, int t_out, int h, int w, int c_in, int blocks);
 /* The same conv on E4M3 operands: x8 the window's codes (xs 1: packed; 2: each pixel's codes at
- * the start of a place twice their size, program.h fp8_codes_bound), wt8 the filters' codes tiled
+ * the start of a place twice their size, op.h fp8_codes_bound), wt8 the filters' codes tiled
  * by halo_conv_tile_filters8, scale [96] float32 each filter's factor of its float32 sums (input
  * scale x weight scale); y = sum x scale + bias + res, then the norm; res and y 16-bit (is_half:
  * float16, else bfloat16). */

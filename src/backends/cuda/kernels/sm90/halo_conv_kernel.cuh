@@ -33,7 +33,7 @@
  * vae_program_fuse_norms) each thread normalises one staged pixel before the rows go out: the
  * tensor cores wait meanwhile, so SiLU takes one MUFU op (tanh) instead of two; it costs ~2.5 ms of
  * the 4.4 ms a separate norm pass took in a 480p decode. Where an E4M3 conv alone reads the
- * normalised output (norm.s8, program.h fp8_codes_bound), the staged row becomes its E4M3 codes and
+ * normalised output (norm.s8, op.h fp8_codes_bound), the staged row becomes its E4M3 codes and
  * only those go out, so that conv needs no pass to make them.
  * Measured (H100): 650-690 TFLOP/s on Wan2.1's 96- and 192-channel convs in
  * bench/halo_conv_probe.cu against 585-600 for CUTLASS's 96-filter tiles; inside a decode the gap
