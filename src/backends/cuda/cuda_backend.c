@@ -303,8 +303,8 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         "the stage); host set-up: device allocations %.0f ms, pinned buffers %.0f ms, cuDNN "
         "handle %.0f ms, cuDNN plans %.0f ms (first launches %.0f ms), graphs %.0f ms, op "
         "preparation %.0f ms, weight uploads %.0f ms, CUTLASS launches %.0f ms; host copies: "
-        "%lld out on the bus, %lld prefetched, %lld read from prefetches, %lld on the compute "
-        "stream",
+        "%lld out on the bus (%.2f GiB), %lld prefetched (%.2f GiB), %lld read from prefetches, "
+        "%lld on the compute stream (%.2f GiB between host and device)",
         cb->device_name, cb->fp8 ? "bf16 activations with fp8 convs" : vae_dtype_name(be->dtype),
         cu_dnn_describe(cb, dnn, sizeof dnn), (long long)cb->n_conv_cudnn, (long long)cb->n_conv_3d,
         (long long)cb->n_conv_fused, (long long)cb->n_conv_gemm, (long long)cb->n_conv_igemm,
@@ -327,7 +327,9 @@ const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {
         cb->host_s[CU_H_DNN_PLAN] * 1e3, cb->host_s[CU_H_DNN_FIRST] * 1e3,
         cb->host_s[CU_H_GRAPH] * 1e3, cb->host_s[CU_H_PREPARE] * 1e3,
         cb->host_s[CU_H_WEIGHTS] * 1e3, cb->host_s[CU_H_IGEMM] * 1e3, cb->bus.n_out,
-        cb->bus.n_ahead, cb->bus.n_hit, cb->bus.n_direct);
+        (double)cb->bus.bytes_out / 1073741824.0, cb->bus.n_ahead,
+        (double)cb->bus.bytes_ahead / 1073741824.0, cb->bus.n_hit, cb->bus.n_direct,
+        (double)cb->bus.bytes_direct / 1073741824.0);
     return buf;
 }
 

@@ -195,6 +195,7 @@ int cuda_copy2d(vae_backend *be, void *dst, size_t dst_pitch, const void *src,
     }
     if (rc == VAE_OK && !done) { /* on the compute stream, after the bus's copies */
         cb->bus.n_direct++;
+        if (dk == MEM_HOST || sk == MEM_HOST) cb->bus.bytes_direct += (long long)(row_bytes * rows);
         rc = cu_bus_wait(cb);
         /* cudaMemcpyDefault: either side may be a pinned host store (host_alloc) */
         if (rc == VAE_OK)

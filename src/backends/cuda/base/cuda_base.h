@@ -204,6 +204,7 @@ typedef struct cu_bus {
     int unwaited;        /* ... since the compute stream last waited for it */
     long long n_out, n_ahead, n_hit, n_direct; /* copies out, prefetches, reads from them,
                                                 * host copies the bus did not take */
+    long long bytes_out, bytes_ahead, bytes_direct; /* the bytes of those copies */
 } cu_bus;
 
 typedef struct cuda_backend {

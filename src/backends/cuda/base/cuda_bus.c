@@ -177,6 +177,7 @@ int cu_bus_copy_out(cuda_backend *cb, void *dst, size_t dst_pitch, const void *s
     }
     if (rc == VAE_OK) {
         b->n_out++;
+        b->bytes_out += (long long)(row_bytes * rows);
         *done = 1;
     }
     return rc;
@@ -203,6 +204,7 @@ int cu_bus_prefetch(vae_backend *be, const void *host, size_t bytes) {
         blk->host = host;
         blk->bytes = bytes; /* the range it holds (its space stays rounded in the ring) */
         b->n_ahead++;
+        b->bytes_ahead += (long long)bytes;
     }
     return rc;
 }
