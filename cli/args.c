@@ -1,6 +1,7 @@
 /* args.c -- option parsing and input loading shared by the commands. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,8 +184,8 @@ int cli_session_options(const char *cmd, const char *device, const char *dtype,
 const char cli_mem_help[] =
     "memory:\n"
     "  --max-memory SIZE       budget for everything the session holds on its device at once\n"
-    "                          (weights, activations, caches, scratch): 13G, 800M, 1.5G (binary\n"
-    "                          units) or bytes. Default: the device's free memory minus a margin\n"
+    "                          (weights, activations, caches, scratch): 13G, 800M, 1.5GiB\n"
+    "                          (binary units) or bytes. Default: the device's free memory minus a margin\n"
     "                          (cpu: available RAM). Frames are cut into exact tiles when the\n"
     "                          budget needs it; -v prints the plan and why\n"
     "  --host-memory SIZE      host memory for each whole-video object of a tiled call (its\n"
@@ -209,22 +210,9 @@ const char cli_mem_help[] =
     "                          twice runs two lanes that split it)\n";
 
 int cli_parse_bytes(const char *cmd, const char *flag, const char *s, int64_t *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    double unit = 1;
-    if (*end && !end[1] && strchr("kKmMgGtT", *end))
-        unit = *end == 'k' || *end == 'K' ? 1024.0
-               : *end == 'm' || *end == 'M' ? 1048576.0
-               : *end == 'g' || *end == 'G' ? 1073741824.0 : 1099511627776.0;
-    else if (*end)
-        goto bad;
-    if (errno || end == s || !(v > 0) || v * unit > 9.0e18 || v * unit < 1048576.0) goto bad;
-    *out = (int64_t)(v * unit);
+    if (vae_parse_size(s, out) != VAE_OK)
+        return cli_usage_error(cmd, "%s: %s", flag, vae_last_error());
     return CLI_OK;
-bad:
-    return cli_usage_error(cmd, "%s: expected a size of at least 1M such as 13G, 800M or 1.5G, "
-                                "not '%s'", flag, s);
 }
 
 /* "0,1,2,3": device indices, at most VAE_MAX_DEVICES (one listed twice: two lanes on it) */
@@ -268,30 +256,21 @@ int cli_memory_options(const char *cmd, const cli_mem_args *a, vae_session_optio
         else return cli_usage_error(cmd, "--tile-mode must be auto, none or blend, not '%s'",
                                     a->tile_mode);
     }
-    if (a->tile) {
-        int h = 0, w = 0;
+    if (a->tile) { /* HxW, or one number for both; the library checks the sizes and the mode */
         char *end;
+        errno = 0;
         long v1 = strtol(a->tile, &end, 10), v2 = v1;
         if (*end == 'x' || *end == 'X') v2 = strtol(end + 1, &end, 10);
-        if (*end || v1 < 1 || v2 < 1 || v1 > 65536 || v2 > 65536)
+        if (*end || errno || v1 < 0 || v2 < 0 || v1 > INT_MAX || v2 > INT_MAX)
             return cli_usage_error(cmd, "--tile: expected HxW pixels such as 256x256, not '%s'",
                                    a->tile);
-        h = (int)v1, w = (int)v2;
-        if (so->tile_mode != VAE_TILE_AUTO)
-            return cli_usage_error(cmd, "--tile forces exact tiles: it goes with --tile-mode auto");
-        so->tile_height = h, so->tile_width = w;
+        so->tile_height = (int)v1, so->tile_width = (int)v2;
     }
-    if ((a->tile_size || a->tile_overlap) && so->tile_mode != VAE_TILE_BLEND)
-        return cli_usage_error(cmd, "--tile-size and --tile-overlap are for --tile-mode blend");
-    if (a->tile_size && (rc = cli_parse_int(cmd, "--tile-size", a->tile_size, 16, 65536,
-                                            &so->blend_tile)))
+    if (a->tile_size &&
+        (rc = cli_parse_int(cmd, "--tile-size", a->tile_size, 0, INT_MAX, &so->blend_tile)))
         return rc;
-    if (a->tile_overlap && (rc = cli_parse_int(cmd, "--tile-overlap", a->tile_overlap, 1, 32768,
-                                               &so->blend_overlap)))
+    if (a->tile_overlap &&
+        (rc = cli_parse_int(cmd, "--tile-overlap", a->tile_overlap, 0, INT_MAX, &so->blend_overlap)))
         return rc;
-    const int tile = so->blend_tile;
-    if (tile && 2 * so->blend_overlap > tile)
-        return cli_usage_error(cmd, "--tile-overlap %d is more than half the tile (%d)",
-                               so->blend_overlap, tile);
     return CLI_OK;
 }

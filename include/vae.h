@@ -93,6 +93,13 @@ typedef enum {
 } vae_dtype;
 VAE_API const char *vae_dtype_name(vae_dtype dtype);
 
+/* A size in bytes as people write it, the grammar of every size option (the CLI's --max-memory
+ * and --host-memory, vaec's max_memory and host_memory): a number, fractions allowed, then
+ * optionally K, M, G or T (powers of 1024, either case), optionally followed by "i" and/or "B"
+ * ("13G", "800M", "1.5GiB", "2TB"); a bare number is bytes. Surrounding spaces are ignored.
+ * VAE_EINVAL (vae_last_error quotes the text) when it is not one, negative, or 2^63 or more. */
+VAE_API int vae_parse_size(const char *text, int64_t *bytes);
+
 /* The largest image or video frame the readers accept: width x height at most 2^26 pixels
  * (8192x8192; 8K UHD is 33M) and either side at most 32768 (a float RGB copy of such a frame is
  * already 768 MiB; a PNG of a few KiB can declare 20000x20000). */
@@ -271,8 +278,12 @@ typedef struct vae_session_options {
     /* Optional device allocator (CUDA sessions; NULL: cudaMalloc/cudaFree): every block of
      * device memory the session holds comes from alloc and goes back through free, so that a
      * host's memory pool (torch's caching allocator) serves and sees it. alloc returns NULL on
-     * failure; stream is the session's CUDA stream (cudaStream_t) the block is used on. The
-     * engine still caches blocks it got until vae_session_trim or vae_session_free. */
+     * failure; stream is the session's CUDA stream (cudaStream_t) the block is used on. free may
+     * come while work queued on that stream still uses the block: the host hands it to other
+     * streams only after that work (as torch's caching allocator and cudaFree do). The engine
+     * caches blocks it got, but never holds more of them than its most bytes live at once (so
+     * the host's count of a call's peak is the engine's), until vae_session_trim or
+     * vae_session_free. */
     void *(*dev_alloc)(size_t bytes, int device_index, void *stream, void *user);
     void (*dev_free)(void *ptr, size_t bytes, int device_index, void *stream, void *user);
     void *dev_alloc_user;

@@ -150,6 +150,21 @@ for w in "wan2.1 --frames 81 --size 720x1280" "wan2.2 --frames 121 --size 704x12
     done
 done
 
+# ---- options: the library checks them (the CLI only parses), its words mapped to the flags ----
+opt_case() { # NAME "what the message says" -- flags...
+    local name=$1 want=$2
+    shift 3
+    expect_fail 2 "$name" "$T/o_opt" -- "$VAE" decode -m "$M" -i "$IO:dec_t3.latent" \
+        -o "$T/o_opt.safetensors" "$@"
+    grep -qF -- "$want" "$T/stderr" && ok "  says: $want" || ko "  $name: $(head -c 300 "$T/stderr")"
+}
+opt_case "blend sizes without blend" "--tile-size and --tile-overlap are for --tile-mode blend" -- --tile-size 64
+opt_case "forced tiles with blend" "a forced tile size (--tile) goes with --tile-mode auto" -- --tile 16x16 --tile-mode blend
+opt_case "overlap over half the tile" "--tile-overlap 40 px is more than half the tile (--tile-size 64 px)" -- --tile-mode blend --tile-size 64 --tile-overlap 40
+opt_case "blend tile under 16 px" "--tile-size 8 px: blended tiles are at least 16 px" -- --tile-mode blend --tile-size 8
+opt_case "a size that is not one" "--max-memory: 'lots' is not a size" -- --max-memory lots
+expect_ok "a size as people write it (1.5GiB)" -- "$VAE" decode -m "$M" -i "$IO:dec_t3.latent" -o "$T/o_gib.safetensors" --max-memory 1.5GiB
+
 # ---- --dist: one rank of a group of processes (torchrun / mpirun variables) ----
 DIST_IN=(-m "$M" -i "$IO:dec_t3.latent")
 NOLAUNCHER=(env -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u VAE_RDZV_PORT

@@ -330,7 +330,8 @@ endforeach()
 
 if(EXISTS ${CMAKE_SOURCE_DIR}/tests/test_cli.sh)
   add_test(NAME cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_cli.sh $<TARGET_FILE:vae_cli> ${VAE_SHARED_DIR})
-  set_tests_properties(cli PROPERTIES LABELS cli)
+  # alone under ctest -j: its signal cases expect an exit within 1 s of the signal
+  set_tests_properties(cli PROPERTIES LABELS cli RUN_SERIAL TRUE)
 endif()
 
 # the small hostile files of tests/regress/ (issue 12): clear errors within 10 s and 512 MiB
@@ -353,6 +354,16 @@ if(VAE_CUDA AND EXISTS ${CMAKE_SOURCE_DIR}/tests/test_cuda_ops.c)
   target_link_libraries(test_cuda_ops PRIVATE vae OpenMP::OpenMP_C m)
   add_test(NAME gpu_ops COMMAND test_cuda_ops)
   set_tests_properties(gpu_ops PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "skipped: no GPU")
+endif()
+# the CUDA pool under a host's allocator (torch's under vaec): the host never holds more than the
+# most bytes live at once, whatever the order of sizes; no GPU needed
+if(VAE_CUDA AND EXISTS ${CMAKE_SOURCE_DIR}/tests/test_cuda_pool.c)
+  add_executable(test_cuda_pool tests/test_cuda_pool.c)
+  target_include_directories(test_cuda_pool PRIVATE include src tests)
+  target_compile_definitions(test_cuda_pool PRIVATE VAE_HAVE_CUDA=1)
+  target_link_libraries(test_cuda_pool PRIVATE vae m)
+  add_test(NAME cuda_pool COMMAND test_cuda_pool)
+  set_tests_properties(cuda_pool PROPERTIES LABELS unit)
 endif()
 
 # the installed library: exported symbols = vae.h's API, pkg-config, a client built against it

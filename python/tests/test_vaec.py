@@ -553,3 +553,14 @@ def test_process_group_of_threads(tiny_io, monkeypatch):
     y1 = one.decode(x)
     for r, (rk, world, y) in enumerate(outs):
         assert (rk, world) == (r, 2) and torch.equal(y, y1)
+
+
+def test_sizes_read_as_the_library_reads_them():
+    """max_memory / host_memory strings go through the library's grammar (vae_parse_size), the
+    one the CLI's --max-memory reads: the same text means the same bytes everywhere."""
+    parse = vaec._parse_memory
+    assert parse("13G") == 13 << 30 and parse("800M") == 800 << 20 and parse("1.5GiB") == 3 << 29
+    assert parse(" 2tb ") == 2 << 40 and parse("4096") == 4096 and parse(4096) == 4096
+    for bad in ["lots", "-1G", "1Q", "nan", "inf", "1e30G", "", "1G\0"]:
+        with pytest.raises(vaec.Error, match="max_memory"):
+            parse(bad)

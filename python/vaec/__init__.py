@@ -148,21 +148,18 @@ def _int_option(name, v, lo=0, hi=(1 << 31) - 1):
 
 
 def _parse_memory(v, name="max_memory"):
-    """max_memory: bytes (int) or a string like "13G", "800M"; None: the engine's default."""
+    """max_memory: bytes (int) or a size like "13G", "800M" (the library's grammar,
+    vae_parse_size, as the CLI's); None: the engine's default."""
     if v is None:
         return 0
     if _is_int(v):
         return _int_option(name, v, 0, (1 << 63) - 1)
-    s = str(v).strip().upper().rstrip("B").rstrip("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    try:
-        n = float(s[:-1]) * mult[s[-1]] if s and s[-1] in mult else int(s)
-        if not 0 <= n < 1 << 63:  # (also NaN)
-            raise ValueError
-        return int(n)
-    except (ValueError, OverflowError):
-        raise Error(-1, f"{name} {v!r}: expected bytes (0 to 2^63-1) or a size like 13G, "
-                        "800M") from None
+    n = C.c_int64()
+    text = str(v).encode("utf-8", "replace")
+    if b"\0" in text or _lib.lib.vae_parse_size(text, C.byref(n)) != 0:
+        raise Error(-1, f"{name} {v!r}: expected bytes (0 to 2^63-1) or a size like 13G, 800M, "
+                        "1.5GiB")
+    return n.value
 
 
 class _TorchAllocator:

@@ -181,6 +181,7 @@ _SIGS = {
     "vae_struct_size": (C.c_size_t, [C.c_char_p]),
     "vae_strerror": (C.c_char_p, [_I]),
     "vae_last_error": (C.c_char_p, []),
+    "vae_parse_size": (_I, [C.c_char_p, C.POINTER(C.c_int64)]),
     "vae_set_log_callback": (_V, [LogFn, _P, _I]),
     "vae_build_info": (C.c_char_p, []),
     "vae_device_available": (_I, [_I]),

@@ -26,28 +26,40 @@ int vae_session_options_set(vae_session_options *o, vae_param p, int64_t value) 
     return VAE_OK;
 }
 
+/* The tile options: sizes in range, each with the mode it belongs to (the one place they are
+ * checked: the CLI and vaec only parse them). */
+static int check_tile_options(const vae_session_options *o) {
+    const int sides[4] = {o->tile_height, o->tile_width, o->blend_tile, o->blend_overlap};
+    static const char *const names[4] = {"tile_height", "tile_width", "blend_tile", "blend_overlap"};
+    for (int i = 0; i < 4; i++)
+        if (sides[i] < 0 || sides[i] > (1 << 20))
+            return vae_fail(VAE_EINVAL, "%s %d px: expected 0 (the planner's choice) to 2^20 (a "
+                                        "frame side's largest)", names[i], sides[i]);
+    if ((o->tile_height || o->tile_width) && o->tile_mode != VAE_TILE_AUTO)
+        return vae_fail(VAE_EINVAL, "a forced tile size (tile_height/tile_width) goes "
+                                    "with tile_mode=auto");
+    if ((o->blend_tile || o->blend_overlap) && o->tile_mode != VAE_TILE_BLEND)
+        return vae_fail(VAE_EINVAL, "blend_tile and blend_overlap are for tile_mode=blend");
+    if (o->blend_tile > 0 && o->blend_tile < 16)
+        return vae_fail(VAE_EINVAL, "blend_tile %d px: blended tiles are at least 16 px a side",
+                        o->blend_tile);
+    if (o->blend_tile > 0 && o->blend_overlap * 2 > o->blend_tile)
+        return vae_fail(VAE_EINVAL, "blend_overlap %d px is more than half the tile (blend_tile "
+                        "%d px)", o->blend_overlap, o->blend_tile);
+    return VAE_OK;
+}
+
 static int check_options(const vae_session_options *o) {
     if (o->max_memory < 0)
         return vae_fail(VAE_EINVAL, "max_memory %lld is negative", (long long)o->max_memory);
     if (o->tile_mode != VAE_TILE_AUTO && o->tile_mode != VAE_TILE_NONE &&
         o->tile_mode != VAE_TILE_BLEND)
         return vae_fail(VAE_EINVAL, "unknown tile mode %d", (int)o->tile_mode);
-    if (o->tile_height < 0 || o->tile_width < 0 || o->blend_tile < 0 || o->blend_overlap < 0)
-        return vae_fail(VAE_EINVAL, "negative tile size (%d x %d, blend %d, overlap %d)",
-                        o->tile_height, o->tile_width, o->blend_tile, o->blend_overlap);
-    if (o->tile_height > (1 << 20) || o->tile_width > (1 << 20) || o->blend_tile > (1 << 20) ||
-        o->blend_overlap > (1 << 20))
-        return vae_fail(VAE_EINVAL, "tile size over 2^20 px (%d x %d, blend %d, overlap %d): a "
-                        "frame side is at most 2^20", o->tile_height, o->tile_width, o->blend_tile,
-                        o->blend_overlap);
-    if (o->blend_tile > 0 && o->blend_overlap * 2 > o->blend_tile)
-        return vae_fail(VAE_EINVAL, "blend overlap %d px is more than half the tile (%d px)",
-                        o->blend_overlap, o->blend_tile);
+    int rc = check_tile_options(o);
+    if (rc != VAE_OK) return rc;
     if (!o->dev_alloc != !o->dev_free || (o->dev_pool_free && !o->dev_alloc))
         return vae_fail(VAE_EINVAL, "dev_alloc and dev_free come together (one of them is NULL), "
                         "dev_pool_free only with them");
-    if ((o->tile_height || o->tile_width) && o->tile_mode != VAE_TILE_AUTO)
-        return vae_fail(VAE_EINVAL, "a forced exact tile size needs the auto (exact) tile mode");
     if (o->n_devices < 0 || o->n_devices > VAE_MAX_DEVICES)
         return vae_fail(VAE_EINVAL, "n_devices %d: a device group has 1 to %d devices",
                         o->n_devices, VAE_MAX_DEVICES);

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "core.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -50,6 +51,30 @@ unsigned vae_version_number(void) { return VAE_VERSION_NUMBER; }
 const char *vae_version_string(void) { return VAE_VERSION_STRING; }
 
 /* (public, vae.h; here because every backend names its dtype in messages) */
+int vae_parse_size(const char *text, int64_t *bytes) {
+    if (!text || !bytes) return vae_fail(VAE_EINVAL, "vae_parse_size: NULL %s", text ? "bytes" : "text");
+    const char *p = text;
+    while (*p == ' ' || *p == '\t') p++;
+    char *end;
+    errno = 0;
+    const double v = strtod(p, &end);
+    double unit = 1;
+    const char *units = "KMGT", *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+    if (end != p && u) {
+        for (int k = 0; k <= u - units; k++) unit *= 1024.0;
+        end++;
+        if (*end == 'i' || *end == 'I') end++;
+    }
+    if (end != p && (*end == 'b' || *end == 'B')) end++;
+    while (*end == ' ' || *end == '\t') end++;
+    /* v < 2^63 exactly: doubles hold 2^63, and a cast of it overflows */
+    if (end == p || *end || errno || !(v >= 0) || !(v * unit < 9223372036854775808.0))
+        return vae_fail(VAE_EINVAL, "'%s' is not a size: expected bytes, or a number with K, M, G "
+                                    "or T such as 13G, 800M or 1.5GiB, below 2^63 bytes", text);
+    *bytes = (int64_t)(v * unit);
+    return VAE_OK;
+}
+
 const char *vae_dtype_name(vae_dtype d) {
     switch (d) {
     case VAE_DTYPE_F32: return "fp32";

@@ -8,6 +8,14 @@
  * reused at once by later work on that stream. When cudaMalloc fails, the cached blocks are
  * freed (after a stream synchronisation) and the allocation is tried again -- except while work
  * graphs exist, which replay their work on blocks that are free in these lists.
+ *
+ * Under a host's allocator (vae_session_options.dev_alloc: torch's caching allocator under vaec),
+ * the host counts every block the pool holds, cached ones too, as in use: its peak would be the
+ * sum over size classes of each class's most blocks at once, well above the most bytes live at
+ * once (the engine's reported peak). So there a miss first gives cached blocks back, the largest
+ * first, until the pool holds no more than its live peak (or what is live plus the new block):
+ * the host's count never exceeds the engine's, and the host's own cache (stream-ordered, so no
+ * synchronisation) serves the next request of a size the pool let go. Not while graphs exist.
  */
 #include <string.h>
 
@@ -112,6 +120,23 @@ void cu_pool_trim(cu_pool *pool) {
     pool->cached_bytes = 0;
 }
 
+/* A host allocator's pool before a miss of `size` bytes: cached blocks given back, the largest
+ * first, until the pool would hold at most max(live peak, live + size). */
+static void give_back_for(cu_pool *pool, size_t size) {
+    if (!pool->al.alloc || pool->graphs > 0) return;
+    const size_t live = pool->reserved_bytes - pool->cached_bytes;
+    const size_t cap = pool->live_peak > live + size ? pool->live_peak : live + size;
+    while (pool->reserved_bytes + size > cap && pool->cached_bytes > 0) {
+        cu_bin *big = NULL;
+        for (int i = 0; i < pool->n_bins; i++)
+            if (pool->bins[i].n > 0 && (!big || pool->bins[i].size > big->size))
+                big = &pool->bins[i];
+        cu_dev_free(pool, big->v[--big->n], big->size);
+        pool->cached_bytes -= big->size;
+        pool->reserved_bytes -= big->size;
+    }
+}
+
 void *cu_pool_alloc(cu_pool *pool, size_t bytes, size_t *got, cudaError_t *err) {
     size_t size = cu_pool_round(bytes);
     *err = cudaSuccess;
@@ -125,6 +150,7 @@ void *cu_pool_alloc(cu_pool *pool, size_t bytes, size_t *got, cudaError_t *err) 
         p = b->v[--b->n];
         pool->cached_bytes -= size;
     } else {
+        give_back_for(pool, size);
         cudaError_t e = cu_dev_malloc(pool, &p, size);
         if (e != cudaSuccess) {
             cudaGetLastError(); /* not sticky: clear it */
@@ -144,6 +170,8 @@ void *cu_pool_alloc(cu_pool *pool, size_t bytes, size_t *got, cudaError_t *err) 
         *err = cudaErrorMemoryAllocation;
         return NULL;
     }
+    const size_t live = pool->reserved_bytes - pool->cached_bytes;
+    if (live > pool->live_peak) pool->live_peak = live;
     *got = size;
     return p;
 }

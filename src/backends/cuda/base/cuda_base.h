@@ -41,6 +41,7 @@ typedef struct cu_pool {
     size_t map_cap, map_used, map_live;
     size_t cached_bytes;   /* in free lists */
     size_t reserved_bytes; /* cudaMalloc'd through the pool (live + cached) */
+    size_t live_peak;      /* the most live bytes so far (a host allocator's bound on reserved) */
     cudaStream_t stream;   /* synchronised before cached blocks are really freed */
     int graphs;            /* live work graphs: cached blocks are never freed then */
     vae_dev_allocator al;  /* the host's allocator (al.alloc NULL: cudaMalloc) */
