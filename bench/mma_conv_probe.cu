@@ -9,7 +9,9 @@
 // kernel's structure gets out of mma.sync. -DMMA_CONV_SMEM=N builds it with a ring of stages in N
 // bytes of shared memory (default 48 KB). Build and run on the GPU from the repository root:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -Isrc -Iinclude
-//        [-DMMA_CONV_SMEM=98304] -o /tmp/mma_probe bench/mma_conv_probe.cu && /tmp/mma_probe
+//        [-DMMA_CONV_SMEM=98304] -o /tmp/mma_probe bench/mma_conv_probe.cu src/core/fp8_shapes.c
+//        && /tmp/mma_probe
+// (src/core/fp8_shapes.c: the E4M3 table that the kernel's cuk_mma_takes reads)
 #include <cstdio>
 #include <cstdlib>
 #include <vector>

@@ -11,15 +11,20 @@
 #include "cli.h"
 #include "vae_dev.h"
 
-int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, const char **pos,
-              int max_pos, int *n_pos) {
-    *n_pos = 0;
+int cli_parse(const cli_command *c, int argc, char **argv, const cli_opt *opts, const char **pos) {
+    const char *cmd = c->name;
+    int n_pos = 0, help = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] == '-' && a[1] != 0) {
             const cli_opt *o = NULL;
             const char *eq = strchr(a, '=');
             size_t len = eq ? (size_t)(eq - a) : strlen(a);
+            if ((len == 6 && strncmp(a, "--help", 6) == 0) ||
+                (len == 2 && strncmp(a, "-h", 2) == 0)) {
+                help = 1;
+                continue;
+            }
             for (int k = 0; opts[k].name; k++)
                 if ((strlen(opts[k].name) == len && strncmp(opts[k].name, a, len) == 0) ||
                     (opts[k].alt && strlen(opts[k].alt) == len && strncmp(opts[k].alt, a, len) == 0))
@@ -34,11 +39,17 @@ int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, const
                 *o->value = argv[++i];
             }
         } else {
-            if (*n_pos >= max_pos) return cli_usage_error(cmd, "unexpected argument '%s'", a);
-            pos[(*n_pos)++] = a;
+            if (n_pos >= c->n_pos) return cli_usage_error(cmd, "unexpected argument '%s'", a);
+            pos[n_pos++] = a;
         }
     }
-    return CLI_OK;
+    if (help) {
+        for (int i = 0; i < 3 && c->help[i]; i++)
+            fputs(c->help[i], stdout);
+        return CLI_OK;
+    }
+    if (n_pos != c->n_pos) return cli_usage_error(cmd, "%s", c->pos_error);
+    return CLI_PARSED;
 }
 
 int cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, long hi, int *out) {

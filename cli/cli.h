@@ -65,10 +65,20 @@ typedef struct cli_opt {
     int takes_value;
     const char **value; /* where the value (or "1" for flags) goes */
 } cli_opt;
-/* Parses argv[1..] of a command; positional arguments go to pos (up to max_pos). Returns 0 or a
- * usage error exit code. */
-int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, const char **pos,
-              int max_pos, int *n_pos);
+/* A command as cli_parse reads it: its name, its --help text (up to 3 parts, printed in order)
+ * and its positional arguments: exactly n_pos, else the usage error pos_error. */
+typedef struct cli_command {
+    const char *name;
+    const char *help[3];
+    int n_pos;
+    const char *pos_error;
+} cli_command;
+/* What cli_parse returns to say "parsed: go on" (every exit code is >= 0). */
+enum { CLI_PARSED = -1 };
+/* Parses argv[1..] of a command: options into opts ("1" for a flag), positional arguments into
+ * pos; --help / -h print the help to stdout. Returns CLI_PARSED, or the exit code to return:
+ * CLI_OK after the help, a usage error. */
+int cli_parse(const cli_command *c, int argc, char **argv, const cli_opt *opts, const char **pos);
 
 int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv, int encode);

@@ -65,10 +65,13 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static const cli_command command = {"bench", {help, cli_mem_help, cli_dist_help}, 1,
+                                    "expected ARCH (wan2.1, wan2.2, seedvr2)"};
+
 int cmd_bench(int argc, char **argv) {
     const char *op = "decode", *frames_s = "81", *size = "480x832", *dtype = "bf16", *device = NULL,
-               *runs_s = "5", *warm_s = "1", *config = NULL, *threads = NULL, *hflag = NULL,
-               *pos[1], *psnr_flag = NULL, *plan_only = NULL, *dist = NULL;
+               *runs_s = "5", *warm_s = "1", *config = NULL, *threads = NULL, *pos[1],
+               *psnr_flag = NULL, *plan_only = NULL, *dist = NULL;
     cli_mem_args mem = {0};
     const cli_opt opts[] = {CLI_MEM_OPTS(mem),
                             {"--psnr", NULL, 0, &psnr_flag},
@@ -83,17 +86,9 @@ int cmd_bench(int argc, char **argv) {
                             {"--warmup", NULL, 1, &warm_s},
                             {"--config", NULL, 1, &config},
                             {"--threads", NULL, 1, &threads},
-                            {"--help", "-h", 0, &hflag},
                             {NULL, NULL, 0, NULL}};
-    int npos, rc = cli_parse("bench", argc, argv, opts, pos, 1, &npos);
-    if (rc) return rc;
-    if (hflag) {
-        fputs(help, stdout);
-        fputs(cli_mem_help, stdout);
-        fputs(cli_dist_help, stdout);
-        return CLI_OK;
-    }
-    if (npos != 1) return cli_usage_error("bench", "expected ARCH (wan2.1, wan2.2, seedvr2)");
+    int rc = cli_parse(&command, argc, argv, opts, pos);
+    if (rc != CLI_PARSED) return rc;
     int encode = strcmp(op, "encode") == 0;
     if (!encode && strcmp(op, "decode") != 0) return cli_usage_error("bench", "--op decode|encode");
     int frames = atoi(frames_s), runs = atoi(runs_s), warm = atoi(warm_s), H = 0, W = 0;

@@ -17,19 +17,15 @@ static const char help_compare[] =
     "example:\n"
     "  vae compare out.safetensors:video ref.safetensors:dec_t3.video --tol 1e-4\n";
 
+static const cli_command compare = {"compare", {help_compare}, 2, "expected two tensors"};
+
 int cmd_compare(int argc, char **argv) {
-    const char *tol = NULL, *min_psnr = NULL, *hflag = NULL, *pos[2];
+    const char *tol = NULL, *min_psnr = NULL, *pos[2];
     const cli_opt opts[] = {{"--tol", NULL, 1, &tol},
                             {"--min-psnr", NULL, 1, &min_psnr},
-                            {"--help", "-h", 0, &hflag},
                             {NULL, NULL, 0, NULL}};
-    int npos, rc = cli_parse("compare", argc, argv, opts, pos, 2, &npos);
-    if (rc) return rc;
-    if (hflag) {
-        fputs(help_compare, stdout);
-        return CLI_OK;
-    }
-    if (npos != 2) return cli_usage_error("compare", "expected two tensors");
+    int rc = cli_parse(&compare, argc, argv, opts, pos);
+    if (rc != CLI_PARSED) return rc;
     vae_tensor a, b;
     if ((rc = cli_load_input(pos[0], 0, 1, &a))) return cli_report(rc, pos[0]);
     if ((rc = cli_load_input(pos[1], 0, 1, &b))) {
@@ -84,19 +80,15 @@ static const char help_roundtrip[] =
     "example:\n"
     "  vae roundtrip -e taef2_encoder.pth -d taef2_decoder.pth -i photo.png -o photo_rt.png\n";
 
+static const cli_command roundtrip = {"roundtrip", {help_roundtrip}, 0, NULL};
+
 int cmd_roundtrip(int argc, char **argv) {
-    const char *enc = NULL, *dec = NULL, *input = NULL, *output = NULL, *device = "cpu",
-               *hflag = NULL, *pos[1];
+    const char *enc = NULL, *dec = NULL, *input = NULL, *output = NULL, *device = "cpu";
     const cli_opt opts[] = {{"--encoder", "-e", 1, &enc}, {"--decoder", "-d", 1, &dec},
                             {"--input", "-i", 1, &input}, {"--output", "-o", 1, &output},
-                            {"--device", NULL, 1, &device}, {"--help", "-h", 0, &hflag},
-                            {NULL, NULL, 0, NULL}};
-    int npos, rc = cli_parse("roundtrip", argc, argv, opts, pos, 0, &npos);
-    if (rc) return rc;
-    if (hflag) {
-        fputs(help_roundtrip, stdout);
-        return CLI_OK;
-    }
+                            {"--device", NULL, 1, &device}, {NULL, NULL, 0, NULL}};
+    int rc = cli_parse(&roundtrip, argc, argv, opts, NULL);
+    if (rc != CLI_PARSED) return rc;
     if (!enc || !dec || !input) return cli_usage_error("roundtrip", "needs -e, -d and -i");
     vae_session_options so;
     vae_session_options_default(&so);

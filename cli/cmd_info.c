@@ -14,19 +14,15 @@ static const char help[] =
     "example:\n"
     "  vae info wan_2.1_vae.safetensors\n";
 
+static const cli_command command = {"info", {help}, 1, "expected one FILE"};
+
 int cmd_info(int argc, char **argv) {
-    const char *prefix = NULL, *arch = NULL, *hflag = NULL, *pos[1];
+    const char *prefix = NULL, *arch = NULL, *pos[1];
     const cli_opt opts[] = {{"--prefix", NULL, 1, &prefix},
                             {"--arch", NULL, 1, &arch},
-                            {"--help", "-h", 0, &hflag},
                             {NULL, NULL, 0, NULL}};
-    int npos, rc = cli_parse("info", argc, argv, opts, pos, 1, &npos);
-    if (rc) return rc;
-    if (hflag) {
-        fputs(help, stdout);
-        return CLI_OK;
-    }
-    if (npos != 1) return cli_usage_error("info", "expected one FILE");
+    int rc = cli_parse(&command, argc, argv, opts, pos);
+    if (rc != CLI_PARSED) return rc;
     vae_model_options mo;
     vae_model_options_default(&mo);
     mo.prefix = prefix;

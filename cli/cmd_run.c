@@ -44,6 +44,8 @@ static const char help_decode[] =
     "                          (diffusion = (raw - mean) / std). auto: diffusion, except ComfyUI\n"
     "                          latent files, which hold raw latents\n"
     "  --latent-frames N       decode only the first N latent frames\n"
+    "  --preview time|space|both  a cheaper preview decoder on the same weights (TAEHV): time,\n"
+    "                          one frame per latent frame; space, latent-sized frames; or both\n"
     "  --device cpu|cuda       default cpu\n"
     "  --dtype fp32|bf16|fp16|fp8  compute precision (cpu: fp32, or fp8 emulated; cuda: fp8\n"
     "                          on sm_89+ GPUs, E4M3 convs on bf16 activations: those nearest\n"
@@ -52,7 +54,7 @@ static const char help_decode[] =
     "                          VAE_FP8_CONVS=N|all for others)\n"
     "  --threads N             CPU threads (default: all cores)\n"
     "  --prefix P              key prefix of the VAE inside the checkpoint (default: detected)\n"
-    "  --arch A                wan2.1|wan2.2|seedvr2|taesd (default: detected)\n"
+    "  --arch A                wan2.1|wan2.2|seedvr2|taesd|taehv (default: detected)\n"
     "  --config JSON           override detected configuration values that shapes cannot tell,\n"
     "                          e.g. '{\"norm_num_groups\":8}' for a SeedVR2 checkpoint\n"
     "video output:\n"
@@ -239,58 +241,38 @@ static void squeeze_time(vae_tensor *t) {
 int cmd_run(int argc, char **argv, int encode) {
     const char *cmd = encode ? "encode" : "decode";
     const char *model = NULL, *input = NULL, *output = NULL, *device = "cpu", *dtype = "fp32",
-               *threads = NULL, *prefix = NULL, *arch = NULL, *help = NULL, *space = NULL,
-               *start_s = NULL, *frames_s = NULL, *size_s = NULL, *fit_s = NULL, *fps_s = NULL,
-               *codec = NULL, *crf_s = NULL, *preset = NULL, *depth_s = NULL, *lframes_s = NULL,
-               *config = NULL, *dist = NULL;
+               *threads = NULL, *prefix = NULL, *arch = NULL, *space = NULL, *start_s = NULL,
+               *frames_s = NULL, *size_s = NULL, *fit_s = NULL, *lframes_s = NULL,
+               *config = NULL, *dist = NULL, *preview = NULL;
     cli_mem_args mem = {0};
-    const cli_opt opts_dec[] = {{"--model", "-m", 1, &model},
-                                {"--input", "-i", 1, &input},
-                                {"--output", "-o", 1, &output},
-                                {"--device", NULL, 1, &device},
-                                {"--dtype", NULL, 1, &dtype},
-                                {"--threads", NULL, 1, &threads},
-                                {"--prefix", NULL, 1, &prefix},
-                                {"--arch", NULL, 1, &arch},
-                                {"--config", NULL, 1, &config},
-                                {"--latent-space", NULL, 1, &space},
+    cli_write_args wa = {0};
+    /* the options both directions take */
+#define RUN_SHARED_OPTS                                                                            \
+    {"--model", "-m", 1, &model}, {"--input", "-i", 1, &input}, {"--output", "-o", 1, &output},    \
+        {"--device", NULL, 1, &device}, {"--dtype", NULL, 1, &dtype},                              \
+        {"--threads", NULL, 1, &threads}, {"--prefix", NULL, 1, &prefix},                          \
+        {"--arch", NULL, 1, &arch}, {"--config", NULL, 1, &config},                                \
+        {"--latent-space", NULL, 1, &space}
+    const cli_opt opts_dec[] = {RUN_SHARED_OPTS,
                                 {"--latent-frames", NULL, 1, &lframes_s},
-                                {"--fps", NULL, 1, &fps_s},
-                                {"--codec", NULL, 1, &codec},
-                                {"--crf", NULL, 1, &crf_s},
-                                {"--preset", NULL, 1, &preset},
-                                {"--bit-depth", NULL, 1, &depth_s},
+                                {"--preview", NULL, 1, &preview},
+                                CLI_WRITE_OPTS(wa),
                                 CLI_MEM_OPTS(mem),
                                 {"--dist", NULL, 0, &dist},
-                                {"--help", "-h", 0, &help},
                                 {NULL, NULL, 0, NULL}};
-    const cli_opt opts_enc[] = {{"--model", "-m", 1, &model},
-                                {"--input", "-i", 1, &input},
-                                {"--output", "-o", 1, &output},
-                                {"--device", NULL, 1, &device},
-                                {"--dtype", NULL, 1, &dtype},
-                                {"--threads", NULL, 1, &threads},
-                                {"--prefix", NULL, 1, &prefix},
-                                {"--arch", NULL, 1, &arch},
-                                {"--config", NULL, 1, &config},
-                                {"--latent-space", NULL, 1, &space},
+    const cli_opt opts_enc[] = {RUN_SHARED_OPTS,
                                 {"--start", NULL, 1, &start_s},
                                 {"--frames", NULL, 1, &frames_s},
                                 {"--size", NULL, 1, &size_s},
                                 {"--fit", NULL, 1, &fit_s},
                                 CLI_MEM_OPTS(mem),
                                 {"--dist", NULL, 0, &dist},
-                                {"--help", "-h", 0, &help},
                                 {NULL, NULL, 0, NULL}};
-    const char *pos[1];
-    int npos, rc = cli_parse(cmd, argc, argv, encode ? opts_enc : opts_dec, pos, 0, &npos);
-    if (rc) return rc;
-    if (help) {
-        fputs(encode ? help_encode : help_decode, stdout);
-        fputs(cli_mem_help, stdout);
-        fputs(cli_dist_help, stdout);
-        return CLI_OK;
-    }
+#undef RUN_SHARED_OPTS
+    const cli_command command = {
+        cmd, {encode ? help_encode : help_decode, cli_mem_help, cli_dist_help}, 0, NULL};
+    int rc = cli_parse(&command, argc, argv, encode ? opts_enc : opts_dec, NULL);
+    if (rc != CLI_PARSED) return rc;
     if (!model) return cli_usage_error(cmd, "missing -m MODEL");
     if (!input) return cli_usage_error(cmd, "missing -i INPUT");
     if (!output) return cli_usage_error(cmd, "missing -o OUTPUT");
@@ -298,6 +280,15 @@ int cmd_run(int argc, char **argv, int encode) {
     vae_session_options_default(&so);
     if ((rc = cli_session_options(cmd, device, dtype, threads, &so))) return rc;
     if ((rc = cli_memory_options(cmd, &mem, &so))) return rc;
+    if (preview) {
+        static const char *const kinds[] = {"none", "time", "space", "both"};
+        int k = 0;
+        while (k < 4 && strcmp(preview, kinds[k]) != 0) k++;
+        if (k == 4)
+            return cli_usage_error(cmd, "--preview must be time, space, both or none, not '%s'",
+                                   preview);
+        so.preview = k; /* VAE_PREVIEW_* in that order */
+    }
     int latent_space = 0; /* 0 auto, 1 diffusion, 2 raw */
     if (space) {
         if (strcmp(space, "diffusion") == 0)
@@ -310,13 +301,10 @@ int cmd_run(int argc, char **argv, int encode) {
             return cli_usage_error(cmd, "--latent-space must be %sdiffusion or raw, not '%s'",
                                    encode ? "" : "auto, ", space);
     }
-    int fps_num = 0, fps_den = 1, crf = -1, depth = 8, lframes = 0;
+    int lframes = 0;
     cli_read_args ra;
     if ((rc = cli_read_args_parse(cmd, start_s, frames_s, size_s, fit_s, &ra))) return rc;
-    if (fps_s && (rc = cli_parse_fps(cmd, fps_s, &fps_num, &fps_den))) return rc;
-    if (crf_s && (rc = cli_parse_int(cmd, "--crf", crf_s, 0, 51, &crf))) return rc;
-    if (depth_s && (rc = cli_parse_int(cmd, "--bit-depth", depth_s, 8, 10, &depth))) return rc;
-    if (depth != 8 && depth != 10) return cli_usage_error(cmd, "--bit-depth must be 8 or 10");
+    if ((rc = cli_write_args_parse(cmd, &wa))) return rc;
     if (lframes_s && (rc = cli_parse_int(cmd, "--latent-frames", lframes_s, 1, 1 << 30, &lframes)))
         return rc;
 
@@ -347,7 +335,7 @@ int cmd_run(int argc, char **argv, int encode) {
                                " (this vae was built without FFmpeg: no video output)"
 #endif
         );
-    if (!to_media && (fps_s || codec || crf_s || preset || depth_s))
+    if (!to_media && cli_write_args_given(&wa))
         return cli_usage_error(cmd, "--fps, --codec, --crf, --preset and --bit-depth apply to "
                                     "video and PNG-sequence outputs");
     int tensor_in = cli_is_tensor_file(input);
@@ -445,12 +433,13 @@ int cmd_run(int argc, char **argv, int encode) {
     }
     int64_t oshape[8];
     int ond;
-    if ((rc = vae_model_output_shape(m, encode, in.shape, in.ndim, oshape, &ond))) {
-        rc = cli_report(rc, input);
+    if ((rc = vae_session_create(&s, m, &so))) {
+        rc = cli_report(rc, so.preview ? "--preview" : device);
         goto done;
     }
-    if ((rc = vae_session_create(&s, m, &so))) {
-        rc = cli_report(rc, device);
+    /* the session's: a preview decoder's output is smaller */
+    if ((rc = vae_session_output_shape(s, encode, in.shape, in.ndim, oshape, &ond))) {
+        rc = cli_report(rc, input);
         goto done;
     }
     cli_watch_session(s); /* a signal cancels it, in whatever plan it runs */
@@ -465,17 +454,8 @@ int cmd_run(int argc, char **argv, int encode) {
 #ifdef VAE_HAVE_MEDIA
     if (to_media && !discard) {
         vae_media_write_options wo;
-        vae_media_write_options_default(&wo);
-        wo.codec = codec;
-        wo.crf = crf;
-        wo.preset = preset;
-        wo.bit_depth = depth;
-        wo.lo = info.image_min;
-        wo.hi = info.image_max;
-        if (fps_num)
-            wo.fps_num = fps_num, wo.fps_den = fps_den;
-        else
-            wo.fps_num = strcmp(info.arch, "wan2.1") == 0 ? 16 : 24, wo.fps_den = 1;
+        cli_write_options(&wa, info.image_min, info.image_max,
+                          strcmp(info.arch, "wan2.1") == 0 ? 16 : 24, 1, &wo);
         if ((rc = cli_open_video_writer(output, (int)oshape[ond - 1], (int)oshape[ond - 2], &wo,
                                         &k.writer, &temp_slot))) {
             rc = cli_report(rc, output);

@@ -119,41 +119,31 @@ static int on_decoded(const float *frames, int first, int n, int c, int h, int w
 
 int cmd_roundtrip_video(int argc, char **argv) {
     const char *enc = NULL, *dec = NULL, *input = NULL, *output = NULL, *device = "cpu",
-               *dtype = "fp32", *threads = NULL, *hflag = NULL, *start_s = NULL, *frames_s = NULL,
-               *size_s = NULL, *fit_s = NULL, *fps_s = NULL, *codec = NULL, *crf_s = NULL,
-               *preset = NULL, *depth_s = NULL, *pos[1];
+               *dtype = "fp32", *threads = NULL, *start_s = NULL, *frames_s = NULL,
+               *size_s = NULL, *fit_s = NULL;
     cli_mem_args mem = {0};
+    cli_write_args wa = {0};
     const cli_opt opts[] = {CLI_MEM_OPTS(mem),
                             {"--encoder", "-e", 1, &enc},     {"--decoder", "-d", 1, &dec},
                             {"--input", "-i", 1, &input},     {"--output", "-o", 1, &output},
                             {"--device", NULL, 1, &device},   {"--dtype", NULL, 1, &dtype},
                             {"--threads", NULL, 1, &threads}, {"--start", NULL, 1, &start_s},
                             {"--frames", NULL, 1, &frames_s}, {"--size", NULL, 1, &size_s},
-                            {"--fit", NULL, 1, &fit_s},       {"--fps", NULL, 1, &fps_s},
-                            {"--codec", NULL, 1, &codec},     {"--crf", NULL, 1, &crf_s},
-                            {"--preset", NULL, 1, &preset},   {"--bit-depth", NULL, 1, &depth_s},
-                            {"--help", "-h", 0, &hflag},      {NULL, NULL, 0, NULL}};
+                            {"--fit", NULL, 1, &fit_s},       CLI_WRITE_OPTS(wa),
+                            {NULL, NULL, 0, NULL}};
     const char *cmd = "roundtrip-video";
-    int npos, rc = cli_parse(cmd, argc, argv, opts, pos, 0, &npos);
-    if (rc) return rc;
-    if (hflag) {
-        fputs(help, stdout);
-        fputs(cli_mem_help, stdout);
-        return CLI_OK;
-    }
+    const cli_command command = {cmd, {help, cli_mem_help}, 0, NULL};
+    int rc = cli_parse(&command, argc, argv, opts, NULL);
+    if (rc != CLI_PARSED) return rc;
     if (!enc || !dec || !input)
         return cli_usage_error(cmd, "needs -e ENCODER, -d DECODER and -i VIDEO");
     vae_session_options so;
     vae_session_options_default(&so);
     if ((rc = cli_session_options(cmd, device, dtype, threads, &so))) return rc;
     if ((rc = cli_memory_options(cmd, &mem, &so))) return rc;
-    int fps_num = 0, fps_den = 1, crf = -1, depth = 8;
     cli_read_args ra;
     if ((rc = cli_read_args_parse(cmd, start_s, frames_s, size_s, fit_s, &ra))) return rc;
-    if (fps_s && (rc = cli_parse_fps(cmd, fps_s, &fps_num, &fps_den))) return rc;
-    if (crf_s && (rc = cli_parse_int(cmd, "--crf", crf_s, 0, 51, &crf))) return rc;
-    if (depth_s && (rc = cli_parse_int(cmd, "--bit-depth", depth_s, 8, 10, &depth))) return rc;
-    if (depth != 8 && depth != 10) return cli_usage_error(cmd, "--bit-depth must be 8 or 10");
+    if ((rc = cli_write_args_parse(cmd, &wa))) return rc;
 #ifndef VAE_HAVE_MEDIA
     (void)output;
     return cli_report(cli_set_error(VAE_EUNSUPPORTED, "this vae was built without FFmpeg"), cmd);
@@ -223,17 +213,7 @@ int cmd_roundtrip_video(int argc, char **argv) {
     }
     if (output) {
         vae_media_write_options wo;
-        vae_media_write_options_default(&wo);
-        wo.codec = codec;
-        wo.crf = crf;
-        wo.preset = preset;
-        wo.bit_depth = depth;
-        wo.lo = id.image_min;
-        wo.hi = id.image_max;
-        if (fps_num)
-            wo.fps_num = fps_num, wo.fps_den = fps_den;
-        else if (mi.fps_num > 0)
-            wo.fps_num = mi.fps_num, wo.fps_den = mi.fps_den;
+        cli_write_options(&wa, id.image_min, id.image_max, mi.fps_num, mi.fps_den, &wo);
         stage = output;
         if ((rc = cli_open_video_writer(output, (int)oshape[ond - 1], (int)oshape[ond - 2], &wo,
                                         &k.writer, &temp_slot)))

@@ -19,7 +19,38 @@ int cli_read_args_parse(const char *cmd, const char *start_s, const char *frames
     return CLI_OK;
 }
 
+int cli_write_args_parse(const char *cmd, cli_write_args *a) {
+    int rc;
+    a->fps_num = 0, a->fps_den = 1, a->crf = -1, a->bit_depth = 8;
+    if (a->fps_s && (rc = cli_parse_fps(cmd, a->fps_s, &a->fps_num, &a->fps_den))) return rc;
+    if (a->crf_s && (rc = cli_parse_int(cmd, "--crf", a->crf_s, 0, 51, &a->crf))) return rc;
+    if (a->depth_s && (rc = cli_parse_int(cmd, "--bit-depth", a->depth_s, 8, 10, &a->bit_depth)))
+        return rc;
+    if (a->bit_depth != 8 && a->bit_depth != 10)
+        return cli_usage_error(cmd, "--bit-depth must be 8 or 10");
+    return CLI_OK;
+}
+
+int cli_write_args_given(const cli_write_args *a) {
+    return a->fps_s || a->codec || a->crf_s || a->preset || a->depth_s;
+}
+
 #ifdef VAE_HAVE_MEDIA
+void cli_write_options(const cli_write_args *a, float lo, float hi, int fps_num, int fps_den,
+                       vae_media_write_options *o) {
+    vae_media_write_options_default(o);
+    o->codec = a->codec;
+    o->crf = a->crf;
+    o->preset = a->preset;
+    o->bit_depth = a->bit_depth;
+    o->lo = lo;
+    o->hi = hi;
+    if (a->fps_num)
+        o->fps_num = a->fps_num, o->fps_den = a->fps_den;
+    else if (fps_num > 0)
+        o->fps_num = fps_num, o->fps_den = fps_den;
+}
+
 static int read_progress(int done, int total, void *user) {
     cli_progress *p = user;
     if (total > 0) p->total = total;

@@ -55,8 +55,8 @@ def _open(opener, options, name):
     try:
         model = opener(**options)
     except vaec.Error as e:
-        raise ValueError(f"{name}: vae.c cannot open it ({e}); it runs Wan2.1, Wan2.2, SeedVR2 "
-                         "and TAESD VAEs, use ComfyUI's Load VAE for others") from e
+        raise ValueError(f"{name}: vae.c cannot open it ({e}); it runs Wan2.1, Wan2.2, SeedVR2, "
+                         "TAESD and TAEHV VAEs, use ComfyUI's Load VAE for others") from e
     if model.info["arch"] not in core.SUPPORTED_ARCHS:
         raise ValueError(f"{name}: architecture {model.info['arch']} is not one vae.c's nodes "
                          f"support ({', '.join(core.SUPPORTED_ARCHS)})")
@@ -267,8 +267,8 @@ class VaecVAELoader:
     RETURN_TYPES = ("VAE",)
     FUNCTION = "load_vae"
     CATEGORY = "loaders"
-    DESCRIPTION = ("Loads a Wan2.1/Wan2.2/SeedVR2/TAESD VAE on the vae.c engine. The VAE works "
-                   "with every node that takes one (VAE Decode, VAE Encode, tiled...).")
+    DESCRIPTION = ("Loads a Wan2.1/Wan2.2/SeedVR2/TAESD/TAEHV VAE on the vae.c engine. The VAE "
+                   "works with every node that takes one (VAE Decode, VAE Encode, tiled...).")
 
     def load_vae(self, vae_name, device="auto", dtype="auto", max_memory="", tile_mode="auto",
                  devices=""):
@@ -287,7 +287,7 @@ class VaecVAEDecode:
     FUNCTION = "decode"
     CATEGORY = "latent"
     DESCRIPTION = ("Decodes a latent on the vae.c engine with its options. Takes any Wan2.1/"
-                   "Wan2.2/SeedVR2/TAESD VAE, also one a checkpoint loader gave.")
+                   "Wan2.2/SeedVR2/TAESD/TAEHV VAE, also one a checkpoint loader gave.")
 
     def decode(self, samples, vae, dtype="auto", max_memory="", tile_mode="auto", tile_size=0):
         vae = as_vaec_vae(vae)

@@ -18,7 +18,7 @@ NODE_NAMES = {
 DEVICES = ("auto", "cuda", "cpu")
 DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8")
 TILE_MODES = ("auto", "none", "blend")
-SUPPORTED_ARCHS = ("wan2.1", "wan2.2", "seedvr2", "taesd")
+SUPPORTED_ARCHS = ("wan2.1", "wan2.2", "seedvr2", "taesd", "taehv")
 
 ENGINE_LOGGER = "vaec"  # where vaec sends the engine's log lines (INFO and up)
 NODE_LOGGER = "vaec.comfyui"  # the nodes' one line per decode/encode (a child: not demoted)
@@ -127,13 +127,15 @@ def images_to_video(pixels, info):
     """ComfyUI pixels [N,H,W,C] (for a video model: N frames of one video) or [B,T,H,W,C], in
     0..1 -> the engine's input [1,3,T,H,W] / [B,3,T,H,W] (image models [N,3,H,W]) in the model's
     pixel range. Video frames past the last whole latent frame (1 + k * temporal factor) are
-    dropped, as ComfyUI's Wan encoder does."""
+    dropped, as ComfyUI's Wan encoder does; TAEHV models take every frame (they pad the last
+    group of the time factor with copies of the last frame, as upstream does)."""
     x = crop_pixels(pixels[..., :3], info["spatial_factor"]).movedim(-1, 1)
     if info["is_video"]:
         if x.dim() == 4:
             x = x.movedim(1, 0).unsqueeze(0)
         tf = info["temporal_factor"]
-        x = x[:, :, : 1 + (x.shape[2] - 1) // tf * tf]
+        if info.get("arch") != "taehv":
+            x = x[:, :, : 1 + (x.shape[2] - 1) // tf * tf]
     lo, hi = info["image_min"], info["image_max"]
     return x * (hi - lo) + lo
 

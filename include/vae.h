@@ -169,7 +169,7 @@ typedef struct vae_model vae_model;
 typedef struct vae_model_options {
     /* Key prefix to strip (e.g. "first_stage_model."); NULL = detect. */
     const char *prefix;
-    /* Architecture to assume ("wan2.1", "wan2.2", "seedvr2", "taesd"); NULL = detect. */
+    /* Architecture to assume ("wan2.1", "wan2.2", "seedvr2", "taesd", "taehv"); NULL = detect. */
     const char *arch;
     /* Upstream constructor arguments (JSON object) that override what was detected, for what
      * shapes cannot tell (e.g. {"norm_num_groups": 8} for SeedVR2); NULL = none. */
@@ -185,7 +185,7 @@ VAE_API int vae_model_open(vae_model **model, const char *path, const vae_model_
 VAE_API void vae_model_free(vae_model *model);
 
 typedef struct vae_model_info {
-    const char *arch;          /* "wan2.1", "wan2.2", "seedvr2", "taesd" */
+    const char *arch;          /* "wan2.1", "wan2.2", "seedvr2", "taesd", "taehv" */
     const char *config_json;   /* the detected configuration, upstream argument names */
     int can_encode, can_decode;
     int image_channels;        /* 3 */
@@ -193,7 +193,7 @@ typedef struct vae_model_info {
     int spatial_factor;        /* 8 or 16 */
     int temporal_factor;       /* 4, or 1 for image models */
     int is_video;              /* 0 for per-image models (TAESD) */
-    float image_min, image_max;/* pixel range of the video side: -1..1, or 0..1 for TAESD */
+    float image_min, image_max;/* pixel range of the video side: -1..1, or 0..1 for TAESD/TAEHV */
     int64_t param_count;
     int tensor_count;
     const char *file_dtypes;   /* e.g. "F32" or "BF16,F32" */
@@ -203,7 +203,7 @@ typedef struct vae_model_info {
 VAE_API int vae_model_get_info(const vae_model *model, vae_model_info *info);
 
 /* The latent normalisation: diffusion = (raw - mean[c]) / std[c] for c < n (returned count, up
- * to max). Models with raw latents (TAESD) return mean 0, std 1. */
+ * to max). Models with raw latents (TAESD, TAEHV) return mean 0, std 1. */
 VAE_API int vae_model_latent_norm(const vae_model *model, float *mean, float *std, int max);
 
 /* Output shape for an input shape. op: 0 = decode (latent -> video), 1 = encode. */
@@ -211,7 +211,8 @@ VAE_API int vae_model_output_shape(const vae_model *model, int encode, const int
                            int64_t *out_shape, int *out_ndim);
 
 /* A model with synthetic weights (the fixtures' rule) built in memory, for benchmarks and tests:
- * arch "wan2.1", "wan2.2" or "seedvr2"; config_json as for vae_synth_checkpoint (NULL = released). */
+ * arch "wan2.1", "wan2.2", "seedvr2" or "taehv"; config_json as for vae_synth_checkpoint (NULL =
+ * released). */
 VAE_API int vae_model_synth(vae_model **model, const char *arch, const char *config_json);
 
 /* Floating-point operations (2 per multiply-add) of encoding/decoding an input of this shape. */
@@ -244,6 +245,16 @@ typedef enum {
 typedef struct vae_group_id {
     unsigned char bytes[VAE_GROUP_ID_BYTES];
 } vae_group_id;
+/* A preview decoder (vae_session_options.preview), on the same weights: the models that have one
+ * (TAEHV: upstream's decoder_time_upscale / decoder_space_upscale off) switch off their temporal
+ * upscaling (one frame per latent frame), their spatial upscaling (latent-sized frames), or both.
+ * Other models: VAE_EUNSUPPORTED naming `preview` at session creation. */
+typedef enum {
+    VAE_PREVIEW_NONE = 0,
+    VAE_PREVIEW_TIME = 1,
+    VAE_PREVIEW_SPACE = 2,
+    VAE_PREVIEW_BOTH = 3
+} vae_preview;
 /* What each rank of a group of processes gets from a call (vae_session_options.group_output). */
 typedef enum { VAE_GROUP_OUTPUT_ALL = 0, VAE_GROUP_OUTPUT_OWN = 1 } vae_group_output;
 /* A new group id for sessions on `device`. CUDA: NCCL's unique id (VAE_EUNSUPPORTED where NCCL
@@ -328,12 +339,19 @@ typedef struct vae_session_options {
     int rank, world;
     vae_group_id group_id;
     int group_output;
+    /* vae_preview: the session decodes with the model's preview decoder (its output shape:
+     * vae_session_output_shape); encoding is unchanged. */
+    int preview;
 } vae_session_options;
 VAE_API void vae_session_options_default(vae_session_options *opts);
 
 VAE_API int vae_session_create(vae_session **session, const vae_model *model,
                        const vae_session_options *opts);
 VAE_API void vae_session_free(vae_session *session);
+/* vae_model_output_shape for this session's programs (a preview decoder's output differs). */
+VAE_API int vae_session_output_shape(const vae_session *session, int encode,
+                                     const int64_t *in_shape, int in_ndim, int64_t *out_shape,
+                                     int *out_ndim);
 
 /* Called once per chunk of output frames, in order. frames: float32 [C][n][H][W] for frames
  * first_frame .. first_frame+n-1 of the output (channel-major, like the PyTorch layout with T
@@ -369,7 +387,7 @@ typedef struct vae_call_options {
 VAE_API void vae_call_options_default(vae_call_options *o);
 
 /* Decodes `latent` (diffusion space) into `out`, which the caller allocated with the shape
- * vae_model_output_shape gives (any dtype, any strides). Input and output may each be host or
+ * vae_session_output_shape gives (any dtype, any strides). Input and output may each be host or
  * device tensors: a CUDA session reads and writes device tensors on its GPU directly (no host
  * copy; tiles write their part of the output in place). A CPU session takes host tensors only.
  * On failure the output holds no meaningful values. opts NULL: defaults. */
@@ -437,8 +455,8 @@ VAE_API int vae_tensor_save(const char *path, const char *const *names, const va
 VAE_API int vae_model_open_tensors(vae_model **model, const char *const *names,
                                    const vae_tensor *tensors, int n, const vae_model_options *opts);
 
-/* Writes a checkpoint of arch ("wan2.1", "wan2.2", "seedvr2") with the synthetic-weight rule of the
- * fixtures. config_json: upstream constructor arguments; keys left out take released values. */
+/* Writes a checkpoint of arch ("wan2.1", "wan2.2", "seedvr2", "taehv") with the synthetic-weight
+ * rule of the fixtures. config_json: upstream constructor arguments; keys left out take released values. */
 VAE_API int vae_synth_checkpoint(const char *arch, const char *config_json, const char *path);
 
 #ifdef __cplusplus

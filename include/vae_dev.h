@@ -103,7 +103,8 @@ typedef enum {
                                       * ~0.8-1.2% relative error at the output (-1, the default:
                                       * the architecture's counts: decoders Wan2.1 16, Wan2.2 24,
                                       * SeedVR2 12, encoders Wan's all, SeedVR2 11: every
-                                      * full-size fixture within 4.5e-2 of the reference; 0 or
+                                      * full-size fixture within 4.5e-2 of the reference, or the
+                                      * error budget where VAE_PARAM_FP8_ERROR is set; 0 or
                                       * "all": every conv that may, for the most speed, up to
                                       * 1e-1) */
     VAE_PARAM_EXEC_CHUNKS = 32,      /* one device's whole-frame plans feed up to this many of
@@ -151,7 +152,18 @@ typedef enum {
                                       * frames need it to fit the budget and no exact tiles do,
                                       * largest caches first; -1 never; N >= 1 always the N
                                       * largest (tests); 0 */
-    VAE_PARAM_COUNT = 40 /* the number of switches (not one itself) */
+    VAE_PARAM_FP8_ERROR = 40,        /* VAE_DTYPE_FP8 where VAE_PARAM_FP8_CONVS is -1 (its
+                                      * default): an error budget instead of the architecture's
+                                      * count, the relative L2 error that the E4M3 convs may add
+                                      * to each program's output in units of 1e-4 (400: 4e-2).
+                                      * At session creation the CPU emulation measures each
+                                      * candidate conv's error alone on a small seeded input
+                                      * (32 x 32 pixels: seconds for a full-size program on a
+                                      * CPU) and keeps the smallest while their sum in
+                                      * quadrature stays within it, checked by one run with the
+                                      * whole set (docs/fp8.md). 0 (the default until measured
+                                      * on GPUs): the architecture's count */
+    VAE_PARAM_COUNT = 41 /* the number of switches (not one itself) */
 } vae_param;
 
 /* Sets a developer switch in opts (params[param], and its bit of params_set): the session made

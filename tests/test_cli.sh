@@ -75,6 +75,15 @@ expect_ok "synth wan2.1" -- "$VAE" synth wan2.1 -o "$T/synth.safetensors" --conf
 expect_ok "synth model decodes" -- "$VAE" decode -m "$T/synth.safetensors" -i "$T/latent_ok.safetensors" -o "$T/s.safetensors"
 # SeedVR2 GroupNorm groups are not in plain checkpoints: metadata or --config supplies them
 expect_ok "synth seedvr2 tiny" -- "$VAE" synth seedvr2 -o "$T/s8.safetensors" --config '{"block_out_channels":[32,32,64,64],"norm_num_groups":8}'
+# TAEHV (taew2_1 layout): synthesised, decoded fully and as a time preview, both equal to the fixture
+HV_IO=$FX/taehv_w21.io.safetensors
+expect_ok "synth taehv" -- "$VAE" synth taehv -o "$T/hv.safetensors"
+expect_ok "taehv decode" -- "$VAE" decode -m "$T/hv.safetensors" -i "$HV_IO:dec_t3.latent" -o "$T/hv_dec.safetensors"
+expect_ok "  matches the fixture" -- "$VAE" compare "$T/hv_dec.safetensors:video" "$HV_IO:dec_t3.video" --tol 1e-4
+expect_ok "taehv decode --preview time" -- "$VAE" decode -m "$T/hv.safetensors" -i "$HV_IO:dec_t3_preview_t.latent" -o "$T/hv_prev.safetensors" --preview time
+expect_ok "  matches the fixture" -- "$VAE" compare "$T/hv_prev.safetensors:video" "$HV_IO:dec_t3_preview_t.video" --tol 1e-4
+expect_fail 2 "--preview of an unknown kind" "$T/o_pv" -- "$VAE" decode -m "$T/hv.safetensors" -i "$HV_IO:dec_t3.latent" -o "$T/o_pv.safetensors" --preview fast
+expect_fail 5 "--preview of a model without previews" "$T/o_pw" -- "$VAE" decode -m "$M" -i "$IO:dec_t3.latent" -o "$T/o_pw.safetensors" --preview time
 python3 -c "
 import json, struct, sys
 d = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', d[:8])[0]

@@ -78,11 +78,12 @@ static double act_ref(vae_act act, double s, double x) {
     case VAE_ACT_SILU: return x / (1.0 + exp(-x));
     case VAE_ACT_RELU: return x > 0 ? x : 0;
     case VAE_ACT_TANH_SCALE: return tanh(x / s) * s;
+    case VAE_ACT_CLAMP01: return x < 0 ? 0 : x > 1 ? 1 : x;
     default: return x;
     }
 }
 static const char *act_name(vae_act a) {
-    static const char *names[] = {"none", "silu", "relu", "tanh_scale"};
+    static const char *names[] = {"none", "silu", "relu", "tanh_scale", "clamp01"};
     return names[a];
 }
 
@@ -954,6 +955,7 @@ int main(void) {
         test_eltwise(VAE_OP_SCALE_SHIFT, acts[a], 16, 300, a == 3);
     }
     test_eltwise(VAE_OP_ACT, VAE_ACT_SILU, 5, 3000, 1);
+    test_eltwise(VAE_OP_ACT, VAE_ACT_CLAMP01, 7, 1001, 0); /* TAEHV's output */
     test_eltwise(VAE_OP_ADD, VAE_ACT_NONE, 96, 1234, 0);
 
     test_upsample(5, 2, 2, 3, 7);

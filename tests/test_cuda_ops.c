@@ -48,6 +48,12 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     __attribute__((weak));
 int vae_cuda_available(void) __attribute__((weak));
 const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) __attribute__((weak));
+/* The E4M3 kernels' takes (cuda_kernels.h, whose CUDA header this test does without) */
+int cuk_igemm_built(void) __attribute__((weak));
+int cuk_igemm8_takes(int kt, int kh, int kw, int ph, int pw, int ci, int co) __attribute__((weak));
+int cuk_halo8_takes(int kt, int kh, int kw, int ph, int pw, int ci, int co) __attribute__((weak));
+int cuk_mma_takes(int dtype, int kt, int kh, int kw, int ph, int pw, int ci, int co)
+    __attribute__((weak));
 
 static int n_pass, n_fail;
 static vae_backend *cpu, *gpu;
@@ -221,6 +227,14 @@ static long fp8_convs(void) {
     return n > 0 ? n : 0;
 }
 
+/* The op's E4M3 mark as a session leaves it: a wide conv, as if in a residual branch
+ * (vae_program_mark_fp8), with the kernel the GPU backend names for it (vae_program_pick_fp8:
+ * op->fp8_kernel, which the backend then reads); VAE_FP8_NONE: it runs in 16 bits. */
+static void mark_fp8(vae_op *op) {
+    op->fp8 = vae_op_fp8_shape(op);
+    op->fp8_kernel = op->fp8 ? (vae_fp8_kernel)gpu->v->fp8_conv(gpu, op) : VAE_FP8_NONE;
+}
+
 /* Variants "<dtype>/staged": each conv's parameters are staged first (backend.h warm, as a
  * session does at its creation), so that its first uses copy them from the stage; the stage is
  * given back after each conv (trim), since the next test's host arrays may take the same
@@ -267,7 +281,7 @@ static void test_conv(const conv_case *cc) {
     op.kt = cc->kt, op.kh = cc->kh, op.kw = cc->kw, op.st = cc->st, op.sh = cc->sh, op.sw = cc->sw;
     op.pad_h[0] = cc->pt, op.pad_h[1] = cc->pb, op.pad_w[0] = cc->pl, op.pad_w[1] = cc->pr;
     op.w = wt, op.b = b;
-    op.fp8 = vae_op_fp8_shape(&op); /* as if in a residual branch: vae_program_mark_fp8 */
+    mark_fp8(&op);
     snprintf(op.name, sizeof op.name, "test.conv.%s", cc->name);
     int rc_c, rc_g;
     const long fp8_before = ref != cpu ? fp8_convs() : 0;
@@ -278,7 +292,7 @@ static void test_conv(const conv_case *cc) {
     vae_backend *r = ref != cpu && fp8_convs() == fp8_before ? cpu : ref;
     /* the GPU's E4M3 shapes are core's rule, which the CPU emulation picks by (op.h) */
     if (ref != cpu)
-        check(gpu->v->fp8_conv(gpu, &op) == vae_op_fp8_kernel(&op) &&
+        check((gpu->v->fp8_conv(gpu, &op) != VAE_FP8_NONE) == vae_op_fp8_kernel(&op) &&
                   (r == cpu || vae_op_fp8_kernel(&op)),
               "%s: the backend runs it in E4M3: %d (this call: %d), core's rule "
               "(vae_op_fp8_kernel): %d",
@@ -538,7 +552,7 @@ static vae_op codes_conv(int c_in, int c_out, float *wt, float *b, float bound) 
     op.kt = op.kh = op.kw = 3;
     op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = 1;
     op.w = wt, op.b = b, op.fp8_bound = bound;
-    op.fp8 = vae_op_fp8_shape(&op);
+    mark_fp8(&op);
     snprintf(op.name, sizeof op.name, "test.codes.conv%d_%d", c_in, c_out);
     return op;
 }
@@ -660,7 +674,8 @@ static void test_fp8_codes_conv(int c_in, int c_out, int h, int w, int fp8) {
     norm.act = VAE_ACT_SILU, norm.w = g;
     const float bound = vae_op_rms_bound(&norm);
     vae_op conv = codes_conv(c_in, c_out, wt, NULL, 0.0f), convc;
-    conv.fp8 = fp8 && vae_op_fp8_shape(&conv), conv.norm_w = g, conv.norm_act = VAE_ACT_SILU;
+    if (!fp8) conv.fp8 = 0, conv.fp8_kernel = VAE_FP8_NONE;
+    conv.norm_w = g, conv.norm_act = VAE_ACT_SILU;
     convc = conv;
     convc.fp8_codes_bound = bound;
     char *xd = dev_from(gpu, x, n);
@@ -1483,6 +1498,58 @@ static void check_igemm_ran(const char *what) {
     check(n > 0, "convs through the implicit-GEMM kernels (%s): %ld", what, n);
 }
 
+/* The E4M3 table (core/fp8_shapes.h) swapped as test_fp8_shapes.c swaps it for core and the
+ * CPU: the halo-tile kernel's row dropped, the GEMM's c_in multiple raised to 128, the mma.sync
+ * row's to 64. The backend's dispatch (fp8_conv, the kernel a session keeps in op->fp8_kernel)
+ * and its kernels' E4M3 takes follow: 128 -> 128, 192 -> 192, 96 -> 96 and 96 -> 192 (never),
+ * 3x3x3 with padding 1, on the sm_90a kernels (GEMM, halo-tile where VAE_CUDA_HALO leaves it on)
+ * or the mma.sync one. */
+static void test_fp8_table(void) {
+    enum { T_BUILTIN, T_NO_HALO, T_GEMM_128, T_MMA_64, T_N };
+    static const int ch[4][2] = {{128, 128}, {192, 192}, {96, 96}, {96, 192}};
+    enum { G = VAE_FP8_GEMM, H = VAE_FP8_HALO, M = VAE_FP8_MMA, N = VAE_FP8_NONE };
+    static const int want_sm90[T_N][4] = {{G, G, H, N}, {G, G, N, N}, {G, N, H, N}, {G, G, H, N}};
+    static const int want_mma[T_N][4] = {{M, M, M, N}, {M, M, N, N}, {M, N, M, N}, {M, M, N, N}};
+    static vae_fp8_shape rows[T_N][8];
+    int n = 0, n_rows[T_N] = {0};
+    const vae_fp8_shape *builtin = vae_fp8_shapes(&n);
+    for (int i = 0; i < n && i < 8; i++)
+        for (int t = 1; t < T_N; t++) {
+            vae_fp8_shape r = builtin[i];
+            if (t == T_NO_HALO && r.kernel == VAE_FP8_HALO) continue;
+            if (t == T_GEMM_128 && r.kernel == VAE_FP8_GEMM) r.c_in_multiple = 128;
+            if (t == T_MMA_64 && r.kernel == VAE_FP8_MMA) r.c_in_multiple = 64;
+            rows[t][n_rows[t]++] = r;
+        }
+    vae_op op = vae_op_make(VAE_OP_CONV, 0, 128, 128);
+    op.kt = op.kh = op.kw = 3;
+    op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = 1;
+    const int mma = gpu->v->fp8_conv(gpu, &op) == VAE_FP8_MMA, built = cuk_igemm_built();
+    op.c_in = op.c_out = 96;
+    const int halo = mma || gpu->v->fp8_conv(gpu, &op) == VAE_FP8_HALO;
+    for (int t = 0; t < T_N; t++) {
+        vae_fp8_shapes_swap(t == T_BUILTIN ? NULL : rows[t], n_rows[t]);
+        for (int c = 0; c < 4; c++) {
+            op.c_in = ch[c][0], op.c_out = ch[c][1];
+            const int got = gpu->v->fp8_conv(gpu, &op);
+            int want = mma ? want_mma[t][c] : want_sm90[t][c];
+            if (want == H && !halo) want = N; /* VAE_CUDA_HALO=off */
+            check(got == want, "fp8 table %d: %d -> %d runs on E4M3 kernel %d, expected %d", t,
+                  ch[c][0], ch[c][1], got, want);
+        }
+        /* the kernels' own E4M3 takes: each reads its row */
+        const int gemm = cuk_igemm8_takes(3, 3, 3, 1, 1, 192, 192),
+                  halo8 = cuk_halo8_takes(3, 3, 3, 1, 1, 96, 96),
+                  mma8 = cuk_mma_takes(VAE_DTYPE_FP8, 3, 3, 3, 1, 1, 96, 96);
+        check(gemm == (built && t != T_GEMM_128) && halo8 == (built && t != T_NO_HALO) &&
+                  mma8 == (t != T_MMA_64),
+              "fp8 table %d: the kernels take 192 -> 192 (GEMM) %d, 96 -> 96 (halo-tile) %d, "
+              "96 -> 96 (mma.sync) %d",
+              t, gemm, halo8, mma8);
+    }
+    vae_fp8_shapes_swap(NULL, 0);
+}
+
 static void run_variant(const variant_def *v) {
     variant = v->label;
     tol = v->dtype == VAE_DTYPE_F32 ? 1e-5 : 2e-2;
@@ -1512,6 +1579,7 @@ static void run_variant(const variant_def *v) {
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)
             if (strstr(convs[i].name, "_ig_") || strstr(convs[i].name, "_halo_"))
                 test_conv(&convs[i]);
+    if ((v->what & V_FP8) && !fp8_stored) test_fp8_table();
     if ((v->what & V_FP8) && !v->extra) { /* E4M3 codes from their producers (sm_90a kernels) */
         test_fp8_codes(96, 96, 19, 37);   /* the halo-tile kernel, partial tiles */
         test_fp8_codes(192, 96, 16, 16);  /* two channel blocks */
@@ -1581,6 +1649,7 @@ static void run_variant(const variant_def *v) {
             test_eltwise(VAE_OP_SCALE_SHIFT, acts[a], 16, 300, a == 3);
         }
         test_eltwise(VAE_OP_ADD, VAE_ACT_NONE, 96, 12345, 0);
+        test_eltwise(VAE_OP_ACT, VAE_ACT_CLAMP01, 7, 1001, 0); /* TAEHV's output */
     }
     if (v->what & V_RES)
         for (size_t i = 0; i < sizeof resamples / sizeof *resamples; i++)

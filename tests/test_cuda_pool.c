@@ -39,7 +39,7 @@ enum { N_LIVE = 24, N_REQ = 4000 };
  * each request freeing a random one first; returns the most rounded bytes live at once. */
 static size_t pass(cu_pool *pool, unsigned seed) {
     void *live[N_LIVE] = {0};
-    size_t size[N_LIVE] = {0}, now = 0, most = 0;
+    size_t now = 0, most = 0;
     for (int r = 0; r < N_REQ; r++) {
         const int k = (int)(rnd(&seed) % N_LIVE);
         if (live[k]) now -= cu_pool_free(pool, live[k]);
@@ -47,7 +47,6 @@ static size_t pass(cu_pool *pool, unsigned seed) {
         cudaError_t e;
         const size_t want = (size_t)65536 << (rnd(&seed) % 11);
         live[k] = cu_pool_alloc(pool, want + rnd(&seed) % want, &got, &e);
-        size[k] = got;
         now += got;
         most = now > most ? now : most;
     }

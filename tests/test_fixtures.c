@@ -513,6 +513,21 @@ static void check_checksums(const char *ckpt, const cJSON *sums) {
     check(bad == 0, "synth checksums: %d tensors, %d wrong", n, bad);
 }
 
+/* A case's upstream constructor flags (`options`, the TAEHV previews) as a session's preview:
+ * decoder_time_upscale all false -> time, decoder_space_upscale all false -> space. */
+static int case_preview(const cJSON *c) {
+    const cJSON *o = cJSON_GetObjectItem(c, "options");
+    static const char *const keys[] = {"decoder_time_upscale", "decoder_space_upscale"};
+    int preview = VAE_PREVIEW_NONE;
+    for (int k = 0; k < 2; k++) {
+        const cJSON *flags = o ? cJSON_GetObjectItem(o, keys[k]) : NULL, *f;
+        int any = 0;
+        cJSON_ArrayForEach(f, flags) any |= cJSON_IsTrue(f);
+        if (flags && !any) preview |= k ? VAE_PREVIEW_SPACE : VAE_PREVIEW_TIME;
+    }
+    return preview;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr,
@@ -633,8 +648,19 @@ int main(int argc, char **argv) {
                 check(0, "%s: cannot load case tensors: %s", cname, vae_last_error());
                 continue;
             }
+            /* a preview case: its own session (the model's preview decoder) */
+            vae_session_options cso = so;
+            cso.preview = case_preview(c);
+            vae_session *sp = NULL;
+            if (cso.preview && vae_session_create(&sp, dec, &cso) != VAE_OK) {
+                check(0, "%s %s: preview session: %s", name, cname, vae_last_error());
+                vae_tensor_free(&in);
+                vae_tensor_free(&ref);
+                continue;
+            }
+            vae_session *sdc = sp ? sp : sd;
             double t0 = now();
-            int r = encode ? vae_encode_tensor(se, &in, &out) : vae_decode_tensor(sd, &in, &out);
+            int r = encode ? vae_encode_tensor(se, &in, &out) : vae_decode_tensor(sdc, &in, &out);
             double dt = now() - t0;
             if (r) {
                 check(0, "%s %s: %s", name, cname, vae_last_error());
@@ -661,18 +687,19 @@ int main(int argc, char **argv) {
                 snprintf(label, sizeof label, "%s %s", name, cname);
                 const vae_model *mm = encode ? enc : dec;
                 const double tol_tiles = so.dtype == VAE_DTYPE_F32 ? 1e-5 : 2e-2;
-                if (!encode && !is_taesd && group_devices <= 1) check_steps(sd, &in, label);
+                if (!encode && !is_taesd && group_devices <= 1) check_steps(sdc, &in, label);
                 if (group_devices > 1) /* the planner's own choice for the group */
-                    check_group(mm, &so, encode, &in, &out, 0, tol_tiles, label);
-                if (tiles) check_tiles(mm, &so, encode, &in, &out, &ref, tol, tol_tiles, tiles, 0, label);
-                if (blend) check_tiles(mm, &so, encode, &in, &out, &ref, tol, tol_tiles, 0, blend, label);
+                    check_group(mm, &cso, encode, &in, &out, 0, tol_tiles, label);
+                if (tiles) check_tiles(mm, &cso, encode, &in, &out, &ref, tol, tol_tiles, tiles, 0, label);
+                if (blend) check_tiles(mm, &cso, encode, &in, &out, &ref, tol, tol_tiles, 0, blend, label);
                 if (strips)
-                    check_strips(mm, &so, encode, &in, &out, &ref, tol, tol_tiles, strips, label,
+                    check_strips(mm, &cso, encode, &in, &out, &ref, tol, tol_tiles, strips, label,
                                  &strip_runs);
                 if (offload)
-                    check_offload(mm, &so, encode, &in, &out, tol_tiles, offload, label,
+                    check_offload(mm, &cso, encode, &in, &out, tol_tiles, offload, label,
                                   &offload_runs);
             }
+            vae_session_free(sp);
             vae_tensor_free(&in);
             vae_tensor_free(&ref);
             vae_tensor_free(&out);

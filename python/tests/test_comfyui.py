@@ -9,6 +9,7 @@ import os
 import pathlib
 import sys
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -294,6 +295,69 @@ def test_decode_equals_comfyui(comfy, comfy_vae, node_vae, io, norm, case):
     got = node_vae.decode_tiled(raw, tile_x=2, tile_y=2, overlap=1)
     assert node_vae.engine(tile_mode="auto", tile=(16, 16)).plan(raw.shape)["tiles"] != (1, 1)
     assert rel_err(got, want) < 1e-4
+
+
+@needs_comfyui
+def test_taehv_nodes_equal_the_fixtures(comfy, tmp_path):
+    """The TAEHV weights as a VAE of the nodes: ComfyUI's VAE Decode and VAE Encode through vae.c
+    equal upstream taehv.py's float64 outputs (taehv_w21: video in 0..1, raw latents; the encoder
+    pads 9 frames to 12 with copies of the last, the nodes keep every frame)."""
+    import folder_paths
+    vaec.synth_checkpoint("taehv", tmp_path / "taew2_1.safetensors", fixture("taehv_w21")["config"])
+    folder_paths.add_model_folder_path("vae", str(tmp_path))
+    (vae,) = comfy["nodes"].NODE_CLASS_MAPPINGS["VaecVAELoader"]().load_vae(
+        "taew2_1.safetensors", device="auto", dtype="auto")
+    io = load_file(str(FIXTURES / "taehv_w21.io.safetensors"))
+    n = comfy["nodes"]
+    for case in ("dec_t3", "dec_t1"):
+        (images,) = n.VAEDecode().decode(vae, {"samples": io[f"{case}.latent"]})
+        want = io[f"{case}.video"][0].permute(1, 2, 3, 0)  # [T,H,W,3]
+        assert images.shape == want.shape and rel_err(images, want) < 1e-4, case
+    for case in ("enc_t8", "enc_t9_pad"):
+        video = io[f"{case}.video"][0].permute(1, 2, 3, 0)
+        (latent,) = n.VAEEncode().encode(vae, video)
+        want = io[f"{case}.latent"]
+        assert latent["samples"].shape == want.shape, case
+        assert rel_err(latent["samples"], want) < 1e-4, case
+
+
+@needs_comfyui
+def test_taehv_live_previews(comfy, tmp_path, monkeypatch):
+    """A sampling step's preview (latent_preview.prepare_callback, as KSampler calls it) of Wan2.1
+    latents comes from vae.c's TAEHV in models/vae_approx: the time preview's first frame of
+    upstream taehv.py (fixture dec_t3_preview_t), as a JPEG preview; other formats keep ComfyUI's
+    own previewer."""
+    import comfy.latent_formats as formats
+    import folder_paths
+    import latent_preview
+    from comfy.cli_args import LatentPreviewMethod, args
+    approx = tmp_path / "vae_approx"
+    approx.mkdir()
+    vaec.synth_checkpoint("taehv", approx / "taew2_1.safetensors", fixture("taehv_w21")["config"])
+    folder_paths.add_model_folder_path("vae_approx", str(approx))
+    monkeypatch.setattr(args, "preview_method", LatentPreviewMethod.TAESD)
+    io = load_file(str(FIXTURES / "taehv_w21.io.safetensors"))
+
+    class Patcher:  # what prepare_callback reads of a model patcher
+        load_device = torch.device("cpu")
+        model = type("Model", (), {"latent_format": formats.Wan21()})()
+
+    shown = []
+    comfy["utils"].set_progress_bar_global_hook(
+        lambda value, total, preview, node_id=None: shown.append(preview))
+    try:
+        callback = latent_preview.prepare_callback(Patcher(), 2)
+        x0 = io["dec_t3_preview_t.latent"]
+        callback(0, x0, x0, 2)
+    finally:
+        comfy["utils"].set_progress_bar_global_hook(None)
+    kind, image, _ = shown[-1]
+    want = io["dec_t3_preview_t.video"][0, :, 0].movedim(0, -1)  # [H, W, 3] in 0..1
+    got = torch.tensor(np.array(image)).float() / 255
+    assert kind == "JPEG" and got.shape == want.shape
+    assert float((got - want).abs().max()) <= 1 / 255 + 1e-4  # preview_to_image truncates
+    other = latent_preview.get_previewer(torch.device("cpu"), formats.SD15())
+    assert isinstance(other, latent_preview.Latent2RGBPreviewer)
 
 
 @needs_comfyui

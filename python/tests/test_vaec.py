@@ -564,3 +564,15 @@ def test_sizes_read_as_the_library_reads_them():
     for bad in ["lots", "-1G", "1Q", "nan", "inf", "1e30G", "", "1G\0"]:
         with pytest.raises(vaec.Error, match="max_memory"):
             parse(bad)
+
+
+def test_output_shape_after_a_call():
+    """A call plans steps of several latent frames (the session's program then takes them at
+    once): the frame count of a later shape is still the model's rule (T latents -> 1 + 4(T-1))."""
+    m = vaec.load(FIXTURES / "wan21_tiny.safetensors")
+    io = load_file(str(FIXTURES / "wan21_tiny.io.safetensors"))
+    lat = io["dec_t3.latent"]
+    m.decode(lat)
+    six = (1, lat.shape[1], 6) + tuple(lat.shape[3:])
+    assert m.output_shape(six)[2] == 21
+    assert m.decode(torch.zeros(six)).shape[2] == 21

@@ -65,8 +65,9 @@ def info():
 
 
 def synth_checkpoint(arch, path, config=None):
-    """Writes a checkpoint of arch ("wan2.1", "wan2.2", "seedvr2") with the fixtures' synthetic
-    weights (config: upstream constructor arguments, dict or JSON; None: the released ones)."""
+    """Writes a checkpoint of arch ("wan2.1", "wan2.2", "seedvr2", "taehv") with the fixtures'
+    synthetic weights (config: upstream constructor arguments, dict or JSON; None: the released
+    ones)."""
     cfg = None if config is None else (config if isinstance(config, str) else json.dumps(config))
     _lib.check(_lib.lib.vae_synth_checkpoint(arch.encode(), cfg.encode() if cfg else None,
                                              str(path).encode()))
@@ -214,7 +215,9 @@ _DEFAULTS = dict(device="cpu", dtype="fp32", max_memory=None, tile_mode="auto", 
                  blend_tile=0, blend_overlap=0, threads=0, allocator="torch", tune_cache=None,
                  devices=None, host_memory=None, fp8_convs=None, fp8_shapes=None,
                  process_group=None,
-                 group_id=None, rank=None, world=None, group_output="all")
+                 group_id=None, rank=None, world=None, group_output="all", preview=None)
+# preview=: the model's preview decoder (TAEHV), vae_preview's values
+_PREVIEWS = {None: 0, "none": 0, "time": 1, "space": 2, "both": 3}
 
 
 def _is_int(v):
@@ -352,6 +355,9 @@ def _session_options(o):
         if len(hw) != 2:
             raise Error(-1, f"tile {tile!r}: expected pixels (int) or (height, width)")
         opts.tile_height, opts.tile_width = (_int_option("tile", v) for v in hw)
+    if not isinstance(o["preview"], (str, type(None))) or o["preview"] not in _PREVIEWS:
+        raise Error(-1, f"preview {o['preview']!r}: expected None, 'time', 'space' or 'both'")
+    opts.preview = _PREVIEWS[o["preview"]]
     opts.blend_tile = _int_option("blend_tile", o["blend_tile"])
     opts.blend_overlap = _int_option("blend_overlap", o["blend_overlap"])
     if o["tune_cache"] is not None:
@@ -503,11 +509,13 @@ class Model:
 
     # ---- shapes and plans ----
     def output_shape(self, shape, encode=False):
-        """The output shape for one input of this shape ([1,C,T,h,w] or [1,C,h,w])."""
+        """The output shape for one input of this shape ([1,C,T,h,w] or [1,C,h,w]); the
+        session's (a preview= decoder gives fewer or smaller frames)."""
         ins = _shape_array(shape)
         outs, nd = (C.c_int64 * 8)(), C.c_int()
-        _lib.check(_lib.lib.vae_model_output_shape(self._model, int(encode), ins, len(shape),
-                                                   outs, C.byref(nd)))
+        with self._s.handle_lock:
+            _lib.check(_lib.lib.vae_session_output_shape(self._s.handle, int(encode), ins,
+                                                         len(shape), outs, C.byref(nd)))
         return tuple(outs[: nd.value])
 
     def plan(self, shape, encode=False):
@@ -699,8 +707,8 @@ def load(path, arch=None, prefix=None, config=None, **options):
     memory for each whole-video object of a tiled call (its output put together, a store between
     parts, strips' slots), larger ones go to a temporary file (None: 2G; "256M" keeps host memory
     flat in the video's length; 0: none); fp8_convs: dtype "fp8", E4M3 convs of each program at
-    most, those nearest its output (None: the architecture's, decoders Wan2.1 16, Wan2.2 24,
-    SeedVR2 12, encoders Wan's all, SeedVR2 11: every fixture within 5e-2 of the reference;
+    most, those nearest its output (None: the architecture's count, or where VAE_FP8_ERROR is
+    set, those a calibration at session creation keeps within that error budget: docs/fp8.md;
     "all": every conv that may, the most speed and up to ~1e-1); fp8_shapes: which convs may be
     among
     them, "kernels" (None: the temporal ones the GPU's E4M3 kernels take, so that the CPU

@@ -64,7 +64,7 @@ class SessionOptions(C.Structure):
                 ("dev_alloc_user", C.c_void_p), ("dev_pool_free", DevPoolFree),
                 ("tune_cache", C.c_char_p), ("n_devices", C.c_int), ("devices", C.c_int * 8),
                 ("rank", C.c_int), ("world", C.c_int), ("group_id", GroupId),
-                ("group_output", C.c_int)]
+                ("group_output", C.c_int), ("preview", C.c_int)]
 
 
 class DeviceInfo(C.Structure):
@@ -197,6 +197,8 @@ _SIGS = {
     "vae_model_latent_norm": (_I, [_P, C.POINTER(C.c_float), C.POINTER(C.c_float), _I]),
     "vae_model_output_shape": (_I, [_P, _I, C.POINTER(C.c_int64), _I, C.POINTER(C.c_int64),
                                     C.POINTER(_I)]),
+    "vae_session_output_shape": (_I, [_P, _I, C.POINTER(C.c_int64), _I, C.POINTER(C.c_int64),
+                                      C.POINTER(_I)]),
     "vae_session_options_default": (_V, [C.POINTER(SessionOptions)]),
     "vae_session_options_set": (_I, [C.POINTER(SessionOptions), _I, C.c_int64]),
     "vae_session_create": (_I, [C.POINTER(_P), _P, C.POINTER(SessionOptions)]),

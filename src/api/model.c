@@ -53,11 +53,12 @@ static int detect(const vae_store *s, const vae_model_options *o, const vae_arch
         }
     }
     if (o->arch && !vae_arch_by_name(o->arch))
-        return vae_fail(VAE_EINVAL, "unknown architecture '%s' (known: wan2.1, wan2.2, seedvr2, taesd)",
+        return vae_fail(VAE_EINVAL,
+                        "unknown architecture '%s' (known: wan2.1, wan2.2, seedvr2, taesd, taehv)",
                         o->arch);
     return vae_fail(VAE_EUNSUPPORTED,
                     "%s: no supported VAE found among its %d tensors (first: '%s'); expected the "
-                    "keys of a Wan2.1, Wan2.2, SeedVR2 or TAESD checkpoint%s%s",
+                    "keys of a Wan2.1, Wan2.2, SeedVR2, TAESD or TAEHV checkpoint%s%s",
                     s->path, s->n, s->n ? s->tensors[0].name : "", o->prefix ? " under prefix " : "",
                     o->prefix ? o->prefix : "");
 }
@@ -278,8 +279,8 @@ static int synth_build(vae_model **out, const char *arch_name, const char *confi
     if (!arch_name) return vae_fail(VAE_EINVAL, "synth: NULL architecture");
     const vae_arch *arch = vae_arch_by_name(arch_name);
     if (!arch || arch == &vae_arch_taesd)
-        return vae_fail(VAE_EINVAL, "synth: unknown architecture '%s' (expected wan2.1, wan2.2 or "
-                                    "seedvr2)", arch_name);
+        return vae_fail(VAE_EINVAL, "synth: unknown architecture '%s' (expected wan2.1, wan2.2, "
+                                    "seedvr2 or taehv)", arch_name);
     cJSON *js = NULL;
     if (config_json && *config_json) {
         js = cJSON_Parse(config_json);

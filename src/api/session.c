@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/fp8_calibrate.h"
 #include "core/dtype.h"
 #include "platform/platform.h"
 #include "vae_dev.h" /* vae_session_options_set is defined here: exported as declared */
@@ -78,6 +79,9 @@ static int check_options(const vae_session_options *o) {
                         o->world, o->n_devices);
     if (o->group_output != VAE_GROUP_OUTPUT_ALL && o->group_output != VAE_GROUP_OUTPUT_OWN)
         return vae_fail(VAE_EINVAL, "unknown group_output %d", o->group_output);
+    if (o->preview < VAE_PREVIEW_NONE || o->preview > VAE_PREVIEW_BOTH)
+        return vae_fail(VAE_EINVAL, "preview %d: expected none (0), time (1), space (2) or both "
+                        "(3)", o->preview);
     return VAE_OK;
 }
 
@@ -120,14 +124,15 @@ static int lane_warm(vae_backend *be, const vae_session *s) {
     return rc;
 }
 
-/* A marked conv this session runs in E4M3: lane 0's backend runs it so (every lane of a group
- * has the same kind of device), and it has a shape the E4M3 GPU kernels take, unless
- * VAE_FP8_SHAPES=wide lets the CPU emulation take every marked conv (op.h). */
+/* The kernel that runs a marked conv of this session in E4M3 (VAE_FP8_NONE: none): lane 0's
+ * backend's (every lane of a group has the same kind of device), for a conv of a shape the rule
+ * rows of the E4M3 kernels take (op.h vae_op_fp8_kernel, fp8_shapes.h), unless
+ * VAE_FP8_SHAPES=wide lets the CPU emulation take every marked conv. */
 static int fp8_runs(void *session, const vae_op *op) {
     const vae_session *s = session;
     vae_backend *b = s->be;
-    return b->v->fp8_conv && b->v->fp8_conv(b, op) &&
-           (s->set.fp8_shapes == 1 || vae_op_fp8_kernel(op));
+    if (!b->v->fp8_conv || (s->set.fp8_shapes != 1 && !vae_op_fp8_kernel(op))) return VAE_FP8_NONE;
+    return b->v->fp8_conv(b, op);
 }
 
 /* The backend writes the producer's output as E4M3 codes the reader takes (backend.h fp8_codes) */
@@ -136,23 +141,67 @@ static int fp8_codes_takes(void *session, const vae_op *producer, const vae_op *
     return b->v->fp8_codes(b, producer, reader);
 }
 
-/* The session's copies of the model's programs; under dtype fp8 the convs it runs in E4M3
- * (fp8_runs), at most set.fp8_convs of them a program (-1: the architecture's count for that
- * program, vae_arch fp8_convs; program.h: vae_program_pick_fp8); then the RMS norms that alone read
+/* The session's decoder under options.preview: built now from the model's decoder, whose weights
+ * it shares (a few dozen ops; no weights copied), so that one model serves full and preview
+ * sessions at once. */
+static int preview_program(vae_session *s) {
+    const vae_model *m = s->model;
+    static const char *const kinds[] = {"none", "time", "space", "both"};
+    if (!m->cfg.arch->preview)
+        return vae_fail(VAE_EUNSUPPORTED, "preview %s: the %s decoder has no preview mode",
+                        kinds[s->opts.preview], m->cfg.arch->name);
+    int rc = m->cfg.arch->preview(&m->cfg, &m->dec, s->opts.preview, &s->prog[0]);
+    if (rc == VAE_OK) vae_program_mark_fp8(&s->prog[0]);
+    return rc;
+}
+
+/* dtype fp8 with an error budget (VAE_FP8_ERROR) and no VAE_FP8_CONVS: of the convs p's backend
+ * runs in E4M3 (marked), those that keep p's output within the budget (fp8_calibrate.h),
+ * measured on the CPU emulation with
+ * 32 x 32 pixels (2 x 2 latents at least): the errors are relative, and a full-size program's
+ * ~30 runs cost their pixels (docs/fp8.md: seconds) */
+static int by_budget(const vae_session *s) {
+    return s->opts.dtype == VAE_DTYPE_FP8 && s->set.fp8_convs < 0 && s->set.fp8_error > 0;
+}
+
+static int fp8_by_budget(vae_session *s, int encode, int *kept) {
+    if (!by_budget(s) || *kept == 0) return VAE_OK;
+    vae_fp8_choice c;
+    const int threads = s->opts.device == VAE_DEVICE_CPU ? s->opts.threads : 0;
+    const vae_arch *a = s->model->cfg.arch;
+    const float pixels[2] = {a->image_min, a->image_max};
+    const int f = a->spatial_factor > 0 ? a->spatial_factor : 8;
+    const int latents = 32 / f > 2 ? 32 / f : 2;
+    int rc = vae_fp8_calibrate(&s->prog[encode], encode ? pixels : NULL, encode ? 32 : latents,
+                               s->set.fp8_error * 1e-4, &s->set, threads, &c);
+    *kept = c.kept;
+    return rc;
+}
+
+/* The session's copies of the model's programs (the decoder: its preview under options.preview);
+ * under dtype fp8 the convs it runs in E4M3 (fp8_runs): at most set.fp8_convs of them a program
+ * nearest its output (-1: the architecture's count, vae_arch fp8_convs), or, with an error budget
+ * set.fp8_error and no count, those the budget allows (fp8_by_budget;
+ * program.h: vae_program_pick_fp8); then the RMS norms that alone read
  * a conv's output folded into that conv (vae_program_fuse_norms), where the backend applies them;
  * then the E4M3 convs whose input its producer writes as codes (vae_program_mark_fp8_codes,
  * VAE_FP8_CODES).
  */
 static int session_programs(vae_session *s) {
     const vae_program *src[2] = {&s->model->dec, &s->model->enc};
+    int any_e4m3 = 0;
     for (int d = 0; d < 2; d++) {
-        const int budget =
-            s->set.fp8_convs >= 0 ? s->set.fp8_convs : s->model->cfg.arch->fp8_convs[d];
+        const int budget = s->set.fp8_convs >= 0 ? s->set.fp8_convs
+                           : by_budget(s)        ? 0
+                                                 : s->model->cfg.arch->fp8_convs[d];
         char most[16] = "all";
         if (budget > 0) snprintf(most, sizeof most, "%d", budget);
-        int rc = vae_program_copy(src[d], &s->prog[d]);
+        int rc = d == 0 && s->opts.preview ? preview_program(s)
+                                           : vae_program_copy(src[d], &s->prog[d]);
         if (rc) return rc;
-        const int kept = vae_program_pick_fp8(&s->prog[d], budget, fp8_runs, s);
+        int kept = vae_program_pick_fp8(&s->prog[d], budget, fp8_runs, s);
+        any_e4m3 |= kept > 0;
+        if ((rc = fp8_by_budget(s, d, &kept))) return rc;
         int folded = 0;
         if (s->set.exec_fuse_norms && s->be->v->conv_norm &&
             (rc = vae_program_fuse_norms(&s->prog[d], &folded)))
@@ -167,12 +216,14 @@ static int session_programs(vae_session *s) {
                       codes, d ? "encoder" : "decoder");
         }
         if (s->opts.dtype == VAE_DTYPE_FP8 && s->prog[d].n_ops > 0)
-            VAE_INFO("session: %d %s convs in E4M3 (at most %s%s: those nearest the output; "
-                     "VAE_FP8_SHAPES=%s)",
-                     kept, d ? "encoder" : "decoder", most,
-                     s->set.fp8_convs < 0 ? ", the architecture's" : ", VAE_FP8_CONVS",
+            VAE_INFO("session: %d %s convs in E4M3 (%s%s; VAE_FP8_SHAPES=%s)", kept,
+                     d ? "encoder" : "decoder",
+                     by_budget(s) ? "the error budget" : "at most ", by_budget(s) ? "" : most,
                      s->set.fp8_shapes ? "wide" : "kernels");
     }
+    if (s->opts.dtype == VAE_DTYPE_FP8 && !any_e4m3)
+        VAE_WARN("dtype fp8: no conv of this model has an E4M3 shape: it runs in %s",
+                 s->opts.device == VAE_DEVICE_CPU ? "fp32" : "bf16");
     return VAE_OK;
 }
 
@@ -281,9 +332,27 @@ typedef struct reader {
     const char *what;
 } reader;
 
+/* Frames past the input's end (an encoder that pads its input, program.h pad_end) repeat its
+ * last frame: done here, where every host read passes, so that the planner, the executor and
+ * the caches see one longer input and nothing else knows of the padding. */
 static int read_input(void *user, float *dst, int f, int n, vae_span y, vae_span x) {
     const reader *r = user;
-    return vae_view_read_host(r->v, r->what, dst, f, n, y.lo, y.hi - y.lo, x.lo, x.hi - x.lo);
+    const int rows = y.hi - y.lo, cols = x.hi - x.lo, t = r->v->t;
+    if (f + n <= t || f < 0 || t < 1)
+        return vae_view_read_host(r->v, r->what, dst, f, n, y.lo, rows, x.lo, cols);
+    const int f0 = f < t ? f : t - 1, have = t - f0; /* the frames there are from f, or the last */
+    float *tmp = vae_malloc((size_t)r->v->c * have * rows * cols * sizeof *tmp);
+    if (!tmp) return vae_fail(VAE_ENOMEM, "out of memory for %d input frames", have);
+    int rc = vae_view_read_host(r->v, r->what, tmp, f0, have, y.lo, rows, x.lo, cols);
+    const size_t plane = (size_t)rows * cols;
+    for (int c = 0; rc == VAE_OK && c < r->v->c; c++) /* planar [c][n][rows][cols] */
+        for (int k = 0; k < n; k++) {
+            const int src = (f + k < t ? f + k : t - 1) - f0;
+            memcpy(dst + ((size_t)c * n + k) * plane, tmp + ((size_t)c * have + src) * plane,
+                   plane * sizeof *dst);
+        }
+    vae_free(tmp);
+    return rc;
 }
 
 static int write_output(const float *frames, int first, int n, int c, int h, int w, void *user) {
@@ -336,7 +405,7 @@ static int call_views(vae_session *s, int encode, const call *k, vae_io_view *iv
     int64_t want[8] = {0};
     int nd = 0;
     char a[128], b[128];
-    if ((rc = vae_model_output_shape(m, encode, k->in->shape, k->in->ndim, want, &nd))) return rc;
+    if ((rc = vae_session_output_shape(s, encode, k->in->shape, k->in->ndim, want, &nd))) return rc;
     if (k->out->ndim != nd || memcmp(k->out->shape, want, (size_t)nd * sizeof *want) != 0)
         return vae_fail(VAE_ESHAPE, "%s: shape %s, expected %s for input %s", what_out,
                         vae_shape_str(k->out->shape, k->out->ndim, a, sizeof a),
@@ -383,6 +452,8 @@ static int session_run(vae_session *s, int encode, const call *k) {
     int rc = call_views(s, encode, k, &iv, &ov);
     if (rc) return rc;
     int t_used = vae_session_frames_used(s, encode, iv.t);
+    /* t_used > iv.t: the input is padded with copies of its last frame, which the host reader
+     * makes (read_input): a device input goes through a host copy then */
     if (t_used < iv.t)
         VAE_WARN("%s: %d frames given, the model uses the first %d (%s takes 1 + %d*k frames)",
                  what, iv.t, t_used, m->cfg.arch->name, (encode ? &m->enc : &m->dec)->chunk);
@@ -397,7 +468,7 @@ static int session_run(vae_session *s, int encode, const call *k) {
     }
     float *host_in = NULL; /* a device group's copy of a device input */
     vae_io_view hv;
-    const int group_in = dev_in && s->n_lanes > 1;
+    const int group_in = dev_in && (s->n_lanes > 1 || t_used > iv.t);
     if (group_in && (rc = input_to_host(s, &iv, &host_in, &hv))) return rc;
     /* the group's other devices write a device output without waiting on the caller's stream:
      * what the caller queued before the call is finished first (input_to_host did it already) */
@@ -567,7 +638,7 @@ static int run_tensor(vae_session *s, int encode, const vae_tensor *in, vae_tens
     memset(out, 0, sizeof *out);
     int64_t oshape[8] = {0};
     int ond = 0;
-    int rc = vae_model_output_shape(s->model, encode, in->shape, in->ndim, oshape, &ond);
+    int rc = vae_session_output_shape(s, encode, in->shape, in->ndim, oshape, &ond);
     if (rc) return rc;
     collect k = {out, ond == 5 ? (int)oshape[2] : 1, ond == 4};
     rc = session_call(s, encode, in, NULL, collect_frames, &k, NULL);
@@ -591,10 +662,10 @@ void vae_tensor_free(vae_tensor *t) {
 }
 
 /* ---- shapes and cost without computing: the planner's walk ------------------------------------ */
-static int dry_run(const vae_model *m, int encode, const int64_t *in_shape, int in_ndim,
-                   int64_t *out_shape, int *out_ndim, double *macs) {
-    if (!m || !in_shape) return vae_fail(VAE_EINVAL, "NULL argument");
-    const vae_program *p = encode ? &m->enc : &m->dec;
+/* p: the model's program of that direction, or a session's (its preview decoder) */
+static int dry_run(const vae_model *m, const vae_program *p, int encode, const int64_t *in_shape,
+                   int in_ndim, int64_t *out_shape, int *out_ndim, double *macs) {
+    if (!in_shape) return vae_fail(VAE_EINVAL, "NULL argument");
     vae_io_view g;
     int rc = shape_geom(m, encode, in_shape, in_ndim, &g);
     if (rc) return rc;
@@ -613,8 +684,23 @@ static int dry_run(const vae_model *m, int encode, const int64_t *in_shape, int 
 int vae_model_output_shape(const vae_model *m, int encode, const int64_t *in_shape, int in_ndim,
                            int64_t *out_shape, int *out_ndim) {
     vae_error_clear();
-    if (!out_shape || !out_ndim) return vae_fail(VAE_EINVAL, "vae_model_output_shape: NULL argument");
-    return dry_run(m, encode, in_shape, in_ndim, out_shape, out_ndim, NULL);
+    if (!out_shape || !out_ndim || !m)
+        return vae_fail(VAE_EINVAL, "vae_model_output_shape: NULL argument");
+    return dry_run(m, encode ? &m->enc : &m->dec, encode, in_shape, in_ndim, out_shape, out_ndim,
+                   NULL);
+}
+
+int vae_session_output_shape(const vae_session *s, int encode, const int64_t *in_shape,
+                             int in_ndim, int64_t *out_shape, int *out_ndim) {
+    vae_error_clear();
+    if (!s || !out_shape || !out_ndim)
+        return vae_fail(VAE_EINVAL, "vae_session_output_shape: NULL argument");
+    /* the session's program (a preview decoder's ops) with the model's chunks: a session's
+     * program steps several of them at once (session_plan.c), which changes no frame count */
+    vae_program q = *vae_session_program(s, encode);
+    const vae_program *mp = encode ? &s->model->enc : &s->model->dec;
+    q.first_chunk = mp->first_chunk, q.chunk = mp->chunk;
+    return dry_run(s->model, &q, encode, in_shape, in_ndim, out_shape, out_ndim, NULL);
 }
 
 int vae_model_flops(const vae_model *m, int encode, const int64_t *in_shape, int in_ndim,
@@ -622,7 +708,8 @@ int vae_model_flops(const vae_model *m, int encode, const int64_t *in_shape, int
     vae_error_clear();
     if (!flops) return vae_fail(VAE_EINVAL, "vae_model_flops: NULL argument");
     double macs = 0;
-    int rc = dry_run(m, encode, in_shape, in_ndim, NULL, NULL, &macs);
+    if (!m) return vae_fail(VAE_EINVAL, "vae_model_flops: NULL model");
+    int rc = dry_run(m, encode ? &m->enc : &m->dec, encode, in_shape, in_ndim, NULL, NULL, &macs);
     *flops = 2 * macs;
     return rc;
 }

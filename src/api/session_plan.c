@@ -5,8 +5,13 @@
 #include "api/api.h"
 #include "core/comm.h"
 
-/* How many input frames a program consumes: the first chunk, then whole chunks. */
+/* How many input frames a program consumes: the first chunk, then whole chunks; where it pads its
+ * input's end (pad_end), a last partial chunk counts whole. */
 int vae_frames_used(const vae_program *p, int t) {
+    if (p->pad_end && t > 0) {
+        const int later = t > p->first_chunk ? t - p->first_chunk : 0;
+        return p->first_chunk + (later + p->chunk - 1) / p->chunk * p->chunk;
+    }
     if (t < p->first_chunk) return 0;
     return p->first_chunk + (t - p->first_chunk) / p->chunk * p->chunk;
 }
@@ -52,6 +57,20 @@ int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_
     return rc ? rc : vae_session_plan_for(s, encode, g, &mem, plan);
 }
 
+/* Pixels of the video side per pixel of the latent side: the model's; a space preview's decoder
+ * (options.preview) upscales less, by what its program makes of one latent pixel. */
+static int video_factor(const vae_session *s, int encode) {
+    const int f = vae_config_spatial_factor(&s->model->cfg);
+    const vae_program *p = vae_session_program(s, encode);
+    if (encode || !(s->opts.preview & VAE_PREVIEW_SPACE)) return f;
+    int *vh = vae_malloc((size_t)p->n_values * 2 * sizeof *vh);
+    if (!vh) return f;
+    const int ok = vae_program_shapes(p, 1, 1, vh, vh + p->n_values) == VAE_OK;
+    const int g = ok && vh[p->output] > 0 ? vh[p->output] : f;
+    vae_free(vh);
+    return g;
+}
+
 static const vae_program *model_program(const vae_session *s, int encode) {
     return encode ? &s->model->enc : &s->model->dec;
 }
@@ -64,7 +83,6 @@ int vae_session_frames_used(const vae_session *s, int encode, int t) {
  * whole frames in chunks only (no tiles, no frame-by-frame streaming). */
 static int plan_request(vae_session *s, int encode, const vae_io_view *g,
                         const vae_session_mem *mem, int whole, vae_plan *plan) {
-    const vae_model *m = s->model;
     const vae_program *p = vae_session_program(s, encode);
     vae_backend *be = s->be;
     const int sharing = lanes_per_device(s); /* lanes on one device share its memory */
@@ -80,7 +98,7 @@ static int plan_request(vae_session *s, int encode, const vae_io_view *g,
         .host_direct = be->v->host_alloc != NULL, .host_copy = be->host_copy_bytes,
         .mode = o->tile_mode, .tile_h = o->tile_height, .tile_w = o->tile_width,
         .blend_tile = o->blend_tile > 0 ? o->blend_tile : 512,
-        .video_factor = vae_config_spatial_factor(&m->cfg), .frame_loops = s->set.exec_frames,
+        .video_factor = video_factor(s, encode), .frame_loops = s->set.exec_frames,
         .cut = s->set.plan_cut, .store_host = s->set.exec_store_host,
         .scratch_minimal = s->set.plan_scratch_min, .strips = s->set.plan_strips,
         .host_store_max = (int64_t)s->set.exec_host_mb << 20, .ranks = s->n_lanes};

@@ -174,9 +174,10 @@ typedef struct vae_backend_vtbl {
      * memory afterwards; failing to stage is no error (the first call pays instead). */
     int (*warm)(vae_backend *be, const vae_program *p);
 
-    /* Optional (NULL: none): 1 when this backend runs conv op in E4M3 if it is marked (dtype fp8;
-     * vae_op_fp8), whatever its mark now: the session spends its budget of E4M3 convs on these
-     * (vae_program_pick_fp8). */
+    /* Optional (NULL: none): the kernel this backend runs conv op with in E4M3 if it is marked
+     * (dtype fp8; vae_op_fp8), whatever its mark now (fp8_shapes.h vae_fp8_kernel; VAE_FP8_NONE:
+     * not in E4M3): the session spends its budget of E4M3 convs on these and keeps the kernel in
+     * op->fp8_kernel (vae_program_pick_fp8), which the backend's conv then reads. */
     int (*fp8_conv)(vae_backend *be, const vae_op *op);
     /* Optional (NULL: never): 1 when this backend's producer op (an RMS norm, or a conv with
      * norm_w) can write its output as the E4M3 codes that its only reader, the E4M3 conv reader,

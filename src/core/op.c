@@ -27,7 +27,8 @@ static int check_act(const vae_op *op) {
     switch (op->act) {
     case VAE_ACT_NONE:
     case VAE_ACT_SILU:
-    case VAE_ACT_RELU: return VAE_OK;
+    case VAE_ACT_RELU:
+    case VAE_ACT_CLAMP01: return VAE_OK;
     case VAE_ACT_TANH_SCALE:
         if (op->act_scale > 0.0f && op->act_scale < 1e30f) return VAE_OK;
         return vae_fail(VAE_EINVAL, "%s: tanh activation scale %g is not positive", op->name,
@@ -289,20 +290,26 @@ int vae_op_plain_geometry(const vae_op *op) {
            op->pad_h[0] == op->pad_h[1] && op->pad_w[0] == op->pad_w[1];
 }
 
-/* the implicit GEMM's E4M3 tiles: K blocks of 64 channels, 96 or 128 filters */
-static int fp8_gemm_tiles(const vae_op *op) {
-    return op->c_in % 64 == 0 && (op->c_out % 96 == 0 || op->c_out % 128 == 0);
+vae_fp8_conv vae_op_fp8_conv(const vae_op *op) {
+    const vae_fp8_conv c = {.kt = op->kt,
+                            .kh = op->kh,
+                            .kw = op->kw,
+                            .ph = op->pad_h[0],
+                            .pw = op->pad_w[0],
+                            .c_in = op->c_in,
+                            .c_out = op->c_out,
+                            .plain = vae_op_plain_geometry(op)};
+    return c;
 }
 
-/* the halo-tile kernel's E4M3 form: 3 x 3 (padding 1) with 96 filters, c_in a multiple of 96 */
-static int fp8_halo_tiles(const vae_op *op) {
-    return op->c_out == 96 && op->c_in % 96 == 0 && op->kh == 3 && op->kw == 3 &&
-           op->pad_h[0] == 1 && op->pad_w[0] == 1;
+vae_fp8_kernel vae_op_fp8_rule(const vae_op *op) {
+    if (!vae_op_fp8_shape(op)) return VAE_FP8_NONE;
+    const vae_fp8_conv c = vae_op_fp8_conv(op);
+    return vae_fp8_shapes_rule(&c);
 }
 
 int vae_op_fp8_kernel(const vae_op *op) {
-    return vae_op_fp8_shape(op) && op->kt > 1 && vae_op_plain_geometry(op) &&
-           (fp8_gemm_tiles(op) || fp8_halo_tiles(op));
+    return vae_op_fp8_rule(op) != VAE_FP8_NONE;
 }
 
 float vae_op_rms_bound(const vae_op *norm) {

@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fp8_shapes.h"
+
 /* ---- what each op computes ------------------------------------------------------------------ */
 typedef enum {
     VAE_OP_INPUT = 0,
@@ -72,7 +74,14 @@ typedef enum {
     VAE_OP_COUNT
 } vae_op_kind;
 
-typedef enum { VAE_ACT_NONE = 0, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE } vae_act;
+/* CLAMP01: y = min(max(x, 0), 1) (the TAEHV decoders' output range) */
+typedef enum {
+    VAE_ACT_NONE = 0,
+    VAE_ACT_SILU,
+    VAE_ACT_RELU,
+    VAE_ACT_TANH_SCALE,
+    VAE_ACT_CLAMP01
+} vae_act;
 typedef enum { VAE_TPAD_ZERO = 0, VAE_TPAD_REPLICATE } vae_tpad_mode;
 
 typedef struct vae_op {
@@ -102,6 +111,9 @@ typedef struct vae_op {
     int up;
     /* CONV: VAE_DTYPE_FP8 may run it in E4M3 (set by vae_program_mark_fp8; op.h: vae_op_fp8) */
     int fp8;
+    /* CONV marked fp8 in a session's program: the kernel its backend runs it with (fp8_shapes.h,
+     * resolved once by vae_program_pick_fp8); VAE_FP8_NONE before (a model's marks) */
+    vae_fp8_kernel fp8_kernel;
     /* CONV marked fp8: a bound of its input's magnitudes known from the model (op.h
      * vae_op_rms_bound of the RMS norm that makes the input), then the E4M3 input scale is
      * bound / 448 instead of the call's largest magnitude / 448; 0: none */
@@ -214,17 +226,20 @@ double vae_op_macs(const vae_op *op, int t, int h_out, int w_out);
  *   Wan's time_conv) 2-3.6%.
  * The model's programs carry these marks; each session keeps them on a copy only for the
  * VAE_FP8_CONVS convs nearest the output that its backend runs in E4M3 (program.h:
- * vae_program_pick_fp8), by default only among those vae_op_fp8_kernel takes (VAE_FP8_SHAPES).
- * vae_op_fp8 reads the mark; backends run the marked convs in E4M3, with the weights fp8.h makes
- * (its rounding spreads the taps' errors: the weights' share of the noise ~40% smaller).
- * - vae_op_fp8_kernel: the shapes the E4M3 GPU kernels take (temporal, kt > 1: the 2-D ones
- *   measured no faster than bf16; stride 1, no upsampling, symmetric spatial padding; c_in a
- *   multiple of 64 and c_out of 96 or 128: the implicit GEMM's tiles; or 3 x 3 with padding 1, 96
- *   filters and c_in a multiple of 96: the halo-tile kernel). It is stated here, not in the CUDA
- *   backend, so that the CPU emulation picks the very convs a GPU runs in E4M3 and its measured
- *   error is the GPU's. */
+ * vae_program_pick_fp8), by default only among those vae_op_fp8_kernel takes (VAE_FP8_SHAPES),
+ * and with the kernel it names (op->fp8_kernel). vae_op_fp8 reads the mark; backends run the
+ * marked convs in E4M3 on that kernel, deciding nothing again, with the weights fp8.h makes (its
+ * rounding spreads the taps' errors: the weights' share of the noise ~40% smaller).
+ * - vae_op_fp8_kernel: a wide conv of a shape the E4M3 GPU kernels take, by the rule rows of
+ *   fp8_shapes.h's table (the one place the shapes are written: temporal, plain geometry, the
+ *   implicit GEMM's channel multiples or the halo-tile kernel's 3 x 3 with 96 filters), read by
+ *   core, so that the CPU emulation picks the very convs a GPU runs in E4M3 and its measured error
+ *   is the GPU's, and by the CUDA backend's kernels. vae_op_fp8_rule: the rule row's kernel
+ *   (VAE_FP8_NONE where none takes it); vae_op_fp8_conv: op as the rows see it. */
 int vae_op_fp8_shape(const vae_op *op);
 int vae_op_fp8_kernel(const vae_op *op);
+vae_fp8_kernel vae_op_fp8_rule(const vae_op *op);
+vae_fp8_conv vae_op_fp8_conv(const vae_op *op);
 /* Stride 1, no upsampling, the same spatial padding on both sides: the geometry of the
  * implicit-GEMM GPU kernels (the E4M3 ones among them: vae_op_fp8_kernel). */
 int vae_op_plain_geometry(const vae_op *op);

@@ -143,6 +143,7 @@ void vae_program_mark_fp8(vae_program *p) {
     for (int i = 0; i < p->n_ops; i++) {
         vae_op *op = &p->ops[i];
         op->fp8 = vae_op_fp8_shape(op) && in_residual_branch(p, i);
+        op->fp8_kernel = VAE_FP8_NONE; /* a session's backend names it (vae_program_pick_fp8) */
         const vae_op *src = op->fp8 ? producer(p, op->in[0]) : NULL;
         op->fp8_bound = src ? vae_op_rms_bound(src) : 0.0f;
     }
@@ -153,8 +154,12 @@ int vae_program_pick_fp8(vae_program *p, int budget, int (*runs)(void *user, con
     int kept = 0;
     for (int i = p->n_ops - 1; i >= 0; i--) {
         vae_op *op = &p->ops[i];
-        if (!op->fp8) continue;
-        op->fp8 = (budget == 0 || kept < budget) && runs(user, op);
+        if (!op->fp8) {
+            op->fp8_kernel = VAE_FP8_NONE;
+            continue;
+        }
+        op->fp8_kernel = budget == 0 || kept < budget ? runs(user, op) : VAE_FP8_NONE;
+        op->fp8 = op->fp8_kernel != VAE_FP8_NONE;
         kept += op->fp8;
     }
     return kept;

@@ -29,6 +29,9 @@ typedef struct vae_program {
     int input, output; /* value ids */
     int in_channels, out_channels;
     int first_chunk, chunk; /* input frames in the first chunk and in each later one */
+    /* 1: an input that ends inside a chunk is completed by repeating its last frame (TAEHV's
+     * encoder pads so); 0: the frames after the last whole chunk are not used */
+    int pad_end;
 } vae_program;
 
 void vae_program_init(vae_program *p, int in_channels);
@@ -54,7 +57,9 @@ int vae_program_slice(const vae_program *p, int from, int to, vae_program *out);
  * their fp8_bound where an RMS norm makes their input (op.h vae_op_rms_bound). */
 void vae_program_mark_fp8(vae_program *p);
 /* A session's E4M3 convs: keeps the mark on the `budget` marked convs nearest p's output that
- * runs(user, op) runs in E4M3 (budget 0: on all of those), clears it on every other. A conv's E4M3
+ * runs(user, op) runs in E4M3 (budget 0: on all of those), clears it on every other; runs returns
+ * the kernel (fp8_shapes.h vae_fp8_kernel, VAE_FP8_NONE: not in E4M3), kept in op->fp8_kernel
+ * for the backend, which then reads it rather than deciding again. A conv's E4M3
  * noise is amplified by the network after it: one at a time on the CPU emulation, the first convs
  * of SeedVR2's encoder cost 4-5% relative error at the output, its last ones ~1%, Wan2.2's decoder
  * 3-4% in its middle block, 0.5% in its last level; errors add in quadrature. Returns the convs

@@ -101,12 +101,6 @@ static int ggml_type_info(uint32_t t, vae_storage_type *st, uint64_t *blck, uint
     return 0;
 }
 
-typedef struct { uint64_t begin, end; int idx; } span;
-static int cmp_span(const void *a, const void *b) {
-    const span *x = a, *y = b;
-    return x->begin < y->begin ? -1 : x->begin > y->begin;
-}
-
 int vae_gguf_parse(vae_store *s) {
     cursor c = {s->map, s->map_size, 0, s->path};
     uint64_t magic = 0, version = 0, n_tensors = 0, n_kv = 0, alignment = 32;
@@ -136,7 +130,7 @@ int vae_gguf_parse(vae_store *s) {
     /* Tensor infos first (the data region starts after them), then the tensors. */
     struct info { const char *name; uint64_t nlen, ne[VAE_MAX_DIMS], type, offset; uint32_t nd; } *inf;
     inf = vae_malloc((size_t)(n_tensors ? n_tensors : 1) * sizeof *inf);
-    span *spans = vae_malloc((size_t)(n_tensors ? n_tensors : 1) * sizeof *spans);
+    vae_store_span *spans = vae_malloc((size_t)(n_tensors ? n_tensors : 1) * sizeof *spans);
     if (!inf || !spans) {
         vae_free(inf);
         vae_free(spans);
@@ -191,23 +185,9 @@ int vae_gguf_parse(vae_store *s) {
             break;
         }
         rc = vae_store_add(s, t->name, (size_t)t->nlen, st, (int)t->nd, shape, c.m + data_start + t->offset, (size_t)nbytes);
-        spans[i] = (span){t->offset, t->offset + nbytes, s->n - 1};
+        spans[i] = (vae_store_span){t->offset, t->offset + nbytes, s->n - 1};
     }
-    if (!rc) { /* tensors must not share bytes */
-        qsort(spans, (size_t)n_tensors, sizeof *spans, cmp_span);
-        uint64_t reach = 0; /* end of the furthest non-empty span so far */
-        int last = -1;
-        for (uint64_t i = 0; i < n_tensors; i++) {
-            if (spans[i].end == spans[i].begin) continue; /* empty tensors share nothing */
-            if (last >= 0 && spans[i].begin < reach) {
-                rc = vae_fail(VAE_EFORMAT, "%s: GGUF data of tensors '%s' and '%s' overlap", s->path,
-                              s->tensors[last].name, s->tensors[spans[i].idx].name);
-                break;
-            }
-            reach = spans[i].end;
-            last = spans[i].idx;
-        }
-    }
+    if (!rc) rc = vae_store_check_overlap(s, spans, (size_t)n_tensors, "GGUF data");
     vae_free(inf);
     vae_free(spans);
     return rc;

@@ -49,12 +49,6 @@ static int json_u64(const cJSON *v, uint64_t *out) {
     return 0;
 }
 
-typedef struct { uint64_t begin, end; int idx; } span;
-static int cmp_span(const void *a, const void *b) {
-    const span *x = a, *y = b;
-    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end < y->end ? -1 : x->end > y->end);
-}
-
 int vae_safetensors_parse(vae_store *s) {
     const uint8_t *m = s->map;
     const char *path = s->path;
@@ -87,7 +81,7 @@ int vae_safetensors_parse(vae_store *s) {
         }
 
     int rc = VAE_OK, count = cJSON_GetArraySize(root);
-    span *spans = vae_malloc((size_t)(count ? count : 1) * sizeof *spans);
+    vae_store_span *spans = vae_malloc((size_t)(count ? count : 1) * sizeof *spans);
     int nspans = 0;
     if (!spans) {
         cJSON_Delete(root);
@@ -155,22 +149,7 @@ int vae_safetensors_parse(vae_store *s) {
         spans[nspans].idx = s->n - 1;
         nspans++;
     }
-    /* Tensors must not share bytes: overlapping ranges are a corrupt (or malicious) header. */
-    if (rc == VAE_OK) {
-        qsort(spans, (size_t)nspans, sizeof *spans, cmp_span);
-        uint64_t reach = 0; /* end of the furthest non-empty span so far */
-        int last = -1;
-        for (int i = 0; i < nspans; i++) {
-            if (spans[i].end == spans[i].begin) continue; /* empty tensors share nothing */
-            if (last >= 0 && spans[i].begin < reach) {
-                rc = vae_fail(VAE_EFORMAT, "%s: data of tensors '%s' and '%s' overlap", path,
-                              s->tensors[last].name, s->tensors[spans[i].idx].name);
-                break;
-            }
-            reach = spans[i].end;
-            last = spans[i].idx;
-        }
-    }
+    if (rc == VAE_OK) rc = vae_store_check_overlap(s, spans, (size_t)nspans, "data");
     vae_free(spans);
     cJSON_Delete(root);
     return rc;

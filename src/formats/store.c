@@ -142,6 +142,27 @@ int vae_store_add(vae_store *s, const char *name, size_t name_len, vae_storage_t
     return VAE_OK;
 }
 
+static int cmp_span(const void *a, const void *b) {
+    const vae_store_span *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+int vae_store_check_overlap(const vae_store *s, vae_store_span *spans, size_t n, const char *what) {
+    qsort(spans, n, sizeof *spans, cmp_span);
+    uint64_t reach = 0; /* end of the furthest non-empty span so far */
+    int last = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (spans[i].end == spans[i].begin) continue; /* empty tensors share nothing */
+        if (last >= 0 && spans[i].begin < reach)
+            return vae_fail(VAE_EFORMAT, "%s: %s of tensors '%s' and '%s' overlap", s->path, what,
+                            s->tensors[last].name, s->tensors[spans[i].idx].name);
+        reach = spans[i].end;
+        last = spans[i].idx;
+    }
+    return VAE_OK;
+}
+
 int vae_store_add_metadata(vae_store *s, const char *key, const char *value) {
     store_priv *p = s->owned;
     if (p->n_meta + 2 > p->cap_meta) {

@@ -97,6 +97,15 @@ int vae_store_index(vae_store *s);
  * The caller checks that [data, data + nbytes) lies inside the mapping or an owned block. */
 int vae_store_add(vae_store *s, const char *name, size_t name_len, vae_storage_type type,
                   int ndim, const int64_t *shape, const void *data, size_t nbytes);
+/* A tensor's bytes in the file's data (idx: its index in the store), for vae_store_check_overlap. */
+typedef struct vae_store_span {
+    uint64_t begin, end;
+    int idx;
+} vae_store_span;
+/* Tensors must not share bytes (overlapping ranges are a corrupt or malicious header):
+ * VAE_EFORMAT "<path>: <what> of tensors 'a' and 'b' overlap" for the first two that do. Sorts
+ * spans. */
+int vae_store_check_overlap(const vae_store *s, vae_store_span *spans, size_t n, const char *what);
 /* Records a metadata string pair (copied) for vae_store_metadata. */
 int vae_store_add_metadata(vae_store *s, const char *key, const char *value);
 /* Product of the dims into *numel; -1 when a dim is negative or the product overflows. */

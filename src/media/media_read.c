@@ -338,36 +338,27 @@ static vm_color color_of(const AVFrame *f, enum AVCodecID codec, enum AVPixelFor
         c.full = yuv ? (codec == AV_CODEC_ID_MJPEG) : 1;
         if (yuv) c.guessed = 1;
     }
-    switch (f->colorspace) {
-    case AVCOL_SPC_BT709:
-        c.sws_cs = SWS_CS_ITU709;
-        c.name = "bt709";
-        break;
-    case AVCOL_SPC_BT470BG:
-    case AVCOL_SPC_SMPTE170M:
-        c.sws_cs = SWS_CS_ITU601;
-        c.name = "bt601";
-        break;
-    case AVCOL_SPC_SMPTE240M:
-        c.sws_cs = SWS_CS_SMPTE240M;
-        c.name = "smpte240m";
-        break;
-    case AVCOL_SPC_FCC:
-        c.sws_cs = SWS_CS_FCC;
-        c.name = "fcc";
-        break;
-    case AVCOL_SPC_BT2020_NCL:
-    case AVCOL_SPC_BT2020_CL:
-        c.sws_cs = SWS_CS_BT2020;
-        c.name = "bt2020";
-        break;
-    default:
-        if (yuv) {
-            c.guessed = 1;
-            if (still || (f->width < 1280 && f->height <= 576)) {
-                c.sws_cs = SWS_CS_ITU601;
-                c.name = "bt601";
-            }
+    static const struct {
+        enum AVColorSpace space;
+        int sws_cs;
+        const char *name;
+    } known[] = {{AVCOL_SPC_BT709, SWS_CS_ITU709, "bt709"},
+                 {AVCOL_SPC_BT470BG, SWS_CS_ITU601, "bt601"},
+                 {AVCOL_SPC_SMPTE170M, SWS_CS_ITU601, "bt601"},
+                 {AVCOL_SPC_SMPTE240M, SWS_CS_SMPTE240M, "smpte240m"},
+                 {AVCOL_SPC_FCC, SWS_CS_FCC, "fcc"},
+                 {AVCOL_SPC_BT2020_NCL, SWS_CS_BT2020, "bt2020"},
+                 {AVCOL_SPC_BT2020_CL, SWS_CS_BT2020, "bt2020"}};
+    size_t k = 0;
+    while (k < sizeof known / sizeof known[0] && known[k].space != f->colorspace) k++;
+    if (k < sizeof known / sizeof known[0]) {
+        c.sws_cs = known[k].sws_cs;
+        c.name = known[k].name;
+    } else if (yuv) { /* unspecified: BT.601 for stills and SD, else the BT.709 default */
+        c.guessed = 1;
+        if (still || (f->width < 1280 && f->height <= 576)) {
+            c.sws_cs = SWS_CS_ITU601;
+            c.name = "bt601";
         }
     }
     if (!yuv) c.name = "rgb";

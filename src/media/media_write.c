@@ -527,6 +527,29 @@ static int rgb_to_yuv420(vae_media_writer *w, const float *R, const float *G, co
     return VAE_OK;
 }
 
+/* Packed RGB rows: sample k of pixel x (planes[k], in the format's channel order) at channel k of
+ * n_ch, 8-bit or 16-bit big-endian; a fourth channel (BGR0, 8-bit) is 0. */
+static void pack_rgb(const vae_media_writer *w, AVFrame *f, const float *const planes[3], int n_ch,
+                     int bits16, float lo, float inv) {
+    for (int y = 0; y < w->h; y++) {
+        uint8_t *o = f->data[0] + (size_t)y * f->linesize[0];
+        int64_t i0 = (int64_t)y * w->w;
+        for (int x = 0; x < w->w; x++) {
+            for (int k = 0; k < 3; k++) {
+                float u = unit(planes[k][i0 + x], lo, inv);
+                if (bits16) {
+                    unsigned v = (unsigned)lrintf(u * 65535.0f);
+                    o[2 * (n_ch * x + k)] = (uint8_t)(v >> 8);
+                    o[2 * (n_ch * x + k) + 1] = (uint8_t)(v & 255);
+                } else {
+                    o[n_ch * x + k] = (uint8_t)lrintf(u * 255.0f);
+                }
+            }
+            if (n_ch == 4) o[4 * x + 3] = 0;
+        }
+    }
+}
+
 int vae_media_writer_add(vae_media_writer *w, const float *frames, int n) {
     vm_error_clear();
     if (!w || !frames || n < 0) return vm_fail(VAE_EINVAL, "vae_media_writer_add: bad arguments");
@@ -545,16 +568,7 @@ int vae_media_writer_add(vae_media_writer *w, const float *frames, int n) {
             if ((rc = rgb_to_yuv420(w, R, G, B, f))) return rc;
             break;
         case AV_PIX_FMT_BGR0:
-            for (int y = 0; y < w->h; y++) {
-                uint8_t *o = f->data[0] + (size_t)y * f->linesize[0];
-                int64_t i0 = (int64_t)y * w->w;
-                for (int x = 0; x < w->w; x++) {
-                    o[4 * x + 0] = (uint8_t)lrintf(unit(B[i0 + x], lo, inv) * 255.0f);
-                    o[4 * x + 1] = (uint8_t)lrintf(unit(G[i0 + x], lo, inv) * 255.0f);
-                    o[4 * x + 2] = (uint8_t)lrintf(unit(R[i0 + x], lo, inv) * 255.0f);
-                    o[4 * x + 3] = 0;
-                }
-            }
+            pack_rgb(w, f, (const float *const[3]){B, G, R}, 4, 0, lo, inv);
             break;
         case AV_PIX_FMT_GBRP10LE: {
             const float *src[3] = {G, B, R};
@@ -568,29 +582,10 @@ int vae_media_writer_add(vae_media_writer *w, const float *frames, int n) {
             break;
         }
         case AV_PIX_FMT_RGB24:
-            for (int y = 0; y < w->h; y++) {
-                uint8_t *o = f->data[0] + (size_t)y * f->linesize[0];
-                int64_t i0 = (int64_t)y * w->w;
-                for (int x = 0; x < w->w; x++) {
-                    o[3 * x + 0] = (uint8_t)lrintf(unit(R[i0 + x], lo, inv) * 255.0f);
-                    o[3 * x + 1] = (uint8_t)lrintf(unit(G[i0 + x], lo, inv) * 255.0f);
-                    o[3 * x + 2] = (uint8_t)lrintf(unit(B[i0 + x], lo, inv) * 255.0f);
-                }
-            }
+            pack_rgb(w, f, (const float *const[3]){R, G, B}, 3, 0, lo, inv);
             break;
         case AV_PIX_FMT_RGB48BE:
-            for (int y = 0; y < w->h; y++) {
-                uint8_t *o = f->data[0] + (size_t)y * f->linesize[0];
-                int64_t i0 = (int64_t)y * w->w;
-                for (int x = 0; x < w->w; x++) {
-                    const float *src[3] = {R, G, B};
-                    for (int c = 0; c < 3; c++) {
-                        unsigned v = (unsigned)lrintf(unit(src[c][i0 + x], lo, inv) * 65535.0f);
-                        o[6 * x + 2 * c] = (uint8_t)(v >> 8);
-                        o[6 * x + 2 * c + 1] = (uint8_t)(v & 255);
-                    }
-                }
-            }
+            pack_rgb(w, f, (const float *const[3]){R, G, B}, 3, 1, lo, inv);
             break;
         default: return vm_fail(VAE_EUNSUPPORTED, "internal: pixel format");
         }

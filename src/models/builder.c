@@ -427,9 +427,14 @@ int vb_group_norm(vae_builder *b, vae_program *p, int x, const char *prefix, int
     const float *w = vb_weight(b, name, 1, (int64_t[]){c});
     snprintf(name, sizeof name, "%s.bias", prefix);
     const float *bias = vb_weight(b, name, 1, (int64_t[]){c});
+    return vb_group_norm_raw(b, p, x, prefix, w, bias, c, groups, eps, act);
+}
+
+int vb_group_norm_raw(vae_builder *b, vae_program *p, int x, const char *name, const float *w,
+                      const float *bias, int c, int groups, float eps, vae_act act) {
     if (x < 0 || !w || !bias) return -1;
     if (groups <= 0 || c % groups) {
-        vb_error(b, VAE_ESHAPE, "%s: %d channels do not split into %d groups", prefix, c, groups);
+        vb_error(b, VAE_ESHAPE, "%s: %d channels do not split into %d groups", name, c, groups);
         return -1;
     }
     vae_op op = vae_op_make(VAE_OP_GROUP_NORM, x, c, c);
@@ -438,7 +443,7 @@ int vb_group_norm(vae_builder *b, vae_program *p, int x, const char *prefix, int
     op.eps = eps;
     op.w = w;
     op.b = bias;
-    snprintf(op.name, sizeof op.name, "%s", prefix);
+    snprintf(op.name, sizeof op.name, "%s", name);
     return add_op(p, &op);
 }
 

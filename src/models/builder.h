@@ -88,6 +88,9 @@ int vb_rms_norm(vae_builder *b, vae_program *p, int x, const char *gamma_name, i
                 vae_act act);
 int vb_group_norm(vae_builder *b, vae_program *p, int x, const char *prefix, int c, int groups,
                   float eps, vae_act act);
+/* Same, with explicit weight and bias arrays (name: the op's). */
+int vb_group_norm_raw(vae_builder *b, vae_program *p, int x, const char *name, const float *w,
+                      const float *bias, int c, int groups, float eps, vae_act act);
 int vb_act(vae_program *p, int x, int c, vae_act act, float scale);
 int vb_add(vae_program *p, int a, int x2, int c, vae_act act);
 int vb_scale_shift(vae_program *p, int x, int c, const float *scale, const float *shift);

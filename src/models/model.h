@@ -46,12 +46,23 @@ typedef struct vae_taesd_config {
     int width;           /* 64 */
 } vae_taesd_config;
 
+typedef struct vae_taehv_config { /* the TAEHV family (madebyollin/taehv) */
+    int patch_size;      /* 1, 2 or 4: pixel (un)shuffle of the frames */
+    int latent_channels; /* 16 (taew2_1, taehv), 48 (taew2_2), 32, 128 ... */
+    int enc_tpool[3];    /* the encoder's TPool strides per stage (1 or 2) */
+    int dec_tgrow[3];    /* the decoder's TGrow strides per stage (1 or 2) */
+    int super;           /* arch_variant "super": the ConvNeXt-style decoder */
+    int has_encoder, has_decoder;
+} vae_taehv_config;
+enum { VAE_TAEHV_STAGES = 3, VAE_TAEHV_WIDTH = 64 }; /* stages of each side; encoder width */
+
 typedef struct vae_config {
     const struct vae_arch *arch;
     union {
         vae_wan_config wan;
         vae_seedvr2_config seedvr2;
         vae_taesd_config taesd;
+        vae_taehv_config taehv;
     } u;
     /* latent normalisation (diffusion = (raw - mean) / std); n_latent values each */
     int n_latent;
@@ -72,11 +83,17 @@ typedef struct vae_arch {
     int (*build)(vae_builder *b, const vae_config *cfg, vae_program *enc, vae_program *dec);
     /* appends the configuration as JSON with upstream argument names */
     void (*describe)(const vae_config *cfg, vae_strbuf *json);
+    /* Optional (NULL: the architecture has no previews): the decode program of a preview
+     * (VAE_PREVIEW_TIME and/or VAE_PREVIEW_SPACE: that upscaling off) on the weights of the
+     * built decoder dec, which it shares; VAE_EUNSUPPORTED naming `preview` for a kind the
+     * configuration lacks. */
+    int (*preview)(const vae_config *cfg, const vae_program *dec, int preview, vae_program *out);
     /* geometry */
     int spatial_factor, temporal_factor, is_video;
     float image_min, image_max;
-    /* dtype fp8 by default (VAE_FP8_CONVS unset): E4M3 convs of the decoder [0] and the encoder
-     * [1] at most, those nearest its output (0: every one that may). Each adds error in
+    /* dtype fp8 by default (VAE_FP8_CONVS and VAE_FP8_ERROR unset): E4M3 convs of the decoder
+     * [0] and the encoder [1] at most, those nearest its output (0: every one that may; the
+     * error budget, VAE_FP8_ERROR, replaces this count once measured on GPUs). Each adds error in
      * quadrature, amplified the more the nearer the latent, and that differs per network and per
      * side (an encoder's output is the latent: its convs nearest it are its cheapest, its
      * full-resolution ones come last): the most that keeps every full-size fixture of the
@@ -84,7 +101,24 @@ typedef struct vae_arch {
     int fp8_convs[2];
 } vae_arch;
 
-extern const vae_arch vae_arch_wan21, vae_arch_wan22, vae_arch_seedvr2, vae_arch_taesd;
+/* The hooks of a vae_arch descriptor whose functions are named by one prefix:
+ * prefix_detect, prefix_config_from_store, prefix_config_from_json, prefix_build and
+ * prefix_describe, e.g. `const vae_arch vae_arch_x = {.name = "x", VAE_ARCH_HOOKS(x), ...};`. */
+#define VAE_ARCH_HOOKS(prefix)                                                                     \
+    .detect = prefix##_detect, .config_from_store = prefix##_config_from_store,                    \
+    .config_from_json = prefix##_config_from_json, .build = prefix##_build,                        \
+    .describe = prefix##_describe
+
+/* taehv.c: the decoders' stage widths [base, super][stage], the configuration's check, the
+ * programs (vae_arch build) and the previews (vae_arch preview) */
+extern const int vae_taehv_dec_widths[2][VAE_TAEHV_STAGES + 1];
+int vae_taehv_check(const vae_taehv_config *c);
+int vae_taehv_build(vae_builder *b, const vae_config *cfg, vae_program *enc, vae_program *dec);
+int vae_taehv_preview(const vae_config *cfg, const vae_program *dec, int preview,
+                      vae_program *out);
+
+extern const vae_arch vae_arch_wan21, vae_arch_wan22, vae_arch_seedvr2, vae_arch_taesd,
+    vae_arch_taehv;
 /* All known architectures, NULL-terminated, in detection order. */
 extern const vae_arch *const vae_archs[];
 const vae_arch *vae_arch_by_name(const char *name);

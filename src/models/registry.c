@@ -5,10 +5,11 @@
 #include "core/core.h"
 #include "models/model.h"
 
-/* TAESD's bare Sequential indices and SeedVR2's diffusers-like names are the most specific keys,
- * so they are tried before the Wan schemes. Wan2.2 before 2.1 (2.2 keys nest one level deeper). */
-const vae_arch *const vae_archs[] = {&vae_arch_taesd, &vae_arch_seedvr2, &vae_arch_wan22,
-                                     &vae_arch_wan21, NULL};
+/* TAESD's bare Sequential indices, TAEHV's encoder.N / decoder.N indices and SeedVR2's
+ * diffusers-like names are the most specific keys, so they are tried before the Wan schemes (whose
+ * keys are encoder.conv1 ...; TAEHV's decoder.22 / encoder.17 convs are in no other layout). Wan2.2 before 2.1 (2.2 keys nest one level deeper). */
+const vae_arch *const vae_archs[] = {&vae_arch_taesd, &vae_arch_taehv, &vae_arch_seedvr2,
+                                     &vae_arch_wan22, &vae_arch_wan21, NULL};
 
 const vae_arch *vae_arch_by_name(const char *name) {
     for (int i = 0; vae_archs[i]; i++)
@@ -23,6 +24,7 @@ int vae_config_spatial_factor(const vae_config *cfg) {
     if (a == &vae_arch_wan21 || a == &vae_arch_wan22)
         return (a == &vae_arch_wan22 ? 2 : 1) << (cfg->u.wan.n_levels - 1);
     if (a == &vae_arch_seedvr2) return 1 << (cfg->u.seedvr2.n_levels - 1);
+    if (a == &vae_arch_taehv) return a->spatial_factor * cfg->u.taehv.patch_size;
     return a->spatial_factor;
 }
 
@@ -36,6 +38,11 @@ int vae_config_temporal_factor(const vae_config *cfg) {
     if (a == &vae_arch_seedvr2) {
         int n = cfg->u.seedvr2.temporal_scale_num, levels = cfg->u.seedvr2.n_levels - 1;
         return 1 << (n < levels ? n : levels);
+    }
+    if (a == &vae_arch_taehv) { /* the decoder's when there is one: T latents -> 1 + f (T - 1) */
+        const vae_taehv_config *c = &cfg->u.taehv;
+        const int *s = c->has_decoder ? c->dec_tgrow : c->enc_tpool;
+        return s[0] * s[1] * s[2];
     }
     return a->temporal_factor;
 }

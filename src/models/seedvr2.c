@@ -194,20 +194,7 @@ static void fetch_decoder(sv_ctx *x) {
 /* ---- phase 2: ops ----------------------------------------------------------------------------- */
 static int o_gn(sv_ctx *x, int v, const char *pre, int c, vae_act act) {
     const float *w = sv_get(x, "%s.weight", pre), *b = sv_get(x, "%s.bias", pre);
-    if (v < 0 || !w || !b) return -1;
-    int g = x->c->norm_num_groups;
-    if (g <= 0 || c % g) {
-        vb_error(x->b, VAE_ESHAPE, "seedvr2: %s: %d channels do not split into %d groups", pre, c, g);
-        return -1;
-    }
-    vae_op op = vae_op_make(VAE_OP_GROUP_NORM, v, c, c);
-    op.act = act;
-    op.groups = g;
-    op.eps = SV_EPS;
-    op.w = w;
-    op.b = b;
-    snprintf(op.name, sizeof op.name, "%s", pre);
-    return vae_program_add(x->p, &op);
+    return vb_group_norm_raw(x->b, x->p, v, pre, w, b, c, x->c->norm_num_groups, SV_EPS, act);
 }
 
 /* InflatedCausalConv3d k x k x k (k = 3: spatial zero pad 1, 2 replicated frames in front). */
@@ -400,6 +387,17 @@ static int check_config(const vae_seedvr2_config *c) {
     return VAE_OK;
 }
 
+/* Builds one side into p: n_in input channels, the first frame alone, then chunks of chunk. */
+static void build_side(sv_ctx *x, vae_program *p, int n_in, int chunk, int (*build)(sv_ctx *),
+                       const char *side) {
+    vae_program_init(p, n_in);
+    p->first_chunk = 1;
+    p->chunk = chunk;
+    x->p = p;
+    if (build(x) < 0 && vb_status(x->b) == VAE_OK)
+        vb_error(x->b, VAE_ENOMEM, "seedvr2: out of memory building the %s", side);
+}
+
 static int sv_build(vae_builder *b, const vae_config *cfg, vae_program *enc, vae_program *dec) {
     const vae_seedvr2_config *c = &cfg->u.seedvr2;
     int rc = check_config(c);
@@ -411,23 +409,11 @@ static int sv_build(vae_builder *b, const vae_config *cfg, vae_program *enc, vae
     /* requests first, in upstream order (encoder, then decoder) */
     if (c->has_encoder) fetch_encoder(&x);
     if (c->has_decoder) fetch_decoder(&x);
-    if (c->has_encoder && vb_status(b) == VAE_OK) {
-        vae_program_init(enc, c->in_channels);
-        enc->first_chunk = 1;
-        enc->chunk = 4;
-        x.p = enc;
-        if (build_encoder(&x) < 0 && vb_status(b) == VAE_OK)
-            vb_error(b, VAE_ENOMEM, "seedvr2: out of memory building the encoder");
-    }
-    if (c->has_decoder && vb_status(b) == VAE_OK) {
-        vae_program_init(dec, c->latent_channels);
-        /* per-frame norms/attention + windowed convs: any chunking gives the same result */
-        dec->first_chunk = 1;
-        dec->chunk = 1;
-        x.p = dec;
-        if (build_decoder(&x) < 0 && vb_status(b) == VAE_OK)
-            vb_error(b, VAE_ENOMEM, "seedvr2: out of memory building the decoder");
-    }
+    if (c->has_encoder && vb_status(b) == VAE_OK)
+        build_side(&x, enc, c->in_channels, 4, build_encoder, "encoder");
+    /* per-frame norms/attention + windowed convs: any decoder chunking gives the same result */
+    if (c->has_decoder && vb_status(b) == VAE_OK)
+        build_side(&x, dec, c->latent_channels, 1, build_decoder, "decoder");
     vae_free(x.slots);
     return vb_status(b);
 }
@@ -748,11 +734,7 @@ static void sv_describe(const vae_config *cfg, vae_strbuf *j) {
 
 const vae_arch vae_arch_seedvr2 = {
     .name = "seedvr2",
-    .detect = sv_detect,
-    .config_from_store = sv_config_from_store,
-    .config_from_json = sv_config_from_json,
-    .build = sv_build,
-    .describe = sv_describe,
+    VAE_ARCH_HOOKS(sv),
     .spatial_factor = 8,
     .temporal_factor = 4,
     .is_video = 1,

@@ -237,11 +237,7 @@ static void ts_describe(const vae_config *cfg, vae_strbuf *j) {
 
 const vae_arch vae_arch_taesd = {
     .name = "taesd",
-    .detect = ts_detect,
-    .config_from_store = ts_config_from_store,
-    .config_from_json = ts_config_from_json,
-    .build = ts_build,
-    .describe = ts_describe,
+    VAE_ARCH_HOOKS(ts),
     .spatial_factor = 8,
     .temporal_factor = 1,
     .is_video = 0,

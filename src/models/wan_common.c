@@ -1,4 +1,4 @@
-/* wan_common.c -- the Wan VAE primitives as program-building helpers, shared configuration code.
+/* wan_common.c -- the Wan2.1 and Wan2.2 VAEs as programs: their blocks, encoder and decoder.
  *
  * How the upstream (Wan-Video wan/modules/vae.py, vae2_2.py) chunked execution maps onto the
  * stream semantics of program.h. The reference runs the encoder on frames [0], [1:5], [5:9], ...
@@ -23,9 +23,7 @@
  */
 #include "models/wan_common.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -142,14 +140,22 @@ int wan_head(vae_builder *b, vae_program *p, int x, const char *pre, int c_in, i
 
 /* ---- Wan2.2 shortcuts, patchify ------------------------------------------------------------ */
 
-int wan_avg_down(vae_builder *b, vae_program *p, const wan_shortcut *s) {
-    int factor = s->ft * s->fs * s->fs;
-    if (s->c_out <= 0 || (s->c_in * factor) % s->c_out) {
-        vb_error(b, VAE_EUNSUPPORTED, "AvgDown3D: %d channels x %d do not average into %d", s->c_in,
-                 factor, s->c_out);
+/* How many channels of `from` (each times factor) make one of `into`: AvgDown3D averages c_in x
+ * factor into c_out, DupUp3D splits c_out x factor from c_in; -1 (recorded) where they do not
+ * divide. */
+static int shortcut_group(vae_builder *b, const char *what, int from, int into, int factor) {
+    if (into <= 0 || (from * factor) % into) {
+        vb_error(b, VAE_EUNSUPPORTED, "%s: %d channels x %d do not divide into %d", what, from,
+                 factor, into);
         return -1;
     }
-    int group = s->c_in * factor / s->c_out;
+    return from * factor / into;
+}
+
+int wan_avg_down(vae_builder *b, vae_program *p, const wan_shortcut *s) {
+    int factor = s->ft * s->fs * s->fs;
+    int group = shortcut_group(b, "AvgDown3D", s->c_in, s->c_out, factor);
+    if (group < 0) return -1;
     if (factor == 1 && group == 1) return s->src; /* identity */
     /* f = c*ft*fs*fs + ti*fs*fs + hi*fs + wi; y[o] = mean over f in [o*group, (o+1)*group) */
     return vb_shuffle_down(p, s->src, s->c_in, s->c_out, s->ft, s->fs, factor, s->fs * s->fs, s->fs,
@@ -158,12 +164,8 @@ int wan_avg_down(vae_builder *b, vae_program *p, const wan_shortcut *s) {
 
 int wan_dup_up(vae_builder *b, vae_program *p, const wan_shortcut *s) {
     int factor = s->ft * s->fs * s->fs;
-    if (s->c_in <= 0 || (s->c_out * factor) % s->c_in) {
-        vb_error(b, VAE_EUNSUPPORTED, "DupUp3D: %d channels x %d do not split from %d", s->c_out,
-                 factor, s->c_in);
-        return -1;
-    }
-    int repeats = s->c_out * factor / s->c_in;
+    int repeats = shortcut_group(b, "DupUp3D", s->c_out, s->c_in, factor);
+    if (repeats < 0) return -1;
     /* repeat_interleave: channel j of the expanded tensor is input channel j / repeats, with
      * j = o*ft*fs*fs + ti*fs*fs + hi*fs + wi */
     int y = vb_shuffle_up(p, s->src, s->c_in, s->c_out, s->ft, s->fs, factor, s->fs * s->fs, s->fs,
@@ -183,16 +185,28 @@ int wan_unpatchify(vae_program *p, int x) {
 
 /* ---- resampling ---------------------------------------------------------------------------- */
 
+/* A Resample's weights, in upstream order: resample.1 (Conv2d 3x3, c -> c_out), then time_conv
+ * (3x1x1, c -> t_out) when t_out > 0. */
+typedef struct resample_weights {
+    char n1[256], nt[256];
+    const float *w, *bias, *wt, *bt;
+} resample_weights;
+
+static void get_resample_weights(vae_builder *b, const char *pre, int c, int c_out, int t_out,
+                                 resample_weights *r) {
+    snprintf(r->n1, sizeof r->n1, "%s.resample.1", pre);
+    conv_weights(b, r->n1, c, c_out, 1, 3, 3, 1, &r->w, &r->bias);
+    r->wt = r->bt = NULL;
+    if (t_out > 0) {
+        snprintf(r->nt, sizeof r->nt, "%s.time_conv", pre);
+        conv_weights(b, r->nt, c, t_out, 3, 1, 1, 0, &r->wt, &r->bt);
+    }
+}
+
 int wan_resample_down(vae_builder *b, vae_program *p, int x, const char *pre, int c, int temporal,
                       const wan_shortcut *avg) {
-    char n1[256], nt[256];
-    const float *w, *bias, *wt = NULL, *bt = NULL;
-    snprintf(n1, sizeof n1, "%s.resample.1", pre);
-    conv_weights(b, n1, c, c, 1, 3, 3, 1, &w, &bias);
-    if (temporal) {
-        snprintf(nt, sizeof nt, "%s.time_conv", pre);
-        conv_weights(b, nt, c, c, 3, 1, 1, 0, &wt, &bt);
-    }
+    resample_weights r;
+    get_resample_weights(b, pre, c, c, temporal ? c : 0, &r);
     /* ZeroPad2d((0, 1, 0, 1)) then Conv2d 3x3 stride 2 */
     vb_conv_args a = vb_conv_defaults(1, 3, 3);
     a.sh = a.sw = 2;
@@ -201,15 +215,15 @@ int wan_resample_down(vae_builder *b, vae_program *p, int x, const char *pre, in
     if (!temporal) {
         a.residual = avg ? wan_avg_down(b, p, avg) : -1;
         if (avg && a.residual < 0) return -1;
-        return vb_conv_raw(p, x, n1, w, bias, c, c, &a);
+        return vb_conv_raw(p, x, r.n1, r.w, r.bias, c, c, &a);
     }
-    int y = vb_conv_raw(p, x, n1, w, bias, c, c, &a);
+    int y = vb_conv_raw(p, x, r.n1, r.w, r.bias, c, c, &a);
     int head = vb_time_head(p, y, c, 1);
     vb_conv_args at = vb_conv_defaults(3, 1, 1);
     at.st = 2;
     at.pad_h[0] = at.pad_h[1] = at.pad_w[0] = at.pad_w[1] = 0;
     at.tpad = 0;
-    int t = vb_conv_raw(p, y, nt, wt, bt, c, c, &at);
+    int t = vb_conv_raw(p, y, r.nt, r.wt, r.bt, c, c, &at);
     y = vb_concat_t(p, head, t, c);
     if (avg) y = vb_add(p, y, wan_avg_down(b, p, avg), c, VAE_ACT_NONE);
     return y;
@@ -217,20 +231,16 @@ int wan_resample_down(vae_builder *b, vae_program *p, int x, const char *pre, in
 
 int wan_resample_up(vae_builder *b, vae_program *p, int x, const char *pre, int c, int c_out,
                     int temporal, const wan_shortcut *dup) {
-    char n1[256], nt[256];
-    const float *w, *bias, *wt = NULL, *bt = NULL;
-    snprintf(n1, sizeof n1, "%s.resample.1", pre);
-    conv_weights(b, n1, c, c_out, 1, 3, 3, 1, &w, &bias);
+    resample_weights r;
+    get_resample_weights(b, pre, c, c_out, temporal ? 2 * c : 0, &r);
     if (temporal) {
-        snprintf(nt, sizeof nt, "%s.time_conv", pre);
-        conv_weights(b, nt, c, 2 * c, 3, 1, 1, 0, &wt, &bt);
         int head = vb_time_head(p, x, c, 1);
         int rest = vb_time_drop(p, x, c, 1);
         vb_conv_args at = vb_conv_defaults(3, 1, 1);
         at.pad_h[0] = at.pad_h[1] = at.pad_w[0] = at.pad_w[1] = 0;
         at.tpad = 2;
         at.tpad_mode = VAE_TPAD_ZERO;
-        rest = vb_conv_raw(p, rest, nt, wt, bt, c, 2 * c, &at);
+        rest = vb_conv_raw(p, rest, r.nt, r.wt, r.bt, c, 2 * c, &at);
         /* reshape(b, 2, c, t, h, w) + stack on dim 3: channel i*c + o -> frame 2t + i */
         rest = vb_shuffle_up(p, rest, 2 * c, c, 2, 1, 1, c, 0, 0, 1);
         x = vb_concat_t(p, head, rest, c);
@@ -245,7 +255,7 @@ int wan_resample_up(vae_builder *b, vae_program *p, int x, const char *pre, int 
         a.residual = wan_dup_up(b, p, dup);
         if (a.residual < 0) return -1;
     }
-    return vb_conv_raw(p, x, n1, w, bias, c, c_out, &a);
+    return vb_conv_raw(p, x, r.n1, r.w, r.bias, c, c_out, &a);
 }
 
 /* ---- latent normalisation, top-level 1x1 convs --------------------------------------------- */
@@ -297,575 +307,126 @@ static void wan_stray_top_conv(vae_builder *b, const char *name, int c) {
     conv_weights(b, name, c, c, 1, 1, 1, 0, &w, &bias);
 }
 
-int wan_build_programs(vae_builder *b, const vae_config *cfg, vae_program *enc, vae_program *dec,
-                       wan_half_fn build_encoder, wan_half_fn build_decoder) {
+/* The name of block r of level i of a layer list ("encoder.downsamples"): Wan2.1 numbers the
+ * blocks and resamples of every level in one list (per_level of them a level), Wan2.2 groups each
+ * level's in a Down_/Up_ResidualBlock ("encoder.downsamples.1.downsamples.2"). */
+static void level_block_name(char *pre, size_t len, const char *list, int is22, int i, int r,
+                             int per_level) {
+    if (is22)
+        snprintf(pre, len, "%s.%d.%s.%d", list, i, strchr(list, '.') + 1, r);
+    else
+        snprintf(pre, len, "%s.%d", list, i * per_level + r);
+}
+
+/* Per level num_res_blocks ResidualBlocks, then a Resample (none after the last level); Wan2.2
+ * adds the AvgDown3D shortcut of the level's input (the last level: the shortcut alone). */
+static int encoder_levels(vae_builder *b, const vae_wan_config *w, vae_program *p, int x,
+                          const int *dims, int is22) {
+    int n = w->n_levels, nrb = w->num_res_blocks;
+    char pre[128];
+    for (int i = 0; i < n; i++) {
+        int in = dims[i], out = dims[i + 1];
+        int down = i != n - 1;
+        int tdown = down ? w->temperal_downsample[i] : 0;
+        wan_shortcut avg = {x, dims[i], out, tdown ? 2 : 1, down ? 2 : 1};
+        for (int r = 0; r < nrb; r++) {
+            level_block_name(pre, sizeof pre, "encoder.downsamples", is22, i, r, nrb + 1);
+            x = wan_residual_block(b, p, x, pre, in, out);
+            in = out;
+        }
+        level_block_name(pre, sizeof pre, "encoder.downsamples", is22, i, nrb, nrb + 1);
+        if (down)
+            x = wan_resample_down(b, p, x, pre, out, tdown, is22 ? &avg : NULL);
+        else if (is22) /* identity when in == out */
+            x = vb_add(p, x, wan_avg_down(b, p, &avg), out, VAE_ACT_NONE);
+    }
+    return x;
+}
+
+/* Per level num_res_blocks+1 ResidualBlocks, then a Resample (none after the last level): Wan2.1's
+ * Conv2d halves the width (and the next level's input with it), Wan2.2's keeps it and adds the
+ * DupUp3D shortcut of the level's input. */
+static int decoder_levels(vae_builder *b, const vae_wan_config *w, vae_program *p, int x,
+                          const int *dims, int is22) {
+    int n = w->n_levels, nrb = w->num_res_blocks;
+    char pre[128];
+    for (int i = 0; i < n; i++) {
+        int in = dims[i], out = dims[i + 1];
+        /* upstream 2.1: `if i == 1 or i == 2 or i == 3: in_dim = in_dim // 2` */
+        if (!is22 && i >= 1 && i <= 3) in /= 2;
+        int up = i != n - 1;
+        int tup = up ? w->temperal_downsample[n - 2 - i] : 0; /* temperal_upsample = reversed */
+        wan_shortcut dup = {x, dims[i], out, tup ? 2 : 1, 2};
+        for (int r = 0; r < nrb + 1; r++) {
+            level_block_name(pre, sizeof pre, "decoder.upsamples", is22, i, r, nrb + 2);
+            x = wan_residual_block(b, p, x, pre, in, out);
+            in = out;
+        }
+        level_block_name(pre, sizeof pre, "decoder.upsamples", is22, i, nrb + 1, nrb + 2);
+        if (up)
+            x = wan_resample_up(b, p, x, pre, out, is22 ? out : out / 2, tup, is22 ? &dup : NULL);
+    }
+    return x;
+}
+
+/* The encoder: (Wan2.2: patchify), conv1, the levels, middle, head to 2*z_dim, the top-level
+ * conv1 and the normalisation. Upstream encodes the first frame alone, then chunks of 4 frames
+ * (the temporal stride). */
+static int build_encoder(vae_builder *b, const vae_config *cfg, vae_program *p, int is22) {
     const vae_wan_config *w = &cfg->u.wan;
+    int n = w->n_levels;
+    p->first_chunk = 1;
+    p->chunk = 4;
+    int dims[VAE_MAX_LEVELS + 1];
+    dims[0] = w->dim;
+    for (int i = 0; i < n; i++)
+        dims[i + 1] = w->dim * w->dim_mult[i];
+    int x = is22 ? wan_patchify(p, p->input) : p->input;
+    x = wan_conv3(b, p, x, "encoder.conv1", is22 ? 12 : 3, dims[0], -1);
+    x = encoder_levels(b, w, p, x, dims, is22);
+    x = wan_middle(b, p, x, "encoder.middle", dims[n]);
+    x = wan_head(b, p, x, "encoder.head", dims[n], 2 * w->z_dim);
+    return wan_encode_tail(b, p, x, cfg);
+}
+
+/* The decoder: normalisation, the top-level conv2, conv1, middle, the levels, head (Wan2.2: to 12
+ * channels, then unpatchify). Upstream decodes latent frame by frame. */
+static int build_decoder(vae_builder *b, const vae_config *cfg, vae_program *p, int is22) {
+    const vae_wan_config *w = &cfg->u.wan;
+    int n = w->n_levels;
+    p->first_chunk = 1;
+    p->chunk = 1;
+    int dims[VAE_MAX_LEVELS + 1];
+    dims[0] = w->dec_dim * w->dim_mult[n - 1];
+    for (int i = 0; i < n; i++)
+        dims[i + 1] = w->dec_dim * w->dim_mult[n - 1 - i];
+    int x = wan_decode_head(b, p, p->input, cfg);
+    x = wan_conv3(b, p, x, "decoder.conv1", w->z_dim, dims[0], -1);
+    x = wan_middle(b, p, x, "decoder.middle", dims[0]);
+    x = decoder_levels(b, w, p, x, dims, is22);
+    x = wan_head(b, p, x, "decoder.head", dims[n], is22 ? 12 : 3);
+    return is22 ? wan_unpatchify(p, x) : x;
+}
+
+int wan_build_programs(vae_builder *b, const vae_config *cfg, vae_program *enc, vae_program *dec,
+                       int is22) {
+    const vae_wan_config *w = &cfg->u.wan;
+    /* Wan2.1 halves its decoder widths at fixed levels (4 at most) and always has dim; Wan2.2 may
+     * lack either side and its width */
+    int max_levels = is22 ? VAE_MAX_LEVELS : 4;
+    if (w->n_levels < 2 || w->n_levels > max_levels || w->num_res_blocks < 1 || w->z_dim < 1 ||
+        ((w->has_encoder || !is22) && w->dim < 1) || (is22 && w->has_decoder && w->dec_dim < 1))
+        return vb_error(b, VAE_EUNSUPPORTED, "%s: unsupported configuration",
+                        is22 ? "wan2.2" : "wan2.1");
     if (enc) vae_program_init(enc, 3);
     if (dec) vae_program_init(dec, w->z_dim);
     if (w->has_encoder && enc)
-        build_encoder(b, cfg, enc);
+        build_encoder(b, cfg, enc, is22);
     else
         wan_stray_top_conv(b, "conv1", 2 * w->z_dim);
     if (w->has_decoder && dec)
-        build_decoder(b, cfg, dec);
+        build_decoder(b, cfg, dec, is22);
     else
         wan_stray_top_conv(b, "conv2", w->z_dim);
     return vb_status(b);
-}
-
-/* ---- latent statistics --------------------------------------------------------------------- */
-
-static const float wan21_mean[16] = {-0.7571, -0.7089, -0.9113, 0.1075,  -0.1745, 0.9653,
-                                     -0.1517, 1.5508,  0.4134,  -0.0715, 0.5517,  -0.3632,
-                                     -0.1922, -0.9497, 0.2503,  -0.2921};
-static const float wan21_std[16] = {2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
-                                    3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160};
-static const float wan22_mean[48] = {
-    -0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174,  0.1838,  0.1557,  -0.1382, 0.0542,
-    0.2813,  0.0891,  0.1570,  -0.0098, 0.0375,  -0.1825, -0.2246, -0.1207, -0.0698, 0.5109,
-    0.2665,  -0.2108, -0.2158, 0.2502,  -0.2055, -0.0322, 0.1109,  0.1567,  -0.0729, 0.0899,
-    -0.2799, -0.1230, -0.0313, -0.1649, 0.0117,  0.0723,  -0.2839, -0.2083, -0.0520, 0.3748,
-    0.0152,  0.1957,  0.1433,  -0.2944, 0.3573,  -0.0548, -0.1681, -0.0667};
-static const float wan22_std[48] = {
-    0.4765, 1.0364, 0.4514, 1.1677, 0.5313, 0.4990, 0.4818, 0.5013, 0.8158, 1.0344, 0.5894, 1.0901,
-    0.6885, 0.6165, 0.8454, 0.4978, 0.5759, 0.3523, 0.7135, 0.6804, 0.5833, 1.4146, 0.8986, 0.5659,
-    0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999, 0.6866, 0.4093, 0.5709, 0.6065, 0.6415, 0.4944,
-    0.5726, 1.2042, 0.5458, 1.6887, 0.3971, 1.0600, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744};
-
-void wan_set_latent_norm(vae_config *cfg, int is22) {
-    int z = cfg->u.wan.z_dim;
-    cfg->n_latent = z;
-    const float *mean = NULL, *std = NULL;
-    if (!is22 && z == 16) mean = wan21_mean, std = wan21_std;
-    if (is22 && z == 48) mean = wan22_mean, std = wan22_std;
-    for (int i = 0; i < z && i < 64; i++) {
-        cfg->latent_mean[i] = mean ? mean[i] : 0.0f;
-        cfg->latent_std[i] = std ? std[i] : 1.0f;
-    }
-    if (mean)
-        cfg->norm_desc =
-            is22 ? "diffusion = (mu - mean[c]) / std[c], Wan2.2 statistics (48 channels)"
-                 : "diffusion = (mu - mean[c]) / std[c], Wan2.1 statistics (16 channels)";
-    else
-        cfg->norm_desc = "none (no released statistics for this z_dim: mean 0, std 1)";
-}
-
-/* ---- diffusers names ----------------------------------------------------------------------- */
-
-static int starts(const char *s, const char *pfx) {
-    return strncmp(s, pfx, strlen(pfx)) == 0;
-}
-
-/* ResidualBlock internals: residual.0.gamma -> norm1.gamma, residual.2 -> conv1, residual.3.gamma
- * -> norm2.gamma, residual.6 -> conv2, shortcut -> conv_shortcut; anything else unchanged. */
-static void rb_rest(const char *rest, char *out, size_t len) {
-    if (strcmp(rest, "residual.0.gamma") == 0)
-        snprintf(out, len, "norm1.gamma");
-    else if (strcmp(rest, "residual.3.gamma") == 0)
-        snprintf(out, len, "norm2.gamma");
-    else if (starts(rest, "residual.2."))
-        snprintf(out, len, "conv1.%s", rest + 11);
-    else if (starts(rest, "residual.6."))
-        snprintf(out, len, "conv2.%s", rest + 11);
-    else if (starts(rest, "shortcut."))
-        snprintf(out, len, "conv_shortcut.%s", rest + 9);
-    else
-        snprintf(out, len, "%s", rest);
-}
-
-/* Parses "<int>.<rest>" at s; returns rest or NULL. */
-static const char *parse_idx(const char *s, int *v) {
-    if (*s < '0' || *s > '9') return NULL;
-    long n = 0;
-    while (*s >= '0' && *s <= '9') {
-        n = n * 10 + (*s++ - '0');
-        if (n > 100000) return NULL;
-    }
-    if (*s != '.') return NULL;
-    *v = (int)n;
-    return s + 1;
-}
-
-static const char *map_diffusers(const char *u, char *buf, size_t len, int is22, int nrb) {
-    char rest[400];
-    int i, j;
-    const char *r;
-    if (starts(u, "conv1.")) return snprintf(buf, len, "quant_conv.%s", u + 6), buf;
-    if (starts(u, "conv2.")) return snprintf(buf, len, "post_quant_conv.%s", u + 6), buf;
-    const char *side;
-    if (starts(u, "encoder."))
-        side = "encoder";
-    else if (starts(u, "decoder."))
-        side = "decoder";
-    else
-        return u;
-    const char *s = u + 8;
-    if (starts(s, "conv1.")) return snprintf(buf, len, "%s.conv_in.%s", side, s + 6), buf;
-    if (strcmp(s, "head.0.gamma") == 0) return snprintf(buf, len, "%s.norm_out.gamma", side), buf;
-    if (starts(s, "head.2.")) return snprintf(buf, len, "%s.conv_out.%s", side, s + 7), buf;
-    if (starts(s, "middle.1."))
-        return snprintf(buf, len, "%s.mid_block.attentions.0.%s", side, s + 9), buf;
-    if (starts(s, "middle.0.") || starts(s, "middle.2.")) {
-        rb_rest(s + 9, rest, sizeof rest);
-        return snprintf(buf, len, "%s.mid_block.resnets.%d.%s", side, s[7] == '0' ? 0 : 1, rest),
-               buf;
-    }
-    if (side[0] == 'e' && starts(s, "downsamples.") && (r = parse_idx(s + 12, &i))) {
-        if (!is22) {
-            rb_rest(r, rest, sizeof rest);
-            return snprintf(buf, len, "encoder.down_blocks.%d.%s", i, rest), buf;
-        }
-        if (starts(r, "downsamples.") && (r = parse_idx(r + 12, &j))) {
-            if (j < nrb) {
-                rb_rest(r, rest, sizeof rest);
-                return snprintf(buf, len, "encoder.down_blocks.%d.resnets.%d.%s", i, j, rest), buf;
-            }
-            return snprintf(buf, len, "encoder.down_blocks.%d.downsampler.%s", i, r), buf;
-        }
-        return u;
-    }
-    if (side[0] == 'd' && starts(s, "upsamples.") && (r = parse_idx(s + 10, &i))) {
-        if (!is22) {
-            int per = nrb + 2, level = i / per, k = i % per;
-            if (k <= nrb) {
-                rb_rest(r, rest, sizeof rest);
-                return snprintf(buf, len, "decoder.up_blocks.%d.resnets.%d.%s", level, k, rest),
-                       buf;
-            }
-            return snprintf(buf, len, "decoder.up_blocks.%d.upsamplers.0.%s", level, r), buf;
-        }
-        if (starts(r, "upsamples.") && (r = parse_idx(r + 10, &j))) {
-            if (j <= nrb) {
-                rb_rest(r, rest, sizeof rest);
-                return snprintf(buf, len, "decoder.up_blocks.%d.resnets.%d.%s", i, j, rest), buf;
-            }
-            return snprintf(buf, len, "decoder.up_blocks.%d.upsampler.%s", i, r), buf;
-        }
-        return u;
-    }
-    return u;
-}
-
-#define WAN_MAPS(N)                                                                                \
-    static const char *map21_##N(const char *u, char *buf, size_t len) {                           \
-        return map_diffusers(u, buf, len, 0, N);                                                   \
-    }                                                                                              \
-    static const char *map22_##N(const char *u, char *buf, size_t len) {                           \
-        return map_diffusers(u, buf, len, 1, N);                                                   \
-    }
-WAN_MAPS(1)
-WAN_MAPS(2)
-WAN_MAPS(3)
-WAN_MAPS(4)
-WAN_MAPS(5)
-WAN_MAPS(6)
-WAN_MAPS(7)
-WAN_MAPS(8)
-
-vae_name_map_fn wan_diffusers_map(int is22, int nrb) {
-    static const vae_name_map_fn m21[] = {map21_1, map21_2, map21_3, map21_4,
-                                          map21_5, map21_6, map21_7, map21_8};
-    static const vae_name_map_fn m22[] = {map22_1, map22_2, map22_3, map22_4,
-                                          map22_5, map22_6, map22_7, map22_8};
-    if (nrb < 1 || nrb > 8) return NULL;
-    return is22 ? m22[nrb - 1] : m21[nrb - 1];
-}
-
-/* ---- detection ----------------------------------------------------------------------------- */
-
-typedef struct wan_keys {
-    const vae_store *s;
-    const char *prefix;
-    vae_name_map_fn map;
-} wan_keys;
-
-static const vae_store_tensor *vfind(const wan_keys *k, int mapped, const char *fmt, va_list ap) {
-    char up[512], buf[512], key[700];
-    vsnprintf(up, sizeof up, fmt, ap);
-    const char *m = mapped && k->map ? k->map(up, buf, sizeof buf) : up;
-    snprintf(key, sizeof key, "%s%s", k->prefix ? k->prefix : "", m);
-    return vae_store_find(k->s, key);
-}
-
-/* upstream name (mapped to the file's scheme) */
-static const vae_store_tensor *wk(const wan_keys *k, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    const vae_store_tensor *t = vfind(k, 1, fmt, ap);
-    va_end(ap);
-    return t;
-}
-
-/* file name as is (after the prefix) */
-static const vae_store_tensor *raw(const wan_keys *k, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    const vae_store_tensor *t = vfind(k, 0, fmt, ap);
-    va_end(ap);
-    return t;
-}
-
-int wan_scheme(const vae_store *s, const char *prefix, int is22) {
-    wan_keys k = {s, prefix, NULL};
-    if ((raw(&k, "encoder.middle.1.to_qkv.weight") && raw(&k, "encoder.middle.1.norm.gamma")) ||
-        (raw(&k, "decoder.middle.1.to_qkv.weight") && raw(&k, "decoder.middle.1.norm.gamma"))) {
-        int n22 = raw(&k, "encoder.downsamples.0.downsamples.0.residual.0.gamma") ||
-                  raw(&k, "decoder.upsamples.0.upsamples.0.residual.0.gamma");
-        int n21 = raw(&k, "encoder.downsamples.0.residual.0.gamma") ||
-                  raw(&k, "decoder.upsamples.0.residual.0.gamma");
-        if (is22 ? n22 : (n21 && !n22)) return WAN_SCHEME_UPSTREAM;
-        return WAN_SCHEME_NONE;
-    }
-    if ((raw(&k, "encoder.mid_block.attentions.0.to_qkv.weight") &&
-         raw(&k, "encoder.mid_block.attentions.0.norm.gamma")) ||
-        (raw(&k, "decoder.mid_block.attentions.0.to_qkv.weight") &&
-         raw(&k, "decoder.mid_block.attentions.0.norm.gamma"))) {
-        int n22 = raw(&k, "encoder.down_blocks.0.resnets.0.norm1.gamma") ||
-                  raw(&k, "decoder.up_blocks.0.upsampler.resample.1.weight");
-        int n21 = raw(&k, "encoder.down_blocks.0.norm1.gamma") ||
-                  raw(&k, "decoder.up_blocks.0.upsamplers.0.resample.1.weight");
-        if (is22 ? n22 : (n21 && !n22)) return WAN_SCHEME_DIFFUSERS;
-    }
-    return WAN_SCHEME_NONE;
-}
-
-static int dim_at(const vae_store_tensor *t, int i) {
-    if (!t || i >= t->ndim || t->shape[i] <= 0 || t->shape[i] > (1 << 20)) return -1;
-    return (int)t->shape[i];
-}
-
-/* One side's levels: widths (out channels of each level), temporal flags, resample presence. */
-typedef struct side_info {
-    int present;
-    int n_levels, nrb; /* nrb = residual blocks per level */
-    int width[VAE_MAX_LEVELS];
-    int has_resample[VAE_MAX_LEVELS], temporal[VAE_MAX_LEVELS];
-    int first; /* encoder: conv1 out (dim); decoder: conv1 out (middle width) */
-    int io;    /* encoder: conv1 in channels; decoder: head out channels */
-    int zc;    /* encoder: head out (2z); decoder: conv1 in (z) */
-} side_info;
-
-/* Names of the residual block j of level i and of its resample, for each side and version. */
-static void rb_name(char *o, size_t n, int is22, int dec, int nrb, int i, int j) {
-    if (is22)
-        snprintf(o, n,
-                 dec ? "decoder.upsamples.%d.upsamples.%d"
-                     : "encoder.downsamples.%d.downsamples.%d",
-                 i, j);
-    else
-        snprintf(o, n, dec ? "decoder.upsamples.%d" : "encoder.downsamples.%d", i * (nrb + 1) + j);
-}
-
-static int scan_side(const wan_keys *k, int is22, int dec, side_info *si, const char *path) {
-    memset(si, 0, sizeof *si);
-    const char *side = dec ? "decoder" : "encoder";
-    const vae_store_tensor *c1 = wk(k, "%s.conv1.weight", side);
-    if (!c1) return VAE_OK;
-    si->present = 1;
-    /* blocks per level (the decoder has num_res_blocks + 1) */
-    int per = 0;
-    char n[256];
-    for (;;) {
-        if (is22)
-            rb_name(n, sizeof n, 1, dec, 0, 0, per);
-        else
-            snprintf(n, sizeof n, "%s.%s.%d", side, dec ? "upsamples" : "downsamples", per);
-        if (!wk(k, "%s.residual.0.gamma", n)) break;
-        if (++per > 64) break;
-    }
-    if (per < 1 + dec || per > 64)
-        return vae_fail(VAE_EFORMAT, "%s: %s: cannot find the residual blocks of level 0", path,
-                        side);
-    si->nrb = per;
-    for (int i = 0;; i++) {
-        if (i >= VAE_MAX_LEVELS)
-            return vae_fail(VAE_EUNSUPPORTED, "%s: %s has more than %d levels", path, side,
-                            VAE_MAX_LEVELS);
-        /* v2.1 flat index of the level start: i * (per + 1) */
-        char r0[256], rs[256];
-        if (is22) {
-            rb_name(r0, sizeof r0, 1, dec, 0, i, 0);
-            rb_name(rs, sizeof rs, 1, dec, 0, i, per);
-        } else {
-            snprintf(r0, sizeof r0, "%s.%s.%d", side, dec ? "upsamples" : "downsamples",
-                     i * (per + 1));
-            snprintf(rs, sizeof rs, "%s.%s.%d", side, dec ? "upsamples" : "downsamples",
-                     i * (per + 1) + per);
-        }
-        const vae_store_tensor *w = wk(k, "%s.residual.2.weight", r0);
-        if (!w) {
-            if (i == 0)
-                return vae_fail(VAE_EFORMAT, "%s: %s: missing %s.residual.2.weight", path, side,
-                                r0);
-            break;
-        }
-        si->width[i] = dim_at(w, 0);
-        if (si->width[i] < 0)
-            return vae_fail(VAE_EFORMAT, "%s: %s.residual.2.weight has a bad shape", path, r0);
-        si->n_levels = i + 1;
-        si->has_resample[i] = wk(k, "%s.resample.1.weight", rs) != NULL;
-        si->temporal[i] = wk(k, "%s.time_conv.weight", rs) != NULL;
-        if (!si->has_resample[i]) break;
-    }
-    for (int i = 0; i + 1 < si->n_levels; i++)
-        if (!si->has_resample[i])
-            return vae_fail(VAE_EFORMAT, "%s: %s level %d has no resample", path, side, i);
-    if (si->has_resample[si->n_levels - 1]) /* the last level never resamples */
-        return vae_fail(VAE_EFORMAT, "%s: %s: cannot find the last level after level %d", path,
-                        side, si->n_levels - 1);
-    si->first = dim_at(c1, 0);
-    if (dec) {
-        si->zc = dim_at(c1, 1);
-        si->io = dim_at(wk(k, "decoder.head.2.weight"), 0);
-    } else {
-        si->io = dim_at(c1, 1);
-        si->zc = dim_at(wk(k, "encoder.head.2.weight"), 0);
-    }
-    if (si->first < 0 || si->zc < 0 || si->io < 0)
-        return vae_fail(VAE_EFORMAT, "%s: %s: conv1/head shapes not understood", path, side);
-    return VAE_OK;
-}
-
-static int count_raw(const wan_keys *k, const char *fmt) {
-    int n = 0;
-    char name[256];
-    for (; n < 64; n++) {
-        snprintf(name, sizeof name, fmt, n);
-        if (!raw(k, "%s", name)) break;
-    }
-    return n;
-}
-
-int wan_config_from_store(vae_config *cfg, const vae_store *s, const char *prefix,
-                          vae_name_map_fn *map, int is22) {
-    const char *path = s->path ? s->path : "checkpoint";
-    const char *arch = is22 ? "Wan2.2" : "Wan2.1";
-    int scheme = wan_scheme(s, prefix, is22);
-    if (!scheme) return vae_fail(VAE_EFORMAT, "%s: not a %s VAE checkpoint", path, arch);
-    wan_keys k = {s, prefix, NULL};
-    if (scheme == WAN_SCHEME_DIFFUSERS) {
-        int nrb = 0;
-        if (is22) {
-            nrb = count_raw(&k, "encoder.down_blocks.0.resnets.%d.norm1.gamma");
-            if (!nrb) nrb = count_raw(&k, "decoder.up_blocks.0.resnets.%d.norm1.gamma") - 1;
-        } else {
-            nrb = count_raw(&k, "decoder.up_blocks.0.resnets.%d.norm1.gamma") - 1;
-            if (nrb <= 0) nrb = count_raw(&k, "encoder.down_blocks.%d.norm1.gamma");
-        }
-        k.map = wan_diffusers_map(is22, nrb);
-        if (!k.map)
-            return vae_fail(VAE_EUNSUPPORTED,
-                            "%s: diffusers %s VAE with %d residual blocks per level", path, arch,
-                            nrb);
-    }
-    side_info e, d;
-    int rc = scan_side(&k, is22, 0, &e, path);
-    if (!rc) rc = scan_side(&k, is22, 1, &d, path);
-    if (rc) return rc;
-    if (!e.present && !d.present) return vae_fail(VAE_EFORMAT, "%s: no encoder or decoder", path);
-
-    memset(cfg, 0, sizeof *cfg);
-    vae_wan_config *w = &cfg->u.wan;
-    w->has_encoder = e.present;
-    w->has_decoder = d.present;
-    int io = is22 ? 12 : 3;
-    if (e.present) {
-        if (e.io != io)
-            return vae_fail(VAE_EFORMAT, "%s: encoder.conv1 takes %d channels, %s expects %d", path,
-                            e.io, arch, io);
-        if (e.zc % 2)
-            return vae_fail(VAE_EFORMAT, "%s: encoder head has an odd channel count %d", path,
-                            e.zc);
-        w->dim = e.first;
-        w->z_dim = e.zc / 2;
-        w->n_levels = e.n_levels;
-        w->num_res_blocks = e.nrb;
-        for (int i = 0; i < e.n_levels; i++) {
-            if (e.width[i] % w->dim)
-                return vae_fail(VAE_EUNSUPPORTED,
-                                "%s: encoder level %d width %d is not a multiple of dim %d", path,
-                                i, e.width[i], w->dim);
-            w->dim_mult[i] = e.width[i] / w->dim;
-            if (i + 1 < e.n_levels) w->temperal_downsample[i] = e.temporal[i];
-        }
-    }
-    if (d.present) {
-        int n = d.n_levels;
-        if (d.io != io)
-            return vae_fail(VAE_EFORMAT, "%s: decoder head gives %d channels, %s expects %d", path,
-                            d.io, arch, io);
-        if (e.present) {
-            int ok = n == w->n_levels && d.nrb == w->num_res_blocks + 1 && d.zc == w->z_dim;
-            for (int i = 0; ok && i + 1 < n; i++)
-                ok = d.temporal[i] == w->temperal_downsample[n - 2 - i];
-            if (!ok)
-                return vae_fail(VAE_EFORMAT, "%s: encoder and decoder configurations disagree",
-                                path);
-            int D = is22 ? d.width[n - 1] / (w->dim_mult[0] ? w->dim_mult[0] : 1) : w->dim;
-            for (int i = 0; ok && i < n; i++)
-                ok = d.width[i] == D * w->dim_mult[n - 1 - i];
-            if (!ok || d.first != D * w->dim_mult[n - 1])
-                return vae_fail(VAE_EFORMAT,
-                                "%s: decoder widths do not match the encoder's dim_mult", path);
-            w->dec_dim = D;
-        } else {
-            int D = d.first;
-            for (int i = 0; i < n; i++)
-                D = vae_gcd(D, d.width[i]);
-            w->dec_dim = D;
-            w->dim = is22 ? 0 : D;
-            w->z_dim = d.zc;
-            w->n_levels = n;
-            w->num_res_blocks = d.nrb - 1;
-            for (int i = 0; i < n; i++)
-                w->dim_mult[n - 1 - i] = d.width[i] / D;
-            for (int i = 0; i + 1 < n; i++)
-                w->temperal_downsample[n - 2 - i] = d.temporal[i];
-        }
-    } else {
-        w->dec_dim = is22 ? 0 : w->dim;
-    }
-    if (w->z_dim <= 0 || w->z_dim > 64)
-        return vae_fail(VAE_EUNSUPPORTED, "%s: z_dim %d not supported", path, w->z_dim);
-    if (!is22 && w->n_levels > 4)
-        return vae_fail(VAE_EUNSUPPORTED, "%s: Wan2.1 VAE with %d levels", path, w->n_levels);
-    if (scheme == WAN_SCHEME_DIFFUSERS) {
-        vae_name_map_fn m = wan_diffusers_map(is22, w->num_res_blocks);
-        if (!m)
-            return vae_fail(VAE_EUNSUPPORTED, "%s: %d residual blocks per level", path,
-                            w->num_res_blocks);
-        *map = m;
-    } else {
-        *map = NULL;
-    }
-    wan_set_latent_norm(cfg, is22);
-    return VAE_OK;
-}
-
-/* ---- JSON configuration -------------------------------------------------------------------- */
-
-static int json_int(const cJSON *j, const char *key, int *v, int lo, int hi) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (!it) return VAE_OK;
-    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < lo ||
-        it->valuedouble > hi)
-        return vae_fail(VAE_EINVAL, "config: '%s' must be an integer in [%d, %d]", key, lo, hi);
-    *v = (int)it->valuedouble;
-    return VAE_OK;
-}
-
-int wan_config_from_json(vae_config *cfg, const struct cJSON *json, int is22) {
-    /* When cfg was filled from a checkpoint of this architecture first (a file written by
-     * `vae synth` carries its JSON configuration), keep which sides the file has. */
-    int from_store = cfg->arch && strcmp(cfg->arch->name, is22 ? "wan2.2" : "wan2.1") == 0 &&
-                     (cfg->u.wan.has_encoder || cfg->u.wan.has_decoder);
-    int has_enc = from_store ? cfg->u.wan.has_encoder : 1;
-    int has_dec = from_store ? cfg->u.wan.has_decoder : 1;
-    memset(cfg, 0, sizeof *cfg);
-    vae_wan_config *w = &cfg->u.wan;
-    w->dim = is22 ? 160 : 96;
-    w->dec_dim = is22 ? 256 : 96;
-    w->z_dim = is22 ? 48 : 16;
-    w->n_levels = 4;
-    static const int mult[4] = {1, 2, 4, 4};
-    for (int i = 0; i < 4; i++)
-        w->dim_mult[i] = mult[i];
-    w->num_res_blocks = 2;
-    w->temperal_downsample[0] = 0;
-    w->temperal_downsample[1] = 1;
-    w->temperal_downsample[2] = 1;
-    w->has_encoder = has_enc;
-    w->has_decoder = has_dec;
-    const cJSON *j = json;
-    if (j) {
-        if (!cJSON_IsObject(j)) return vae_fail(VAE_EINVAL, "config: expected a JSON object");
-        static const char *const known[] = {"dim",         "dec_dim",        "z_dim",
-                                            "dim_mult",    "num_res_blocks", "attn_scales",
-                                            "temperal_downsample", "dropout", NULL};
-        int rc = vae_config_check_keys(j, known, is22 ? "wan2.2" : "wan2.1");
-        if (rc) return rc;
-        if ((rc = json_int(j, "dim", &w->dim, 1, 65536))) return rc;
-        if (!is22) w->dec_dim = w->dim;
-        if ((rc = json_int(j, "dec_dim", &w->dec_dim, 1, 65536))) return rc;
-        if (!is22 && w->dec_dim != w->dim)
-            return vae_fail(VAE_EINVAL, "config: Wan2.1 has no separate dec_dim");
-        if ((rc = json_int(j, "z_dim", &w->z_dim, 1, 64))) return rc;
-        if ((rc = json_int(j, "num_res_blocks", &w->num_res_blocks, 1, 8))) return rc;
-        const cJSON *dm = cJSON_GetObjectItemCaseSensitive(j, "dim_mult");
-        if (dm) {
-            int n = cJSON_IsArray(dm) ? cJSON_GetArraySize(dm) : -1;
-            if (n < 1 || n > VAE_MAX_LEVELS)
-                return vae_fail(VAE_EINVAL, "config: 'dim_mult' must be an array of 1..%d integers",
-                                VAE_MAX_LEVELS);
-            w->n_levels = n;
-            for (int i = 0; i < n; i++) {
-                const cJSON *v = cJSON_GetArrayItem(dm, i);
-                if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-                    v->valuedouble < 1 || v->valuedouble > 64)
-                    return vae_fail(VAE_EINVAL,
-                                    "config: 'dim_mult' entries must be integers in [1, 64]");
-                w->dim_mult[i] = (int)v->valuedouble;
-            }
-        }
-        const cJSON *td = cJSON_GetObjectItemCaseSensitive(j, "temperal_downsample");
-        if (td) {
-            int n = cJSON_IsArray(td) ? cJSON_GetArraySize(td) : -1;
-            if (n != w->n_levels - 1)
-                return vae_fail(
-                    VAE_EINVAL,
-                    "config: 'temperal_downsample' must have %d entries (len(dim_mult) - 1)",
-                    w->n_levels - 1);
-            for (int i = 0; i < n; i++) {
-                const cJSON *v = cJSON_GetArrayItem(td, i);
-                if (cJSON_IsBool(v))
-                    w->temperal_downsample[i] = cJSON_IsTrue(v);
-                else if (cJSON_IsNumber(v))
-                    w->temperal_downsample[i] = v->valuedouble != 0;
-                else
-                    return vae_fail(VAE_EINVAL,
-                                    "config: 'temperal_downsample' entries must be booleans");
-            }
-        } else if (w->n_levels != 4) {
-            return vae_fail(
-                VAE_EINVAL,
-                "config: 'temperal_downsample' is required when dim_mult has %d entries",
-                w->n_levels);
-        }
-        const cJSON *as = cJSON_GetObjectItemCaseSensitive(j, "attn_scales");
-        if (as && !cJSON_IsNull(as)) {
-            if (!cJSON_IsArray(as))
-                return vae_fail(VAE_EINVAL, "config: 'attn_scales' must be an array");
-            if (cJSON_GetArraySize(as) > 0)
-                return vae_fail(
-                    VAE_EUNSUPPORTED,
-                    "config: attention at non-middle scales (attn_scales) is not supported");
-        }
-    }
-    if (w->n_levels < 2) return vae_fail(VAE_EUNSUPPORTED, "config: at least 2 levels are needed");
-    if (!is22 && w->n_levels > 4)
-        return vae_fail(VAE_EUNSUPPORTED, "config: Wan2.1 VAE with %d levels", w->n_levels);
-    if (!is22) {
-        for (int i = 1; i < w->n_levels; i++)
-            if ((w->dim * w->dim_mult[w->n_levels - i]) % 2)
-                return vae_fail(VAE_EINVAL, "config: decoder widths must be even");
-    }
-    wan_set_latent_norm(cfg, is22);
-    return VAE_OK;
-}
-
-void wan_describe(const vae_config *cfg, vae_strbuf *json, int is22) {
-    const vae_wan_config *w = &cfg->u.wan;
-    vae_strbuf_printf(json, "{");
-    if (w->has_encoder || !is22) vae_strbuf_printf(json, "\"dim\": %d, ", w->dim);
-    if (is22 && w->has_decoder) vae_strbuf_printf(json, "\"dec_dim\": %d, ", w->dec_dim);
-    vae_strbuf_printf(json, "\"z_dim\": %d, \"dim_mult\": [", w->z_dim);
-    for (int i = 0; i < w->n_levels; i++)
-        vae_strbuf_printf(json, "%s%d", i ? ", " : "", w->dim_mult[i]);
-    vae_strbuf_printf(json,
-                      "], \"num_res_blocks\": %d, \"attn_scales\": [], \"temperal_downsample\": [",
-                      w->num_res_blocks);
-    for (int i = 0; i + 1 < w->n_levels; i++)
-        vae_strbuf_printf(json, "%s%s", i ? ", " : "",
-                          w->temperal_downsample[i] ? "true" : "false");
-    vae_strbuf_printf(json, "], \"dropout\": 0.0}");
 }

@@ -56,24 +56,48 @@ int wan_encode_tail(vae_builder *b, vae_program *p, int x, const vae_config *cfg
 /* Decode start: normalisation to VAE space, then top-level conv2. */
 int wan_decode_head(vae_builder *b, vae_program *p, int x, const vae_config *cfg);
 
-/* Builds the requested programs (enc / dec may be NULL) with one architecture's encoder and
- * decoder builders, in the upstream state_dict order (encoder, conv1, conv2, decoder); a half
- * that the file lacks leaves its top-level conv1/conv2 requested (so it does not count as unused)
- * when present. */
-typedef int (*wan_half_fn)(vae_builder *b, const vae_config *cfg, vae_program *p);
+/* Checks the configuration of Wan2.1 (is22 = 0) or Wan2.2 (is22 = 1), then builds the requested
+ * programs (enc / dec may be NULL) in the upstream state_dict order (encoder, conv1, conv2,
+ * decoder). A half that the file lacks leaves its top-level conv1/conv2 requested (so it does not
+ * count as unused) when present. */
 int wan_build_programs(vae_builder *b, const vae_config *cfg, vae_program *enc, vae_program *dec,
-                       wan_half_fn build_encoder, wan_half_fn build_decoder);
+                       int is22);
 
 /* ---- configuration ------------------------------------------------------------------------- */
 /* Which Wan key scheme a checkpoint uses (after prefix). */
 enum { WAN_SCHEME_NONE = 0, WAN_SCHEME_UPSTREAM = 1, WAN_SCHEME_DIFFUSERS = 2 };
 /* Returns the scheme when the keys look like Wan2.1 (is22 = 0) or Wan2.2 (is22 = 1), else 0. */
 int wan_scheme(const vae_store *s, const char *prefix, int is22);
-/* Infers the configuration from names and shapes; sets *map for diffusers files. */
+/* Infers the configuration from names and shapes; sets *map for diffusers files. Both readers
+ * set cfg->arch to the version's descriptor. */
 int wan_config_from_store(vae_config *cfg, const vae_store *s, const char *prefix,
                           vae_name_map_fn *map, int is22);
 int wan_config_from_json(vae_config *cfg, const struct cJSON *json, int is22);
 void wan_describe(const vae_config *cfg, vae_strbuf *json, int is22);
+/* Defines the vae_arch hooks of one version, for VAE_ARCH_HOOKS(ver): the functions above with
+ * is22 bound. */
+#define WAN_VERSION_HOOKS(ver, is22)                                                               \
+    static int ver##_build(vae_builder *b, const vae_config *cfg, vae_program *enc,                \
+                           vae_program *dec) {                                                     \
+        return wan_build_programs(b, cfg, enc, dec, is22);                                         \
+    }                                                                                              \
+    static int ver##_detect(const vae_store *s, const char *prefix) {                              \
+        return wan_scheme(s, prefix, is22) != 0;                                                   \
+    }                                                                                              \
+    static int ver##_config_from_store(vae_config *cfg, const vae_store *s, const char *prefix,    \
+                                       vae_name_map_fn *map) {                                     \
+        return wan_config_from_store(cfg, s, prefix, map, is22);                                   \
+    }                                                                                              \
+    static int ver##_config_from_json(vae_config *cfg, const struct cJSON *json) {                 \
+        return wan_config_from_json(cfg, json, is22);                                              \
+    }                                                                                              \
+    static void ver##_describe(const vae_config *cfg, vae_strbuf *json) {                          \
+        wan_describe(cfg, json, is22);                                                             \
+    }
+/* What both versions' descriptors share: time compressed 4x, video in [-1, 1]. */
+#define WAN_VIDEO_GEOMETRY(spatial)                                                                \
+    .spatial_factor = (spatial), .temporal_factor = 4, .is_video = 1, .image_min = -1.0f,          \
+    .image_max = 1.0f
 /* Latent mean/std and norm_desc for z_dim (released values for 16 / 48, else identity). */
 void wan_set_latent_norm(vae_config *cfg, int is22);
 /* The upstream -> diffusers name map for a given num_res_blocks (NULL when unsupported). */

@@ -81,6 +81,10 @@ void cpu_act_row(vae_act act, float s, float *x, int64_t n) {
             x[i] = tanhf(x[i] * inv) * s;
         break;
     }
+    case VAE_ACT_CLAMP01:
+        for (int64_t i = 0; i < n; i++)
+            x[i] = x[i] < 0.0f ? 0.0f : x[i] > 1.0f ? 1.0f : x[i];
+        break;
     }
 }
 

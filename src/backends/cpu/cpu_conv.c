@@ -78,7 +78,7 @@ static void quantise(int nt, float *x, size_t n, float s) {
 }
 
 int cpu_conv_fp8(vae_backend *be, const vae_op *op) {
-    return cpu_be(be)->fp8 && vae_op_fp8_shape(op);
+    return cpu_be(be)->fp8 && vae_op_fp8_shape(op) ? VAE_FP8_EMULATED : VAE_FP8_NONE;
 }
 
 /* Where filter w[co][ci][tap] (tap = (dt*kh + dh)*kw + dw, PyTorch's order) goes in wp:
@@ -108,7 +108,7 @@ int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
         return vae_fail(VAE_ENOMEM, "%s: cannot allocate %zu bytes of packed weights", op->name,
                         bytes);
     }
-    s->fp8 = vae_op_fp8(op) && cpu_conv_fp8(be, op);
+    s->fp8 = cpu_be(be)->fp8 && vae_op_fp8(op); /* the mark decides, the session made it */
     const float *w = conv_filters(op, s->fp8, (int64_t)s->k * co_n, cpu_be(be)->threads);
     if (!w) {
         cpu_conv_unprepare(be, op, s);

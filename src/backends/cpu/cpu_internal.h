@@ -104,9 +104,9 @@ void cpu_act_row(vae_act act, float s, float *x, int64_t n);
 
 /* Op families (vtbl entries). */
 int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state);
-/* backend.h fp8_conv: the emulation can run every conv the rule lets run in E4M3 (op.h,
- * vae_op_fp8_shape; a session keeps those of the GPU kernels' shapes unless VAE_FP8_SHAPES=wide);
- * prepare rounds those that are marked */
+/* backend.h fp8_conv: the emulation (VAE_FP8_EMULATED) can run every conv the rule lets run in
+ * E4M3 (op.h vae_op_fp8_shape; a session keeps those that the rule rows of fp8_shapes.h take
+ * unless VAE_FP8_SHAPES=wide); prepare rounds those that are marked, reading the mark alone */
 int cpu_conv_fp8(vae_backend *be, const vae_op *op);
 void cpu_conv_unprepare(vae_backend *be, const vae_op *op, void *state);
 /* cpu_conv_taps.c: convs of spatial stride 1, a spatial kernel and >= 16 channels in and out run

@@ -21,7 +21,8 @@ int cuda_conv_window(vae_backend *be, const vae_op *op, void *state);
 /* backend.h fp8_codes: the producer writes E4M3 codes that the reader's kernels take
  * (cuda_conv_igemm.c) */
 int cuda_fp8_codes(vae_backend *be, const vae_op *producer, const vae_op *reader);
-/* backend.h fp8_conv: the FP8 kernels would take this conv (cuda_conv_igemm.c) */
+/* backend.h fp8_conv: the E4M3 kernel (fp8_shapes.h) that would run this conv, VAE_FP8_NONE:
+ * none (cuda_conv_igemm.c) */
 int cuda_conv_fp8(vae_backend *be, const vae_op *op);
 /* puts the conv's parameters as its first uses will upload them into the stage (cu_stage_put) */
 void cuda_conv_stage(cuda_backend *cb, const vae_op *op);

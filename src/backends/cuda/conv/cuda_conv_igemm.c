@@ -217,9 +217,8 @@ static cudaError_t load_kernels(const cuda_backend *cb, const vae_op *op) {
         cuk_halo_takes(dt, 1, 3, 3, 1, 1, op->c_in, op->c_out))
         e = cuk_halo_load(dt, 1);
     if (e == cudaSuccess && cu_conv_fp8_takes(cb, op))
-        e = cuk_igemm8_supported(op->c_in, op->c_out)
-                ? cuk_igemm_load(VAE_DTYPE_FP8, op->c_in, op->c_out)
-                : cuk_halo_load(VAE_DTYPE_FP8, 0);
+        e = cu_conv_fp8_halo_takes(cb, op) ? cuk_halo_load(VAE_DTYPE_FP8, 0)
+                                           : cuk_igemm_load(VAE_DTYPE_FP8, op->c_in, op->c_out);
     return e;
 }
 
@@ -240,44 +239,53 @@ void cuda_conv_load_kernels(cuda_backend *cb, const vae_program *p) {
 }
 
 /* ---- FP8 ---- */
-/* The E4M3 form of the halo-tile kernel runs the conv (not under VAE_CUDA_HALO=off): where
- * CUTLASS's E4M3 kernels do not take it (c_in not a multiple of 64: Wan2.1's 96 -> 96). Where they
- * do, they were faster (192 -> 96 at 480x832: 5.58 ms a 16-frame step against 6.36 on the H200). */
-int cu_conv_fp8_halo_takes(const cuda_backend *cb, const vae_op *op) {
-    return cb->halo && igemm_geometry(op) && !cuk_igemm8_supported(op->c_in, op->c_out) &&
-           cuk_halo8_takes(op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0], op->c_in, op->c_out);
-}
-
-/* The shapes are core's rule (op.h vae_op_fp8_kernel), which the CPU emulation picks by too;
- * the kernels' own check stays beside it (the op tests compare both). The sm_90a kernels where
- * they run, else the mma.sync one (cb->mma). */
-static int fp8_runs(const cuda_backend *cb, const vae_op *op) {
-    if (!cb->fp8 || !vae_op_fp8_kernel(op)) return 0;
+/* The E4M3 kernel for a conv of core's rule (op.h vae_op_fp8_kernel: the rule rows of
+ * fp8_shapes.h): the sm_90a kernels where they run, in the table's order (CUTLASS's GEMM, then
+ * the halo-tile kernel where it is on: not under VAE_CUDA_HALO=off), else the mma.sync one
+ * (cb->mma); each kernel's takes reads its own row of the table. */
+static vae_fp8_kernel fp8_kernel(const cuda_backend *cb, const vae_op *op) {
+    if (!cb->fp8 || !vae_op_fp8_kernel(op)) return VAE_FP8_NONE;
+    const int kt = op->kt, kh = op->kh, kw = op->kw, ph = op->pad_h[0], pw = op->pad_w[0];
     if (cb->mma)
-        return cuk_mma_takes(VAE_DTYPE_FP8, op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0],
-                             op->c_in, op->c_out);
-    return cuk_igemm8_supported(op->c_in, op->c_out) || cu_conv_fp8_halo_takes(cb, op);
+        return cuk_mma_takes(VAE_DTYPE_FP8, kt, kh, kw, ph, pw, op->c_in, op->c_out)
+                   ? VAE_FP8_MMA
+                   : VAE_FP8_NONE;
+    if (cuk_igemm8_takes(kt, kh, kw, ph, pw, op->c_in, op->c_out)) return VAE_FP8_GEMM;
+    return cb->halo && cuk_halo8_takes(kt, kh, kw, ph, pw, op->c_in, op->c_out) ? VAE_FP8_HALO
+                                                                                : VAE_FP8_NONE;
 }
 
+/* backend.h fp8_conv: asked by the session (vae_program_pick_fp8), which keeps the answer in
+ * op->fp8_kernel; every later question reads that (cu_conv_fp8_takes) */
 int cuda_conv_fp8(vae_backend *be, const vae_op *op) {
-    return fp8_runs(cu_be(be), op);
+    return fp8_kernel(cu_be(be), op);
 }
 
 /* The producers: an RMS norm, or a conv with a folded one (the norm's pass after the conv, or
  * the halo-tile kernels' epilogue: both write the codes); the readers: the sm_90a E4M3 kernels
- * (strided places), not the mma.sync one, nor an upsampling conv. */
+ * (strided places), not the mma.sync one, nor an upsampling conv; the codes' conversion takes at
+ * most 1024 channels a pixel (cuk_fp8_codes_convert's own limit). */
 int cuda_fp8_codes(vae_backend *be, const vae_op *producer, const vae_op *reader) {
     const cuda_backend *cb = cu_be(be);
     const int dt = (int)cb->base.dtype;
-    if (cb->mma || reader->up > 1 || reader->c_in > 1024 || !cu_conv_fp8_takes(cb, reader))
+    if (reader->fp8_kernel == VAE_FP8_MMA || reader->up > 1 || reader->c_in > 1024 ||
+        !cu_conv_fp8_takes(cb, reader))
         return 0;
     if (producer->kind == VAE_OP_RMS_NORM) return cuk_rms_codes_ok(dt, producer->c_in);
     return producer->kind == VAE_OP_CONV && producer->norm_w &&
            cuk_rms_codes_ok(dt, producer->c_out);
 }
 
+/* The op's mark and the kernel its session resolved (op->fp8_kernel), one of this backend's */
 int cu_conv_fp8_takes(const cuda_backend *cb, const vae_op *op) {
-    return vae_op_fp8(op) && fp8_runs(cb, op);
+    const vae_fp8_kernel k = op->fp8_kernel;
+    return cb->fp8 && vae_op_fp8(op) &&
+           (cb->mma ? k == VAE_FP8_MMA : k == VAE_FP8_GEMM || k == VAE_FP8_HALO);
+}
+
+/* The E4M3 form of the halo-tile kernel runs the conv: the session's choice (fp8_kernel) */
+int cu_conv_fp8_halo_takes(const cuda_backend *cb, const vae_op *op) {
+    return cu_conv_fp8_takes(cb, op) && op->fp8_kernel == VAE_FP8_HALO;
 }
 
 /* A device block counted with the weights (freed by cu_free_param with the same size). */
@@ -367,15 +375,15 @@ int cu_conv_fp8_ok(const conv_call *cc, int consec) {
 }
 
 /* The FP8 kernel over the window's E4M3 codes q (xs places a value: 1, the window's copy; 2, the
- * codes its producer wrote, op.h fp8_codes_bound): the halo-tile kernel (the conv's norm
- * too), CUTLASS's, or the mma.sync one (cb->mma; packed codes only). */
+ * codes its producer wrote, op.h fp8_codes_bound): the one op->fp8_kernel names, the halo-tile
+ * kernel (the conv's norm too), CUTLASS's, or the mma.sync one (packed codes only). */
 static cudaError_t fp8_launch(conv_call *cc, const uint8_t *q, int xs, int n_in) {
     const vae_op *op = cc->op;
     cuda_backend *cb = cc->cb;
     const conv_state *s = cc->s;
     const float *bias = cc->init_done ? NULL : s->bias;
     const void *res = cc->init_done ? cc->y : cc->res;
-    if (cb->mma)
+    if (op->fp8_kernel == VAE_FP8_MMA)
         return xs != 1 ? cudaErrorNotSupported
                        : cuk_mma_conv(cb->stream, cb->base.dtype, q, n_in, cc->h, cc->w, op->c_in,
                                       op->c_out, op->kt, op->kh, op->kw, op->pad_h[0], op->pad_w[0],

@@ -80,7 +80,8 @@ typedef struct conv_state {
     int n_ph_tune;
     /* FP8 (cu_conv_fp8_takes): the operands of the E4M3 kernels (made on first use) */
     int fp8;
-    int fp8_halo;    /* the E4M3 halo-tile kernel runs it (w8 in its layout), else CUTLASS's */
+    int fp8_halo;    /* the E4M3 halo-tile kernel runs it (w8 in its layout), else CUTLASS's or
+                      * the mma.sync one (op->fp8_kernel) */
     uint8_t *w8;     /* [co][kt][kh][kw][ci] E4M3 codes of w / w8_scale[co] (fp8_halo: tiled) */
     float *w8_scale; /* [co] each output channel's largest |w| / 448 */
     float *amax;     /* [1] the current call's largest input magnitude */
@@ -206,10 +207,11 @@ int cu_conv_igemm_padded(conv_call *cc, const void *win, int nf, int j0);
 int cu_conv_igemm_phases_ok(const cuda_backend *cb, const vae_op *op, const conv_state *s);
 int cu_conv_igemm_phases(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x, int tb,
                          int h, int w, void *out, size_t plane);
-/* The FP8 kernels take this op (dtype fp8, a conv vae_op_fp8 names, of their geometry and
- * channels): the op's rule, for its state and its scratch; and this call (frames consecutive). */
+/* The FP8 kernels run this op (dtype fp8, a conv vae_op_fp8 names, with one of this backend's
+ * E4M3 kernels in op->fp8_kernel: its session resolved both, fp8_shapes.h), for its state and its
+ * scratch; cu_conv_fp8_ok: and this call (frames consecutive). */
 int cu_conv_fp8_takes(const cuda_backend *cb, const vae_op *op);
-/* The E4M3 halo-tile kernel, not CUTLASS's, runs the op where the FP8 kernels take it */
+/* The E4M3 halo-tile kernel, not CUTLASS's, runs the op (op->fp8_kernel VAE_FP8_HALO) */
 int cu_conv_fp8_halo_takes(const cuda_backend *cb, const vae_op *op);
 int cu_conv_fp8_ok(const conv_call *cc, int consec);
 int cu_conv_fp8(conv_call *cc, const void *x0, int t_out);

@@ -371,6 +371,15 @@ int cu_conv_blocks(conv_call *cc, const void *const *frames, int t_out) {
     return VAE_OK;
 }
 
+/* 1 when a path's rc says "not for this conv" (VAE_EUNSUPPORTED): said at debug level with the
+ * path tried next, the error cleared. */
+static int falls_back(const conv_call *cc, int rc, const char *next) {
+    if (rc != VAE_EUNSUPPORTED) return 0;
+    VAE_DEBUG("%s: %s; using the %s path", cc->op->name, vae_last_error(), next);
+    vae_error_clear();
+    return 1;
+}
+
 /* The path, or where it falls back to: implicit GEMM -> 3-D -> per block, padded 3-D -> per
  * block (each fallback remembered for the op). */
 int cu_conv_run_path(conv_call *cc, const void *const *frames, int t_out, int path) {
@@ -378,31 +387,23 @@ int cu_conv_run_path(conv_call *cc, const void *const *frames, int t_out, int pa
     cc->norm_done = 0; /* y is made anew: its norm still to apply */
     if (path == PATH_HALO && !s->nohalo) {
         int rc = cu_conv_halo(cc, frames[0], t_out);
-        if (rc != VAE_EUNSUPPORTED) return rc;
-        VAE_DEBUG("%s: %s; using the implicit-GEMM path", cc->op->name, vae_last_error());
-        vae_error_clear();
+        if (!falls_back(cc, rc, "implicit-GEMM")) return rc;
     }
     if (path == PATH_HALO) path = cu_conv_igemm_ok(cc, 1) ? PATH_IGEMM : PATH_3D;
     if (path == PATH_IGEMM && !s->noigemm) {
         int rc = cu_conv_igemm(cc, frames[0], t_out);
-        if (rc != VAE_EUNSUPPORTED) return rc;
-        VAE_DEBUG("%s: %s; using the 3-D path", cc->op->name, vae_last_error());
-        vae_error_clear();
+        if (!falls_back(cc, rc, "3-D")) return rc;
         s->noigemm = 1;
     }
     if (path == PATH_IGEMM) path = cu_conv_pads_even(cc->op) ? PATH_3D : PATH_BLOCKS;
     if (path == PATH_3D && !s->no3d) {
         int rc = conv3d(cc, frames[0], t_out);
-        if (rc != VAE_EUNSUPPORTED) return rc;
-        VAE_DEBUG("%s: %s; using the per-block path", cc->op->name, vae_last_error());
-        vae_error_clear();
+        if (!falls_back(cc, rc, "per-block")) return rc;
         s->no3d = 1;
     }
     if (path == PATH_3DPAD && s->cp) {
         int rc = conv3d_pad(cc, frames, t_out);
-        if (rc != VAE_EUNSUPPORTED) return rc;
-        VAE_DEBUG("%s: %s; using the per-block path", cc->op->name, vae_last_error());
-        vae_error_clear();
+        if (!falls_back(cc, rc, "per-block")) return rc;
         s->cp = 0;
     }
     return cu_conv_blocks(cc, frames, t_out);

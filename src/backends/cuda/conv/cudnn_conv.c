@@ -238,6 +238,17 @@ static cudnnStatus_t plan_exec(cuda_backend *cb, dnn_state *d, dnn_plan *p, cons
                                    &epi->beta, p->yd, y);
 }
 
+/* Runs a candidate plan once (that run is the caller's result), timed as a first cuDNN run; the
+ * plan is kept (ok) when it succeeds. */
+static cudnnStatus_t plan_try(cuda_backend *cb, dnn_state *d, dnn_plan *p, const void *x,
+                              const void *w, const cu_dnn_epi *epi, void *y) {
+    const double t0 = cu_now();
+    cudnnStatus_t st = plan_exec(cb, d, p, x, w, epi, y);
+    cb->host_s[CU_H_DNN_FIRST] += cu_now() - t0;
+    p->ok = st == CUDNN_STATUS_SUCCESS;
+    return st;
+}
+
 /* Fused plan: IMPLICIT_PRECOMP_GEMM with the bias in the activation dtype, else in float32. */
 static int plan_make_fused(cuda_backend *cb, dnn_state *d, dnn_plan *p, const void *x,
                            const void *w, const cu_dnn_epi *epi, void *y, const char *who) {
@@ -253,11 +264,7 @@ static int plan_make_fused(cuda_backend *cb, dnn_state *d, dnn_plan *p, const vo
         for (int f32 = 0; f32 < 2; f32++) {
             if (f32 && (st = plan_bias_desc(p, 1))) break;
             if ((f32 ? (const void *)epi->bias_f32 : epi->bias_dt) == NULL) continue;
-            const double t0 = cu_now();
-            st = plan_exec(cb, d, p, x, w, epi, y);
-            cb->host_s[CU_H_DNN_FIRST] += cu_now() - t0;
-            if (st == CUDNN_STATUS_SUCCESS) {
-                p->ok = 1;
+            if ((st = plan_try(cb, d, p, x, w, epi, y)) == CUDNN_STATUS_SUCCESS) {
                 VAE_DEBUG("%s: cuDNN fused conv+bias%s (%s bias, workspace %zu) for %dD n%d "
                           "%dx%dx%dx%d -> %d, k %dx%dx%d",
                           who, epi->z ? "+residual" : "", f32 ? "float32" : "dtype", ws, p->g.nd,
@@ -308,11 +315,7 @@ static int plan_make_and_run(cuda_backend *cb, dnn_state *d, dnn_plan *p, const 
         if ((rc = ws_reserve(cb, ws, who))) return rc;
         p->algo = c->algo;
         p->ws = ws;
-        const double t0 = cu_now();
-        st = plan_exec(cb, d, p, x, w, epi, y);
-        cb->host_s[CU_H_DNN_FIRST] += cu_now() - t0;
-        if (st == CUDNN_STATUS_SUCCESS) {
-            p->ok = 1;
+        if ((st = plan_try(cb, d, p, x, w, epi, y)) == CUDNN_STATUS_SUCCESS) {
             VAE_DEBUG("%s: cuDNN algorithm %d (workspace %zu) for %dD n%d %dx%dx%dx%d -> %d, k "
                       "%dx%dx%d, stride %d,%d,%d, pad %d,%d,%d",
                       who, (int)c->algo, ws, p->g.nd, p->g.n, p->g.dx, p->g.hx, p->g.wx, p->g.c,

@@ -13,7 +13,13 @@
 /* vae_dtype values (vae.h), without pulling the C headers into nvcc */
 enum { CU_F32 = 0, CU_F16 = 1, CU_BF16 = 2, CU_FP8 = 3 };
 /* vae_act values (program.h) */
-enum { CU_ACT_NONE = 0, CU_ACT_SILU = 1, CU_ACT_RELU = 2, CU_ACT_TANH_SCALE = 3 };
+enum {
+    CU_ACT_NONE = 0,
+    CU_ACT_SILU = 1,
+    CU_ACT_RELU = 2,
+    CU_ACT_TANH_SCALE = 3,
+    CU_ACT_CLAMP01 = 4
+};
 
 __device__ __forceinline__ float cu_ld(const float *p, int64_t i) { return p[i]; }
 __device__ __forceinline__ float cu_ld(const __nv_bfloat16 *p, int64_t i) {
@@ -58,6 +64,7 @@ __device__ __forceinline__ float cu_act(int act, float s, float x) {
     case CU_ACT_SILU: return x / (1.0f + expf(-x));
     case CU_ACT_RELU: return x > 0.0f ? x : 0.0f;
     case CU_ACT_TANH_SCALE: return tanhf(x / s) * s;
+    case CU_ACT_CLAMP01: return fminf(fmaxf(x, 0.0f), 1.0f);
     default: return x;
     }
 }
@@ -69,6 +76,7 @@ template <typename T> __device__ __forceinline__ float cu_act_t(int act, float s
     case CU_ACT_SILU: return __fdividef(x, 1.0f + __expf(-x));
     case CU_ACT_RELU: return x > 0.0f ? x : 0.0f;
     case CU_ACT_TANH_SCALE: return tanhf(x / s) * s;
+    case CU_ACT_CLAMP01: return fminf(fmaxf(x, 0.0f), 1.0f);
     default: return x;
     }
 }
@@ -86,48 +94,46 @@ template <> struct vec16<float> {
         *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
     }
 };
-template <> struct vec16<__nv_bfloat16> {
+/* Two values of a 16-bit storage type in a 32-bit word, the lower index in the low half. */
+template <typename T> struct cu_pair16;
+template <> struct cu_pair16<__nv_bfloat16> {
+    static __device__ __forceinline__ void unpack(unsigned w, float *v) {
+        v[0] = __uint_as_float(w << 16);
+        v[1] = __uint_as_float(w & 0xffff0000u);
+    }
+    static __device__ __forceinline__ unsigned pack(float lo, float hi) {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* one cvt.rn.bf16x2.f32 */
+        return *(unsigned *)&v;
+    }
+};
+template <> struct cu_pair16<__half> {
+    static __device__ __forceinline__ void unpack(unsigned w, float *v) {
+        v[0] = __half2float(__ushort_as_half((unsigned short)(w & 0xffffu)));
+        v[1] = __half2float(__ushort_as_half((unsigned short)(w >> 16)));
+    }
+    static __device__ __forceinline__ unsigned pack(float lo, float hi) {
+        __half2 v = __floats2half2_rn(lo, hi);
+        return *(unsigned *)&v;
+    }
+};
+/* vec16 of a 16-bit type: four words of pairs */
+template <typename T> struct cu_vec16_pairs {
     enum { N = 8 };
-    static __device__ __forceinline__ void load(const __nv_bfloat16 *p, float *v) {
+    static __device__ __forceinline__ void load(const T *p, float *v) {
         uint4 u = *(const uint4 *)p;
         unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            v[2 * k] = __uint_as_float(w[k] << 16);
-            v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
-        }
+        for (int k = 0; k < 4; k++) cu_pair16<T>::unpack(w[k], v + 2 * k);
     }
-    static __device__ __forceinline__ void store(__nv_bfloat16 *p, const float *v) {
+    static __device__ __forceinline__ void store(T *p, const float *v) {
         unsigned w[4];
 #pragma unroll
-        for (int k = 0; k < 4; k++) { /* one paired conversion (cvt.rn.bf16x2.f32) a word */
-            const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
-            w[k] =
-                (unsigned)__bfloat16_as_ushort(h.x) | ((unsigned)__bfloat16_as_ushort(h.y) << 16);
-        }
+        for (int k = 0; k < 4; k++) w[k] = cu_pair16<T>::pack(v[2 * k], v[2 * k + 1]);
         *(uint4 *)p = make_uint4(w[0], w[1], w[2], w[3]);
     }
 };
-template <> struct vec16<__half> {
-    enum { N = 8 };
-    static __device__ __forceinline__ void load(const __half *p, float *v) {
-        uint4 u = *(const uint4 *)p;
-        unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            v[2 * k] = __half2float(__ushort_as_half((unsigned short)(w[k] & 0xffffu)));
-            v[2 * k + 1] = __half2float(__ushort_as_half((unsigned short)(w[k] >> 16)));
-        }
-    }
-    static __device__ __forceinline__ void store(__half *p, const float *v) {
-        unsigned w[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            w[k] = (unsigned)__half_as_ushort(__float2half_rn(v[2 * k])) |
-                   ((unsigned)__half_as_ushort(__float2half_rn(v[2 * k + 1])) << 16);
-        *(uint4 *)p = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-};
+template <> struct vec16<__nv_bfloat16> : cu_vec16_pairs<__nv_bfloat16> {};
+template <> struct vec16<__half> : cu_vec16_pairs<__half> {};
 
 /* all pointers 16-byte aligned (NULL counts as aligned) */
 static inline int cu_aligned16(const void *a, const void *b, const void *c) {

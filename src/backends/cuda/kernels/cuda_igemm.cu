@@ -6,6 +6,7 @@
 #include "backends/cuda/kernels/cuda_kernels.h"
 #include "backends/cuda/kernels/cutlass/igemm_conv.cuh"
 #include "backends/cuda/kernels/sm90/halo_conv.h"
+#include "core/fp8_shapes.h"
 
 enum { IGEMM_BF16 = 2, IGEMM_FP8 = 3 }; /* VAE_DTYPE_BF16, VAE_DTYPE_FP8 (vae.h) */
 
@@ -26,19 +27,30 @@ static igemm_fn igemm_pick(int dtype, int ci, int co) {
 #endif
 }
 
-/* FP8: the same filter tiles, c_in a multiple of 64, 128 channels a k-block where c_in allows
- * (igemm_conv.cuh: why). */
+/* FP8: the widest filter tile that divides c_out, 128 channels a k-block where c_in allows
+ * (igemm_conv.cuh: why). Which convs come here is the table's (fp8_shapes.h, its GEMM row:
+ * cuk_igemm8_takes); NULL only where no instance built fits the channels, the instances' own
+ * limit: a k-block of 64 (or 128) channels, filter tiles of 96, 128, 192 or 256. */
 static igemm_fn igemm8_pick(int ci, int co) {
 #ifdef VAE_HAVE_CUTLASS
-    if (ci % 64 || co % 96 && co % 128) return NULL;
-    const int k128 = ci % 128 == 0;
+    enum { K_BLOCK = 64 }; /* the narrowest k-block of the E4M3 instances */
+    if (ci % K_BLOCK) return NULL;
+    const int k128 = ci % (2 * K_BLOCK) == 0;
     if (co % 192 == 0) return k128 ? igemm_e4m3_m128_n192_k128 : igemm_e4m3_m128_n192_k64;
     if (co % 256 == 0 && k128) return igemm_e4m3_m128_n128_k128_c12;
     if (co % 128 == 0) return k128 ? igemm_e4m3_m128_n128_k128 : igemm_e4m3_m128_n128_k64;
-    return igemm_e4m3_m256_n96_k64;
+    return co % 96 == 0 ? igemm_e4m3_m256_n96_k64 : NULL;
 #else
+    (void)ci, (void)co;
     return NULL;
 #endif
+}
+
+/* The GEMM row of the E4M3 table takes the conv (plain geometry: the callers'), and an instance
+ * fits its channels */
+static igemm_fn igemm8_for(int kt, int kh, int kw, int ph, int pw, int ci, int co) {
+    const vae_fp8_conv c = {kt, kh, kw, ph, pw, ci, co, 1};
+    return vae_fp8_kernel_takes(VAE_FP8_GEMM, &c) ? igemm8_pick(ci, co) : NULL;
 }
 
 int cuk_igemm_built(void) {
@@ -63,7 +75,9 @@ int cuk_igemm_device(void) {
 
 int cuk_igemm_supported(int dtype, int ci, int co) { return igemm_pick(dtype, ci, co) != NULL; }
 
-int cuk_igemm8_supported(int ci, int co) { return igemm8_pick(ci, co) != NULL; }
+int cuk_igemm8_takes(int kt, int kh, int kw, int ph, int pw, int ci, int co) {
+    return igemm8_for(kt, kh, kw, ph, pw, ci, co) != NULL;
+}
 
 cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
                            int co, int kt, int kh, int kw, int ph, int pw, const cuk_igemm_geom *g,
@@ -80,7 +94,7 @@ cudaError_t cuk_igemm_conv(cudaStream_t s, int dtype, const void *x, int t_in, i
 cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int xs, int t_in, int h, int w, int ci,
                             int co, int kt, int kh, int kw, int ph, int pw, const void *w8,
                             const float *scale, const float *bias, const void *res, void *y) {
-    const igemm_fn fn = igemm8_pick(ci, co);
+    const igemm_fn fn = igemm8_for(kt, kh, kw, ph, pw, ci, co);
     if (!fn || t_in < kt) return cudaErrorNotSupported;
     const igemm_args a = {x8, w8, scale, bias, res, y,  t_in, h, w, ci, co, kt,
                           kh, kw, ph,    pw,   s,   xs, 0,    1, 1, 1,  ph, pw};
@@ -115,9 +129,12 @@ cudaError_t cuk_halo_tile_filters(cudaStream_t s, const void *w3, void *wh, int 
 #endif
 }
 
+/* The HALO row of the E4M3 table takes the conv (fp8_shapes.h), within the kernel's own limits
+ * (halo_conv_fits: its 96-filter block, 3 x 3 taps with padding 1) */
 int cuk_halo8_takes(int kt, int kh, int kw, int ph, int pw, int ci, int co) {
 #ifdef VAE_HAVE_CUTLASS
-    return halo_conv_fits(kt, kh, kw, ph, pw, ci, co);
+    const vae_fp8_conv c = {kt, kh, kw, ph, pw, ci, co, 1};
+    return vae_fp8_kernel_takes(VAE_FP8_HALO, &c) && halo_conv_fits(kt, kh, kw, ph, pw, ci, co);
 #else
     (void)kt, (void)kh, (void)kw, (void)ph, (void)pw, (void)ci, (void)co;
     return 0;

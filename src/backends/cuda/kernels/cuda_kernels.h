@@ -107,8 +107,9 @@ int cuk_igemm_built(void);  /* this build has the kernels (CMake found CUTLASS) 
 int cuk_igemm_device(void); /* ... and the current device runs them (sm_90) */
 /* The same with E4M3 operands (x8 [t_in][h][w][ci], w8 [co][kt][kh][kw][ci] codes): y = acc *
  * scale[co] + bias + res, scale float32 on the device (cuk_fp8_scales). xs: x8's places per
- * value (1 packed; 2: E4M3 codes in 16-bit places, op.h fp8_codes_bound). */
-int cuk_igemm8_supported(int ci, int co);
+ * value (1 packed; 2: E4M3 codes in 16-bit places, op.h fp8_codes_bound). cuk_igemm8_takes: the
+ * convs of the E4M3 table's GEMM row (core/fp8_shapes.h) that a built instance fits. */
+int cuk_igemm8_takes(int kt, int kh, int kw, int ph, int pw, int ci, int co);
 cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int xs, int t_in, int h, int w, int ci,
                             int co, int kt, int kh, int kw, int ph, int pw, const void *w8,
                             const float *scale, const float *bias, const void *res, void *y);
@@ -117,8 +118,9 @@ cudaError_t cuk_igemm8_conv(cudaStream_t s, const void *x8, int xs, int t_in, in
  * cuk_igemm_conv (any kt x kh x kw with padding below the kernel, c_in a multiple of 16, c_out of
  * 8) on 16-bit operands in dtype, or with scale (non-NULL) the one of cuk_igemm8_conv on E4M3
  * codes (sm_89+; c_in a multiple of 32), y and res in dtype (16-bit). cuk_mma_device: the current
- * device has those MMAs and this build's code for it runs them. cuk_mma_supported: the channel
- * rule (dtype: the operands', VAE_DTYPE_FP8 for E4M3), cuk_mma_takes: it and the geometry. */
+ * device has those MMAs and this build's code for it runs them. cuk_mma_supported: the kernel's
+ * own channel limits (dtype: the operands', VAE_DTYPE_FP8 for E4M3), cuk_mma_takes: they, the
+ * geometry, and for E4M3 the table's MMA row (core/fp8_shapes.h). */
 int cuk_mma_device(int e4m3);
 int cuk_mma_supported(int dtype, int ci, int co);
 int cuk_mma_takes(int dtype, int kt, int kh, int kw, int ph, int pw, int ci, int co);
@@ -148,7 +150,8 @@ cudaError_t cuk_halo_tile_filters(cudaStream_t s, const void *w3, void *wh, int 
 cudaError_t cuk_halo_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,
                           int kt, const void *wh, const float *bias, const void *res,
                           const float *nw, int act, float act_scale, float s8, void *y, int blocks);
-/* The same kernel on E4M3 operands (dtype fp8): the convs cuk_halo_takes would take in 16-bit;
+/* The same kernel on E4M3 operands (dtype fp8): the convs of the E4M3 table's HALO row
+ * (core/fp8_shapes.h) that cuk_halo_takes would take in 16-bit;
  * wh8 the E4M3 codes [96][kt][3][3][c_in] (fp8.h vae_fp8_weights_codes) tiled by
  * cuk_halo8_tile_filters ([kt][c_in / 96][9][6][96][16], same size), x8 the window's codes (xs
  * as cuk_igemm8_conv's); y = acc * scale[96] + bias + res (then the norm, as cuk_halo_conv), y

@@ -25,6 +25,7 @@
 #include <cuda_fp8.h>
 
 #include "backends/cuda/kernels/cuda_ptx.cuh"
+#include "core/fp8_shapes.h"
 
 /* the shared memory a block's ring of stages takes: 48 KB (two blocks a multiprocessor on Ada).
  * bench/mma_conv_probe.cu builds other sizes: on the H200, 64 and 96 KB ran within 4% of it, so
@@ -277,14 +278,19 @@ int cuk_mma_device(int e4m3) {
 }
 
 int cuk_mma_supported(int dtype, int ci, int co) {
-    /* the narrowest k-block row: two 16-byte chunks of 8 16-bit or 16 E4M3 channels */
+    /* the kernel's own limits: the narrowest k-block row, two 16-byte chunks of 8 16-bit or 16
+     * E4M3 channels; filters in groups of 8 (an m16n8 MMA's columns) */
     const int k = dtype == CU_FP8 ? 32 : dtype == CU_BF16 || dtype == CU_F16 ? 16 : 0;
     return k && ci > 0 && ci % k == 0 && co > 0 && co % 8 == 0;
 }
 
 int cuk_mma_takes(int dtype, int kt, int kh, int kw, int ph, int pw, int ci, int co) {
-    return kt >= 1 && kh >= 1 && kw >= 1 && ph >= 0 && pw >= 0 && ph < kh && pw < kw &&
-           cuk_mma_supported(dtype, ci, co);
+    /* the kernel's own geometry: padding below the taps */
+    if (!(kt >= 1 && kh >= 1 && kw >= 1 && ph >= 0 && pw >= 0 && ph < kh && pw < kw) ||
+        !cuk_mma_supported(dtype, ci, co))
+        return 0;
+    const vae_fp8_conv c = {kt, kh, kw, ph, pw, ci, co, 1}; /* E4M3: the table's MMA row too */
+    return dtype != CU_FP8 || vae_fp8_kernel_takes(VAE_FP8_MMA, &c);
 }
 
 cudaError_t cuk_mma_conv(cudaStream_t s, int dtype, const void *x, int t_in, int h, int w, int ci,

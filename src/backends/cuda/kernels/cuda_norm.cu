@@ -575,11 +575,9 @@ static cudaError_t gn_wf_apply(cudaStream_t s, const T *x, T *y, int t, int64_t 
                                int act, float as, int sm_count);
 
 template <typename T>
-static cudaError_t group_norm_wf(cudaStream_t s, const void *xv, void *yv, int t, int64_t hw, int c,
+static cudaError_t group_norm_wf(cudaStream_t s, const T *x, T *y, int t, int64_t hw, int c,
                                  int groups, float eps, const float *gw, const float *gb, int act,
                                  float as, void *work, int sm_count) {
-    const T *x = (const T *)xv;
-    T *y = (T *)yv;
     const int N = vec16<T>::N, cv = c / N, rows = GN_WF_THREADS / cv, cg = c / groups;
     const int64_t nbx = gn_wf_blocks(t, hw, rows, sm_count);
     const int64_t ppb = (hw + nbx - 1) / nbx;
@@ -610,11 +608,9 @@ static cudaError_t gn_wf_apply(cudaStream_t s, const T *x, T *y, int t, int64_t 
 }
 
 template <typename T>
-static cudaError_t group_norm_t(cudaStream_t s, const void *xv, void *yv, int t, int64_t hw, int c,
+static cudaError_t group_norm_t(cudaStream_t s, const T *x, T *y, int t, int64_t hw, int c,
                                 int groups, float eps, const float *gw, const float *gb, int act,
                                 float as, void *work, int sm_count) {
-    const T *x = (const T *)xv;
-    T *y = (T *)yv;
     const int cg = c / groups;
     double *dsum = (double *)work, *dsq = dsum + (size_t)t * c;
     float *mean = (float *)(dsq + (size_t)t * c), *rstd = mean + (size_t)t * groups;
@@ -650,34 +646,33 @@ static cudaError_t group_norm_t(cudaStream_t s, const void *xv, void *yv, int t,
     return cudaGetLastError();
 }
 
+/* the whole-frame path where it fits (wf: gn_wf_ok), else the per-frame one */
+template <typename T>
+static cudaError_t group_norm(bool wf, cudaStream_t s, const void *xv, void *yv, int t, int64_t hw,
+                              int c, int groups, float eps, const float *gw, const float *gb,
+                              int act, float as, void *work, int sm_count) {
+    const T *x = (const T *)xv;
+    T *y = (T *)yv;
+    if (wf) return group_norm_wf<T>(s, x, y, t, hw, c, groups, eps, gw, gb, act, as, work, sm_count);
+    return group_norm_t<T>(s, x, y, t, hw, c, groups, eps, gw, gb, act, as, work, sm_count);
+}
+
 extern "C" cudaError_t cuk_group_norm(cudaStream_t s, int dtype, const void *x, void *y, int t,
                                       int64_t hw, int c, int groups, float eps, const float *g,
                                       const float *b, int act, float act_scale, void *work,
                                       int sm_count) {
     if (t == 0 || hw == 0) return cudaSuccess;
-    if (gn_wf_ok(dtype, c, x, y)) {
-        switch (dtype) {
-        case CU_BF16:
-            return group_norm_wf<__nv_bfloat16>(s, x, y, t, hw, c, groups, eps, g, b, act,
-                                                act_scale, work, sm_count);
-        case CU_F16:
-            return group_norm_wf<__half>(s, x, y, t, hw, c, groups, eps, g, b, act, act_scale,
-                                         work, sm_count);
-        default:
-            return group_norm_wf<float>(s, x, y, t, hw, c, groups, eps, g, b, act, act_scale, work,
-                                        sm_count);
-        }
-    }
+    const bool wf = gn_wf_ok(dtype, c, x, y);
     switch (dtype) {
     case CU_BF16:
-        return group_norm_t<__nv_bfloat16>(s, x, y, t, hw, c, groups, eps, g, b, act, act_scale,
-                                           work, sm_count);
+        return group_norm<__nv_bfloat16>(wf, s, x, y, t, hw, c, groups, eps, g, b, act, act_scale,
+                                         work, sm_count);
     case CU_F16:
-        return group_norm_t<__half>(s, x, y, t, hw, c, groups, eps, g, b, act, act_scale, work,
-                                    sm_count);
+        return group_norm<__half>(wf, s, x, y, t, hw, c, groups, eps, g, b, act, act_scale, work,
+                                  sm_count);
     default:
-        return group_norm_t<float>(s, x, y, t, hw, c, groups, eps, g, b, act, act_scale, work,
-                                   sm_count);
+        return group_norm<float>(wf, s, x, y, t, hw, c, groups, eps, g, b, act, act_scale, work,
+                                 sm_count);
     }
 }
 

@@ -39,33 +39,26 @@ static __device__ __forceinline__ void cu_ldsm_t(unsigned r[4], const void *p) {
                  : "r"(cu_saddr(p))
                  : "memory");
 }
+/* mma.sync of a 16x8 tile (shape "m16n8k16", "m16n8k32") on PTX type ty: d[4] += a[4] b{b0, b1},
+ * float32 accumulation */
+#define CU_MMA_SYNC(shape, ty, d, a, b0, b1)                                                       \
+    asm volatile("mma.sync.aligned." shape ".row.col.f32." ty "." ty ".f32 {%0,%1,%2,%3}, "        \
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                                        \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                  \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 /* d[16x8] += a[16x16] b[16x8], float32 accumulation; two values per 32-bit register, the lower
- * index in the low half */
+ * index in the low half (pack: cu_pair16) */
 template <typename T> struct cu_mma;
-template <> struct cu_mma<__nv_bfloat16> {
+template <> struct cu_mma<__nv_bfloat16> : cu_pair16<__nv_bfloat16> {
     static __device__ __forceinline__ void run(float d[4], const unsigned a[4], unsigned b0,
                                                unsigned b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ unsigned pack(float lo, float hi) {
-        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-        return *(unsigned *)&v;
+        CU_MMA_SYNC("m16n8k16", "bf16", d, a, b0, b1);
     }
 };
-template <> struct cu_mma<__half> {
+template <> struct cu_mma<__half> : cu_pair16<__half> {
     static __device__ __forceinline__ void run(float d[4], const unsigned a[4], unsigned b0,
                                                unsigned b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ unsigned pack(float lo, float hi) {
-        __half2 v = __floats2half2_rn(lo, hi);
-        return *(unsigned *)&v;
+        CU_MMA_SYNC("m16n8k16", "f16", d, a, b0, b1);
     }
 };
 /* d[16x8] += a[16x32] b[32x8] on E4M3 codes (sm_89+; elsewhere it traps: cuda_mma_conv.cu's
@@ -75,10 +68,7 @@ template <> struct cu_mma<__nv_fp8_e4m3> {
     static __device__ __forceinline__ void run(float d[4], const unsigned a[4], unsigned b0,
                                                unsigned b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        CU_MMA_SYNC("m16n8k32", "e4m3", d, a, b0, b1);
 #else
         (void)d, (void)a, (void)b0, (void)b1;
         __trap();

@@ -26,18 +26,31 @@ static size_t unit_for(size_t run, const void *const *ptrs, int n) {
         }                                                                                          \
     } while (0)
 
+/* Where flat index i lies in a channels-last [f][h][w][c] tensor: its channel, column, row and
+ * outer index. The divisions are most of these kernels' cost: I is 32-bit where the sizes allow. */
+template <typename I> struct nhwc_pos {
+    int c, x, y;
+    I f;
+};
+template <typename I>
+static __device__ __forceinline__ nhwc_pos<I> nhwc_of(I i, int c, I w, I h) {
+    nhwc_pos<I> q;
+    q.c = (int)(i % c);
+    const I pix = i / c;
+    q.x = (int)(pix % w);
+    const I r = pix / w;
+    q.y = (int)(r % h);
+    q.f = r / h;
+    return q;
+}
+
 /* ---- nearest upsample ---- (32-bit index math when the sizes allow: it is the costly part) */
 template <typename U, typename I>
 static __global__ void upsample_kernel(const U *x, U *y, int h, int w, int cu, int fs, I n) {
     const I ho = (I)h * fs, wo = (I)w * fs;
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        const int k = (int)(i % cu);
-        const I pix = i / cu;
-        const int ow = (int)(pix % wo);
-        const I r = pix / wo;
-        const int oh = (int)(r % ho);
-        const I t = r / ho;
-        y[i] = x[((t * h + oh / fs) * w + ow / fs) * cu + k];
+        const nhwc_pos<I> o = nhwc_of(i, cu, wo, ho);
+        y[i] = x[((o.f * h + o.y / fs) * w + o.x / fs) * cu + o.c];
     }
 }
 
@@ -71,16 +84,11 @@ static __global__ void shuffle_up_kernel(const E *x, E *y, int h, int w, int ci,
     const int ho = h * fs, wo = w * fs;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        int o = (int)(i % co);
-        int64_t pix = i / co;
-        int ow = (int)(pix % wo);
-        int64_t r = pix / wo;
-        int oh = (int)(r % ho);
-        int64_t tt = r / ho;
-        int64_t t = tt / ft;
-        int ti = (int)(tt % ft);
-        int ch = tab[((ti * fs + oh % fs) * fs + ow % fs) * co + o];
-        y[i] = x[((t * h + oh / fs) * w + ow / fs) * ci + ch];
+        const nhwc_pos<int64_t> o = nhwc_of(i, co, (int64_t)wo, (int64_t)ho);
+        int64_t t = o.f / ft;
+        int ti = (int)(o.f % ft);
+        int ch = tab[((ti * fs + o.y % fs) * fs + o.x % fs) * co + o.c];
+        y[i] = x[((t * h + o.y / fs) * w + o.x / fs) * ci + ch];
     }
 }
 
@@ -92,16 +100,11 @@ static __global__ void shuffle_up_vec_kernel(const E *x, E *y, int h, int w, int
     const I ho = (I)h * fs, wo = (I)w * fs;
     const int cu = co / V;
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        const int u = (int)(i % cu);
-        const I pix = i / cu;
-        const int ow = (int)(pix % wo);
-        const I r = pix / wo;
-        const int oh = (int)(r % ho);
-        const I tt = r / ho;
-        const I t = tt / ft;
-        const int ti = (int)(tt % ft);
-        const int *tb = tab + ((ti * fs + oh % fs) * fs + ow % fs) * co + u * V;
-        const E *xp = x + ((t * h + oh / fs) * (I)w + ow / fs) * ci;
+        const nhwc_pos<I> o = nhwc_of(i, cu, wo, ho);
+        const I t = o.f / ft;
+        const int ti = (int)(o.f % ft);
+        const int *tb = tab + ((ti * fs + o.y % fs) * fs + o.x % fs) * co + o.c * V;
+        const E *xp = x + ((t * h + o.y / fs) * (I)w + o.x / fs) * ci;
         if (CONTIG) {
             *(uint4 *)(y + i * V) = *(const uint4 *)(xp + tb[0]);
         } else {
@@ -116,28 +119,29 @@ static __global__ void shuffle_up_vec_kernel(const E *x, E *y, int h, int w, int
     }
 }
 
+template <typename E, int V, bool CONTIG>
+static void launch_shuffle_up_vec_as(cudaStream_t s, const void *x, void *y, int h, int w, int ci,
+                                     int co, int ft, int fs, const int *tab, int64_t units,
+                                     bool small) {
+    const unsigned grid = cu_grid(units, 256);
+    if (small)
+        shuffle_up_vec_kernel<E, V, CONTIG, int><<<grid, 256, 0, s>>>(
+            (const E *)x, (E *)y, h, w, ci, co, ft, fs, tab, (int)units);
+    else
+        shuffle_up_vec_kernel<E, V, CONTIG, int64_t><<<grid, 256, 0, s>>>(
+            (const E *)x, (E *)y, h, w, ci, co, ft, fs, tab, units);
+}
+
 template <typename E, int V>
 static void launch_shuffle_up_vec(cudaStream_t s, const void *x, void *y, int n_in, int h, int w,
                                   int ci, int co, int ft, int fs, const int *tab, int contig) {
     const int64_t units = (int64_t)n_in * ft * h * fs * w * fs * (co / V);
     const int64_t xin = (int64_t)n_in * h * w * ci;
-    const unsigned grid = cu_grid(units, 256);
     const bool small = units * V < INT32_MAX && xin < INT32_MAX;
-    if (contig) {
-        if (small)
-            shuffle_up_vec_kernel<E, V, true, int><<<grid, 256, 0, s>>>(
-                (const E *)x, (E *)y, h, w, ci, co, ft, fs, tab, (int)units);
-        else
-            shuffle_up_vec_kernel<E, V, true, int64_t><<<grid, 256, 0, s>>>(
-                (const E *)x, (E *)y, h, w, ci, co, ft, fs, tab, units);
-    } else {
-        if (small)
-            shuffle_up_vec_kernel<E, V, false, int><<<grid, 256, 0, s>>>(
-                (const E *)x, (E *)y, h, w, ci, co, ft, fs, tab, (int)units);
-        else
-            shuffle_up_vec_kernel<E, V, false, int64_t><<<grid, 256, 0, s>>>(
-                (const E *)x, (E *)y, h, w, ci, co, ft, fs, tab, units);
-    }
+    if (contig)
+        launch_shuffle_up_vec_as<E, V, true>(s, x, y, h, w, ci, co, ft, fs, tab, units, small);
+    else
+        launch_shuffle_up_vec_as<E, V, false>(s, x, y, h, w, ci, co, ft, fs, tab, units, small);
 }
 
 extern "C" cudaError_t cuk_shuffle_up(cudaStream_t s, size_t elem, const void *x, void *y,
@@ -174,17 +178,12 @@ static __global__ void shuffle_down_kernel(cuk_frames fr, int h, int w, int ci, 
     const float inv = 1.0f / (float)group;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        int o = (int)(i % co);
-        int64_t pix = i / co;
-        int ow = (int)(pix % wo);
-        int64_t r = pix / wo;
-        int oh = (int)(r % ho);
-        int j = (int)(r / ho);
+        const nhwc_pos<int64_t> o = nhwc_of(i, co, (int64_t)wo, (int64_t)ho);
         float sum = 0.0f;
         for (int g = 0; g < group; g++) {
-            int4 e = tab[o * group + g];
-            const T *src = (const T *)fr.p[j * ft + e.x];
-            sum += cu_ld(src, ((int64_t)(oh * fs + e.y) * w + (ow * fs + e.z)) * ci + e.w);
+            int4 e = tab[o.c * group + g];
+            const T *src = (const T *)fr.p[(int)o.f * ft + e.x];
+            sum += cu_ld(src, ((int64_t)(o.y * fs + e.y) * w + (o.x * fs + e.z)) * ci + e.w);
         }
         cu_st(y, i, sum * inv);
     }
@@ -266,16 +265,11 @@ static __global__ void gather_pad_kernel(cuk_frames fr, int st, int kt, int h, i
                                          int hp, int wp, int pt, int pl, E *dst, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const int k = (int)(i % cg);
-        const int64_t pix = i / cg;
-        const int xx = (int)(pix % wp);
-        const int64_t r = pix / wp;
-        const int yy = (int)(r % hp);
-        const int j = (int)(r / hp);
-        const int iy = yy - pt, ix = xx - pl;
+        const nhwc_pos<int64_t> o = nhwc_of(i, cg, (int64_t)wp, (int64_t)hp);
+        const int k = o.c, iy = o.y - pt, ix = o.x - pl;
         E v = 0;
         if (k < kt * c && iy >= 0 && iy < h && ix >= 0 && ix < w)
-            v = ((const E *)fr.p[j * st + k / c])[((int64_t)iy * w + ix) * c + k % c];
+            v = ((const E *)fr.p[(int)o.f * st + k / c])[((int64_t)iy * w + ix) * c + k % c];
         dst[i] = v;
     }
 }
@@ -397,14 +391,9 @@ static __global__ void phase_interleave_kernel(const T *ph, I plane, int h, int 
     const I w2 = (I)2 * w, h2 = (I)2 * h;
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < nvec; i += (I)gridDim.x * blockDim.x) {
         const I e = i * N;
-        const int k0 = (int)(e % c);
-        const I pix = e / c;
-        const int ox = (int)(pix % w2);
-        const I r = pix / w2;
-        const int oy = (int)(r % h2);
-        const I f = r / h2;
-        const int a = oy & 1, b = ox & 1, yi = oy >> 1, xj = ox >> 1;
-        const T *src = ph + (a * 2 + b) * plane + ((f * (h + 1) + (yi + a)) * (I)(w + 1) + (xj + b)) * c + k0;
+        const nhwc_pos<I> o = nhwc_of(e, c, w2, h2);
+        const int k0 = o.c, a = o.y & 1, b = o.x & 1, yi = o.y >> 1, xj = o.x >> 1;
+        const T *src = ph + (a * 2 + b) * plane + ((o.f * (h + 1) + (yi + a)) * (I)(w + 1) + (xj + b)) * c + k0;
         float v[N], u[N];
         vec16<T>::load(src, v);
         if (bias) {

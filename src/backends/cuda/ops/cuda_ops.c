@@ -18,7 +18,8 @@ typedef struct ops_state {
 } ops_state;
 
 static int act_valid(vae_act a) {
-    return a == VAE_ACT_NONE || a == VAE_ACT_SILU || a == VAE_ACT_RELU || a == VAE_ACT_TANH_SCALE;
+    return a == VAE_ACT_NONE || a == VAE_ACT_SILU || a == VAE_ACT_RELU || a == VAE_ACT_TANH_SCALE ||
+           a == VAE_ACT_CLAMP01;
 }
 
 /* ---- shuffle tables (built by core/program.c) ---- */

@@ -1,0 +1,42 @@
+"""vaec with the TAEHV family: every case of the taehv_* fixtures (synthetic weights written by
+vaec.synth_checkpoint), the preview cases through preview=, within 1e-4 of the float64 upstream."""
+import json
+
+import pytest
+
+from conftest import FIXTURES, fixture, rel_err
+
+vaec = pytest.importorskip("vaec")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+
+def _preview(options):
+    """A case's upstream flags (decoder_time_upscale / decoder_space_upscale all false) as
+    vaec's preview= value."""
+    time = "decoder_time_upscale" in options and not any(options["decoder_time_upscale"])
+    space = "decoder_space_upscale" in options and not any(options["decoder_space_upscale"])
+    return {(0, 0): None, (1, 0): "time", (0, 1): "space", (1, 1): "both"}[(time, space)]
+
+
+@pytest.mark.parametrize("name", ["taehv_w21", "taehv_w22", "taehv_w22_super"])
+def test_taehv_fixture(shared, tmp_path, name):
+    fx = fixture(name)
+    ckpt = tmp_path / f"{name}.safetensors"
+    vaec.synth_checkpoint("taehv", str(ckpt), json.dumps(fx["config"]))
+    io = safetensors_torch.load_file(str(FIXTURES / f"{name}.io.safetensors"))
+    model = vaec.load(str(ckpt))
+    assert model.info["arch"] == "taehv"
+    for case in fx["cases"]:
+        m = model.with_options(preview=_preview(case["options"]))
+        x = io[case["input"]]
+        out = m.encode(x) if case["op"] == "encode" else m.decode(x)
+        assert list(out.shape) == case["out_shape"], case["name"]
+        assert rel_err(out, io[case["expect"]]) <= 1e-4, case["name"]
+
+
+def test_preview_errors(shared):
+    model = vaec.load(str(FIXTURES / "wan21_tiny.safetensors"))
+    with pytest.raises(vaec.Error, match="preview"):
+        model.with_options(preview="time")
+    with pytest.raises(vaec.Error, match="preview"):
+        model.with_options(preview="fast")

@@ -1,0 +1,158 @@
+/* test_fp8_calibrate.c -- dtype fp8's E4M3 convs chosen by the error budget (api/fp8_calibrate.h)
+ * on configurations no count was ever tuned on: synthesised Wan2.1 / Wan2.2 decoders of other
+ * widths and depths, each decoded in fp8 (CPU emulation) and in fp32 by the same model. The fp32
+ * output is within 1e-5 of the float64 reference (the fixtures), so fp8's error against it is
+ * its error against the reference to that margin. Also: a budget of 1e-4 keeps no conv in E4M3 (the
+ * output is fp32's, exactly), a smaller budget keeps fewer, VAE_FP8_CONVS still wins, and a
+ * model with no conv of an E4M3 shape says so once as a warning. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vae.h"
+#include "vae_dev.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
+
+/* What the sessions logged: the E4M3 convs they kept, and the warnings */
+static int kept_decoder, warnings;
+static char last_choice[512];
+
+static void on_log(int level, const char *msg, void *user) {
+    (void)user;
+    if (getenv("FP8CAL_DEBUG")) printf("LOG %s\n", msg);
+    if (level == VAE_LOG_WARN && strstr(msg, "no conv of this model has an E4M3 shape")) warnings++;
+    int n;
+    if (strstr(msg, " decoder convs in E4M3") && sscanf(msg, "session: %d", &n) == 1)
+        kept_decoder = n;
+    if (strncmp(msg, "fp8: ", 5) == 0 && strstr(msg, "decoder"))
+        snprintf(last_choice, sizeof last_choice, "%s", msg);
+}
+
+/* Decodes seeded N(0, 1) latents [1, z, 3, 6, 5] (another size than the calibration's) with
+ * dtype dt, the switches param = value where param >= 0. NULL on failure. */
+static float *decode(vae_model *m, int z, vae_dtype dt, int param, int64_t value, size_t *n) {
+    vae_session_options o;
+    vae_session_options_default(&o);
+    o.device = VAE_DEVICE_CPU;
+    o.dtype = dt;
+    if (param >= 0) vae_session_options_set(&o, (vae_param)param, value);
+    vae_session *s;
+    kept_decoder = -1;
+    if (vae_session_create(&s, m, &o)) {
+        printf("session: %s\n", vae_last_error());
+        return NULL;
+    }
+    const int64_t shape[5] = {1, z, 3, 6, 5};
+    const size_t count = (size_t)z * 3 * 6 * 5;
+    float *x = malloc(count * sizeof *x);
+    uint64_t r = 12345;
+    for (size_t i = 0; i < count; i++) { /* Box-Muller on an LCG */
+        double u[2];
+        for (int k = 0; k < 2; k++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            u[k] = ((r >> 11) + 1.0) / 9007199254740993.0;
+        }
+        x[i] = (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
+    }
+    vae_tensor in = vae_tensor_dense(5, shape, VAE_DTYPE_F32, x), out;
+    float *y = NULL;
+    if (vae_decode_tensor(s, &in, &out) == VAE_OK) {
+        *n = 1;
+        for (int d = 0; d < out.ndim; d++)
+            *n *= (size_t)out.shape[d];
+        y = malloc(*n * sizeof *y);
+        memcpy(y, out.data, *n * sizeof *y);
+        vae_tensor_free(&out);
+    } else {
+        printf("decode: %s\n", vae_last_error());
+    }
+    free(x);
+    vae_session_free(s);
+    return y;
+}
+
+static double rel_err(const float *a, const float *b, size_t n) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++)
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), r += (double)b[i] * b[i];
+    return sqrt(d / r);
+}
+
+/* One configuration: fp8 at the default budget within it plus the margin, and the checks above */
+static void check_config(const char *arch, const char *config, int z) {
+    vae_model *m;
+    if (vae_model_synth(&m, arch, config)) {
+        CHECK(0, "synth %s %s: %s", arch, config, vae_last_error());
+        return;
+    }
+    size_t n32 = 0, n8 = 0, n0 = 0, nc = 0;
+    float *y32 = decode(m, z, VAE_DTYPE_F32, -1, 0, &n32);
+    float *y8 = decode(m, z, VAE_DTYPE_FP8, VAE_PARAM_FP8_ERROR, 400, &n8);
+    const int kept = kept_decoder;
+    printf("%s %s: %s\n", arch, config, last_choice);
+    float *y0 = decode(m, z, VAE_DTYPE_FP8, VAE_PARAM_FP8_ERROR, 1, &n0);
+    const int kept0 = kept_decoder;
+    decode(m, z, VAE_DTYPE_FP8, VAE_PARAM_FP8_ERROR, 150, &nc);
+    const int kept_small = kept_decoder;
+    free(decode(m, z, VAE_DTYPE_FP8, VAE_PARAM_FP8_CONVS, 2, &nc));
+    const int kept_count = kept_decoder;
+    CHECK(y32 && y8 && y0 && n8 == n32 && n0 == n32, "%s: the decodes", arch);
+    if (y32 && y8 && y0 && n8 == n32 && n0 == n32) {
+        const double e = rel_err(y8, y32, n32);
+        printf("%s: %d decoder convs in E4M3, fp8 against fp32: %.3e (budget 4e-2 + margin 1e-2)\n",
+               arch, kept, e);
+        CHECK(kept > 0, "%s: no conv kept in E4M3", arch);
+        CHECK(e <= 5e-2, "%s: fp8 error %.3e over 5e-2", arch, e);
+        CHECK(kept0 == 0 && memcmp(y0, y32, n32 * sizeof *y0) == 0,
+              "%s: budget 1e-4 kept %d convs, or differs from fp32", arch, kept0);
+    }
+    CHECK(kept_small >= 0 && kept_small <= kept, "%s: budget 1.5e-2 kept %d, 4e-2 %d", arch,
+          kept_small, kept);
+    CHECK(kept_count == 2, "%s: VAE_FP8_CONVS=2 kept %d", arch, kept_count);
+    free(y32);
+    free(y8);
+    free(y0);
+    vae_model_free(m);
+}
+
+int main(void) {
+    vae_set_log_callback(on_log, NULL, VAE_LOG_INFO);
+    /* widths with E4M3 shapes (inputs a multiple of 64, outputs of 96 or 128 filters), depths and
+     * temporal steps the released models do not have */
+    check_config("wan2.1",
+                 "{\"dim\": 64, \"z_dim\": 16, \"dim_mult\": [1, 2, 2], \"num_res_blocks\": 1, "
+                 "\"attn_scales\": [], \"temperal_downsample\": [false, true]}",
+                 16);
+    check_config("wan2.2",
+                 "{\"dim\": 32, \"dec_dim\": 64, \"z_dim\": 48, \"dim_mult\": [1, 2, 2], "
+                 "\"num_res_blocks\": 1, \"attn_scales\": [], \"temperal_downsample\": [true, "
+                 "false]}",
+                 48);
+    /* a narrow model: no conv of an E4M3 shape, said once per session */
+    vae_model *m;
+    if (vae_model_synth(&m, "wan2.1",
+                        "{\"dim\": 8, \"z_dim\": 16, \"dim_mult\": [1, 2], "
+                        "\"num_res_blocks\": 1, \"attn_scales\": [], "
+                        "\"temperal_downsample\": [true]}") == VAE_OK) {
+        size_t n;
+        warnings = 0;
+        free(decode(m, 16, VAE_DTYPE_FP8, -1, 0, &n));
+        CHECK(warnings == 1, "narrow model: %d warnings, expected 1", warnings);
+        vae_model_free(m);
+    } else {
+        CHECK(0, "synth narrow: %s", vae_last_error());
+    }
+    printf("%s\n", failures ? "FAILED" : "all passed");
+    return failures != 0;
+}
