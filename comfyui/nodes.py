@@ -13,6 +13,7 @@ import weakref
 import torch
 import vaec
 
+import comfy.latent_formats
 import comfy.model_management as mm
 import comfy.sd
 import comfy.utils
@@ -63,6 +64,19 @@ def _open(opener, options, name):
     return model
 
 
+def _taehv_latent_format(info, name):
+    """A TAEHV model's ComfyUI latent format (by its file name), which the VAE's latents pass
+    through; None for other models. Raises where the name does not tell."""
+    if info["arch"] != "taehv":
+        return None
+    fmt = core.taehv_latent_format(name)
+    if fmt is None:
+        raise ValueError(f"{name}: a TAEHV decoder, but its name does not say whose latents it "
+                         f"takes: name it {', '.join(p + '*' for p in core.TAEHV_LATENT_FORMATS)} "
+                         "(madebyollin/taehv's names) for Wan2.1, Wan2.2 or HunyuanVideo")
+    return getattr(comfy.latent_formats, fmt)()
+
+
 def planned_peak(model, shape, encode):
     """The engine's planned peak bytes for one item of a batch of this shape (the engine runs a
     batch one item at a time)."""
@@ -104,6 +118,7 @@ class VaecVAE(comfy.sd.VAE):
             self.upscale_ratio = self.downscale_ratio = f
             self.upscale_index_formula = self.downscale_index_formula = None
             self.latent_dim = 2
+        self._latent_format = _taehv_latent_format(info, name)
         lo, hi = info["image_min"], info["image_max"]
         self.process_input = lambda image: image * (hi - lo) + lo
         self.process_output = lambda image: core.to_unit(image, lo, hi)
@@ -191,13 +206,18 @@ class VaecVAE(comfy.sd.VAE):
         return out
 
     def _decode_with(self, model, samples):
-        video = self._run(model, samples.to(self.device, torch.float32), encode=False)
+        samples = samples.to(self.device, torch.float32)
+        if self._latent_format is not None:  # ComfyUI's LATENT -> the diffusion model's latents
+            samples = self._latent_format.process_in(samples)
+        video = self._run(model, samples, encode=False)
         lo, hi = self.info["image_min"], self.info["image_max"]
         return core.video_to_images(video, lo, hi).to(self.output_device)
 
     def _encode_with(self, model, pixels):
         x = core.images_to_video(pixels.to(self.device, torch.float32), self.info)
         z = self._run(model, x, encode=True)
+        if self._latent_format is not None:
+            z = self._latent_format.process_out(z)
         return z.to(self.output_device)
 
     def decode(self, samples_in, vae_options={}):

@@ -14,8 +14,10 @@ import folder_paths
 import latent_preview
 from comfy.cli_args import LatentPreviewMethod, args
 
+from . import vaec_core as core
+
 # ComfyUI latent format class -> the TAEHV file name prefix in models/vae_approx
-TAEHV_FOR_FORMAT = {"Wan21": "taew2_1", "Wan22": "taew2_2", "HunyuanVideo": "taehv"}
+TAEHV_FOR_FORMAT = {f: p for p, f in core.TAEHV_LATENT_FORMATS.items()}
 
 
 def taehv_file(latent_format):

@@ -5,6 +5,7 @@ formats normalise them outside the VAE: the nodes call the engine with raw=True)
 Importable, and tested, without ComfyUI.
 """
 import logging
+import os
 
 import torch
 
@@ -19,6 +20,16 @@ DEVICES = ("auto", "cuda", "cpu")
 DTYPES = ("auto", "bf16", "fp16", "fp32", "fp8")
 TILE_MODES = ("auto", "none", "blend")
 SUPPORTED_ARCHS = ("wan2.1", "wan2.2", "seedvr2", "taesd", "taehv")
+# TAEHV decodes the diffusion model's own latents; ComfyUI's LATENT holds the VAE's (its latent
+# format's process_out). Which model a TAEHV file serves is in its name only (taew2_1 and taehv
+# have the same layout): file name prefix -> ComfyUI latent format class (comfy.latent_formats).
+TAEHV_LATENT_FORMATS = {"taew2_1": "Wan21", "taew2_2": "Wan22", "taehv": "HunyuanVideo"}
+
+
+def taehv_latent_format(name):
+    """The ComfyUI latent format class name of a TAEHV file (by its base name), or None."""
+    base = os.path.basename(str(name))
+    return next((f for p, f in TAEHV_LATENT_FORMATS.items() if base.startswith(p)), None)
 
 ENGINE_LOGGER = "vaec"  # where vaec sends the engine's log lines (INFO and up)
 NODE_LOGGER = "vaec.comfyui"  # the nodes' one line per decode/encode (a child: not demoted)

@@ -300,9 +300,12 @@ def test_decode_equals_comfyui(comfy, comfy_vae, node_vae, io, norm, case):
 @needs_comfyui
 def test_taehv_nodes_equal_the_fixtures(comfy, tmp_path):
     """The TAEHV weights as a VAE of the nodes: ComfyUI's VAE Decode and VAE Encode through vae.c
-    equal upstream taehv.py's float64 outputs (taehv_w21: video in 0..1, raw latents; the encoder
-    pads 9 frames to 12 with copies of the last, the nodes keep every frame)."""
+    equal upstream taehv.py's float64 outputs (taehv_w21: video in 0..1, the diffusion model's
+    latents, which ComfyUI's LATENT holds through Wan2.1's latent format, by the file's name; the
+    encoder pads 9 frames to 12 with copies of the last, the nodes keep every frame)."""
+    import comfy.latent_formats as formats
     import folder_paths
+    wan = formats.Wan21()
     vaec.synth_checkpoint("taehv", tmp_path / "taew2_1.safetensors", fixture("taehv_w21")["config"])
     folder_paths.add_model_folder_path("vae", str(tmp_path))
     (vae,) = comfy["nodes"].NODE_CLASS_MAPPINGS["VaecVAELoader"]().load_vae(
@@ -310,15 +313,28 @@ def test_taehv_nodes_equal_the_fixtures(comfy, tmp_path):
     io = load_file(str(FIXTURES / "taehv_w21.io.safetensors"))
     n = comfy["nodes"]
     for case in ("dec_t3", "dec_t1"):
-        (images,) = n.VAEDecode().decode(vae, {"samples": io[f"{case}.latent"]})
+        (images,) = n.VAEDecode().decode(vae, {"samples": wan.process_out(io[f"{case}.latent"])})
         want = io[f"{case}.video"][0].permute(1, 2, 3, 0)  # [T,H,W,3]
         assert images.shape == want.shape and rel_err(images, want) < 1e-4, case
     for case in ("enc_t8", "enc_t9_pad"):
         video = io[f"{case}.video"][0].permute(1, 2, 3, 0)
         (latent,) = n.VAEEncode().encode(vae, video)
-        want = io[f"{case}.latent"]
+        want = wan.process_out(io[f"{case}.latent"])
         assert latent["samples"].shape == want.shape, case
         assert rel_err(latent["samples"], want) < 1e-4, case
+
+
+@needs_comfyui
+def test_taehv_file_name_tells_the_latents(comfy, tmp_path):
+    """A TAEHV file whose name does not say whose latents it decodes is refused, naming the
+    names that do (taew2_1 and taehv have the same layout)."""
+    import folder_paths
+    vaec.synth_checkpoint("taehv", tmp_path / "tiny_video_vae.safetensors",
+                          fixture("taehv_w21")["config"])
+    folder_paths.add_model_folder_path("vae", str(tmp_path))
+    with pytest.raises(ValueError, match="taew2_1"):
+        comfy["nodes"].NODE_CLASS_MAPPINGS["VaecVAELoader"]().load_vae(
+            "tiny_video_vae.safetensors", device="auto", dtype="auto")
 
 
 @needs_comfyui
