@@ -14,23 +14,9 @@
 #include <string.h>
 
 #include "platform/platform.h"
+#include "test_check.h"
 #include "vae.h"
 
-static int n_pass, n_fail;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok)
-        n_pass++;
-    else
-        n_fail++;
-}
 
 static void tmp_path(char *buf, size_t n, const char *tag) {
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
