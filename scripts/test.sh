@@ -16,12 +16,14 @@ bash scripts/build.sh build "${cuda[@]}"
 python3 scripts/layers.py --check # the include/call graph against the layering (docs/testing.md)
 # The allocation-failure sweeps (one thread a session; the slow groups every 3rd allocation, their
 # full sweeps under the label "nightly": ctest -L nightly) run two at a time, after the rest.
-(cd build && ctest --output-on-failure --timeout 1500 -E '^alloc_fail_' -j2 &&
+# one test at a time: each uses every core (OpenMP), and two at once on the CI's 2 cores made the
+# suite slower, not faster (spinning threads oversubscribed); the allocation sweeps are one thread
+(cd build && ctest --output-on-failure --timeout 1500 -E '^alloc_fail_' &&
     ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -LE nightly -j2)
 # Sanitizers: everything but the large-model fixtures (those run above; ASan makes them slow).
 bash scripts/build.sh build-asan -DVAE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVAE_CUDA=OFF
 (cd build-asan && export ASAN_OPTIONS=detect_leaks=1 &&
-    ctest --output-on-failure --timeout 1500 -j2 \
+    ctest --output-on-failure --timeout 1500 \
         -E 'fixture_(fp8_)?(wan21_full|wan22_full|seedvr2_full|wan21_small)|gpu_|^alloc_fail_' &&
     ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -LE nightly -j2)
 # ThreadSanitizer: one model's sessions on several threads at once (CPU backend), the
