@@ -103,7 +103,7 @@ static void check_config(const char *arch, const char *config, int z) {
     printf("%s %s: %s\n", arch, config, last_choice);
     float *y0 = decode(m, z, VAE_DTYPE_FP8, VAE_PARAM_FP8_ERROR, 1, &n0);
     const int kept0 = kept_decoder;
-    decode(m, z, VAE_DTYPE_FP8, VAE_PARAM_FP8_ERROR, 150, &nc);
+    free(decode(m, z, VAE_DTYPE_FP8, VAE_PARAM_FP8_ERROR, 150, &nc));
     const int kept_small = kept_decoder;
     free(decode(m, z, VAE_DTYPE_FP8, VAE_PARAM_FP8_CONVS, 2, &nc));
     const int kept_count = kept_decoder;
