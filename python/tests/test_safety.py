@@ -142,7 +142,7 @@ def test_integers_are_range_checked(x):
                        ({"max_memory": -1}, "max_memory"), ({"max_memory": "1e30G"}, "max_memory"),
                        ({"threads": 2**32 + 1}, "threads"), ({"threads": -1}, "threads"),
                        ({"threads": 100000}, "8 a core"), ({"tile": 2**40}, "tile"),
-                       ({"tile": (16, 2**33)}, "tile"), ({"tile": 1 << 21}, "tile size"),
+                       ({"tile": (16, 2**33)}, "tile"), ({"tile": 1 << 21}, "tile_height"),
                        ({"blend_tile": 2**32 + 512}, "blend_tile"),
                        ({"device": "cuda:99999999999"}, "device index")]:
         expect("EINVAL", text, lambda: vaec.load(path, **opts))

@@ -514,6 +514,8 @@ class Model:
         ins = _shape_array(shape)
         outs, nd = (C.c_int64 * 8)(), C.c_int()
         with self._s.handle_lock:
+            if not self._s.handle:
+                raise Error(-1, "output_shape: the model is closed")
             _lib.check(_lib.lib.vae_session_output_shape(self._s.handle, int(encode), ins,
                                                          len(shape), outs, C.byref(nd)))
         return tuple(outs[: nd.value])
