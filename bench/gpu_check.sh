@@ -251,7 +251,7 @@ fixture_run() {
         ${args[@]+"${args[@]}"}) >>"$OUT/fixtures.log" 2>&1
     say "$label: rc $? in $(($(date +%s) - t0)) s: $(tail -1 "$OUT/fixtures.log")"
 }
-FX="wan21_tiny wan22_tiny seedvr2_tiny taef2_real"
+FX="wan21_tiny wan22_tiny seedvr2_tiny taef2_real taehv_w21 taehv_w22 taehv_w22_super"
 [ $FULL = 1 ] && FX="$FX wan21_small wan21_full wan22_full seedvr2_full"
 [ $FIXTURES = 1 ] || FX=""
 : >"$OUT/fixtures.log"
