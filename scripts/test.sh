@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # The test suite: installs what is missing, builds (release, then ASan+UBSan), runs ctest, then
 # the Python package's tests.
+#   bash scripts/test.sh            the suite (CI: <= 25 min on 2 cores)
+#   bash scripts/test.sh --nightly  also the repeats the suite leaves to a nightly run (each is
+#                                   covered once in the suite; docs/testing.md lists them)
 set -eu
 cd "$(dirname "$0")/.."
+nightly=0
+[ "${1:-}" = --nightly ] && nightly=1
+t0=$(date +%s)
+stage() { echo "== $* ($(($(date +%s) - t0)) s in)"; }
 # The release build. With a GPU: CUDA for it (the default). Without one but with nvcc: CUDA for
 # sm_90 all the same (the default would leave it out), so that the suite compiles the CUDA
 # backend, its CUTLASS kernels and its tests; GPU tests print "skipped: no GPU" where there is none.
@@ -11,26 +18,31 @@ if ! nvidia-smi -L >/dev/null 2>&1 && { command -v nvcc >/dev/null || [ -x /usr/
     cuda=(-DVAE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90)
     export VAE_CUDA=ON # scripts/deps.sh: CUTLASS's headers
 fi
+stage "dependencies and the release build"
 bash scripts/deps.sh
 bash scripts/build.sh build "${cuda[@]}"
 python3 scripts/layers.py --check # the include/call graph against the layering (docs/testing.md)
-# The allocation-failure sweeps (one thread a session; the slow groups every 3rd allocation, their
-# full sweeps under the label "nightly": ctest -L nightly) run two at a time, after the rest.
-# one test at a time: each uses every core (OpenMP), and two at once on the CI's 2 cores made the
-# suite slower, not faster (spinning threads oversubscribed); the allocation sweeps are one thread
-(cd build && ctest --output-on-failure --timeout 1500 -E '^alloc_fail_' &&
-    ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -LE nightly -j2)
+# One test at a time: each uses every core (OpenMP), and two at once on the CI's 2 cores made the
+# suite slower, not faster (spinning threads oversubscribed). The allocation-failure sweeps (one
+# thread a session, two at a time) run under ASan below, where a failure path's leak or bad free
+# shows; here only nightly, with their full sweeps (label "nightly").
+stage "ctest (release)"
+(cd build && ctest --output-on-failure --timeout 1500 -E '^alloc_fail_')
+[ $nightly = 1 ] && (cd build && ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -j2)
 # Sanitizers: everything but the large-model fixtures (those run above; ASan makes them slow).
+stage "ASan+UBSan build and ctest"
 bash scripts/build.sh build-asan -DVAE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVAE_CUDA=OFF
 (cd build-asan && export ASAN_OPTIONS=detect_leaks=1 &&
     ctest --output-on-failure --timeout 1500 \
         -E 'fixture_(fp8_)?(wan21_full|wan22_full|seedvr2_full|wan21_small)|gpu_|^alloc_fail_' &&
-    ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -LE nightly -j2)
+    if [ $nightly = 1 ]; then ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -j2
+    else ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -LE nightly -j2; fi)
 # ThreadSanitizer: one model's sessions on several threads at once (CPU backend), the
 # in-process communicator's ranks, and device groups of CPU lanes: row bands (their GroupNorm
 # sums through it; a band encoder, whose C then runs on both lanes, the attention's queries
 # all-gathered), A once (the other lane reading A's frames as they come) and stores in files;
 # one thread a lane: no OpenMP workers, which it cannot see into
+stage "ThreadSanitizer"
 mkdir -p build-tsan
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVAE_SANITIZE_THREAD=ON -DVAE_CUDA=OFF \
     -DVAE_MEDIA=OFF >build-tsan/configure.log 2>&1 || { cat build-tsan/configure.log; exit 1; }
@@ -63,19 +75,31 @@ TSAN_OPTIONS="halt_on_error=1 exitcode=66" VAE_EXEC_HOST_MB=0 build-tsan/test_fi
 # Python: the package as the README installs it (pip install .: scikit-build-core builds
 # libvae.so, the CPU backend alone where no GPU is visible), torch (the PyPI wheel, used on the CPU
 # here) and diffusers from PyPI, then pytest on the installed package.
+# The suite leaves to nightly: the full-size fixtures through vaec (ctest's fixture_*_full run
+# them through the same library; the binding's part is the small ones'), and the layouts' property
+# test at 3,000 random cases instead of 10,000.
+stage "Python"
 python3 -m pip install -q torch diffusers safetensors pytest tqdm
 python3 -m pip install -q ./
-python3 -m pytest -q -rs python/tests
+if [ $nightly = 1 ]; then python3 -m pytest -q -rs python/tests
+else VAEC_FULL_FIXTURES=0 VAEC_FUZZ_CASES=3000 python3 -m pytest -q -rs python/tests; fi
 # The ComfyUI nodes inside the ComfyUI snapshot of ../shared/third_party (its own venv over the
 # system's torch and the vaec just installed): in-process and through a headless server.
+stage "ComfyUI"
 bash scripts/test_comfyui.sh
 # The binding once more with the library of the ASan+UBSan build above, its runtime preloaded
 # into the interpreter (Python's own allocations are not leak-checked): the crash classes, the
 # layouts' property test and the layouts, dtypes, batches, errors and cancels of the main tests.
+stage "Python on the ASan+UBSan library"
 LD_PRELOAD="$(cc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 VAEC_LIBRARY="$PWD/build-asan/libvae.so" \
     PYTHONPATH=python VAEC_FUZZ_CASES=2000 python3 -m pytest -q -p no:cacheprovider \
     python/tests/test_safety.py python/tests/test_binding_fuzz.py python/tests/test_vaec.py \
     -k "safety or fuzz or non_contiguous or half_precision or batch or state_dict or errors or progress"
-# Windows: the library, the CLI and the CPU tests cross-compiled with mingw-w64, run under Wine
-bash scripts/test_windows.sh build-win
+# Windows: the library, the CLI and the CPU tests cross-compiled with mingw-w64, run under Wine;
+# the suite leaves out the tiled repeats there (VAE_WIN_QUICK: the platform's files, host stores,
+# threads, lanes, ranks, bands, strips and FP8 stay; the tiles' arithmetic is Linux's)
+stage "Windows (Wine)"
+if [ $nightly = 1 ]; then bash scripts/test_windows.sh build-win
+else VAE_WIN_QUICK=1 bash scripts/test_windows.sh build-win; fi
+stage "done"
