@@ -69,5 +69,6 @@ def install():
         return
     hook = lambda device, latent_format: get_previewer(original, device, latent_format)  # noqa: E731
     hook.vaec_hook = True
+    hook.__wrapped__ = original  # what ComfyUI alone would do (inspect.unwrap, the tests)
     latent_preview.get_previewer = hook
 

@@ -2,7 +2,8 @@
 # The ComfyUI nodes inside a real ComfyUI: unpacks the ComfyUI snapshot of ../shared/third_party
 # into build-comfyui/, makes a virtual environment there that reuses the system's torch, installs
 # ComfyUI's other requirements from PyPI, then runs the ComfyUI tests (in-process and a headless
-# server) with COMFYUI_PATH set. Fails if any of them is skipped.
+# server; test_comfyui_sampling.py: a real sampling run previewed by vae.c's TAEHV) with
+# COMFYUI_PATH set. Fails if any of them is skipped.
 #
 # vaec: the one installed in the system Python (scripts/test.sh runs `pip install ./` first), or,
 # with VAEC_LIBRARY set (a developer's build of libvae.so), the package of python/ on that library:
@@ -58,7 +59,8 @@ export COMFYUI_PATH="$comfy"
 log="$work/pytest.log"
 set +e
 "$venv/bin/python" -m pytest -rs -p no:cacheprovider python/tests/test_comfyui.py \
-    python/tests/test_comfyui_server.py "$@" 2>&1 | tee "$log"
+    python/tests/test_comfyui_server.py python/tests/test_comfyui_sampling.py "$@" 2>&1 |
+    tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 [ "$rc" -eq 0 ] || exit "$rc"
