@@ -172,7 +172,8 @@ typedef struct vae_model_options {
     /* Architecture to assume ("wan2.1", "wan2.2", "seedvr2", "taesd", "taehv"); NULL = detect. */
     const char *arch;
     /* Upstream constructor arguments (JSON object) that override what was detected, for what
-     * shapes cannot tell (e.g. {"norm_num_groups": 8} for SeedVR2); NULL = none. */
+     * shapes cannot tell (e.g. {"norm_num_groups": 8} for SeedVR2, {"variant": "taecvx"} for a
+     * TAEHV file not named so: docs/taehv.md); NULL = none. */
     const char *config_json;
 } vae_model_options;
 VAE_API void vae_model_options_default(vae_model_options *opts);
@@ -441,6 +442,55 @@ VAE_API int64_t vae_session_peak_bytes(const vae_session *session);
 /* The same for each device of the session (a device group: devices[k] of the options) into
  * peaks[0 .. max); returns the number of devices (1 without a group). */
 VAE_API int vae_session_device_peaks(const vae_session *session, int64_t *peaks, int max);
+
+/* ---- streams: the input a step at a time ------------------------------------------------------
+ * A stream decodes latents (or encodes video frames) as they arrive -- a latent frame at a time
+ * while a diffusion model samples, a camera's frames -- and hands each output frame out as soon
+ * as the model has it: a push returns once the frames its input completes are handed to
+ * on_frames. The output is the one vae_decode / vae_encode gives for the whole input, bit for
+ * bit on the CPU, however the input is split into pushes: the stream runs the model's own
+ * causal steps (Wan2.1/2.2: the first latent frame, then one at a time, or the first video
+ * frame, then four at a time; TAEHV: one latent, or four frames) with the causal caches
+ * (Wan's CausalConv3d, TAEHV's MemBlock memory) kept in the session between pushes, so it holds
+ * those caches and one step's buffers whatever the stream's length. on_frames is called as for
+ * vae_decode, first_frame counting from the stream's first output frame; a push may hand out
+ * none (TAEHV's decoder trims its first frames; an encoder waits for a step's four frames).
+ *
+ * One stream at a time per session; while it is open, the session's other calls (decode,
+ * encode, plan, trim) are refused with VAE_EINVAL. vae_session_cancel stops a running push or
+ * end (VAE_EINTERRUPTED); vae_session_free frees an open stream. A push or end that fails after
+ * its arguments were checked (the input has NaN, a cancel, out of memory, on_frames returned
+ * non-zero) ends the stream: its state is freed and the next stream begins afresh. Runs on one
+ * device in whole frames: a session of several devices or ranks, blended tiles, or frames whose
+ * plan needs tiles under the session's budget are refused at vae_stream_begin
+ * (VAE_EUNSUPPORTED, naming the reason). Input tensors are host memory (any dtype a decode takes,
+ * any strides). */
+
+/* Opens a stream on the session. encode 0: latents in, video frames out (the session's decoder,
+ * with its preview mode); 1: video frames in, latents out. shape: the input's shape as
+ * vae_decode / vae_encode take it, [1, C, T, H, W] (ndim 5); T is not read (a stream's length is
+ * not known ahead) and every push must have the other four. VAE_EINVAL when a stream is already
+ * open; VAE_ESHAPE naming the dimension and what was expected. */
+VAE_API int vae_stream_begin(vae_session *session, int encode, const int64_t *shape, int ndim);
+/* The next frames of the input: chunk [1, C, T, H, W] with T >= 0 frames (latent frames for a
+ * decoder), in host memory. Runs every step they complete and hands the frames it makes to
+ * on_frames (may be NULL) before returning; frames left over wait for the next push. */
+VAE_API int vae_stream_push(vae_session *session, const vae_tensor *chunk, vae_frames_fn on_frames,
+                            void *user);
+/* Ends the stream: an encoder that pads its input (TAEHV: to a multiple of four frames, by
+ * repeating the last one) runs its last step now and hands its frames to on_frames; frames of an
+ * unfinished step of another model are not used (as vae_encode does: Wan encodes 1 + 4k frames).
+ * VAE_ESHAPE when the stream never completed a step (too few frames for any output). The stream
+ * is closed whatever the result. */
+VAE_API int vae_stream_end(vae_session *session, vae_frames_fn on_frames, void *user);
+/* Closes the stream without its last step (nothing handed out). VAE_EINVAL when a push runs on
+ * another thread (stop it with vae_session_cancel first); VAE_OK when no stream was open. */
+VAE_API int vae_stream_abort(vae_session *session);
+/* The open stream: 0 when none; else 1, and (each pointer may be NULL) *encode, the input frames
+ * pushed so far (*frames_in) and the output frames handed out (*frames_out). Not while a push,
+ * end or abort of the session runs on another thread. */
+VAE_API int vae_stream_status(const vae_session *session, int *encode, int64_t *frames_in,
+                              int64_t *frames_out);
 
 /* ---- files ----------------------------------------------------------------------------------- */
 /* Reads one tensor from .safetensors/.pth/.gguf/.npy as float32. name NULL = the file must hold

@@ -100,13 +100,12 @@ typedef enum {
     VAE_PARAM_FP8_CONVS = 31,        /* VAE_DTYPE_FP8: at most this many convs of each program in
                                       * E4M3, those nearest its output that the backend runs in
                                       * E4M3 (their noise is the least amplified); each adds
-                                      * ~0.8-1.2% relative error at the output (-1, the default:
-                                      * the architecture's counts: decoders Wan2.1 16, Wan2.2 24,
-                                      * SeedVR2 12, encoders Wan's all, SeedVR2 11: every
-                                      * full-size fixture within 4.5e-2 of the reference, or the
-                                      * error budget where VAE_PARAM_FP8_ERROR is set; 0 or
-                                      * "all": every conv that may, for the most speed, up to
-                                      * 1e-1) */
+                                      * ~0.8-1.2% relative error at the output, with no
+                                      * calibration (-1, the default: those the error budget
+                                      * VAE_PARAM_FP8_ERROR allows, or where that is 0 the
+                                      * architecture's counts: decoders Wan2.1 16, Wan2.2 24,
+                                      * SeedVR2 12, encoders Wan's all, SeedVR2 11; 0 or "all":
+                                      * every conv that may, for the most speed, up to 1e-1) */
     VAE_PARAM_EXEC_CHUNKS = 32,      /* one device's whole-frame plans feed up to this many of
                                       * the model's input chunks a step (decoders: latent
                                       * frames), as many as divide the input's later chunks,
@@ -153,16 +152,19 @@ typedef enum {
                                       * largest caches first; -1 never; N >= 1 always the N
                                       * largest (tests); 0 */
     VAE_PARAM_FP8_ERROR = 40,        /* VAE_DTYPE_FP8 where VAE_PARAM_FP8_CONVS is -1 (its
-                                      * default): an error budget instead of the architecture's
-                                      * count, the relative L2 error that the E4M3 convs may add
-                                      * to each program's output in units of 1e-4 (400: 4e-2).
-                                      * At session creation the CPU emulation measures each
-                                      * candidate conv's error alone on a small seeded input
-                                      * (32 x 32 pixels: seconds for a full-size program on a
-                                      * CPU) and keeps the smallest while their sum in
-                                      * quadrature stays within it, checked by one run with the
-                                      * whole set (docs/fp8.md). 0 (the default until measured
-                                      * on GPUs): the architecture's count */
+                                      * default): the relative L2 error that the E4M3 convs may
+                                      * add to each program's output, in units of 1e-4 (400, the
+                                      * default: 4e-2). At a side's first plan or call (decode,
+                                      * encode) the CPU emulation measures the candidate convs'
+                                      * errors on a small seeded input (all at once, then, where
+                                      * that is over the budget, a run per residual block's pair:
+                                      * seconds for a full-size program on a CPU) and keeps the
+                                      * smallest while their sum in quadrature stays within it,
+                                      * checked by one run with the chosen set; the choice is
+                                      * cached beside the
+                                      * tune cache (fp8-choices.txt; none where the tune cache is
+                                      * "") for later sessions (docs/fp8.md). 0: the
+                                      * architecture's counts */
     VAE_PARAM_COUNT = 41 /* the number of switches (not one itself) */
 } vae_param;
 

@@ -24,12 +24,12 @@ bash scripts/build.sh build "${cuda[@]}"
 python3 scripts/layers.py --check # the include/call graph against the layering (docs/testing.md)
 # One test at a time: each uses every core (OpenMP), and two at once on the CI's 2 cores made the
 # suite slower, not faster (spinning threads oversubscribed). The allocation-failure sweeps (one
-# thread a session, two at a time) run under ASan below, where a failure path's leak or bad free
-# shows; here only nightly, with their full sweeps (label "nightly").
+# thread a session) run two at a time, after the rest; their full sweeps (label "nightly") only
+# with --nightly.
 stage "ctest (release)"
-(cd build && ctest --output-on-failure --timeout 1500 -E '^alloc_fail_')
-[ $nightly = 1 ] && (cd build && ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -j2)
-# Sanitizers: everything but the large-model fixtures (those run above; ASan makes them slow).
+(cd build && ctest --output-on-failure --timeout 1500 -E '^alloc_fail_' &&
+    if [ $nightly = 1 ]; then ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -j2
+    else ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -LE nightly -j2; fi)
 stage "ASan+UBSan build and ctest"
 bash scripts/build.sh build-asan -DVAE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVAE_CUDA=OFF
 (cd build-asan && export ASAN_OPTIONS=detect_leaks=1 &&

@@ -108,21 +108,28 @@ typedef struct conv_case {
     size_t scratch_limit; /* 0 = default */
 } conv_case;
 
-static void conv_ref(const conv_case *cc, const float *wt, const float *b, const float *const *fr,
-                     const float *res, double *ref, int t_out, int ho, int wo) {
+/* groups > 1: a grouped conv, group g = [g cig, (g+1) cig) of the inputs -> its c_out / groups
+ * outputs, weight [c_out][cig][kt][kh][kw] (cig = c_in / groups) */
+static void conv_ref(const conv_case *cc, int groups, const float *wt, const float *b,
+                     const float *const *fr, const float *res, double *ref, int t_out, int ho,
+                     int wo) {
+    groups = groups > 1 ? groups : 1;
+    const int cig = cc->c_in / groups;
     for (int j = 0; j < t_out; j++)
         for (int oh = 0; oh < ho; oh++)
             for (int ow = 0; ow < wo; ow++)
                 for (int co = 0; co < cc->c_out; co++) {
                     double s = b ? b[co] : 0.0;
-                    for (int ci = 0; ci < cc->c_in; ci++)
+                    const int g = co / (cc->c_out / groups); /* group g reads [g cig, (g+1) cig) */
+                    for (int cl = 0; cl < cig; cl++)
                         for (int dt = 0; dt < cc->kt; dt++)
                             for (int dh = 0; dh < cc->kh; dh++)
                                 for (int dw = 0; dw < cc->kw; dw++) {
                                     int ih = oh * cc->sh - cc->pt + dh,
                                         iw = ow * cc->sw - cc->pl + dw;
                                     if (ih < 0 || ih >= cc->h || iw < 0 || iw >= cc->w) continue;
-                                    double wv = wt[(((size_t)co * cc->c_in + ci) * cc->kt + dt) *
+                                    const int ci = g * cig + cl;
+                                    double wv = wt[(((size_t)co * cig + cl) * cc->kt + dt) *
                                                        cc->kh * cc->kw +
                                                    dh * cc->kw + dw];
                                     s += wv * fr[j * cc->st + dt]
@@ -134,10 +141,11 @@ static void conv_ref(const conv_case *cc, const float *wt, const float *b, const
                 }
 }
 
-static void test_conv(const conv_case *cc) {
+/* groups: op.groups (> 1: depthwise, op.h) */
+static void test_conv_groups(const conv_case *cc, int groups) {
     vae_backend *be = new_backend(cc->threads);
     if (cc->scratch_limit) cpu_be(be)->scratch_limit = cc->scratch_limit;
-    int K = cc->c_in * cc->kt * cc->kh * cc->kw;
+    int K = cc->c_in / (groups > 1 ? groups : 1) * cc->kt * cc->kh * cc->kw;
     int t_out = (cc->n_in - cc->kt) / cc->st + 1;
     int ho = (cc->h + cc->pt + cc->pb - cc->kh) / cc->sh + 1;
     int wo = (cc->w + cc->pl + cc->pr - cc->kw) / cc->sw + 1;
@@ -169,8 +177,9 @@ static void test_conv(const conv_case *cc) {
     op.kt = cc->kt, op.kh = cc->kh, op.kw = cc->kw, op.st = cc->st, op.sh = cc->sh, op.sw = cc->sw;
     op.pad_h[0] = cc->pt, op.pad_h[1] = cc->pb, op.pad_w[0] = cc->pl, op.pad_w[1] = cc->pr;
     op.w = wt, op.b = b;
+    op.groups = groups;
     snprintf(op.name, sizeof op.name, "test.conv.%s", cc->name);
-    conv_ref(cc, wt, b, fr, res, ref, t_out, ho, wo);
+    conv_ref(cc, groups, wt, b, fr, res, ref, t_out, ho, wo);
 
     void *state = NULL;
     int rc = be->v->prepare(be, &op, &state);
@@ -279,8 +288,8 @@ static void test_conv_fp8(int c_in, int c_out) {
         memcpy(wq, wt, (size_t)c_out * K * sizeof *wq);
     free(ws);
     double *ref = malloc(ysz * sizeof *ref), *ref32 = malloc(ysz * sizeof *ref32);
-    conv_ref(&cc, wq, b, frq, res, ref, 1, ho, wo);
-    conv_ref(&cc, wt, b, fr, res, ref32, 1, ho, wo);
+    conv_ref(&cc, 0, wq, b, frq, res, ref, 1, ho, wo);
+    conv_ref(&cc, 0, wt, b, fr, res, ref32, 1, ho, wo);
     float *y = be->v->alloc(be, ysz * sizeof(float));
     void *state = NULL;
     rc = be->v->prepare(be, &op, &state);
@@ -791,6 +800,28 @@ static void test_errors(void) {
     /* unprepared conv */
     rc = be->v->conv(be, &op, NULL, fr, 1, 5, 5, NULL, y, 1, 5, 5);
     EXPECT(rc == VAE_EINVAL, "unprepared conv: rc %d", rc);
+    /* grouped convs: only depthwise (groups = c_in, whole outputs per group), only 2-D; a
+     * depthwise prepare that runs out of memory leaves nothing behind */
+    op.groups = 2; /* 3 channels in 2 groups */
+    vae_error_clear();
+    rc = be->v->prepare(be, &op, &st);
+    EXPECT(rc == VAE_EINVAL && strstr(vae_last_error(), "decoder.conv_bad"),
+           "grouped conv, groups != c_in: rc %d '%s'", rc, vae_last_error());
+    op.groups = 3, op.c_out = 6, op.kt = 2;
+    rc = be->v->prepare(be, &op, &st);
+    EXPECT(rc == VAE_EUNSUPPORTED, "depthwise conv with kt 2: rc %d '%s'", rc, vae_last_error());
+    op.kt = 1;
+    vae_alloc_fail_after(2);
+    st = NULL;
+    rc = be->v->prepare(be, &op, &st);
+    vae_alloc_fail_after(0);
+    EXPECT(rc == VAE_ENOMEM && st == NULL && be->bytes_in_use == 0, "depthwise prepare OOM: rc %d",
+           rc);
+    EXPECT(vae_op_macs(&op, 1, 5, 5) == 25.0 * 6 * 9 && vae_op_weight_count(&op) == 6 * 9 &&
+               !vae_op_fp8_shape(&op),
+           "depthwise MACs %g, weights %lld", vae_op_macs(&op, 1, 5, 5),
+           (long long)vae_op_weight_count(&op));
+    op.groups = 0, op.c_out = 2;
 
     /* group norm with groups not dividing c */
     vae_op gn = vae_op_make(VAE_OP_GROUP_NORM, 0, 6, 6);
@@ -926,7 +957,19 @@ int main(void) {
         {"taps_blas_5x3", 17, 16, 2, 5, 3, 1, 1, 1, 2, 1, 0, 2, 3, 9, 11, 1, 1, 1, 0, 0},
     };
     for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)
-        test_conv(&convs[i]);
+        test_conv_groups(&convs[i], 0);
+    /* depthwise (groups = c_in; cpu_conv_depthwise.c): TAEHV super's 7x7 with two outputs per
+     * channel, one output per channel with the residual in place, odd sizes, strides and uneven
+     * padding, a frame smaller than the kernel, one thread */
+    static const conv_case depthwise[] = {
+        {"dw_7x7_m2", 12, 24, 1, 7, 7, 1, 1, 1, 3, 3, 3, 3, 3, 9, 11, 0, 0, 1, 0, 0},
+        {"dw_3x3_res_alias", 13, 13, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2, 7, 5, 1, 2, 0, 0, 0},
+        {"dw_5x3_s2_asym_m3", 5, 15, 1, 5, 3, 1, 2, 2, 2, 1, 0, 2, 2, 9, 10, 1, 1, 1, 0, 0},
+        {"dw_7x7_tiny_frame", 8, 16, 1, 7, 7, 1, 1, 1, 3, 3, 3, 3, 1, 2, 3, 1, 1, 0, 1, 0},
+        {"dw_1x1_m2", 3, 6, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 3, 4, 1, 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof depthwise / sizeof *depthwise; i++)
+        test_conv_groups(&depthwise[i], depthwise[i].c_in);
     test_e4m3_round();
     test_conv_fp8(32, 24);
     test_conv_fp8(20, 40);

@@ -5,7 +5,8 @@
  * <= 1e-5 for float32 activations, <= 2e-2 for bfloat16 / float16, and no NaN/Inf. Frame lists
  * come in the layouts the executor makes (one chunk, scattered frames, cache frames + chunk, a
  * repeated first frame; "chunk" frames are consecutive, like the executor's contiguous windows,
- * and take the 3-D cuDNN path). Variants: each dtype with the default paths; convolutions forced
+ * and take the 3-D cuDNN path); depthwise convs (groups = c_in) on their own kernel in every
+ * variant. Variants: each dtype with the default paths; convolutions forced
  * through im2col + cuBLAS (VAE_CUDA_CONV=gemm); without the 3-D path (VAE_CUDA_CONV3D=0) or the
  * fused bias epilogue (VAE_CUDA_FUSE=0); a 1 MiB scratch limit (blocked gathers); the CUTLASS
  * implicit-GEMM kernels forced (VAE_CUDA_IGEMM=always) or off; the halo-tile kernel forced
@@ -255,8 +256,9 @@ static void unstage(void) {
     if (staged && gpu->v->trim) gpu->v->trim(gpu);
 }
 
-static void test_conv(const conv_case *cc) {
-    int K = cc->c_in * cc->kt * cc->kh * cc->kw;
+/* groups: op.groups (> 1: depthwise, op.h) */
+static void test_conv_groups(const conv_case *cc, int groups) {
+    int K = cc->c_in / (groups > 1 ? groups : 1) * cc->kt * cc->kh * cc->kw;
     int t_out = (cc->n_in - cc->kt) / cc->st + 1;
     int ho = (cc->h + cc->pt + cc->pb - cc->kh) / cc->sh + 1;
     int wo = (cc->w + cc->pl + cc->pr - cc->kw) / cc->sw + 1;
@@ -281,6 +283,7 @@ static void test_conv(const conv_case *cc) {
     op.kt = cc->kt, op.kh = cc->kh, op.kw = cc->kw, op.st = cc->st, op.sh = cc->sh, op.sw = cc->sw;
     op.pad_h[0] = cc->pt, op.pad_h[1] = cc->pb, op.pad_w[0] = cc->pl, op.pad_w[1] = cc->pr;
     op.w = wt, op.b = b;
+    op.groups = groups;
     mark_fp8(&op);
     snprintf(op.name, sizeof op.name, "test.conv.%s", cc->name);
     int rc_c, rc_g;
@@ -322,6 +325,24 @@ static void test_conv(const conv_case *cc) {
     free(yc);
     free(yg);
 }
+
+static void test_conv(const conv_case *cc) {
+    test_conv_groups(cc, 0);
+}
+
+/* Depthwise convs (groups = c_in; their own kernel, cuda_depthwise_conv.cu, in every variant):
+ * TAEHV super's 7x7 with two outputs per channel (frames scattered, more output channels than a
+ * block's 32), one output per channel with the residual in place, strides and uneven padding with
+ * three outputs per channel, a frame smaller than the kernel, > 32 frames (two launches), an RMS
+ * norm after it */
+static const conv_case depthwise[] = {
+    {"dw_7x7_m2", 40, 80, 1, 7, 7, 1, 1, 1, 3, 3, 3, 3, 3, 13, 17, 0, 0, L_SCATTER, 0},
+    {"dw_3x3_res=y", 13, 13, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2, 7, 5, 1, 2, L_CHUNK, 0},
+    {"dw_5x3_s2_asym_m3", 5, 15, 1, 5, 3, 1, 2, 2, 2, 1, 0, 2, 2, 9, 10, 1, 1, L_CHUNK, 0},
+    {"dw_7x7_tiny_frame", 8, 16, 1, 7, 7, 1, 1, 1, 3, 3, 3, 3, 1, 2, 3, 1, 1, L_CHUNK, 0},
+    {"dw_7x7_many", 16, 32, 1, 7, 7, 1, 1, 1, 3, 3, 3, 3, 35, 5, 6, 1, 1, L_CHUNK, 0},
+    {"dw_3x3_norm", 24, 48, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2, 6, 7, 1, 0, L_CHUNK, 1},
+};
 
 /* name, c_in, c_out, kt kh kw, st sh sw, pad t b l r, n_in h w, bias, residual, layout */
 static const conv_case convs[] = {
@@ -1254,15 +1275,17 @@ static void test_errors(void) {
 }
 
 /* ---- timings (GPU only; informative) -------------------------------------------------------- */
-static void bench_conv(const char *label, int c_in, int c_out, int kt, int kh, int h, int w,
-                       int t_out, int contig) {
-    int n_in = t_out + kt - 1, K = c_in * kt * kh * kh;
+/* groups: op.groups (> 1: depthwise, op.h) */
+static void bench_conv_groups(const char *label, int groups, int c_in, int c_out, int kt, int kh,
+                              int h, int w, int t_out, int contig) {
+    int n_in = t_out + kt - 1, K = c_in / (groups > 1 ? groups : 1) * kt * kh * kh;
     size_t fsz = (size_t)h * w * c_in, ysz = (size_t)t_out * h * w * c_out;
     float *wt = rand_buf((size_t)c_out * K, 1.0f / sqrtf((float)K), 0.0f);
     float *b = rand_buf(c_out, 0.1f, 0.0f);
     vae_op op = vae_op_make(VAE_OP_CONV, 0, c_in, c_out);
     op.kt = kt, op.kh = op.kw = kh, op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = kh / 2;
     op.w = wt, op.b = b;
+    op.groups = groups;
     snprintf(op.name, sizeof op.name, "bench.%s", label);
     void *state = NULL;
     int rc = gpu->v->prepare(gpu, &op, &state);
@@ -1302,6 +1325,11 @@ static void bench_conv(const char *label, int c_in, int c_out, int kt, int kh, i
     gpu->v->unprepare(gpu, &op, state);
     free(wt);
     free(b);
+}
+
+static void bench_conv(const char *label, int c_in, int c_out, int kt, int kh, int h, int w,
+                       int t_out, int contig) {
+    bench_conv_groups(label, 0, c_in, c_out, kt, kh, h, w, t_out, contig);
 }
 
 /* nearest x2 + 3x3 conv (op.up = 2) on small frames h x w; FLOPs counted on the upsampled size */
@@ -1593,6 +1621,8 @@ static void run_variant(const variant_def *v) {
     }
     if (v->what & V_CONV) {
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) test_conv(&convs[i]);
+        for (size_t i = 0; i < sizeof depthwise / sizeof *depthwise; i++)
+            test_conv_groups(&depthwise[i], depthwise[i].c_in);
         test_conv_up(16, 8, 3, 2, 5, 7, 1, 0);   /* phase path */
         test_conv_up(32, 16, 3, 3, 6, 4, 1, 1);  /* + residual (Wan2.2) */
         test_conv_up(64, 32, 3, 1, 9, 10, 0, 1); /* no bias */
@@ -1889,6 +1919,9 @@ int main(int argc, char **argv) {
             bench_conv_up("wan_up2x_384to192", 384, 192, 120, 208, 2);
             bench_conv_up("wan22_up2x_512", 512, 512, 176, 320, 4);
             bench_conv("shortcut_1x1_192to384", 192, 384, 1, 1, 120, 208, 2, 1);
+            /* taew2_2_super's depthwise 7x7 at 480x832 (its first and last stages) */
+            bench_conv_groups("taehv_super_dw_512", 512, 512, 1024, 1, 7, 30, 52, 4, 1);
+            bench_conv_groups("taehv_super_dw_128", 128, 128, 256, 1, 7, 120, 208, 4, 1);
             if (i == 0) {
                 bench_norm(VAE_OP_RMS_NORM, 96, 1, 4, 480, 832);
                 bench_norm(VAE_OP_RMS_NORM, 384, 1, 2, 120, 208);

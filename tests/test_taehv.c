@@ -20,7 +20,7 @@
 
 static void tmp_path(char *buf, size_t n, const char *tag) {
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(buf, n, "%s/vae_test_taehv_%s_%ld.safetensors", tmp, tag, vae_plat_pid());
+    snprintf(buf, n, "%s/vae_test_hv_%s_%ld.safetensors", tmp, tag, vae_plat_pid());
 }
 
 typedef struct variant {

@@ -17,15 +17,27 @@ vae_unit_test(test_formats)
 vae_unit_test(test_cpu_ops)
 vae_unit_test(test_executor)
 vae_unit_test(test_fp8_shapes)
-# dtype fp8 by the error budget (api/fp8_calibrate.c) on Wan2.1 / Wan2.2 configurations no count
-# was tuned on: fp8 within the budget + 1e-2 of fp32, budget 0 exactly fp32, VAE_FP8_CONVS still
-# wins, the warning of a model without E4M3 shapes
+# dtype fp8 by the error budget (api/fp8_calibrate.c; the default, 4e-2) on Wan2.1 / Wan2.2
+# configurations no count was tuned on: fp8 within the budget + 1e-2 of fp32, budget 1e-4 exactly
+# fp32, VAE_FP8_CONVS still wins, only the side used calibrated, a second session's choice from
+# the cache file (fp8_calibrate_cache.c), a damaged line ignored, the warning of a model without
+# E4M3 shapes
 vae_unit_test(test_fp8_calibrate)
 vae_unit_test(test_comm)
 vae_unit_test(test_ranks)
 # the TAEHV family from weights alone (each variant synthesised, written, reopened), the preview
 # decoders' shapes and errors, the encoder's end padding
 vae_unit_test(test_taehv)
+# every upstream TAEHV file name detected from its weights alone (or its name), the frame rules
+# upstream keys on it (taeh3's segments and periods, taecvx's untrimmed even decodes), exact tiles
+vae_unit_test(test_taehv_variants)
+# streams (vae_stream_*): every case of the causal fixtures streamed in pushes of one and of random
+# sizes equals the whole call bit for bit, each latent's frames out in its push; the error paths.
+# Every host allocation of a session's streams failing in turn: alloc_fail_stream, below.
+vae_unit_test(test_stream)
+if(TARGET test_stream)
+  set_tests_properties(test_stream PROPERTIES LABELS fixture)
+endif()
 # the tune cache's file (formats/linecache.c): damaged lines, failed replays, held locks (a 2 s
 # bounded wait), a 4 MiB file, concurrent appenders
 vae_unit_test(test_tune_cache)
@@ -397,6 +409,14 @@ function(vae_alloc_fail_test name mode part stride)
     set_tests_properties(alloc_fail_full_${name} PROPERTIES LABELS nightly)
   endif()
 endfunction()
+# a session's streams (test_stream.c; ~1500 allocations, ~80 ms each on 2 cores): every 9th, and
+# every one under "nightly"
+if(TARGET test_stream)
+  add_test(NAME alloc_fail_stream COMMAND test_stream ${VAE_SHARED_DIR} --alloc-fail)
+  set_tests_properties(alloc_fail_stream PROPERTIES LABELS unit ENVIRONMENT "VAE_ALLOC_FAIL_STRIDE=9")
+  add_test(NAME alloc_fail_full_stream COMMAND test_stream ${VAE_SHARED_DIR} --alloc-fail)
+  set_tests_properties(alloc_fail_full_stream PROPERTIES LABELS nightly)
+endif()
 if(VAE_SANITIZE) # every try 3x slower: three of the seven scenarios ("quick")
   vae_alloc_fail_test(frames quick "decode, whole" 1)
   vae_alloc_fail_test(tiles quick "exact 16 px tiles" 3)

@@ -78,6 +78,13 @@ def test_fp8_emulated_on_cpu(tiny, tiny_io):
     for bad in ("all", 1, True):
         with pytest.raises(vaec.Error):
             tiny.with_options(dtype="fp8", fp8_shapes=bad).decode(x)
+    # the error budget (the default, 0.04) chooses the convs; plan()'s text says how many
+    budget = tiny.with_options(dtype="fp8", fp8_shapes="wide", fp8_error=0.04, tune_cache="")
+    assert "fp8: " in budget.plan(x.shape)["text"]
+    assert rel_err(budget.decode(x), want) < 0.05
+    for bad in (-0.1, 2, "0.04", True):
+        with pytest.raises(vaec.Error):
+            tiny.with_options(dtype="fp8", fp8_error=bad).decode(x)
     with pytest.raises(vaec.Error):
         vaec.load(FIXTURES / "wan21_tiny.safetensors", dtype="fp4")
 

@@ -214,7 +214,7 @@ class _Weights:
 _DEFAULTS = dict(device="cpu", dtype="fp32", max_memory=None, tile_mode="auto", tile=None,
                  blend_tile=0, blend_overlap=0, threads=0, allocator="torch", tune_cache=None,
                  devices=None, host_memory=None, fp8_convs=None, fp8_shapes=None,
-                 process_group=None,
+                 fp8_error=None, process_group=None,
                  group_id=None, rank=None, world=None, group_output="all", preview=None)
 # preview=: the model's preview decoder (TAEHV), vae_preview's values
 _PREVIEWS = {None: 0, "none": 0, "time": 1, "space": 2, "both": 3}
@@ -372,6 +372,12 @@ def _session_options(o):
         if not _is_int(n) or not 0 <= n < 1 << 31:
             raise Error(-1, f"fp8_convs {o['fp8_convs']!r}: expected a count of convs or 'all'")
         _lib.check(_lib.lib.vae_session_options_set(C.byref(opts), _lib.PARAM_FP8_CONVS, n))
+    if o["fp8_error"] is not None:  # VAE_PARAM_FP8_ERROR (1e-4 units)
+        e = o["fp8_error"]
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 <= e <= 1:
+            raise Error(-1, f"fp8_error {e!r}: expected a relative error from 0 to 1 (0.04: 4e-2)")
+        _lib.check(_lib.lib.vae_session_options_set(C.byref(opts), _lib.PARAM_FP8_ERROR,
+                                                    round(e * 1e4)))
     if o["fp8_shapes"] is not None:  # VAE_PARAM_FP8_SHAPES
         if o["fp8_shapes"] not in _FP8_SHAPES:
             raise Error(-1, f"fp8_shapes {o['fp8_shapes']!r}: expected one of {list(_FP8_SHAPES)}")
@@ -589,6 +595,15 @@ class Model:
 
     __call__ = decode
 
+    def stream(self, encode=False, raw=False):
+        """A stream (vaec.stream.Stream): latents (encode=True: video frames) pushed a few at a
+        time -- a latent frame at a time while a diffusion model samples -- and the frames each
+        push completes returned at once; their concatenation equals decode/encode of the whole
+        input. raw: as decode/encode's. Use it as a context manager:
+        with m.stream() as s: frames = s.push(latent_t); ...; last = s.end()"""
+        from .stream import Stream
+        return Stream(self, encode, raw)
+
     def _norm(self, like):
         """latents_mean / latents_std as float32 [1,C,1,1,1] (5-D) or [1,C,1,1] tensors on like's
         device, made once per device (no host-to-device copy per call)."""
@@ -709,17 +724,19 @@ def load(path, arch=None, prefix=None, config=None, **options):
     memory for each whole-video object of a tiled call (its output put together, a store between
     parts, strips' slots), larger ones go to a temporary file (None: 2G; "256M" keeps host memory
     flat in the video's length; 0: none); fp8_convs: dtype "fp8", E4M3 convs of each program at
-    most, those nearest its output (None: the architecture's count, or where VAE_FP8_ERROR is
-    set, those a calibration at session creation keeps within that error budget: docs/fp8.md;
-    "all": every conv that may, the most speed and up to ~1e-1); fp8_shapes: which convs may be
+    most, those nearest its output, with no calibration (None: those a calibration at each
+    side's first call keeps within the error budget fp8_error, cached between processes:
+    docs/fp8.md; "all": every conv that may, the most speed and up to ~1e-1); fp8_error: that
+    budget, relative (None: $VAE_FP8_ERROR, else 0.04; 0: the architecture's counts; plan()'s
+    "text" says the choice); fp8_shapes: which convs may be
     among
     them, "kernels" (None: the temporal ones the GPU's E4M3 kernels take, so that the CPU
     emulation's error is a GPU's) or "wide" (every residual-branch conv wider than 16 channels,
     run only by the CPU emulation: the error E4M3 would add to a narrow model). arch / prefix /
     config: what the checkpoint cannot tell (e.g. config={"norm_num_groups": 8} for SeedVR2).
     A keyword given (not None) wins over its environment variable (host_memory over
-    VAE_EXEC_HOST_MB, fp8_convs over VAE_FP8_CONVS, fp8_shapes over VAE_FP8_SHAPES, tune_cache
-    over VAE_TUNE_CACHE); the variables (docs/settings.md) fill in only what is left None.
+    VAE_EXEC_HOST_MB, fp8_convs over VAE_FP8_CONVS, fp8_error over VAE_FP8_ERROR, fp8_shapes
+    over VAE_FP8_SHAPES, tune_cache over VAE_TUNE_CACHE); the variables (docs/settings.md) fill in only what is left None.
 
     A group of processes (one process per GPU, e.g. under torchrun): process_group: a
     torch.distributed ProcessGroup, or True for the default group (torch.distributed.group.WORLD):

@@ -33,6 +33,7 @@ DEVICE_CPU, DEVICE_CUDA = 0, 1
 PARAM_EXEC_HOST_MB = 4  # VAE_PARAM_EXEC_HOST_MB
 PARAM_FP8_CONVS = 31  # VAE_PARAM_FP8_CONVS
 PARAM_FP8_SHAPES = 36  # VAE_PARAM_FP8_SHAPES
+PARAM_FP8_ERROR = 40  # VAE_PARAM_FP8_ERROR
 TILE_AUTO, TILE_NONE, TILE_BLEND = 0, 1, 2
 GROUP_ID_BYTES = 128  # VAE_GROUP_ID_BYTES
 GROUP_OUTPUT_ALL, GROUP_OUTPUT_OWN = 0, 1
@@ -49,6 +50,9 @@ DevFree = C.CFUNCTYPE(None, C.c_void_p, C.c_size_t, C.c_int, C.c_void_p, C.c_voi
 DevPoolFree = C.CFUNCTYPE(C.c_int64, C.c_int, C.c_void_p)
 Progress = C.CFUNCTYPE(C.c_int, C.c_int64, C.c_int64, C.c_void_p)
 LogFn = C.CFUNCTYPE(None, C.c_int, C.c_char_p, C.c_void_p)
+# vae_frames_fn: frames (float32 [C][n][H][W]), first_frame, n, channels, height, width, user
+FramesFn = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int, C.c_int, C.c_int, C.c_int, C.c_int,
+                       C.c_void_p)
 
 
 class GroupId(C.Structure):
@@ -214,6 +218,11 @@ _SIGS = {
     "vae_tensor_check": (_I, [C.POINTER(Tensor), C.c_char_p, _I, C.POINTER(Tensor)]),
     "vae_decode_into": (_I, [_P, C.POINTER(Tensor), C.POINTER(Tensor), C.POINTER(CallOptions)]),
     "vae_encode_into": (_I, [_P, C.POINTER(Tensor), C.POINTER(Tensor), C.POINTER(CallOptions)]),
+    "vae_stream_begin": (_I, [_P, _I, C.POINTER(C.c_int64), _I]),
+    "vae_stream_push": (_I, [_P, C.POINTER(Tensor), FramesFn, _P]),
+    "vae_stream_end": (_I, [_P, FramesFn, _P]),
+    "vae_stream_abort": (_I, [_P]),
+    "vae_stream_status": (_I, [_P, C.POINTER(_I), C.POINTER(C.c_int64), C.POINTER(C.c_int64)]),
 }
 
 

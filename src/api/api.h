@@ -38,6 +38,10 @@ struct vae_session {
     /* [decode, encode]: the model's programs, with the convs this session runs in E4M3 marked
      * (session.c: vae_program_pick_fp8 over what lane 0's backend runs in E4M3) */
     vae_program prog[2];
+    /* [decode, encode]: dtype fp8's error budget has not chosen the program's E4M3 convs yet
+     * (no cached choice at creation): vae_session_fp8_ready does at its first plan or call */
+    int fp8_pending[2];
+    char fp8_choice[2][160]; /* the budget's choice in words, for vae_session_plan's text ("") */
     int64_t model_error[2]; /* decode, encode: bytes a run held beyond the memory model's plan */
     int64_t retry_budget;   /* > 0: this call's next plan after the device or host ran out */
     atomic_int cancel;      /* vae_session_cancel, from any thread */
@@ -46,6 +50,7 @@ struct vae_session {
     struct vae_comm *comm;
     vae_comm_host group_stage; /* the ranks' exchanges of a few doubles (budget, plan), kept */
     int group_stopped;         /* a call failed while the ranks exchanged: the group is unusable */
+    struct vae_stream *stream; /* the open stream (stream.c: vae_stream_begin), or NULL */
 };
 
 static inline const vae_program *vae_session_program(const vae_session *s, int encode) {
@@ -58,6 +63,11 @@ typedef struct vae_session_mem {
     int64_t avail, reserve, scratch;
 } vae_session_mem;
 
+/* session.c: dtype fp8's E4M3 convs of that side chosen by the error budget where they are not
+ * yet (fp8_calibrate.h: the cache, else a calibration of seconds), the program finished and
+ * warmed; every plan of a side calls it first (session_plan.c) */
+int vae_session_fp8_ready(vae_session *s, int encode);
+
 /* session_plan.c: one call's plan (VAE_ENOMEM with the plan filled when nothing fits) and its
  * runs until one succeeds (planned again with what the memory model missed) */
 int vae_frames_used(const vae_program *p, int t);
@@ -69,6 +79,25 @@ int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_
 int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
                          const vae_session_mem *mem, vae_plan *plan);
 int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g, const vae_run_io *io);
+
+/* session_frames.c: an architecture's frame rules (model.h vae_frame_rule) around a call. rule:
+ * 1 with *rule filled (rule may be NULL) when m has one for that direction and preview;
+ * shape: the output of an input of t_in frames of h x w through p under the rule; run_framed:
+ * vae_session_run_planned under the session's rule, if any (host tensors only). */
+int vae_session_frame_rule(const vae_model *m, int encode, int preview, vae_frame_rule *rule);
+int vae_frame_rule_shape(const vae_frame_rule *r, int encode, const vae_program *p, int t_in,
+                         int h, int w, int *t_out, int *h_out, int *w_out, double *macs);
+int vae_session_run_framed(vae_session *s, int encode, const vae_io_view *g, const vae_run_io *io);
+
+/* session.c: a call enters the session (VAE_EINVAL naming fn when another one runs) and leaves
+ * it; the calls of session.c are also refused while a stream is open */
+int vae_session_enter(vae_session *s, const char *fn);
+void vae_session_leave(vae_session *s);
+/* stream.c: the open stream's state freed (vae_session_free) */
+void vae_session_stream_drop(vae_session *s);
+/* session_plan.c: a stream's plan (stream.c): the model's own steps, as the smallest steps of
+ * vae_session_plan_for (the session's program keeps that chunk) */
+int vae_session_plan_stream(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan);
 
 /* session_group.c: a rank of a group of processes. join: at creation (collective), leave: at
  * free; plan: this call's plan, made by every rank for the least budget among them and checked

@@ -120,7 +120,8 @@ static int lane_create(vae_session *s, int device_index, vae_backend **be) {
 static int lane_warm(vae_backend *be, const vae_session *s) {
     int rc = VAE_OK;
     for (int d = 0; d < 2 && rc == VAE_OK; d++)
-        if (be->v->warm && s->prog[d].n_ops > 0) rc = be->v->warm(be, &s->prog[d]);
+        if (be->v->warm && s->prog[d].n_ops > 0 && !s->fp8_pending[d])
+            rc = be->v->warm(be, &s->prog[d]); /* (a pending side: vae_session_fp8_ready) */
     return rc;
 }
 
@@ -155,38 +156,105 @@ static int preview_program(vae_session *s) {
     return rc;
 }
 
-/* dtype fp8 with an error budget (VAE_FP8_ERROR) and no VAE_FP8_CONVS: of the convs p's backend
- * runs in E4M3 (marked), those that keep p's output within the budget (fp8_calibrate.h),
- * measured on the CPU emulation with
- * 32 x 32 pixels (2 x 2 latents at least): the errors are relative, and a full-size program's
- * ~30 runs cost their pixels (docs/fp8.md: seconds) */
+/* dtype fp8 with an error budget (VAE_FP8_ERROR, 4e-2 by default) and no VAE_FP8_CONVS: of the
+ * convs p's backend runs in E4M3 (marked), those that keep p's output within the budget
+ * (fp8_calibrate.h), measured on the CPU emulation at FP8_CALIBRATION_PX pixels a side (2 x 2
+ * latents at least): the errors are relative, and a full-size program's ~30 runs cost their
+ * pixels (docs/fp8.md: seconds) */
+enum { FP8_CALIBRATION_PX = 32 };
+
 static int by_budget(const vae_session *s) {
     return s->opts.dtype == VAE_DTYPE_FP8 && s->set.fp8_convs < 0 && s->set.fp8_error > 0;
 }
 
-static int fp8_by_budget(vae_session *s, int encode, int *kept) {
-    if (!by_budget(s) || *kept == 0) return VAE_OK;
-    vae_fp8_choice c;
-    const int threads = s->opts.device == VAE_DEVICE_CPU ? s->opts.threads : 0;
+static void fp8_request(const vae_session *s, int encode, const float *pixels, char *cache,
+                        size_t len, vae_fp8_request *rq) {
+    const vae_arch *a = s->model->cfg.arch;
+    const int f = a->spatial_factor > 0 ? a->spatial_factor : 8;
+    const int latents = FP8_CALIBRATION_PX / f > 2 ? FP8_CALIBRATION_PX / f : 2;
+    vae_fp8_cache_file(&s->set, cache, len);
+    *rq = (vae_fp8_request){encode ? pixels : NULL, encode ? latents * f : latents,
+                            s->set.fp8_error * 1e-4, encode ? 0 : s->opts.preview, &s->set,
+                            s->opts.device == VAE_DEVICE_CPU ? s->opts.threads : 0, cache};
+}
+
+/* The choice in words, for vae_session_plan's text (vaec's plan()["text"]) */
+static void fp8_note(vae_session *s, int encode, const vae_fp8_choice *c, double budget) {
+    snprintf(s->fp8_choice[encode ? 1 : 0], sizeof s->fp8_choice[0],
+             "; fp8: %d of %d E4M3 candidate convs in E4M3 (error budget %.2e: predicted %.2e, "
+             "measured %.2e%s)", c->kept, c->candidates, budget, c->predicted, c->measured,
+             c->cached ? ", cached" : "");
+}
+
+/* At creation: the cached choice where there is one, else the side waits for its first plan or
+ * call (vae_session_fp8_ready): a session that never encodes never calibrates its encoder. */
+static void fp8_by_budget(vae_session *s, int encode, int *kept) {
+    if (!by_budget(s) || *kept == 0) return;
     const vae_arch *a = s->model->cfg.arch;
     const float pixels[2] = {a->image_min, a->image_max};
-    const int f = a->spatial_factor > 0 ? a->spatial_factor : 8;
-    const int latents = 32 / f > 2 ? 32 / f : 2;
-    int rc = vae_fp8_calibrate(&s->prog[encode], encode ? pixels : NULL, encode ? 32 : latents,
-                               s->set.fp8_error * 1e-4, &s->set, threads, &c);
-    *kept = c.kept;
+    char cache[1024];
+    vae_fp8_request rq;
+    vae_fp8_choice c;
+    fp8_request(s, encode, pixels, cache, sizeof cache, &rq);
+    if (vae_fp8_cache_get(&s->prog[encode], &rq, &c)) {
+        *kept = c.kept;
+        fp8_note(s, encode, &c, rq.budget);
+        VAE_INFO("fp8: %d of the %s's %d E4M3 candidate convs in E4M3 (predicted error %.2e, "
+                 "%.2e measured on the calibration input; budget %.2e), from the cache in %.2f s",
+                 c.kept, encode ? "encoder" : "decoder", c.candidates, c.predicted, c.measured,
+                 rq.budget, c.seconds);
+    } else {
+        s->fp8_pending[encode] = 1;
+    }
+}
+
+/* The program's last steps once its E4M3 convs are chosen: the RMS norms that alone read a
+ * conv's output folded into that conv (vae_program_fuse_norms), where the backend applies them;
+ * then the E4M3 convs whose input its producer writes as codes (vae_program_mark_fp8_codes,
+ * VAE_FP8_CODES). */
+static int program_finish(vae_session *s, int d, int kept, const char *how) {
+    int folded = 0, rc;
+    if (s->set.exec_fuse_norms && s->be->v->conv_norm &&
+        (rc = vae_program_fuse_norms(&s->prog[d], &folded)))
+        return rc;
+    if (folded)
+        VAE_DEBUG("session: %d RMS norms of the %s run inside the conv before them", folded,
+                  d ? "encoder" : "decoder");
+    if (s->opts.dtype == VAE_DTYPE_FP8 && s->set.fp8_codes && s->be->v->fp8_codes) {
+        const int codes = vae_program_mark_fp8_codes(&s->prog[d], fp8_codes_takes, s);
+        VAE_DEBUG("session: %d E4M3 convs of the %s read the codes their input's producer writes",
+                  codes, d ? "encoder" : "decoder");
+    }
+    if (s->opts.dtype == VAE_DTYPE_FP8 && s->prog[d].n_ops > 0)
+        VAE_INFO("session: %d %s convs in E4M3 (%s; VAE_FP8_SHAPES=%s)", kept,
+                 d ? "encoder" : "decoder", how, s->set.fp8_shapes ? "wide" : "kernels");
+    return VAE_OK;
+}
+
+int vae_session_fp8_ready(vae_session *s, int encode) {
+    const int d = encode ? 1 : 0;
+    if (!s->fp8_pending[d]) return VAE_OK;
+    const vae_arch *a = s->model->cfg.arch;
+    const float pixels[2] = {a->image_min, a->image_max};
+    char cache[1024];
+    vae_fp8_request rq;
+    vae_fp8_choice c;
+    fp8_request(s, encode, pixels, cache, sizeof cache, &rq);
+    int rc = vae_fp8_choose(&s->prog[d], &rq, &c);
+    if (rc == VAE_OK) rc = program_finish(s, d, c.kept, "the error budget");
+    if (rc == VAE_OK) fp8_note(s, encode, &c, rq.budget);
+    if (rc) return rc; /* (still pending: the next call tries again) */
+    s->fp8_pending[d] = 0;
+    for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++) /* lane_warm's, for this side */
+        if (s->lane[k]->v->warm) rc = s->lane[k]->v->warm(s->lane[k], &s->prog[d]);
     return rc;
 }
 
 /* The session's copies of the model's programs (the decoder: its preview under options.preview);
  * under dtype fp8 the convs it runs in E4M3 (fp8_runs): at most set.fp8_convs of them a program
- * nearest its output (-1: the architecture's count, vae_arch fp8_convs), or, with an error budget
- * set.fp8_error and no count, those the budget allows (fp8_by_budget;
- * program.h: vae_program_pick_fp8); then the RMS norms that alone read
- * a conv's output folded into that conv (vae_program_fuse_norms), where the backend applies them;
- * then the E4M3 convs whose input its producer writes as codes (vae_program_mark_fp8_codes,
- * VAE_FP8_CODES).
- */
+ * nearest its output, or, with no count (-1), those the error budget set.fp8_error allows
+ * (fp8_by_budget; program.h: vae_program_pick_fp8; budget 0: the architecture's count, vae_arch
+ * fp8_convs); then program_finish, at once or, where the budget's choice waits, after it. */
 static int session_programs(vae_session *s) {
     const vae_program *src[2] = {&s->model->dec, &s->model->enc};
     int any_e4m3 = 0;
@@ -194,32 +262,17 @@ static int session_programs(vae_session *s) {
         const int budget = s->set.fp8_convs >= 0 ? s->set.fp8_convs
                            : by_budget(s)        ? 0
                                                  : s->model->cfg.arch->fp8_convs[d];
-        char most[16] = "all";
-        if (budget > 0) snprintf(most, sizeof most, "%d", budget);
+        char how[32] = "at most all";
+        if (budget > 0) snprintf(how, sizeof how, "at most %d", budget);
         int rc = d == 0 && s->opts.preview ? preview_program(s)
                                            : vae_program_copy(src[d], &s->prog[d]);
         if (rc) return rc;
         int kept = vae_program_pick_fp8(&s->prog[d], budget, fp8_runs, s);
         any_e4m3 |= kept > 0;
-        if ((rc = fp8_by_budget(s, d, &kept))) return rc;
-        int folded = 0;
-        if (s->set.exec_fuse_norms && s->be->v->conv_norm &&
-            (rc = vae_program_fuse_norms(&s->prog[d], &folded)))
+        fp8_by_budget(s, d, &kept);
+        if (!s->fp8_pending[d] &&
+            (rc = program_finish(s, d, kept, by_budget(s) ? "the error budget" : how)))
             return rc;
-        if (folded)
-            VAE_DEBUG("session: %d RMS norms of the %s run inside the conv before them", folded,
-                      d ? "encoder" : "decoder");
-        if (s->opts.dtype == VAE_DTYPE_FP8 && s->set.fp8_codes && s->be->v->fp8_codes) {
-            const int codes = vae_program_mark_fp8_codes(&s->prog[d], fp8_codes_takes, s);
-            VAE_DEBUG("session: %d E4M3 convs of the %s read the codes their input's producer "
-                      "writes",
-                      codes, d ? "encoder" : "decoder");
-        }
-        if (s->opts.dtype == VAE_DTYPE_FP8 && s->prog[d].n_ops > 0)
-            VAE_INFO("session: %d %s convs in E4M3 (%s%s; VAE_FP8_SHAPES=%s)", kept,
-                     d ? "encoder" : "decoder",
-                     by_budget(s) ? "the error budget" : "at most ", by_budget(s) ? "" : most,
-                     s->set.fp8_shapes ? "wide" : "kernels");
     }
     if (s->opts.dtype == VAE_DTYPE_FP8 && !any_e4m3)
         VAE_WARN("dtype fp8: no conv of this model has an E4M3 shape: it runs in %s",
@@ -285,6 +338,7 @@ int vae_session_create(vae_session **out, const vae_model *m, const vae_session_
 
 void vae_session_free(vae_session *s) {
     if (!s) return;
+    vae_session_stream_drop(s); /* before the runner whose executor it holds */
     vae_session_group_leave(s);
     for (int k = 0; k < VAE_MAX_DEVICES; k++) {
         vae_runner_free(s->runner[0][k]);
@@ -299,7 +353,7 @@ void vae_session_free(vae_session *s) {
 
 /* A session runs one call (decode, encode, plan, trim) at a time: a second one, from another
  * thread, is refused instead of sharing the buffers and the plan of the running one. */
-static int session_enter(vae_session *s, const char *fn) {
+int vae_session_enter(vae_session *s, const char *fn) {
     int idle = 0;
     if (!atomic_compare_exchange_strong(&s->busy, &idle, 1))
         return vae_fail(VAE_EINVAL, "%s: another call is running on this session (one at a time: "
@@ -308,8 +362,24 @@ static int session_enter(vae_session *s, const char *fn) {
     return VAE_OK;
 }
 
-static void session_leave(vae_session *s) {
+void vae_session_leave(vae_session *s) {
     atomic_store(&s->busy, 0);
+}
+
+/* The calls of this file also wait for an open stream's end: it holds the session's executor,
+ * caches and step size between its pushes. */
+static int session_enter(vae_session *s, const char *fn) {
+    int rc = vae_session_enter(s, fn);
+    if (rc == VAE_OK && s->stream) {
+        vae_session_leave(s);
+        rc = vae_fail(VAE_EINVAL, "%s: a stream is open on this session (vae_stream_begin): end "
+                      "it (vae_stream_end) or abort it (vae_stream_abort) first", fn);
+    }
+    return rc;
+}
+
+static void session_leave(vae_session *s) {
+    vae_session_leave(s);
 }
 
 int64_t vae_session_peak_bytes(const vae_session *s) {
@@ -468,7 +538,8 @@ static int session_run(vae_session *s, int encode, const call *k) {
     }
     float *host_in = NULL; /* a device group's copy of a device input */
     vae_io_view hv;
-    const int group_in = dev_in && (s->n_lanes > 1 || t_used > iv.t);
+    const int group_in = dev_in && (s->n_lanes > 1 || t_used > iv.t ||
+                                    vae_session_frame_rule(m, encode, s->opts.preview, NULL));
     if (group_in && (rc = input_to_host(s, &iv, &host_in, &hv))) return rc;
     /* the group's other devices write a device output without waiting on the caller's stream:
      * what the caller queued before the call is finished first (input_to_host did it already) */
@@ -480,7 +551,7 @@ static int session_run(vae_session *s, int encode, const call *k) {
                      .out_view = dev_out ? &ov : NULL, .progress = k->co.progress,
                      .progress_user = k->co.progress_user, .cancel = &s->cancel};
     double t0 = vae_seconds();
-    rc = vae_session_run_planned(s, encode, &iv, &io);
+    rc = vae_session_run_framed(s, encode, &iv, &io);
     vae_free(host_in);
     if ((dev_in || dev_out)) { /* the caller's stream waits for the engine, even after a failure */
         int rj = be->v->stream_join(be, k->co.cuda_stream, 1);
@@ -527,7 +598,7 @@ int vae_session_plan(vae_session *s, int encode, const int64_t *shape, int ndim,
     info->peak_bytes = plan.peak, info->floor_bytes = plan.floor, info->budget_bytes = plan.budget;
     info->flops = 2 * plan.macs;
     info->host_caches = plan.n_offload, info->host_cache_bytes = plan.host_caches;
-    snprintf(info->text, sizeof info->text, "%s", plan.why);
+    snprintf(info->text, sizeof info->text, "%s%s", plan.why, s->fp8_choice[encode ? 1 : 0]);
     vae_plan_free(&plan);
     return rc;
 }
@@ -662,15 +733,21 @@ void vae_tensor_free(vae_tensor *t) {
 }
 
 /* ---- shapes and cost without computing: the planner's walk ------------------------------------ */
-/* p: the model's program of that direction, or a session's (its preview decoder) */
-static int dry_run(const vae_model *m, const vae_program *p, int encode, const int64_t *in_shape,
-                   int in_ndim, int64_t *out_shape, int *out_ndim, double *macs) {
+/* p: the model's program of that direction, or a session's (its preview decoder, `preview`) */
+static int dry_run(const vae_model *m, const vae_program *p, int encode, int preview,
+                   const int64_t *in_shape, int in_ndim, int64_t *out_shape, int *out_ndim,
+                   double *macs) {
     if (!in_shape) return vae_fail(VAE_EINVAL, "NULL argument");
     vae_io_view g;
     int rc = shape_geom(m, encode, in_shape, in_ndim, &g);
     if (rc) return rc;
     int t_out = 0, h = 0, w = 0, c = p->out_channels;
-    if ((rc = vae_plan_walk(p, vae_frames_used(p, g.t), g.h, g.w, &t_out, &h, &w, macs))) return rc;
+    vae_frame_rule rule;
+    if (vae_session_frame_rule(m, encode, preview, &rule))
+        rc = vae_frame_rule_shape(&rule, encode, p, g.t, g.h, g.w, &t_out, &h, &w, macs);
+    else
+        rc = vae_plan_walk(p, vae_frames_used(p, g.t), g.h, g.w, &t_out, &h, &w, macs);
+    if (rc) return rc;
     if (t_out == 0) return vae_fail(VAE_ESHAPE, "input gives no output frames");
     if (in_ndim == 4 && t_out != 1) return vae_fail(VAE_ESHAPE, "4-D input gave %d frames", t_out);
     if (out_shape) {
@@ -686,8 +763,8 @@ int vae_model_output_shape(const vae_model *m, int encode, const int64_t *in_sha
     vae_error_clear();
     if (!out_shape || !out_ndim || !m)
         return vae_fail(VAE_EINVAL, "vae_model_output_shape: NULL argument");
-    return dry_run(m, encode ? &m->enc : &m->dec, encode, in_shape, in_ndim, out_shape, out_ndim,
-                   NULL);
+    return dry_run(m, encode ? &m->enc : &m->dec, encode, 0, in_shape, in_ndim, out_shape,
+                   out_ndim, NULL);
 }
 
 int vae_session_output_shape(const vae_session *s, int encode, const int64_t *in_shape,
@@ -700,7 +777,8 @@ int vae_session_output_shape(const vae_session *s, int encode, const int64_t *in
     vae_program q = *vae_session_program(s, encode);
     const vae_program *mp = encode ? &s->model->enc : &s->model->dec;
     q.first_chunk = mp->first_chunk, q.chunk = mp->chunk;
-    return dry_run(s->model, &q, encode, in_shape, in_ndim, out_shape, out_ndim, NULL);
+    return dry_run(s->model, &q, encode, s->opts.preview, in_shape, in_ndim, out_shape, out_ndim,
+                   NULL);
 }
 
 int vae_model_flops(const vae_model *m, int encode, const int64_t *in_shape, int in_ndim,
@@ -709,7 +787,7 @@ int vae_model_flops(const vae_model *m, int encode, const int64_t *in_shape, int
     if (!flops) return vae_fail(VAE_EINVAL, "vae_model_flops: NULL argument");
     double macs = 0;
     if (!m) return vae_fail(VAE_EINVAL, "vae_model_flops: NULL model");
-    int rc = dry_run(m, encode ? &m->enc : &m->dec, encode, in_shape, in_ndim, NULL, NULL, &macs);
+    int rc = dry_run(m, encode ? &m->enc : &m->dec, encode, 0, in_shape, in_ndim, NULL, NULL, &macs);
     *flops = 2 * macs;
     return rc;
 }

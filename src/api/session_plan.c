@@ -53,7 +53,9 @@ int vae_session_mem_info(vae_session *s, int encode, vae_session_mem *mem) {
 
 int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan) {
     vae_session_mem mem;
-    const int rc = vae_session_mem_info(s, encode, &mem);
+    memset(plan, 0, sizeof *plan); /* (freed by the caller on failure) */
+    int rc = vae_session_fp8_ready(s, encode);
+    if (rc == VAE_OK) rc = vae_session_mem_info(s, encode, &mem);
     return rc ? rc : vae_session_plan_for(s, encode, g, &mem, plan);
 }
 
@@ -223,6 +225,14 @@ int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
     return plan_in_steps(s, encode, g, mem, 1, plan);
 }
 
+int vae_session_plan_stream(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan) {
+    vae_session_mem mem;
+    memset(plan, 0, sizeof *plan); /* (freed by the caller on failure) */
+    int rc = vae_session_fp8_ready(s, encode);
+    if (rc == VAE_OK) rc = vae_session_mem_info(s, encode, &mem);
+    return rc ? rc : plan_in_steps(s, encode, g, &mem, 1, plan);
+}
+
 static int run_once(vae_session *s, int encode, const vae_plan *plan, const vae_run_io *io,
                     int *emitted) {
     const vae_program *p = vae_session_program(s, encode);
@@ -270,7 +280,8 @@ static int64_t lanes_unlimit(vae_session *s, int *refused) {
 int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g,
                             const vae_run_io *io) {
     int64_t *model_error = &s->model_error[encode];
-    int rc = VAE_OK;
+    int rc = vae_session_fp8_ready(s, encode); /* (before a group's plan, too) */
+    if (rc) return rc;
     s->retry_budget = 0;
     for (int attempt = 0;; attempt++) {
         vae_plan plan;

@@ -37,10 +37,35 @@ static int check_act(const vae_op *op) {
     return vae_fail(VAE_EINVAL, "%s: unknown activation %d", op->name, (int)op->act);
 }
 
+int vae_op_grouped(const vae_op *op) {
+    return op->kind == VAE_OP_CONV && op->groups > 1;
+}
+
+int64_t vae_op_weight_count(const vae_op *op) {
+    const int per_group = vae_op_grouped(op) ? op->c_in / op->groups : op->c_in;
+    return (int64_t)op->c_out * per_group * op->kt * op->kh * op->kw;
+}
+
+/* What a depthwise conv is (op.h VAE_OP_CONV): groups = c_in, whole outputs per input channel,
+ * spatial only */
+static int check_grouped(const vae_op *op) {
+    if (op->groups != op->c_in || op->c_out % op->c_in)
+        return vae_fail(VAE_EINVAL,
+                        "%s: grouped conv of %d groups, %d -> %d channels: only depthwise "
+                        "(groups = c_in, c_out a multiple of it)",
+                        op->name, op->groups, op->c_in, op->c_out);
+    if (op->kt != 1 || op->st != 1 || op->tpad || op->up > 1)
+        return vae_fail(VAE_EUNSUPPORTED,
+                        "%s: depthwise conv with kt %d, st %d, tpad %d, up %d: only 2-D "
+                        "(1, 1, 0, none)",
+                        op->name, op->kt, op->st, op->tpad, op->up);
+    return VAE_OK;
+}
+
 static int check_conv(const vae_op *op) {
     if (op->kt < 1 || op->kh < 1 || op->kw < 1 || op->st < 1 || op->sh < 1 || op->sw < 1 ||
         op->pad_h[0] < 0 || op->pad_h[1] < 0 || op->pad_w[0] < 0 || op->pad_w[1] < 0 ||
-        op->tpad < 0 || op->up < 0)
+        op->tpad < 0 || op->up < 0 || op->groups < 0)
         return vae_fail(VAE_EINVAL,
                         "%s: bad conv parameters (c %d->%d, kernel %dx%dx%d, stride %dx%dx%d, "
                         "pad h %d,%d w %d,%d)",
@@ -52,6 +77,8 @@ static int check_conv(const vae_op *op) {
     if (op->up > 1 && (op->kt != 1 || op->st != 1 || vae_op_is_windowed(op)))
         return vae_fail(VAE_EUNSUPPORTED, "%s: input upsampling only for non-temporal convs",
                         op->name);
+    const int rc = vae_op_grouped(op) ? check_grouped(op) : VAE_OK;
+    if (rc) return rc;
     if (op->norm_w) {
         const vae_op n = vae_conv_norm_op(op);
         return check_act(&n);
@@ -275,14 +302,14 @@ void vae_op_step_frames(const vae_op *op, vae_op_clock *c, int t_in, int t_in2, 
 double vae_op_macs(const vae_op *op, int t, int h_out, int w_out) {
     const double vox = (double)t * h_out * w_out;
     switch (op->kind) {
-    case VAE_OP_CONV: return vox * op->c_out * op->c_in * op->kt * op->kh * op->kw;
+    case VAE_OP_CONV: return vox * (double)vae_op_weight_count(op);
     case VAE_OP_ATTENTION: return 2.0 * vox * h_out * w_out * op->c_out;
     default: return 0;
     }
 }
 
 int vae_op_fp8_shape(const vae_op *op) {
-    return op->kind == VAE_OP_CONV && op->c_in > 16 && op->c_out > 16;
+    return op->kind == VAE_OP_CONV && !vae_op_grouped(op) && op->c_in > 16 && op->c_out > 16;
 }
 
 int vae_op_plain_geometry(const vae_op *op) {

@@ -39,7 +39,10 @@ typedef enum {
      * the upsampled input. norm_w (optional, set by vae_program_fuse_norms): the RMS norm that
      * read y alone, applied to it: y = norm_act(RMS_NORM(y) with weight norm_w [c_out], then
      * act_scale as that norm's), so that y is written once instead of written, read and written
-     * again. */
+     * again. groups > 1 (vae_op_grouped): a depthwise conv, each input channel c convolved
+     * alone into the c_out / c_in outputs [c m, (c + 1) m) (m = c_out / c_in: PyTorch's
+     * groups = c_in), weight [c_out][1][kh][kw]; 2-D only (kt = st = 1, no temporal padding, no
+     * input upsampling), never E4M3. groups 0 or 1: a dense conv. */
     VAE_OP_CONV,
     /* y = x / max(||x||_2 over c, 1e-12) * sqrt(c) * w[c]  (Wan RMS_norm, per voxel), then act */
     VAE_OP_RMS_NORM,
@@ -98,7 +101,7 @@ typedef struct vae_op {
     vae_act act;
     float act_scale; /* TANH_SCALE: y = tanh(x / s) * s */
     float eps;
-    int groups;
+    int groups; /* GROUP_NORM: its groups; CONV: depthwise when > 1 (= c_in) */
     float scale; /* attention: softmax scale */
     /* weights: host float32, owned by the model */
     const float *w, *b;
@@ -136,6 +139,11 @@ typedef struct vae_op {
 
 /* Op templates with the fields that every op needs set (in = {x,-1}, out assigned on add). */
 vae_op vae_op_make(vae_op_kind kind, int x, int c_in, int c_out);
+
+/* A CONV with groups > 1: depthwise (op.h VAE_OP_CONV), a case of its own for every backend. */
+int vae_op_grouped(const vae_op *op);
+/* The float32 values of a conv's weight: c_out * (c_in / groups) * kt * kh * kw. */
+int64_t vae_op_weight_count(const vae_op *op);
 
 /* ---- checks ---------------------------------------------------------------------------------- */
 /* The op's parameters make sense (kernel, strides, padding, channels, groups, weights present,
@@ -218,7 +226,8 @@ double vae_op_macs(const vae_op *op, int t, int h_out, int w_out);
 /* FP8 (VAE_DTYPE_FP8): which convs run in E4M3. One E4M3 conv adds ~3.4% relative noise to its
  * output (3 mantissa bits on both operands), so the rule keeps it where the noise is damped:
  * - vae_op_fp8_shape: wider than 16 channels in and out (the network's ends, next to the pixels
- *   and the latent, are cheap and the most sensitive);
+ *   and the latent, are cheap and the most sensitive), and dense (a depthwise conv's few MACs
+ *   a value gain nothing from E4M3);
  * - in a residual branch (vae_program_mark_fp8): the conv adds a residual, or its output reaches
  *   the first input of one that does (or of an ADD) through ops that nothing else reads. Its noise
  *   then lands beside the skip's exact signal: on the synthetic-weight Wan2.1 decoder one such conv

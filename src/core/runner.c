@@ -316,9 +316,13 @@ static int tick(run *s) {
     if ((io->cancel && atomic_load_explicit(io->cancel, memory_order_relaxed)) ||
         (io->progress && (!s->sh || s->rank == 0) &&
          io->progress(done, s->total, io->progress_user)))
-        return vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %lld of %lld steps",
-                        s->plan->encode ? "encode" : "decode", (long long)done,
-                        (long long)s->total);
+        return s->total > 0
+                   ? vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %lld of %lld "
+                              "steps", s->plan->encode ? "encode" : "decode", (long long)done,
+                              (long long)s->total)
+                   : vae_fail(VAE_EINTERRUPTED, "%s stopped by the caller after %lld steps (a "
+                              "stream: its length is not known)",
+                              s->plan->encode ? "encode" : "decode", (long long)done);
     return VAE_OK;
 }
 
@@ -350,6 +354,8 @@ int64_t runner_rank_steps(const vae_runner *r, const vae_plan *pl, int rank, int
 
 /* ---- streams through one part -----------------------------------------------------------------
  */
+static const vae_span span0 = {0, 0};
+
 /* where a part's output chunks go: to the host output, or into a store */
 typedef struct sink {
     store *st;             /* NULL: the host output (out_push) */
@@ -360,6 +366,26 @@ typedef struct sink {
 static int sink_put(run *s, const sink *k, const vae_chunk *o, int first) {
     if (!k->st) return out_push(s, o, first);
     return runner_store_put(s, k->st, o, first, k->out_y, k->out_x, k->own_y, k->own_x);
+}
+
+/* One executor step of part q over the caller's input frames [pos, pos + n), rows y x columns
+ * x, through dev_in (room for n such frames); its output to k as frames *fo.. (*fo advanced). */
+static int step_input(run *s, rpart *q, void *dev_in, int pos, int n, vae_span y, vae_span x,
+                      const sink *k, int *fo) {
+    vae_chunk in = {dev_in, n, y.hi - y.lo, x.hi - x.lo, s->r->p->in_channels}, o;
+    int rc = upload_input(s, dev_in, pos, n, y, x);
+    if (rc == VAE_OK) rc = vae_exec_step(q->e, &in, &o);
+    if (rc == VAE_OK) rc = tick(s);
+    if (rc == VAE_OK) rc = sink_put(s, k, &o, *fo);
+    if (rc == VAE_OK) *fo += o.t;
+    return rc;
+}
+
+int runner_step_whole(run *s, void *dev_in, int pos, int n, int *fo) {
+    const sink k = {NULL, span0, span0, span0, span0};
+    const vae_span y = {0, s->plan->h_in}, x = {0, s->plan->w_in};
+    const int rc = step_input(s, &s->r->part[1], dev_in, pos, n, y, x, &k, fo);
+    return rc ? rc : out_flush(s);
 }
 
 /* The user's input, rows y x columns x, through part q in the program's chunks. */
@@ -376,12 +402,7 @@ static int stream_input(run *s, rpart *q, vae_span y, vae_span x, const sink *k)
     vae_exec_set_cancel(q->e, s->io->cancel);
     for (int pos = 0; rc == VAE_OK && pos < T;) {
         const int n = pos == 0 ? p->first_chunk : p->chunk;
-        vae_chunk in = {dev_in, n, h, w, c}, o;
-        rc = upload_input(s, dev_in, pos, n, y, x);
-        if (rc == VAE_OK) rc = vae_exec_step(q->e, &in, &o);
-        if (rc == VAE_OK) rc = tick(s);
-        if (rc == VAE_OK) rc = sink_put(s, k, &o, fo);
-        if (rc == VAE_OK) fo += o.t;
+        rc = step_input(s, q, dev_in, pos, n, y, x, k, &fo);
         pos += n;
     }
     if (rc == VAE_OK) rc = out_flush(s);
@@ -428,8 +449,6 @@ static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span 
 
 /* ---- plans ------------------------------------------------------------------------------------
  */
-static const vae_span span0 = {0, 0};
-
 static int set_trims(rpart *q, const vae_plan_tile *t) {
     for (int i = 0; i < t->n_trims; i++) {
         const vae_plan_trim *tr = &t->trims[i];

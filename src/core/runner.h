@@ -44,6 +44,22 @@ void vae_runner_trim(vae_runner *r);
  * failure came before any; always 0 for device output, which a new run simply overwrites). */
 int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, int *emitted);
 
+/* A stream fed by the caller (the API's vae_stream_*): a whole-frame plan (VAE_PLAN_WHOLE) run
+ * step by step as the input arrives instead of in one call, with the same steps as
+ * vae_runner_run (so the same output). begin prepares the executor and the input buffer (plan
+ * and io stay the caller's until end); each step takes the next n input frames through
+ * io->read (at their index in the stream: first_chunk frames first, then chunk a step; the
+ * end of an input the program pads comes padded) and hands the frames they finish to io->emit
+ * before it returns; end frees it (after any failure, which leaves the executor's state
+ * undefined: nothing but end may follow one). */
+typedef struct vae_runner_feed vae_runner_feed;
+int vae_runner_feed_begin(vae_runner_feed **out, vae_runner *r, const vae_plan *plan,
+                          const vae_run_io *io);
+int vae_runner_feed_step(vae_runner_feed *f, int n);
+/* frames handed out so far */
+int vae_runner_feed_emitted(const vae_runner_feed *f);
+void vae_runner_feed_end(vae_runner_feed *f);
+
 /* Runs the plan on n runners at once, one host thread each (runners of the same program, each on
  * its own backend: a device group). Tiled and blended plans share out their tiles (tile i to
  * runner i % n); each runner runs part A itself (latent resolution: cheap, and no transfer);

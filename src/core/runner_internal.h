@@ -144,6 +144,10 @@ int runner_run_blend(run *s);
 /* Frames [s->emitted, upto) of an assembled output to the caller (s->io): into its device
  * tensor (out_view) or through its emit callback. */
 int runner_emit_assembled(run *s, vae_assembly *a, int upto);
+/* A whole-frame plan's step over the caller's input frames [pos, pos + n) (dev_in: room for n
+ * of them), its output handed out before it returns (no download left in flight); *fo: the
+ * output frames so far, advanced. For runner_feed.c (a stream fed by the caller). */
+int runner_step_whole(run *s, void *dev_in, int pos, int n, int *fo);
 /* after a failure: nothing may stay in flight into a host buffer */
 void runner_drain(run *s);
 

@@ -63,7 +63,7 @@ static const setting table[] = {
     {VAE_PARAM_CUDA_MMA, "VAE_CUDA_MMA", OFF(cuda_mma), 0, 0, 0, 1, {0}},
     {VAE_PARAM_FP8_CODES, "VAE_FP8_CODES", OFF(fp8_codes), 0, 1, 0, 1, {0}},
     {VAE_PARAM_PLAN_OFFLOAD, "VAE_PLAN_OFFLOAD", OFF(plan_offload), 0, 0, -1, 1 << 20, {0}},
-    {VAE_PARAM_FP8_ERROR, "VAE_FP8_ERROR", OFF(fp8_error), 0, 0, 0, 10000, {0}},
+    {VAE_PARAM_FP8_ERROR, "VAE_FP8_ERROR", OFF(fp8_error), 0, 400, 0, 10000, {0}},
 };
 /* clang-format on */
 #undef OFF
@@ -212,6 +212,15 @@ int vae_settings_resolve(vae_settings *s, const vae_session_options *o) {
         int rc = vae_param_check((vae_param)i, o->params[i]);
         if (rc) return rc;
         put(s, &table[i], o->params[i]);
+    }
+    /* fp8: a count (VAE_FP8_CONVS) turns the error budget off; a budget the API gave wins over a
+     * count the environment gave, as any API value over the environment */
+    const uint64_t api = o->params_set;
+    if ((api >> VAE_PARAM_FP8_ERROR & 1) && !(api >> VAE_PARAM_FP8_CONVS & 1) && s->fp8_error > 0 &&
+        s->fp8_convs >= 0) {
+        VAE_DEBUG("settings: fp8_error=%d set through the API wins over VAE_FP8_CONVS=%d",
+                  s->fp8_error, s->fp8_convs);
+        s->fp8_convs = -1;
     }
     int rc = resolve_group_timeout(s, from_env, sizeof from_env);
     if (rc == VAE_OK) rc = resolve_tune_cache(s, o, from_env, sizeof from_env);

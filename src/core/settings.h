@@ -45,12 +45,13 @@ typedef struct vae_settings {
     int comm;             /* VAE_COMM: a group's sums through the backend's communicator (NCCL)
                            * where it has one (1), or the group's threads (0) */
     int fp8_convs;        /* VAE_FP8_CONVS: dtype fp8, E4M3 convs a program at most, the ones
-                           * nearest its output (-1: the architecture's for each program, vae_arch
-                           * fp8_convs, or the error budget fp8_error where set; 0: all the
-                           * backend runs in E4M3) */
+                           * nearest its output (-1: those the error budget fp8_error allows, or
+                           * the architecture's count, vae_arch fp8_convs, where it is 0; 0: all
+                           * the backend runs in E4M3) */
     int fp8_error;        /* VAE_FP8_ERROR: dtype fp8 without fp8_convs, the output error the
-                           * E4M3 convs may add, relative L2, in units of 1e-4 (400: 4e-2;
-                           * api/fp8_calibrate.h); 0: off (the architecture's counts) */
+                           * E4M3 convs may add, relative L2, in units of 1e-4 (400, the
+                           * default: 4e-2; api/fp8_calibrate.h); 0: off (the architecture's
+                           * counts) */
     int fp8_shapes;       /* VAE_FP8_SHAPES: dtype fp8, E4M3 on the shapes the GPU kernels take
                            * (0, "kernels") or on every marked conv the backend runs (1, "wide":
                            * the CPU emulation's narrow test models) */

@@ -379,6 +379,7 @@ int vb_conv_raw(vae_program *p, int x, const char *name, const float *w, const f
     op.tpad = a->tpad;
     op.tpad_mode = a->tpad_mode;
     op.up = a->up;
+    op.groups = a->groups;
     op.w = w;
     op.b = bias;
     snprintf(op.name, sizeof op.name, "%s", name);

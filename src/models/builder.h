@@ -74,6 +74,7 @@ typedef struct vb_conv_args {
     int residual; /* value id added after the bias, -1 = none */
     int has_bias; /* default 1 via vb_conv_defaults */
     int up;       /* nearest upsampling of the input before the conv (0: none; kt = 1 only) */
+    int groups;   /* > 1: depthwise, = c_in, weight [c_out][1][kh][kw] (op.h); 0: dense */
 } vb_conv_args;
 vb_conv_args vb_conv_defaults(int kt, int kh, int kw);
 

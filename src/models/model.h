@@ -53,8 +53,34 @@ typedef struct vae_taehv_config { /* the TAEHV family (madebyollin/taehv) */
     int dec_tgrow[3];    /* the decoder's TGrow strides per stage (1 or 2) */
     int super;           /* arch_variant "super": the ConvNeXt-style decoder */
     int has_encoder, has_decoder;
+    /* upstream's file name ("taew2_1", "taeh3", ...: taehv_config.c's table; "" none fits): it
+     * decides what upstream keys on the name and the weights cannot tell, the frame rules */
+    char variant[16];
+    int frames; /* VAE_TAEHV_FRAMES_*: upstream's default, taecvx's or taeh3's frame rules */
 } vae_taehv_config;
+enum {
+    VAE_TAEHV_FRAMES_DEFAULT = 0, /* decode trims t_upscale - 1 frames; encode pads the end */
+    VAE_TAEHV_FRAMES_CVX = 1,     /* taecvx: an even latent count decodes untrimmed */
+    VAE_TAEHV_FRAMES_H3 = 2       /* taeh3: MiniMax H3's 17-frame chunks and 3-token drop */
+};
 enum { VAE_TAEHV_STAGES = 3, VAE_TAEHV_WIDTH = 64 }; /* stages of each side; encoder width */
+
+/* Frame rules around a program (vae_arch frame_rule), upstream's where they depend on the
+ * input's length (TAEHV's taeh3 and taecvx variants). Output frames that no program frame fills
+ * are zeros (at the end only). */
+typedef struct vae_frame_rule {
+    /* encode: the input in segments of seg_frames (the last completed by repeating the last
+     * frame), each run alone (fresh temporal state) after seg_lead zero frames; 0: one run */
+    int seg_frames, seg_lead;
+    /* decode: of each `period` program frames the first `skip` dropped, the last period
+     * completed with zeros; 0: none */
+    int period, skip;
+    /* decode: the first skip_odd program frames dropped when the latent count is odd (kept when
+     * it is even) */
+    int skip_odd;
+    /* the last drop_tail output frames dropped */
+    int drop_tail;
+} vae_frame_rule;
 
 typedef struct vae_config {
     const struct vae_arch *arch;
@@ -88,6 +114,10 @@ typedef struct vae_arch {
      * built decoder dec, which it shares; VAE_EUNSUPPORTED naming `preview` for a kind the
      * configuration lacks. */
     int (*preview)(const vae_config *cfg, const vae_program *dec, int preview, vae_program *out);
+    /* Optional (NULL: none): frame rules that depend on the input's length, which a program
+     * (causal, of fixed ops) cannot hold; 1 with *rule filled when the configuration has one for
+     * that direction and preview (session_frames.c applies it), else 0. */
+    int (*frame_rule)(const vae_config *cfg, int encode, int preview, struct vae_frame_rule *rule);
     /* geometry */
     int spatial_factor, temporal_factor, is_video;
     float image_min, image_max;

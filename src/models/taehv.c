@@ -1,7 +1,9 @@
 /* taehv.c -- the TAEHV family of tiny video autoencoders (madebyollin/taehv taehv.py): taew2_1
  * (Wan2.1, Wan2.2-A14B, Qwen-Image), taehv (Hunyuan 1), taew2_2 and taew2_2_super (Wan2.2
- * TI2V-5B), taehv1_5 ... Video in [0,1], raw latents (no mean/std), one file with encoder.* and
- * decoder.* Sequential indices.
+ * TI2V-5B), taehv1_5 and _super (Hunyuan 1.5), taeltx_2 / taeltx2_3 (LTX-2: patch 4, 128
+ * channels, time factor 8), taeh3 (MiniMax H3), taecvx (CogVideoX), taeos1_3 (Open-Sora 1.3). Video
+ * in [0,1], raw latents (no mean/std), one file with encoder.* and decoder.* Sequential indices.
+ * The variants, and the frame rules upstream keys on the file name: taehv_config.c.
  *
  * Upstream facts (taehv.py):
  * - conv(a, b) = Conv2d 3x3 padding 1, per frame. MemBlock(n, n): conv(cat(x, past)), ReLU, conv,
@@ -157,8 +159,10 @@ static int tgrow(hv_ctx *x, int v, int idx, int n, int stage) {
     return vb_conv_raw(x->p, v, name, w + (size_t)(s - 1) * n * n, NULL, n, n, &a);
 }
 
-/* The frames to trim (t_upscale - 1) of a build: none in a time preview. */
+/* The frames to trim (t_upscale - 1) of a build: none in a time preview, none where the
+ * variant's frame rule trims instead (taecvx, taeh3: taehv_config.c hv_frame_rule). */
 static int trim_frames(const hv_ctx *x) {
+    if (x->c->frames != VAE_TAEHV_FRAMES_DEFAULT) return 0;
     int t = 1;
     for (int s = 0; s < HV_STAGES && x->time_up; s++)
         t *= x->c->dec_tgrow[s];
@@ -227,11 +231,11 @@ static int build_decoder_base(hv_ctx *x) {
 }
 
 /* SuperMemBlock(n) at decoder index idx: x + pw2(ReLU(pw1(dw(cat(x, past))))). The depthwise 7x7
- * runs as a dense conv n -> 2n whose weight is zero off the diagonal (output j < n: dw_j on
- * channel j, the current frame's half; n + c: dw_{n+c} on channel c, the past's half, which is
- * the same per-frame filter one frame later), and pw1 as a two-frame conv reading the first half
- * of the current frame and the second half of the previous one. A grouped conv would save the
- * zeros (n times fewer MACs and weights in the 7x7). */
+ * (per frame) runs as a depthwise conv n -> 2n of the current frame alone (op.h groups = n, two
+ * outputs per channel): output 2c is upstream's filter c on channel c (the current frame's half),
+ * 2c + 1 its filter n + c on channel c, which is the past's half one frame later. pw1 is a
+ * two-frame conv reading the even outputs of the current frame and the odd ones of the previous
+ * frame (its upstream columns c and n + c moved to 2c and 2c + 1). */
 static int super_memblock(hv_ctx *x, int v, int idx, int n) {
     char dw_name[64], pw1_name[64], pw2_name[64];
     snprintf(dw_name, sizeof dw_name, "decoder.%d.conv.0", idx);
@@ -247,23 +251,23 @@ static int super_memblock(hv_ctx *x, int v, int idx, int n) {
         const float *up1 = vb_wf(x->b, 4, (int[]){4 * n, 2 * n, 1, 1}, "%s.weight", pw1_name);
         b1 = vb_wf(x->b, 1, (int[]){4 * n}, "%s.bias", pw1_name);
         pw2 = vb_wf(x->b, 4, (int[]){n, 4 * n, 1, 1}, "%s.weight", pw2_name);
-        float *d = vb_alloc(x->b, (int64_t)2 * n * n * 49),
+        float *d = vb_alloc(x->b, (int64_t)2 * n * 49),
               *p1 = vb_alloc(x->b, (int64_t)8 * n * n * 2);
         if (!up || !up1 || !d || !p1) return -1;
-        memset(d, 0, (size_t)2 * n * n * 49 * sizeof *d);
-        for (int j = 0; j < 2 * n; j++) /* output j reads input channel j mod n */
-            memcpy(d + ((size_t)j * n + j % n) * 49, up + (size_t)j * 49, 49 * sizeof *d);
+        for (int j = 0; j < 2 * n; j++) /* output j: upstream filter (j % 2) n + j / 2 */
+            memcpy(d + (size_t)j * 49, up + ((size_t)(j % 2) * n + j / 2) * 49, 49 * sizeof *d);
         for (int o = 0; o < 4 * n; o++) /* [4n][2n][2]: time 1 = current, 0 = previous frame */
-            for (int c = 0; c < 2 * n; c++) {
-                float *dst = p1 + ((size_t)o * 2 * n + c) * 2;
-                const float wv = up1[(size_t)o * 2 * n + c];
-                dst[0] = c < n ? 0.0f : wv;
-                dst[1] = c < n ? wv : 0.0f;
+            for (int j = 0; j < 2 * n; j++) {
+                float *dst = p1 + ((size_t)o * 2 * n + j) * 2;
+                const float wv = up1[(size_t)o * 2 * n + (size_t)(j % 2) * n + j / 2];
+                dst[0] = j % 2 ? wv : 0.0f;
+                dst[1] = j % 2 ? 0.0f : wv;
             }
         dw = d, pw1 = p1;
     }
     vb_conv_args a = vb_conv_defaults(1, 7, 7);
     a.has_bias = 0;
+    a.groups = n;
     int h = vb_conv_raw(x->p, v, dw_name, dw, NULL, n, 2 * n, &a);
     vb_conv_args a1 = vb_conv_defaults(2, 1, 1);
     a1.tpad = 1;

@@ -7,8 +7,16 @@
  * encoder.17 / decoder.1 (super: decoder.0); each TPool's stride (encoder.2, .7, .12: weight
  * [n][s n]) and TGrow's (decoder.7, .13, .19; super: .7, .14, .21: weight [s n][n]); the decoder
  * kind from decoder.1 (a 3x3 conv to 256: base) or decoder.0 + decoder.1.conv.0 (a 1x1 conv to
- * 512 and a depthwise 7x7: super). Not in the weights: taecvx's untrimmed even-length decodes
- * and taeh3's chunking (upstream keys them on the file name).
+ * 512 and a depthwise 7x7: super).
+ *
+ * Upstream's file names (its taehv.py at madebyollin/taehv 1f14a56 keys its constructor on
+ * substrings of the checkpoint path): "taew2_2" -> patch 2, 48 latent channels; "taehv1_5" -> 2,
+ * 32; "taeh3" -> 2, 24 and H3's frame rules; "taeltx" (taeltx_2, taeltx2_3) -> 4, 128 and time
+ * factors 2 in every stage of both sides; "_super" -> the super decoder; "taecvx" -> an even
+ * latent count decodes untrimmed; taew2_1, taehv and taeos1_3 take the defaults (1, 16). All but
+ * taecvx's rule are in the weights' shapes (taeh3's is its 24 channels), so the variant is the
+ * first of the table whose layout the weights have, or the one the file's base name names among
+ * those (as upstream: "taecvx.safetensors"), or the configuration's "variant".
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -17,6 +25,66 @@
 #include "models/model.h"
 
 enum { HV_WIDTH = VAE_TAEHV_WIDTH, HV_STAGES = VAE_TAEHV_STAGES };
+
+/* ---- upstream's variants ---------------------------------------------------------------------
+ * Longer names first where one holds another (file names are matched as substrings). */
+typedef struct hv_variant {
+    const char *name;
+    int patch_size, latent_channels, enc_tpool[HV_STAGES], dec_tgrow[HV_STAGES], super, frames;
+} hv_variant;
+
+static const hv_variant hv_variants[] = {
+    {"taew2_1", 1, 16, {2, 2, 1}, {1, 2, 2}, 0, VAE_TAEHV_FRAMES_DEFAULT},
+    {"taehv1_5_super", 2, 32, {2, 2, 1}, {1, 2, 2}, 1, VAE_TAEHV_FRAMES_DEFAULT},
+    {"taehv1_5", 2, 32, {2, 2, 1}, {1, 2, 2}, 0, VAE_TAEHV_FRAMES_DEFAULT},
+    {"taehv", 1, 16, {2, 2, 1}, {1, 2, 2}, 0, VAE_TAEHV_FRAMES_DEFAULT},
+    {"taeos1_3", 1, 16, {2, 2, 1}, {1, 2, 2}, 0, VAE_TAEHV_FRAMES_DEFAULT},
+    {"taecvx", 1, 16, {2, 2, 1}, {1, 2, 2}, 0, VAE_TAEHV_FRAMES_CVX},
+    {"taew2_2_super", 2, 48, {2, 2, 1}, {1, 2, 2}, 1, VAE_TAEHV_FRAMES_DEFAULT},
+    {"taew2_2", 2, 48, {2, 2, 1}, {1, 2, 2}, 0, VAE_TAEHV_FRAMES_DEFAULT},
+    {"taeh3", 2, 24, {2, 2, 1}, {1, 2, 2}, 0, VAE_TAEHV_FRAMES_H3},
+    {"taeltx_2", 4, 128, {2, 2, 2}, {2, 2, 2}, 0, VAE_TAEHV_FRAMES_DEFAULT},
+    {"taeltx2_3", 4, 128, {2, 2, 2}, {2, 2, 2}, 0, VAE_TAEHV_FRAMES_DEFAULT},
+};
+enum { HV_N_VARIANTS = sizeof hv_variants / sizeof *hv_variants };
+
+/* the variant's layout is c's (the sides c has) */
+static int layout_fits(const hv_variant *v, const vae_taehv_config *c) {
+    if (v->patch_size != c->patch_size || v->latent_channels != c->latent_channels) return 0;
+    if (c->has_encoder && memcmp(v->enc_tpool, c->enc_tpool, sizeof v->enc_tpool) != 0) return 0;
+    return !c->has_decoder ||
+           (memcmp(v->dec_tgrow, c->dec_tgrow, sizeof v->dec_tgrow) == 0 && v->super == c->super);
+}
+
+static void set_variant(vae_taehv_config *c, const hv_variant *v) {
+    snprintf(c->variant, sizeof c->variant, "%s", v ? v->name : "");
+    c->frames = v ? v->frames : VAE_TAEHV_FRAMES_DEFAULT;
+}
+
+/* The variant of c's layout: the one path's base name names (NULL: none), else the first. */
+static void name_variant(vae_taehv_config *c, const char *path) {
+    const char *base = path ? path : "";
+    for (const char *q = base; *q; q++)
+        if (*q == '/' || *q == '\\') base = q + 1;
+    const hv_variant *first = NULL;
+    for (int i = 0; i < HV_N_VARIANTS; i++) {
+        if (!layout_fits(&hv_variants[i], c)) continue;
+        if (strstr(base, hv_variants[i].name)) {
+            set_variant(c, &hv_variants[i]);
+            return;
+        }
+        if (!first) first = &hv_variants[i];
+    }
+    set_variant(c, first);
+}
+
+/* upstream's file-name overrides of its constructor: the variant's layout */
+static void apply_variant(vae_taehv_config *c, const hv_variant *v) {
+    c->patch_size = v->patch_size, c->latent_channels = v->latent_channels, c->super = v->super;
+    memcpy(c->enc_tpool, v->enc_tpool, sizeof c->enc_tpool);
+    memcpy(c->dec_tgrow, v->dec_tgrow, sizeof c->dec_tgrow);
+    set_variant(c, v);
+}
 
 /* ---- detection and configuration --------------------------------------------------------------
  */
@@ -111,6 +179,7 @@ static int hv_config_from_store(vae_config *cfg, const vae_store *s, const char 
     c->latent_channels = lat_enc ? lat_enc : lat_dec;
     cfg->n_latent = 0;
     cfg->norm_desc = "none (raw latents)";
+    name_variant(c, s->path);
     return vae_taehv_check(c);
 }
 
@@ -138,18 +207,39 @@ static int json_int(const cJSON *js, const char *key, int *dst) {
     return VAE_OK;
 }
 
+/* "variant": an upstream file name of the table (its layout, the other keys override it, and its
+ * frame rules), or null (the layout's first) */
+static int json_variant(vae_taehv_config *c, const cJSON *v) {
+    if (!v || cJSON_IsNull(v)) return VAE_OK;
+    for (int i = 0; cJSON_IsString(v) && i < HV_N_VARIANTS; i++)
+        if (strcmp(v->valuestring, hv_variants[i].name) == 0) {
+            apply_variant(c, &hv_variants[i]);
+            return VAE_OK;
+        }
+    return vae_fail(VAE_EINVAL,
+                    "taehv config: variant must be null or an upstream file name: taew2_1, "
+                    "taehv, taeos1_3, taecvx, taew2_2, taew2_2_super, taehv1_5, taehv1_5_super, "
+                    "taeh3, taeltx_2, taeltx2_3");
+}
+
+static int json_names_variant(const cJSON *js) {
+    const cJSON *v = js ? cJSON_GetObjectItemCaseSensitive(js, "variant") : NULL;
+    return v && cJSON_IsString(v);
+}
+
 static int hv_config_from_json(vae_config *cfg, const cJSON *js) {
     vae_taehv_config *c = &cfg->u.taehv;
     if (!(cfg->arch == &vae_arch_taehv && c->patch_size > 0)) { /* upstream's defaults */
-        *c = (vae_taehv_config){1, 16, {2, 2, 1}, {1, 2, 2}, 0, 1, 1};
+        *c = (vae_taehv_config){1, 16, {2, 2, 1}, {1, 2, 2}, 0, 1, 1, "", 0};
     }
     cfg->arch = &vae_arch_taehv;
     if (js) {
         if (!cJSON_IsObject(js)) return vae_fail(VAE_EINVAL, "taehv config: not a JSON object");
         static const char *const known[] = {
-            "patch_size",           "latent_channels", "arch_variant", "encoder_time_downscale",
-            "decoder_time_upscale", "has_encoder",     "has_decoder",  NULL};
+            "patch_size",  "latent_channels", "arch_variant", "encoder_time_downscale",
+            "decoder_time_upscale", "has_encoder", "has_decoder", "variant", NULL};
         int rc = vae_config_check_keys(js, known, "taehv");
+        if (!rc) rc = json_variant(c, cJSON_GetObjectItemCaseSensitive(js, "variant"));
         if (!rc) rc = json_int(js, "patch_size", &c->patch_size);
         if (!rc) rc = json_int(js, "latent_channels", &c->latent_channels);
         if (!rc) rc = json_int(js, "has_encoder", &c->has_encoder);
@@ -169,6 +259,7 @@ static int hv_config_from_json(vae_config *cfg, const cJSON *js) {
     }
     if (!c->has_encoder && !c->has_decoder)
         return vae_fail(VAE_EINVAL, "taehv config: neither encoder nor decoder");
+    if (!c->variant[0] || !json_names_variant(js)) name_variant(c, NULL);
     cfg->n_latent = 0;
     cfg->norm_desc = "none (raw latents)";
     return vae_taehv_check(c);
@@ -185,7 +276,35 @@ static void hv_describe(const vae_config *cfg, vae_strbuf *j) {
                       c->patch_size, c->latent_channels, c->super ? "\"super\"" : "null");
     put_flags(j, "encoder_time_downscale", c->enc_tpool);
     put_flags(j, "decoder_time_upscale", c->dec_tgrow);
-    vae_strbuf_printf(j, ",\"has_encoder\":%d,\"has_decoder\":%d}", c->has_encoder, c->has_decoder);
+    vae_strbuf_printf(j, ",\"has_encoder\":%d,\"has_decoder\":%d", c->has_encoder, c->has_decoder);
+    if (c->variant[0])
+        vae_strbuf_printf(j, ",\"variant\":\"%s\"}", c->variant);
+    else
+        vae_strbuf_printf(j, ",\"variant\":null}");
+}
+
+/* taecvx: an even latent count decodes untrimmed (upstream skips its trim then); taeh3: H3's
+ * 17-frame encode segments after 3 zero frames, the last 3 latents dropped, and decodes cut in
+ * periods of 5 latents' frames whose first t_upscale - 1 are dropped, the last 3 latents' frames
+ * dropped (upstream _encode_h3_video, _decode_h3_video). The decoder programs of both do not
+ * trim (taehv.c): the rule does. */
+static int hv_frame_rule(const vae_config *cfg, int encode, int preview, vae_frame_rule *r) {
+    const vae_taehv_config *c = &cfg->u.taehv;
+    memset(r, 0, sizeof *r);
+    int t_up = 1;
+    for (int s = 0; s < HV_STAGES && !(preview & VAE_PREVIEW_TIME); s++)
+        t_up *= c->dec_tgrow[s];
+    if (c->frames == VAE_TAEHV_FRAMES_CVX) {
+        r->skip_odd = t_up - 1;
+        return !encode && t_up > 1;
+    }
+    if (c->frames != VAE_TAEHV_FRAMES_H3) return 0;
+    if (encode) {
+        r->seg_frames = 17, r->seg_lead = 3, r->drop_tail = 3;
+    } else {
+        r->period = 5 * t_up, r->skip = t_up - 1, r->drop_tail = 3 * t_up;
+    }
+    return 1;
 }
 
 static int hv_build(vae_builder *b, const vae_config *cfg, vae_program *enc, vae_program *dec) {
@@ -196,6 +315,7 @@ const vae_arch vae_arch_taehv = {
     .name = "taehv",
     VAE_ARCH_HOOKS(hv),
     .preview = vae_taehv_preview,
+    .frame_rule = hv_frame_rule,
     .spatial_factor = 8,
     .temporal_factor = 4,
     .is_video = 1,

@@ -4,6 +4,7 @@
  * k = ((dt*kh + dh)*kw + dw)*c_in + ci, so that one row of the im2col matrix, the receptive field
  * of an output pixel, is kt*kh*kw runs of c_in contiguous channels (channels-last input).
  *
+ * Depthwise convs (op.h vae_op_grouped) take cpu_conv_depthwise.c (direct, filters [tap][c_out]).
  * Spatial kernels of stride 1 with >= 16 channels in and out take cpu_conv_taps.c (one GEMM per
  * spatial tap on padded bands, no im2col; its own filter order). The others, per output frame j
  * (input frames j*st .. j*st+kt-1):
@@ -28,11 +29,12 @@
 #include "core/fp8.h"
 
 typedef struct conv_state {
-    float *wp;  /* [K][c_out] */
-    int k;      /* K = kt*kh*kw*c_in */
-    int fp8;    /* FP8 emulation: wp is on the scaled E4M3 grid, inputs are rounded per call */
-    int taps;   /* cpu_conv_taps_fits: one GEMM per spatial tap, wp in that path's order */
-    int panels; /* taps with cpu_taps_gemm: wp in its 32-column panels */
+    float *wp;     /* [K][c_out] */
+    int k;         /* K = kt*kh*kw*c_in */
+    int fp8;       /* FP8 emulation: wp is on the scaled E4M3 grid, inputs are rounded per call */
+    int taps;      /* cpu_conv_taps_fits: one GEMM per spatial tap, wp in that path's order */
+    int panels;    /* taps with cpu_taps_gemm: wp in its 32-column panels */
+    int depthwise; /* vae_op_grouped: cpu_conv_depthwise, wp [kh*kw][c_out] (K = kh*kw) */
 } conv_state;
 
 /* The filters [c_out][c_in][taps] as the conv multiplies them: op->w, or under FP8 a new copy
@@ -93,10 +95,32 @@ static size_t packed_index(const conv_state *s, const vae_op *op, int tap, int c
     return tap_base + ((size_t)(co / 32) * depth + row) * 32 + co % 32;
 }
 
+/* A depthwise conv's state: its filters packed for cpu_conv_depthwise (never E4M3: op.h) */
+static int prepare_depthwise(const vae_op *op, conv_state *s) {
+    s->depthwise = 1;
+    s->k = op->kh * op->kw;
+    const size_t bytes = (size_t)s->k * op->c_out * sizeof(float);
+    if (!(s->wp = cpu_aligned_alloc(bytes)))
+        return vae_fail(VAE_ENOMEM, "%s: cannot allocate %zu bytes of packed weights", op->name,
+                        bytes);
+    cpu_conv_depthwise_pack(op, s->wp);
+    return VAE_OK;
+}
+
 int cpu_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     *state = NULL;
     int rc = vae_op_check(op);
     if (rc) return rc;
+    if (vae_op_grouped(op)) {
+        conv_state *s = vae_calloc(1, sizeof *s);
+        if (!s) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+        if ((rc = prepare_depthwise(op, s))) {
+            vae_free(s);
+            return rc;
+        }
+        *state = s;
+        return VAE_OK;
+    }
     int ci_n = op->c_in, co_n = op->c_out, taps = op->kt * op->kh * op->kw;
     conv_state *s = vae_calloc(1, sizeof *s);
     if (!s) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
@@ -181,6 +205,9 @@ static int conv_run(vae_backend *be, const vae_op *op, const conv_state *s,
     float *yf = y;
     const float *res = residual;
     const size_t frame = (size_t)h * w * c_in;
+    if (s->depthwise)
+        return cpu_conv_depthwise(cb, op, s->wp, (const float *const *)frames, h, w, res, yf, t_out,
+                                  h_out, w_out);
     const float xs = s->fp8 ? input_scale(nt, op, (const float *const *)frames, n_in, frame) : 0;
     if (s->taps)
         return cpu_conv_taps(cb, op, s->wp, s->panels, (const float *const *)frames, h, w, res, yf,

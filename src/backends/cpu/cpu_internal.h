@@ -123,6 +123,12 @@ enum { CPU_TAPS_ROW_PAD = 12 };
 int cpu_taps_gemm_ok(const vae_op *op);
 void cpu_taps_gemm(int taps, const size_t *tap_offset, int m, int n, int depth, const float *a,
                    const float *w_panels, float *band);
+/* cpu_conv_depthwise.c: depthwise convs (op.h vae_op_grouped), directly; prepare packs their
+ * filters [kh*kw][c_out] (cpu_conv_depthwise_pack: kh*kw*c_out floats into wp) */
+void cpu_conv_depthwise_pack(const vae_op *op, float *wp);
+int cpu_conv_depthwise(cpu_backend *cb, const vae_op *op, const float *wp,
+                       const float *const *frames, int h, int w, const float *res, float *y,
+                       int t_out, int h_out, int w_out);
 int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *frames, int n_in,
              int h, int w, const void *residual, void *y, int t_out, int h_out, int w_out);
 int cpu_norm(vae_backend *be, const vae_op *op, void *state, const void *x, void *y, int t, int h,

@@ -95,8 +95,7 @@ static int cuda_mem_info(vae_backend *be, const vae_program *p, int64_t *avail, 
     for (int i = 0; i < p->n_ops; i++) {
         const vae_op *op = &p->ops[i];
         if (op->kind == VAE_OP_CONV) {
-            const double dense =
-                (double)op->c_out * op->c_in * op->kt * op->kh * op->kw * be->elem_size;
+            const double dense = (double)vae_op_weight_count(op) * be->elem_size;
             /* (an upsampling 3x3 conv's four 2x2 phase filters: 16 taps for 9) */
             const int phases = op->up == 2 && op->kh == 3 && op->kw == 3;
             w += (phases ? 16.0 / 9.0 : 1.05) * dense + 4.0 * op->c_out;

@@ -69,6 +69,8 @@
  * cuda_stem_conv.cu). Other narrow outputs (16-bit, c_out not a multiple of 8, spatial kernels) run
  * with c_out padded to a multiple of 8 (zero filters) into a temporary, then the real channels (+
  * residual) are copied out: tensor-core kernels instead of cuDNN's slow narrow ones.
+ * Depthwise convs (op.h vae_op_grouped) run their own kernel, decided at prepare and taken before
+ * every path above (cuda_conv_depthwise.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +145,14 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     if (rc) return rc;
     conv_state *s = vae_calloc(1, sizeof *s);
     if (!s) return vae_fail(VAE_ENOMEM, "%s: out of memory", op->name);
+    if (vae_op_grouped(op)) {
+        if ((rc = cu_conv_depthwise_prepare(cb, op, s))) {
+            cuda_conv_unprepare(be, op, s);
+            return rc;
+        }
+        *state = s;
+        return VAE_OK;
+    }
     conv_state_init(cb, op, s);
     /* the weight layouts are made on first use: the path chosen for the first shape (timed, or
      * from the tune cache) decides which one, so none is made only to be freed again */
@@ -169,6 +179,10 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
 void cuda_conv_stage(cuda_backend *cb, const vae_op *op) {
     if (op->c_in < 1 || op->c_out < 1 || op->kt < 1 || op->kh < 1 || op->kw < 1)
         return; /* prepare reports it */
+    if (vae_op_grouped(op)) {
+        cu_conv_depthwise_stage(cb, op);
+        return;
+    }
     conv_state s;
     memset(&s, 0, sizeof s);
     conv_state_init(cb, op, &s);
@@ -208,7 +222,8 @@ void cuda_conv_stage(cuda_backend *cb, const vae_op *op) {
 int cuda_conv_wants_dnn(const cuda_backend *cb, const vae_op *op) {
     const int strided = op->st > 1 || op->sh > 1 || op->sw > 1;
     const int asym = op->pad_h[0] != op->pad_h[1] || op->pad_w[0] != op->pad_w[1];
-    return cb->conv_mode != CU_CONV_GEMM && (strided || asym) && (op->kh > 1 || op->kw > 1);
+    return cb->conv_mode != CU_CONV_GEMM && (strided || asym) && (op->kh > 1 || op->kw > 1) &&
+           !vae_op_grouped(op);
 }
 
 void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state) {
@@ -230,6 +245,7 @@ void cuda_conv_unprepare(vae_backend *be, const vae_op *op, void *state) {
     cu_free_param(cb, s->w8_scale, (size_t)s->kp * sizeof(float));
     cu_free_param(cb, s->scale8, (size_t)s->kp * sizeof(float));
     cu_free_param(cb, s->amax, sizeof(float));
+    cu_free_param(cb, s->wdw, s->wdw_bytes);
     vae_free(s);
 }
 
@@ -502,6 +518,8 @@ static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
     *normed = 0;
     if (h * (int64_t)w > INT32_MAX / 2 || (int64_t)h_out * w_out > INT32_MAX / 2)
         return vae_fail(VAE_EUNSUPPORTED, "%s: frame of %dx%d is too large", op->name, h, w);
+    if (s->depthwise)
+        return cu_conv_depthwise(cb, op, s, frames, h, w, residual, y, t_out, h_out, w_out);
     if (pointwise_ok(cb, op, n_in, t_out))
         return run_pointwise(cb, op, s, frames, n_in, h, w, residual, y);
     if (narrow_ok(cb, op, frames, n_in, t_out, h, w))
@@ -553,6 +571,7 @@ int64_t cuda_conv_scratch_need(const cuda_backend *cb, const vae_op *op, int t, 
     const int64_t es = (int64_t)be->elem_size, lim = (int64_t)cb->scratch_limit;
     const int f16 = be->dtype != VAE_DTYPE_F32, frames = t > 1 ? t : 1;
     const int spatial = op->kh > 1 || op->kw > 1 || op->kt > 1;
+    if (vae_op_grouped(op)) return 0; /* its kernel reads the frames in place */
     int kp = op->c_out;
     if (f16 && spatial && op->c_out % 8 && op->c_out < 64 && cb->conv_mode != CU_CONV_GEMM &&
         cb->kpad)

@@ -227,7 +227,7 @@ static cudaError_t load_kernels(const cuda_backend *cb, const vae_op *op) {
 void cuda_conv_load_kernels(cuda_backend *cb, const vae_program *p) {
     if (!cb->igemm || cb->mma) return;
     for (int i = 0; i < p->n_ops; i++) {
-        if (p->ops[i].kind != VAE_OP_CONV) continue;
+        if (p->ops[i].kind != VAE_OP_CONV || vae_op_grouped(&p->ops[i])) continue;
         const cudaError_t e = load_kernels(cb, &p->ops[i]);
         if (e != cudaSuccess) {
             cudaGetLastError();

@@ -6,6 +6,7 @@
  *   cuda_conv_phase.c    the upsampling convs' phase path
  *   cuda_conv_igemm.c    the CUTLASS implicit-GEMM and FP8 kernels' calls
  *   cuda_conv_weights.c  the filters in each path's layout
+ *   cuda_conv_depthwise.c  depthwise convs (op.h vae_op_grouped): their own kernel, no other path
  *   cudnn_conv.c         cuDNN (cu_dnn_conv_run here; its life cycle in cuda_conv.h)
  *   cuda_tune_cache.c    the tune cache on disk (cuda_conv.h)
  * Calls go down this list (cuda_conv.c -> tune -> paths -> igemm -> weights; cuda_conv.c calls
@@ -87,6 +88,10 @@ typedef struct conv_state {
     float *amax;     /* [1] the current call's largest input magnitude */
     float *scale8;   /* [co] amax / 448 * w8_scale: the epilogue's factors */
     size_t w8_bytes;
+    /* depthwise (vae_op_grouped, decided at prepare): only cu_conv_depthwise runs it */
+    int depthwise;
+    float *wdw; /* [c_out][kh][kw] float32, PyTorch's layout */
+    size_t wdw_bytes;
 } conv_state;
 
 typedef struct conv_call {
@@ -107,6 +112,19 @@ typedef struct conv_call {
 /* The conv's RMS norm (op->norm_w) over its output cc->y [n_vox][c_out] in place, unless
  * cc->norm_done; sets it. */
 int cu_conv_norm(conv_call *cc, int64_t n_vox);
+
+/* ---- cuda_conv_depthwise.c: depthwise convs (op.h vae_op_grouped) ---- */
+/* The kernel takes the op's filter size; VAE_EUNSUPPORTED naming the op otherwise. */
+int cu_conv_depthwise_check(const vae_op *op);
+/* Its parameters into the stage, as prepare takes them. */
+void cu_conv_depthwise_stage(cuda_backend *cb, const vae_op *op);
+/* s (zeroed) for the op: filters, bias and norm on the device; s->depthwise set. */
+int cu_conv_depthwise_prepare(cuda_backend *cb, const vae_op *op, conv_state *s);
+/* y [t_out][h_out][w_out][c_out] = bias + residual + the conv of frames[j] (t_out of them, h x w):
+ * the call checked (vae_conv_check_call); the norm (op->norm_w) is the caller's. */
+int cu_conv_depthwise(cuda_backend *cb, const vae_op *op, const conv_state *s,
+                      const void *const *frames, int h, int w, const void *residual, void *y,
+                      int t_out, int h_out, int w_out);
 
 /* ---- cuda_conv_weights.c: the filters in each path's layout, made on first use ---- */
 /* [kp][kh][kw][kt*c_in]: the per-block paths' 2-D layout (the taps next to the channels) */

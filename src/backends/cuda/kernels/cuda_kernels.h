@@ -84,6 +84,20 @@ enum { CUK_POINTWISE_MAX = 64 };
 cudaError_t cuk_pointwise_conv(cudaStream_t s, int dtype, const cuk_frames *frames, int nf,
                                int64_t hw, int c_in, int c_out, const void *wt, const float *bias,
                                const void *res, void *y);
+/* Depthwise convs (cuda_depthwise_conv.cu, op.h groups = c_in), any dtype: y [nf][ho][wo][c_out]
+ * = bias + res + the kh x kw taps of input channel co / (c_out / c_in) of frames[j] [h][w][c_in]
+ * (zero padding ph before the rows, pw before the columns; the sizes after follow from ho, wo),
+ * strides sh, sw; wt [c_out][kh][kw] float32 (PyTorch's layout), bias float32 or NULL, res
+ * y-shaped (may be y) or NULL; float32 sums. cuk_depthwise_fits: the kernel takes kh x kw (its
+ * channels' filters sit in shared memory: at most CUK_DEPTHWISE_MAX_TAPS taps). */
+enum { CUK_DEPTHWISE_MAX_TAPS = 384 };
+typedef struct cuk_depthwise_geom {
+    int h, w, c_in, c_out, kh, kw, sh, sw, ph, pw, ho, wo;
+} cuk_depthwise_geom;
+int cuk_depthwise_fits(int kh, int kw);
+cudaError_t cuk_depthwise_conv(cudaStream_t s, int dtype, const cuk_frames *frames, int nf,
+                               const cuk_depthwise_geom *g, const float *wt, const float *bias,
+                               const void *res, void *y);
 /* FP8 convs (cuda_fp8.cu): *amax = the largest |x| of n values (dtype; bound > 0: bound, a
  * bound known from the model, vae_op fp8_bound), q = E4M3 codes of x at scale *amax / 448 (cu_e4m3;
  * satfinite, ties to even; zeros when *amax is 0; q NULL with a bound: *amax only); out[i] = *amax
