@@ -30,10 +30,14 @@ stage "ctest (release)"
 (cd build && ctest --output-on-failure --timeout 1500 -E '^alloc_fail_' &&
     if [ $nightly = 1 ]; then ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -j2
     else ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -LE nightly -j2; fi)
+# Sanitizers: everything but the large-model fixtures (those run above; ASan makes them slow) and,
+# but for --nightly, the second repeats of a code path (label "repeat", tests/tests.cmake).
+skip_repeats=(-LE repeat)
+[ $nightly = 1 ] && skip_repeats=()
 stage "ASan+UBSan build and ctest"
 bash scripts/build.sh build-asan -DVAE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVAE_CUDA=OFF
 (cd build-asan && export ASAN_OPTIONS=detect_leaks=1 &&
-    ctest --output-on-failure --timeout 1500 \
+    ctest --output-on-failure --timeout 1500 ${skip_repeats[@]+"${skip_repeats[@]}"} \
         -E 'fixture_(fp8_)?(wan21_full|wan22_full|seedvr2_full|wan21_small)|gpu_|^alloc_fail_' &&
     if [ $nightly = 1 ]; then ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -j2
     else ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -LE nightly -j2; fi)

@@ -161,6 +161,10 @@ static vae_model *open_fixture(const char *shared, const char *name, cJSON *js) 
 }
 
 /* Every 5-D case of one fixture: the whole call, then streams. */
+/* VAE_TEST_QUICK=1 (the sanitizer and Wine runs): the random pushes alone (of 0 to 4 frames, so
+ * pushes of one among them), not also one frame a push */
+static int quick;
+
 static void check_fixture(const char *shared, const char *name) {
     char path[4096], io[4096];
     snprintf(path, sizeof path, "%s/fixtures/%s.json", shared, name);
@@ -193,7 +197,7 @@ static void check_fixture(const char *shared, const char *name) {
         snprintf(label, sizeof label, "%s %s (%s)", name, cname, encode ? "encode" : "decode");
         if (rc) CHECK(0, "%s: the whole call: %s", label, vae_last_error());
         if (rc == VAE_OK && in.ndim == 5) {
-            check_stream(s, encode, &in, &ref, 0, label);
+            if (!quick) check_stream(s, encode, &in, &ref, 0, label);
             check_stream(s, encode, &in, &ref, 1, label);
             vae_tensor_free(&ref);
         }
@@ -361,6 +365,8 @@ int main(int argc, char **argv) {
      * fixtures and the error paths */
     const char *shared = argc > 1 ? argv[1] : VAE_SHARED_DIR;
     const int alloc_fail = argc > 2 && strcmp(argv[2], "--alloc-fail") == 0;
+    const char *q = getenv("VAE_TEST_QUICK");
+    quick = q && strcmp(q, "1") == 0;
     static const char *const fixtures[] = {"taehv_w21",  "taehv_w22",  "taehv_w22_super",
                                            "wan21_tiny", "wan22_tiny", "seedvr2_tiny"};
     for (size_t i = 0; !alloc_fail && i < sizeof fixtures / sizeof *fixtures; i++)

@@ -23,6 +23,9 @@ vae_unit_test(test_fp8_shapes)
 # the cache file (fp8_calibrate_cache.c), a damaged line ignored, the warning of a model without
 # E4M3 shapes
 vae_unit_test(test_fp8_calibrate)
+if(VAE_SANITIZE) # the sanitizers see the same code on main's two configurations
+  set_tests_properties(test_fp8_calibrate PROPERTIES ENVIRONMENT "VAE_TEST_QUICK=1")
+endif()
 vae_unit_test(test_comm)
 vae_unit_test(test_ranks)
 # the TAEHV family from weights alone (each variant synthesised, written, reopened), the preview
@@ -37,6 +40,9 @@ vae_unit_test(test_taehv_variants)
 vae_unit_test(test_stream)
 if(TARGET test_stream)
   set_tests_properties(test_stream PROPERTIES LABELS fixture)
+  if(VAE_SANITIZE) # the random pushes alone (test_stream.c)
+    set_tests_properties(test_stream PROPERTIES ENVIRONMENT "VAE_TEST_QUICK=1")
+  endif()
 endif()
 # the tune cache's file (formats/linecache.c): damaged lines, failed replays, held locks (a 2 s
 # bounded wait), a 4 MiB file, concurrent appenders
@@ -409,17 +415,23 @@ function(vae_alloc_fail_test name mode part stride)
     set_tests_properties(alloc_fail_full_${name} PROPERTIES LABELS nightly)
   endif()
 endfunction()
-# a session's streams (test_stream.c; ~1500 allocations, ~80 ms each on 2 cores): every 9th, and
-# every one under "nightly"
+# a session's streams (test_stream.c; ~1500 allocations, ~80 ms each on 2 cores, 3x that under
+# ASan): every 9th (ASan: every 27th), and every one under "nightly"
 if(TARGET test_stream)
+  if(VAE_SANITIZE)
+    set(stream_stride 27)
+  else()
+    set(stream_stride 9)
+  endif()
   add_test(NAME alloc_fail_stream COMMAND test_stream ${VAE_SHARED_DIR} --alloc-fail)
-  set_tests_properties(alloc_fail_stream PROPERTIES LABELS unit ENVIRONMENT "VAE_ALLOC_FAIL_STRIDE=9")
+  set_tests_properties(alloc_fail_stream PROPERTIES LABELS unit
+                       ENVIRONMENT "VAE_ALLOC_FAIL_STRIDE=${stream_stride}")
   add_test(NAME alloc_fail_full_stream COMMAND test_stream ${VAE_SHARED_DIR} --alloc-fail)
   set_tests_properties(alloc_fail_full_stream PROPERTIES LABELS nightly)
 endif()
-if(VAE_SANITIZE) # every try 3x slower: three of the seven scenarios ("quick")
+if(VAE_SANITIZE) # every try 3x slower: three of the seven scenarios ("quick"), the tiles' every 6th
   vae_alloc_fail_test(frames quick "decode, whole" 1)
-  vae_alloc_fail_test(tiles quick "exact 16 px tiles" 3)
+  vae_alloc_fail_test(tiles quick "exact 16 px tiles" 6)
 else()
   vae_alloc_fail_test(frames all "whole frames" 1)
   vae_alloc_fail_test(tiles all "exact 16 px tiles" 3)
@@ -449,3 +461,17 @@ if(Python3_FOUND)
   add_test(NAME results_md COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/results.py --check)
   set_tests_properties(settings_doc results_md PROPERTIES LABELS unit)
 endif()
+
+# Second repeats of one code path, with another model or a second service of the same kind:
+# lanes with a file store (fixture_ranks2_file and store_file_* keep files), a host store from a
+# later cut (cut1_host_wan22 keeps it), blends on lanes (blend_taef2 and the lanes of group3 keep
+# them), exact tiles of taef2 and wan21_small (tiles_wan22, tiles_spill_wan21_small keep them),
+# frame-granular steps (frames_wan22: the executor's arithmetic). The release run has them; the
+# slower runs (ASan+UBSan, Wine) leave out the label "repeat" (scripts/test.sh, test_windows.sh).
+foreach(t fixture_group2_file_wan22_tiny fixture_tiles_cut2_host_taef2_real
+          fixture_group2_blend_taef2_real fixture_tiles_taef2_real fixture_tiles_wan21_small
+          fixture_frames_wan22_tiny)
+  if(TEST ${t})
+    set_property(TEST ${t} APPEND PROPERTY LABELS repeat)
+  endif()
+endforeach()
