@@ -16,6 +16,12 @@ static size_t elem_bytes(vae_dtype d) {
     return d == VAE_DTYPE_F32 ? 4 : 2;
 }
 
+/* a * b for a, b >= 1, INT64_MAX where it would overflow: a shape whose elements no int64 counts
+ * (a file's, e.g. zero frames of huge planes) gets strides that every size check refuses */
+static int64_t mul_saturated(int64_t a, int64_t b) {
+    return b > 0 && a > INT64_MAX / b ? INT64_MAX : a * b;
+}
+
 vae_tensor vae_tensor_dense(int ndim, const int64_t *shape, vae_dtype dtype, void *data) {
     vae_tensor t = {.ndim = -1, .dtype = dtype, .data = data, .device = VAE_DEVICE_CPU};
     if (ndim < 0 || ndim > 8 || (ndim && !shape)) return t; /* ndim -1: every check refuses it */
@@ -24,7 +30,7 @@ vae_tensor vae_tensor_dense(int ndim, const int64_t *shape, vae_dtype dtype, voi
     for (int i = ndim - 1; i >= 0; i--) {
         t.shape[i] = shape[i];
         t.strides[i] = run;
-        run *= shape[i] > 0 ? shape[i] : 1;
+        run = mul_saturated(run, shape[i] > 0 ? shape[i] : 1);
     }
     return t;
 }
@@ -35,7 +41,7 @@ int vae_tensor_is_dense(const vae_tensor *t) {
         if (t->shape[i] == 0) return 1; /* no element: any strides (torch's, vae_tensor_dense's) */
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->strides[i] != run && t->shape[i] != 1) return 0;
-        run *= t->shape[i];
+        run = mul_saturated(run, t->shape[i]);
     }
     return 1;
 }
