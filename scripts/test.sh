@@ -2,8 +2,8 @@
 # The test suite: installs what is missing, builds (release, then ASan+UBSan), runs ctest, then
 # the Python package's tests.
 #   bash scripts/test.sh            the suite (CI: <= 25 min on 2 cores)
-#   bash scripts/test.sh --nightly  also the repeats the suite leaves to a nightly run (each is
-#                                   covered once in the suite; docs/testing.md lists them)
+#   bash scripts/test.sh --nightly  also what the suite leaves to a nightly run (each covered in
+#                                   the suite on a subset or by another test: docs/testing.md)
 set -eu
 cd "$(dirname "$0")/.."
 nightly=0
