@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "platform/platform.h" /* pthreads, the clock, the machine */
+#include "test_fixture_case.h"
 #include "vae_dev.h" /* (vae.h, and the developer switches) */
 
 static int passed, failed;
@@ -511,21 +512,6 @@ static void check_checksums(const char *ckpt, const cJSON *sums) {
         vae_tensor_free(&t);
     }
     check(bad == 0, "synth checksums: %d tensors, %d wrong", n, bad);
-}
-
-/* A case's upstream constructor flags (`options`, the TAEHV previews) as a session's preview:
- * decoder_time_upscale all false -> time, decoder_space_upscale all false -> space. */
-static int case_preview(const cJSON *c) {
-    const cJSON *o = cJSON_GetObjectItem(c, "options");
-    static const char *const keys[] = {"decoder_time_upscale", "decoder_space_upscale"};
-    int preview = VAE_PREVIEW_NONE;
-    for (int k = 0; k < 2; k++) {
-        const cJSON *flags = o ? cJSON_GetObjectItem(o, keys[k]) : NULL, *f;
-        int any = 0;
-        cJSON_ArrayForEach(f, flags) any |= cJSON_IsTrue(f);
-        if (flags && !any) preview |= k ? VAE_PREVIEW_SPACE : VAE_PREVIEW_TIME;
-    }
-    return preview;
 }
 
 int main(int argc, char **argv) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "test_fixture_case.h"
 #include "vae.h"
 
 static int n_pass, n_fail;
@@ -127,20 +128,6 @@ static void check_stream(vae_session *s, int encode, const vae_tensor *in, const
               label);
     CHECK(vae_stream_status(s, NULL, NULL, NULL) == 0, "%s: the stream is closed", label);
     free(g.data);
-}
-
-/* A case's TAEHV preview flags (options: decoder_time_upscale / decoder_space_upscale all false) */
-static int case_preview(const cJSON *c) {
-    const cJSON *o = cJSON_GetObjectItem(c, "options");
-    static const char *const keys[] = {"decoder_time_upscale", "decoder_space_upscale"};
-    int preview = VAE_PREVIEW_NONE;
-    for (int k = 0; k < 2; k++) {
-        const cJSON *flags = o ? cJSON_GetObjectItem(o, keys[k]) : NULL, *f;
-        int any = 0;
-        cJSON_ArrayForEach(f, flags) any |= cJSON_IsTrue(f);
-        if (flags && !any) preview |= k ? VAE_PREVIEW_SPACE : VAE_PREVIEW_TIME;
-    }
-    return preview;
 }
 
 static vae_model *open_fixture(const char *shared, const char *name, cJSON *js) {
