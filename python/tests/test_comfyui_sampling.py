@@ -13,7 +13,6 @@ import io
 import json
 import os
 import struct
-import subprocess
 import sys
 import uuid
 
@@ -26,7 +25,7 @@ from safetensors.torch import save_file
 import vaec
 from conftest import fixture
 from test_comfyui import REPO, comfy  # noqa: F401 (comfy: ComfyUI imported in-process, a fixture)
-from test_comfyui_server import _free_port, _request, _stop, _wait_until_up
+from test_comfyui_server import _request, running_comfyui
 
 COMFYUI_PATH = os.environ.get("COMFYUI_PATH")
 needs_comfyui = pytest.mark.skipif(not COMFYUI_PATH, reason="COMFYUI_PATH is not set")
@@ -219,23 +218,9 @@ def server(base):
     repository in custom_nodes as a clone would be."""
     (base / "custom_nodes" / "vae.c").symlink_to(REPO, target_is_directory=True)
     record = base / "record.pt"
-    port = _free_port()
-    cmd = [sys.executable, os.path.join(COMFYUI_PATH, "main.py"), "--cpu", "--listen",
-           "127.0.0.1", "--port", str(port), "--base-directory", str(base),
-           "--preview-method", "auto", "--preview-size", str(WIDTH), "--disable-api-nodes",
-           "--database-url", "sqlite:///:memory:", "--disable-metadata"]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               VAEC_TEST_RECORD=str(record))
-    log = base / "console.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=COMFYUI_PATH, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        _wait_until_up(proc, url, log)
+    args = ["--preview-method", "auto", "--preview-size", str(WIDTH)]
+    with running_comfyui(base, args, {"VAEC_TEST_RECORD": str(record)}) as (url, _):
         yield {"url": url, "base": base, "record": record, "output": base / "output"}
-    finally:
-        _stop(proc)
 
 
 def _workflow():

@@ -3,6 +3,7 @@ requirements; scripts/test_comfyui.sh sets one up): this repository linked into 
 clone would be, a workflow POSTed to /prompt that decodes one latent with ComfyUI's own
 VAELoader + VAEDecode and with the vae.c nodes, the results compared in float32, and the
 server's console checked for the engine's log lines (one line per decode or encode)."""
+import contextlib
 import json
 import os
 import pathlib
@@ -113,6 +114,28 @@ def _stop(proc):
             proc.wait()
 
 
+@contextlib.contextmanager
+def running_comfyui(base, args, env):
+    """ComfyUI's main.py offline on the CPU over the base folder, with its console in
+    base/console.log; yields (url, log) once it answers, and stops it on the way out."""
+    port = _free_port()
+    cmd = [sys.executable, os.path.join(COMFYUI_PATH, "main.py"), "--cpu", "--listen",
+           "127.0.0.1", "--port", str(port), "--base-directory", str(base), *args,
+           "--disable-api-nodes", "--database-url", "sqlite:///:memory:", "--disable-metadata"]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               **env)
+    log = base / "console.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=COMFYUI_PATH, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_until_up(proc, url, log)
+        yield url, log
+    finally:
+        _stop(proc)
+
+
 @pytest.fixture(scope="module")
 def io_tensors():
     from safetensors.torch import load_file
@@ -139,23 +162,9 @@ def server(tmp_path_factory, io_tensors):
     # LoadLatent's format: latent_format_version_0 marks a latent stored unscaled
     save_file({"latent_tensor": latent, "latent_format_version_0": torch.tensor([])},
               str(base / "input" / "dec_t3.latent"))
-    port = _free_port()
-    cmd = [sys.executable, os.path.join(COMFYUI_PATH, "main.py"), "--cpu", "--fp32-vae",
-           "--listen", "127.0.0.1", "--port", str(port), "--base-directory", str(base),
-           "--disable-api-nodes",
-           "--database-url", "sqlite:///:memory:", "--disable-metadata"]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               VAEC_TEST_WAN_CONFIG=json.dumps(cfg["config"]))
-    log = base / "console.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=COMFYUI_PATH, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        _wait_until_up(proc, url, log)
+    with running_comfyui(base, ["--fp32-vae"],
+                         {"VAEC_TEST_WAN_CONFIG": json.dumps(cfg["config"])}) as (url, log):
         yield {"url": url, "log": log, "base": base, "latent": latent}
-    finally:
-        _stop(proc)
 
 
 def _workflow():

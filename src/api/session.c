@@ -167,15 +167,23 @@ static int by_budget(const vae_session *s) {
     return s->opts.dtype == VAE_DTYPE_FP8 && s->set.fp8_convs < 0 && s->set.fp8_error > 0;
 }
 
-static void fp8_request(const vae_session *s, int encode, const float *pixels, char *cache,
-                        size_t len, vae_fp8_request *rq) {
+/* A calibration request with the storage it points into (the pixel range, the cache path) */
+typedef struct {
+    float pixels[2];
+    char cache[1024];
+    vae_fp8_request rq;
+} fp8_call;
+
+static void fp8_request(const vae_session *s, int encode, fp8_call *fc) {
     const vae_arch *a = s->model->cfg.arch;
     const int f = a->spatial_factor > 0 ? a->spatial_factor : 8;
     const int latents = FP8_CALIBRATION_PX / f > 2 ? FP8_CALIBRATION_PX / f : 2;
-    vae_fp8_cache_file(&s->set, cache, len);
-    *rq = (vae_fp8_request){encode ? pixels : NULL, encode ? latents * f : latents,
-                            s->set.fp8_error * 1e-4, encode ? 0 : s->opts.preview, &s->set,
-                            s->opts.device == VAE_DEVICE_CPU ? s->opts.threads : 0, cache};
+    fc->pixels[0] = a->image_min;
+    fc->pixels[1] = a->image_max;
+    vae_fp8_cache_file(&s->set, fc->cache, sizeof fc->cache);
+    fc->rq = (vae_fp8_request){encode ? fc->pixels : NULL, encode ? latents * f : latents,
+                               s->set.fp8_error * 1e-4, encode ? 0 : s->opts.preview, &s->set,
+                               s->opts.device == VAE_DEVICE_CPU ? s->opts.threads : 0, fc->cache};
 }
 
 /* The choice in words, for vae_session_plan's text (vaec's plan()["text"]) */
@@ -190,19 +198,16 @@ static void fp8_note(vae_session *s, int encode, const vae_fp8_choice *c, double
  * call (vae_session_fp8_ready): a session that never encodes never calibrates its encoder. */
 static void fp8_by_budget(vae_session *s, int encode, int *kept) {
     if (!by_budget(s) || *kept == 0) return;
-    const vae_arch *a = s->model->cfg.arch;
-    const float pixels[2] = {a->image_min, a->image_max};
-    char cache[1024];
-    vae_fp8_request rq;
+    fp8_call fc;
     vae_fp8_choice c;
-    fp8_request(s, encode, pixels, cache, sizeof cache, &rq);
-    if (vae_fp8_cache_get(&s->prog[encode], &rq, &c)) {
+    fp8_request(s, encode, &fc);
+    if (vae_fp8_cache_get(&s->prog[encode], &fc.rq, &c)) {
         *kept = c.kept;
-        fp8_note(s, encode, &c, rq.budget);
+        fp8_note(s, encode, &c, fc.rq.budget);
         VAE_INFO("fp8: %d of the %s's %d E4M3 candidate convs in E4M3 (predicted error %.2e, "
                  "%.2e measured on the calibration input; budget %.2e), from the cache in %.2f s",
                  c.kept, encode ? "encoder" : "decoder", c.candidates, c.predicted, c.measured,
-                 rq.budget, c.seconds);
+                 fc.rq.budget, c.seconds);
     } else {
         s->fp8_pending[encode] = 1;
     }
@@ -234,15 +239,12 @@ static int program_finish(vae_session *s, int d, int kept, const char *how) {
 int vae_session_fp8_ready(vae_session *s, int encode) {
     const int d = encode ? 1 : 0;
     if (!s->fp8_pending[d]) return VAE_OK;
-    const vae_arch *a = s->model->cfg.arch;
-    const float pixels[2] = {a->image_min, a->image_max};
-    char cache[1024];
-    vae_fp8_request rq;
+    fp8_call fc;
     vae_fp8_choice c;
-    fp8_request(s, encode, pixels, cache, sizeof cache, &rq);
-    int rc = vae_fp8_choose(&s->prog[d], &rq, &c);
+    fp8_request(s, encode, &fc);
+    int rc = vae_fp8_choose(&s->prog[d], &fc.rq, &c);
     if (rc == VAE_OK) rc = program_finish(s, d, c.kept, "the error budget");
-    if (rc == VAE_OK) fp8_note(s, encode, &c, rq.budget);
+    if (rc == VAE_OK) fp8_note(s, encode, &c, fc.rq.budget);
     if (rc) return rc; /* (still pending: the next call tries again) */
     s->fp8_pending[d] = 0;
     for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++) /* lane_warm's, for this side */
