@@ -107,7 +107,7 @@ wine cmd /c exit >/dev/null 2>&1 || true # the prefix brought up to date before 
 exclude='^(cli|cli_regress|media|install|fuzz_short)$|^alloc_fail_|^gpu_|fixture_.*full'
 exclude="$exclude|^fixture_(tiles|tiles_cut1_file|group2|chunks1)_wan21_tiny$|^fixture_ranks[23]_tiles_wan21_tiny_"
 if [ -n "${VAE_WIN_QUICK:-}" ]; then
-    exclude="$exclude|^fixture_tiles_(wan21_tiny|wan22_tiny|taef2_real|seedvr2_tiny|wan21_small|cut1_file_wan21_tiny|cut2_host_taef2_real)$"
+    exclude="$exclude|^fixture_tiles_(wan21_tiny|wan22_tiny|taef2_real|seedvr2_tiny|wan21_small|cut1_file_wan21_tiny|cut2_host_taef2_real|taehv_w22)$"
     exclude="$exclude|^fixture_(group2_wan21_tiny|group3_wan22_tiny|group2_seedvr2_tiny|chunks1_wan21_tiny|group2_blend_taef2_real|blend_taef2_real|frames_wan22_tiny|group2_file_wan22_tiny)$"
     exclude="$exclude|^fixture_ranks[23]_(tiles|file|blend)_"
 fi

@@ -405,7 +405,7 @@ set_tests_properties(install PROPERTIES LABELS unit)
 add_executable(test_alloc_fail tests/test_alloc_fail.c)
 target_include_directories(test_alloc_fail PRIVATE include src)
 target_link_libraries(test_alloc_fail PRIVATE vae ${CJSON_LIB} m)
-# The slow groups (exact tiles, bands: minutes each) sweep every 3rd allocation in the suite and
+# The slow groups (exact tiles, bands: minutes each) sweep every 5th allocation in the suite and
 # every one under the label "nightly" (ctest -L nightly; the suite leaves that label out).
 function(vae_alloc_fail_test name mode part stride)
   add_test(NAME alloc_fail_${name} COMMAND test_alloc_fail ${VAE_SHARED_DIR} ${mode} "${part}")
@@ -434,9 +434,9 @@ if(VAE_SANITIZE) # every try 3x slower: three of the seven scenarios ("quick"), 
   vae_alloc_fail_test(tiles quick "exact 16 px tiles" 6)
 else()
   vae_alloc_fail_test(frames all "whole frames" 1)
-  vae_alloc_fail_test(tiles all "exact 16 px tiles" 3)
+  vae_alloc_fail_test(tiles all "exact 16 px tiles" 5)
   vae_alloc_fail_test(blend all "blended" 1)
-  vae_alloc_fail_test(bands all "bands" 3)
+  vae_alloc_fail_test(bands all "bands" 5)
 endif()
 add_test(NAME gpu_alloc_fail COMMAND test_alloc_fail ${VAE_SHARED_DIR} cuda)
 set_tests_properties(gpu_alloc_fail PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "skipped: no GPU")
