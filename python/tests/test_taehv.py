@@ -40,3 +40,29 @@ def test_preview_errors(shared):
         model.with_options(preview="time")
     with pytest.raises(vaec.Error, match="preview"):
         model.with_options(preview="fast")
+
+
+@pytest.mark.skipif(not vaec.cuda_available(), reason="no GPU")
+@pytest.mark.parametrize("variant", ["taeh3", "taecvx"])
+def test_frame_rules_with_cuda_tensors(tmp_path, variant):
+    """taeh3's segments and periods and taecvx's untrimmed even decodes read a tensor in device
+    memory and write one (through the host) as they do host tensors."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    ckpt = tmp_path / f"{variant}.safetensors"
+    vaec.synth_checkpoint("taehv", str(ckpt), json.dumps({"variant": variant}))
+    m = vaec.load(str(ckpt), arch="taehv", config={"variant": variant}, device="cuda",
+                  dtype="fp32")
+    g = torch.Generator().manual_seed(1)
+    channels = m.info["latent_channels"]
+    for latents in (2, 5, 6):
+        z = torch.randn(1, channels, latents, 8, 12, generator=g)
+        host = m.decode(z)
+        dev = m.decode(z.cuda())
+        assert dev.is_cuda and torch.equal(dev.cpu(), host), (variant, latents)
+        out = torch.full_like(dev, float("nan"))
+        m.decode(z.cuda(), out=out)
+        assert torch.equal(out.cpu(), host), (variant, latents)
+    video = torch.rand(1, 3, 20, 64, 96, generator=g)
+    assert torch.equal(m.encode(video.cuda()).cpu(), m.encode(video)), variant

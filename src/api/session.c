@@ -433,6 +433,22 @@ static int write_output(const float *frames, int first, int n, int c, int h, int
     return vae_view_write_host(v, frames, first, n) != VAE_OK;
 }
 
+/* A device output filled frame by frame from the host (a frame rule places the frames). */
+typedef struct device_out {
+    vae_backend *be;
+    const vae_io_view *v;
+    float *cl;
+    size_t cap;
+} device_out;
+
+static int write_device_output(const float *frames, int first, int n, int c, int h, int w,
+                               void *user) {
+    device_out *d = user;
+    if (c != d->v->c || h != d->v->h || w != d->v->w || first + n > d->v->t) return 1;
+    return vae_runner_put_view_frames(d->be, d->v, &d->cl, &d->cap, frames, first, n, c, h, w) !=
+           VAE_OK;
+}
+
 /* A tensor's memory must be where the session computes, or the host. */
 static int check_device(const vae_session *s, const vae_tensor *x, const char *what) {
     if (x->device == VAE_DEVICE_CPU) return VAE_OK;
@@ -540,9 +556,11 @@ static int session_run(vae_session *s, int encode, const call *k) {
     }
     float *host_in = NULL; /* a device group's copy of a device input */
     vae_io_view hv;
-    const int group_in = dev_in && (s->n_lanes > 1 || t_used > iv.t ||
-                                    vae_session_frame_rule(m, encode, s->opts.preview, NULL));
+    /* a frame rule reads its input and places its frames through the host */
+    const int framed = vae_session_frame_rule(m, encode, s->opts.preview, NULL);
+    const int group_in = dev_in && (s->n_lanes > 1 || t_used > iv.t || framed);
     if (group_in && (rc = input_to_host(s, &iv, &host_in, &hv))) return rc;
+    device_out dout = {be, &ov, NULL, 0};
     /* the group's other devices write a device output without waiting on the caller's stream:
      * what the caller queued before the call is finished first (input_to_host did it already) */
     if (dev_out && s->n_lanes > 1 && !group_in && (rc = be->v->sync(be))) return rc;
@@ -550,11 +568,13 @@ static int session_run(vae_session *s, int encode, const call *k) {
     vae_run_io io = {.read = read_input, .read_user = &rd,
                      .in_view = dev_in && !group_in ? &iv : NULL,
                      .emit = k->out ? write_output : k->fn, .emit_user = k->out ? (void *)&ov : k->user,
-                     .out_view = dev_out ? &ov : NULL, .progress = k->co.progress,
+                     .out_view = dev_out && !framed ? &ov : NULL, .progress = k->co.progress,
                      .progress_user = k->co.progress_user, .cancel = &s->cancel};
     double t0 = vae_seconds();
+    if (dev_out && framed) io.emit = write_device_output, io.emit_user = &dout;
     rc = vae_session_run_framed(s, encode, &iv, &io);
     vae_free(host_in);
+    vae_free(dout.cl);
     if ((dev_in || dev_out)) { /* the caller's stream waits for the engine, even after a failure */
         int rj = be->v->stream_join(be, k->co.cuda_stream, 1);
         if (rc == VAE_OK) rc = rj;

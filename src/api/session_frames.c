@@ -7,7 +7,8 @@
  * of seg_lead zero frames and seg_frames input frames (so its temporal state starts fresh, as
  * upstream's), whose frames are placed after the earlier segments'; a decode is one call whose
  * frames are placed (or dropped) one by one, the output's last frames completed with zeros where
- * the rule says so. Output in device memory is not supported yet (VAE_EUNSUPPORTED). */
+ * the rule says so. Tensors in device memory reach it through the host (the session copies a
+ * device input to the host first and puts each placed frame into a device output). */
 #include <string.h>
 
 #include "api/api.h"
@@ -154,9 +155,8 @@ int vae_session_run_framed(vae_session *s, int encode, const vae_io_view *g, con
     vae_frame_rule r;
     if (!vae_session_frame_rule(s->model, encode, s->opts.preview, &r))
         return vae_session_run_planned(s, encode, g, io);
-    if (io->in_view || io->out_view)
-        return vae_fail(VAE_EUNSUPPORTED, "%s: %s's frame rules (this variant's) with a tensor in "
-                        "device memory: not supported yet (pass host tensors)",
+    if (io->in_view || io->out_view) /* (the session passes device tensors through the host) */
+        return vae_fail(VAE_EINVAL, "%s: %s's frame rules read and write through the host",
                         encode ? "encode" : "decode", s->model->cfg.arch->name);
     int t_out = 0, h = 0, w = 0;
     const vae_program *p = vae_session_program(s, encode);

@@ -262,24 +262,28 @@ static int take_output(run *s, const float *fr, int first, int n, int c, int h, 
     return rc;
 }
 
+int vae_runner_put_view_frames(vae_backend *be, const vae_io_view *v, float **cl, size_t *cl_cap,
+                               const float *fr, int first, int n, int c, int h, int w) {
+    const size_t vals = (size_t)n * h * w * c;
+    int rc = runner_grow(cl, cl_cap, vals);
+    if (rc) return rc;
+    planar_to_cl(*cl, fr, (size_t)n * h * w, c);
+    void *dev = be->v->alloc(be, vals * be->elem_size);
+    if (!dev)
+        return vae_fail(VAE_ENOMEM, "out of %s memory for an output frame", be->v->name);
+    rc = be->v->upload(be, dev, *cl, vals);
+    if (rc == VAE_OK) rc = be->v->view_export(be, dev, n, h, w, 0, 0, h, w, v, first, 0, 0);
+    if (rc == VAE_OK) rc = be->v->sync(be); /* *cl is reused by the next frame */
+    be->v->release(be, dev);
+    return rc;
+}
+
 /* Blended plans with device output: each assembled host frame goes to the device in place. */
 static int emit_to_view(const float *fr, int first, int n, int c, int h, int w, void *user) {
     run *s = user;
     vae_runner *r = s->r;
-    vae_backend *be = r->be;
-    const size_t vals = (size_t)n * h * w * c;
-    int rc = runner_grow(&r->cl, &r->cl_cap, vals);
-    if (rc) return rc;
-    planar_to_cl(r->cl, fr, (size_t)n * h * w, c);
-    void *dev = be->v->alloc(be, vals * be->elem_size);
-    if (!dev)
-        return vae_fail(VAE_ENOMEM, "out of %s memory for an output frame", be->v->name);
-    rc = be->v->upload(be, dev, r->cl, vals);
-    if (rc == VAE_OK)
-        rc = be->v->view_export(be, dev, n, h, w, 0, 0, h, w, out_io(s)->out_view, first, 0, 0);
-    if (rc == VAE_OK) rc = be->v->sync(be); /* r->cl is reused by the next frame */
-    be->v->release(be, dev);
-    return rc;
+    return vae_runner_put_view_frames(r->be, out_io(s)->out_view, &r->cl, &r->cl_cap, fr, first, n,
+                                      c, h, w);
 }
 
 /* The assembled frames go out one by one at the end of a tile-major run (thousands of frames,
