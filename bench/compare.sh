@@ -8,6 +8,9 @@
 # log (engine decisions, per-shape conv path timings). SeedVR2's reference is its own upstream
 # code (bench/seedvr2_ref.py): SEEDVR_UPSTREAM=DIR names a checkout of ByteDance-Seed/SeedVR (never
 # committed; carry it in an ignored folder such as .upstream/seedvr); without it the row shows n/a.
+# A TAEHV file name as ARCH (taew2_1, taew2_2, ...: `vae bench taehv` with that variant) is timed
+# against upstream's taehv.py (bench/taehv_ref.py: the faster of its two modes), TAEHV_UPSTREAM=FILE
+# naming it (fetched into .upstream/taehv/, never committed).
 # RECORD=FILE also appends each workload's two measurements to FILE as run records (JSON Lines,
 # bench/record.py; bench/runs/README.md).
 set -u
@@ -24,11 +27,17 @@ for w in "${W[@]}"; do
     if [ "$arch" = seedvr2 ] && [ -n "${SEEDVR_UPSTREAM:-}" ]; then
         ref=$(timeout 400 python3 "$DIR/seedvr2_ref.py" --upstream "$SEEDVR_UPSTREAM" --op "$op" \
             --frames "$frames" --size "$size" --runs "${RUNS:-3}" 2>/dev/null | sed -n 's/^REF //p')
+    elif [[ $arch == tae* ]]; then # a TAEHV file name: upstream's taehv.py (TAEHV_UPSTREAM)
+        [ -n "${TAEHV_UPSTREAM:-}" ] &&
+            ref=$(timeout 400 python3 "$DIR/taehv_ref.py" "$TAEHV_UPSTREAM" "$arch" --op "$op" \
+                --frames "$frames" --size "$size" --runs "${RUNS:-5}" 2>/dev/null | sed -n 's/^REF //p')
     elif [ "$arch" != seedvr2 ]; then
         ref=$(timeout 300 python3 "$DIR/pytorch_ref.py" "$arch" --op "$op" --frames "$frames" --size "$size" \
             --runs "${RUNS:-5}" 2>/dev/null | sed -n 's/^REF //p')
     fi
-    ours=$(timeout 300 "$VAE" ${COMPARE_LOG:+-v} bench "$arch" --op "$op" --frames "$frames" --size "$size" \
+    model=("$arch")
+    [[ $arch == tae* ]] && model=(taehv --config "{\"variant\":\"$arch\"}")
+    ours=$(timeout 300 "$VAE" ${COMPARE_LOG:+-v} bench "${model[@]}" --op "$op" --frames "$frames" --size "$size" \
         --dtype bf16 --device cuda --runs "${RUNS:-5}" 2>>"${COMPARE_LOG:-/dev/null}" | sed -n 's/^BENCH //p')
     echo "REF $ref"
     echo "BENCH $ours"

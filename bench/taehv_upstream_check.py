@@ -17,7 +17,8 @@ tiles, encodes of frame counts that are not multiples of the time factor (24x40 
 and taeh3's several 17-frame segments / 5-latent periods. Prints variant x case -> relative
 error ||vae.c - upstream|| / ||upstream|| (all must be <= 1e-4) and exits non-zero otherwise.
 
-Needs torch, safetensors, tqdm (upstream imports it), numpy and vaec (VAEC_LIBRARY=
+Needs torch, safetensors, numpy and vaec (tqdm, which upstream imports, where installed; a
+silent stand-in otherwise) (VAEC_LIBRARY=
 $PWD/build/libvae.so PYTHONPATH=python). Never needs the network; upstream's taehv.py is fetched
 by hand into the ignored .upstream/ (never committed).
 """
@@ -55,7 +56,34 @@ DETECTED = {"taehv": "taew2_1", "taeos1_3": "taew2_1", "taecvx": "taew2_1",
             "taeltx2_3": "taeltx_2"}
 
 
+def _stub_tqdm():
+    """upstream imports tqdm.auto for its progress bars: a silent stand-in where tqdm is missing
+    (a GPU machine without the network)."""
+    import types
+
+    class Bar:
+        def __init__(self, *args, **kwargs):
+            self.iterable = args[0] if args else None
+
+        def __iter__(self):
+            return iter(self.iterable)
+
+        def update(self, *args):
+            pass
+
+        def close(self):
+            pass
+
+    auto = types.ModuleType("tqdm.auto")
+    auto.tqdm = Bar
+    top = types.ModuleType("tqdm")
+    top.auto, top.tqdm = auto, Bar
+    sys.modules.update({"tqdm": top, "tqdm.auto": auto})
+
+
 def load_upstream(path):
+    if importlib.util.find_spec("tqdm") is None:
+        _stub_tqdm()
     spec = importlib.util.spec_from_file_location("upstream_taehv", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
