@@ -52,22 +52,6 @@ static void check(int ok, const char *fmt, ...) {
     else failed++;
 }
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 /* VAE_TEST_LOG=debug|info: the library's log on stderr (to follow a failing GPU case) */
 static void log_stderr(int level, const char *message, void *user) {
     (void)user;
@@ -571,17 +555,14 @@ int main(int argc, char **argv) {
     if (threads > 0) so.threads = threads;
 
     char path[4096], io[4096], ckpt[4096], ckpt2[4096] = "";
-    snprintf(path, sizeof path, "%s/fixtures/%s.json", shared, name);
     snprintf(io, sizeof io, "%s/fixtures/%s.io.safetensors", shared, name);
-    char *text = read_text(path);
-    cJSON *js = text ? cJSON_Parse(text) : NULL;
+    cJSON *js = fixture_json(shared, name, path, sizeof path);
     if (!js) {
         fprintf(stderr, "cannot read fixture %s\n", path);
         return 1;
     }
-    const cJSON *weights = cJSON_GetObjectItem(js, "weights");
     const char *arch = cJSON_GetObjectItem(js, "arch")->valuestring;
-    int synthetic = cJSON_IsString(weights) && strcmp(weights->valuestring, "synthetic") == 0;
+    int synthetic = fixture_synthetic(js);
     if (strcmp(arch, "taesd") == 0) {
         snprintf(ckpt, sizeof ckpt, "%s/models/taef2_encoder.pth", shared);
         snprintf(ckpt2, sizeof ckpt2, "%s/models/taef2_decoder.pth", shared);
@@ -701,7 +682,6 @@ int main(int argc, char **argv) {
               offload_runs);
     if (synthetic) remove(ckpt);
     cJSON_Delete(js);
-    free(text);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

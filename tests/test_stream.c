@@ -29,19 +29,6 @@ static int n_pass, n_fail;
         fflush(stdout);                                                                            \
     } while (0)
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (s) s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 /* The frames a stream hands out, gathered into [C][cap][H][W]; pushed: frames of the current push.
  */
 typedef struct gather {
@@ -132,9 +119,8 @@ static void check_stream(vae_session *s, int encode, const vae_tensor *in, const
 
 static vae_model *open_fixture(const char *shared, const char *name, cJSON *js) {
     vae_model *m = NULL;
-    const cJSON *weights = cJSON_GetObjectItem(js, "weights");
     int rc;
-    if (cJSON_IsString(weights) && strcmp(weights->valuestring, "synthetic") == 0) {
+    if (fixture_synthetic(js)) {
         char *cfg = cJSON_PrintUnformatted(cJSON_GetObjectItem(js, "config"));
         rc = vae_model_synth(&m, cJSON_GetObjectItem(js, "arch")->valuestring, cfg);
         free(cfg);
@@ -154,11 +140,8 @@ static int quick;
 
 static void check_fixture(const char *shared, const char *name) {
     char path[4096], io[4096];
-    snprintf(path, sizeof path, "%s/fixtures/%s.json", shared, name);
     snprintf(io, sizeof io, "%s/fixtures/%s.io.safetensors", shared, name);
-    char *text = read_text(path);
-    cJSON *js = text ? cJSON_Parse(text) : NULL;
-    free(text);
+    cJSON *js = fixture_json(shared, name, path, sizeof path);
     if (!js) {
         CHECK(0, "%s: cannot read %s", name, path);
         return;
