@@ -97,6 +97,8 @@ struct vae_exec {
     int64_t *off_cap; /* per op: the bytes its home holds */
     char *off_block;
     int *off_next;
+    int *off_first; /* per op: the home's frame slot of the oldest kept frame (a ring of slots:
+                     * a call writes back only the frames it adds, exec_window.c) */
 };
 
 size_t exec_vox_bytes(const vae_exec *e, int64_t n);

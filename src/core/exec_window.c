@@ -16,8 +16,10 @@
  * Offloaded caches (vae_exec_set_offload): a contiguous window's cache may live in host memory
  * instead. Its frames are copied from there into the spare frames before the op runs (what the
  * device copy from the cache buffer does otherwise) and back after it; the same bytes reach the
- * conv, so the result is the same. While an op runs, the backend is asked to prefetch the cache
- * of the next offloaded op (vtbl prefetch), so that the host link works beside the compute.
+ * conv, so the result is the same. The home is a ring of frame slots: a call writes back only
+ * the frames it adds (one of a 3-tap conv's two inside a frame loop), the kept older ones stay in
+ * their slots. While an op runs, the backend is asked to prefetch the cache of the next offloaded
+ * op (vtbl prefetch), so that the host link works beside the compute.
  */
 #include <string.h>
 
@@ -39,10 +41,12 @@ void exec_offload_release(vae_exec *e) {
     vae_free(e->off_home);
     vae_free(e->off_cap);
     vae_free(e->off_next);
+    vae_free(e->off_first);
     e->off_block = NULL;
     e->off_home = NULL;
     e->off_cap = NULL;
     e->off_next = NULL;
+    e->off_first = NULL;
 }
 
 int vae_exec_set_offload(vae_exec *e, const int64_t *bytes) {
@@ -58,7 +62,8 @@ int vae_exec_set_offload(vae_exec *e, const int64_t *bytes) {
     e->off_home = vae_calloc((size_t)n, sizeof *e->off_home);
     e->off_cap = vae_calloc((size_t)n, sizeof *e->off_cap);
     e->off_next = vae_calloc((size_t)n, sizeof *e->off_next);
-    if (e->off_home && e->off_cap && e->off_next)
+    e->off_first = vae_calloc((size_t)n, sizeof *e->off_first);
+    if (e->off_home && e->off_cap && e->off_next && e->off_first)
         e->off_block = e->be->v->host_alloc(e->be, (size_t)total);
     if (!e->off_block) {
         exec_offload_release(e);
@@ -88,19 +93,44 @@ static int home_copy(vae_exec *e, void *dst, const void *src, const window *w, i
                  : VAE_OK;
 }
 
-/* The next offloaded op's cache is wanted soon: a hint to the backend (its frames kept so far) */
+/* The ring of frame slots an op's home holds (its bytes over the frame's) */
+static int home_slots(const vae_exec *e, int i, const window *w) {
+    return w->frame_bytes ? (int)(e->off_cap[i] / (int64_t)w->frame_bytes) : 0;
+}
+
+/* n consecutive frames of the ring from slot `at` (wrapping) <-> the device frames at dev
+ * (contiguous): at most two copies. to_home: device -> home. */
+static int ring_copy(vae_exec *e, int i, const window *w, int at, void *dev, int n, int to_home) {
+    const int slots = home_slots(e, i, w);
+    const size_t fb = w->frame_bytes;
+    int rc = VAE_OK;
+    for (int done = 0; done < n && rc == VAE_OK;) {
+        const int slot = (at + done) % slots, run = n - done < slots - slot ? n - done : slots - slot;
+        char *home = e->off_home[i] + (size_t)slot * fb, *d = (char *)dev + (size_t)done * fb;
+        rc = to_home ? home_copy(e, home, d, w, run) : home_copy(e, d, home, w, run);
+        done += run;
+    }
+    return rc;
+}
+
+/* The next offloaded op's cache is wanted soon: a hint to the backend (the slots of its frames
+ * kept so far; the whole ring where they wrap) */
 static int home_prefetch(vae_exec *e, int i) {
     if (!e->be->v->prefetch) return VAE_OK;
     const int j = e->off_next[i];
     const window *wj = &e->st[j].win;
-    const int pending = e->st[j].clock.pending;
-    if (pending <= 0 || wj->frame_bytes == 0) return VAE_OK;
-    return e->be->v->prefetch(e->be, e->off_home[j], (size_t)pending * wj->frame_bytes);
+    const int pending = e->st[j].clock.pending, slots = home_slots(e, j, wj);
+    if (pending <= 0 || slots <= 0) return VAE_OK;
+    const int first = e->off_first[j] + pending <= slots ? e->off_first[j] : 0;
+    const int n = first == e->off_first[j] ? pending : slots;
+    return e->be->v->prefetch(e->be, e->off_home[j] + (size_t)first * wj->frame_bytes,
+                              (size_t)n * wj->frame_bytes);
 }
 
 /* A window whose cache lives in host memory but that is not contiguous this step (its input has
  * no room in front): the kept frames go to device frames for the step (list mode), and back. */
-static int home_to_list(vae_exec *e, const vae_op *op, window *w, const char *home, int pending) {
+static int home_to_list(vae_exec *e, int i, window *w, int first, int pending) {
+    const vae_op *op = &e->p->ops[i];
     if (!w->cache && op->kt > 1) {
         w->cache = vae_calloc((size_t)op->kt - 1, sizeof *w->cache);
         if (!w->cache) return vae_fail(VAE_ENOMEM, "out of memory");
@@ -108,16 +138,19 @@ static int home_to_list(vae_exec *e, const vae_op *op, window *w, const char *ho
     for (int j = 0; j < pending; j++) {
         if (!w->cache[j] && !(w->cache[j] = e->be->v->alloc(e->be, w->frame_bytes)))
             return vae_fail(VAE_ENOMEM, "out of device memory for a cache");
-        int rc = home_copy(e, w->cache[j], home + (size_t)j * w->frame_bytes, w, 1);
+        int rc = ring_copy(e, i, w, first + j, w->cache[j], 1, 0);
         if (rc) return rc;
     }
     return VAE_OK;
 }
 
-static int list_to_home(vae_exec *e, const vae_op *op, window *w, char *home, int keep) {
+/* The new cache's frames (w->cache[0, keep), kept by keep_list) that the step added go to their
+ * slots from `first` (the oldest's), the others are there already. */
+static int list_to_home(vae_exec *e, int i, window *w, int first, int added, int keep) {
+    const vae_op *op = &e->p->ops[i];
     int rc = VAE_OK;
-    for (int j = 0; j < keep && rc == VAE_OK; j++)
-        rc = home_copy(e, home + (size_t)j * w->frame_bytes, w->cache[j], w, 1);
+    for (int j = keep - added; j < keep && rc == VAE_OK; j++)
+        rc = ring_copy(e, i, w, first + j, w->cache[j], 1, 1);
     for (int j = 0; w->cache && j < op->kt - 1; j++) { /* (in stream order, after the copies) */
         if (w->cache[j]) e->be->v->release(e->be, w->cache[j]);
         w->cache[j] = NULL;
@@ -169,8 +202,10 @@ static int keep_list(vae_exec *e, window *w, const vae_op_frames *f) {
 
 /* Contiguous mode: the cached frames and any front padding are copied in front of x's frames,
  * so that e->frames lists one contiguous tensor. */
-static int gather_contig(vae_exec *e, const vae_op *op, window *w, const char *home, int pending,
-                         const value *x, const vae_op_frames *f) {
+static int gather_contig(vae_exec *e, int i, window *w, int first, int pending, const value *x,
+                         const vae_op_frames *f) {
+    const vae_op *op = &e->p->ops[i];
+    const int home = e->off_home && e->off_home[i];
     vae_backend *be = e->be;
     int rc = exec_frames_reserve(e, f->total + 1);
     if (rc) return rc;
@@ -181,7 +216,7 @@ static int gather_contig(vae_exec *e, const vae_op *op, window *w, const char *h
         return VAE_OK;
     }
     char *head = (char *)x->buf - (size_t)(pending + f->pad) * fb; /* inside x's allocation */
-    if (pending > 0 && (rc = home ? home_copy(e, head, home, w, pending)
+    if (pending > 0 && (rc = home ? ring_copy(e, i, w, first, head, pending, 0)
                                    : be->v->copy(be, head, w->cbuf, (size_t)pending * fb)))
         return rc;
     for (int k = 0; k < f->pad && rc == VAE_OK; k++) {
@@ -195,11 +230,14 @@ static int gather_contig(vae_exec *e, const vae_op *op, window *w, const char *h
 }
 
 /* Contiguous mode: keeps the last f->keep frames in w->cbuf, or in the op's home in host
- * memory. */
-static int keep_contig(vae_exec *e, const vae_op *op, window *w, char *home,
+ * memory (the `added` newest of them: the others are in their slots from `first` already). */
+static int keep_contig(vae_exec *e, int i, window *w, int first, int added,
                        const vae_op_frames *f) {
+    const vae_op *op = &e->p->ops[i];
     if (f->keep == 0) return VAE_OK;
-    if (home) return home_copy(e, home, e->frames[f->used], w, f->keep);
+    if (e->off_home && e->off_home[i])
+        return ring_copy(e, i, w, first + f->keep - added, (void *)e->frames[f->used + f->keep - added],
+                         added, 1);
     if (!w->cbuf) {
         w->cbuf = e->be->v->alloc(e->be, (size_t)(op->kt - 1) * w->frame_bytes);
         if (!w->cbuf) return vae_fail(VAE_ENOMEM, "out of device memory for a cache");
@@ -224,6 +262,12 @@ int exec_run_windowed(vae_exec *e, int i, const value *x, const value *res, valu
         w->h = x->h, w->w = x->w, w->c = x->c;
     }
     char *home = e->off_home ? e->off_home[i] : NULL;
+    /* the ring: the oldest kept frame's slot now and after this step, the kept frames this step
+     * adds (those not from the cache) */
+    const int first = home && pending > 0 ? e->off_first[i] : 0;
+    const int slots = home ? home_slots(e, i, w) : 0;
+    const int next_first = slots > 0 ? (first + f.used) % slots : 0;
+    const int added = f.keep - (pending > f.used ? pending - f.used : 0);
     if (home && x->t == 0) { /* nothing new (so no output: the stream rule): the cache stays */
         if (f.t_out > 0)
             return vae_fail(VAE_EINVAL, "internal: %s: output from a cache in host memory alone",
@@ -236,9 +280,9 @@ int exec_run_windowed(vae_exec *e, int i, const value *x, const value *res, valu
                                     "it needs %lld",
                         op->name, (long long)e->off_cap[i],
                         (long long)f.keep * (long long)w->frame_bytes);
-    int rc = home && !contig ? home_to_list(e, op, w, home, pending) : VAE_OK;
+    int rc = home && !contig ? home_to_list(e, i, w, first, pending) : VAE_OK;
     if (rc == VAE_OK)
-        rc = contig ? gather_contig(e, op, w, home, pending, x, &f)
+        rc = contig ? gather_contig(e, i, w, first, pending, x, &f)
                     : gather_list(e, op, w, pending, x, &f);
     /* the next cache in host memory is wanted soon: on its way while this op runs */
     if (rc == VAE_OK && home && pending > 0) rc = home_prefetch(e, i);
@@ -260,7 +304,8 @@ int exec_run_windowed(vae_exec *e, int i, const value *x, const value *res, valu
                                     f.t_out);
         if (rc) return rc;
     }
-    if (contig) return keep_contig(e, op, w, home, &f);
-    rc = keep_list(e, w, &f);
-    return rc == VAE_OK && home ? list_to_home(e, op, w, home, f.keep) : rc;
+    rc = contig ? keep_contig(e, i, w, next_first, added, &f) : keep_list(e, w, &f);
+    if (rc == VAE_OK && home && !contig) rc = list_to_home(e, i, w, next_first, added, f.keep);
+    if (rc == VAE_OK && home) e->off_first[i] = next_first;
+    return rc;
 }

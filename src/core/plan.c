@@ -483,8 +483,9 @@ static void describe(const planner *pl, vae_plan *plan) {
     if (plan->n_offload > 0 && n < cap)
         n += (size_t)snprintf(w + n, cap - n,
                               "; the causal caches of %d ops (%s) in host memory, copied in and "
-                              "out around each call%s%s",
+                              "out around each call (%s over the host link in all)%s%s",
                               plan->n_offload, size_str(plan->host_caches),
+                              size_str((int64_t)plan->host_traffic),
                               plan->host_ring > 0 ? " through a device ring of " : "",
                               plan->host_ring > 0 ? size_str(plan->host_ring) : "");
     if (plan->scratch_minimal && n < cap)

@@ -180,10 +180,12 @@ typedef struct vae_plan {
     int64_t floor_host_caches; /* of the floor: causal caches it keeps in host memory */
     /* WHOLE: per op of the program, the bytes of its causal cache's home in host memory (0: on
      * the device; NULL: none), vae_exec_set_offload; n_offload of them, host_caches bytes in
-     * all; host_ring: the device ring the backend stages their copies in (counted in the peak) */
+     * all; host_ring: the device ring the backend stages their copies in (counted in the peak);
+     * host_traffic: the bytes their copies move over a run of the planned shape */
     int64_t *offload;
     int n_offload;
     int64_t host_caches, host_ring;
+    double host_traffic;
     int64_t budget;
     char why[1024]; /* the decision, for -v and errors */
 } vae_plan;

@@ -114,6 +114,7 @@ typedef struct cand {
     int n_offload;       /* WHOLE: the n largest causal caches in host memory (plan_offload.c) */
     int64_t host_caches; /* their bytes */
     int64_t host_ring;   /* the device ring the backend stages their copies in (in the peak) */
+    double host_traffic; /* the bytes their copies move over the run */
     double macs;
     double cost; /* TILED: macs plus the host store's traffic in MAC-equivalents (eval_tiles),
                   * with B's share divided among the devices of a group (vae_plan_request.ranks) */

@@ -3,9 +3,9 @@
  *
  * Where whole frames do not fit the budget and no exact tiles do (SeedVR2: GroupNorm in every
  * stage), the caches are what no order of the work makes smaller. A contiguous window's cache can
- * live in host memory instead: copied in front of its op's input before the op runs and back
- * after, each step (each frame inside a frame loop), so every cache that leaves costs twice its
- * bytes per call over the host link. The caches leave largest first (the most memory for the
+ * live in host memory instead: copied in front of its op's input before the op runs and its new
+ * frames back after, each step (each frame inside a frame loop), so every cache that leaves
+ * costs up to twice its bytes per call over the host link (op_traffic). The caches leave largest first (the most memory for the
  * fewest op calls' copies) until the peak fits; the backend stages the copies in a device ring
  * large enough to prefetch the largest of them while the op before it runs (vae_plan.host_ring).
  */
@@ -34,11 +34,26 @@ static int64_t ring_bytes(const planner *pl, int64_t largest) {
     return pl->rq->host_copy > 0 ? plan_rounded(pl, 2 * largest + pl->rq->host_copy) : 0;
 }
 
-double plan_op_calls(const planner *pl, int i) {
+/* whether op i runs a frame at a time (inside a frame loop of the current choice pl->fr) */
+static int op_looped(const planner *pl, int i) {
     const part *q = &pl->whole;
     for (int k = 0; k < q->n_loops[pl->fr]; k++)
-        if (!q->whole[pl->fr][k] && i >= q->loop_at[pl->fr][k]) return (double)pl->op_frames[i];
-    return (double)plan_part_steps(q, pl->rq->t);
+        if (!q->whole[pl->fr][k] && i >= q->loop_at[pl->fr][k]) return 1;
+    return 0;
+}
+
+double plan_op_calls(const planner *pl, int i) {
+    return op_looped(pl, i) ? (double)pl->op_frames[i]
+                            : (double)plan_part_steps(&pl->whole, pl->rq->t);
+}
+
+/* Host bytes a cache of `bytes` in host memory moves over the run: read whole before each call,
+ * and its new frames written back after (exec_window.c's ring: a call of one frame inside a frame
+ * loop adds one of the kt-1 kept frames, a step adds them all). */
+static double op_traffic(const planner *pl, int i, int64_t bytes) {
+    const int kept = pl->p->ops[i].kt - 1;
+    const double back = op_looped(pl, i) && kept > 1 ? 1.0 / kept : 1.0;
+    return (double)bytes * (1.0 + back) * plan_op_calls(pl, i);
 }
 
 typedef struct offload_order {
@@ -82,7 +97,7 @@ static int eval_offload(planner *pl, const offload_order *o, int k, cand *c) {
         const int i = o->op[j];
         off[i] = 1;
         host += o->size[i];
-        traffic += 2.0 * (double)o->size[i] * plan_op_calls(pl, i);
+        traffic += op_traffic(pl, i, o->size[i]);
     }
     memset(c, 0, sizeof *c);
     c->kind = VAE_PLAN_WHOLE, c->fr = pl->fr, c->macs = pl->macs_whole;
@@ -96,6 +111,7 @@ static int eval_offload(planner *pl, const offload_order *o, int k, cand *c) {
     c->frame = plan_max_frame(pl->vh, pl->vw, pl->p->n_values);
     c->n_offload = k;
     c->host_caches = host;
+    c->host_traffic = traffic;
     c->cost = c->macs + HOST_BYTE_MACS * traffic * (rq->host_copy ? OVERLAPPED_HOST_SHARE : 1);
     return VAE_OK;
 }
@@ -154,6 +170,7 @@ int plan_fill_offload(planner *pl, const cand *c, vae_plan *plan) {
     plan->n_offload = c->n_offload;
     plan->host_caches = c->host_caches;
     plan->host_ring = c->host_ring;
+    plan->host_traffic = c->host_traffic;
     order_free(&o);
     return rc;
 }
