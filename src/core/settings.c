@@ -48,7 +48,7 @@ static const setting table[] = {
     {VAE_PARAM_CUDA_IGEMM, "VAE_CUDA_IGEMM", OFF(cuda_igemm), 0, 1, 0, 2, {"off", "tuned", "always"}},
     {VAE_PARAM_CUDA_DNN_GAIN_US, "VAE_CUDA_DNN_GAIN_US", OFF(cuda_dnn_gain_us), 0, 100, 0, 1000000, {0}},
     {VAE_PARAM_PLAN_STRIPS, "VAE_PLAN_STRIPS", OFF(plan_strips), 0, 0, -1, 96, {0}},
-    {VAE_PARAM_CUDA_BUS, "VAE_CUDA_BUS", OFF(cuda_bus), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_CUDA_BUS, "VAE_CUDA_BUS", OFF(cuda_bus), 0, 1, 0, 2, {"off", "one", "two"}},
     {VAE_PARAM_CUDA_ATT, "VAE_CUDA_ATT", OFF(cuda_att), 0, 1, 0, 1, {"fused", "gemm"}},
     {VAE_PARAM_PLAN_BANDS, "VAE_PLAN_BANDS", OFF(plan_bands), 0, 0, -1, 1, {0}},
     {VAE_PARAM_COMM, "VAE_COMM", OFF(comm), 0, 1, 0, 1, {"threads", "nccl"}},

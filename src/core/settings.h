@@ -82,7 +82,7 @@ typedef struct vae_settings {
     int cuda_mma;            /* VAE_CUDA_MMA: the mma.sync conv kernels in place of the sm_90a
                               * ones on Hopper too (0: on Ampere, Ada, Blackwell only) */
     int cuda_bus;            /* VAE_CUDA_BUS: host copies on a second stream, reads prefetched
-                              * (1) */
+                              * (1); 2: reads ahead on a third, beside the copies out (1) */
     int cuda_att;            /* VAE_CUDA_ATT: large 16-bit attention on cuBLAS (1) or the fused
                               * kernel (0) */
     int cuda_warm;           /* VAE_CUDA_WARM: at session creation 0 nothing, 1 cuBLAS's and

@@ -434,6 +434,7 @@ int vae_cuda_backend_create(vae_backend **out, vae_dtype dtype, int device_index
     cb->dnn_gain_us = st->cuda_dnn_gain_us;
     cb->fp8 = fp8;
     cb->bus.off = !st->cuda_bus;
+    cb->bus.two = st->cuda_bus == 2;
     cb->io.never = !st->cuda_bus; /* the user's frames on a stream of their own, too */
     cb->base.host_copy_bytes = cb->bus.off ? 0 : (int64_t)CU_BUS_RING; /* cuda_bus.c's ring */
 

@@ -186,10 +186,11 @@ int cuda_copy2d(vae_backend *be, void *dst, size_t dst_pitch, const void *src,
         rc = cu_check(cuk_copy2d(cb->stream, dst, dst_pitch, src, src_pitch, row_bytes, rows),
                       "cuda copy2d", "copy kernel");
         done = 1;
-    } else if (dk == MEM_HOST) { /* what was prefetched of it is stale now */
-        cu_bus_forget(cb, dst, (rows - 1) * dst_pitch + row_bytes);
+    } else if (dk == MEM_HOST) { /* what was prefetched of it is stale now (the bus's copy out
+                                  * forgets it itself, once its prefetches are read) */
         if (sk == MEM_DEVICE)
             rc = cu_bus_copy_out(cb, dst, dst_pitch, src, src_pitch, row_bytes, rows, &done);
+        if (!done) cu_bus_forget(cb, dst, (rows - 1) * dst_pitch + row_bytes);
     } else if (sk == MEM_HOST && dk == MEM_DEVICE) {
         rc = cu_bus_copy_in(cb, dst, dst_pitch, src, src_pitch, row_bytes, rows, &done);
     }

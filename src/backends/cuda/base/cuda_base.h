@@ -189,10 +189,13 @@ struct cu_bus_block {
     size_t off, bytes;  /* in the ring */
     const char *host;   /* a prefetch: the host range it holds; NULL: staging of a copy out, or
                          * a prefetch forgotten (written since) */
+    const char *out_lo, *out_hi; /* a copy out: the host bytes it writes (NULL: a prefetch) */
     cudaEvent_t done;   /* recorded on the bus stream after the block's copy */
 };
 typedef struct cu_bus {
     cudaStream_t stream; /* NULL until first used */
+    cudaStream_t ahead;  /* settings.cuda_bus = 2: the prefetches' stream (else NULL: `stream`) */
+    int two;             /* settings.cuda_bus = 2 */
     int off;             /* settings.cuda_bus = 0, or it could not start: copies as before */
     char *ring;          /* ring_bytes of device memory */
     size_t ring_bytes;   /* CU_BUS_RING, or the larger ring a plan counted (host_copy_ring) */
@@ -201,6 +204,7 @@ typedef struct cu_bus {
     int first, count;
     cudaEvent_t mark;    /* the compute stream's position, for the bus stream to wait on */
     cudaEvent_t last;    /* the bus stream's last copy */
+    cudaEvent_t last_ahead; /* the prefetch stream's last copy (two streams) */
     int pending;         /* copies on the bus since the host last waited for it */
     int unwaited;        /* ... since the compute stream last waited for it */
     long long n_out, n_ahead, n_hit, n_direct; /* copies out, prefetches, reads from them,
