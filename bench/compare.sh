@@ -18,6 +18,9 @@ VAE=$1
 shift
 DIR=$(cd "$(dirname "$0")" && pwd)
 W=("$@")
+declare -A taehv_names # upstream taehv.py's file names (bench/taehv_upstream_check.py VARIANTS)
+for v in taew2_1 taehv taeos1_3 taecvx taew2_2 taew2_2_super taehv1_5 taehv1_5_super taeh3 \
+    taeltx_2 taeltx2_3; do taehv_names[$v]=1; done
 [ ${#W[@]} -eq 0 ] && W=(wan2.1:decode:81:480x832 wan2.1:decode:81:720x1280 wan2.1:encode:81:480x832
                          wan2.2:decode:121:704x1280 seedvr2:decode:81:720x1248)
 printf "%-8s %-6s %-14s %12s %12s %8s %14s %14s\n" arch op workload "pytorch_s" "vae_s" ratio "torch_peakGiB" "vae_peakGiB"
@@ -27,7 +30,7 @@ for w in "${W[@]}"; do
     if [ "$arch" = seedvr2 ] && [ -n "${SEEDVR_UPSTREAM:-}" ]; then
         ref=$(timeout 400 python3 "$DIR/seedvr2_ref.py" --upstream "$SEEDVR_UPSTREAM" --op "$op" \
             --frames "$frames" --size "$size" --runs "${RUNS:-3}" 2>/dev/null | sed -n 's/^REF //p')
-    elif [[ $arch == tae* ]]; then # a TAEHV file name: upstream's taehv.py (TAEHV_UPSTREAM)
+    elif [ -n "${taehv_names[$arch]:-}" ]; then # a TAEHV file name: upstream's taehv.py
         [ -n "${TAEHV_UPSTREAM:-}" ] &&
             ref=$(timeout 400 python3 "$DIR/taehv_ref.py" "$TAEHV_UPSTREAM" "$arch" --op "$op" \
                 --frames "$frames" --size "$size" --runs "${RUNS:-5}" 2>/dev/null | sed -n 's/^REF //p')
@@ -36,7 +39,7 @@ for w in "${W[@]}"; do
             --runs "${RUNS:-5}" 2>/dev/null | sed -n 's/^REF //p')
     fi
     model=("$arch")
-    [[ $arch == tae* ]] && model=(taehv --config "{\"variant\":\"$arch\"}")
+    [ -n "${taehv_names[$arch]:-}" ] && model=(taehv --config "{\"variant\":\"$arch\"}")
     ours=$(timeout 300 "$VAE" ${COMPARE_LOG:+-v} bench "${model[@]}" --op "$op" --frames "$frames" --size "$size" \
         --dtype bf16 --device cuda --runs "${RUNS:-5}" 2>>"${COMPARE_LOG:-/dev/null}" | sed -n 's/^BENCH //p')
     echo "REF $ref"

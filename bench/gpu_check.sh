@@ -294,6 +294,16 @@ if [ $FIXTURES = 1 ]; then
     for seed in 1 2 3 4 5 6; do
         fixture_run "tune seed $seed wan21_tiny fp32" wan21_tiny fp32 VAE_CUDA_TUNE=seed:$seed
     done
+    # every causal cache in host memory, through the bus with one stream and with the prefetches
+    # on their own (the gpu_offload_* ctests), on poisoned memory
+    for fx in wan22_tiny seedvr2_tiny taehv_w21; do
+        for bus in 1 2; do
+            fixture_run "offload bus $bus $fx bf16" $fx bf16 --offload 1048576 VAE_CUDA_BUS=$bus \
+                VAE_CUDA_POISON=1
+        done
+    done
+    fixture_run "offload frames bus 2 seedvr2_tiny fp32" seedvr2_tiny fp32 --offload 1048576 \
+        VAE_CUDA_BUS=2 VAE_EXEC_FRAMES=2
 fi
 if [ $TILES = 1 ]; then
     for fx in wan21_tiny wan22_tiny seedvr2_tiny taef2_real wan21_small; do

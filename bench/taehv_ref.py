@@ -38,6 +38,8 @@ def main():
     h, w = (int(v) for v in a.size.split("x"))
     mod = load_upstream(a.upstream)
     model = mod.TAEHV(checkpoint_path=None, **VARIANTS[a.variant])
+    # upstream keys these rules on the checkpoint's file name, which a random init has not
+    model.is_h3, model.is_cogvideox = a.variant == "taeh3", a.variant == "taecvx"
     model = model.to("cuda", torch.bfloat16).to(memory_format=torch.channels_last).eval()
     s_factor = 8 * model.patch_size
     torch.manual_seed(0)
@@ -64,6 +66,7 @@ def main():
     best = min(modes, key=lambda k: statistics.median(modes[k][0]))
     report(dict(fields, mode=best, modes={k: statistics.median(v[0]) for k, v in modes.items()}),
            *modes[best])
+
 
 if __name__ == "__main__":
     main()

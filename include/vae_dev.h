@@ -73,7 +73,7 @@ typedef enum {
     VAE_PARAM_CUDA_BUS = 25,         /* copies to and from pinned host memory (strips' slots,
                                       * host stores, the output's frames) on a second stream,
                                       * overlapping compute, with reads prefetched where the
-                                      * engine knows them ahead (1); 2: the reads ahead on a
+                                      * engine knows them ahead; 2: the reads ahead on a
                                       * stream of their own, so that both directions of the host
                                       * link work at once (1) */
     VAE_PARAM_CUDA_ATT = 26,         /* attention of >= 1024 tokens in 16-bit: 1 scores and P V

@@ -332,6 +332,22 @@ foreach(fx wan21_small wan22_tiny)
                          SKIP_REGULAR_EXPRESSION "skipped: no GPU")
   endforeach()
 endforeach()
+# every causal cache in host memory, through the bus with one stream and with the prefetches on
+# their own (VAE_CUDA_BUS=2), on poisoned memory, and frame by frame
+foreach(fx wan22_tiny seedvr2_tiny taehv_w21)
+  foreach(bus 1 2)
+    add_test(NAME gpu_offload_bus${bus}_${fx}
+             COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype bf16 --offload 1048576)
+    set_tests_properties(gpu_offload_bus${bus}_${fx} PROPERTIES LABELS gpu
+                         ENVIRONMENT "VAE_CUDA_BUS=${bus};VAE_CUDA_POISON=1"
+                         SKIP_REGULAR_EXPRESSION "skipped: no GPU")
+  endforeach()
+endforeach()
+add_test(NAME gpu_offload_frames_bus2_seedvr2_tiny
+         COMMAND test_fixtures ${VAE_SHARED_DIR} seedvr2_tiny --device cuda --dtype fp32 --offload 1048576)
+set_tests_properties(gpu_offload_frames_bus2_seedvr2_tiny PROPERTIES LABELS gpu
+                     ENVIRONMENT "VAE_CUDA_BUS=2;VAE_EXEC_FRAMES=2"
+                     SKIP_REGULAR_EXPRESSION "skipped: no GPU")
 # plans with every op's least scratch (the CUDA backend keeps to the 3-D path where the gathered
 # ones need more scratch than it has): what a budget below the paths of choice runs
 foreach(fx wan21_small wan22_tiny seedvr2_tiny)

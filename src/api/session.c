@@ -439,14 +439,19 @@ typedef struct device_out {
     const vae_io_view *v;
     float *cl;
     size_t cap;
+    int rc; /* the copy's failure (the run reports a stop by its callback) */
 } device_out;
 
 static int write_device_output(const float *frames, int first, int n, int c, int h, int w,
                                void *user) {
     device_out *d = user;
-    if (c != d->v->c || h != d->v->h || w != d->v->w || first + n > d->v->t) return 1;
-    return vae_runner_put_view_frames(d->be, d->v, &d->cl, &d->cap, frames, first, n, c, h, w) !=
-           VAE_OK;
+    if (c != d->v->c || h != d->v->h || w != d->v->w || first + n > d->v->t)
+        d->rc = vae_fail(VAE_ESHAPE, "internal: frames [%d, %d) of %dx%dx%d for an output of %d "
+                                     "frames of %dx%dx%d", first, first + n, c, h, w, d->v->t,
+                         d->v->c, d->v->h, d->v->w);
+    else
+        d->rc = vae_runner_put_view_frames(d->be, d->v, &d->cl, &d->cap, frames, first, n, c, h, w);
+    return d->rc != VAE_OK;
 }
 
 /* A tensor's memory must be where the session computes, or the host. */
@@ -560,7 +565,7 @@ static int session_run(vae_session *s, int encode, const call *k) {
     const int framed = vae_session_frame_rule(m, encode, s->opts.preview, NULL);
     const int group_in = dev_in && (s->n_lanes > 1 || t_used > iv.t || framed);
     if (group_in && (rc = input_to_host(s, &iv, &host_in, &hv))) return rc;
-    device_out dout = {be, &ov, NULL, 0};
+    device_out dout = {be, &ov, NULL, 0, VAE_OK};
     /* the group's other devices write a device output without waiting on the caller's stream:
      * what the caller queued before the call is finished first (input_to_host did it already) */
     if (dev_out && s->n_lanes > 1 && !group_in && (rc = be->v->sync(be))) return rc;
@@ -573,6 +578,7 @@ static int session_run(vae_session *s, int encode, const call *k) {
     double t0 = vae_seconds();
     if (dev_out && framed) io.emit = write_device_output, io.emit_user = &dout;
     rc = vae_session_run_framed(s, encode, &iv, &io);
+    if (rc && dout.rc) rc = dout.rc; /* (its message is the one kept) */
     vae_free(host_in);
     vae_free(dout.cl);
     if ((dev_in || dev_out)) { /* the caller's stream waits for the engine, even after a failure */

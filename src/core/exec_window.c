@@ -105,7 +105,8 @@ static int ring_copy(vae_exec *e, int i, const window *w, int at, void *dev, int
     const size_t fb = w->frame_bytes;
     int rc = VAE_OK;
     for (int done = 0; done < n && rc == VAE_OK;) {
-        const int slot = (at + done) % slots, run = n - done < slots - slot ? n - done : slots - slot;
+        const int slot = (at + done) % slots;
+        const int run = n - done < slots - slot ? n - done : slots - slot;
         char *home = e->off_home[i] + (size_t)slot * fb, *d = (char *)dev + (size_t)done * fb;
         rc = to_home ? home_copy(e, home, d, w, run) : home_copy(e, d, home, w, run);
         done += run;
@@ -118,6 +119,7 @@ static int ring_copy(vae_exec *e, int i, const window *w, int at, void *dev, int
 static int home_prefetch(vae_exec *e, int i) {
     if (!e->be->v->prefetch) return VAE_OK;
     const int j = e->off_next[i];
+    if (j == i) return VAE_OK; /* its own home: this call writes it back (and reads it now) */
     const window *wj = &e->st[j].win;
     const int pending = e->st[j].clock.pending, slots = home_slots(e, j, wj);
     if (pending <= 0 || slots <= 0) return VAE_OK;
@@ -236,8 +238,8 @@ static int keep_contig(vae_exec *e, int i, window *w, int first, int added,
     const vae_op *op = &e->p->ops[i];
     if (f->keep == 0) return VAE_OK;
     if (e->off_home && e->off_home[i])
-        return ring_copy(e, i, w, first + f->keep - added, (void *)e->frames[f->used + f->keep - added],
-                         added, 1);
+        return ring_copy(e, i, w, first + f->keep - added,
+                         (void *)e->frames[f->used + f->keep - added], added, 1);
     if (!w->cbuf) {
         w->cbuf = e->be->v->alloc(e->be, (size_t)(op->kt - 1) * w->frame_bytes);
         if (!w->cbuf) return vae_fail(VAE_ENOMEM, "out of device memory for a cache");

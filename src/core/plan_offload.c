@@ -5,9 +5,10 @@
  * stage), the caches are what no order of the work makes smaller. A contiguous window's cache can
  * live in host memory instead: copied in front of its op's input before the op runs and its new
  * frames back after, each step (each frame inside a frame loop), so every cache that leaves
- * costs up to twice its bytes per call over the host link (op_traffic). The caches leave largest first (the most memory for the
- * fewest op calls' copies) until the peak fits; the backend stages the copies in a device ring
- * large enough to prefetch the largest of them while the op before it runs (vae_plan.host_ring).
+ * costs up to twice its bytes per call over the host link (op_traffic). The caches leave largest
+ * first (the most memory for the fewest op calls' copies) until the peak fits; the backend stages
+ * the copies in a device ring large enough to prefetch the largest of them while the op before
+ * it runs (vae_plan.host_ring).
  */
 #include <string.h>
 
@@ -49,7 +50,8 @@ double plan_op_calls(const planner *pl, int i) {
 
 /* Host bytes a cache of `bytes` in host memory moves over the run: read whole before each call,
  * and its new frames written back after (exec_window.c's ring: a call of one frame inside a frame
- * loop adds one of the kt-1 kept frames, a step adds them all). */
+ * loop adds one of the kt-1 kept frames, a step adds them all). An estimate for the costs: a
+ * strided temporal conv inside a loop adds a frame per input frame, more than one a call. */
 static double op_traffic(const planner *pl, int i, int64_t bytes) {
     const int kept = pl->p->ops[i].kt - 1;
     const double back = op_looped(pl, i) && kept > 1 ? 1.0 / kept : 1.0;

@@ -44,9 +44,9 @@ void vae_runner_trim(vae_runner *r);
  * failure came before any; always 0 for device output, which a new run simply overwrites). */
 int vae_runner_run(vae_runner *r, const vae_plan *plan, const vae_run_io *io, int *emitted);
 
-/* Host frames (planar float32 [c][n][h][w]) into frames [first, first+n) of the device view v, through
- * a frame of be's memory; *cl (capacity *cl_cap values, grown as needed) is the caller's host
- * scratch. For output that reaches the device tensor through the host (assembled or placed
+/* Host frames (planar float32 [c][n][h][w]) into frames [first, first+n) of the device view v,
+ * through a frame of be's memory; *cl (capacity *cl_cap values, grown as needed) is the caller's
+ * host scratch. For output that reaches the device tensor through the host (assembled or placed
  * frames). */
 int vae_runner_put_view_frames(vae_backend *be, const vae_io_view *v, float **cl, size_t *cl_cap,
                                const float *fr, int first, int n, int c, int h, int w);

@@ -19,7 +19,9 @@
  * that a copy in and a copy out cross the host link at once (each way has its own copy engine).
  * The order the single stream gave is then kept by events: a prefetch waits for the copies out
  * still writing the host bytes it reads, and a copy out for the prefetches still reading the
- * bytes it writes; a block taken over waits for the copies of every block it evicts.
+ * bytes it writes (those in the ring: a prefetch evicted by another may still be reading, but
+ * nothing reads its block any more); a block taken over waits for the copies of every block it
+ * evicts.
  * Not while a graph records: the bus is not part of it (graph_begin and graph_launch wait for it);
  * and only where the run's plan counted the ring (vae_backend.host_copy_on: strips' slots on the
  * host); other host copies go on the compute stream.
@@ -127,7 +129,8 @@ static int ring_take(cuda_backend *cb, size_t bytes, cudaStream_t waiter,
         b->first = (b->first + 1) % CU_BUS_BLOCKS;
         b->count--;
     }
-    if (rc == VAE_OK && evicted && !b->two) /* one stream: its newest copy orders the rest */
+    /* one stream: its newest copy orders the rest, and the bus stream itself needs no wait */
+    if (rc == VAE_OK && evicted && !b->two && waiter != b->stream)
         rc = cu_check(cudaStreamWaitEvent(waiter, evicted, 0), "cuda bus", "wait");
     struct cu_bus_block *blk = &b->blk[(b->first + b->count) % CU_BUS_BLOCKS];
     b->count++;
