@@ -485,11 +485,12 @@ endif()
 # lanes with a file store (fixture_ranks2_file and store_file_* keep files), a host store from a
 # later cut (cut1_host_wan22 keeps it), blends on lanes (blend_taef2 and the lanes of group3 keep
 # them), exact tiles of taef2 and wan21_small (tiles_wan22, tiles_spill_wan21_small keep them),
-# frame-granular steps (frames_wan22: the executor's arithmetic). The release run has them; the
+# frame-granular steps (frames_wan22: the executor's arithmetic), row bands of the full-size
+# SeedVR2 (the bands of seedvr2_tiny on 2 and 3 lanes keep them). The release run has them; the
 # slower runs (ASan+UBSan, Wine) leave out the label "repeat" (scripts/test.sh, test_windows.sh).
 foreach(t fixture_group2_file_wan22_tiny fixture_tiles_cut2_host_taef2_real
           fixture_group2_blend_taef2_real fixture_tiles_taef2_real fixture_tiles_wan21_small
-          fixture_frames_wan22_tiny)
+          fixture_frames_wan22_tiny fixture_group2_bands_seedvr2_full)
   if(TEST ${t})
     set_property(TEST ${t} APPEND PROPERTY LABELS repeat)
   endif()
