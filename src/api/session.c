@@ -427,9 +427,14 @@ static int read_input(void *user, float *dst, int f, int n, vae_span y, vae_span
     return rc;
 }
 
+/* Frames [first, first+n) of c x h x w fit the output view v */
+static int frames_fit(const vae_io_view *v, int first, int n, int c, int h, int w) {
+    return c == v->c && h == v->h && w == v->w && first + n <= v->t;
+}
+
 static int write_output(const float *frames, int first, int n, int c, int h, int w, void *user) {
     const vae_io_view *v = user;
-    if (c != v->c || h != v->h || w != v->w || first + n > v->t) return 1;
+    if (!frames_fit(v, first, n, c, h, w)) return 1;
     return vae_view_write_host(v, frames, first, n) != VAE_OK;
 }
 
@@ -445,7 +450,7 @@ typedef struct device_out {
 static int write_device_output(const float *frames, int first, int n, int c, int h, int w,
                                void *user) {
     device_out *d = user;
-    if (c != d->v->c || h != d->v->h || w != d->v->w || first + n > d->v->t)
+    if (!frames_fit(d->v, first, n, c, h, w))
         d->rc = vae_fail(VAE_ESHAPE, "internal: frames [%d, %d) of %dx%dx%d for an output of %d "
                                      "frames of %dx%dx%d", first, first + n, c, h, w, d->v->t,
                          d->v->c, d->v->h, d->v->w);
@@ -570,13 +575,14 @@ static int session_run(vae_session *s, int encode, const call *k) {
      * what the caller queued before the call is finished first (input_to_host did it already) */
     if (dev_out && s->n_lanes > 1 && !group_in && (rc = be->v->sync(be))) return rc;
     reader rd = {group_in ? &hv : &iv, what};
+    vae_frames_fn emit = dev_out && framed ? write_device_output : k->out ? write_output : k->fn;
+    void *emit_user = dev_out && framed ? (void *)&dout : k->out ? (void *)&ov : k->user;
     vae_run_io io = {.read = read_input, .read_user = &rd,
-                     .in_view = dev_in && !group_in ? &iv : NULL,
-                     .emit = k->out ? write_output : k->fn, .emit_user = k->out ? (void *)&ov : k->user,
-                     .out_view = dev_out && !framed ? &ov : NULL, .progress = k->co.progress,
-                     .progress_user = k->co.progress_user, .cancel = &s->cancel};
+                     .in_view = dev_in && !group_in ? &iv : NULL, .emit = emit,
+                     .emit_user = emit_user, .out_view = dev_out && !framed ? &ov : NULL,
+                     .progress = k->co.progress, .progress_user = k->co.progress_user,
+                     .cancel = &s->cancel};
     double t0 = vae_seconds();
-    if (dev_out && framed) io.emit = write_device_output, io.emit_user = &dout;
     rc = vae_session_run_framed(s, encode, &iv, &io);
     if (rc && dout.rc) rc = dout.rc; /* (its message is the one kept) */
     vae_free(host_in);
