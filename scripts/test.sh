@@ -26,11 +26,15 @@ bash scripts/deps.sh
 cuda_job=""
 if [ ${#cuda[@]} -gt 0 ]; then
     mkdir -p build-cuda
-    # its own session (setsid), so that a failing suite stops the whole build with it
-    setsid nice -n 19 bash -c 'cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release "$@" \
+    # its own process group (set -m), so that a failing suite stops the whole build with it; not
+    # its own session (setsid): the scheduler's autogroups would then share the cores between
+    # the build and the tests as equals, whatever the nice value
+    set -m
+    nice -n 19 bash -c 'cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release "$@" \
         >build-cuda/configure.log 2>&1 && cmake --build build-cuda -j"$(nproc)" >build-cuda/build.log 2>&1' \
         cuda-build "${cuda[@]}" &
     cuda_job=$!
+    set +m
     trap 'kill -- -"$cuda_job" 2>/dev/null || true' EXIT
     bash scripts/build.sh build -DVAE_CUDA=OFF
 else
