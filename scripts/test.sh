@@ -137,7 +137,7 @@ if [ -n "$cuda_job" ]; then
     grep "^-- vae:" build-cuda/configure.log || true
     if (cd build-cuda && ctest --output-on-failure --timeout 300 -j2 \
         -R '^(gpu_.*|cuda_pool|test_formats|test_executor|fixture_wan21_tiny|cli_regress)$' >ctest.log 2>&1)
-    then tail -3 build-cuda/ctest.log
+    then grep -E "tests passed|Total Test time" build-cuda/ctest.log
     else grep -vE "Skipped|Passed" build-cuda/ctest.log | tail -80; exit 1; fi
 fi
 stage "done"

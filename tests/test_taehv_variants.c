@@ -10,7 +10,8 @@
  * dropped; taecvx: an even latent count untrimmed), a decode and an encode through exact tiles
  * equal to the untiled ones, taeh3's segments each starting from a fresh state (a clip given
  * twice encodes its latents twice) and its zero-completed last period, taecvx's untrimmed frames
- * holding the trimmed decode. The numbers against upstream: bench/taehv_upstream_check.py.
+ * holding the trimmed decode, and a session's calls of several lengths in turn each equal to a
+ * fresh session's. The numbers against upstream: bench/taehv_upstream_check.py.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -257,6 +258,43 @@ static void check_cvx(void) {
     vae_model_free(w21);
 }
 
+/* A frame rule's calls in one session, of lengths in turn: each as a fresh session's. A call
+ * that takes larger steps leaves the session's program stepping several chunks at once; the
+ * next call's frame counts must still be the model's (else a 6-latent decode after a 5-latent
+ * one leaves 17 of its 22 frames unwritten). */
+static void check_rules_in_one_session(const char *name, int latent) {
+    vae_model *m = NULL;
+    char cfg[64];
+    snprintf(cfg, sizeof cfg, "{\"variant\":\"%s\"}", name);
+    int rc = vae_model_synth(&m, "taehv", cfg);
+    vae_session_options so;
+    vae_session_options_default(&so);
+    so.threads = 1;
+    vae_session *s = NULL;
+    if (rc == VAE_OK) rc = vae_session_create(&s, m, &so);
+    static const int lengths[2][3] = {{5, 6, 2}, {17, 34, 20}}; /* latents; frames */
+    for (int encode = 0; encode < 2 && rc == VAE_OK; encode++)
+        for (int i = 0; i < 3 && rc == VAE_OK; i++) {
+            const int c = encode ? 3 : latent, side = encode ? 16 : 2, t = lengths[encode][i];
+            const int64_t shape[5] = {1, c, t, side, side};
+            float *x = filled((int64_t)c * t * side * side, 13 + i, encode ? 0 : -3, encode ? 1 : 3);
+            vae_tensor in = vae_tensor_dense(5, shape, VAE_DTYPE_F32, x), got = {0}, fresh = {0};
+            rc = encode ? vae_encode_tensor(s, &in, &got) : vae_decode_tensor(s, &in, &got);
+            if (rc == VAE_OK) rc = run(m, encode, 0, &in, &fresh);
+            const int same = rc == VAE_OK && numel(&got) == numel(&fresh) &&
+                             memcmp(got.data, fresh.data, (size_t)numel(&got) * 4) == 0;
+            check(same, "%s: %s of %d %s after %d other calls of the session = a fresh session's %s",
+                  name, encode ? "encode" : "decode", t, encode ? "frames" : "latents",
+                  encode * 3 + i, rc ? vae_last_error() : "");
+            vae_tensor_free(&got);
+            vae_tensor_free(&fresh);
+            free(x);
+        }
+    check(rc == VAE_OK, "%s: calls of lengths in turn %s", name, rc ? vae_last_error() : "");
+    vae_session_free(s);
+    vae_model_free(m);
+}
+
 /* arguments: only that part (detect, tiles, rules), of that variant; none: all */
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "", *name = argc > 2 ? argv[2] : NULL;
@@ -268,6 +306,8 @@ int main(int argc, char **argv) {
     if (strstr("rules", only)) {
         check_h3();
         check_cvx();
+        check_rules_in_one_session("taeh3", 24);
+        check_rules_in_one_session("taecvx", 16);
     }
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;

@@ -226,3 +226,14 @@ def test_model_outlives_its_handle(x):
     _lib.check(_lib.lib.vae_decode_into(s, C.byref(xin), C.byref(cout), None))
     _lib.lib.vae_session_free(s)
     assert out.abs().sum() > 0
+
+
+def test_torch_imports_after_vaec():
+    """vaec imports an installed torch before it loads libvae.so, so that torch's own libraries
+    come first in the process (with the CUDA build loaded first, torch's import once aborted the
+    interpreter); then torch imports and runs after `import vaec`."""
+    import subprocess
+    code = ("import sys, vaec; assert 'torch' in sys.modules; import torch; "
+            "print(float(torch.ones(2).sum()))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "2.0", (r.returncode, r.stderr[-2000:])

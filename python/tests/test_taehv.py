@@ -46,7 +46,8 @@ def test_preview_errors(shared):
 @pytest.mark.parametrize("variant", ["taeh3", "taecvx"])
 def test_frame_rules_with_cuda_tensors(tmp_path, variant):
     """taeh3's segments and periods and taecvx's untrimmed even decodes read a tensor in device
-    memory and write one (through the host) as they do host tensors."""
+    memory and write one (through the host) as they do host tensors (within fp32's rounding:
+    calls of the session may take different steps, whose convs sum in another order)."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA")
@@ -56,13 +57,17 @@ def test_frame_rules_with_cuda_tensors(tmp_path, variant):
                   dtype="fp32")
     g = torch.Generator().manual_seed(1)
     channels = m.info["latent_channels"]
+
+    def close(a, b):
+        return a.shape == b.shape and bool((a - b).abs().max() <= 1e-5)
+
     for latents in (2, 5, 6):
         z = torch.randn(1, channels, latents, 8, 12, generator=g)
         host = m.decode(z)
         dev = m.decode(z.cuda())
-        assert dev.is_cuda and torch.equal(dev.cpu(), host), (variant, latents)
+        assert dev.is_cuda and close(dev.cpu(), host), (variant, latents)
         out = torch.full_like(dev, float("nan"))
         m.decode(z.cuda(), out=out)
-        assert torch.equal(out.cpu(), host), (variant, latents)
+        assert close(out.cpu(), host), (variant, latents)
     video = torch.rand(1, 3, 20, 64, 96, generator=g)
-    assert torch.equal(m.encode(video.cuda()).cpu(), m.encode(video)), variant
+    assert close(m.encode(video.cuda()).cpu(), m.encode(video)), variant

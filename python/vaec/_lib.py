@@ -7,6 +7,7 @@ import ctypes as C
 import logging
 import os
 import pathlib
+import sys
 
 _log = logging.getLogger("vaec")
 
@@ -162,8 +163,24 @@ def _open_with_cuda_libraries(path):
 fallback_reason = None
 
 
+def _torch_first():
+    """Imports torch, where it is installed, before libvae.so: its libraries (the CUDA runtime
+    and cuBLAS, OpenMP, the C++ runtime) then come first, the order every torch host (ComfyUI,
+    diffusers) has. The other order let torch crash the interpreter on its import (torch 2.11
+    cu130: "free(): invalid pointer" with the CUDA build of libvae.so already loaded). A torch
+    that fails to import is left alone: the library does not need it."""
+    import importlib.util
+    if "torch" in sys.modules or importlib.util.find_spec("torch") is None:
+        return
+    try:
+        import torch  # noqa: F401
+    except Exception as e:  # a broken torch is the host's; vaec runs without it
+        _log.debug("vaec: torch did not import (%s); loading libvae.so without it", e)
+
+
 def _open_library():
     global fallback_reason
+    _torch_first()
     errors = []
     for path in _package_libraries():
         try:

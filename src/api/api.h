@@ -57,6 +57,16 @@ static inline const vae_program *vae_session_program(const vae_session *s, int e
     return &s->prog[encode ? 1 : 0];
 }
 
+/* The session's program (a preview decoder's ops) with the model's chunks, what frame counts and
+ * output shapes are walked on: a session's program steps several chunks at once after a call
+ * chose larger steps (session_plan.c), which changes no frame count of a later call. */
+static inline vae_program vae_session_shape_program(const vae_session *s, int encode) {
+    vae_program q = *vae_session_program(s, encode);
+    const vae_program *mp = encode ? &s->model->enc : &s->model->dec;
+    q.first_chunk = mp->first_chunk, q.chunk = mp->chunk;
+    return q;
+}
+
 /* What a call's plan is made for: the device's memory (backend mem_info; avail: a device
  * group's least, a group of processes' least over its ranks), 0 where unknown. */
 typedef struct vae_session_mem {

@@ -806,11 +806,7 @@ int vae_session_output_shape(const vae_session *s, int encode, const int64_t *in
     vae_error_clear();
     if (!s || !out_shape || !out_ndim)
         return vae_fail(VAE_EINVAL, "vae_session_output_shape: NULL argument");
-    /* the session's program (a preview decoder's ops) with the model's chunks: a session's
-     * program steps several of them at once (session_plan.c), which changes no frame count */
-    vae_program q = *vae_session_program(s, encode);
-    const vae_program *mp = encode ? &s->model->enc : &s->model->dec;
-    q.first_chunk = mp->first_chunk, q.chunk = mp->chunk;
+    const vae_program q = vae_session_shape_program(s, encode);
     return dry_run(s->model, &q, encode, s->opts.preview, in_shape, in_ndim, out_shape, out_ndim,
                    NULL);
 }

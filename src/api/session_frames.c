@@ -134,9 +134,9 @@ static int seg_read(void *user, float *dst, int f, int n, vae_span y, vae_span x
 
 static int run_segments(vae_session *s, const vae_io_view *g, const vae_run_io *io, placer *o) {
     const vae_frame_rule *r = o->r;
-    const vae_program *p = vae_session_program(s, 1);
+    const vae_program p = vae_session_shape_program(s, 1);
     int per = 0, hh = 0, ww = 0, rc = VAE_OK;
-    if ((rc = vae_plan_walk(p, r->seg_frames + r->seg_lead, g->h, g->w, &per, &hh, &ww, NULL)))
+    if ((rc = vae_plan_walk(&p, r->seg_frames + r->seg_lead, g->h, g->w, &per, &hh, &ww, NULL)))
         return rc;
     const int n_seg = (g->t + r->seg_frames - 1) / r->seg_frames;
     for (int k = 0; rc == VAE_OK && k < n_seg && k * per < o->t_out; k++) {
@@ -159,8 +159,8 @@ int vae_session_run_framed(vae_session *s, int encode, const vae_io_view *g, con
         return vae_fail(VAE_EINVAL, "%s: %s's frame rules read and write through the host",
                         encode ? "encode" : "decode", s->model->cfg.arch->name);
     int t_out = 0, h = 0, w = 0;
-    const vae_program *p = vae_session_program(s, encode);
-    int rc = vae_frame_rule_shape(&r, encode, p, g->t, g->h, g->w, &t_out, &h, &w, NULL);
+    const vae_program p = vae_session_shape_program(s, encode);
+    int rc = vae_frame_rule_shape(&r, encode, &p, g->t, g->h, g->w, &t_out, &h, &w, NULL);
     if (rc) return rc;
     placer o = {&r, io->emit, io->emit_user, encode, g->t, t_out, 0, 0, NULL, 0, 0, 0};
     vae_run_io pio = *io;
