@@ -41,25 +41,27 @@ else
     bash scripts/build.sh build
 fi
 python3 scripts/layers.py --check # the include/call graph against the layering (docs/testing.md)
-# One test at a time: each uses every core (OpenMP), and two at once on the CI's 2 cores made the
-# suite slower, not faster (spinning threads oversubscribed). The allocation-failure sweeps (one
-# thread a session) run two at a time, after the rest; their full sweeps (label "nightly") only
-# with --nightly.
+# Two tests at a time, each on every core (OpenMP) with its threads waiting passively between
+# parallel loops (OMP_WAIT_POLICY=passive): spinning threads took the cores the other test needed,
+# which made two at once slower than one; waiting ones leave them to it, and the cores one test
+# leaves idle (its serial parts, its files) the other uses. The allocation-failure sweeps' full
+# runs (label "nightly") only with --nightly.
+run_ctest() { # run_ctest LABELS_LEFT_OUT [ctest options]: nightly's too but with --nightly
+    local out=$1
+    shift
+    [ $nightly = 1 ] || out="${out:+$out|}nightly"
+    OMP_WAIT_POLICY=passive ctest --output-on-failure --timeout 1500 -j2 ${out:+-LE "$out"} "$@"
+}
 stage "ctest (release)"
-(cd build && ctest --output-on-failure --timeout 1500 -E '^alloc_fail_' &&
-    if [ $nightly = 1 ]; then ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -j2
-    else ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -LE nightly -j2; fi)
+(cd build && run_ctest "")
 # Sanitizers: everything but the large-model fixtures (those run above; ASan makes them slow) and,
 # but for --nightly, the second repeats of a code path (label "repeat", tests/tests.cmake).
-skip_repeats=(-LE repeat)
-[ $nightly = 1 ] && skip_repeats=()
+repeats=repeat
+[ $nightly = 1 ] && repeats=""
 stage "ASan+UBSan build and ctest"
 bash scripts/build.sh build-asan -DVAE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVAE_CUDA=OFF
-(cd build-asan && export ASAN_OPTIONS=detect_leaks=1 &&
-    ctest --output-on-failure --timeout 1500 ${skip_repeats[@]+"${skip_repeats[@]}"} \
-        -E 'fixture_(fp8_)?(wan21_full|wan22_full|seedvr2_full|wan21_small)|gpu_|^alloc_fail_' &&
-    if [ $nightly = 1 ]; then ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -j2
-    else ctest --output-on-failure --timeout 1500 -R '^alloc_fail_' -LE nightly -j2; fi)
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 run_ctest "$repeats" \
+    -E 'fixture_(fp8_)?(wan21_full|wan22_full|seedvr2_full|wan21_small)|gpu_')
 # ThreadSanitizer: one model's sessions on several threads at once (CPU backend), the
 # in-process communicator's ranks, and device groups of CPU lanes: row bands (their GroupNorm
 # sums through it; a band encoder, whose C then runs on both lanes, the attention's queries
