@@ -4,8 +4,9 @@
 # the build's exit status.
 follow_build() {
     local blog=$1 pid=$2 shown=0 start now quiet_since current="" lines new
-    # a background job ignores Ctrl-C in a script: the callers start the build with setsid, so
-    # that the whole group (make and its compilers) stops with the script
+    # a background job ignores Ctrl-C in a script: the callers start the build in a process
+    # group of its own (set -m), so that the whole group (make and its compilers) stops with the
+    # script
     trap 'kill -- -"$pid" 2>/dev/null; exit 130' INT TERM
     start=$(date +%s)
     quiet_since=$start

@@ -280,6 +280,13 @@ static void check_rules_in_one_session(const char *name, int latent) {
             float *x = filled((int64_t)c * t * side * side, 13 + i, encode ? 0 : -3, encode ? 1 : 3);
             vae_tensor in = vae_tensor_dense(5, shape, VAE_DTYPE_F32, x), got = {0}, fresh = {0};
             rc = encode ? vae_encode_tensor(s, &in, &got) : vae_decode_tensor(s, &in, &got);
+            vae_plan_info plan;
+            if (rc == VAE_OK && i == 0) { /* the case: this call left the program in larger steps */
+                rc = vae_session_plan(s, encode, shape, 5, &plan);
+                check(rc == VAE_OK && plan.step_frames > (encode ? 4 : 1),
+                      "%s: the first %s took steps of %d frames (several of the model's chunks)",
+                      name, encode ? "encode" : "decode", rc ? 0 : plan.step_frames);
+            }
             if (rc == VAE_OK) rc = run(m, encode, 0, &in, &fresh);
             const int same = rc == VAE_OK && numel(&got) == numel(&fresh) &&
                              memcmp(got.data, fresh.data, (size_t)numel(&got) * 4) == 0;
