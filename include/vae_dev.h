@@ -167,7 +167,12 @@ typedef enum {
                                       * tune cache (fp8-choices.txt; none where the tune cache is
                                       * "") for later sessions (docs/fp8.md). 0: the
                                       * architecture's counts */
-    VAE_PARAM_COUNT = 41 /* the number of switches (not one itself) */
+    VAE_PARAM_EXEC_FUSE_ACTS = 41,   /* an activation that alone reads a conv's output (one
+                                      * without a folded norm) runs inside that conv: one pass
+                                      * over the activation fewer, and one buffer, where the
+                                      * backend can (1; 0: as separate ops; the result is the
+                                      * same) */
+    VAE_PARAM_COUNT = 42 /* the number of switches (not one itself) */
 } vae_param;
 
 /* Sets a developer switch in opts (params[param], and its bit of params_set): the session made

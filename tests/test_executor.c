@@ -1095,6 +1095,72 @@ static void test_fuse_norms(vae_backend *be) {
           "fuse on an empty program: %d folded", folded);
 }
 
+/* Activations folded into the conv before them (vae_program_fuse_acts), after the norms: only an
+ * activation whose input is a conv's output that nothing else reads, and not a conv that took a
+ * norm; the folded program streams to the same values, bit for bit (the CPU applies the
+ * activation in place after the bias and the residual). */
+static int add_act(vae_program *p, int x, vae_act act) {
+    vae_op op = vae_op_make(VAE_OP_ACT, x, C, C);
+    op.act = act, op.act_scale = act == VAE_ACT_TANH_SCALE ? 3.0f : 0.0f;
+    return vae_program_add(p, &op);
+}
+
+static void test_fuse_acts(vae_backend *be) {
+    enum { T = 9, K = C * C * 27 };
+    static float x[T * H * W * C], w[4][K], g[C];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+        x[i] = frand();
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < K; i++)
+            w[k][i] = frand() * 0.3f;
+    for (int i = 0; i < C; i++)
+        g[i] = 0.5f + 0.5f * frand();
+    vae_program p;
+    vae_program_init(&p, C);
+    const int r0 = add_act(&p, p.input, VAE_ACT_RELU); /* reads the input: stays */
+    const int a = add_conv3(&p, r0, -1, w[0]);
+    const int ra = add_act(&p, a, VAE_ACT_RELU); /* a read by it alone: folds */
+    const int b = add_conv3(&p, ra, p.input, w[1]); /* with a residual */
+    const int rb = add_act(&p, b, VAE_ACT_TANH_SCALE); /* folds, after the residual */
+    const int c = add_conv3(&p, rb, -1, w[2]);
+    const int nc = add_norm(&p, c, g, VAE_ACT_NONE); /* c takes this norm ... */
+    const int rc = add_act(&p, nc, VAE_ACT_SILU);     /* ... so this stays */
+    const int d = add_conv3(&p, rc, -1, w[3]);
+    add_act(&p, d, VAE_ACT_CLAMP01); /* the output: folds */
+    vae_program q;
+    int norms = -1, acts = -1;
+    CHECK(vae_program_copy(&p, &q) == VAE_OK && vae_program_fuse_norms(&q, &norms) == VAE_OK &&
+              vae_program_fuse_acts(&q, &acts) == VAE_OK,
+          "fuse acts: %s", vae_last_error());
+    CHECK(norms == 1 && acts == 3 && q.n_ops == p.n_ops - 4 && q.output == q.n_values - 1,
+          "fuse acts: %d norms, %d acts folded, %d ops, output %d", norms, acts, q.n_ops, q.output);
+    CHECK(q.n_ops == 6 && q.ops[0].kind == VAE_OP_ACT && q.ops[1].act == VAE_ACT_RELU &&
+              q.ops[2].act == VAE_ACT_TANH_SCALE && q.ops[2].in[1] == q.input &&
+              q.ops[3].norm_w == g && q.ops[3].act == VAE_ACT_NONE &&
+              q.ops[4].kind == VAE_OP_ACT && q.ops[5].act == VAE_ACT_CLAMP01 &&
+              vae_op_check(&q.ops[2]) == VAE_OK,
+          "fuse acts: the folded program's ops (values %d %d %d %d %d %d)", a, ra, b, rb, c, d);
+    const int cuts[3] = {1, 4, 3};
+    int t1, t2, oh, ow, oc;
+    int64_t peak;
+    float *y1 = run_stream(be, &p, x, T, cuts, 3, &t1, &oh, &ow, &oc, &peak);
+    float *y2 = run_stream(be, &q, x, T, cuts, 3, &t2, &oh, &ow, &oc, &peak);
+    CHECK(y1 && y2 && t1 == T && t2 == T, "fuse acts: %d and %d frames of %d", t1, t2, T);
+    if (y1 && y2 && t1 == T && t2 == T) {
+        const size_t n = (size_t)T * H * W * C;
+        size_t inside = 0; /* CLAMP01's range, strictly inside: the output is not all clamped */
+        for (size_t i = 0; i < n; i++)
+            inside += y1[i] > 0.0f && y1[i] < 1.0f;
+        CHECK(max_diff(y1, y2, n) == 0.0 && inside > n / 10,
+              "fuse acts: outputs differ by %g (%zu of %zu inside (0, 1))", max_diff(y1, y2, n),
+              inside, n);
+    }
+    free(y1);
+    free(y2);
+    vae_program_free(&q);
+    vae_program_free(&p);
+}
+
 /* A switch spelled as a word in the environment (VAE_CUDA_IGEMM=off|tuned|always) is read as its
  * value, a word it does not know is an error naming the variable and what it accepts. */
 static void test_settings_words(void) {
@@ -1308,6 +1374,7 @@ int main(void) {
     test_fp8_weights_round();
     test_window_rule();
     test_fuse_norms(be);
+    test_fuse_acts(be);
     test_conv_up(be);
     test_graphs(be);
     test_check_mode(be);

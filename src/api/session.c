@@ -213,18 +213,21 @@ static void fp8_by_budget(vae_session *s, int encode, int *kept) {
     }
 }
 
-/* The program's last steps once its E4M3 convs are chosen: the RMS norms that alone read a
- * conv's output folded into that conv (vae_program_fuse_norms), where the backend applies them;
- * then the E4M3 convs whose input its producer writes as codes (vae_program_mark_fp8_codes,
- * VAE_FP8_CODES). */
+/* The program's last steps once its E4M3 convs are chosen: the RMS norms, then the activations,
+ * that alone read a conv's output folded into that conv (vae_program_fuse_norms,
+ * vae_program_fuse_acts), where the backend applies them; then the E4M3 convs whose input its
+ * producer writes as codes (vae_program_mark_fp8_codes, VAE_FP8_CODES). */
 static int program_finish(vae_session *s, int d, int kept, const char *how) {
-    int folded = 0, rc;
+    int folded = 0, acts = 0, rc;
     if (s->set.exec_fuse_norms && s->be->v->conv_norm &&
         (rc = vae_program_fuse_norms(&s->prog[d], &folded)))
         return rc;
-    if (folded)
-        VAE_DEBUG("session: %d RMS norms of the %s run inside the conv before them", folded,
-                  d ? "encoder" : "decoder");
+    if (s->set.exec_fuse_acts && s->be->v->conv_act &&
+        (rc = vae_program_fuse_acts(&s->prog[d], &acts)))
+        return rc;
+    if (folded || acts)
+        VAE_DEBUG("session: %d RMS norms and %d activations of the %s run inside the conv before "
+                  "them", folded, acts, d ? "encoder" : "decoder");
     if (s->opts.dtype == VAE_DTYPE_FP8 && s->set.fp8_codes && s->be->v->fp8_codes) {
         const int codes = vae_program_mark_fp8_codes(&s->prog[d], fp8_codes_takes, s);
         VAE_DEBUG("session: %d E4M3 convs of the %s read the codes their input's producer writes",

@@ -194,6 +194,9 @@ typedef struct vae_backend_vtbl {
     /* 1: conv() applies op->norm_w (an RMS norm of its output, program.h) itself; 0: the session
      * keeps such norms as ops of their own (vae_program_fuse_norms is not run) */
     int conv_norm;
+    /* 1: conv() applies op->act (an activation of its output, program.h vae_program_fuse_acts)
+     * itself; 0: the session keeps activations as ops of their own */
+    int conv_act;
 
     /* Optional (NULL: nothing is held besides the executor's buffers, the machine's available
      * memory is unknown): for memory budgets. *avail: the bytes this session may use on the

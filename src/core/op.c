@@ -79,6 +79,8 @@ static int check_conv(const vae_op *op) {
                         op->name);
     const int rc = vae_op_grouped(op) ? check_grouped(op) : VAE_OK;
     if (rc) return rc;
+    if (op->norm_w && op->act != VAE_ACT_NONE)
+        return vae_fail(VAE_EINVAL, "%s: conv with both a folded norm and an activation", op->name);
     if (op->norm_w) {
         const vae_op n = vae_conv_norm_op(op);
         return check_act(&n);

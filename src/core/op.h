@@ -39,7 +39,8 @@ typedef enum {
      * the upsampled input. norm_w (optional, set by vae_program_fuse_norms): the RMS norm that
      * read y alone, applied to it: y = norm_act(RMS_NORM(y) with weight norm_w [c_out], then
      * act_scale as that norm's), so that y is written once instead of written, read and written
-     * again. groups > 1 (vae_op_grouped): a depthwise conv, each input channel c convolved
+     * again. act (set by vae_program_fuse_acts, a conv without norm_w): y = act(y) after the bias
+     * and the residual, act_scale its scale; NONE otherwise. groups > 1 (vae_op_grouped): a depthwise conv, each input channel c convolved
      * alone into the c_out / c_in outputs [c m, (c + 1) m) (m = c_out / c_in: PyTorch's
      * groups = c_in), weight [c_out][1][kh][kw]; 2-D only (kt = st = 1, no temporal padding, no
      * input upsampling), never E4M3. groups 0 or 1: a dense conv. */

@@ -211,49 +211,68 @@ void vae_program_count_readers(const vae_program *p, int *uses) {
             if (p->ops[i].in[k] >= 0) uses[p->ops[i].in[k]]++;
 }
 
-/* Op j is an RMS norm (without a bias) that folds into the conv making its input: that conv's
- * output, which nothing else reads and the program does not return. */
-static int norm_folds(const vae_program *p, int j, const int *uses) {
-    const vae_op *n = &p->ops[j];
-    const int x = n->in[0];
-    if (n->kind != VAE_OP_RMS_NORM || x <= 0 || x == p->output || uses[x] != 1) return 0;
+/* The conv that makes op j's input, where that input is its output alone, which nothing else
+ * reads and the program does not return; NULL otherwise. */
+static const vae_op *sole_conv_input(const vae_program *p, int j, const int *uses) {
+    const int x = p->ops[j].in[0];
+    if (x <= 0 || x == p->output || uses[x] != 1 || p->ops[j].in[1] >= 0) return NULL;
     const vae_op *c = &p->ops[x - 1];
-    return c->out == x && c->kind == VAE_OP_CONV && !c->norm_w && c->c_out == n->c_in && !n->b;
+    return c->out == x && c->kind == VAE_OP_CONV && c->c_out == p->ops[j].c_in ? c : NULL;
 }
 
-int vae_program_fuse_norms(vae_program *p, int *folded) {
+/* Op j is an RMS norm (without a bias) that folds into the conv making its input. */
+static int norm_folds(const vae_program *p, int j, const int *uses) {
+    const vae_op *n = &p->ops[j], *c = sole_conv_input(p, j, uses);
+    return n->kind == VAE_OP_RMS_NORM && c && !c->norm_w && c->act == VAE_ACT_NONE && !n->b;
+}
+
+static void norm_apply(vae_op *conv, const vae_op *n) {
+    conv->norm_w = n->w, conv->norm_act = n->act, conv->act_scale = n->act_scale;
+}
+
+/* Op j is an activation that folds into the conv making its input (one without a norm). */
+static int act_folds(const vae_program *p, int j, const int *uses) {
+    const vae_op *a = &p->ops[j], *c = sole_conv_input(p, j, uses);
+    return a->kind == VAE_OP_ACT && c && !c->norm_w && c->act == VAE_ACT_NONE;
+}
+
+static void act_apply(vae_op *conv, const vae_op *a) {
+    conv->act = a->act, conv->act_scale = a->act_scale;
+}
+
+/* Every op that `folds` into the conv making its input, folded into it by `apply`, the values
+ * renumbered (vae_program_fuse_norms, vae_program_fuse_acts). */
+static int fuse_into_convs(vae_program *p, int (*folds)(const vae_program *, int, const int *),
+                           void (*apply)(vae_op *, const vae_op *), int *folded) {
     *folded = 0;
     if (p->n_ops == 0) return VAE_OK; /* an absent side (no encoder): not even an input value */
     for (int i = 0; i < p->n_ops; i++)
         if (p->ops[i].out != i + 1) return VAE_OK; /* not numbered as vae_program_add does */
     int *uses = vae_malloc((size_t)p->n_values * sizeof *uses);
     int *map = vae_malloc((size_t)p->n_values * sizeof *map);
-    int *norm_of = vae_malloc((size_t)(p->n_ops + 1) * sizeof *norm_of);
-    if (!uses || !map || !norm_of) {
-        vae_free(uses), vae_free(map), vae_free(norm_of);
-        return vae_fail(VAE_ENOMEM, "out of memory fusing norms");
+    int *fold_of = vae_malloc((size_t)(p->n_ops + 1) * sizeof *fold_of);
+    if (!uses || !map || !fold_of) {
+        vae_free(uses), vae_free(map), vae_free(fold_of);
+        return vae_fail(VAE_ENOMEM, "out of memory fusing ops into convs");
     }
     vae_program_count_readers(p, uses);
-    for (int i = 0; i < p->n_ops; i++) /* the norm folded into conv i, -1 none */
-        norm_of[i] = -1;
+    for (int i = 0; i < p->n_ops; i++) /* the op folded into conv i, -1 none */
+        fold_of[i] = -1;
     for (int j = 0; j < p->n_ops; j++)
-        if (norm_folds(p, j, uses)) norm_of[p->ops[j].in[0] - 1] = j;
+        if (folds(p, j, uses)) fold_of[p->ops[j].in[0] - 1] = j;
     map[p->input] = p->input;
     int k = 0; /* ops kept so far: op i moves to k <= i, its value to k + 1 */
     for (int i = 0; i < p->n_ops; i++) {
         vae_op o = p->ops[i];
         const int x = o.in[0];
-        if (o.kind == VAE_OP_RMS_NORM && x > 0 && norm_of[x - 1] == i) {
-            map[o.out] = map[x]; /* the conv's value now holds the norm's */
+        if (x > 0 && fold_of[x - 1] == i) {
+            map[o.out] = map[x]; /* the conv's value now holds this op's */
             (*folded)++;
             continue;
         }
         for (int q = 0; q < 2; q++)
             if (o.in[q] >= 0) o.in[q] = map[o.in[q]];
-        if (norm_of[i] >= 0) { /* j > i: not moved yet */
-            const vae_op *n = &p->ops[norm_of[i]];
-            o.norm_w = n->w, o.norm_act = n->act, o.act_scale = n->act_scale;
-        }
+        if (fold_of[i] >= 0) apply(&o, &p->ops[fold_of[i]]); /* j > i: not moved yet */
         map[o.out] = k + 1;
         o.out = k + 1;
         p->ops[k++] = o;
@@ -261,8 +280,16 @@ int vae_program_fuse_norms(vae_program *p, int *folded) {
     p->output = map[p->output];
     p->n_ops = k;
     p->n_values = k + 1;
-    vae_free(uses), vae_free(map), vae_free(norm_of);
+    vae_free(uses), vae_free(map), vae_free(fold_of);
     return VAE_OK;
+}
+
+int vae_program_fuse_norms(vae_program *p, int *folded) {
+    return fuse_into_convs(p, norm_folds, norm_apply, folded);
+}
+
+int vae_program_fuse_acts(vae_program *p, int *folded) {
+    return fuse_into_convs(p, act_folds, act_apply, folded);
 }
 
 int vae_program_window_ok(const vae_program *p, int i, const int *uses) {

@@ -82,6 +82,10 @@ int vae_program_mark_fp8_codes(vae_program *p,
  * A per-voxel norm of the output changes nothing the planner or the executor derive from a conv
  * (shape, receptive field, time). */
 int vae_program_fuse_norms(vae_program *p, int *folded);
+/* The same for every activation op (ACT) whose input is the output of a conv without a norm that
+ * nothing else reads: folded into that conv (op.h: its act, after the bias and residual). Run
+ * after vae_program_fuse_norms (a conv takes a norm or an activation, not both). */
+int vae_program_fuse_acts(vae_program *p, int *folded);
 /* *out = a copy of p (its own op list; weights shared with p). VAE_ENOMEM. */
 int vae_program_copy(const vae_program *p, vae_program *out);
 /* uses[v] = how many op inputs read value v (an op reading it twice counts twice): uses

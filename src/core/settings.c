@@ -64,6 +64,7 @@ static const setting table[] = {
     {VAE_PARAM_FP8_CODES, "VAE_FP8_CODES", OFF(fp8_codes), 0, 1, 0, 1, {0}},
     {VAE_PARAM_PLAN_OFFLOAD, "VAE_PLAN_OFFLOAD", OFF(plan_offload), 0, 0, -1, 1 << 20, {0}},
     {VAE_PARAM_FP8_ERROR, "VAE_FP8_ERROR", OFF(fp8_error), 0, 400, 0, 10000, {0}},
+    {VAE_PARAM_EXEC_FUSE_ACTS, "VAE_EXEC_FUSE_ACTS", OFF(exec_fuse_acts), 0, 1, 0, 1, {0}},
 };
 /* clang-format on */
 #undef OFF

@@ -30,6 +30,8 @@ typedef struct vae_settings {
                        * host memory flat in the video's length) */
     int exec_fuse_norms; /* VAE_EXEC_FUSE_NORMS: an RMS norm that alone reads a conv's output
                           * runs inside that conv (program.h vae_program_fuse_norms) (1) */
+    int exec_fuse_acts;  /* VAE_EXEC_FUSE_ACTS: an activation that alone reads a conv's output
+                          * runs inside that conv (program.h vae_program_fuse_acts) (1) */
     int exec_strip_norm; /* VAE_EXEC_STRIP_NORM: strips' RMS norms read their input where it
                           * lies instead of a copy put together (1) */
     int exec_store_host; /* VAE_EXEC_STORE_HOST: tiled plans keep their stores (and strips their

@@ -237,6 +237,7 @@ static const vae_backend_vtbl cpu_vtbl = {
     .unprepare = cpu_unprepare,
     .conv = cpu_conv,
     .conv_norm = 1,
+    .conv_act = 1,
     .norm = cpu_norm,
     .norm_rows = cpu_norm_rows,
     .norm_stats = cpu_norm_stats,

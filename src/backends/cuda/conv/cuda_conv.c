@@ -82,6 +82,8 @@
 /* The core's checks, and what this backend cannot do: frame lists go to kernels by value. */
 static int conv_check_params(const vae_op *op) {
     int rc = vae_op_check(op);
+    if (rc == VAE_OK && op->act != VAE_ACT_NONE) /* (vtbl conv_act is 0: the session keeps them) */
+        rc = vae_fail(VAE_EUNSUPPORTED, "%s: an activation folded into the conv", op->name);
     if (rc == VAE_OK && op->kt > CUK_MAX_FRAMES)
         rc = vae_fail(VAE_EUNSUPPORTED, "%s: temporal kernel of %d frames (at most %d)", op->name,
                       op->kt, CUK_MAX_FRAMES);
