@@ -1023,6 +1023,24 @@ static void test_window_rule(void) {
     vae_program_free(&p);
 }
 
+/* A program p and its folded copy q streamed over the same T frames of x (cut 1, 4, 3): the same
+ * frames, bit for bit. Returns p's output (the caller frees it), NULL when they differ. */
+static float *same_streams(vae_backend *be, const vae_program *p, const vae_program *q,
+                           const float *x, int T, const char *what) {
+    const int cuts[3] = {1, 4, 3};
+    int t1, t2, oh, ow, oc;
+    int64_t peak;
+    float *y1 = run_stream(be, p, x, T, cuts, 3, &t1, &oh, &ow, &oc, &peak);
+    float *y2 = run_stream(be, q, x, T, cuts, 3, &t2, &oh, &ow, &oc, &peak);
+    const int ok = y1 && y2 && t1 == T && t2 == T;
+    const double d = ok ? max_diff(y1, y2, (size_t)T * H * W * C) : 0;
+    CHECK(ok && d == 0.0, "%s: %d and %d frames of %d, outputs differ by %g", what, t1, t2, T, d);
+    free(y2);
+    if (ok && d == 0.0) return y1;
+    free(y1);
+    return NULL;
+}
+
 /* RMS norms folded into the conv before them (vae_program_fuse_norms): only a norm whose input is
  * a conv's output that nothing else reads; the folded program streams to the same values (the
  * CPU runs the same norm in place) with two ops and two values fewer. */
@@ -1072,20 +1090,12 @@ static void test_fuse_norms(vae_backend *be) {
               q.ops[2].in[0] == q.ops[1].out && q.ops[2].in[1] == q.input &&
               q.ops[4].in[1] == q.ops[2].out && vae_op_check(&q.ops[1]) == VAE_OK,
           "fuse: the folded program's ops (values %d %d %d %d)", a, na, nb, c);
-    const int cuts[3] = {1, 4, 3};
-    int t1, t2, oh, ow, oc;
-    int64_t peak;
-    float *y1 = run_stream(be, &p, x, T, cuts, 3, &t1, &oh, &ow, &oc, &peak);
-    float *y2 = run_stream(be, &q, x, T, cuts, 3, &t2, &oh, &ow, &oc, &peak);
-    CHECK(y1 && y2 && t1 == T && t2 == T, "fuse: %d and %d frames of %d", t1, t2, T);
-    if (y1 && y2 && t1 == T && t2 == T) {
-        double d = max_diff(y1, y2, (size_t)T * H * W * C), m = 0;
-        for (size_t i = 0; i < (size_t)T * H * W * C; i++)
-            m = fmax(m, fabs(y1[i]));
-        CHECK(d == 0.0 && m > 0.1, "fuse: outputs differ by %g (max |y| %g)", d, m);
-    }
-    free(y1);
-    free(y2);
+    float *y = same_streams(be, &p, &q, x, T, "fuse");
+    double m = 0;
+    for (size_t i = 0; y && i < (size_t)T * H * W * C; i++)
+        m = fmax(m, fabs(y[i]));
+    CHECK(m > 0.1, "fuse: max |y| %g", m);
+    free(y);
     vae_program_free(&q);
     vae_program_free(&p);
     vae_program empty; /* an absent side (a model without an encoder): nothing, no error */
@@ -1140,23 +1150,13 @@ static void test_fuse_acts(vae_backend *be) {
               q.ops[4].kind == VAE_OP_ACT && q.ops[5].act == VAE_ACT_CLAMP01 &&
               vae_op_check(&q.ops[2]) == VAE_OK,
           "fuse acts: the folded program's ops (values %d %d %d %d %d %d)", a, ra, b, rb, c, d);
-    const int cuts[3] = {1, 4, 3};
-    int t1, t2, oh, ow, oc;
-    int64_t peak;
-    float *y1 = run_stream(be, &p, x, T, cuts, 3, &t1, &oh, &ow, &oc, &peak);
-    float *y2 = run_stream(be, &q, x, T, cuts, 3, &t2, &oh, &ow, &oc, &peak);
-    CHECK(y1 && y2 && t1 == T && t2 == T, "fuse acts: %d and %d frames of %d", t1, t2, T);
-    if (y1 && y2 && t1 == T && t2 == T) {
-        const size_t n = (size_t)T * H * W * C;
-        size_t inside = 0; /* CLAMP01's range, strictly inside: the output is not all clamped */
-        for (size_t i = 0; i < n; i++)
-            inside += y1[i] > 0.0f && y1[i] < 1.0f;
-        CHECK(max_diff(y1, y2, n) == 0.0 && inside > n / 10,
-              "fuse acts: outputs differ by %g (%zu of %zu inside (0, 1))", max_diff(y1, y2, n),
-              inside, n);
-    }
-    free(y1);
-    free(y2);
+    float *y = same_streams(be, &p, &q, x, T, "fuse acts");
+    const size_t n = (size_t)T * H * W * C;
+    size_t inside = 0; /* CLAMP01's range, strictly inside: the output is not all clamped */
+    for (size_t i = 0; y && i < n; i++)
+        inside += y[i] > 0.0f && y[i] < 1.0f;
+    CHECK(inside > n / 10, "fuse acts: %zu of %zu outputs inside (0, 1)", inside, n);
+    free(y);
     vae_program_free(&q);
     vae_program_free(&p);
 }
