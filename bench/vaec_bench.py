@@ -4,8 +4,13 @@ under torch.profiler to list every memory copy of the decode by kind (no host co
 frames: only the 8-byte NaN-check result comes back).
 
 usage: python3 bench/vaec_bench.py [--frames 81] [--size 480x832] [--runs 5] [--dtype bf16]
+                                   [--taehv VARIANT --op decode|encode]
 Prints VAEC lines: wall median, peak, the copy kinds, and diffusers' own decode of the same
 module beside the drop-in (the ratio).
+
+--taehv VARIANT (taew2_1, taew2_2, ...): that tiny autoencoder's decode or encode instead, its
+input and output CUDA tensors of --dtype, as bench/taehv_ref.py times upstream's taehv.py
+(`vae bench` reads and writes float32 host memory: its time holds the copies over the host link).
 """
 import argparse
 import collections
@@ -46,15 +51,40 @@ def copies(fn):
     return dict(kinds)
 
 
+def taehv(a, h, w, dt):
+    """A TAEHV variant's decode or encode, CUDA tensors in and out."""
+    import json
+    with tempfile.TemporaryDirectory() as d:
+        path = f"{d}/{a.taehv}.safetensors"
+        vaec.synth_checkpoint("taehv", path, json.dumps({"variant": a.taehv}))
+        m = vaec.load(path, arch="taehv", config={"variant": a.taehv}, device="cuda",
+                      dtype=a.dtype)
+    f, t, c = m.info["spatial_factor"], m.info["temporal_factor"], m.info["latent_channels"]
+    lat = (1, c, (a.frames - 1) // t + 1, h // f, w // f)
+    vid = (1, 3, a.frames, h, w)
+    x = torch.randn(lat if a.op == "decode" else vid, device="cuda", dtype=dt)
+    call = m.decode if a.op == "decode" else m.encode
+    out = call(x)  # its shape (the variant's frame rules)
+    med, ts = timed(lambda: call(x, out=out), a.runs)
+    print(f"VAEC taehv {a.taehv} {a.op} {a.frames}x{h}x{w} {a.dtype}: median {med:.4f} s runs "
+          f"{[round(v, 4) for v in ts]} engine-peak {m.peak_bytes() / 2**30:.2f} GiB "
+          f"out {tuple(out.shape)} finite {bool(out.isfinite().all())}")
+    print(f"VAEC copies during one {a.op}: {copies(lambda: call(x, out=out))}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=81)
     ap.add_argument("--size", default="480x832")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--taehv", metavar="VARIANT")
+    ap.add_argument("--op", choices=("decode", "encode"), default="decode")
     a = ap.parse_args()
     h, w = map(int, a.size.split("x"))
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]
+    if a.taehv:
+        return taehv(a, h, w, dt)
     lat = (1, 16, (a.frames - 1) // 4 + 1, h // 8, w // 8)
     with tempfile.TemporaryDirectory() as d:
         path = f"{d}/wan21.safetensors"
