@@ -26,13 +26,12 @@ bash scripts/deps.sh
 cuda_job=""
 if [ ${#cuda[@]} -gt 0 ]; then
     mkdir -p build-cuda
-    rm -f build-cuda/configure.log build-cuda/build.log build-cuda/ctest.log
-    # its own process group (set -m), as scripts/build.sh's builds: a failing suite stops the
-    # whole build with it, and the nice value holds against the suite's processes
+    # scripts/build.sh in a process group of its own (set -m): a failing suite stops it (its
+    # follow_build stops the build's group in turn), and the nice value holds against the
+    # suite's processes; what it prints goes to build-cuda/progress.log
     set -m
-    nice -n 19 bash -c 'cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release "$@" \
-        >build-cuda/configure.log 2>&1 && cmake --build build-cuda -j"$(nproc)" >build-cuda/build.log 2>&1' \
-        cuda-build "${cuda[@]}" </dev/null >/dev/null 2>&1 &
+    nice -n 19 bash scripts/build.sh build-cuda "${cuda[@]}" </dev/null \
+        >build-cuda/progress.log 2>&1 &
     cuda_job=$!
     set +m
     trap 'kill -- -"$cuda_job" 2>/dev/null || true' EXIT
@@ -130,16 +129,15 @@ else VAE_WIN_QUICK=1 bash scripts/test_windows.sh build-win; fi
 if [ -n "$cuda_job" ]; then
     stage "the CUDA backend's build (compiled beside the suite)"
     wait "$cuda_job" || {
-        grep -hE "error|Error" build-cuda/configure.log build-cuda/build.log 2>/dev/null | head -40
-        tail -20 build-cuda/build.log 2>/dev/null || tail -40 build-cuda/configure.log
+        tail -60 build-cuda/progress.log # (scripts/build.sh: the configure log, or the errors)
         echo "build-cuda: failed (logs: build-cuda/configure.log, build-cuda/build.log)"
         exit 1
     }
     trap - EXIT
-    grep "^-- vae:" build-cuda/configure.log || true
+    grep -E "^-- vae:|^build: done" build-cuda/progress.log || true
     if (cd build-cuda && OMP_WAIT_POLICY=passive ctest --output-on-failure --timeout 300 -j2 \
-        --no-tests=error -R '^(gpu_.*|cuda_pool|test_formats|test_executor|fixture_wan21_tiny|cli_regress)$' \
-        >ctest.log 2>&1)
+        --no-tests=error >ctest.log 2>&1 \
+        -R '^(gpu_.*|cuda_pool|test_formats|test_executor|fixture_wan21_tiny|cli_regress)$')
     then grep -E "tests passed|Total Test time" build-cuda/ctest.log
     else grep -vE "Skipped|Passed" build-cuda/ctest.log | tail -80; exit 1; fi
 fi

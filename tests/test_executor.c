@@ -1129,12 +1129,12 @@ static void test_fuse_acts(vae_backend *be) {
     vae_program_init(&p, C);
     const int r0 = add_act(&p, p.input, VAE_ACT_RELU); /* reads the input: stays */
     const int a = add_conv3(&p, r0, -1, w[0]);
-    const int ra = add_act(&p, a, VAE_ACT_RELU); /* a read by it alone: folds */
-    const int b = add_conv3(&p, ra, p.input, w[1]); /* with a residual */
+    const int ra = add_act(&p, a, VAE_ACT_RELU);       /* a read by it alone: folds */
+    const int b = add_conv3(&p, ra, p.input, w[1]);    /* with a residual */
     const int rb = add_act(&p, b, VAE_ACT_TANH_SCALE); /* folds, after the residual */
     const int c = add_conv3(&p, rb, -1, w[2]);
     const int nc = add_norm(&p, c, g, VAE_ACT_NONE); /* c takes this norm ... */
-    const int rc = add_act(&p, nc, VAE_ACT_SILU);     /* ... so this stays */
+    const int rc = add_act(&p, nc, VAE_ACT_SILU);    /* ... so this stays */
     const int d = add_conv3(&p, rc, -1, w[3]);
     add_act(&p, d, VAE_ACT_CLAMP01); /* the output: folds */
     vae_program q;
@@ -1146,9 +1146,8 @@ static void test_fuse_acts(vae_backend *be) {
           "fuse acts: %d norms, %d acts folded, %d ops, output %d", norms, acts, q.n_ops, q.output);
     CHECK(q.n_ops == 6 && q.ops[0].kind == VAE_OP_ACT && q.ops[1].act == VAE_ACT_RELU &&
               q.ops[2].act == VAE_ACT_TANH_SCALE && q.ops[2].in[1] == q.input &&
-              q.ops[3].norm_w == g && q.ops[3].act == VAE_ACT_NONE &&
-              q.ops[4].kind == VAE_OP_ACT && q.ops[5].act == VAE_ACT_CLAMP01 &&
-              vae_op_check(&q.ops[2]) == VAE_OK,
+              q.ops[3].norm_w == g && q.ops[3].act == VAE_ACT_NONE && q.ops[4].kind == VAE_OP_ACT &&
+              q.ops[5].act == VAE_ACT_CLAMP01 && vae_op_check(&q.ops[2]) == VAE_OK,
           "fuse acts: the folded program's ops (values %d %d %d %d %d %d)", a, ra, b, rb, c, d);
     float *y = same_streams(be, &p, &q, x, T, "fuse acts");
     const size_t n = (size_t)T * H * W * C;

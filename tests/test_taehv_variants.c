@@ -277,7 +277,8 @@ static void check_rules_in_one_session(const char *name, int latent) {
         for (int i = 0; i < 3 && rc == VAE_OK; i++) {
             const int c = encode ? 3 : latent, side = encode ? 16 : 2, t = lengths[encode][i];
             const int64_t shape[5] = {1, c, t, side, side};
-            float *x = filled((int64_t)c * t * side * side, 13 + i, encode ? 0 : -3, encode ? 1 : 3);
+            const float lo = encode ? 0 : -3, hi = encode ? 1 : 3;
+            float *x = filled((int64_t)c * t * side * side, 13 + i, lo, hi);
             vae_tensor in = vae_tensor_dense(5, shape, VAE_DTYPE_F32, x), got = {0}, fresh = {0};
             rc = encode ? vae_encode_tensor(s, &in, &got) : vae_decode_tensor(s, &in, &got);
             vae_plan_info plan;
@@ -290,7 +291,8 @@ static void check_rules_in_one_session(const char *name, int latent) {
             if (rc == VAE_OK) rc = run(m, encode, 0, &in, &fresh);
             const int same = rc == VAE_OK && numel(&got) == numel(&fresh) &&
                              memcmp(got.data, fresh.data, (size_t)numel(&got) * 4) == 0;
-            check(same, "%s: %s of %d %s after %d other calls of the session = a fresh session's %s",
+            check(same,
+                  "%s: %s of %d %s after %d other calls of the session = a fresh session's %s",
                   name, encode ? "encode" : "decode", t, encode ? "frames" : "latents",
                   encode * 3 + i, rc ? vae_last_error() : "");
             vae_tensor_free(&got);

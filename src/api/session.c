@@ -227,7 +227,8 @@ static int program_finish(vae_session *s, int d, int kept, const char *how) {
         return rc;
     if (folded || acts)
         VAE_DEBUG("session: %d RMS norms and %d activations of the %s run inside the conv before "
-                  "them", folded, acts, d ? "encoder" : "decoder");
+                  "them",
+                  folded, acts, d ? "encoder" : "decoder");
     if (s->opts.dtype == VAE_DTYPE_FP8 && s->set.fp8_codes && s->be->v->fp8_codes) {
         const int codes = vae_program_mark_fp8_codes(&s->prog[d], fp8_codes_takes, s);
         VAE_DEBUG("session: %d E4M3 convs of the %s read the codes their input's producer writes",
@@ -580,10 +581,14 @@ static int session_run(vae_session *s, int encode, const call *k) {
     reader rd = {group_in ? &hv : &iv, what};
     vae_frames_fn emit = dev_out && framed ? write_device_output : k->out ? write_output : k->fn;
     void *emit_user = dev_out && framed ? (void *)&dout : k->out ? (void *)&ov : k->user;
-    vae_run_io io = {.read = read_input, .read_user = &rd,
-                     .in_view = dev_in && !group_in ? &iv : NULL, .emit = emit,
-                     .emit_user = emit_user, .out_view = dev_out && !framed ? &ov : NULL,
-                     .progress = k->co.progress, .progress_user = k->co.progress_user,
+    vae_run_io io = {.read = read_input,
+                     .read_user = &rd,
+                     .in_view = dev_in && !group_in ? &iv : NULL,
+                     .emit = emit,
+                     .emit_user = emit_user,
+                     .out_view = dev_out && !framed ? &ov : NULL,
+                     .progress = k->co.progress,
+                     .progress_user = k->co.progress_user,
                      .cancel = &s->cancel};
     double t0 = vae_seconds();
     rc = vae_session_run_framed(s, encode, &iv, &io);

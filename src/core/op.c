@@ -97,6 +97,14 @@ vae_op vae_conv_norm_op(const vae_op *conv) {
     return n;
 }
 
+vae_op vae_conv_act_op(const vae_op *conv) {
+    vae_op a = vae_op_make(VAE_OP_ACT, conv->out, conv->c_out, conv->c_out);
+    a.act = conv->act;
+    a.act_scale = conv->act_scale;
+    memcpy(a.name, conv->name, sizeof a.name);
+    return a;
+}
+
 int vae_op_check(const vae_op *op) {
     if (op->c_in < 1 || op->c_out < 1)
         return vae_fail(VAE_EINVAL, "%s: %d -> %d channels", op->name, op->c_in, op->c_out);

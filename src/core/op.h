@@ -40,8 +40,9 @@ typedef enum {
      * read y alone, applied to it: y = norm_act(RMS_NORM(y) with weight norm_w [c_out], then
      * act_scale as that norm's), so that y is written once instead of written, read and written
      * again. act (set by vae_program_fuse_acts, a conv without norm_w): y = act(y) after the bias
-     * and the residual, act_scale its scale; NONE otherwise. groups > 1 (vae_op_grouped): a depthwise conv, each input channel c convolved
-     * alone into the c_out / c_in outputs [c m, (c + 1) m) (m = c_out / c_in: PyTorch's
+     * and the residual, act_scale its scale; NONE otherwise. groups > 1 (vae_op_grouped): a
+     * depthwise conv, each input channel c convolved alone into the c_out / c_in outputs
+     * [c m, (c + 1) m) (m = c_out / c_in: PyTorch's
      * groups = c_in), weight [c_out][1][kh][kw]; 2-D only (kt = st = 1, no temporal padding, no
      * input upsampling), never E4M3. groups 0 or 1: a dense conv. */
     VAE_OP_CONV,
@@ -153,6 +154,9 @@ int vae_op_check(const vae_op *op);
 /* The RMS norm a conv applies to its output (vae_op norm_w), as an op of its own: for backends
  * that run it as a pass over y (in place) after the conv. */
 vae_op vae_conv_norm_op(const vae_op *conv);
+/* The activation a conv applies to its output (vae_op act), as an ACT op of its own: for backends
+ * that run it as a pass over y (in place) after the conv. */
+vae_op vae_conv_act_op(const vae_op *conv);
 /* What every backend's CONV checks of its call (backend.h): enough frames, the output size that
  * kernel, stride, padding and input upsampling (op->up) give, no NULL frame. */
 int vae_conv_check_call(const vae_op *op, const void *const *frames, int n_in, int h, int w,

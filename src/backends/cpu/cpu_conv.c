@@ -286,12 +286,9 @@ int cpu_conv(vae_backend *be, const vae_op *op, void *state, const void *const *
     /* the executor upsamples the input for this backend (no conv_upsample): op->up is 0 here */
     if ((rc = vae_conv_check_call(op, frames, n_in, h, w, y, t_out, h_out, w_out))) return rc;
     rc = conv_run(be, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out);
-    const int64_t n_vox = (int64_t)t_out * h_out * w_out;
     if (rc == VAE_OK && op->act != VAE_ACT_NONE) { /* its activation, in place */
-        vae_op a = vae_op_make(VAE_OP_ACT, op->out, op->c_out, op->c_out);
-        a.act = op->act, a.act_scale = op->act_scale;
-        memcpy(a.name, op->name, sizeof a.name);
-        rc = cpu_eltwise(be, &a, NULL, y, NULL, y, n_vox);
+        const vae_op a = vae_conv_act_op(op);
+        rc = cpu_eltwise(be, &a, NULL, y, NULL, y, (int64_t)t_out * h_out * w_out);
     }
     if (rc || !op->norm_w) return rc;
     const vae_op n = vae_conv_norm_op(op); /* its RMS norm, in place (per voxel: reads first) */
