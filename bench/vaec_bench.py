@@ -37,18 +37,31 @@ def timed(fn, runs):
 
 
 def copies(fn):
-    """Memory copies and sets the CUDA activity of one call shows, by kind: {kind: (n, bytes)}."""
+    """What the CUDA activity of one call shows: memory copies and sets by kind ({kind: (n,
+    bytes)}), and the GPU's time in kernels against the call's span (ms), which says whether the
+    call waits on the GPU or the GPU on the host."""
     from torch.profiler import ProfilerActivity, profile
+    t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
         fn()
         torch.cuda.synchronize()
     kinds = collections.defaultdict(lambda: [0, 0])
+    busy, first, last, kernels = 0.0, None, None, 0
     for e in prof.events():
         if e.name.startswith("Memcpy") or e.name.startswith("Memset"):
             k = kinds[e.name.split(" (")[0]]
             k[0] += 1
             k[1] += int(getattr(e, "nbytes", 0) or 0)
-    return dict(kinds)
+        if str(getattr(e, "device_type", "")).endswith("CUDA"):
+            r = e.time_range
+            busy += (r.end - r.start) / 1e3
+            kernels += 1
+            first = r.start if first is None else min(first, r.start)
+            last = r.end if last is None else max(last, r.end)
+    span = (last - first) / 1e3 if first is not None else 0.0
+    return dict(kinds), {"gpu_ms": round(busy, 2), "gpu_span_ms": round(span, 2),
+                         "device_events": kernels,
+                         "profiled_wall_ms": round((time.perf_counter() - t0) * 1e3, 1)}
 
 
 def taehv(a, h, w, dt):
@@ -69,7 +82,8 @@ def taehv(a, h, w, dt):
     print(f"VAEC taehv {a.taehv} {a.op} {a.frames}x{h}x{w} {a.dtype}: median {med:.4f} s runs "
           f"{[round(v, 4) for v in ts]} engine-peak {m.peak_bytes() / 2**30:.2f} GiB "
           f"out {tuple(out.shape)} finite {bool(out.isfinite().all())}")
-    print(f"VAEC copies during one {a.op}: {copies(lambda: call(x, out=out))}")
+    kinds, gpu = copies(lambda: call(x, out=out))
+    print(f"VAEC copies during one {a.op}: {kinds}; GPU {gpu}")
 
 
 def main():
@@ -98,7 +112,7 @@ def main():
           f"{[round(t, 4) for t in ts]} torch-peak {peak / 2**30:.2f} GiB engine-peak "
           f"{m.peak_bytes() / 2**30:.2f} GiB out {out.dtype} {tuple(out.shape)} "
           f"finite {bool(out.isfinite().all())}")
-    print(f"VAEC copies during one decode: {copies(lambda: m.decode(z, out=out))}")
+    print(f"VAEC copies during one decode: {copies(lambda: m.decode(z, out=out))[0]}")
     s = torch.cuda.Stream()  # a non-default current stream: the engine orders itself after it
     with torch.cuda.stream(s):
         ref = out.clone()
@@ -122,7 +136,7 @@ def main():
         med_d, ts_d = timed(lambda: vae.decode(raw), a.runs)
         print(f"VAEC diffusers-dropin decode {a.frames}x{h}x{w} {a.dtype}: median {med_d:.4f} s "
               f"runs {[round(t, 4) for t in ts_d]}")
-        print(f"VAEC diffusers copies: {copies(lambda: vae.decode(raw))}")
+        print(f"VAEC diffusers copies: {copies(lambda: vae.decode(raw))[0]}")
         mine = vae.decode(raw).sample
         vd.unwrap(vae)  # diffusers' own decode of the same module, same latent
         med_o, ts_o = timed(lambda: vae.decode(raw), max(2, a.runs // 2))

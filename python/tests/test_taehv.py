@@ -71,3 +71,24 @@ def test_frame_rules_with_cuda_tensors(tmp_path, variant):
         assert close(out.cpu(), host), (variant, latents)
     video = torch.rand(1, 3, 20, 64, 96, generator=g)
     assert close(m.encode(video.cuda()).cpu(), m.encode(video)), variant
+
+
+@pytest.mark.skipif(not vaec.cuda_available(), reason="no GPU")
+@pytest.mark.parametrize("tile", [None, 32])
+def test_padded_encode_of_cuda_tensors(tmp_path, tile):
+    """An encoder that pads its input to its time factor (taew2_1: repeats the last frame) reads a
+    video in device memory on the device, whole or in exact tiles, as it reads a host one."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    ckpt = tmp_path / "taew2_1.safetensors"
+    vaec.synth_checkpoint("taehv", str(ckpt), json.dumps({"variant": "taew2_1"}))
+    m = vaec.load(str(ckpt), arch="taehv", config={"variant": "taew2_1"}, device="cuda",
+                  dtype="fp32", tile=tile)
+    g = torch.Generator().manual_seed(2)
+    for frames in (1, 3, 5, 6, 8, 9):
+        video = torch.rand(1, 3, frames, 64, 96, generator=g)
+        host = m.encode(video)
+        dev = m.encode(video.cuda())
+        assert dev.is_cuda and dev.shape == host.shape, frames
+        assert bool((dev.cpu() - host).abs().max() <= 1e-5), frames

@@ -554,8 +554,6 @@ static int session_run(vae_session *s, int encode, const call *k) {
     int rc = call_views(s, encode, k, &iv, &ov);
     if (rc) return rc;
     int t_used = vae_session_frames_used(s, encode, iv.t);
-    /* t_used > iv.t: the input is padded with copies of its last frame, which the host reader
-     * makes (read_input): a device input goes through a host copy then */
     if (t_used < iv.t)
         VAE_WARN("%s: %d frames given, the model uses the first %d (%s takes 1 + %d*k frames)",
                  what, iv.t, t_used, m->cfg.arch->name, (encode ? &m->enc : &m->dec)->chunk);
@@ -572,7 +570,7 @@ static int session_run(vae_session *s, int encode, const call *k) {
     vae_io_view hv;
     /* a frame rule reads its input and places its frames through the host */
     const int framed = vae_session_frame_rule(m, encode, s->opts.preview, NULL);
-    const int group_in = dev_in && (s->n_lanes > 1 || t_used > iv.t || framed);
+    const int group_in = dev_in && (s->n_lanes > 1 || framed);
     if (group_in && (rc = input_to_host(s, &iv, &host_in, &hv))) return rc;
     device_out dout = {be, &ov, NULL, 0, VAE_OK};
     /* the group's other devices write a device output without waiting on the caller's stream:

@@ -108,13 +108,26 @@ static int read_input(run *s, float *dst, int f, int n, vae_span y, vae_span x) 
     return rc;
 }
 
+/* A device input's frames [f, f+n), crop h x w at (y0, x0), into dst: frames past its end repeat
+ * its last (an encoder that pads its input, program.h pad_end), as api/session.c's host reader
+ * makes them, so that a device tensor stays on the device. */
+static int import_view(vae_backend *be, const vae_io_view *v, void *dst, int f, int n, int y0,
+                       int h, int x0, int w) {
+    const int have = f >= v->t ? 0 : f + n <= v->t ? n : v->t - f;
+    const size_t frame = (size_t)h * w * v->c * be->elem_size;
+    int rc = have > 0 ? be->v->view_import(be, dst, v, f, have, y0, h, x0, w) : VAE_OK;
+    for (int k = have; rc == VAE_OK && k < n; k++)
+        rc = be->v->view_import(be, (char *)dst + (size_t)k * frame, v, v->t - 1, 1, y0, h, x0, w);
+    return rc;
+}
+
 /* Input frames [f, f+n) of the crop y x x into dst ([n][h][w][c], backend dtype). */
 static int upload_input(run *s, void *dst, int f, int n, vae_span y, vae_span x) {
     vae_runner *r = s->r;
     vae_backend *be = r->be;
     const int h = y.hi - y.lo, w = x.hi - x.lo, c = r->p->in_channels;
     const size_t vals = (size_t)n * h * w * c;
-    if (s->io->in_view) return be->v->view_import(be, dst, s->io->in_view, f, n, y.lo, h, x.lo, w);
+    if (s->io->in_view) return import_view(be, s->io->in_view, dst, f, n, y.lo, h, x.lo, w);
     if (async_io(be)) {
         float *stage = be->v->stage_in(be, vals * sizeof(float));
         if (!stage) return vae_fail(VAE_ENOMEM, "out of pinned host memory for %d frames", n);
