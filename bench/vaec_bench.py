@@ -46,21 +46,28 @@ def copies(fn):
         fn()
         torch.cuda.synchronize()
     kinds = collections.defaultdict(lambda: [0, 0])
-    busy, first, last, kernels = 0.0, None, None, 0
+    dev = []
     for e in prof.events():
         if e.name.startswith("Memcpy") or e.name.startswith("Memset"):
             k = kinds[e.name.split(" (")[0]]
             k[0] += 1
             k[1] += int(getattr(e, "nbytes", 0) or 0)
         if str(getattr(e, "device_type", "")).endswith("CUDA"):
-            r = e.time_range
-            busy += (r.end - r.start) / 1e3
-            kernels += 1
-            first = r.start if first is None else min(first, r.start)
-            last = r.end if last is None else max(last, r.end)
-    span = (last - first) / 1e3 if first is not None else 0.0
+            dev.append((e.time_range.start, e.time_range.end, e.name))
+    dev.sort()
+    busy = sum(b - a for a, b, _ in dev) / 1e3
+    span = (dev[-1][1] - dev[0][0]) / 1e3 if dev else 0.0
+    gaps, end, prev = [], dev[0][1] if dev else 0, dev[0][2] if dev else ""
+    for a, b, name in dev[1:]:  # the GPU idle between its events: the host's share of the call
+        if a - end > 20:
+            gaps.append((round((a - end) / 1e3, 3), prev[:40], name[:40]))
+        if b > end:
+            end, prev = b, name
+    gaps.sort(reverse=True)
     return dict(kinds), {"gpu_ms": round(busy, 2), "gpu_span_ms": round(span, 2),
-                         "device_events": kernels,
+                         "device_events": len(dev), "idle_over_20us_ms":
+                         round(sum(g[0] for g in gaps), 2), "idle_gaps": len(gaps),
+                         "largest_idle": gaps[:6],
                          "profiled_wall_ms": round((time.perf_counter() - t0) * 1e3, 1)}
 
 

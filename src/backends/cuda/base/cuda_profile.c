@@ -53,7 +53,9 @@ void cu_prof_flush(cuda_backend *cb) {
 }
 
 int cu_prof_begin(cuda_backend *cb, int cat) {
-    if (!cb->prof || cu_enter(cb, "cuda profile")) return -1;
+    /* a tuning trial is not the op's work: counted, the cold run's trials would hide the steady
+     * state of a short bench */
+    if (!cb->prof || cb->tuning || cu_enter(cb, "cuda profile")) return -1;
     if (!cb->prof_ev) {
         cb->prof_ev = vae_calloc(2 * CU_PROF_CAP, sizeof *cb->prof_ev);
         cb->prof_cat = vae_calloc(CU_PROF_CAP, sizeof *cb->prof_cat);
