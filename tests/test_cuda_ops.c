@@ -149,8 +149,8 @@ static void compare(const char *what, int rc_cpu, int rc_gpu, const float *yg, c
 }
 
 static const char *act_name(vae_act a) {
-    static const char *n[] = {"none", "silu", "relu", "tanh3"};
-    return (unsigned)a < 4 ? n[a] : "?";
+    static const char *n[] = {"none", "silu", "relu", "tanh3", "clamp01"};
+    return (unsigned)a < 5 ? n[a] : "?";
 }
 
 /* ---- CONV ----------------------------------------------------------------------------------- */
@@ -256,8 +256,9 @@ static void unstage(void) {
     if (staged && gpu->v->trim) gpu->v->trim(gpu);
 }
 
-/* groups: op.groups (> 1: depthwise, op.h) */
-static void test_conv_groups(const conv_case *cc, int groups) {
+/* groups: op.groups (> 1: depthwise, op.h); act: an activation of the output folded into the conv
+ * (op.act, vae_program_fuse_acts; without a norm) */
+static void test_conv_groups(const conv_case *cc, int groups, vae_act act) {
     int K = cc->c_in / (groups > 1 ? groups : 1) * cc->kt * cc->kh * cc->kw;
     int t_out = (cc->n_in - cc->kt) / cc->st + 1;
     int ho = (cc->h + cc->pt + cc->pb - cc->kh) / cc->sh + 1;
@@ -280,6 +281,7 @@ static void test_conv_groups(const conv_case *cc, int groups) {
     float *gamma = cc->norm ? rand_buf(cc->c_out, 0.5f, 1.0f) : NULL;
     vae_op op = vae_op_make(VAE_OP_CONV, 0, cc->c_in, cc->c_out);
     op.norm_w = gamma, op.norm_act = cc->norm == 1 ? VAE_ACT_SILU : VAE_ACT_NONE;
+    op.act = act, op.act_scale = act == VAE_ACT_TANH_SCALE ? 3.0f : 0.0f;
     op.kt = cc->kt, op.kh = cc->kh, op.kw = cc->kw, op.st = cc->st, op.sh = cc->sh, op.sw = cc->sw;
     op.pad_h[0] = cc->pt, op.pad_h[1] = cc->pb, op.pad_w[0] = cc->pl, op.pad_w[1] = cc->pr;
     op.w = wt, op.b = b;
@@ -303,7 +305,7 @@ static void test_conv_groups(const conv_case *cc, int groups) {
     float *yc = run_conv(r, cc, &op, src, n_src, frame_src, res, fsz, ysz, t_out, ho, wo, &rc_c);
     char what[200];
     snprintf(what, sizeof what,
-             "conv %-18s %3d->%-3d k%dx%dx%d s%d,%d,%d pad %d%d%d%d %2d frames %dx%d %s%s%s%s%s",
+             "conv %-18s %3d->%-3d k%dx%dx%d s%d,%d,%d pad %d%d%d%d %2d frames %dx%d %s%s%s%s%s%s%s",
              cc->name, cc->c_in, cc->c_out, cc->kt, cc->kh, cc->kw, cc->st, cc->sh, cc->sw, cc->pt,
              cc->pb, cc->pl, cc->pr, cc->n_in, cc->h, cc->w, layout_name[cc->layout],
              cc->bias ? " bias" : "",
@@ -313,6 +315,7 @@ static void test_conv_groups(const conv_case *cc, int groups) {
              cc->norm == 1 ? " norm+silu"
              : cc->norm    ? " norm"
                            : "",
+             act ? " act " : "", act ? act_name(act) : "",
              r != cpu     ? " (fp8)"
              : ref != cpu ? " (bf16: no fp8 kernel)"
                           : "");
@@ -327,7 +330,7 @@ static void test_conv_groups(const conv_case *cc, int groups) {
 }
 
 static void test_conv(const conv_case *cc) {
-    test_conv_groups(cc, 0);
+    test_conv_groups(cc, 0, VAE_ACT_NONE);
 }
 
 /* Depthwise convs (groups = c_in; their own kernel, cuda_depthwise_conv.cu, in every variant):
@@ -409,6 +412,10 @@ static const conv_case convs[] = {
     {"3x3x3_window_st2", 16, 16, 3, 3, 3, 2, 1, 1, 1, 1, 1, 1, 7, 8, 6, 1, 0, L_CHUNK, 0},
     {"3x1x1_window", 32, 64, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 6, 6, 5, 1, 0, L_CHUNK, 0},
     {"1x3x3_bias_res", 32, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 12, 10, 1, 1, L_CHUNK, 0},
+    /* TAEHV's: a 12-channel stem (16-bit: channels padded for cuDNN), a block's last conv */
+    {"1x3x3_c12to64", 12, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 20, 18, 1, 0, L_CHUNK, 0},
+    {"1x3x3_c64_res", 64, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 4, 12, 14, 1, 1, L_CHUNK, 0},
+    {"1x3x3_c64_nobias", 64, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 10, 9, 0, 0, L_SCATTER, 0},
     /* 96 / 48 input channels: padded 3-D candidate (any frame layout) */
     {"3x3x3_c96_cache", 96, 96, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 10, 12, 1, 1, L_CACHE_CHUNK, 0},
     {"3x3x3_c96_window", 96, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 9, 10, 1, 0, L_CHUNK, 0},
@@ -475,6 +482,19 @@ static const conv_case convs[] = {
      L_CACHE_CHUNK,          0},
     {"3x3x3_ig_pad16_scatter", 16, 128, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 3, 6, 5, 0, 0, L_SCATTER, 0},
 };
+static const size_t n_convs = sizeof convs / sizeof *convs;
+
+/* Every conv without a norm again with an activation folded into it (vae_program_fuse_acts):
+ * ReLU, which cuDNN's epilogue and the stem kernel apply themselves, and by turns the others
+ * (the pass after the conv) */
+static void test_conv_acts(void) {
+    static const vae_act others[] = {VAE_ACT_SILU, VAE_ACT_CLAMP01, VAE_ACT_TANH_SCALE};
+    for (size_t i = 0; i < n_convs; i++) {
+        if (convs[i].norm) continue;
+        test_conv_groups(&convs[i], 0, i % 4 ? VAE_ACT_RELU : others[i / 4 % 3]);
+    }
+}
+
 
 /* CONV with input upsampling (op.up = 2, the fused nearest x2 + conv of the Wan upsamplers): the
  * GPU gets the small frames; the CPU reference gets them upsampled on the host and op.up = 0. */
@@ -1621,8 +1641,9 @@ static void run_variant(const variant_def *v) {
     }
     if (v->what & V_CONV) {
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) test_conv(&convs[i]);
+        test_conv_acts();
         for (size_t i = 0; i < sizeof depthwise / sizeof *depthwise; i++)
-            test_conv_groups(&depthwise[i], depthwise[i].c_in);
+            test_conv_groups(&depthwise[i], depthwise[i].c_in, i % 2 && !depthwise[i].norm ? VAE_ACT_RELU : VAE_ACT_NONE);
         test_conv_up(16, 8, 3, 2, 5, 7, 1, 0);   /* phase path */
         test_conv_up(32, 16, 3, 3, 6, 4, 1, 1);  /* + residual (Wan2.2) */
         test_conv_up(64, 32, 3, 1, 9, 10, 0, 1); /* no bias */

@@ -281,6 +281,7 @@ static const vae_backend_vtbl cuda_vtbl = {
     .fp8_codes = cuda_fp8_codes,
     .conv_upsample = 1,
     .conv_norm = 1,
+    .conv_act = 1,
     .graph_begin = cuda_graph_begin,
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,

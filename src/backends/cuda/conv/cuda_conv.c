@@ -82,8 +82,6 @@
 /* The core's checks, and what this backend cannot do: frame lists go to kernels by value. */
 static int conv_check_params(const vae_op *op) {
     int rc = vae_op_check(op);
-    if (rc == VAE_OK && op->act != VAE_ACT_NONE) /* (vtbl conv_act is 0: the session keeps them) */
-        rc = vae_fail(VAE_EUNSUPPORTED, "%s: an activation folded into the conv", op->name);
     if (rc == VAE_OK && op->kt > CUK_MAX_FRAMES)
         rc = vae_fail(VAE_EUNSUPPORTED, "%s: temporal kernel of %d frames (at most %d)", op->name,
                       op->kt, CUK_MAX_FRAMES);
@@ -93,14 +91,16 @@ static int conv_check_params(const vae_op *op) {
 /* the bias padded to kp with zeros (float32, host; the caller frees it), or NULL without memory */
 static float *padded_bias(const vae_op *op, const conv_state *s) {
     float *host = vae_calloc((size_t)s->kp, sizeof(float));
-    if (host) memcpy(host, op->b, (size_t)s->co * sizeof(float));
+    if (host && op->b) memcpy(host, op->b, (size_t)s->co * sizeof(float));
     return host;
 }
 
-/* bias padded to kp (zeros), float32 or the activation dtype */
+/* bias padded to kp (zeros), float32 or the activation dtype; zeros without op->b */
 static int upload_bias(cuda_backend *cb, const vae_op *op, const conv_state *s, int as_f32,
                        void **out) {
-    int rc = cu_upload_staged(cb, op->b, CU_STAGE_BIAS, (size_t)s->kp, as_f32, out, op->name);
+    int rc = op->b ? cu_upload_staged(cb, op->b, CU_STAGE_BIAS, (size_t)s->kp, as_f32, out,
+                                      op->name)
+                   : VAE_OK;
     if (rc || *out) return rc;
     float *host = padded_bias(op, s);
     if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory", op->name);
@@ -158,7 +158,9 @@ int cuda_conv_prepare(vae_backend *be, const vae_op *op, void **state) {
     conv_state_init(cb, op, s);
     /* the weight layouts are made on first use: the path chosen for the first shape (timed, or
      * from the tune cache) decides which one, so none is made only to be freed again */
-    if (rc == VAE_OK && op->b) {
+    /* a ReLU conv without a bias gets zeros: cuDNN's epilogue that applies the ReLU adds one */
+    const int zero_bias = op->act == VAE_ACT_RELU && cb->fuse;
+    if (rc == VAE_OK && (op->b || zero_bias)) {
         rc = upload_bias(cb, op, s, 1, (void **)&s->bias);
         s->b_bytes = (size_t)s->kp * sizeof(float);
         if (rc == VAE_OK && be->dtype != VAE_DTYPE_F32) {
@@ -288,7 +290,7 @@ static int conv_paths(conv_call *cc, const void *const *frames, int n_in, int t_
 }
 
 /* The convolution with y of op->c_out channels (possibly the padded count); *normed: the path
- * that made y applied op->norm_w too. */
+ * that made y applied the conv's pass after it too (op->norm_w, or op->act). */
 static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
                      int n_in, int h, int w, const void *residual, void *y, int t_out, int h_out,
                      int w_out, int *normed) {
@@ -319,7 +321,7 @@ static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     const int consec = cu_frames_consecutive(frames, n_in, 1, cc.fb);
     if (cu_conv_fp8_ok(&cc, consec)) {
         rc = cu_conv_fp8(&cc, frames[0], t_out);
-        *normed = cc.norm_done; /* the halo-tile kernel's */
+        *normed = cc.post_done; /* the halo-tile kernel's */
         if (rc != VAE_EUNSUPPORTED) return rc;
         VAE_DEBUG("%s: %s; bf16 from now on", op->name, vae_last_error());
         vae_error_clear();
@@ -327,7 +329,7 @@ static int conv_core(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     }
     if (op->fp8_codes_in && (rc = codes_frames(cb, op, frames, n_in, h, w, 1))) return rc;
     rc = conv_paths(&cc, frames, n_in, t_out, consec, sym);
-    *normed = cc.norm_done;
+    *normed = cc.post_done;
     if (op->fp8_codes_in) {
         const int rc2 = codes_frames(cb, op, frames, n_in, h, w, 0);
         if (rc == VAE_OK) rc = rc2;
@@ -388,10 +390,19 @@ static int conv_up(cuda_backend *cb, const vae_op *op, conv_state *s, const void
     return rc;
 }
 
-/* The conv's RMS norm (op->norm_w) over its output y [n_vox][c_out] in place. */
-static int conv_norm(cuda_backend *cb, const vae_op *op, const conv_state *s, void *y,
+/* The conv's pass over its output y [n_vox][c_out] in place: its RMS norm (op->norm_w), or its
+ * activation (op->act; a conv has one or the other: vae_op_check). */
+static int conv_post(cuda_backend *cb, const vae_op *op, const conv_state *s, void *y,
                      int64_t n_vox) {
-    if (!op->norm_w || n_vox == 0) return VAE_OK;
+    if (n_vox == 0 || (!op->norm_w && op->act == VAE_ACT_NONE)) return VAE_OK;
+    if (!op->norm_w) {
+        int ph = cu_prof_begin(cb, CU_P_ELT);
+        int rc = cu_check(cuk_eltwise(cb->stream, cb->base.dtype, 0, (int)op->act, op->act_scale,
+                                      y, NULL, NULL, NULL, y, n_vox, op->c_out),
+                          op->name, "activation");
+        cu_prof_end(cb, ph);
+        return rc;
+    }
     if (!s->nw) return vae_fail(VAE_EINVAL, "%s: conv was prepared without its norm", op->name);
     int ph = cu_prof_begin(cb, CU_P_RMS);
     int rc =
@@ -402,10 +413,10 @@ static int conv_norm(cuda_backend *cb, const vae_op *op, const conv_state *s, vo
     return rc;
 }
 
-int cu_conv_norm(conv_call *cc, int64_t n_vox) {
-    if (cc->norm_done) return VAE_OK;
-    const int rc = conv_norm(cc->cb, cc->op, cc->s, cc->y, n_vox);
-    cc->norm_done = rc == VAE_OK;
+int cu_conv_post(conv_call *cc, int64_t n_vox) {
+    if (cc->post_done) return VAE_OK;
+    const int rc = conv_post(cc->cb, cc->op, cc->s, cc->y, n_vox);
+    cc->post_done = rc == VAE_OK;
     return rc;
 }
 
@@ -421,11 +432,11 @@ int cuda_conv(vae_backend *be, const vae_op *op, void *state, const void *const 
     const int up = op->up > 1 ? op->up : 1;
     if ((rc = cu_enter(cb, op->name))) return rc;
     cu_prof_name(cb, op->name);
-    int normed = 0; /* the path applied op->norm_w itself */
+    int normed = 0; /* the path applied op->norm_w or op->act itself */
     rc = up > 1 ? conv_up(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out, &normed)
                 : cuda_conv_checked(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out,
                                     &normed);
-    return rc || normed ? rc : conv_norm(cb, op, s, y, (int64_t)t_out * h_out * w_out);
+    return rc || normed ? rc : conv_post(cb, op, s, y, (int64_t)t_out * h_out * w_out);
 }
 
 /* The geometry the direct kernels take (cuda_narrow_conv.cu, cuda_stem_conv.cu): 3x3 with stride
@@ -461,6 +472,11 @@ static int stem_ok(const cuda_backend *cb, const vae_op *op, int n_in, int t_out
            (uintptr_t)residual % 4 == 0;
 }
 
+/* The stem kernel applies a ReLU after the conv (TAEHV's encoders) in its epilogue. */
+static int stem_relu(const vae_op *op) {
+    return op->act == VAE_ACT_RELU;
+}
+
 /* A narrow head (stem 0) or a stem (stem 1) by its kernel, on the filters [kp][kt][3][3][c_in]
  * (kt = 1: the 2-D layout, the same). */
 static int run_direct(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
@@ -471,10 +487,14 @@ static int run_direct(cuda_backend *cb, const vae_op *op, conv_state *s, const v
     memcpy(fr.p, frames, (size_t)n_in * sizeof *frames);
     const void *wt = op->kt == 1 ? s->w : s->w3;
     int ph = cu_prof_begin(cb, CU_P_NARROW);
-    rc = cu_check((stem ? cuk_stem_conv : cuk_narrow_conv)(cb->stream, cb->base.dtype, &fr, op->kt,
-                                                           t_out, h, w, op->c_in, op->c_out, wt,
-                                                           s->bias, residual, y),
-                  op->name, stem ? "stem conv" : "narrow conv");
+    if (stem)
+        rc = cu_check(cuk_stem_conv(cb->stream, cb->base.dtype, &fr, op->kt, t_out, h, w, op->c_in,
+                                    op->c_out, wt, s->bias, residual, stem_relu(op), y),
+                      op->name, "stem conv");
+    else
+        rc = cu_check(cuk_narrow_conv(cb->stream, cb->base.dtype, &fr, op->kt, t_out, h, w,
+                                      op->c_in, op->c_out, wt, s->bias, residual, y),
+                      op->name, "narrow conv");
     cu_prof_end(cb, ph);
     if (rc == VAE_OK && stem) cb->n_conv_stem++;
     return rc;
@@ -526,13 +546,16 @@ static int cuda_conv_checked(cuda_backend *cb, const vae_op *op, conv_state *s,
         return run_pointwise(cb, op, s, frames, n_in, h, w, residual, y);
     if (narrow_ok(cb, op, frames, n_in, t_out, h, w))
         return run_direct(cb, op, s, frames, n_in, h, w, residual, y, t_out, 0);
-    if (stem_ok(cb, op, n_in, t_out, h, w, residual, y))
+    if (stem_ok(cb, op, n_in, t_out, h, w, residual, y)) {
+        *normed = stem_relu(op);
         return run_direct(cb, op, s, frames, n_in, h, w, residual, y, t_out, 1);
+    }
     if (s->kp == op->c_out)
         return conv_core(cb, op, s, frames, n_in, h, w, residual, y, t_out, h_out, w_out, normed);
     /* narrow output: compute kp channels into a temporary, copy out the real ones (+ residual) */
     vae_op opk = *op;
     opk.c_out = s->kp;
+    opk.act = VAE_ACT_NONE; /* after the residual, which comes with the copy: the pass on y */
     const int64_t rows = (int64_t)t_out * h_out * w_out;
     void *tmp = be->v->alloc(be, (size_t)rows * s->kp * be->elem_size);
     if (!tmp) return VAE_ENOMEM;

@@ -115,7 +115,7 @@ int cu_conv_halo(conv_call *cc, const void *x0, int t_out) {
     if ((rc = halo_result(op, s, e, cc->h, cc->w))) return rc;
     cb->n_conv_halo++;
     cb->n_conv_normed += s->nw != NULL;
-    cc->norm_done = s->nw != NULL;
+    cc->post_done = s->nw != NULL;
     return VAE_OK;
 }
 
@@ -429,7 +429,7 @@ int cu_conv_fp8(conv_call *cc, const void *x0, int t_out) {
     if (s->fp8_halo) { /* it applied the conv's norm too */
         cb->n_conv_fp8_halo++;
         cb->n_conv_normed += s->nw != NULL;
-        cc->norm_done = s->nw != NULL;
+        cc->post_done = s->nw != NULL;
     }
     return VAE_OK;
 }

@@ -27,6 +27,9 @@
  * y = conv + beta * y; epi = 1: y = conv + bias [+ z] in the convolution's epilogue.
  * VAE_EUNSUPPORTED when cuDNN has no algorithm for it (the caller falls back: unfused, or the
  * GEMM path), other codes on real errors. Zero-initialise (memcmp keys the plan cache). */
+/* epi: what cuDNN's epilogue adds: nothing (beta * y), the bias (+ residual), or those and a
+ * ReLU after them */
+enum { CU_DNN_EPI_NONE = 0, CU_DNN_EPI_BIAS = 1, CU_DNN_EPI_RELU = 2 };
 typedef struct cu_dnn_conv {
     int nd, n, c, dx, hx, wx, k, kd, kh, kw, pd, ph, pw, sd, sh, sw, dy, ho, wo, epi;
 } cu_dnn_conv;
@@ -105,13 +108,15 @@ typedef struct conv_call {
     int fuse;           /* bias (+ residual) may go into cuDNN's epilogue */
     int init_done;      /* y was set to bias + residual up front (beta = 1 everywhere) */
     float beta;         /* beta of the block being run (set by block_epi) */
-    int norm_done;      /* y is normed (op->norm_w): by the path that made it last (the halo
-                         * kernel), or since by cu_conv_norm */
+    int post_done;      /* y has the conv's pass after it (op->norm_w or op->act): from the path
+                         * that made it last (the halo kernel's norm, cuDNN's ReLU), or since
+                         * from cu_conv_post */
+    int act_frames;     /* output frames the current path's cuDNN epilogue applied op->act to */
 } conv_call;
 
-/* The conv's RMS norm (op->norm_w) over its output cc->y [n_vox][c_out] in place, unless
- * cc->norm_done; sets it. */
-int cu_conv_norm(conv_call *cc, int64_t n_vox);
+/* The conv's pass over its output cc->y [n_vox][c_out] in place, unless cc->post_done: its RMS
+ * norm (op->norm_w) or its activation (op->act, vae_program_fuse_acts); sets it. */
+int cu_conv_post(conv_call *cc, int64_t n_vox);
 
 /* ---- cuda_conv_depthwise.c: depthwise convs (op.h vae_op_grouped) ---- */
 /* The kernel takes the op's filter size; VAE_EUNSUPPORTED naming the op otherwise. */

@@ -88,14 +88,16 @@ static int dnn_block(conv_call *cc, cu_dnn_conv *g, const void *x, const void *w
     if (cc->fuse && !cc->init_done) {
         cu_dnn_epi epi = {0.0f, cc->s->bias_dt, cc->s->bias,
                           cc->res ? (const char *)cc->res + off : NULL};
-        g->epi = 1;
+        g->epi = op->act == VAE_ACT_RELU ? CU_DNN_EPI_RELU : CU_DNN_EPI_BIAS;
         int ph = cu_prof_begin(cb, CU_P_CONV_DNN);
         rc = cu_dnn_conv_run(cb, g, x, w, &epi, yb, op->name);
         cu_prof_end(cb, ph);
-        g->epi = 0;
+        const int relu = g->epi == CU_DNN_EPI_RELU;
+        g->epi = CU_DNN_EPI_NONE;
         if (rc == VAE_OK) {
             cb->n_conv_cudnn++;
             cb->n_conv_fused++;
+            if (relu) cc->act_frames += tb;
             return VAE_OK;
         }
         if (rc != VAE_EUNSUPPORTED) return rc;
@@ -190,7 +192,10 @@ static int block_cudnn(conv_call *cc, const void *const *fr, int j0, int tb) {
     g.kh = op->kh, g.kw = op->kw, g.sh = op->sh, g.sw = op->sw;
     g.ho = cc->ho, g.wo = cc->wo;
     const void *x;
-    if (op->kt == 1 && sym && cu_frames_consecutive(fr, tb, op->st, cc->fb)) {
+    /* in place, unless its channels are to be padded (16-bit, c_in not a multiple of 8: cuDNN's
+     * kernels for those run at a fraction of its tensor-core rate, TAEHV's 12-channel stems) */
+    if (op->kt == 1 && sym && cc->s->cg == op->c_in &&
+        cu_frames_consecutive(fr, tb, op->st, cc->fb)) {
         x = fr[0];
         g.c = op->c_in, g.hx = cc->h, g.wx = cc->w, g.ph = op->pad_h[0], g.pw = op->pad_w[0];
     } else {
@@ -321,8 +326,24 @@ static int conv3d_pad(conv_call *cc, const void *const *frames, int t_out) {
     return VAE_OK;
 }
 
+/* A path made all of y: where cuDNN's epilogue applied op->act to each output frame, the conv's
+ * pass after it is done (a path writes each frame once; one that fell back to another had its
+ * count started again by it). */
+static int act_settled(conv_call *cc, int t_out, int rc) {
+    if (rc == VAE_OK && cc->op->act != VAE_ACT_NONE && cc->act_frames >= t_out)
+        cc->post_done = 1;
+    return rc;
+}
+
+static int conv_blocks(conv_call *cc, const void *const *frames, int t_out);
+
 /* The per-block path (any frame list). */
 int cu_conv_blocks(conv_call *cc, const void *const *frames, int t_out) {
+    cc->act_frames = 0;
+    return act_settled(cc, t_out, conv_blocks(cc, frames, t_out));
+}
+
+static int conv_blocks(conv_call *cc, const void *const *frames, int t_out) {
     cuda_backend *cb = cc->cb;
     const vae_op *op = cc->op;
     conv_state *s = cc->s;
@@ -384,7 +405,7 @@ static int falls_back(const conv_call *cc, int rc, const char *next) {
  * block (each fallback remembered for the op). */
 int cu_conv_run_path(conv_call *cc, const void *const *frames, int t_out, int path) {
     conv_state *s = cc->s;
-    cc->norm_done = 0; /* y is made anew: its norm still to apply */
+    cc->post_done = 0; /* y is made anew: its norm or activation still to apply */
     if (path == PATH_HALO && !s->nohalo) {
         int rc = cu_conv_halo(cc, frames[0], t_out);
         if (!falls_back(cc, rc, "implicit-GEMM")) return rc;
@@ -397,12 +418,14 @@ int cu_conv_run_path(conv_call *cc, const void *const *frames, int t_out, int pa
     }
     if (path == PATH_IGEMM) path = cu_conv_pads_even(cc->op) ? PATH_3D : PATH_BLOCKS;
     if (path == PATH_3D && !s->no3d) {
-        int rc = conv3d(cc, frames[0], t_out);
+        cc->act_frames = 0;
+        int rc = act_settled(cc, t_out, conv3d(cc, frames[0], t_out));
         if (!falls_back(cc, rc, "per-block")) return rc;
         s->no3d = 1;
     }
     if (path == PATH_3DPAD && s->cp) {
-        int rc = conv3d_pad(cc, frames, t_out);
+        cc->act_frames = 0;
+        int rc = act_settled(cc, t_out, conv3d_pad(cc, frames, t_out));
         if (!falls_back(cc, rc, "per-block")) return rc;
         s->cp = 0;
     }

@@ -92,9 +92,9 @@ static int phases_dnn(cuda_backend *cb, const vae_op *op, conv_state *s, const v
         rc = VAE_EUNSUPPORTED;
         if (cb->fuse && s->bias && s->bias_dt && !*add_bias) {
             cu_dnn_epi epi = {0.0f, s->bias_dt, s->bias, NULL};
-            g.epi = 1;
+            g.epi = CU_DNN_EPI_BIAS;
             rc = cu_dnn_conv_run(cb, &g, x, wp, &epi, out, op->name);
-            g.epi = 0;
+            g.epi = CU_DNN_EPI_NONE;
             if (rc == VAE_OK) cb->n_conv_fused++;
         }
         if (rc == VAE_EUNSUPPORTED) {

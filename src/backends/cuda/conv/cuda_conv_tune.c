@@ -20,9 +20,9 @@
 static const char *const path_names[N_PATHS] = {"per block", "3-D", "padded 3-D", "implicit GEMM",
                                                 "halo tile"};
 
-/* One warm-up run (plans; not when warm is 0), then one timed run; with the conv's RMS norm
- * (op->norm_w) as a pass of its own where the path does not apply it, so that a path that does is
- * credited with it. */
+/* One warm-up run (plans; not when warm is 0), then one timed run; with the conv's pass after it
+ * (its RMS norm or activation) as a pass of its own where the path does not apply it, so that a
+ * path that does is credited with it. */
 static int timed_path(conv_call *cc, const void *const *frames, int t_out, int path, int warm,
                       float *ms) {
     cuda_backend *cb = cc->cb;
@@ -30,7 +30,7 @@ static int timed_path(conv_call *cc, const void *const *frames, int t_out, int p
     if (rc) return rc;
     if ((rc = cu_tune_mark(cb, 0, cc->op->name))) return rc;
     rc = cu_conv_run_path(cc, frames, t_out, path);
-    if (rc == VAE_OK) rc = cu_conv_norm(cc, (int64_t)t_out * cc->ho * cc->wo);
+    if (rc == VAE_OK) rc = cu_conv_post(cc, (int64_t)t_out * cc->ho * cc->wo);
     return rc ? rc : cu_tune_elapsed(cb, ms, cc->op->name);
 }
 
@@ -86,10 +86,10 @@ uint64_t cu_conv_seed_hash(uint64_t seed, const char *name, int n_in, int h, int
 static void tune_key(const conv_call *cc, int n_in, const int *cand, int nc, char *key,
                      size_t len) {
     const vae_op *op = cc->op;
-    int n = snprintf(key, len, "c%d-%d|k%dx%dx%d|s%dx%dx%d|p%d.%d.%d.%d|u%d|n%d|%dx%d|r%d|f%d|q%d|",
+    int n = snprintf(key, len, "c%d-%d|k%dx%dx%d|s%dx%dx%d|p%d.%d.%d.%d|u%d|n%d|%dx%d|r%d|f%d|q%d|a%d|",
                      op->c_in, op->c_out, op->kt, op->kh, op->kw, op->st, op->sh, op->sw,
                      op->pad_h[0], op->pad_h[1], op->pad_w[0], op->pad_w[1], op->up, n_in, cc->h,
-                     cc->w, cc->res != NULL, cc->fuse, op->norm_w != NULL);
+                     cc->w, cc->res != NULL, cc->fuse, op->norm_w != NULL, (int)op->act);
     for (int k = 0; k < nc && n > 0 && (size_t)n < len; k++) /* the paths it was chosen from */
         n += snprintf(key + n, len - (size_t)n, "%d%s", cand[k],
                       cand[k] == PATH_3DPAD && cu_conv_igemm_padded_ok(cc) ? "g" : "");

@@ -8,9 +8,10 @@
  * the call that tried it produced the real result. Shapes without any candidate are cached as
  * unsupported and the caller uses its GEMM path. float32 convolutions run with CUDNN_FMA_MATH
  * (no TF32); bfloat16 / float16 ones with tensor cores and float32 accumulation.
- * Fused plans (epi = 1) compute y = conv(x) + bias [+ z] in the convolution's epilogue
+ * Fused plans (epi CU_DNN_EPI_BIAS) compute y = conv(x) + bias [+ z] in the convolution's epilogue
  * (cudnnConvolutionBiasActivationForward, identity activation, which requires the
- * IMPLICIT_PRECOMP_GEMM algorithm): the bias is tried in the activation dtype, then in float32;
+ * IMPLICIT_PRECOMP_GEMM algorithm), and CU_DNN_EPI_RELU a ReLU of that (a conv's folded
+ * activation, op->act): the bias is tried in the activation dtype, then in float32;
  * when cuDNN takes neither, the plan is remembered as unsupported and the caller initialises y
  * with bias + residual itself and runs an unfused plan with beta = 1.
  * The workspace is one buffer that grows (cuda_backend.ws).
@@ -215,7 +216,9 @@ static int plan_describe(dnn_plan *p, const char *who) {
     if (g->epi) {
         if ((st = cudnnCreateTensorDescriptor(&p->bd)) ||
             (st = cudnnCreateActivationDescriptor(&p->ad)) ||
-            (st = cudnnSetActivationDescriptor(p->ad, CUDNN_ACTIVATION_IDENTITY,
+            (st = cudnnSetActivationDescriptor(p->ad,
+                                               g->epi == CU_DNN_EPI_RELU ? CUDNN_ACTIVATION_RELU
+                                                                         : CUDNN_ACTIVATION_IDENTITY,
                                                CUDNN_NOT_PROPAGATE_NAN, 0.0)) ||
             (st = plan_bias_desc(p, 0)))
             return dnn_fail(st, who, "describing the fused epilogue");
@@ -265,9 +268,10 @@ static int plan_make_fused(cuda_backend *cb, dnn_state *d, dnn_plan *p, const vo
             if (f32 && (st = plan_bias_desc(p, 1))) break;
             if ((f32 ? (const void *)epi->bias_f32 : epi->bias_dt) == NULL) continue;
             if ((st = plan_try(cb, d, p, x, w, epi, y)) == CUDNN_STATUS_SUCCESS) {
-                VAE_DEBUG("%s: cuDNN fused conv+bias%s (%s bias, workspace %zu) for %dD n%d "
+                VAE_DEBUG("%s: cuDNN fused conv+bias%s%s (%s bias, workspace %zu) for %dD n%d "
                           "%dx%dx%dx%d -> %d, k %dx%dx%d",
-                          who, epi->z ? "+residual" : "", f32 ? "float32" : "dtype", ws, p->g.nd,
+                          who, epi->z ? "+residual" : "",
+                          p->g.epi == CU_DNN_EPI_RELU ? "+relu" : "", f32 ? "float32" : "dtype", ws, p->g.nd,
                           p->g.n, p->g.dx, p->g.hx, p->g.wx, p->g.c, p->g.k, p->g.kd, p->g.kh,
                           p->g.kw);
                 return VAE_OK;
@@ -372,7 +376,8 @@ static int conv_out(int in, int k, int pad, int stride) {
  * laid out from these numbers, so they must be what cuDNN reads and writes); 2-D plans are made
  * with depth 1 (cuda_conv_paths.c, cuda_conv_phase.c). */
 static int plan_consistent(const cu_dnn_conv *g) {
-    if (g->n < 1 || g->c < 1 || g->k < 1 || g->epi > 1) return 0;
+    if (g->n < 1 || g->c < 1 || g->k < 1 || g->epi < CU_DNN_EPI_NONE || g->epi > CU_DNN_EPI_RELU)
+        return 0;
     if (conv_out(g->hx, g->kh, g->ph, g->sh) != g->ho ||
         conv_out(g->wx, g->kw, g->pw, g->sw) != g->wo)
         return 0;

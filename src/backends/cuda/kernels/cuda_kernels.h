@@ -69,11 +69,12 @@ cudaError_t cuk_narrow_conv(cudaStream_t s, int dtype, const cuk_frames *frames,
                             const float *bias, const void *res, void *y);
 /* Stem convs (cuda_stem_conv.cu): an encoder's first conv, few channels in (kt * 3 * c_in <= 32),
  * c_out 32, 64, 96 or 128, 3x3 with stride and padding 1, 16-bit; frames as cuk_narrow_conv's
- * (t_out + kt - 1 of them), wt [c_out][kt][3][3][c_in], bias float32 or NULL, res as y or NULL. */
+ * (t_out + kt - 1 of them), wt [c_out][kt][3][3][c_in], bias float32 or NULL, res as y or NULL;
+ * relu: a ReLU of the sum (the conv's folded activation). */
 int cuk_stem_conv_fits(int kt, int c_in, int c_out, int h, int w);
 cudaError_t cuk_stem_conv(cudaStream_t s, int dtype, const cuk_frames *frames, int kt, int t_out,
                           int h, int w, int c_in, int c_out, const void *wt, const float *bias,
-                          const void *res, void *y);
+                          const void *res, int relu, void *y);
 /* y[r][k] = src[r][k] (+ res[r][k]) for k < c; src rows have cs >= c channels */
 cudaError_t cuk_narrow(cudaStream_t s, int dtype, const void *src, int cs, const void *res, void *y,
                        int c, int64_t rows);

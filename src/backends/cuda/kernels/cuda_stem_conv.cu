@@ -104,11 +104,12 @@ __device__ __forceinline__ void stem_mma(const T *v, const T *wsm, float (&acc)[
     }
 }
 
-/* The warp's row oy of output frame j from acc (bias and residual added): pixels g and g + 8,
- * outputs (n0 + n) * 8 + 2q and + 1, as 16-bit pairs. */
+/* The warp's row oy of output frame j from acc (bias and residual added, then the ReLU where relu):
+ * pixels g and g + 8, outputs (n0 + n) * 8 + 2q and + 1, as 16-bit pairs. */
 template <typename T, int NN, int C_OUT>
 __device__ __forceinline__ void stem_store(const float (&acc)[NN][4], int n0, int j, int x0, int oy,
-                                           int h, int w, const float *bias, const T *res, T *y) {
+                                           int h, int w, const float *bias, const T *res, int relu,
+                                           T *y) {
     const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
 #pragma unroll
     for (int half = 0; half < 2; half++) {
@@ -121,6 +122,7 @@ __device__ __forceinline__ void stem_store(const float (&acc)[NN][4], int n0, in
             float lo = acc[n][2 * half], hi = acc[n][2 * half + 1];
             if (bias) lo += bias[co], hi += bias[co + 1];
             if (res) lo += cu_ld(res, o + co), hi += cu_ld(res, o + co + 1);
+            if (relu) lo = fmaxf(lo, 0.0f), hi = fmaxf(hi, 0.0f);
             *(unsigned *)(y + o + co) = cu_mma<T>::pack(lo, hi);
         }
     }
@@ -129,7 +131,7 @@ __device__ __forceinline__ void stem_store(const float (&acc)[NN][4], int n0, in
 template <typename T, int NN>
 __global__ void __launch_bounds__(NT, 2)
     stem_conv_kernel(cuk_frames fr, int t_out, int tpb, int kt, int h, int w, int c_in, const T *wt,
-                     const float *bias, const T *res, T *y) {
+                     const float *bias, const T *res, int relu, T *y) {
     enum { C_OUT = NN * 8, VSIZE = SHR * SW * KPITCH };
     T *v = (T *)cu_dyn_smem(); /* [2][SHR][SW][KPITCH]: output frames in turn */
     T *wsm = v + 2 * VSIZE;    /* [3][C_OUT][KPITCH] */
@@ -157,7 +159,8 @@ __global__ void __launch_bounds__(NT, 2)
             enum { NH = NN / 2 };
             float acc[NH][4];
             stem_mma<T, NH, C_OUT>(v + (jj & 1) * VSIZE, wsm + part * NH * 8 * KPITCH, acc);
-            if (oy < h) stem_store<T, NH, C_OUT>(acc, part * NH, j, x0, oy, h, w, bias, res, y);
+            if (oy < h) stem_store<T, NH, C_OUT>(acc, part * NH, j, x0, oy, h, w, bias, res, relu,
+                                                    y);
         }
         if (jj + 1 < nt) stem_rows_store<T>(v + ((jj + 1) & 1) * VSIZE, val);
         __syncthreads(); /* frame jj + 1's rows have landed; frame jj's buffer is free again */
@@ -173,7 +176,8 @@ enum { STEM_MIN_BLOCKS = 2048 };
 
 template <typename T, int NN>
 cudaError_t stem_launch(cudaStream_t s, const cuk_frames *frames, int kt, int t_out, int h, int w,
-                        int c_in, const void *wt, const float *bias, const void *res, void *y) {
+                        int c_in, const void *wt, const float *bias, const void *res, int relu,
+                        void *y) {
     const size_t smem = stem_smem(NN * 8, sizeof(T));
     cudaError_t e = cudaFuncSetAttribute(stem_conv_kernel<T, NN>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -187,19 +191,20 @@ cudaError_t stem_launch(cudaStream_t s, const cuk_frames *frames, int kt, int t_
     const dim3 grid((unsigned)((w + SW - 1) / SW), (unsigned)((h + SR - 1) / SR),
                     (unsigned)((t_out + tpb - 1) / tpb));
     stem_conv_kernel<T, NN><<<grid, NT, smem, s>>>(*frames, t_out, tpb, kt, h, w, c_in,
-                                                   (const T *)wt, bias, (const T *)res, (T *)y);
+                                                   (const T *)wt, bias, (const T *)res, relu,
+                                                   (T *)y);
     return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t stem_dispatch(cudaStream_t s, const cuk_frames *frames, int kt, int t_out, int h, int w,
                           int c_in, int c_out, const void *wt, const float *bias, const void *res,
-                          void *y) {
+                          int relu, void *y) {
     switch (c_out) {
-    case 32: return stem_launch<T, 4>(s, frames, kt, t_out, h, w, c_in, wt, bias, res, y);
-    case 64: return stem_launch<T, 8>(s, frames, kt, t_out, h, w, c_in, wt, bias, res, y);
-    case 96: return stem_launch<T, 12>(s, frames, kt, t_out, h, w, c_in, wt, bias, res, y);
-    default: return stem_launch<T, 16>(s, frames, kt, t_out, h, w, c_in, wt, bias, res, y);
+    case 32: return stem_launch<T, 4>(s, frames, kt, t_out, h, w, c_in, wt, bias, res, relu, y);
+    case 64: return stem_launch<T, 8>(s, frames, kt, t_out, h, w, c_in, wt, bias, res, relu, y);
+    case 96: return stem_launch<T, 12>(s, frames, kt, t_out, h, w, c_in, wt, bias, res, relu, y);
+    default: return stem_launch<T, 16>(s, frames, kt, t_out, h, w, c_in, wt, bias, res, relu, y);
     }
 }
 } // namespace
@@ -212,12 +217,12 @@ extern "C" int cuk_stem_conv_fits(int kt, int c_in, int c_out, int h, int w) {
 
 extern "C" cudaError_t cuk_stem_conv(cudaStream_t s, int dtype, const cuk_frames *frames, int kt,
                                      int t_out, int h, int w, int c_in, int c_out, const void *wt,
-                                     const float *bias, const void *res, void *y) {
+                                     const float *bias, const void *res, int relu, void *y) {
     if (!cuk_stem_conv_fits(kt, c_in, c_out, h, w) || t_out < 1 || t_out > 65535 * STEM_MAX_TPB ||
         (uintptr_t)y % 4 || (res && (uintptr_t)res % 4) || (dtype != CU_BF16 && dtype != CU_F16))
         return cudaErrorInvalidValue;
     if (dtype == CU_BF16)
         return stem_dispatch<__nv_bfloat16>(s, frames, kt, t_out, h, w, c_in, c_out, wt, bias, res,
-                                            y);
-    return stem_dispatch<__half>(s, frames, kt, t_out, h, w, c_in, c_out, wt, bias, res, y);
+                                            relu, y);
+    return stem_dispatch<__half>(s, frames, kt, t_out, h, w, c_in, c_out, wt, bias, res, relu, y);
 }
