@@ -13,6 +13,8 @@ standard output):
                         time of the same workload before it); "scaling" under '=== scaling [N
                         GPUs] W'; any other: "bench", with the log's label (kept, not tabled)
   VAEC decode ...       bench/vaec_bench.py: "workloads", impl vaec (vaec wheel from wheel.log)
+  VAEC taehv V OP ...   bench/vaec_bench.py --taehv V: "workloads" "V OP FxHxW", impl vaec (CUDA
+                        tensors in and out, as bench/taehv_ref.py times upstream's taehv.py)
   LABEL: rc R in S s: P passed, F failed     gpu_check's summary.txt: the op tests and, summed,
                         the fixture runs ("gpu_checks"); 'pytest python/tests: ...' too
   PASS/FAIL ... rel_err E ... (decode|encode)   fixtures.log under '=== fp8 FIXTURE':
@@ -33,6 +35,8 @@ RESULT = re.compile(r"^(.+?): rc (-?\d+) in \d+ s: (\d+) passed, (\d+) failed")
 FIXTURE_ERR = re.compile(r"^(?:PASS|FAIL) .*\((decode|encode)\): rel_err ([0-9.e+-]+)")
 VAEC = re.compile(r"^VAEC decode (\d+x\d+x\d+) (\w+): median ([0-9.]+) s"
                   r".*?engine-peak ([0-9.]+) GiB")
+VAEC_TAEHV = re.compile(r"^VAEC taehv (\w+) (decode|encode) (\d+x\d+x\d+) (\w+): median ([0-9.]+) s"
+                        r".*?engine-peak ([0-9.]+) GiB")
 
 
 def workload(d):
@@ -54,7 +58,7 @@ def sh(*cmd):
 class Recorder:
     def __init__(self):
         self.records, self.untiled, self.one_gpu = [], {}, {}
-        self.gpu, self.label, self.after_ref = None, None, False
+        self.gpu, self.label, self.after_ref, self.ref_workload = None, None, False, None
         self.fixtures = [0, 0, 0]  # runs, passed, failed
         self.fp8 = {}  # fixture -> {"decode": err, "encode": err}
 
@@ -66,6 +70,8 @@ class Recorder:
         label = self.label or ""
         m = re.match(r"(budget|scaling) \[([^]]*)\] (.*)", label)
         if self.after_ref or label.startswith("vae bench") and "beside" in label:
+            if self.after_ref and d.get("arch") == "taehv":  # its variant is the reference's
+                wl = self.ref_workload
             self.add("workloads", workload=wl, impl="vae.c", dtype=d.get("dtype"), time_s=t,
                      peak_gib=gib(d.get("peak_bytes", 0)))
         elif m and m.group(1) == "budget" and m.group(2) == "untiled":
@@ -104,13 +110,19 @@ class Recorder:
                 if d.get("median_s"):
                     self.gpu = self.gpu or d.get("gpu")
                     impl = "seedvr2 upstream" if d.get("arch") == "seedvr2" else "pytorch"
+                    self.ref_workload = workload(d)
                     self.add("workloads", workload=workload(d), impl=impl, dtype="bf16",
-                             time_s=d["median_s"], peak_gib=gib(d.get("peak_bytes", 0)),
+                             time_s=float("%.4g" % d["median_s"]), peak_gib=gib(d.get("peak_bytes", 0)),
                              note="torch %s" % d.get("torch"))
             else:
                 if d.get("median_s"):
                     self.bench(d)
                 self.after_ref = False
+            return
+        m = VAEC_TAEHV.match(s)
+        if m:
+            self.add("workloads", workload="%s %s %s" % m.group(1, 2, 3), impl="vaec",
+                     dtype=m.group(4), time_s=float(m.group(5)), peak_gib=float(m.group(6)))
             return
         m = VAEC.match(s)
         if m:
