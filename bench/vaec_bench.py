@@ -71,6 +71,28 @@ def copies(fn):
                          "profiled_wall_ms": round((time.perf_counter() - t0) * 1e3, 1)}
 
 
+def host_lines(fn):
+    """The engine's own account of one call's host time (its INFO lines through vaec's logger)."""
+    import logging
+    lines = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    log, keep = logging.getLogger("vaec"), Keep()
+    level = log.level
+    log.addHandler(keep)
+    log.setLevel(logging.INFO)
+    try:
+        fn()
+        torch.cuda.synchronize()
+    finally:
+        log.removeHandler(keep)
+        log.setLevel(level)
+    return [m for m in lines if "host time" in m or "done in" in m]
+
+
 def taehv(a, h, w, dt):
     """A TAEHV variant's decode or encode, CUDA tensors in and out."""
     import json
@@ -91,6 +113,8 @@ def taehv(a, h, w, dt):
           f"out {tuple(out.shape)} finite {bool(out.isfinite().all())}")
     kinds, gpu = copies(lambda: call(x, out=out))
     print(f"VAEC copies during one {a.op}: {kinds}; GPU {gpu}")
+    for line in host_lines(lambda: call(x, out=out)):
+        print(f"VAEC host: {line}")
 
 
 def main():

@@ -561,6 +561,7 @@ static int session_run(vae_session *s, int encode, const call *k) {
     const int dev_out = k->out && k->out->device == VAE_DEVICE_CUDA;
     vae_backend *be = s->be;
     if ((dev_in || dev_out) && (rc = be->v->stream_join(be, k->co.cuda_stream, 0))) return rc;
+    const double t_check = vae_seconds();
     if (dev_in) { /* checked whole first: a device tensor cannot be checked while it is read */
         int64_t bad = -1;
         if ((rc = be->v->view_finite(be, &iv, &bad))) return rc;
@@ -588,7 +589,7 @@ static int session_run(vae_session *s, int encode, const call *k) {
                      .progress = k->co.progress,
                      .progress_user = k->co.progress_user,
                      .cancel = &s->cancel};
-    double t0 = vae_seconds();
+    const double t0 = vae_seconds();
     rc = vae_session_run_framed(s, encode, &iv, &io);
     if (rc && dout.rc) rc = dout.rc; /* (its message is the one kept) */
     vae_free(host_in);
@@ -598,8 +599,10 @@ static int session_run(vae_session *s, int encode, const call *k) {
         if (rc == VAE_OK) rc = rj;
     }
     if (rc == VAE_OK)
-        VAE_INFO("%s: done in %.3f s, peak backend memory %.1f MiB", encode ? "encode" : "decode",
-                 vae_seconds() - t0, (double)vae_session_peak_bytes(s) / (1 << 20));
+        VAE_INFO("%s: done in %.3f s (before it: %.2f ms checking and copying the input), peak "
+                 "backend memory %.1f MiB",
+                 encode ? "encode" : "decode", vae_seconds() - t0, (t0 - t_check) * 1e3,
+                 (double)vae_session_peak_bytes(s) / (1 << 20));
     return rc;
 }
 

@@ -277,6 +277,24 @@ static int64_t lanes_unlimit(vae_session *s, int *refused) {
 
 /* Runs plans until one succeeds: a plan the backend refused (over the budget) before any frame
  * was handed out is made again with what the memory model missed. */
+/* The host's time in the steps of the session's runners of direction `encode` so far. */
+static vae_exec_host host_times(const vae_session *s, int encode) {
+    vae_exec_host h = {0};
+    for (int k = 0; k < s->n_lanes; k++)
+        if (s->runner[encode][k]) vae_runner_host_add(s->runner[encode][k], &h);
+    return h;
+}
+
+/* Where a call's host time went (what keeps a short call from its device time): planning, and
+ * the steps since `b` by how they ran (executor.h vae_exec_host). */
+static void log_host_times(int encode, double plan_s, const vae_exec_host *b, vae_exec_host a) {
+    VAE_INFO("%s: host time: plan %.2f ms; steps: %d of ops one by one %.2f ms, %d recorded as "
+             "graphs %.2f ms, %d graph replays %.2f ms",
+             encode ? "encode" : "decode", plan_s * 1e3, a.ops - b->ops, (a.ops_s - b->ops_s) * 1e3,
+             a.recorded - b->recorded, (a.record_s - b->record_s) * 1e3, a.replayed - b->replayed,
+             (a.replay_s - b->replay_s) * 1e3);
+}
+
 int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g,
                             const vae_run_io *io) {
     int64_t *model_error = &s->model_error[encode];
@@ -285,8 +303,10 @@ int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g,
     s->retry_budget = 0;
     for (int attempt = 0;; attempt++) {
         vae_plan plan;
+        const double t0 = vae_seconds();
         rc = s->comm ? vae_session_group_plan(s, encode, g, &plan)
                      : vae_session_plan_make(s, encode, g, &plan);
+        const double plan_s = vae_seconds() - t0;
         if (rc) {
             vae_plan_free(&plan); /* a plan that does not fit keeps its tiles for the caller */
             break;
@@ -304,7 +324,9 @@ int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g,
                 encode ? "encode" : "decode", s->opts.device_index);
         int emitted = 0, refused = 0;
         lanes_limit(s, plan.budget);
+        vae_exec_host before = host_times(s, encode);
         rc = run_once(s, encode, &plan, io, &emitted);
+        if (rc == VAE_OK) log_host_times(encode, plan_s, &before, host_times(s, encode));
         const int64_t peak = lanes_unlimit(s, &refused);
         /* what the model missed (the backend's own temporaries, allocator effects): later
          * plans of this session add it */

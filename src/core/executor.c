@@ -589,6 +589,7 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
                                .refs = e->uses[p->input],
                                .kind = VALUE_VIEW};
     int rc = VAE_EUNSUPPORTED;
+    const double t0 = vae_seconds();
     /* (band plans: the sums of a communicator with device buffers are stream work, which a
      * graph records like the rest; host sums wait in the middle of the step) */
     if ((e->graph || e->graph_ok) && !e->strips && !e->off_home &&
@@ -608,20 +609,33 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
             for (int i = 0; i < p->n_ops; i++)
                 e->st[i].clock.seen += e->graph_seen[i];
             e->val[p->output] = e->graph_out;
+            e->host.replay_s += vae_seconds() - t0, e->host.replayed++;
         } else {
             graph_drop(e);
-            if (steady) rc = step_record(e, sig, in->t);
+            if (steady && (rc = step_record(e, sig, in->t)) == VAE_OK)
+                e->host.record_s += vae_seconds() - t0, e->host.recorded++;
         }
-        if (rc == VAE_EUNSUPPORTED) rc = run_ops(e, in->t);
+        if (rc == VAE_EUNSUPPORTED) {
+            rc = run_ops(e, in->t);
+            e->host.ops_s += vae_seconds() - t0, e->host.ops++;
+        }
         if (rc) return rc;
         e->prev_before = sig;
         e->prev_after = state_sig(e, in);
         e->have_prev = 1;
-    } else if ((rc = run_ops(e, in->t))) {
-        return rc;
+    } else {
+        rc = run_ops(e, in->t);
+        e->host.ops_s += vae_seconds() - t0, e->host.ops++;
+        if (rc) return rc;
     }
     o = &e->val[p->output];
     *out = (vae_chunk){o->buf, o->t, o->h, o->w, o->c};
     e->val[p->input].buf = NULL;
     return VAE_OK;
+}
+
+void vae_exec_host_add(const vae_exec *e, vae_exec_host *sum) {
+    sum->ops_s += e->host.ops_s, sum->record_s += e->host.record_s;
+    sum->replay_s += e->host.replay_s;
+    sum->ops += e->host.ops, sum->recorded += e->host.recorded, sum->replayed += e->host.replayed;
 }

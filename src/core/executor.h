@@ -92,4 +92,14 @@ typedef struct vae_chunk {
  * that holds a graph (the graph replays on the blocks it recorded). */
 int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out);
 
+/* The host's time in the steps since the executor was made, by how each step ran: its ops one by
+ * one (launches), recorded as a graph (the recording and its instantiation: the device gets none
+ * of that step's work meanwhile), or a recorded graph replayed. */
+typedef struct vae_exec_host {
+    double ops_s, record_s, replay_s;
+    int ops, recorded, replayed;
+} vae_exec_host;
+/* Adds e's counts to *sum. */
+void vae_exec_host_add(const vae_exec *e, vae_exec_host *sum);
+
 #endif
