@@ -275,26 +275,26 @@ static int64_t lanes_unlimit(vae_session *s, int *refused) {
     return peak;
 }
 
-/* Runs plans until one succeeds: a plan the backend refused (over the budget) before any frame
- * was handed out is made again with what the memory model missed. */
-/* The host's time in the steps of the session's runners of direction `encode` so far. */
-static vae_exec_host host_times(const vae_session *s, int encode) {
+/* The host's time in the steps of the session's runners of direction `encode` since the last
+ * take. */
+static vae_exec_host host_take(vae_session *s, int encode) {
     vae_exec_host h = {0};
     for (int k = 0; k < s->n_lanes; k++)
-        if (s->runner[encode][k]) vae_runner_host_add(s->runner[encode][k], &h);
+        if (s->runner[encode][k]) vae_runner_host_take(s->runner[encode][k], &h);
     return h;
 }
 
 /* Where a call's host time went (what keeps a short call from its device time): planning, and
- * the steps since `b` by how they ran (executor.h vae_exec_host). */
-static void log_host_times(int encode, double plan_s, const vae_exec_host *b, vae_exec_host a) {
+ * its steps by how they ran (executor.h vae_exec_host). */
+static void log_host_times(int encode, double plan_s, const vae_exec_host *h) {
     VAE_INFO("%s: host time: plan %.2f ms; steps: %d of ops one by one %.2f ms, %d recorded as "
              "graphs %.2f ms, %d graph replays %.2f ms",
-             encode ? "encode" : "decode", plan_s * 1e3, a.ops - b->ops, (a.ops_s - b->ops_s) * 1e3,
-             a.recorded - b->recorded, (a.record_s - b->record_s) * 1e3, a.replayed - b->replayed,
-             (a.replay_s - b->replay_s) * 1e3);
+             encode ? "encode" : "decode", plan_s * 1e3, h->ops, h->ops_s * 1e3, h->recorded,
+             h->record_s * 1e3, h->replayed, h->replay_s * 1e3);
 }
 
+/* Runs plans until one succeeds: a plan the backend refused (over the budget) before any frame
+ * was handed out is made again with what the memory model missed. */
 int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g,
                             const vae_run_io *io) {
     int64_t *model_error = &s->model_error[encode];
@@ -324,9 +324,10 @@ int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g,
                 encode ? "encode" : "decode", s->opts.device_index);
         int emitted = 0, refused = 0;
         lanes_limit(s, plan.budget);
-        vae_exec_host before = host_times(s, encode);
+        host_take(s, encode); /* (what an earlier call left: a failed one's) */
         rc = run_once(s, encode, &plan, io, &emitted);
-        if (rc == VAE_OK) log_host_times(encode, plan_s, &before, host_times(s, encode));
+        const vae_exec_host host = host_take(s, encode);
+        if (rc == VAE_OK) log_host_times(encode, plan_s, &host);
         const int64_t peak = lanes_unlimit(s, &refused);
         /* what the model missed (the backend's own temporaries, allocator effects): later
          * plans of this session add it */

@@ -52,7 +52,7 @@ struct vae_exec {
     vae_backend *be;
     vae_settings set;
     const atomic_int *cancel; /* vae_exec_set_cancel: non-zero stops a step before its next op */
-    vae_exec_host host;       /* vae_exec_host_add */
+    vae_exec_host host;       /* vae_exec_host_take */
     op_state *st;
     value *val;
     int *uses;           /* static number of consumers of each value */

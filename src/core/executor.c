@@ -634,8 +634,9 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
     return VAE_OK;
 }
 
-void vae_exec_host_add(const vae_exec *e, vae_exec_host *sum) {
+void vae_exec_host_take(vae_exec *e, vae_exec_host *sum) {
     sum->ops_s += e->host.ops_s, sum->record_s += e->host.record_s;
     sum->replay_s += e->host.replay_s;
     sum->ops += e->host.ops, sum->recorded += e->host.recorded, sum->replayed += e->host.replayed;
+    memset(&e->host, 0, sizeof e->host);
 }

@@ -99,7 +99,7 @@ typedef struct vae_exec_host {
     double ops_s, record_s, replay_s;
     int ops, recorded, replayed;
 } vae_exec_host;
-/* Adds e's counts to *sum. */
-void vae_exec_host_add(const vae_exec *e, vae_exec_host *sum);
+/* Adds e's counts to *sum and starts them again. */
+void vae_exec_host_take(vae_exec *e, vae_exec_host *sum);
 
 #endif

@@ -36,9 +36,9 @@ void runner_comm_drop(vae_runner *r) {
     r->comm_n = 0;
 }
 
-void vae_runner_host_add(const vae_runner *r, vae_exec_host *sum) {
+void vae_runner_host_take(vae_runner *r, vae_exec_host *sum) {
     for (int k = 0; k < 3; k++)
-        if (r->part[k].e) vae_exec_host_add(r->part[k].e, sum);
+        if (r->part[k].e) vae_exec_host_take(r->part[k].e, sum);
 }
 
 void vae_runner_free(vae_runner *r) {

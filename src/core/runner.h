@@ -39,8 +39,9 @@ typedef struct vae_run_io {
 int vae_runner_create(vae_runner **out, vae_backend *be, const vae_program *p,
                       const vae_settings *set);
 void vae_runner_free(vae_runner *r);
-/* The host's time in the steps of r's executors so far (executor.h vae_exec_host), added to *sum. */
-void vae_runner_host_add(const vae_runner *r, vae_exec_host *sum);
+/* The host's time in the steps of r's executors since the last take (executor.h vae_exec_host),
+ * added to *sum. */
+void vae_runner_host_take(vae_runner *r, vae_exec_host *sum);
 /* Gives the host memory the runner keeps between calls back (staging, the tiled output). */
 void vae_runner_trim(vae_runner *r);
 /* Runs the plan with io's input and output. *emitted: frames handed to io->emit (0 when a
