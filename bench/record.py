@@ -35,8 +35,8 @@ RESULT = re.compile(r"^(.+?): rc (-?\d+) in \d+ s: (\d+) passed, (\d+) failed")
 FIXTURE_ERR = re.compile(r"^(?:PASS|FAIL) .*\((decode|encode)\): rel_err ([0-9.e+-]+)")
 VAEC = re.compile(r"^VAEC decode (\d+x\d+x\d+) (\w+): median ([0-9.]+) s"
                   r".*?engine-peak ([0-9.]+) GiB")
-VAEC_TAEHV = re.compile(r"^VAEC taehv (\w+) (decode|encode) (\d+x\d+x\d+) (\w+): median ([0-9.]+) s"
-                        r".*?engine-peak ([0-9.]+) GiB")
+VAEC_TAEHV = re.compile(r"^VAEC taehv (\w+) (decode|encode) (\d+x\d+x\d+) (\w+): "
+                        r"median ([0-9.]+) s.*?engine-peak ([0-9.]+) GiB")
 
 
 def workload(d):
@@ -112,7 +112,8 @@ class Recorder:
                     impl = "seedvr2 upstream" if d.get("arch") == "seedvr2" else "pytorch"
                     self.ref_workload = workload(d)
                     self.add("workloads", workload=workload(d), impl=impl, dtype="bf16",
-                             time_s=float("%.4g" % d["median_s"]), peak_gib=gib(d.get("peak_bytes", 0)),
+                             time_s=float("%.4g" % d["median_s"]),
+                             peak_gib=gib(d.get("peak_bytes", 0)),
                              note="torch %s" % d.get("torch"))
             else:
                 if d.get("median_s"):

@@ -571,6 +571,16 @@ static int step_record(vae_exec *e, uint64_t sig, int t_in) {
     return VAE_EUNSUPPORTED;
 }
 
+/* How a step ran, for the host's time (executor.h vae_exec_host). */
+enum { STEP_OPS, STEP_RECORDED, STEP_REPLAYED };
+
+static void host_count(vae_exec *e, int how, double s) {
+    vae_exec_host *h = &e->host;
+    if (how == STEP_REPLAYED) h->replay_s += s, h->replayed++;
+    else if (how == STEP_RECORDED) h->record_s += s, h->recorded++;
+    else h->ops_s += s, h->ops++;
+}
+
 int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
     const vae_program *p = e->p;
     /* the previous chunk's output is released now that the caller is done with it */
@@ -588,7 +598,7 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
                                .c = in->c,
                                .refs = e->uses[p->input],
                                .kind = VALUE_VIEW};
-    int rc = VAE_EUNSUPPORTED;
+    int rc = VAE_EUNSUPPORTED, how = STEP_OPS;
     const double t0 = vae_seconds();
     /* (band plans: the sums of a communicator with device buffers are stream work, which a
      * graph records like the rest; host sums wait in the middle of the step) */
@@ -609,25 +619,20 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
             for (int i = 0; i < p->n_ops; i++)
                 e->st[i].clock.seen += e->graph_seen[i];
             e->val[p->output] = e->graph_out;
-            e->host.replay_s += vae_seconds() - t0, e->host.replayed++;
+            how = STEP_REPLAYED;
         } else {
             graph_drop(e);
-            if (steady && (rc = step_record(e, sig, in->t)) == VAE_OK)
-                e->host.record_s += vae_seconds() - t0, e->host.recorded++;
+            if (steady && (rc = step_record(e, sig, in->t)) == VAE_OK) how = STEP_RECORDED;
         }
-        if (rc == VAE_EUNSUPPORTED) {
-            rc = run_ops(e, in->t);
-            e->host.ops_s += vae_seconds() - t0, e->host.ops++;
-        }
+        if (rc == VAE_EUNSUPPORTED) rc = run_ops(e, in->t);
         if (rc) return rc;
         e->prev_before = sig;
         e->prev_after = state_sig(e, in);
         e->have_prev = 1;
-    } else {
-        rc = run_ops(e, in->t);
-        e->host.ops_s += vae_seconds() - t0, e->host.ops++;
-        if (rc) return rc;
+    } else if ((rc = run_ops(e, in->t))) {
+        return rc;
     }
+    host_count(e, how, vae_seconds() - t0);
     o = &e->val[p->output];
     *out = (vae_chunk){o->buf, o->t, o->h, o->w, o->c};
     e->val[p->input].buf = NULL;

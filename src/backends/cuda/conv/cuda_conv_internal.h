@@ -111,7 +111,8 @@ typedef struct conv_call {
     int post_done;      /* y has the conv's pass after it (op->norm_w or op->act): from the path
                          * that made it last (the halo kernel's norm, cuDNN's ReLU), or since
                          * from cu_conv_post */
-    int act_frames;     /* output frames the current path's cuDNN epilogue applied op->act to */
+    int act_frames;     /* output frames the current path's cuDNN epilogue applied op->act to
+                         * (zero between paths: cuda_conv_paths.c act_settled) */
 } conv_call;
 
 /* The conv's pass over its output cc->y [n_vox][c_out] in place, unless cc->post_done: its RMS

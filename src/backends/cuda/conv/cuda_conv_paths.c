@@ -326,12 +326,12 @@ static int conv3d_pad(conv_call *cc, const void *const *frames, int t_out) {
     return VAE_OK;
 }
 
-/* A path made all of y: where cuDNN's epilogue applied op->act to each output frame, the conv's
- * pass after it is done (a path writes each frame once; one that fell back to another had its
- * count started again by it). */
+/* A path ended (rc): where it made all of y and cuDNN's epilogue applied op->act to each output
+ * frame, the conv's pass after it is done (a path writes each frame once). The count starts again
+ * for the next path: every path attempt that can count ends here. */
 static int act_settled(conv_call *cc, int t_out, int rc) {
-    if (rc == VAE_OK && cc->op->act != VAE_ACT_NONE && cc->act_frames >= t_out)
-        cc->post_done = 1;
+    if (rc == VAE_OK && cc->op->act != VAE_ACT_NONE && cc->act_frames >= t_out) cc->post_done = 1;
+    cc->act_frames = 0;
     return rc;
 }
 
@@ -339,7 +339,6 @@ static int conv_blocks(conv_call *cc, const void *const *frames, int t_out);
 
 /* The per-block path (any frame list). */
 int cu_conv_blocks(conv_call *cc, const void *const *frames, int t_out) {
-    cc->act_frames = 0;
     return act_settled(cc, t_out, conv_blocks(cc, frames, t_out));
 }
 
@@ -418,13 +417,11 @@ int cu_conv_run_path(conv_call *cc, const void *const *frames, int t_out, int pa
     }
     if (path == PATH_IGEMM) path = cu_conv_pads_even(cc->op) ? PATH_3D : PATH_BLOCKS;
     if (path == PATH_3D && !s->no3d) {
-        cc->act_frames = 0;
         int rc = act_settled(cc, t_out, conv3d(cc, frames[0], t_out));
         if (!falls_back(cc, rc, "per-block")) return rc;
         s->no3d = 1;
     }
     if (path == PATH_3DPAD && s->cp) {
-        cc->act_frames = 0;
         int rc = act_settled(cc, t_out, conv3d_pad(cc, frames, t_out));
         if (!falls_back(cc, rc, "per-block")) return rc;
         s->cp = 0;
