@@ -304,21 +304,22 @@ static void test_conv_groups(const conv_case *cc, int groups, vae_act act) {
               op.name, gpu->v->fp8_conv(gpu, &op), r != cpu, vae_op_fp8_kernel(&op));
     float *yc = run_conv(r, cc, &op, src, n_src, frame_src, res, fsz, ysz, t_out, ho, wo, &rc_c);
     char what[200];
-    snprintf(what, sizeof what,
-             "conv %-18s %3d->%-3d k%dx%dx%d s%d,%d,%d pad %d%d%d%d %2d frames %dx%d %s%s%s%s%s%s%s",
-             cc->name, cc->c_in, cc->c_out, cc->kt, cc->kh, cc->kw, cc->st, cc->sh, cc->sw, cc->pt,
-             cc->pb, cc->pl, cc->pr, cc->n_in, cc->h, cc->w, layout_name[cc->layout],
-             cc->bias ? " bias" : "",
-             cc->residual == 2 ? " res=y"
-             : cc->residual    ? " res"
-                               : "",
-             cc->norm == 1 ? " norm+silu"
-             : cc->norm    ? " norm"
-                           : "",
-             act ? " act " : "", act ? act_name(act) : "",
-             r != cpu     ? " (fp8)"
-             : ref != cpu ? " (bf16: no fp8 kernel)"
-                          : "");
+    snprintf(
+        what, sizeof what,
+        "conv %-18s %3d->%-3d k%dx%dx%d s%d,%d,%d pad %d%d%d%d %2d frames %dx%d %s%s%s%s%s%s%s",
+        cc->name, cc->c_in, cc->c_out, cc->kt, cc->kh, cc->kw, cc->st, cc->sh, cc->sw, cc->pt,
+        cc->pb, cc->pl, cc->pr, cc->n_in, cc->h, cc->w, layout_name[cc->layout],
+        cc->bias ? " bias" : "",
+        cc->residual == 2 ? " res=y"
+        : cc->residual    ? " res"
+                          : "",
+        cc->norm == 1 ? " norm+silu"
+        : cc->norm    ? " norm"
+                      : "",
+        act ? " act " : "", act ? act_name(act) : "",
+        r != cpu     ? " (fp8)"
+        : ref != cpu ? " (bf16: no fp8 kernel)"
+                     : "");
     compare(what, rc_c, rc_g, yg, yc, ysz);
     for (int i = 0; i < n_src; i++) free(src[i]);
     free(wt);
@@ -494,7 +495,6 @@ static void test_conv_acts(void) {
         test_conv_groups(&convs[i], 0, i % 4 ? VAE_ACT_RELU : others[i / 4 % 3]);
     }
 }
-
 
 /* CONV with input upsampling (op.up = 2, the fused nearest x2 + conv of the Wan upsamplers): the
  * GPU gets the small frames; the CPU reference gets them upsampled on the host and op.up = 0. */
@@ -1643,7 +1643,8 @@ static void run_variant(const variant_def *v) {
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) test_conv(&convs[i]);
         test_conv_acts();
         for (size_t i = 0; i < sizeof depthwise / sizeof *depthwise; i++)
-            test_conv_groups(&depthwise[i], depthwise[i].c_in, i % 2 && !depthwise[i].norm ? VAE_ACT_RELU : VAE_ACT_NONE);
+            test_conv_groups(&depthwise[i], depthwise[i].c_in,
+                             i % 2 && !depthwise[i].norm ? VAE_ACT_RELU : VAE_ACT_NONE);
         test_conv_up(16, 8, 3, 2, 5, 7, 1, 0);   /* phase path */
         test_conv_up(32, 16, 3, 3, 6, 4, 1, 1);  /* + residual (Wan2.2) */
         test_conv_up(64, 32, 3, 1, 9, 10, 0, 1); /* no bias */

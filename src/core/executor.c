@@ -576,9 +576,12 @@ enum { STEP_OPS, STEP_RECORDED, STEP_REPLAYED };
 
 static void host_count(vae_exec *e, int how, double s) {
     vae_exec_host *h = &e->host;
-    if (how == STEP_REPLAYED) h->replay_s += s, h->replayed++;
-    else if (how == STEP_RECORDED) h->record_s += s, h->recorded++;
-    else h->ops_s += s, h->ops++;
+    if (how == STEP_REPLAYED)
+        h->replay_s += s, h->replayed++;
+    else if (how == STEP_RECORDED)
+        h->record_s += s, h->recorded++;
+    else
+        h->ops_s += s, h->ops++;
 }
 
 int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {

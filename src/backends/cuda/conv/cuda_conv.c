@@ -98,9 +98,9 @@ static float *padded_bias(const vae_op *op, const conv_state *s) {
 /* bias padded to kp (zeros), float32 or the activation dtype; zeros without op->b */
 static int upload_bias(cuda_backend *cb, const vae_op *op, const conv_state *s, int as_f32,
                        void **out) {
-    int rc = op->b ? cu_upload_staged(cb, op->b, CU_STAGE_BIAS, (size_t)s->kp, as_f32, out,
-                                      op->name)
-                   : VAE_OK;
+    int rc = op->b
+                 ? cu_upload_staged(cb, op->b, CU_STAGE_BIAS, (size_t)s->kp, as_f32, out, op->name)
+                 : VAE_OK;
     if (rc || *out) return rc;
     float *host = padded_bias(op, s);
     if (!host) return vae_fail(VAE_ENOMEM, "%s: out of host memory", op->name);
@@ -397,8 +397,8 @@ static int conv_post(cuda_backend *cb, const vae_op *op, const conv_state *s, vo
     if (n_vox == 0 || (!op->norm_w && op->act == VAE_ACT_NONE)) return VAE_OK;
     if (!op->norm_w) {
         int ph = cu_prof_begin(cb, CU_P_ELT);
-        int rc = cu_check(cuk_eltwise(cb->stream, cb->base.dtype, 0, (int)op->act, op->act_scale,
-                                      y, NULL, NULL, NULL, y, n_vox, op->c_out),
+        int rc = cu_check(cuk_eltwise(cb->stream, cb->base.dtype, 0, (int)op->act, op->act_scale, y,
+                                      NULL, NULL, NULL, y, n_vox, op->c_out),
                           op->name, "activation");
         cu_prof_end(cb, ph);
         return rc;

@@ -86,10 +86,11 @@ uint64_t cu_conv_seed_hash(uint64_t seed, const char *name, int n_in, int h, int
 static void tune_key(const conv_call *cc, int n_in, const int *cand, int nc, char *key,
                      size_t len) {
     const vae_op *op = cc->op;
-    int n = snprintf(key, len, "c%d-%d|k%dx%dx%d|s%dx%dx%d|p%d.%d.%d.%d|u%d|n%d|%dx%d|r%d|f%d|q%d|a%d|",
-                     op->c_in, op->c_out, op->kt, op->kh, op->kw, op->st, op->sh, op->sw,
-                     op->pad_h[0], op->pad_h[1], op->pad_w[0], op->pad_w[1], op->up, n_in, cc->h,
-                     cc->w, cc->res != NULL, cc->fuse, op->norm_w != NULL, (int)op->act);
+    int n =
+        snprintf(key, len, "c%d-%d|k%dx%dx%d|s%dx%dx%d|p%d.%d.%d.%d|u%d|n%d|%dx%d|r%d|f%d|q%d|a%d|",
+                 op->c_in, op->c_out, op->kt, op->kh, op->kw, op->st, op->sh, op->sw, op->pad_h[0],
+                 op->pad_h[1], op->pad_w[0], op->pad_w[1], op->up, n_in, cc->h, cc->w,
+                 cc->res != NULL, cc->fuse, op->norm_w != NULL, (int)op->act);
     for (int k = 0; k < nc && n > 0 && (size_t)n < len; k++) /* the paths it was chosen from */
         n += snprintf(key + n, len - (size_t)n, "%d%s", cand[k],
                       cand[k] == PATH_3DPAD && cu_conv_igemm_padded_ok(cc) ? "g" : "");

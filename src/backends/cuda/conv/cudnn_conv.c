@@ -216,10 +216,10 @@ static int plan_describe(dnn_plan *p, const char *who) {
     if (g->epi) {
         if ((st = cudnnCreateTensorDescriptor(&p->bd)) ||
             (st = cudnnCreateActivationDescriptor(&p->ad)) ||
-            (st = cudnnSetActivationDescriptor(p->ad,
-                                               g->epi == CU_DNN_EPI_RELU ? CUDNN_ACTIVATION_RELU
-                                                                         : CUDNN_ACTIVATION_IDENTITY,
-                                               CUDNN_NOT_PROPAGATE_NAN, 0.0)) ||
+            (st = cudnnSetActivationDescriptor(
+                 p->ad,
+                 g->epi == CU_DNN_EPI_RELU ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+                 CUDNN_NOT_PROPAGATE_NAN, 0.0)) ||
             (st = plan_bias_desc(p, 0)))
             return dnn_fail(st, who, "describing the fused epilogue");
     }
@@ -271,9 +271,9 @@ static int plan_make_fused(cuda_backend *cb, dnn_state *d, dnn_plan *p, const vo
                 VAE_DEBUG("%s: cuDNN fused conv+bias%s%s (%s bias, workspace %zu) for %dD n%d "
                           "%dx%dx%dx%d -> %d, k %dx%dx%d",
                           who, epi->z ? "+residual" : "",
-                          p->g.epi == CU_DNN_EPI_RELU ? "+relu" : "", f32 ? "float32" : "dtype", ws, p->g.nd,
-                          p->g.n, p->g.dx, p->g.hx, p->g.wx, p->g.c, p->g.k, p->g.kd, p->g.kh,
-                          p->g.kw);
+                          p->g.epi == CU_DNN_EPI_RELU ? "+relu" : "", f32 ? "float32" : "dtype", ws,
+                          p->g.nd, p->g.n, p->g.dx, p->g.hx, p->g.wx, p->g.c, p->g.k, p->g.kd,
+                          p->g.kh, p->g.kw);
                 return VAE_OK;
             }
             /* any failure here only means "not fused": the unfused plan reports real errors */

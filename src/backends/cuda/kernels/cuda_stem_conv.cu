@@ -159,8 +159,8 @@ __global__ void __launch_bounds__(NT, 2)
             enum { NH = NN / 2 };
             float acc[NH][4];
             stem_mma<T, NH, C_OUT>(v + (jj & 1) * VSIZE, wsm + part * NH * 8 * KPITCH, acc);
-            if (oy < h) stem_store<T, NH, C_OUT>(acc, part * NH, j, x0, oy, h, w, bias, res, relu,
-                                                    y);
+            if (oy < h)
+                stem_store<T, NH, C_OUT>(acc, part * NH, j, x0, oy, h, w, bias, res, relu, y);
         }
         if (jj + 1 < nt) stem_rows_store<T>(v + ((jj + 1) & 1) * VSIZE, val);
         __syncthreads(); /* frame jj + 1's rows have landed; frame jj's buffer is free again */
@@ -190,9 +190,8 @@ cudaError_t stem_launch(cudaStream_t s, const cuk_frames *frames, int kt, int t_
     const int tpb = (t_out + groups - 1) / groups;
     const dim3 grid((unsigned)((w + SW - 1) / SW), (unsigned)((h + SR - 1) / SR),
                     (unsigned)((t_out + tpb - 1) / tpb));
-    stem_conv_kernel<T, NN><<<grid, NT, smem, s>>>(*frames, t_out, tpb, kt, h, w, c_in,
-                                                   (const T *)wt, bias, (const T *)res, relu,
-                                                   (T *)y);
+    stem_conv_kernel<T, NN><<<grid, NT, smem, s>>>(
+        *frames, t_out, tpb, kt, h, w, c_in, (const T *)wt, bias, (const T *)res, relu, (T *)y);
     return cudaGetLastError();
 }
 
