@@ -304,6 +304,8 @@ if [ $FIXTURES = 1 ]; then
     done
     fixture_run "offload frames bus 2 seedvr2_tiny fp32" seedvr2_tiny fp32 --offload 1048576 \
         VAE_CUDA_BUS=2 VAE_EXEC_FRAMES=2
+    fixture_run "offload 2 frames at a time bus 2 seedvr2_tiny fp32" seedvr2_tiny fp32 \
+        --offload 1048576 VAE_CUDA_BUS=2 VAE_EXEC_FRAMES=2 VAE_EXEC_LOOP_FRAMES=2 VAE_CUDA_POISON=1
 fi
 if [ $TILES = 1 ]; then
     for fx in wan21_tiny wan22_tiny seedvr2_tiny taef2_real wan21_small; do

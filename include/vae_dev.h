@@ -172,7 +172,10 @@ typedef enum {
                                       * over the activation fewer, and one buffer, where the
                                       * backend can (1; 0: as separate ops; the result is the
                                       * same) */
-    VAE_PARAM_COUNT = 42 /* the number of switches (not one itself) */
+    VAE_PARAM_EXEC_LOOP_FRAMES = 42, /* frames a frame loop takes at a time: 0 the planner's
+                                      * choice (1 or 2 where caches are in host memory: fewer
+                                      * copies for more memory), N always N (tests) */
+    VAE_PARAM_COUNT = 43 /* the number of switches (not one itself) */
 } vae_param;
 
 /* Sets a developer switch in opts (params[param], and its bit of params_set): the session made

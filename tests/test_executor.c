@@ -47,7 +47,7 @@ enum { H = 5, W = 4, C = 3 };
 /* what the executors of run_stream use: settings (tests switch graphs and checks here) and frame
  * loops */
 static vae_settings test_set;
-static vae_exec_config test_cfg = {&test_set, NULL, NULL, 0};
+static vae_exec_config test_cfg = {&test_set, NULL, NULL, 0, 0};
 
 /* Runs program p over T frames [T][H][W][C], cutting the stream as `cuts` (chunk sizes, the last
  * one repeated). Returns the output frames concatenated, and their count. */

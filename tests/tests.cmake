@@ -93,6 +93,10 @@ add_test(NAME fixture_offload3_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR
 set_tests_properties(fixture_offload3_wan22_tiny PROPERTIES LABELS fixture)
 add_test(NAME fixture_offload_frames_seedvr2_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} seedvr2_tiny --offload 1048576)
 set_tests_properties(fixture_offload_frames_seedvr2_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")
+# ... and 2 frames at a time (the width the planner may choose with caches in host memory)
+add_test(NAME fixture_offload_frames2_seedvr2_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} seedvr2_tiny --offload 1048576)
+set_tests_properties(fixture_offload_frames2_seedvr2_tiny PROPERTIES LABELS fixture
+                     ENVIRONMENT "VAE_EXEC_FRAMES=2;VAE_EXEC_LOOP_FRAMES=2")
 # ... and where a window is not contiguous (its input has no room in front: list windows), the
 # cache goes through device frames for the step
 add_test(NAME fixture_offload_list_seedvr2_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} seedvr2_tiny --offload 1048576)
@@ -246,6 +250,9 @@ set_tests_properties(fixture_fp8_chunks5_wan21_tiny PROPERTIES LABELS fixture
 # frame by frame after every temporal upsampling, always (VAE_EXEC_FRAMES=2), whole and tiled
 add_test(NAME fixture_frames_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3)
 set_tests_properties(fixture_frames_wan22_tiny PROPERTIES LABELS fixture ENVIRONMENT "VAE_EXEC_FRAMES=2")
+add_test(NAME fixture_frames2_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --tiles 3)
+set_tests_properties(fixture_frames2_wan22_tiny PROPERTIES LABELS fixture
+                     ENVIRONMENT "VAE_EXEC_FRAMES=2;VAE_EXEC_LOOP_FRAMES=2")
 # FP8 emulated on the CPU (--dtype fp8; the residual-branch convs that the session's calibration
 # keeps within the error budget, 4e-2: api/fp8_calibrate.c), among those of the shapes the GPU's
 # E4M3 kernels take (op.h vae_op_fp8_kernel), so that the error is a GPU's: every full-size
@@ -347,6 +354,11 @@ add_test(NAME gpu_offload_frames_bus2_seedvr2_tiny
          COMMAND test_fixtures ${VAE_SHARED_DIR} seedvr2_tiny --device cuda --dtype fp32 --offload 1048576)
 set_tests_properties(gpu_offload_frames_bus2_seedvr2_tiny PROPERTIES LABELS gpu
                      ENVIRONMENT "VAE_CUDA_BUS=2;VAE_EXEC_FRAMES=2"
+                     SKIP_REGULAR_EXPRESSION "skipped: no GPU")
+add_test(NAME gpu_offload_frames2_bus2_seedvr2_tiny
+         COMMAND test_fixtures ${VAE_SHARED_DIR} seedvr2_tiny --device cuda --dtype fp32 --offload 1048576)
+set_tests_properties(gpu_offload_frames2_bus2_seedvr2_tiny PROPERTIES LABELS gpu
+                     ENVIRONMENT "VAE_CUDA_BUS=2;VAE_EXEC_FRAMES=2;VAE_EXEC_LOOP_FRAMES=2;VAE_CUDA_POISON=1"
                      SKIP_REGULAR_EXPRESSION "skipped: no GPU")
 # plans with every op's least scratch (the CUDA backend keeps to the 3-D path where the gathered
 # ones need more scratch than it has): what a budget below the paths of choice runs

@@ -323,7 +323,7 @@ static int calib_open(calib *c, const vae_program *p, const candidate *cand, int
                       const float *range, int size, const vae_settings *set, int threads) {
     memset(c, 0, sizeof *c);
     c->p = p;
-    c->cfg = (vae_exec_config){set, NULL, NULL, 0};
+    c->cfg = (vae_exec_config){set, NULL, NULL, 0, 0};
     stream *x = &c->at[0];
     *x = (stream){NULL,
                   {p->first_chunk > 0 ? p->first_chunk : 1, p->chunk > 0 ? p->chunk : 1},

@@ -103,6 +103,7 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be,
     if (rc == VAE_OK)
         rc = vae_loops_init(&e->loops, p, cfg ? cfg->loops : NULL, cfg ? cfg->whole : NULL,
                             cfg ? cfg->n_loops : 0);
+    if (rc == VAE_OK && cfg) e->loops.width = cfg->loop_width;
     e->graph_ok = !e->set.exec_check && e->set.exec_graph && be->v->graph_begin &&
                   be->v->graph_end && be->v->graph_launch && be->v->graph_free;
     for (int i = 0; rc == VAE_OK && i < p->n_ops; i++)
@@ -464,10 +465,13 @@ static int run_level(vae_exec *e, int k) {
     for (int j = 0; j < nc; j++)
         par[j] = e->val[cv[j]];
     int rc = VAE_OK;
-    const int whole = l->whole[k], steps = whole ? 1 : par[0].t;
-    for (int f = 0; rc == VAE_OK && f < steps; f++) {
-        for (int j = 0; rc == VAE_OK && j < nc; j++)
-            rc = cut_frames(e, cv[j], &par[j], whole ? 0 : f, whole ? par[j].t : 1, &e->val[cv[j]]);
+    const int passes = vae_loops_passes(l, k, par[0].t);
+    for (int f = 0; rc == VAE_OK && f < passes; f++) {
+        for (int j = 0; rc == VAE_OK && j < nc; j++) {
+            int first;
+            const int n = vae_loops_pass(l, k, par[j].t, f, &first);
+            rc = cut_frames(e, cv[j], &par[j], first, n, &e->val[cv[j]]);
+        }
         if (rc == VAE_OK) rc = run_level(e, k + 1);
         for (int j = 0; j < nc; j++) {
             value *v = &e->val[cv[j]];

@@ -26,6 +26,7 @@ typedef struct vae_exec_config {
     const int *loops;
     const int *whole; /* NULL, or per loop 1: the chunk passes on whole (a trim point only) */
     int n_loops;      /* at most VAE_MAX_LOOPS */
+    int loop_width;   /* frames a frame loop cuts at a time (0: 1; the last cut may hold fewer) */
 } vae_exec_config;
 
 int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be,

@@ -55,6 +55,7 @@ static int part_make(planner *pl, part *q, int from, int to, int first, int chun
         if (rc == VAE_OK)
             rc = vae_loops_init(&q->loops[fr], &q->prog, q->loop_at[fr], q->whole[fr],
                                 q->n_loops[fr]);
+        q->loops[fr].width = fr ? pl->rq->loop_frames : 0;
     }
     return rc;
 }
@@ -273,6 +274,7 @@ static void plan_set_part(vae_plan_part *dst, const part *src, int fr) {
     dst->first = src->first, dst->chunk = src->chunk;
     memcpy(dst->loops, src->loop_at[fr], sizeof dst->loops);
     memcpy(dst->whole, src->whole[fr], sizeof dst->whole);
+    dst->loop_width = src->loops[fr].width;
 }
 
 /* Fills the plan's parts and stores for the chosen candidate. */
@@ -288,6 +290,7 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
     if (c->kind == VAE_PLAN_WHOLE) { /* (the tiles' costs count their op calls already) */
         for (int i = 0; i < pl->p->n_ops; i++)
             plan->cost += OP_CALL_MACS * plan_op_calls(pl, i);
+        if (c->width) pl->whole.loops[c->fr].width = c->width;
         plan_set_part(&plan->part[1], &pl->whole, c->fr);
         int rc = plan_fill_offload(pl, c, plan);
         if (rc) return rc;
@@ -468,14 +471,20 @@ static void describe(const planner *pl, vae_plan *plan) {
                                                         : "on the host",
                                   size_str(bytes));
     }
-    int frame_loops = 0;
+    int frame_loops = 0, width = 1;
     for (int k = 0; k < 3; k++)
         for (int i = 0; i < plan->part[k].n_loops; i++)
-            frame_loops += !plan->part[k].whole[i];
+            if (!plan->part[k].whole[i]) {
+                frame_loops++;
+                if (plan->part[k].loop_width > width) width = plan->part[k].loop_width;
+            }
     if (plan->kind == VAE_PLAN_WHOLE && n < cap)
         n += (size_t)snprintf(w + n, cap - n, " in steps of %d then %d frames",
                               rq->prog->first_chunk, rq->prog->chunk);
-    if (n < cap)
+    if (n < cap && frame_loops && width > 1)
+        n += (size_t)snprintf(w + n, cap - n, "; %d frames at a time after temporal upsampling",
+                              width);
+    else if (n < cap)
         n += (size_t)snprintf(w + n, cap - n, "; %s",
                               frame_loops ? "frame by frame after "
                                             "temporal upsampling"

@@ -59,6 +59,7 @@ typedef struct vae_plan_part {
     int n_loops;
     int loops[VAE_MAX_LOOPS]; /* loops, op indices relative to `from` */
     int whole[VAE_MAX_LOOPS]; /* 1: a trim point that keeps the chunk whole, 0: frame by frame */
+    int loop_width;           /* frames a frame loop passes on at a time (0: 1) */
 } vae_plan_part;
 
 typedef struct vae_plan_trim {
@@ -106,6 +107,8 @@ typedef struct vae_plan_request {
     int blend_overlap_auto;        /* no overlap given: an eighth of the tile */
     int video_factor;              /* pixels of the video side per pixel of the latent side */
     int frame_loops;               /* settings.exec_frames (2: frame loops always) */
+    int loop_frames;               /* settings.exec_loop_frames (0: chosen where caches go to
+                                    * host memory, else 1) */
     int64_t host_store_max;        /* a host store above this many bytes goes to a temporary
                                     * file, strips' slots above it stay on the device
                                     * (settings.exec_host_mb) */

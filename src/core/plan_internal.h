@@ -96,6 +96,7 @@ typedef struct planner {
 typedef struct cand {
     vae_plan_kind kind;
     int fr;             /* the loops it was evaluated with */
+    int width;          /* frames its frame loops take at a time (0: the part's) */
     int ty, tx;         /* tile grid */
     int strips;         /* TILED: column strips that hand their edges on (strip.h), 0: tiles
                          * with halos */

@@ -43,18 +43,25 @@ static int op_looped(const planner *pl, int i) {
     return 0;
 }
 
+/* frames the current choice's frame loops take at a time */
+static int loop_width(const planner *pl) {
+    const int w = pl->whole.loops[pl->fr].width;
+    return w > 1 ? w : 1;
+}
+
 double plan_op_calls(const planner *pl, int i) {
-    return op_looped(pl, i) ? (double)pl->op_frames[i]
+    const int w = loop_width(pl);
+    return op_looped(pl, i) ? (double)((pl->op_frames[i] + w - 1) / w)
                             : (double)plan_part_steps(&pl->whole, pl->rq->t);
 }
 
 /* Host bytes a cache of `bytes` in host memory moves over the run: read whole before each call,
- * and its new frames written back after (exec_window.c's ring: a call of one frame inside a frame
- * loop adds one of the kt-1 kept frames, a step adds them all). An estimate for the costs: a
- * strided temporal conv inside a loop adds a frame per input frame, more than one a call. */
+ * and its new frames written back after (exec_window.c's ring: a call of w frames inside a frame
+ * loop adds w of the kt-1 kept frames, a step adds them all). An estimate for the costs: a
+ * strided temporal conv inside a loop adds a frame per input frame, more than w a call. */
 static double op_traffic(const planner *pl, int i, int64_t bytes) {
-    const int kept = pl->p->ops[i].kt - 1;
-    const double back = op_looped(pl, i) && kept > 1 ? 1.0 / kept : 1.0;
+    const int kept = pl->p->ops[i].kt - 1, w = loop_width(pl);
+    const double back = op_looped(pl, i) && kept > w ? (double)w / kept : 1.0;
     return (double)bytes * (1.0 + back) * plan_op_calls(pl, i);
 }
 
@@ -103,6 +110,7 @@ static int eval_offload(planner *pl, const offload_order *o, int k, cand *c) {
     }
     memset(c, 0, sizeof *c);
     c->kind = VAE_PLAN_WHOLE, c->fr = pl->fr, c->macs = pl->macs_whole;
+    c->width = pl->whole.loops[pl->fr].width;
     c->scratch = rq->scratch_now;
     c->peak_alloc = plan_whole_mem(pl, off, NULL, &c->scratch, &c->caches);
     vae_free(off);
@@ -118,44 +126,64 @@ static int eval_offload(planner *pl, const offload_order *o, int k, cand *c) {
     return VAE_OK;
 }
 
+/* The cheapest fit (or, forced, the n largest) with the loops of pl->fr at their current width:
+ * into best where cheaper (*found), the floor into floor_c. */
+static int choose_at(planner *pl, int forced, cand *best, cand *floor_c, int *found) {
+    const vae_plan_request *rq = pl->rq;
+    offload_order o;
+    cand c;
+    int rc = order_make(pl, &o);
+    if (rc || o.n == 0) {
+        order_free(&o);
+        return rc;
+    }
+    if (forced) { /* the n largest, whatever the budget (tests, measurements) */
+        if ((rc = eval_offload(pl, &o, forced < o.n ? forced : o.n, &c)) == VAE_OK)
+            *best = *floor_c = c, *found = 1;
+        order_free(&o);
+        return rc;
+    }
+    /* every cache that can leave: the floor of exact whole frames */
+    if ((rc = eval_offload(pl, &o, o.n, &c)) == VAE_OK && plan_runnable(&c) &&
+        (floor_c->peak < 0 || c.peak < floor_c->peak))
+        *floor_c = c;
+    if (rc == VAE_OK && plan_runnable(&c) && (rq->budget <= 0 || c.peak <= rq->budget)) {
+        int lo = 1, hi = o.n; /* the fewest that fit (the peak falls as k grows) */
+        while (lo < hi && rc == VAE_OK) {
+            const int mid = (lo + hi) / 2;
+            cand m;
+            if ((rc = eval_offload(pl, &o, mid, &m)) == VAE_OK) {
+                if (m.peak <= rq->budget)
+                    hi = mid;
+                else
+                    lo = mid + 1;
+            }
+        }
+        if (rc == VAE_OK) rc = eval_offload(pl, &o, lo, &c);
+        if (rc == VAE_OK && (!*found || c.cost < best->cost)) *best = c, *found = 1;
+    }
+    order_free(&o);
+    return rc;
+}
+
+/* Frame loops of 2 frames at a time copy each cache in and out half as often as loops of one,
+ * for the memory of a second frame in every looped stage: with caches in host memory, whose
+ * traffic is the cost, both are tried (settings.exec_loop_frames fixes the width). */
 int plan_choose_offload(planner *pl, int forced, cand *best, cand *floor_c) {
     const vae_plan_request *rq = pl->rq;
     const int n_fr = rq->frame_loops ? 2 : 1, fr0 = rq->frame_loops == 2;
     int found = 0, rc = VAE_OK;
     for (int fr = fr0; fr < n_fr && rc == VAE_OK; fr++) {
         pl->fr = fr;
-        offload_order o;
-        cand c;
-        if ((rc = order_make(pl, &o)) || o.n == 0) {
-            order_free(&o);
-            continue;
+        vae_loops *l = &pl->whole.loops[fr];
+        const int fixed = !fr || rq->loop_frames > 0;
+        for (int w = fixed ? l->width : 1; w <= (fixed ? l->width : 2) && rc == VAE_OK; w++) {
+            l->width = w;
+            rc = choose_at(pl, forced, best, floor_c, &found);
+            if (forced && found) break;
         }
-        if (forced) { /* the n largest, whatever the budget (tests, measurements) */
-            if ((rc = eval_offload(pl, &o, forced < o.n ? forced : o.n, &c)) == VAE_OK)
-                *best = *floor_c = c, found = 1;
-            order_free(&o);
-            break;
-        }
-        /* every cache that can leave: the floor of exact whole frames */
-        if ((rc = eval_offload(pl, &o, o.n, &c)) == VAE_OK && plan_runnable(&c) &&
-            (floor_c->peak < 0 || c.peak < floor_c->peak))
-            *floor_c = c;
-        if (rc == VAE_OK && plan_runnable(&c) && (rq->budget <= 0 || c.peak <= rq->budget)) {
-            int lo = 1, hi = o.n; /* the fewest that fit (the peak falls as k grows) */
-            while (lo < hi && rc == VAE_OK) {
-                const int mid = (lo + hi) / 2;
-                cand m;
-                if ((rc = eval_offload(pl, &o, mid, &m)) == VAE_OK) {
-                    if (m.peak <= rq->budget)
-                        hi = mid;
-                    else
-                        lo = mid + 1;
-                }
-            }
-            if (rc == VAE_OK) rc = eval_offload(pl, &o, lo, &c);
-            if (rc == VAE_OK && (!found || c.cost < best->cost)) *best = c, found = 1;
-        }
-        order_free(&o);
+        if (!fixed) l->width = 0; /* (the chosen width is the candidate's) */
+        if (forced && found) break;
     }
     if (rc) return rc;
     return found ? VAE_OK : PLAN_NOFIT;

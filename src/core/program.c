@@ -349,6 +349,18 @@ int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, const int 
     return VAE_OK;
 }
 
+int vae_loops_passes(const vae_loops *l, int k, int t) {
+    const int w = l->width > 1 ? l->width : 1;
+    return l->whole[k] ? 1 : (t + w - 1) / w;
+}
+
+int vae_loops_pass(const vae_loops *l, int k, int t, int pass, int *first) {
+    const int w = l->width > 1 ? l->width : 1;
+    if (l->whole[k]) return *first = 0, t;
+    *first = pass * w;
+    return t - *first < w ? t - *first : w;
+}
+
 void vae_loops_free(vae_loops *l) {
     vae_free(l->cross);
     memset(l, 0, sizeof *l);
@@ -374,9 +386,12 @@ static int walk_level(const vae_program *p, const vae_loops *l, int k, vae_op_cl
             return vae_fail(VAE_EINVAL,
                             "a frame loop at op %d (%s) would cut values of %d and %d frames",
                             l->at[k], p->ops[l->at[k]].name, t, tv[cv[j]]);
-    for (int f = 0; f < (whole ? 1 : t); f++) { /* a whole loop passes the chunk on once */
+    const int passes = vae_loops_passes(l, k, t); /* a whole loop passes the chunk on once */
+    for (int f = 0; f < passes; f++) {
+        int first;
+        const int n = vae_loops_pass(l, k, t, f, &first);
         for (int j = 0; j < nc && !whole; j++)
-            tv[cv[j]] = 1;
+            tv[cv[j]] = n;
         if (fn) fn(user, VAE_WALK_FRAME, k, NULL, tv);
         int rc = walk_level(p, l, k + 1, clk, tv, fn, user, t_out);
         if (rc) return rc;

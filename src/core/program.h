@@ -111,17 +111,18 @@ typedef struct vae_loops {
     int whole[VAE_MAX_LOOPS];        /* 1: the loop keeps the chunk whole (a trim point only) */
     int cross_at[VAE_MAX_LOOPS + 1]; /* cross[cross_at[k] .. cross_at[k+1]) are cut at at[k] */
     int *cross;
+    int width; /* frames a frame loop passes on at a time (0: 1; the last pass may have fewer) */
 } vae_loops;
 /* Loops at op indices at[0..n) (ascending, < n_ops); n = 0: none. whole[k] (NULL: all 0): loop
- * k passes the chunk on whole, once, instead of frame by frame. */
+ * k passes the chunk on whole, once, instead of frame by frame. Width 1 (set l->width after). */
 int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, const int *whole, int n);
 void vae_loops_free(vae_loops *l);
 
 struct vae_op_clock;
 struct vae_op_frames;
 /* What a step does, in the executor's order: an op runs (index = the op, f its frame counts);
- * a frame of loop `index` begins (the cut values hold that one frame, or the whole chunk for a
- * whole loop) or ends; loop `index` has done all its frames. tv: the frame count of every value in
+ * a frame of loop `index` begins (the cut values hold that one frame, or `width` of them, or the
+ * whole chunk for a whole loop) or ends; loop `index` has done all its frames. tv: the frame count of every value in
  * the current (sub-)step. */
 typedef enum { VAE_WALK_OP, VAE_WALK_FRAME, VAE_WALK_FRAME_END, VAE_WALK_LOOP_END } vae_walk_event;
 typedef void (*vae_walk_fn)(void *user, vae_walk_event ev, int index, const struct vae_op_frames *f,
@@ -131,5 +132,9 @@ typedef void (*vae_walk_fn)(void *user, vae_walk_event ev, int index, const stru
  * VAE_EINVAL when a loop would cut values of different frame counts. fn may be NULL. */
 int vae_program_walk_step(const vae_program *p, const vae_loops *l, struct vae_op_clock *clk,
                           int *tv, int t_in, vae_walk_fn fn, void *user, int *t_out);
+/* Frames a pass of loop k takes of a chunk of t: frames [first, first + n) of pass `pass`, and
+ * how many passes there are (a whole loop: one pass of all t). */
+int vae_loops_passes(const vae_loops *l, int k, int t);
+int vae_loops_pass(const vae_loops *l, int k, int t, int pass, int *first);
 
 #endif

@@ -67,7 +67,7 @@ int runner_prepare(vae_runner *r, const vae_plan *plan) {
         rpart *q = &r->part[k];
         const int want = pp->to > pp->from;
         if (q->present && want && q->from == pp->from && q->to == pp->to &&
-            q->n_loops == pp->n_loops &&
+            q->n_loops == pp->n_loops && q->loop_width == pp->loop_width &&
             memcmp(q->loops, pp->loops, sizeof(int) * (size_t)pp->n_loops) == 0 &&
             memcmp(q->whole, pp->whole, sizeof(int) * (size_t)pp->n_loops) == 0)
             continue;
@@ -81,9 +81,10 @@ int runner_prepare(vae_runner *r, const vae_plan *plan) {
         if (rc) return rc;
         q->present = 1;
         q->from = pp->from, q->to = pp->to, q->n_loops = pp->n_loops;
+        q->loop_width = pp->loop_width;
         memcpy(q->loops, pp->loops, sizeof q->loops);
         memcpy(q->whole, pp->whole, sizeof q->whole);
-        vae_exec_config cfg = {&r->set, q->loops, q->whole, q->n_loops};
+        vae_exec_config cfg = {&r->set, q->loops, q->whole, q->n_loops, q->loop_width};
         if ((rc = vae_exec_create(&q->e, &q->prog, r->be, &cfg))) {
             part_clear(r, q);
             return rc;

@@ -18,7 +18,7 @@
 #include "runner.h"
 
 typedef struct rpart {
-    int present, from, to, n_loops, loops[VAE_MAX_LOOPS], whole[VAE_MAX_LOOPS];
+    int present, from, to, n_loops, loops[VAE_MAX_LOOPS], whole[VAE_MAX_LOOPS], loop_width;
     vae_program prog;
     vae_exec *e;
 } rpart;

@@ -65,6 +65,7 @@ static const setting table[] = {
     {VAE_PARAM_PLAN_OFFLOAD, "VAE_PLAN_OFFLOAD", OFF(plan_offload), 0, 0, -1, 1 << 20, {0}},
     {VAE_PARAM_FP8_ERROR, "VAE_FP8_ERROR", OFF(fp8_error), 0, 400, 0, 10000, {0}},
     {VAE_PARAM_EXEC_FUSE_ACTS, "VAE_EXEC_FUSE_ACTS", OFF(exec_fuse_acts), 0, 1, 0, 1, {0}},
+    {VAE_PARAM_EXEC_LOOP_FRAMES, "VAE_EXEC_LOOP_FRAMES", OFF(exec_loop_frames), 0, 0, 0, 64, {0}},
 };
 /* clang-format on */
 #undef OFF

@@ -23,6 +23,8 @@ typedef struct vae_settings {
     int exec_check;   /* VAE_EXEC_CHECK: every op's output read back, must be finite (0) */
     int exec_frames;  /* VAE_EXEC_FRAMES: frame-granular streaming after temporal upsampling (1:
                        * where the budget needs it; 2: always, for tests and measurements) */
+    int exec_loop_frames; /* VAE_EXEC_LOOP_FRAMES: frames a frame loop takes at a time (0: the
+                           * planner's choice, 1 or 2 with caches in host memory; N: N) */
     int exec_chunks;  /* VAE_EXEC_CHUNKS: whole-frame plans feed up to this many of the
                        * model's chunks a step where they fit (4; 1: the model's steps) */
     int exec_host_mb; /* VAE_EXEC_HOST_MB: host memory (MiB) for each whole-video object of a
