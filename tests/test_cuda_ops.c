@@ -497,8 +497,10 @@ static void test_conv_acts(void) {
 }
 
 /* CONV with input upsampling (op.up = 2, the fused nearest x2 + conv of the Wan upsamplers): the
- * GPU gets the small frames; the CPU reference gets them upsampled on the host and op.up = 0. */
-static void test_conv_up(int c_in, int c_out, int kh, int n, int h, int w, int bias, int residual) {
+ * GPU gets the small frames; the CPU reference gets them upsampled on the host and op.up = 0.
+ * act: an activation folded into the conv (the phase path's interleave applies it). */
+static void test_conv_up_act(int c_in, int c_out, int kh, int n, int h, int w, int bias,
+                             int residual, vae_act act) {
     const int up = 2, hu = h * up, wu = w * up, pad = kh / 2;
     const int ho = hu + 2 * pad - kh + 1, wo = wu + 2 * pad - kh + 1;
     size_t fsz = (size_t)h * w * c_in, fszu = (size_t)hu * wu * c_in, ysz = (size_t)n * ho * wo * c_out;
@@ -515,6 +517,7 @@ static void test_conv_up(int c_in, int c_out, int kh, int n, int h, int w, int b
     vae_op op = vae_op_make(VAE_OP_CONV, 0, c_in, c_out);
     op.kh = op.kw = kh, op.pad_h[0] = op.pad_h[1] = op.pad_w[0] = op.pad_w[1] = pad;
     op.w = wt, op.b = b;
+    op.act = act, op.act_scale = act == VAE_ACT_TANH_SCALE ? 3.0f : 0.0f;
     snprintf(op.name, sizeof op.name, "test.conv_up");
     float *out[2] = {NULL, NULL};
     int rc[2];
@@ -546,8 +549,9 @@ static void test_conv_up(int c_in, int c_out, int kh, int n, int h, int w, int b
         if (be == gpu) unstage();
     }
     char what[200];
-    snprintf(what, sizeof what, "conv up2 %dx%d %3d->%-3d %d frames %dx%d%s%s", kh, kh, c_in, c_out,
-             n, h, w, bias ? " bias" : "", residual == 2 ? " res=y" : residual ? " res" : "");
+    snprintf(what, sizeof what, "conv up2 %dx%d %3d->%-3d %d frames %dx%d%s%s%s%s", kh, kh, c_in,
+             c_out, n, h, w, bias ? " bias" : "", residual == 2 ? " res=y" : residual ? " res" : "",
+             act ? " act " : "", act ? act_name(act) : "");
     compare(what, rc[0], rc[1], out[1], out[0], ysz);
     free(x);
     free(xu);
@@ -556,6 +560,10 @@ static void test_conv_up(int c_in, int c_out, int kh, int n, int h, int w, int b
     free(res);
     free(out[0]);
     free(out[1]);
+}
+
+static void test_conv_up(int c_in, int c_out, int kh, int n, int h, int w, int bias, int residual) {
+    test_conv_up_act(c_in, c_out, kh, n, h, w, bias, residual, VAE_ACT_NONE);
 }
 
 /* ---- fp8 codes between a norm and the E4M3 conv reading it (program.h fp8_codes_bound) ---- */
@@ -1657,6 +1665,12 @@ static void run_variant(const variant_def *v) {
         /* 96 filters: the halo-tile kernel's phase mode (partial tiles, two channel blocks) */
         test_conv_up(192, 96, 3, 3, 17, 35, 1, 0);
         test_conv_up(96, 96, 3, 2, 16, 16, 0, 1); /* one whole tile, + residual, no bias */
+        /* activations folded into them: the phase path's interleave (TAEHV's 64->64 + ReLU),
+         * the halo tile's and upsample-first paths' pass after the conv */
+        test_conv_up_act(64, 64, 3, 2, 6, 9, 1, 0, VAE_ACT_RELU);
+        test_conv_up_act(32, 16, 3, 3, 6, 4, 1, 1, VAE_ACT_SILU);
+        test_conv_up_act(96, 96, 3, 2, 16, 16, 0, 1, VAE_ACT_RELU);
+        test_conv_up_act(24, 24, 3, 2, 8, 8, 1, 2, VAE_ACT_RELU);
     }
     if (v->what & V_NORM) {
         static const vae_act acts[] = {VAE_ACT_NONE, VAE_ACT_SILU, VAE_ACT_RELU, VAE_ACT_TANH_SCALE};

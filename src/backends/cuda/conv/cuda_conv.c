@@ -352,7 +352,7 @@ static int conv_up(cuda_backend *cb, const vae_op *op, conv_state *s, const void
     vae_backend *be = &cb->base;
     const int up = op->up;
     if (up == 2 && !s->nophase && cu_conv_phase_takes(cb, op, s) && residual != y) {
-        int rc = cu_conv_up_phase(cb, op, s, frames, n_in, h, w, residual, y);
+        int rc = cu_conv_up_phase(cb, op, s, frames, n_in, h, w, residual, y, normed);
         if (rc == VAE_OK && s->w) cu_conv_trim_layouts(cb, s, 0, 0, 0, 0); /* phase filters only */
         if (rc != VAE_EUNSUPPORTED) return rc;
         VAE_DEBUG("%s: %s; upsampling first", op->name, vae_last_error());

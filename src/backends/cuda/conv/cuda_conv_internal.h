@@ -194,9 +194,9 @@ int cu_tune_own_wins(const cuda_backend *cb, float own_ms, float dnn_ms);
 
 /* ---- cuda_conv_phase.c ---- */
 /* op->up = 2 with a 3x3 conv (padding 1): the phase path; VAE_EUNSUPPORTED where it cannot run
- * (then the caller upsamples first). */
+ * (then the caller upsamples first). *acted: y has the conv's activation (op->act) already. */
 int cu_conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
-                     int n_in, int h, int w, const void *residual, void *y);
+                     int n_in, int h, int w, const void *residual, void *y, int *acted);
 /* The op's shape and the settings allow the phase path (whether it runs is decided per call). */
 int cu_conv_phase_takes(const cuda_backend *cb, const vae_op *op, const conv_state *s);
 /* The phase filters: how many values, and those values (float32, [4][kp][2][2][c_in]). */

@@ -192,7 +192,8 @@ static int phases_choose(cuda_backend *cb, const vae_op *op, conv_state *s, cons
 }
 
 /* The phase convs of the frames x0 (n_in consecutive), in blocks whose four phase planes fit
- * scratch_limit, each block interleaved into y (+ residual). */
+ * scratch_limit, each block interleaved into y (+ residual), with the conv's activation (one
+ * without a folded norm: cu_conv_up_phase's *acted). */
 static int phases_blocks(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x0,
                          int n_in, int h, int w, const void *residual, void *y) {
     vae_backend *be = &cb->base;
@@ -223,6 +224,7 @@ static int phases_blocks(cuda_backend *cb, const vae_op *op, conv_state *s, cons
             cudaError_t e = cuk_phase_interleave(
                 cb->stream, be->dtype, tmp, tb, h, w, op->c_out, add_bias ? s->bias : NULL,
                 residual ? (const char *)residual + (size_t)j0 * yfb : NULL,
+                op->norm_w ? VAE_ACT_NONE : (int)op->act, op->act_scale,
                 (char *)y + (size_t)j0 * yfb);
             cu_prof_end(cb, ph);
             if (e == cudaErrorInvalidValue) {
@@ -338,20 +340,33 @@ static int up_choose(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
 }
 
 int cu_conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s, const void *const *frames,
-                     int n_in, int h, int w, const void *residual, void *y) {
+                     int n_in, int h, int w, const void *residual, void *y, int *acted) {
     const size_t fb = (size_t)h * w * op->c_in * cb->base.elem_size;
+    *acted = 0;
     if (!cu_frames_consecutive(frames, n_in, 1, fb))
         return vae_fail(VAE_EUNSUPPORTED, "%s: frames not consecutive", op->name);
-    if (!cu_conv_halo_up2_ok(cb, op, s))
-        return phases_blocks(cb, op, s, frames[0], n_in, h, w, residual, y);
-    /* the phase filters: the phase convs' and the source of the halo kernel's layout */
-    int rc = s->whp ? VAE_OK : need_wph(cb, op, s), halo, ran;
-    if (rc || (rc = up_choose(cb, op, s, frames[0], n_in, h, w, residual, y, &halo, &ran)) || ran)
+    /* the phase convs' interleave applies the activation; the halo kernel does not */
+    const int phases_act = !op->norm_w && op->act != VAE_ACT_NONE;
+    int rc, halo = 0, ran;
+    if (!cu_conv_halo_up2_ok(cb, op, s)) {
+        rc = phases_blocks(cb, op, s, frames[0], n_in, h, w, residual, y);
+        *acted = rc == VAE_OK && phases_act;
         return rc;
+    }
+    /* the phase filters: the phase convs' and the source of the halo kernel's layout */
+    rc = s->whp ? VAE_OK : need_wph(cb, op, s);
+    if (rc || (rc = up_choose(cb, op, s, frames[0], n_in, h, w, residual, y, &halo, &ran)))
+        return rc;
+    if (ran) {
+        *acted = !halo && phases_act;
+        return VAE_OK;
+    }
     if (halo) {
         rc = cu_conv_halo_up2(cb, op, s, frames[0], n_in, h, w, residual, y);
         if (rc != VAE_EUNSUPPORTED) return rc;
         vae_error_clear(); /* expected: the phase convs instead */
     }
-    return phases_blocks(cb, op, s, frames[0], n_in, h, w, residual, y);
+    rc = phases_blocks(cb, op, s, frames[0], n_in, h, w, residual, y);
+    *acted = rc == VAE_OK && phases_act;
+    return rc;
 }

@@ -249,10 +249,12 @@ cudaError_t cuk_conv_gather(cudaStream_t s, size_t elem, const cuk_frames *frame
  * c*elem and cp*elem multiples of 16, aligned pointers; cudaErrorInvalidValue otherwise). */
 cudaError_t cuk_frames_pad(cudaStream_t s, size_t elem, const cuk_frames *frames, int nf, int64_t hw,
                            int c, int cp, void *dst);
-/* y[f][2i+a][2j+b][k] = ph[a*2+b][f][i+a][j+b][k] (+ bias[k]) (+ res), ph: 4 x [tb][h+1][w+1][c]
- * (c a multiple of the 16-byte vector, aligned pointers; cudaErrorInvalidValue otherwise) */
+/* y[f][2i+a][2j+b][k] = act(ph[a*2+b][f][i+a][j+b][k] (+ bias[k]) (+ res)), ph: 4 x
+ * [tb][h+1][w+1][c] (c a multiple of the 16-byte vector, aligned pointers; cudaErrorInvalidValue
+ * otherwise); act: a CU_ACT_* with its scale (CU_ACT_NONE: none) */
 cudaError_t cuk_phase_interleave(cudaStream_t s, int dtype, const void *ph, int tb, int h, int w,
-                                 int c, const float *bias, const void *res, void *y);
+                                 int c, const float *bias, const void *res, int act,
+                                 float act_scale, void *y);
 /* The same with cg >= kt*c channels per gathered pixel, zeros above kt*c. */
 cudaError_t cuk_conv_gather_pad(cudaStream_t s, size_t elem, const cuk_frames *frames, int tb,
                                 int st, int kt, int h, int w, int c, int cg, int pt, int pb, int pl,

@@ -383,10 +383,11 @@ extern "C" cudaError_t cuk_frames_pad(cudaStream_t s, size_t elem, const cuk_fra
 
 /* ---- nearest x2 + 3x3 conv as four 2x2 phase convs: the interleave ----
  * ph: 4 phase outputs (a*2+b) of [tb][h+1][w+1][c]; y[f][2i+a][2j+b][k] = ph_ab[f][i+a][j+b][k]
- * (+ bias[k]) (+ res); 16-byte vectors (c % N == 0, aligned). */
+ * (+ bias[k]) (+ res), then the conv's activation; 16-byte vectors (c % N == 0, aligned). */
 template <typename T, typename I>
 static __global__ void phase_interleave_kernel(const T *ph, I plane, int h, int w, int c,
-                                               const float *bias, const T *res, T *y, I nvec) {
+                                               const float *bias, const T *res, int act, float as,
+                                               T *y, I nvec) {
     const int N = vec16<T>::N;
     const I w2 = (I)2 * w, h2 = (I)2 * h;
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < nvec; i += (I)gridDim.x * blockDim.x) {
@@ -405,30 +406,35 @@ static __global__ void phase_interleave_kernel(const T *ph, I plane, int h, int 
 #pragma unroll
             for (int q = 0; q < N; q++) v[q] += u[q];
         }
+        if (act != CU_ACT_NONE) {
+#pragma unroll
+            for (int q = 0; q < N; q++) v[q] = cu_act_t<T>(act, as, v[q]);
+        }
         vec16<T>::store(y + e, v);
     }
 }
 
 template <typename T>
 static void launch_phase_interleave(cudaStream_t s, const void *ph, int tb, int h, int w, int c,
-                                    const float *bias, const void *res, void *y) {
+                                    const float *bias, const void *res, int act, float as,
+                                    void *y) {
     const int N = vec16<T>::N;
     const int64_t plane = (int64_t)tb * (h + 1) * (w + 1) * c;
     const int64_t nvec = (int64_t)tb * 2 * h * 2 * w * c / N;
     if (4 * plane < INT32_MAX && nvec * N < INT32_MAX)
         phase_interleave_kernel<T, int><<<cu_grid(nvec, 256), 256, 0, s>>>(
-            (const T *)ph, (int)plane, h, w, c, bias, (const T *)res, (T *)y, (int)nvec);
+            (const T *)ph, (int)plane, h, w, c, bias, (const T *)res, act, as, (T *)y, (int)nvec);
     else
         phase_interleave_kernel<T, int64_t><<<cu_grid(nvec, 256), 256, 0, s>>>(
-            (const T *)ph, plane, h, w, c, bias, (const T *)res, (T *)y, nvec);
+            (const T *)ph, plane, h, w, c, bias, (const T *)res, act, as, (T *)y, nvec);
 }
 
 extern "C" cudaError_t cuk_phase_interleave(cudaStream_t s, int dtype, const void *ph, int tb,
                                             int h, int w, int c, const float *bias,
-                                            const void *res, void *y) {
+                                            const void *res, int act, float act_scale, void *y) {
     const int N = dtype == CU_F32 ? 4 : 8;
     if (c % N || !cu_aligned16(ph, res, y)) return cudaErrorInvalidValue;
     if ((int64_t)tb * h * w * c == 0) return cudaSuccess;
-    CU_DISPATCH(dtype, launch_phase_interleave, s, ph, tb, h, w, c, bias, res, y);
+    CU_DISPATCH(dtype, launch_phase_interleave, s, ph, tb, h, w, c, bias, res, act, act_scale, y);
     return cudaGetLastError();
 }
