@@ -288,9 +288,9 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
     plan->cost = c->cost;
     plan->tile_h = c->tile_h, plan->tile_w = c->tile_w;
     if (c->kind == VAE_PLAN_WHOLE) { /* (the tiles' costs count their op calls already) */
+        if (c->width) pl->whole.loops[c->fr].width = c->width;
         for (int i = 0; i < pl->p->n_ops; i++)
             plan->cost += OP_CALL_MACS * plan_op_calls(pl, i);
-        if (c->width) pl->whole.loops[c->fr].width = c->width;
         plan_set_part(&plan->part[1], &pl->whole, c->fr);
         int rc = plan_fill_offload(pl, c, plan);
         if (rc) return rc;
