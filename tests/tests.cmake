@@ -198,6 +198,12 @@ foreach(fx wan21_tiny:2:tiles:dec_t6_odd wan21_tiny:3:tiles:enc_t21_odd wan22_ti
   set_tests_properties(${t} PROPERTIES LABELS fixture ENVIRONMENT "${env}"
     PASS_REGULAR_EXPRESSION "rank 1 of ${n} processes.* 0 failed")
 endforeach()
+# a budget that needs tiles, the cheapest of tiles in the model's steps and in steps of several
+# of its chunks (the regular expression: dec_t3 in steps of 2, within the fixture's tolerance)
+add_test(NAME fixture_budget_steps_wan22_tiny COMMAND test_fixtures ${VAE_SHARED_DIR} wan22_tiny --max-memory 3000000)
+set_tests_properties(fixture_budget_steps_wan22_tiny PROPERTIES LABELS fixture
+  ENVIRONMENT "VAE_TEST_LOG=debug"
+  PASS_REGULAR_EXPRESSION "tiles in steps of 2 of the model's chunks \\(the cheapest.*PASS wan22_tiny dec_t3.* 0 failed")
 # A once, on device 0, the other lane's tile reading A's frames as they come (plan a_shared): at
 # this budget the group's plan for dec_t3 is 1x2 tiles with A shared (the regular expression: the
 # plan's "A once" in the log, then dec_t3 on the group, nothing failed), within 1e-5 of one

@@ -81,10 +81,15 @@ int vae_session_frames_used(const vae_session *s, int encode, int t) {
     return vae_frames_used(model_program(s, encode), t);
 }
 
-/* The planner's request for the session's program as it is now (its chunk: plan_for); whole:
- * whole frames in chunks only (no tiles, no frame-by-frame streaming). */
+/* What a plan in steps of several of the model's chunks may be (plan_for) */
+enum { STEPS_ANY, STEPS_WHOLE, STEPS_TILED };
+
+/* The planner's request for the session's program as it is now (its chunk: plan_for); STEPS_WHOLE:
+ * whole frames in chunks only (no tiles, no frame-by-frame streaming); STEPS_TILED: tiles too,
+ * but no caches in host memory. */
 static int plan_request(vae_session *s, int encode, const vae_io_view *g,
-                        const vae_session_mem *mem, int whole, vae_plan *plan) {
+                        const vae_session_mem *mem, int steps, vae_plan *plan) {
+    const int whole = steps == STEPS_WHOLE;
     const vae_program *p = vae_session_program(s, encode);
     vae_backend *be = s->be;
     const int sharing = lanes_per_device(s); /* lanes on one device share its memory */
@@ -120,7 +125,7 @@ static int plan_request(vae_session *s, int encode, const vae_io_view *g,
      * steps are taken only where they fit as they are); where the planner chooses them, only
      * over contiguous windows (what its memory model counts) */
     rq.offload = s->set.plan_offload;
-    if ((whole && rq.offload == 0) || s->n_lanes > 1 || s->comm ||
+    if ((steps != STEPS_ANY && rq.offload == 0) || s->n_lanes > 1 || s->comm ||
         (!s->set.exec_contig && rq.offload == 0))
         rq.offload = -1;
     if (whole) rq.mode = VAE_TILE_NONE, rq.frame_loops = 0;
@@ -144,14 +149,14 @@ static int chunk_choices(const vae_session *s, int encode, int t, int *ks) {
     return n;
 }
 
-/* The plan of this input in steps of k of the model's chunks (k > 1: whole frames only, where
- * they fit; the session's program keeps that chunk); VAE_ENOMEM / VAE_ESHAPE when they do not
- * fit (k > 1) */
+/* The plan of this input in steps of k of the model's chunks (k > 1: as `steps` says, where they
+ * fit; the session's program keeps that chunk); VAE_ENOMEM / VAE_ESHAPE when they do not fit
+ * (k > 1) */
 static int plan_in_steps(vae_session *s, int encode, const vae_io_view *g,
-                         const vae_session_mem *mem, int k, vae_plan *plan) {
+                         const vae_session_mem *mem, int k, int steps, vae_plan *plan) {
     vae_program *p = &s->prog[encode ? 1 : 0];
     p->chunk = k * model_program(s, encode)->chunk;
-    return plan_request(s, encode, g, mem, k > 1, plan);
+    return plan_request(s, encode, g, mem, k > 1 ? steps : STEPS_ANY, plan);
 }
 
 /* Without a budget of the caller's: of the plans in steps of each k, the one with the least
@@ -162,7 +167,7 @@ static int plan_least_memory(vae_session *s, int encode, const vae_io_view *g,
     vae_plan plans[MAX_STEP_CHOICES];
     int ok[MAX_STEP_CHOICES] = {0}, best = -1, fastest = -1, rc = VAE_OK;
     for (int j = 0; j < n && rc == VAE_OK; j++) {
-        rc = plan_in_steps(s, encode, g, mem, ks[j], &plans[j]);
+        rc = plan_in_steps(s, encode, g, mem, ks[j], STEPS_WHOLE, &plans[j]);
         if (rc == VAE_OK) {
             ok[j] = 1;
             if (fastest < 0 || plans[j].cost < plans[fastest].cost) fastest = j;
@@ -198,6 +203,36 @@ static int plan_least_memory(vae_session *s, int encode, const vae_io_view *g,
     return VAE_OK;
 }
 
+/* A tiled plan in the model's steps (plan) against tiles in steps of each k of ks: the cheapest
+ * that fits (larger steps: fewer op calls, for smaller tiles and more halo); the session's
+ * program keeps its chunk. */
+static int tiles_in_steps(vae_session *s, int encode, const vae_io_view *g,
+                          const vae_session_mem *mem, const int *ks, int n, vae_plan *plan) {
+    int best = 1;
+    for (int j = 0; j < n; j++) {
+        vae_plan c;
+        const int rc = plan_in_steps(s, encode, g, mem, ks[j], STEPS_TILED, &c);
+        if (rc != VAE_OK) {
+            vae_plan_free(&c);
+            if (rc != VAE_ENOMEM && rc != VAE_ESHAPE) return rc;
+            vae_error_clear(); /* an expected fallback: these steps do not fit */
+            continue;
+        }
+        VAE_DEBUG("plan: tiles in steps of %d of the model's chunks: predicted peak %.2f GiB, "
+                  "cost %.4g (steps of %d: %.4g)",
+                  ks[j], (double)c.peak / (1 << 30), c.cost, best, plan->cost);
+        if (c.cost < plan->cost) {
+            vae_plan_free(plan);
+            *plan = c, best = ks[j];
+        } else {
+            vae_plan_free(&c);
+        }
+    }
+    s->prog[encode ? 1 : 0].chunk = best * model_program(s, encode)->chunk;
+    VAE_DEBUG("plan: tiles in steps of %d of the model's chunks (the cheapest that fits)", best);
+    return VAE_OK;
+}
+
 /* Whole frames in steps of several of the model's chunks where they fit the budget without
  * streaming frame by frame: fewer, larger kernels and fewer causal-window copies a frame (the
  * result is the same: program.h); without a budget of the caller's, the least memory within 3%
@@ -214,7 +249,7 @@ int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
     if (n > 1 && o->max_memory <= 0 && s->retry_budget <= 0)
         return plan_least_memory(s, encode, g, mem, ks, n, plan);
     for (int j = 0; j + 1 < n; j++) { /* the largest steps that fit */
-        const int rc = plan_in_steps(s, encode, g, mem, ks[j], plan);
+        const int rc = plan_in_steps(s, encode, g, mem, ks[j], STEPS_WHOLE, plan);
         if (rc == VAE_OK) return VAE_OK;
         /* the input's fault: no fallback; but whole frames larger than an op call takes
          * (VAE_ESHAPE, plan.h's limits) may still go in tiles */
@@ -223,7 +258,10 @@ int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
         vae_plan_free(plan);
         vae_error_clear();
     }
-    return plan_in_steps(s, encode, g, mem, 1, plan);
+    int rc = plan_in_steps(s, encode, g, mem, 1, STEPS_ANY, plan);
+    return rc == VAE_OK && plan->kind == VAE_PLAN_TILED && n > 1
+               ? tiles_in_steps(s, encode, g, mem, ks, n - 1, plan)
+               : rc;
 }
 
 int vae_session_plan_stream(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan) {
@@ -231,7 +269,7 @@ int vae_session_plan_stream(vae_session *s, int encode, const vae_io_view *g, va
     memset(plan, 0, sizeof *plan); /* (freed by the caller on failure) */
     int rc = vae_session_fp8_ready(s, encode);
     if (rc == VAE_OK) rc = vae_session_mem_info(s, encode, &mem);
-    return rc ? rc : plan_in_steps(s, encode, g, &mem, 1, plan);
+    return rc ? rc : plan_in_steps(s, encode, g, &mem, 1, STEPS_ANY, plan);
 }
 
 static int run_once(vae_session *s, int encode, const vae_plan *plan, const vae_run_io *io,
