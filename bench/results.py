@@ -124,17 +124,21 @@ def workloads_vs_reference(records):
                 if r["table"] == "workloads" and r["run"] == ref["run"] and r["device"] == device
                 and r["workload"] == wl}
         bf16, fp8 = same.get(("vae.c", "bf16")), same.get(("vae.c", "fp8"))
+        via = ""
+        if not bf16 and ("vaec", "bf16") in same:  # the package with CUDA tensors in and out
+            bf16, via = same[("vaec", "bf16")], " (vaec)"
         if not bf16:
             continue
         speedup = ("%sx" % bf16["speedup"] if "speedup" in bf16
                    else ratio(ref["time_s"], bf16["time_s"]))
         rows.append((wl, "%s (%s)" % (txt(ref["time_s"], " s"), ref["impl"]), peak(ref),
-                     txt(bf16["time_s"], " s"), peak(bf16), speedup,
+                     txt(bf16["time_s"], " s") + via, peak(bf16), speedup,
                      txt(fp8["time_s"], " s") if fp8 else "-", device, run_cell(ref),
                      ref["date"], ref["commit"], ref.get("note", "")))
     return table("**vae.c against the upstream implementation, same run** (bf16; the newest run "
                  "per device that timed both; `bench/compare.sh build-gpu/vae`, or "
-                 "`bench/gpu_check.sh ... --compare`):",
+                 "`bench/gpu_check.sh ... --compare`; (vaec): `bench/vaec_bench.py`, CUDA "
+                 "tensors in and out, as the upstream script times its module):",
                  ("workload", "upstream", "its peak", "vae.c bf16", "peak", "speedup",
                   "vae.c fp8", "device", "run", "date", "commit", "note"), rows)
 
