@@ -550,7 +550,10 @@ static void test_conv_up_act(int c_in, int c_out, int kh, int n, int h, int w, i
     }
     char what[200];
     snprintf(what, sizeof what, "conv up2 %dx%d %3d->%-3d %d frames %dx%d%s%s%s%s", kh, kh, c_in,
-             c_out, n, h, w, bias ? " bias" : "", residual == 2 ? " res=y" : residual ? " res" : "",
+             c_out, n, h, w, bias ? " bias" : "",
+             residual == 2 ? " res=y"
+             : residual    ? " res"
+                           : "",
              act ? " act " : "", act ? act_name(act) : "");
     compare(what, rc[0], rc[1], out[1], out[0], ysz);
     free(x);

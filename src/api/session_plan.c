@@ -106,11 +106,11 @@ static int plan_request(vae_session *s, int encode, const vae_io_view *g,
         .mode = o->tile_mode, .tile_h = o->tile_height, .tile_w = o->tile_width,
         .blend_tile = o->blend_tile > 0 ? o->blend_tile : 512,
         .video_factor = video_factor(s, encode), .frame_loops = s->set.exec_frames,
-        .loop_frames = s->set.exec_loop_frames,
         .cut = s->set.plan_cut, .store_host = s->set.exec_store_host,
         .scratch_minimal = s->set.plan_scratch_min, .strips = s->set.plan_strips,
         .host_store_max = (int64_t)s->set.exec_host_mb << 20, .ranks = s->n_lanes};
     rq.ranks = ranks, rq.processes = s->comm != NULL; /* (a group of processes: its ranks) */
+    rq.loop_frames = s->set.exec_loop_frames;
     rq.stage_io = be->v->download_stage != NULL;
     rq.blend_overlap = o->blend_overlap > 0 ? o->blend_overlap : rq.blend_tile / 8;
     rq.blend_auto = o->blend_tile <= 0, rq.blend_overlap_auto = o->blend_overlap <= 0;

@@ -122,8 +122,8 @@ struct vae_op_clock;
 struct vae_op_frames;
 /* What a step does, in the executor's order: an op runs (index = the op, f its frame counts);
  * a frame of loop `index` begins (the cut values hold that one frame, or `width` of them, or the
- * whole chunk for a whole loop) or ends; loop `index` has done all its frames. tv: the frame count of every value in
- * the current (sub-)step. */
+ * whole chunk for a whole loop) or ends; loop `index` has done all its frames. tv: the frame count
+ * of every value in the current (sub-)step. */
 typedef enum { VAE_WALK_OP, VAE_WALK_FRAME, VAE_WALK_FRAME_END, VAE_WALK_LOOP_END } vae_walk_event;
 typedef void (*vae_walk_fn)(void *user, vae_walk_event ev, int index, const struct vae_op_frames *f,
                             const int *tv);

@@ -408,7 +408,8 @@ static __global__ void phase_interleave_kernel(const T *ph, I plane, int h, int 
         }
         if (act != CU_ACT_NONE) {
 #pragma unroll
-            for (int q = 0; q < N; q++) v[q] = cu_act_t<T>(act, as, v[q]);
+            for (int q = 0; q < N; q++)
+                v[q] = cu_act_t<T>(act, as, v[q]);
         }
         vec16<T>::store(y + e, v);
     }
@@ -430,8 +431,8 @@ static void launch_phase_interleave(cudaStream_t s, const void *ph, int tb, int 
 }
 
 extern "C" cudaError_t cuk_phase_interleave(cudaStream_t s, int dtype, const void *ph, int tb,
-                                            int h, int w, int c, const float *bias,
-                                            const void *res, int act, float act_scale, void *y) {
+                                            int h, int w, int c, const float *bias, const void *res,
+                                            int act, float act_scale, void *y) {
     const int N = dtype == CU_F32 ? 4 : 8;
     if (c % N || !cu_aligned16(ph, res, y)) return cudaErrorInvalidValue;
     if ((int64_t)tb * h * w * c == 0) return cudaSuccess;
