@@ -26,7 +26,10 @@ extern "C" {
  * vae_session_create; the value in parentheses is the default. */
 typedef enum {
     VAE_PARAM_EXEC_CONTIG = 0,       /* temporal convs read one contiguous window (1) */
-    VAE_PARAM_EXEC_GRAPH = 1,        /* steady-state steps recorded as device graphs (1) */
+    VAE_PARAM_EXEC_GRAPH = 1,        /* steady-state steps recorded as device graphs (1); 2:
+                                      * within one call, only while the device is still behind
+                                      * the host (the recording then costs it no idle time);
+                                      * a stream's pushes record as with 1 */
     VAE_PARAM_EXEC_CHECK = 2,        /* every op's output read back and checked finite (0) */
     VAE_PARAM_EXEC_FRAMES = 3,       /* frame-granular streaming after temporal upsampling: 1
                                       * where the budget needs it, 2 always (measurements) (1) */
@@ -175,7 +178,7 @@ typedef enum {
     VAE_PARAM_EXEC_LOOP_FRAMES = 42, /* frames a frame loop takes at a time: 0 the planner's
                                       * choice (1 or 2 where caches are in host memory: fewer
                                       * copies for more memory), N always N (tests) */
-    VAE_PARAM_COUNT = 43 /* the number of switches (not one itself) */
+    VAE_PARAM_COUNT = 43             /* the number of switches (not one itself) */
 } vae_param;
 
 /* Sets a developer switch in opts (params[param], and its bit of params_set): the session made

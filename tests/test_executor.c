@@ -48,6 +48,7 @@ enum { H = 5, W = 4, C = 3 };
  * loops */
 static vae_settings test_set;
 static vae_exec_config test_cfg = {&test_set, NULL, NULL, 0, 0};
+static int test_batch; /* run_stream's steps as one call's (vae_exec_set_batch) */
 
 /* Runs program p over T frames [T][H][W][C], cutting the stream as `cuts` (chunk sizes, the last
  * one repeated). Returns the output frames concatenated, and their count. */
@@ -56,6 +57,7 @@ static float *run_stream(vae_backend *be, const vae_program *p, const float *x, 
                          int64_t *peak) {
     vae_exec *e;
     if (vae_exec_create(&e, p, be, &test_cfg)) return NULL;
+    vae_exec_set_batch(e, test_batch);
     size_t fv = (size_t)H * W * C, cap = 0;
     float *out = NULL;
     *t_out = 0;
@@ -499,6 +501,17 @@ static int rec_begin(vae_backend *be) {
     rec_cur = calloc(1, sizeof *rec_cur);
     return VAE_OK;
 }
+static int rec_marks, rec_caught_up; /* marks set; what mark_reached answers */
+static int rec_mark(vae_backend *be) {
+    (void)be;
+    rec_marks++;
+    return VAE_OK;
+}
+static int rec_mark_reached(vae_backend *be) {
+    (void)be;
+    return rec_caught_up;
+}
+
 static void rec_free(vae_backend *be, void *graph) {
     rec_graph *g = graph;
     for (int i = 0; i < g->n; i++)
@@ -632,6 +645,29 @@ static void test_graphs(vae_backend *be) {
             free(ref);
             free(y);
         }
+    }
+    /* VAE_EXEC_GRAPH=2 in one call's steps: no recording where the device has caught up with the
+     * host (every mark reached), as with 1 where it stays behind; the same output either way */
+    rec_vtbl.mark = rec_mark, rec_vtbl.mark_reached = rec_mark_reached;
+    for (int caught_up = 0; caught_up < 2; caught_up++) {
+        int t0, t1, oh, ow, oc;
+        int64_t peak;
+        test_set.exec_graph = 0;
+        float *ref = run_stream(be, &p, x, T, cut_sets[1], 4, &t0, &oh, &ow, &oc, &peak);
+        test_set.exec_graph = 2, test_batch = 1;
+        be->v = &rec_vtbl;
+        rec_made = rec_launches = rec_marks = rec_fail = 0;
+        rec_caught_up = caught_up;
+        float *y = run_stream(be, &p, x, T, cut_sets[1], 4, &t1, &oh, &ow, &oc, &peak);
+        be->v = rec_inner;
+        test_set.exec_graph = 1, test_batch = 0;
+        CHECK(ref && y && t0 == t1 && max_diff(ref, y, (size_t)t0 * H * W * C) == 0,
+              "graphs when behind (caught up %d): output differs from plain steps", caught_up);
+        CHECK(rec_marks > 0 && rec_made == !caught_up && rec_graphs == 0,
+              "graphs when behind (caught up %d): %d marks, %d recorded (expected %d)", caught_up,
+              rec_marks, rec_made, !caught_up);
+        free(ref);
+        free(y);
     }
     free(rec_held);
     vae_program_free(&p);

@@ -227,6 +227,11 @@ typedef struct vae_backend_vtbl {
     int (*graph_end)(vae_backend *be, void **graph);
     int (*graph_launch)(vae_backend *be, void *graph);
     void (*graph_free)(vae_backend *be, void *graph);
+    /* Optional (both or none): a mark in the queue of work (mark), and whether the device has
+     * reached the last one (mark_reached: 1, or 1 where it cannot tell; 0: still behind it),
+     * which says whether the host or the device bounds a stream of steps (executor.c). */
+    int (*mark)(vae_backend *be);
+    int (*mark_reached)(vae_backend *be);
 } vae_backend_vtbl;
 
 struct vae_backend {

@@ -70,6 +70,8 @@ struct vae_exec {
     void *graph;                      /* the recorded step, or NULL */
     int graph_ok;                     /* graphs allowed (backend has them, settings) */
     uint64_t graph_sig;               /* the state it was recorded in */
+    int batch;                        /* vae_exec_set_batch */
+    int marked;                       /* a backend mark was set at the last step's start */
     value graph_out;                  /* its output value (the buffer stays the graph's) */
     int64_t *graph_seen;              /* per op: clock.seen added by one step */
     int have_prev;                    /* prev_* are set */

@@ -159,6 +159,7 @@ static void exec_clear(vae_exec *e) {
 
 void vae_exec_reset(vae_exec *e) {
     exec_clear(e);
+    e->marked = 0;
     if (e->strips) memset(e->carry_frames, 0, (size_t)e->strips->n_carry * sizeof *e->carry_frames);
     memset(e->trims, 0, (size_t)e->p->n_values * sizeof *e->trims);
     plan_windows(e);
@@ -358,6 +359,10 @@ static int check_output(vae_exec *e, int i) {
                           (long long)(k / (size_t)y->c % plane), (int)(k % (size_t)y->c));
     vae_free(host);
     return rc;
+}
+
+void vae_exec_set_batch(vae_exec *e, int batch) {
+    e->batch = batch;
 }
 
 void vae_exec_set_cancel(vae_exec *e, const atomic_int *cancel) {
@@ -575,6 +580,25 @@ static int step_record(vae_exec *e, uint64_t sig, int t_in) {
     return VAE_EUNSUPPORTED;
 }
 
+/* VAE_EXEC_GRAPH=2, a call's own steps: whether the device has caught up with the host (it
+ * reached the mark set as the previous step began). A recording runs nothing while it lasts, so
+ * it would then leave the device idle, and only the call's few remaining steps could repay that;
+ * while the device is still behind, the capture hides behind the work queued before it. A
+ * stream's pushes replay a recording for as long as it lasts: they record as with 1. */
+static int device_caught_up(const vae_exec *e) {
+    const vae_backend_vtbl *v = e->be->v;
+    return e->set.exec_graph == 2 && e->batch && e->marked && v->mark_reached &&
+           v->mark_reached(e->be);
+}
+
+/* (VAE_EXEC_GRAPH=2) a mark at the start of a call's step, for device_caught_up at the next */
+static void mark_step(vae_exec *e) {
+    const vae_backend_vtbl *v = e->be->v;
+    const int want = e->set.exec_graph == 2 && e->batch && v->mark;
+    e->marked = want && v->mark(e->be) == VAE_OK;
+    if (want && !e->marked) vae_error_clear(); /* (it only leaves the next step without one) */
+}
+
 /* How a step ran, for the host's time (executor.h vae_exec_host). */
 enum { STEP_OPS, STEP_RECORDED, STEP_REPLAYED };
 
@@ -615,8 +639,9 @@ int vae_exec_step(vae_exec *e, const vae_chunk *in, vae_chunk *out) {
         const uint64_t sig = state_sig(e, in);
         const int replay = e->graph && sig == e->graph_sig;
         /* the state before this step is the one before and after the previous step */
-        const int steady =
-            e->graph_ok && e->have_prev && sig == e->prev_before && e->prev_before == e->prev_after;
+        const int steady = e->graph_ok && e->have_prev && sig == e->prev_before &&
+                           e->prev_before == e->prev_after && !device_caught_up(e);
+        mark_step(e);
         VAE_DEBUG("executor: step of %d frames %dx%d: %s", in->t, in->h, in->w,
                   replay   ? "graph replay"
                   : steady ? "recording"

@@ -423,6 +423,7 @@ static int stream_input(run *s, rpart *q, vae_span y, vae_span x, const sink *k)
                         r->be->v->name, max_chunk, h, w, c);
     int rc = VAE_OK, fo = 0;
     vae_exec_set_cancel(q->e, s->io->cancel);
+    vae_exec_set_batch(q->e, 1);
     for (int pos = 0; rc == VAE_OK && pos < T;) {
         const int n = pos == 0 ? p->first_chunk : p->chunk;
         rc = step_input(s, q, dev_in, pos, n, y, x, k, &fo);
@@ -431,6 +432,7 @@ static int stream_input(run *s, rpart *q, vae_span y, vae_span x, const sink *k)
     if (rc == VAE_OK) rc = out_flush(s);
     if (rc == VAE_OK) rc = runner_store_flush(s);
     vae_exec_reset(q->e); /* caches and graph go before the buffers they were recorded with */
+    vae_exec_set_batch(q->e, 0);
     r->be->v->release(r->be, dev_in);
     return rc;
 }
@@ -450,6 +452,7 @@ static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span 
                         r->be->v->name, nmax, h, w, st->c);
     int rc = VAE_OK, fo = 0;
     vae_exec_set_cancel(q->e, s->io->cancel);
+    vae_exec_set_batch(q->e, 1);
     for (int f = 0; rc == VAE_OK && f < st->t;) {
         int n = f == 0 ? first : chunk;
         if (f + n > st->t) n = st->t - f;
@@ -466,6 +469,7 @@ static int stream_store(run *s, rpart *q, const store *st, vae_span y, vae_span 
     if (rc == VAE_OK) rc = out_flush(s);
     if (rc == VAE_OK) rc = runner_store_flush(s);
     vae_exec_reset(q->e);
+    vae_exec_set_batch(q->e, 0);
     if (buf) r->be->v->release(r->be, buf);
     return rc;
 }

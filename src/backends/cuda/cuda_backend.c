@@ -38,6 +38,7 @@ static void cuda_destroy(vae_backend *be) {
     cu_stores_release(cb, 1);
     for (int i = 0; i < 2; i++)
         if (cb->tune_ev[i]) cudaEventDestroy(cb->tune_ev[i]);
+    if (cb->mark_ev) cudaEventDestroy(cb->mark_ev);
     if (cb->cublas) cublasDestroy(cb->cublas);
     cu_pool_destroy(&cb->pool);
     if (cb->scratch) cu_dev_free(&cb->pool, cb->scratch, cb->scratch_bytes);
@@ -231,6 +232,23 @@ static void cuda_graph_free(vae_backend *be, void *graph) {
     if (--cb->pool.graphs == 0) cu_retired_free(cb);
 }
 
+static int cuda_mark(vae_backend *be) {
+    cuda_backend *cb = cu_be(be);
+    int rc = cu_enter(cb, "cuda mark");
+    if (rc == VAE_OK && !cb->mark_ev)
+        rc = cu_check(cudaEventCreateWithFlags(&cb->mark_ev, cudaEventDisableTiming), "cuda mark",
+                      "cudaEventCreate");
+    return rc ? rc
+              : cu_check(cudaEventRecord(cb->mark_ev, cb->stream), "cuda mark", "cudaEventRecord");
+}
+
+static int cuda_mark_reached(vae_backend *be) {
+    cuda_backend *cb = cu_be(be);
+    /* not ready is a state, not an error (it is not kept as the last error); any other error
+     * surfaces from the next call that checks */
+    return !cb->mark_ev || cudaEventQuery(cb->mark_ev) != cudaErrorNotReady;
+}
+
 static const vae_backend_vtbl cuda_vtbl = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -286,6 +304,8 @@ static const vae_backend_vtbl cuda_vtbl = {
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
     .graph_free = cuda_graph_free,
+    .mark = cuda_mark,
+    .mark_reached = cuda_mark_reached,
 };
 
 const char *vae_cuda_backend_describe(vae_backend *be, char *buf, size_t len) {

@@ -266,6 +266,7 @@ typedef struct cuda_backend {
     int64_t n_conv_mma;      /* 16-bit implicit-GEMM convs by the mma.sync kernel */
     int pad3d, cpad, kpad; /* channel-padded 3-D windows, 2-D gathers, filters (VAE_CUDA_*PAD*) */
     cudaEvent_t tune_ev[2];
+    cudaEvent_t mark_ev;  /* vtbl mark: the last mark in the stream (made on first use) */
     void *dnn;            /* cudnn state (cudnn_conv.c), created on first use */
     int dnn_failed;       /* cuDNN could not be initialised: GEMM path only */
     struct cu_table *tables; /* shuffle index tables, keyed by the op's shuffle parameters */
