@@ -211,11 +211,9 @@ static int tiles_in_steps(vae_session *s, int encode, const vae_io_view *g,
     int best = 1;
     for (int j = 0; j < n; j++) {
         vae_plan c;
-        const int rc = plan_in_steps(s, encode, g, mem, ks[j], STEPS_TILED, &c);
-        if (rc != VAE_OK) {
-            vae_plan_free(&c);
-            if (rc != VAE_ENOMEM && rc != VAE_ESHAPE) return rc;
-            vae_error_clear(); /* an expected fallback: these steps do not fit */
+        if (plan_in_steps(s, encode, g, mem, ks[j], STEPS_TILED, &c) != VAE_OK) {
+            vae_plan_free(&c); /* these steps do not fit (the model's steps do: plan) */
+            vae_error_clear();
             continue;
         }
         VAE_DEBUG("plan: tiles in steps of %d of the model's chunks: predicted peak %.2f GiB, "

@@ -581,10 +581,12 @@ static int step_record(vae_exec *e, uint64_t sig, int t_in) {
 }
 
 /* VAE_EXEC_GRAPH=2, a call's own steps: whether the device has caught up with the host (it
- * reached the mark set as the previous step began). A recording runs nothing while it lasts, so
- * it would then leave the device idle, and only the call's few remaining steps could repay that;
- * while the device is still behind, the capture hides behind the work queued before it. A
- * stream's pushes replay a recording for as long as it lasts: they record as with 1. */
+ * reached the mark set as the previous step began: at most that step is still queued). A
+ * heuristic: a recording runs nothing while it lasts, so where the host bounds the call the
+ * device would wait through it, and the call's remaining steps may be too few to repay that
+ * (not counted here); while the device is further behind, the capture hides behind the work
+ * queued before it. A stream's pushes replay a recording for as long as it lasts: they record
+ * as with 1. */
 static int device_caught_up(const vae_exec *e) {
     const vae_backend_vtbl *v = e->be->v;
     return e->set.exec_graph == 2 && e->batch && e->marked && v->mark_reached &&

@@ -33,10 +33,10 @@ int vae_exec_create(vae_exec **out, const vae_program *p, vae_backend *be,
                     const vae_exec_config *cfg);
 void vae_exec_free(vae_exec *e);
 /* Starts a new stream: clears caches, frame counters and trims (weights stay prepared). */
+void vae_exec_reset(vae_exec *e);
 /* batch: the steps until the next reset are one call's (a graph recorded among them is
  * replayed by the rest of the call alone), 0: a stream fed step by step (the default). */
 void vae_exec_set_batch(vae_exec *e, int batch);
-void vae_exec_reset(vae_exec *e);
 /* Tiles: every frame of `value` (which must cross a loop boundary) is cut to rows
  * [y0, y0+h) and columns [x0, x0+w) of itself before the ops after the boundary see it. Between
  * streams only; h = 0 removes the trim. */

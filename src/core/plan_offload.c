@@ -180,6 +180,10 @@ int plan_choose_offload(planner *pl, int forced, cand *best, cand *floor_c) {
         for (int w = fixed ? l->width : 1; w <= (fixed ? l->width : 2) && rc == VAE_OK; w++) {
             l->width = w;
             rc = choose_at(pl, forced, best, floor_c, &found);
+            if (rc && !fixed && w > 1) { /* (a width the loops do not take: loops of one) */
+                vae_error_clear();
+                rc = VAE_OK;
+            }
             if (forced && found) break;
         }
         if (!fixed) l->width = 0; /* (the chosen width is the candidate's) */

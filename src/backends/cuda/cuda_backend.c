@@ -244,9 +244,13 @@ static int cuda_mark(vae_backend *be) {
 
 static int cuda_mark_reached(vae_backend *be) {
     cuda_backend *cb = cu_be(be);
-    /* not ready is a state, not an error (it is not kept as the last error); any other error
-     * surfaces from the next call that checks */
-    return !cb->mark_ev || cudaEventQuery(cb->mark_ev) != cudaErrorNotReady;
+    if (!cb->mark_ev) return 1;
+    /* not ready is a state, not an error: cleared from the last error, as PyTorch's event
+     * query does (every launch checks its own error at once, so nothing else is pending);
+     * any other error surfaces from the next call that checks */
+    const cudaError_t e = cudaEventQuery(cb->mark_ev);
+    if (e == cudaErrorNotReady) cudaGetLastError();
+    return e != cudaErrorNotReady;
 }
 
 static const vae_backend_vtbl cuda_vtbl = {
