@@ -43,14 +43,8 @@ static int op_looped(const planner *pl, int i) {
     return 0;
 }
 
-/* frames the current choice's frame loops take at a time */
-static int loop_width(const planner *pl) {
-    const int w = pl->whole.loops[pl->fr].width;
-    return w > 1 ? w : 1;
-}
-
 double plan_op_calls(const planner *pl, int i) {
-    const int w = loop_width(pl);
+    const int w = vae_loops_width(&pl->whole.loops[pl->fr]);
     return op_looped(pl, i) ? (double)((pl->op_frames[i] + w - 1) / w)
                             : (double)plan_part_steps(&pl->whole, pl->rq->t);
 }
@@ -60,7 +54,7 @@ double plan_op_calls(const planner *pl, int i) {
  * loop adds w of the kt-1 kept frames, a step adds them all). An estimate for the costs: a
  * strided temporal conv inside a loop adds a frame per input frame, more than w a call. */
 static double op_traffic(const planner *pl, int i, int64_t bytes) {
-    const int kept = pl->p->ops[i].kt - 1, w = loop_width(pl);
+    const int kept = pl->p->ops[i].kt - 1, w = vae_loops_width(&pl->whole.loops[pl->fr]);
     const double back = op_looped(pl, i) && kept > w ? (double)w / kept : 1.0;
     return (double)bytes * (1.0 + back) * plan_op_calls(pl, i);
 }
@@ -176,15 +170,15 @@ int plan_choose_offload(planner *pl, int forced, cand *best, cand *floor_c) {
     for (int fr = fr0; fr < n_fr && rc == VAE_OK; fr++) {
         pl->fr = fr;
         vae_loops *l = &pl->whole.loops[fr];
-        const int fixed = !fr || rq->loop_frames > 0;
-        for (int w = fixed ? l->width : 1; w <= (fixed ? l->width : 2) && rc == VAE_OK; w++) {
+        const int fixed = !fr || rq->loop_frames > 0; /* else widths 1 and 2 */
+        const int w_lo = fixed ? l->width : 1, w_hi = fixed ? l->width : 2;
+        for (int w = w_lo; w <= w_hi && rc == VAE_OK && !(forced && found); w++) {
             l->width = w;
             rc = choose_at(pl, forced, best, floor_c, &found);
-            if (rc && !fixed && w > 1) { /* (a width the loops do not take: loops of one) */
+            if (rc && w > 1 && !fixed) { /* (a width the loops do not take: loops of one) */
                 vae_error_clear();
                 rc = VAE_OK;
             }
-            if (forced && found) break;
         }
         if (!fixed) l->width = 0; /* (the chosen width is the candidate's) */
         if (forced && found) break;

@@ -349,13 +349,17 @@ int vae_loops_init(vae_loops *l, const vae_program *p, const int *at, const int 
     return VAE_OK;
 }
 
+int vae_loops_width(const vae_loops *l) {
+    return l->width > 1 ? l->width : 1;
+}
+
 int vae_loops_passes(const vae_loops *l, int k, int t) {
-    const int w = l->width > 1 ? l->width : 1;
+    const int w = vae_loops_width(l);
     return l->whole[k] ? 1 : (t + w - 1) / w;
 }
 
 int vae_loops_pass(const vae_loops *l, int k, int t, int pass, int *first) {
-    const int w = l->width > 1 ? l->width : 1;
+    const int w = vae_loops_width(l);
     if (l->whole[k]) return *first = 0, t;
     *first = pass * w;
     return t - *first < w ? t - *first : w;

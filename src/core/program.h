@@ -132,6 +132,8 @@ typedef void (*vae_walk_fn)(void *user, vae_walk_event ev, int index, const stru
  * VAE_EINVAL when a loop would cut values of different frame counts. fn may be NULL. */
 int vae_program_walk_step(const vae_program *p, const vae_loops *l, struct vae_op_clock *clk,
                           int *tv, int t_in, vae_walk_fn fn, void *user, int *t_out);
+/* Frames a frame loop passes on at a time (l->width, 0 meaning 1). */
+int vae_loops_width(const vae_loops *l);
 /* Frames a pass of loop k takes of a chunk of t: frames [first, first + n) of pass `pass`, and
  * how many passes there are (a whole loop: one pass of all t). */
 int vae_loops_passes(const vae_loops *l, int k, int t);

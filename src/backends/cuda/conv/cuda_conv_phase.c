@@ -191,9 +191,14 @@ static int phases_choose(cuda_backend *cb, const vae_op *op, conv_state *s, cons
     return VAE_OK;
 }
 
+/* The activation the interleave applies: the conv's, unless a folded norm comes first (then the
+ * norm's pass after the conv applies both, conv_post). */
+static int interleave_act(const vae_op *op) {
+    return op->norm_w ? VAE_ACT_NONE : (int)op->act;
+}
+
 /* The phase convs of the frames x0 (n_in consecutive), in blocks whose four phase planes fit
- * scratch_limit, each block interleaved into y (+ residual), with the conv's activation (one
- * without a folded norm: cu_conv_up_phase's *acted). */
+ * scratch_limit, each block interleaved into y (+ residual), with interleave_act. */
 static int phases_blocks(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x0,
                          int n_in, int h, int w, const void *residual, void *y) {
     vae_backend *be = &cb->base;
@@ -224,7 +229,7 @@ static int phases_blocks(cuda_backend *cb, const vae_op *op, conv_state *s, cons
             cudaError_t e = cuk_phase_interleave(
                 cb->stream, be->dtype, tmp, tb, h, w, op->c_out, add_bias ? s->bias : NULL,
                 residual ? (const char *)residual + (size_t)j0 * yfb : NULL,
-                op->norm_w ? VAE_ACT_NONE : (int)op->act, op->act_scale,
+                interleave_act(op), op->act_scale,
                 (char *)y + (size_t)j0 * yfb);
             cu_prof_end(cb, ph);
             if (e == cudaErrorInvalidValue) {
@@ -238,6 +243,14 @@ static int phases_blocks(cuda_backend *cb, const vae_op *op, conv_state *s, cons
         if (rc) return rc;
     }
     return VAE_OK;
+}
+
+/* phases_blocks making the call's y; *acted: y has the conv's activation */
+static int phases_y(cuda_backend *cb, const vae_op *op, conv_state *s, const void *x0, int n_in,
+                    int h, int w, const void *residual, void *y, int *acted) {
+    const int rc = phases_blocks(cb, op, s, x0, n_in, h, w, residual, y);
+    *acted = rc == VAE_OK && interleave_act(op) != VAE_ACT_NONE;
+    return rc;
 }
 
 /* After an up2 decision: the phase filters in the layouts the decisions so far read (the halo
@@ -345,20 +358,14 @@ int cu_conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
     *acted = 0;
     if (!cu_frames_consecutive(frames, n_in, 1, fb))
         return vae_fail(VAE_EUNSUPPORTED, "%s: frames not consecutive", op->name);
-    /* the phase convs' interleave applies the activation; the halo kernel does not */
-    const int phases_act = !op->norm_w && op->act != VAE_ACT_NONE;
-    int rc, halo = 0, ran;
-    if (!cu_conv_halo_up2_ok(cb, op, s)) {
-        rc = phases_blocks(cb, op, s, frames[0], n_in, h, w, residual, y);
-        *acted = rc == VAE_OK && phases_act;
-        return rc;
-    }
+    if (!cu_conv_halo_up2_ok(cb, op, s))
+        return phases_y(cb, op, s, frames[0], n_in, h, w, residual, y, acted);
     /* the phase filters: the phase convs' and the source of the halo kernel's layout */
-    rc = s->whp ? VAE_OK : need_wph(cb, op, s);
+    int rc = s->whp ? VAE_OK : need_wph(cb, op, s), halo = 0, ran;
     if (rc || (rc = up_choose(cb, op, s, frames[0], n_in, h, w, residual, y, &halo, &ran)))
         return rc;
-    if (ran) {
-        *acted = !halo && phases_act;
+    if (ran) { /* (the halo kernel applies no activation; the phase convs' interleave does) */
+        *acted = !halo && interleave_act(op) != VAE_ACT_NONE;
         return VAE_OK;
     }
     if (halo) {
@@ -366,7 +373,5 @@ int cu_conv_up_phase(cuda_backend *cb, const vae_op *op, conv_state *s, const vo
         if (rc != VAE_EUNSUPPORTED) return rc;
         vae_error_clear(); /* expected: the phase convs instead */
     }
-    rc = phases_blocks(cb, op, s, frames[0], n_in, h, w, residual, y);
-    *acted = rc == VAE_OK && phases_act;
-    return rc;
+    return phases_y(cb, op, s, frames[0], n_in, h, w, residual, y, acted);
 }
