@@ -1245,7 +1245,7 @@ static void test_settings_precedence(void) {
     settings_log[0] = 0;
     vae_settings_default(&s);
     int rc = vae_settings_resolve(&s, &so);
-    CHECK(rc == VAE_OK && s.exec_host_mb == 256 && s.plan_strips == 3 && s.exec_graph == 1 &&
+    CHECK(rc == VAE_OK && s.exec_host_mb == 256 && s.plan_strips == 3 && s.exec_graph == 2 &&
               strcmp(s.tune_cache, "/nonexistent/tune.txt") == 0,
           "the environment fills unset switches: rc %d host_mb %d strips %d tune cache '%s'", rc,
           s.exec_host_mb, s.plan_strips, s.tune_cache);
@@ -1377,6 +1377,144 @@ static void test_plan_limits(void) {
     vae_program_free(&p);
 }
 
+/* A plan that fits only by moving causal caches over the host link is weighed against one with
+ * every op's least scratch (vae_plan_make's second pass): here the scratch a conv's path of
+ * choice takes is what keeps the caches off the device, and the least-scratch plan keeps them
+ * all on it, with no traffic, so it is the one planned. */
+static int64_t big_scratch;
+static int64_t fake_scratch_need(vae_backend *be, const vae_op *op, int t, int h, int w,
+                                 int minimal) {
+    (void)be, (void)t, (void)h, (void)w;
+    return op->kind == VAE_OP_CONV && !minimal ? big_scratch : 0;
+}
+
+static void test_plan_least_scratch(void) {
+    enum { HB = 64, WB = 64 };
+    float w[C * C * 3] = {0};
+    vae_program p;
+    vae_program_init(&p, C);
+    int src = 0;
+    for (int k = 0; k < 2; k++) { /* act, causal conv: contiguous windows whose caches can leave */
+        vae_op act = vae_op_make(VAE_OP_ACT, src, C, C);
+        vae_op conv = vae_op_make(VAE_OP_CONV, vae_program_add(&p, &act), C, C);
+        conv.kt = 3, conv.tpad = 2, conv.w = w;
+        snprintf(conv.name, sizeof conv.name, "conv%d", k);
+        src = vae_program_add(&p, &conv);
+    }
+    const int64_t cache = 2LL * HB * WB * C * (int64_t)sizeof(float); /* 2 kept frames */
+    big_scratch = 3 * cache / 2; /* more than one cache, less than both */
+    vae_plan_request rq = {.prog = &p,
+                           .t = 9,
+                           .h = HB,
+                           .w = WB,
+                           .elem = sizeof(float),
+                           .mode = VAE_TILE_NONE,
+                           .video_factor = 1,
+                           .host_direct = 1,
+                           .scratch_need = fake_scratch_need,
+                           .blend_tile = 512};
+    vae_plan least, plan;
+    vae_plan_request rq_least = rq;
+    rq_least.scratch_minimal = 1;
+    int rc = vae_plan_make(&least, &rq_least);
+    CHECK(rc == VAE_OK && least.n_offload == 0, "least scratch, no budget: rc %d (%s)", rc,
+          vae_last_error());
+    if (rc != VAE_OK) {
+        vae_program_free(&p);
+        return;
+    }
+    rq.budget = least.peak; /* whole frames fit with the least scratch, not with the paths of
+                             * choice unless a cache or two leaves */
+    vae_plan_free(&least);
+    rc = vae_plan_make(&plan, &rq);
+    CHECK(rc == VAE_OK && plan.scratch_minimal && plan.n_offload == 0 && plan.host_traffic == 0,
+          "budget %lld: rc %d (%s), least scratch %d, %d caches in host memory (%.0f bytes over "
+          "the link)",
+          (long long)rq.budget, rc, vae_last_error(), rc ? -1 : plan.scratch_minimal,
+          rc ? -1 : plan.n_offload, rc ? -1.0 : plan.host_traffic);
+    if (rc == VAE_OK) vae_plan_free(&plan);
+    /* with room for the scratch of choice, that plan (no caches leave) */
+    rq.budget = 0;
+    rc = vae_plan_make(&plan, &rq);
+    CHECK(rc == VAE_OK && !plan.scratch_minimal && plan.n_offload == 0,
+          "no budget: rc %d, least scratch %d", rc, rc ? -1 : plan.scratch_minimal);
+    if (rc == VAE_OK) vae_plan_free(&plan);
+    vae_program_free(&p);
+}
+
+/* Blended tiles without a size (blend_auto): under a budget that needs several, a grid of even
+ * tiles, none overlapping its neighbour by much more than the planned overlap (tiles of one size
+ * overlapped the last ones by whatever the size left over: up to twice the work). */
+static void test_plan_blend_grid(void) {
+    enum {
+        HB = 90,
+        WB = 160,
+        WIDE = 32
+    }; /* activations of WIDE channels: what tiles make smaller */
+    static float w[WIDE * C * 27];
+    vae_program p;
+    vae_program_init(&p, C);
+    int src = 0;
+    for (int k = 0; k < 2; k++) { /* C -> WIDE -> C, 3x3x3 causal */
+        vae_op conv = vae_op_make(VAE_OP_CONV, src, k ? WIDE : C, k ? C : WIDE);
+        conv.kh = conv.kw = 3, conv.pad_h[0] = conv.pad_h[1] = conv.pad_w[0] = conv.pad_w[1] = 1;
+        conv.kt = 3, conv.tpad = 2, conv.w = w;
+        snprintf(conv.name, sizeof conv.name, "conv%d", k);
+        vae_op act = vae_op_make(VAE_OP_ACT, vae_program_add(&p, &conv), conv.c_out, conv.c_out);
+        src = vae_program_add(&p, &act);
+    }
+    vae_plan_request rq = {.prog = &p,
+                           .t = 9,
+                           .h = HB,
+                           .w = WB,
+                           .elem = sizeof(float),
+                           .mode = VAE_TILE_BLEND,
+                           .video_factor = 8,
+                           .blend_auto = 1,
+                           .blend_overlap_auto = 1,
+                           .blend_tile = 512};
+    vae_plan whole, plan;
+    int rc = vae_plan_make(&whole, &rq);
+    CHECK(rc == VAE_OK && whole.n_tiles == 1, "blend, no budget: rc %d, %d tiles", rc,
+          rc ? -1 : whole.n_tiles);
+    if (rc) {
+        vae_program_free(&p);
+        return;
+    }
+    for (int div = 2; div <= 16; div *= 2) {
+        rq.budget = whole.peak / div;
+        vae_error_clear();
+        if ((rc = vae_plan_make(&plan, &rq)) != VAE_OK) {
+            CHECK(0, "blend at 1/%d of the untiled peak: rc %d: %s", div, rc, vae_last_error());
+            continue;
+        }
+        int worst = 0; /* the largest overlap of neighbours, latent pixels */
+        for (int k = 0; k < plan.n_tiles; k++) {
+            const vae_plan_tile *t = &plan.tiles[k];
+            if (k % plan.tiles_x) {
+                const int o = plan.tiles[k - 1].in_x.hi - t->in_x.lo;
+                worst = o > worst ? o : worst;
+            }
+            if (k >= plan.tiles_x) {
+                const int o = plan.tiles[k - plan.tiles_x].in_y.hi - t->in_y.lo;
+                worst = o > worst ? o : worst;
+            }
+        }
+        /* (even tiles rounded up to whole latent pixels: the last one of a row or column
+         * overlaps by up to a pixel more per tile before it) */
+        const int most = plan.tiles_x > plan.tiles_y ? plan.tiles_x : plan.tiles_y;
+        CHECK(plan.kind == VAE_PLAN_BLEND && plan.n_tiles > 1 && plan.peak <= rq.budget &&
+                  worst <= (plan.blend_overlap + 7) / 8 + most - 1,
+              "blend at 1/%d of the untiled peak: %dx%d tiles, peak %lld of %lld, overlap %d "
+              "planned, %d the most between neighbours",
+              div, plan.tiles_y, plan.tiles_x, (long long)plan.peak, (long long)rq.budget,
+              plan.blend_overlap, worst);
+        vae_plan_free(&plan);
+    }
+    vae_plan_free(&whole);
+    vae_program_free(&p);
+}
+
 int main(void) {
     vae_settings_default(&test_set);
     test_settings_words();
@@ -1404,6 +1542,8 @@ int main(void) {
     test_walk();
     test_map_crop();
     test_plan_limits();
+    test_plan_least_scratch();
+    test_plan_blend_grid();
     test_fp8_mark();
     test_fp8_kernel_shapes();
     test_fp8_weight_scales();

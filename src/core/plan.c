@@ -307,7 +307,7 @@ static int plan_fill(planner *pl, const cand *c, vae_plan *plan) {
     if (c->kind == VAE_PLAN_BLEND) {
         plan_set_part(&plan->part[1], &pl->whole, c->fr);
         cand again;
-        return plan_try_blend(pl, c->blend_tile, c->blend_overlap, &again, plan);
+        return plan_try_blend(pl, c->blend_tile, c->blend_tile_w, c->blend_overlap, &again, plan);
     }
     int rc = parts_at(pl, c->cut);
     if (rc) return rc;
@@ -551,16 +551,16 @@ static int choose_strips(planner *pl, cand *best, cand *floor_c, int fr0, int n_
     return PLAN_NOFIT;
 }
 
-/* Blended tiles of `size` video pixels (the request's overlap, or an eighth of the tile) in the
- * first frame-loop choice that fits: VAE_OK, PLAN_NOFIT (*c the last tried), or an error. */
-static int blend_at(planner *pl, int size, cand *c) {
+/* Blended tiles of tile_h x tile_w video pixels overlapping by `overlap` in the first
+ * frame-loop choice that fits: VAE_OK, PLAN_NOFIT (*c the last tried), or an error. */
+static int blend_at(planner *pl, int tile_h, int tile_w, int overlap, cand *c) {
     const vae_plan_request *rq = pl->rq;
     const int n_fr = rq->frame_loops ? 2 : 1, fr0 = rq->frame_loops == 2; /* 2: always */
-    int overlap = rq->blend_overlap_auto ? size / 8 : rq->blend_overlap;
-    if (overlap * 2 > size) overlap = size / 2;
+    const int least = tile_h < tile_w ? tile_h : tile_w;
+    if (overlap * 2 > least) overlap = least / 2;
     for (int fr = fr0; fr < n_fr; fr++) {
         pl->fr = fr;
-        int rc = plan_try_blend(pl, size, overlap, c, NULL);
+        int rc = plan_try_blend(pl, tile_h, tile_w, overlap, c, NULL);
         if (rc) return rc;
         c->kind = VAE_PLAN_BLEND, c->fr = fr;
         if (plan_runnable(c) && (rq->budget <= 0 || c->peak <= rq->budget)) return VAE_OK;
@@ -568,17 +568,65 @@ static int blend_at(planner *pl, int size, cand *c) {
     return PLAN_NOFIT;
 }
 
-/* Blended tiles: of the given size where they fit; else, and where no size was given, the
- * largest that fit the budget (the fewest seams and the least overlap work), each try an eighth
- * smaller (a given size that did not fit is said in a warning). */
+/* the side of k blended tiles across n units overlapping by ov units: even tiles, no tile
+ * overlapping its neighbour by more than ov (unlike tiles of one size, whose last one overlaps
+ * by whatever the size leaves over) */
+static int blend_even_side(int n, int k, int ov) {
+    return k <= 1 ? n : (n + (k - 1) * ov + k - 1) / k;
+}
+
+/* the overlap of blended tiles of `size` px: the request's, or an eighth of the tile */
+static int blend_overlap(const vae_plan_request *rq, int size) {
+    return rq->blend_overlap_auto ? size / 8 : rq->blend_overlap;
+}
+
+/* No tile size given: a grid of ny x nx even tiles, the cheapest that fits the budget (the
+ * planner's cost: the overlap work and the op calls of the frame-loop choice that fits). Rows
+ * of tiles from 1 up, each with the column counts nearest square tiles, until a row count past
+ * the first that fits (more tiles only add overlap). The overlap is the request's, or an eighth
+ * of the even share of the frame. */
+static int choose_blend_grid(planner *pl, cand *best) {
+    const vae_plan_request *rq = pl->rq;
+    const int f = rq->video_factor > 0 ? rq->video_factor : 1;
+    const int unit = rq->encode ? 1 : f; /* video pixels per unit of B's input */
+    const int n_h = rq->h, n_w = rq->w;  /* B's input, in those units */
+    int found_ny = 0, tried = 0;
+    for (int ny = 1; ny <= MAX_SPANS && (!found_ny || ny <= found_ny + 1); ny++) {
+        if (ny > 1 && n_h * unit / ny < BLEND_LEAST_PX) break;
+        const int square = (int)((int64_t)ny * n_w / n_h);
+        const int lo = square > 2 ? square - 1 : 1,
+                  hi = square + 2 < MAX_SPANS ? square + 2 : MAX_SPANS;
+        for (int nx = lo; nx <= hi; nx++) {
+            if (nx > 1 && n_w * unit / nx < BLEND_LEAST_PX) break;
+            const int share_h = (n_h + ny - 1) / ny, share_w = (n_w + nx - 1) / nx;
+            const int ov_px = blend_overlap(rq, (share_h > share_w ? share_h : share_w) * unit);
+            const int ov = (ov_px + unit - 1) / unit;
+            const int th = blend_even_side(n_h, ny, ov) * unit;
+            const int tw = blend_even_side(n_w, nx, ov) * unit;
+            cand c;
+            const int rc = blend_at(pl, th, tw, ov_px, &c);
+            if (rc != VAE_OK && rc != PLAN_NOFIT) { /* (this grid cannot split it) */
+                vae_error_clear();
+                continue;
+            }
+            if (rc == VAE_OK && (!found_ny || c.cost < best->cost)) *best = c;
+            if (rc == VAE_OK && !found_ny) found_ny = ny;
+            if (rc == PLAN_NOFIT && !found_ny && (!tried || c.peak < best->peak)) *best = c;
+            tried = 1;
+        }
+    }
+    return found_ny ? VAE_OK : PLAN_NOFIT;
+}
+
+/* Blended tiles of the given size where they fit, else each try an eighth smaller (said in a
+ * warning); with no size given, the cheapest grid of even tiles (choose_blend_grid). */
 static int choose_blend(planner *pl, cand *best) {
     const vae_plan_request *rq = pl->rq;
-    const int f = rq->video_factor > 0 ? rq->video_factor : 1, vf = rq->encode ? 1 : f;
-    const int side = (rq->h > rq->w ? rq->h : rq->w) * vf; /* the video's longer side */
-    int size = rq->blend_auto ? side : rq->blend_tile;
-    int rc = blend_at(pl, size, best);
+    if (rq->blend_auto) return choose_blend_grid(pl, best);
+    int size = rq->blend_tile;
+    int rc = blend_at(pl, size, size, blend_overlap(rq, size), best);
     if (rc != VAE_OK && rc != PLAN_NOFIT) return rc; /* the caller's tiles cannot split it */
-    if (rc == PLAN_NOFIT && !rq->blend_auto && !plan_runnable(best))
+    if (rc == PLAN_NOFIT && !plan_runnable(best))
         return vae_fail(VAE_EINVAL, "blended tiles of %d px (blend_tile): op calls would see "
                                     "frames of %lld pixels, more than the %lld the backends "
                                     "index; use smaller tiles",
@@ -587,7 +635,7 @@ static int choose_blend(planner *pl, cand *best) {
         const int next = size * 7 / 8 / 16 * 16;
         if (next < 64) return PLAN_NOFIT;
         cand c;
-        rc = blend_at(pl, next, &c);
+        rc = blend_at(pl, next, next, blend_overlap(rq, next), &c);
         if (rc != VAE_OK && rc != PLAN_NOFIT) { /* more tiles a side than the planner takes */
             vae_error_clear();
             return PLAN_NOFIT;
@@ -595,7 +643,7 @@ static int choose_blend(planner *pl, cand *best) {
         size = next;
         *best = c;
     }
-    if (!rq->blend_auto && size != rq->blend_tile)
+    if (size != rq->blend_tile)
         VAE_WARN("blended tiles of %d px do not fit the budget of %.2f GiB: planned with tiles of "
                  "%d px",
                  rq->blend_tile, (double)rq->budget / (1 << 30), size);
@@ -731,8 +779,12 @@ static int plan_once(vae_plan *plan, const vae_plan_request *rq) {
 int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
     int rc = plan_once(plan, rq);
     /* nothing fits the backend's paths of choice: again with every op's least scratch (the
-     * backend then keeps to the paths that fit, e.g. convs in place instead of gathered) */
-    if (rc == PLAN_NOFIT && rq->scratch_need && !rq->scratch_minimal) {
+     * backend then keeps to the paths that fit, e.g. convs in place instead of gathered). A plan
+     * that fits by moving caches over the host link is weighed against it too: the scratch saved
+     * may keep caches on the device or let loops take more frames a call, whose traffic outweighs
+     * any speed the paths of choice had */
+    const int linked = rc == VAE_OK && plan->n_offload > 0;
+    if ((rc == PLAN_NOFIT || linked) && rq->scratch_need && !rq->scratch_minimal) {
         vae_plan_request least = *rq;
         least.scratch_minimal = 1;
         vae_plan p2;
@@ -745,7 +797,9 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
         const int64_t floor = second ? p2.floor : plan->floor;
         const int64_t floor_caches = second ? p2.floor_caches : plan->floor_caches;
         const int64_t floor_host = second ? p2.floor_host_caches : plan->floor_host_caches;
-        if (rc2 == VAE_OK || p2.peak < plan->peak) {
+        const int better =
+            linked ? rc2 == VAE_OK && p2.cost < plan->cost : rc2 == VAE_OK || p2.peak < plan->peak;
+        if (better) {
             vae_plan_free(plan);
             *plan = p2;
             rc = rc2;
@@ -774,6 +828,26 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
                   : rq->mode == VAE_TILE_NONE ? " or allow tiles (tile_mode=auto)"
                                               : ", or use tile_mode=blend (not exact)");
     return rc;
+}
+
+int vae_plan_copy(vae_plan *dst, const vae_plan *src, int n_ops) {
+    memset(dst, 0, sizeof *dst);
+    if (src->strips || src->norms)
+        return vae_fail(VAE_EUNSUPPORTED, "a plan with strips or band norms is not copied");
+    *dst = *src;
+    dst->tiles = NULL, dst->offload = NULL;
+    if (src->tiles && src->n_tiles > 0 &&
+        !(dst->tiles = vae_malloc((size_t)src->n_tiles * sizeof *dst->tiles)))
+        return vae_fail(VAE_ENOMEM, "out of memory copying a plan");
+    if (dst->tiles) memcpy(dst->tiles, src->tiles, (size_t)src->n_tiles * sizeof *dst->tiles);
+    if (src->offload) { /* (plan_fill_offload: one entry per op, and one more) */
+        if (!(dst->offload = vae_malloc(((size_t)n_ops + 1) * sizeof *dst->offload))) {
+            vae_plan_free(dst);
+            return vae_fail(VAE_ENOMEM, "out of memory copying a plan");
+        }
+        memcpy(dst->offload, src->offload, ((size_t)n_ops + 1) * sizeof *dst->offload);
+    }
+    return VAE_OK;
 }
 
 void vae_plan_free(vae_plan *plan) {

@@ -198,6 +198,9 @@ typedef struct vae_plan {
  * take. */
 int vae_plan_make(vae_plan *plan, const vae_plan_request *rq);
 void vae_plan_free(vae_plan *plan);
+/* A copy of src (a plan of a program of n_ops ops) that owns its arrays; VAE_EUNSUPPORTED for
+ * plans with strips or band norms (not copied: callers plan again). */
+int vae_plan_copy(vae_plan *dst, const vae_plan *src, int n_ops);
 /* Output shape and MACs of the untiled program for this input (no budget, no tiles). */
 int vae_plan_walk(const vae_program *p, int t, int h, int w, int *t_out, int *h_out, int *w_out,
                   double *macs);

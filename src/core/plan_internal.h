@@ -69,6 +69,7 @@ typedef struct part {
 } part;
 
 enum { MAX_CUTS = 4, MAX_SPANS = 96 }; /* start points of B; tiles per axis */
+enum { BLEND_LEAST_PX = 64 }; /* the smallest blended tile the planner chooses, video pixels */
 
 typedef struct planner {
     const vae_plan_request *rq;
@@ -102,7 +103,8 @@ typedef struct cand {
                          * with halos */
     int slots_host;     /* strips: their slots in host memory */
     int tile_h, tile_w; /* owned tile size in B's output (TILED), or input crop size (BLEND) */
-    int blend_tile, blend_overlap; /* BLEND: the tiles' size and overlap, video pixels */
+    int blend_tile, blend_tile_w, blend_overlap; /* BLEND: the tiles' height, width and
+                                                  * overlap, video pixels */
     int tiles;          /* TILED: how many (a split may give fewer than asked for) */
     int cut;            /* TILED: the cut candidate (planner.cuts) */
     int64_t peak, peak_alloc, scratch;
@@ -177,6 +179,6 @@ int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan)
 /* n column strips of B (strip.h): peak, work and cost into c, the strips into plan when given;
  * VAE_EUNSUPPORTED (no error left behind) when B cannot run in n strips. */
 int plan_try_strips(planner *pl, int n, cand *c, vae_plan *plan);
-int plan_try_blend(planner *pl, int tile, int overlap, cand *c, vae_plan *plan);
+int plan_try_blend(planner *pl, int tile_h, int tile_w, int overlap, cand *c, vae_plan *plan);
 
 #endif

@@ -459,10 +459,11 @@ int plan_try_tiled(planner *pl, int tile_h, int tile_w, cand *c, vae_plan *plan)
     return rc ? rc : try_spans(pl, b, sy, ny, sx, nx, 0, c, plan);
 }
 
-int plan_try_blend(planner *pl, int tile, int overlap, cand *c, vae_plan *plan) {
+int plan_try_blend(planner *pl, int tile_h, int tile_w, int overlap, cand *c, vae_plan *plan) {
     const vae_plan_request *rq = pl->rq;
     const part *b = &pl->whole;
     const int f = rq->video_factor > 0 ? rq->video_factor : 1;
+    const int tile = tile_h < tile_w ? tile_h : tile_w;
     if (overlap >= tile)
         return vae_fail(VAE_EINVAL,
                         "blend overlap %d px is not below the tile "
@@ -470,10 +471,11 @@ int plan_try_blend(planner *pl, int tile, int overlap, cand *c, vae_plan *plan) 
                         overlap, tile);
     /* crops of B's input: latent pixels for a decoder, video pixels for an encoder */
     const int unit = rq->encode ? 1 : f, align = rq->encode ? f : 1;
-    int ti = (tile + unit - 1) / unit, ov = (overlap + unit - 1) / unit;
+    const int ti_h = (tile_h + unit - 1) / unit, ti_w = (tile_w + unit - 1) / unit;
+    const int ov = (overlap + unit - 1) / unit;
     vae_span sy[MAX_SPANS], sx[MAX_SPANS];
-    int ny = plan_split_blend(b->vh[0], ti, ov, align, sy, MAX_SPANS);
-    int nx = plan_split_blend(b->vw[0], ti, ov, align, sx, MAX_SPANS);
+    int ny = plan_split_blend(b->vh[0], ti_h, ov, align, sy, MAX_SPANS);
+    int nx = plan_split_blend(b->vw[0], ti_w, ov, align, sx, MAX_SPANS);
     if (sy[ny - 1].hi < b->vh[0] || sx[nx - 1].hi < b->vw[0]) {
         /* more crops than MAX_SPANS a side would leave part of the frame out: the least tile
          * whose MAX_SPANS crops reach across, (MAX_SPANS - 1) steps of tile - overlap and one
@@ -488,7 +490,7 @@ int plan_try_blend(planner *pl, int tile, int overlap, cand *c, vae_plan *plan) 
                         tile, overlap, MAX_SPANS, (long long)(least * unit));
     }
     c->tile_h = sy[0].hi - sy[0].lo, c->tile_w = sx[0].hi - sx[0].lo;
-    c->blend_tile = tile, c->blend_overlap = overlap;
+    c->blend_tile = tile_h, c->blend_tile_w = tile_w, c->blend_overlap = overlap;
     c->a_shared = 0;
     if (plan) plan->blend_overlap = rq->encode ? (overlap + f - 1) / f : overlap;
     return try_spans(pl, b, sy, ny, sx, nx, 1, c, plan);
