@@ -330,6 +330,45 @@ static void check_alloc_fail(const vae_model *m) {
     vae_tensor_free(&video);
 }
 
+/* A session's calls of one input reuse its last plan (session_plan.c's memo) and give the same
+ * output as the first call, whatever came between: a call of another length (other steps) and
+ * a stream (steps of its own). */
+static void check_plan_memo(const vae_model *m) {
+    vae_session *s = NULL;
+    vae_session_options o;
+    vae_session_options_default(&o);
+    o.max_memory = (int64_t)1 << 30; /* (the budget the memo is for: not the host's free memory) */
+    CHECK(vae_session_create(&s, m, &o) == VAE_OK, "memo: session");
+    vae_tensor a = random_tensor(16, 9, 2, 3, -2, 2), b = random_tensor(16, 4, 2, 3, -2, 2);
+    vae_tensor ref = {0}, again = {0}, other = {0};
+    vae_plan_info p1, p2;
+    int rc = vae_session_plan(s, 0, a.shape, 5, &p1);
+    if (rc == VAE_OK) rc = vae_decode_tensor(s, &a, &ref);
+    if (rc == VAE_OK) rc = vae_decode_tensor(s, &b, &other);
+    if (rc == VAE_OK) rc = vae_stream_begin(s, 0, b.shape, 5);
+    for (int t = 0; rc == VAE_OK && t < b.shape[2]; t++) {
+        vae_tensor one = frames_of(&b, t, 1);
+        rc = vae_stream_push(s, &one, NULL, NULL);
+    }
+    if (rc == VAE_OK) rc = vae_stream_end(s, NULL, NULL);
+    if (rc == VAE_OK) rc = vae_session_plan(s, 0, a.shape, 5, &p2);
+    if (rc == VAE_OK) rc = vae_decode_tensor(s, &a, &again);
+    CHECK(rc == VAE_OK && p1.step_frames == p2.step_frames && p1.peak_bytes == p2.peak_bytes &&
+              strcmp(p1.text, p2.text) == 0,
+          "memo: the plan of an input again after others: %s", rc ? vae_last_error() : "");
+    size_t n = 1, n_again = 1;
+    for (int k = 0; rc == VAE_OK && k < 5; k++)
+        n *= (size_t)ref.shape[k], n_again *= (size_t)again.shape[k];
+    CHECK(rc == VAE_OK && n == n_again && memcmp(ref.data, again.data, n * sizeof(float)) == 0,
+          "memo: a decode again after others: the same output bit for bit");
+    vae_tensor_free(&ref);
+    vae_tensor_free(&again);
+    vae_tensor_free(&other);
+    vae_tensor_free(&a);
+    vae_tensor_free(&b);
+    vae_session_free(s);
+}
+
 int main(int argc, char **argv) {
     /* --alloc-fail: the allocation-failure sweep alone (the alloc_fail_stream ctests), else the
      * fixtures and the error paths */
@@ -345,7 +384,8 @@ int main(int argc, char **argv) {
     int rc = vae_model_synth(&m, "taehv", "{\"patch_size\":1,\"latent_channels\":16}");
     CHECK(rc == VAE_OK, "taehv synth %s", rc ? vae_last_error() : "");
     if (m && alloc_fail) check_alloc_fail(m);
-    else if (m) check_errors(m);
+    else if (m)
+        check_errors(m), check_plan_memo(m);
     vae_model_free(m);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;

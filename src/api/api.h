@@ -27,6 +27,18 @@ struct vae_model {
 void vae_model_hold(const vae_model *m);
 void vae_model_release(const vae_model *m);
 
+/* A side's last plan and what it was made from: a call of the same input on the same memory
+ * takes it again instead of planning (the planner walks the program frame by frame for each
+ * candidate: a millisecond and more, what a short call cannot spare). */
+typedef struct vae_plan_memo {
+    int valid;
+    int t, h, w;                             /* the call's input */
+    int64_t budget, reserve, scratch, error; /* the memory it was planned for */
+    int64_t host_copy;                       /* (the backend's host_copy_bytes then) */
+    int chunk;                               /* the steps it chose (the program's chunk) */
+    vae_plan plan;
+} vae_plan_memo;
+
 struct vae_session {
     const vae_model *model;
     vae_session_options opts;
@@ -43,6 +55,7 @@ struct vae_session {
     int fp8_pending[2];
     char fp8_choice[2][160]; /* the budget's choice in words, for vae_session_plan's text ("") */
     int64_t model_error[2]; /* decode, encode: bytes a run held beyond the memory model's plan */
+    vae_plan_memo plan_memo[2]; /* decode, encode: the last call's plan (session_plan.c) */
     int64_t retry_budget;   /* > 0: this call's next plan after the device or host ran out */
     atomic_int cancel;      /* vae_session_cancel, from any thread */
     atomic_int busy;        /* a call, plan or trim is running (one at a time: session_enter) */

@@ -351,6 +351,8 @@ void vae_session_free(vae_session *s) {
         vae_runner_free(s->runner[1][k]);
         if (s->lane[k]) s->lane[k]->v->destroy(s->lane[k]);
     }
+    for (int d = 0; d < 2; d++)
+        if (s->plan_memo[d].valid) vae_plan_free(&s->plan_memo[d].plan);
     vae_program_free(&s->prog[0]);
     vae_program_free(&s->prog[1]);
     vae_model_release(s->model);

@@ -237,8 +237,8 @@ static int tiles_in_steps(vae_session *s, int encode, const vae_io_view *g,
  * of the fastest. Else, and where the caller asked for tiles, strips or a device group, the
  * model's own steps, planned as they were. The session's program keeps the chosen chunk for this
  * call's runs. */
-int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
-                         const vae_session_mem *mem, vae_plan *plan) {
+static int plan_for(vae_session *s, int encode, const vae_io_view *g, const vae_session_mem *mem,
+                    vae_plan *plan) {
     const vae_session_options *o = &s->opts;
     int ks[MAX_STEP_CHOICES] = {1}, n = 1;
     if (s->n_lanes == 1 && !s->comm && o->tile_mode != VAE_TILE_BLEND && o->tile_height <= 0 &&
@@ -397,3 +397,37 @@ int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g,
     return rc;
 }
 
+/* whether the memo holds the plan of this input for this budget and memory (one device, no
+ * retry: what else a plan reads is the session's, fixed at its creation) */
+static int memo_fits(const vae_session *s, int encode, const vae_io_view *g,
+                     const vae_session_mem *mem) {
+    const vae_plan_memo *m = &s->plan_memo[encode ? 1 : 0];
+    return m->valid && m->t == g->t && m->h == g->h && m->w == g->w &&
+           m->budget == session_budget(s, mem->avail) && m->reserve == mem->reserve &&
+           m->scratch == mem->scratch && m->error == s->model_error[encode ? 1 : 0] &&
+           m->host_copy == s->be->host_copy_bytes;
+}
+
+int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
+                         const vae_session_mem *mem, vae_plan *plan) {
+    vae_plan_memo *m = &s->plan_memo[encode ? 1 : 0];
+    vae_program *p = &s->prog[encode ? 1 : 0];
+    const int memo = s->n_lanes == 1 && !s->comm && s->retry_budget <= 0;
+    if (memo && memo_fits(s, encode, g, mem)) {
+        const int rc = vae_plan_copy(plan, &m->plan, p->n_ops);
+        if (rc == VAE_OK) p->chunk = m->chunk;
+        return rc;
+    }
+    const int rc = plan_for(s, encode, g, mem, plan);
+    if (m->valid) vae_plan_free(&m->plan);
+    m->valid = 0;
+    if (rc != VAE_OK || !memo) return rc;
+    if (vae_plan_copy(&m->plan, plan, p->n_ops) != VAE_OK) {
+        vae_error_clear(); /* (not kept: the next call plans again) */
+        return rc;
+    }
+    m->valid = 1, m->t = g->t, m->h = g->h, m->w = g->w, m->chunk = p->chunk;
+    m->budget = session_budget(s, mem->avail), m->reserve = mem->reserve, m->scratch = mem->scratch;
+    m->error = s->model_error[encode ? 1 : 0], m->host_copy = s->be->host_copy_bytes;
+    return rc;
+}
