@@ -26,10 +26,10 @@ extern "C" {
  * vae_session_create; the value in parentheses is the default. */
 typedef enum {
     VAE_PARAM_EXEC_CONTIG = 0,       /* temporal convs read one contiguous window (1) */
-    VAE_PARAM_EXEC_GRAPH = 1,        /* steady-state steps recorded as device graphs: 2
-                                      * within one call only while the device is still behind
-                                      * the host (the recording then costs it no idle time),
-                                      * a stream's pushes always (2); 1: always; 0: never */
+    VAE_PARAM_EXEC_GRAPH = 1,        /* steady-state steps recorded as device graphs: always
+                                      * (1); 2: within one call only while the device is still
+                                      * behind the host (the recording then costs it no idle
+                                      * time), a stream's pushes always; 0: never */
     VAE_PARAM_EXEC_CHECK = 2,        /* every op's output read back and checked finite (0) */
     VAE_PARAM_EXEC_FRAMES = 3,       /* frame-granular streaming after temporal upsampling: 1
                                       * where the budget needs it, 2 always (measurements) (1) */

@@ -1245,7 +1245,7 @@ static void test_settings_precedence(void) {
     settings_log[0] = 0;
     vae_settings_default(&s);
     int rc = vae_settings_resolve(&s, &so);
-    CHECK(rc == VAE_OK && s.exec_host_mb == 256 && s.plan_strips == 3 && s.exec_graph == 2 &&
+    CHECK(rc == VAE_OK && s.exec_host_mb == 256 && s.plan_strips == 3 && s.exec_graph == 1 &&
               strcmp(s.tune_cache, "/nonexistent/tune.txt") == 0,
           "the environment fills unset switches: rc %d host_mb %d strips %d tune cache '%s'", rc,
           s.exec_host_mb, s.plan_strips, s.tune_cache);

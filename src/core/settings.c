@@ -24,7 +24,7 @@ typedef struct setting {
 /* clang-format off */
 static const setting table[] = {
     {VAE_PARAM_EXEC_CONTIG, "VAE_EXEC_CONTIG", OFF(exec_contig), 0, 1, 0, 1, {0}},
-    {VAE_PARAM_EXEC_GRAPH, "VAE_EXEC_GRAPH", OFF(exec_graph), 0, 2, 0, 2, {0}},
+    {VAE_PARAM_EXEC_GRAPH, "VAE_EXEC_GRAPH", OFF(exec_graph), 0, 1, 0, 2, {0}},
     {VAE_PARAM_EXEC_CHECK, "VAE_EXEC_CHECK", OFF(exec_check), 0, 0, 0, 1, {0}},
     {VAE_PARAM_EXEC_FRAMES, "VAE_EXEC_FRAMES", OFF(exec_frames), 0, 1, 0, 2, {0}},
     {VAE_PARAM_EXEC_HOST_MB, "VAE_EXEC_HOST_MB", OFF(exec_host_mb), 0, 2048, 0, 1 << 24, {0}},

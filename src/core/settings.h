@@ -20,7 +20,7 @@ typedef struct vae_settings {
     /* executor */
     int exec_contig;  /* VAE_EXEC_CONTIG: temporal convs read a contiguous window (1) */
     int exec_graph;   /* VAE_EXEC_GRAPH: steady-state steps recorded as backend graphs: 1
-                       * always; 2 (default) in a call's own steps only while the device is
+                       * (default) always; 2 in a call's own steps only while the device is
                        * behind the host, a stream's pushes always; 0 never */
     int exec_check;   /* VAE_EXEC_CHECK: every op's output read back, must be finite (0) */
     int exec_frames;  /* VAE_EXEC_FRAMES: frame-granular streaming after temporal upsampling (1:
