@@ -278,9 +278,9 @@ typedef struct vae_session_options {
     /* VAE_TILE_AUTO: force exact tiles of this size in pixels of the video side (rounded to the
      * model's alignment); 0 = the planner's choice. */
     int tile_height, tile_width;
-    /* VAE_TILE_BLEND: tile size and overlap in pixels of the video side (0: the largest tiles
-     * whose plan fits the budget, tile / 8). A given size whose plan does not fit is made smaller
-     * until it does (a warning says so). */
+    /* VAE_TILE_BLEND: tile size and overlap in pixels of the video side (0: the cheapest grid
+     * of even tiles whose plan fits the budget, an eighth of a tile). A given size whose plan
+     * does not fit is made smaller until it does (a warning says so). */
     int blend_tile, blend_overlap;
     /* The developer switches' storage (vae_dev.h: vae_session_options_set with a VAE_PARAM_*
      * number p writes params[p] and sets bit p of params_set; unset slots take the environment

@@ -713,8 +713,9 @@ def load(path, arch=None, prefix=None, config=None, **options):
     on bf16 activations);
     max_memory: budget ("13G", bytes; None: free memory minus a margin); tile_mode "auto" (exact
     tiles as the budget needs), "none", "blend"; tile: force exact tiles (px, or (h, w));
-    blend_tile / blend_overlap: blend mode sizes in pixels (0: the largest tiles that fit the
-    budget / an eighth of the tile; a size that does not fit is made smaller); threads (CPU, 0: all);
+    blend_tile / blend_overlap: blend mode sizes in pixels (0: the cheapest grid of even tiles
+    that fits the budget / an eighth of a tile; a size that does not fit is made smaller);
+    threads (CPU, 0: all);
     allocator "torch" (device memory from torch's caching allocator, so torch and its users see
     it) or "cuda" (the engine's own cudaMalloc); tune_cache: file of the CUDA conv path choices
     kept between processes (None: $VAE_TUNE_CACHE, else ~/.cache/vae.c/cuda-tune.txt; "": none);
