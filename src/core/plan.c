@@ -605,6 +605,7 @@ static int choose_blend_grid(planner *pl, cand *best) {
             const int tw = blend_even_side(n_w, nx, ov) * unit;
             cand c;
             const int rc = blend_at(pl, th, tw, ov_px, &c);
+            if (rc == VAE_ENOMEM) return rc; /* (the host's memory, not the budget) */
             if (rc != VAE_OK && rc != PLAN_NOFIT) { /* (this grid cannot split it) */
                 vae_error_clear();
                 continue;
