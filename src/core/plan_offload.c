@@ -43,6 +43,14 @@ static int op_looped(const planner *pl, int i) {
     return 0;
 }
 
+/* whether the current choice pl->fr has a frame loop at all (where a loop's width matters) */
+static int any_looped(const planner *pl) {
+    const part *q = &pl->whole;
+    for (int k = 0; k < q->n_loops[pl->fr]; k++)
+        if (!q->whole[pl->fr][k]) return 1;
+    return 0;
+}
+
 double plan_op_calls(const planner *pl, int i) {
     const int w = vae_loops_width(&pl->whole.loops[pl->fr]);
     return op_looped(pl, i) ? (double)((pl->op_frames[i] + w - 1) / w)
@@ -170,7 +178,8 @@ int plan_choose_offload(planner *pl, int forced, cand *best, cand *floor_c) {
     for (int fr = fr0; fr < n_fr && rc == VAE_OK; fr++) {
         pl->fr = fr;
         vae_loops *l = &pl->whole.loops[fr];
-        const int fixed = !fr || rq->loop_frames > 0; /* else widths 1 and 2 */
+        /* else widths 1 and 2 (with no frame loop, both are the same plan) */
+        const int fixed = !fr || rq->loop_frames > 0 || !any_looped(pl);
         const int w_lo = fixed ? l->width : 1, w_hi = fixed ? l->width : 2;
         for (int w = w_lo; w <= w_hi && rc == VAE_OK && !(forced && found); w++) {
             l->width = w;
