@@ -1445,12 +1445,21 @@ static void test_plan_least_scratch(void) {
 /* Blended tiles without a size (blend_auto): under a budget that needs several, a grid of even
  * tiles, none overlapping its neighbour by much more than the planned overlap (tiles of one size
  * overlapped the last ones by whatever the size left over: up to twice the work). */
+/* the largest overlap of neighbouring blended tiles, in B-input pixels */
+static int blend_worst_overlap(const vae_plan *plan) {
+    int worst = 0;
+    for (int k = 0; k < plan->n_tiles; k++) {
+        const vae_plan_tile *t = &plan->tiles[k];
+        const int ox = k % plan->tiles_x ? plan->tiles[k - 1].in_x.hi - t->in_x.lo : 0;
+        const int oy = k >= plan->tiles_x ? plan->tiles[k - plan->tiles_x].in_y.hi - t->in_y.lo : 0;
+        worst = ox > worst ? ox : worst;
+        worst = oy > worst ? oy : worst;
+    }
+    return worst;
+}
+
 static void test_plan_blend_grid(void) {
-    enum {
-        HB = 90,
-        WB = 160,
-        WIDE = 32
-    }; /* activations of WIDE channels: what tiles make smaller */
+    enum { WIDE = 32 }; /* activations of WIDE channels: what tiles make smaller */
     static float w[WIDE * C * 27];
     vae_program p;
     vae_program_init(&p, C);
@@ -1463,55 +1472,71 @@ static void test_plan_blend_grid(void) {
         vae_op act = vae_op_make(VAE_OP_ACT, vae_program_add(&p, &conv), conv.c_out, conv.c_out);
         src = vae_program_add(&p, &act);
     }
+    /* a decoder's latent (8 px of video a pixel), and an encoder's video, whose crops start at
+     * multiples of 8 */
+    for (int encode = 0; encode < 2; encode++) {
+        vae_plan_request rq = {.prog = &p,
+                               .encode = encode,
+                               .t = 9,
+                               .h = encode ? 944 : 90,
+                               .w = encode ? 1416 : 160,
+                               .elem = sizeof(float),
+                               .mode = VAE_TILE_BLEND,
+                               .video_factor = 8,
+                               .blend_auto = 1,
+                               .blend_overlap_auto = 1};
+        vae_plan whole, plan;
+        int rc = vae_plan_make(&whole, &rq);
+        CHECK(rc == VAE_OK && whole.n_tiles == 1, "blend (encode %d), no budget: rc %d", encode,
+              rc);
+        if (rc) continue;
+        for (int div = 2; div <= 16; div *= 2) {
+            rq.budget = whole.peak / div;
+            vae_error_clear();
+            if ((rc = vae_plan_make(&plan, &rq)) != VAE_OK) {
+                CHECK(0, "blend (encode %d) at 1/%d of the untiled peak: rc %d: %s", encode, div,
+                      rc, vae_last_error());
+                continue;
+            }
+            /* the planned overlap in B-input pixels, and the rounding of even tiles to whole
+             * units (latent pixels; an encoder's 8-pixel starts): the last tile of a row or
+             * column overlaps by up to a unit more per tile before it */
+            const int unit = 8, ov = encode ? plan.blend_overlap * 8 : (plan.blend_overlap + 7) / 8;
+            const int most = plan.tiles_x > plan.tiles_y ? plan.tiles_x : plan.tiles_y;
+            const int worst = blend_worst_overlap(&plan);
+            CHECK(plan.kind == VAE_PLAN_BLEND && plan.n_tiles > 1 && plan.peak <= rq.budget &&
+                      worst <= ov + (encode ? unit : 1) * most,
+                  "blend (encode %d) at 1/%d of the untiled peak: %dx%d tiles, peak %lld of %lld, "
+                  "overlap %d planned, %d the most between neighbours",
+                  encode, div, plan.tiles_y, plan.tiles_x, (long long)plan.peak,
+                  (long long)rq.budget, plan.blend_overlap, worst);
+            vae_plan_free(&plan);
+        }
+        vae_plan_free(&whole);
+    }
+    /* a frame far wider than tall (64 x 8192 px): one tile, and a row of them under a budget */
     vae_plan_request rq = {.prog = &p,
                            .t = 9,
-                           .h = HB,
-                           .w = WB,
+                           .h = 8,
+                           .w = 1024,
                            .elem = sizeof(float),
                            .mode = VAE_TILE_BLEND,
                            .video_factor = 8,
                            .blend_auto = 1,
-                           .blend_overlap_auto = 1,
-                           .blend_tile = 512};
-    vae_plan whole, plan;
-    int rc = vae_plan_make(&whole, &rq);
-    CHECK(rc == VAE_OK && whole.n_tiles == 1, "blend, no budget: rc %d, %d tiles", rc,
-          rc ? -1 : whole.n_tiles);
-    if (rc) {
-        vae_program_free(&p);
-        return;
+                           .blend_overlap_auto = 1};
+    vae_plan wide, row;
+    int rc = vae_plan_make(&wide, &rq);
+    CHECK(rc == VAE_OK && wide.n_tiles == 1, "blend of 64 x 8192 px: rc %d (%s)", rc,
+          rc ? vae_last_error() : "");
+    if (rc == VAE_OK) {
+        rq.budget = wide.peak / 4;
+        rc = vae_plan_make(&row, &rq);
+        CHECK(rc == VAE_OK && row.tiles_y == 1 && row.tiles_x > 1 && row.peak <= rq.budget,
+              "blend of 64 x 8192 px at a quarter of its peak: rc %d (%s)", rc,
+              rc ? vae_last_error() : "");
+        if (rc == VAE_OK) vae_plan_free(&row);
+        vae_plan_free(&wide);
     }
-    for (int div = 2; div <= 16; div *= 2) {
-        rq.budget = whole.peak / div;
-        vae_error_clear();
-        if ((rc = vae_plan_make(&plan, &rq)) != VAE_OK) {
-            CHECK(0, "blend at 1/%d of the untiled peak: rc %d: %s", div, rc, vae_last_error());
-            continue;
-        }
-        int worst = 0; /* the largest overlap of neighbours, latent pixels */
-        for (int k = 0; k < plan.n_tiles; k++) {
-            const vae_plan_tile *t = &plan.tiles[k];
-            if (k % plan.tiles_x) {
-                const int o = plan.tiles[k - 1].in_x.hi - t->in_x.lo;
-                worst = o > worst ? o : worst;
-            }
-            if (k >= plan.tiles_x) {
-                const int o = plan.tiles[k - plan.tiles_x].in_y.hi - t->in_y.lo;
-                worst = o > worst ? o : worst;
-            }
-        }
-        /* (even tiles rounded up to whole latent pixels: the last one of a row or column
-         * overlaps by up to a pixel more per tile before it) */
-        const int most = plan.tiles_x > plan.tiles_y ? plan.tiles_x : plan.tiles_y;
-        CHECK(plan.kind == VAE_PLAN_BLEND && plan.n_tiles > 1 && plan.peak <= rq.budget &&
-                  worst <= (plan.blend_overlap + 7) / 8 + most - 1,
-              "blend at 1/%d of the untiled peak: %dx%d tiles, peak %lld of %lld, overlap %d "
-              "planned, %d the most between neighbours",
-              div, plan.tiles_y, plan.tiles_x, (long long)plan.peak, (long long)rq.budget,
-              plan.blend_overlap, worst);
-        vae_plan_free(&plan);
-    }
-    vae_plan_free(&whole);
     vae_program_free(&p);
 }
 

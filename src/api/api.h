@@ -34,7 +34,7 @@ typedef struct vae_plan_memo {
     int valid;
     int t, h, w;                             /* the call's input */
     int64_t budget, reserve, scratch, error; /* the memory it was planned for */
-    int64_t host_copy;                       /* (the backend's host_copy_bytes then) */
+    int64_t host_copy;                       /* the backend's host_copy_bytes then */
     int chunk;                               /* the steps it chose (the program's chunk) */
     vae_plan plan;
 } vae_plan_memo;
@@ -98,9 +98,12 @@ int vae_frames_used(const vae_program *p, int t);
 int vae_session_frames_used(const vae_session *s, int encode, int t);
 int vae_session_mem_info(vae_session *s, int encode, vae_session_mem *mem);
 int vae_session_plan_make(vae_session *s, int encode, const vae_io_view *g, vae_plan *plan);
-/* plan_make for memory already asked (vae_session_mem_info) */
+/* plan_make for memory already asked (vae_session_mem_info); a call of the same input and
+ * memory as the side's last one takes its plan again (vae_plan_memo) */
 int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
                          const vae_session_mem *mem, vae_plan *plan);
+/* forgets side `encode`'s last plan (vae_plan_memo): trim and free */
+void vae_session_memo_drop(vae_session *s, int encode);
 int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g, const vae_run_io *io);
 
 /* session_frames.c: an architecture's frame rules (model.h vae_frame_rule) around a call. rule:

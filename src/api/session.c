@@ -351,8 +351,8 @@ void vae_session_free(vae_session *s) {
         vae_runner_free(s->runner[1][k]);
         if (s->lane[k]) s->lane[k]->v->destroy(s->lane[k]);
     }
-    for (int d = 0; d < 2; d++)
-        if (s->plan_memo[d].valid) vae_plan_free(&s->plan_memo[d].plan);
+    vae_session_memo_drop(s, 0);
+    vae_session_memo_drop(s, 1);
     vae_program_free(&s->prog[0]);
     vae_program_free(&s->prog[1]);
     vae_model_release(s->model);
@@ -712,9 +712,11 @@ int vae_session_trim(vae_session *s) {
     if (!s) return vae_fail(VAE_EINVAL, "vae_session_trim: NULL session");
     int rc = session_enter(s, "vae_session_trim");
     if (rc) return rc;
-    for (int d = 0; d < 2; d++)
+    for (int d = 0; d < 2; d++) {
         for (int k = 0; k < VAE_MAX_DEVICES; k++)
             vae_runner_trim(s->runner[d][k]);
+        vae_session_memo_drop(s, d); /* (its tiles: host memory, given back too) */
+    }
     for (int k = 0; k < s->n_lanes && rc == VAE_OK; k++)
         if (s->lane[k]->v->trim) rc = s->lane[k]->v->trim(s->lane[k]);
     session_leave(s);

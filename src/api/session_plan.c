@@ -96,19 +96,34 @@ static int plan_request(vae_session *s, int encode, const vae_io_view *g,
     const int ranks = s->comm ? s->comm->size : s->n_lanes;
     const vae_session_options *o = &s->opts;
     const int t_used = vae_session_frames_used(s, encode, g->t);
-    vae_plan_request rq = {
-        .prog = p, .encode = encode, .t = t_used, .h = g->h, .w = g->w,
-        .elem = be->elem_size, .budget = session_budget(s, mem->avail) / sharing,
-        .fixed = mem->reserve + s->model_error[encode], .conv_upsample = be->v->conv_upsample,
-        .round = be->v->alloc_size, .scratch_need = be->v->scratch_need, .be = be,
-        .scratch_now = mem->scratch, .planar_io = be->v->stage_in != NULL,
-        .host_direct = be->v->host_alloc != NULL, .host_copy = be->host_copy_bytes,
-        .mode = o->tile_mode, .tile_h = o->tile_height, .tile_w = o->tile_width,
-        .blend_tile = o->blend_tile > 0 ? o->blend_tile : 512,
-        .video_factor = video_factor(s, encode), .frame_loops = s->set.exec_frames,
-        .cut = s->set.plan_cut, .store_host = s->set.exec_store_host,
-        .scratch_minimal = s->set.plan_scratch_min, .strips = s->set.plan_strips,
-        .host_store_max = (int64_t)s->set.exec_host_mb << 20, .ranks = s->n_lanes};
+    vae_plan_request rq = {.prog = p,
+                           .encode = encode,
+                           .t = t_used,
+                           .h = g->h,
+                           .w = g->w,
+                           .elem = be->elem_size,
+                           .budget = session_budget(s, mem->avail) / sharing,
+                           .fixed = mem->reserve + s->model_error[encode],
+                           .conv_upsample = be->v->conv_upsample,
+                           .round = be->v->alloc_size,
+                           .scratch_need = be->v->scratch_need,
+                           .be = be,
+                           .scratch_now = mem->scratch,
+                           .planar_io = be->v->stage_in != NULL,
+                           .host_direct = be->v->host_alloc != NULL,
+                           .host_copy = be->host_copy_bytes,
+                           .mode = o->tile_mode,
+                           .tile_h = o->tile_height,
+                           .tile_w = o->tile_width,
+                           .blend_tile = o->blend_tile, /* (0: blend_auto) */
+                           .video_factor = video_factor(s, encode),
+                           .frame_loops = s->set.exec_frames,
+                           .cut = s->set.plan_cut,
+                           .store_host = s->set.exec_store_host,
+                           .scratch_minimal = s->set.plan_scratch_min,
+                           .strips = s->set.plan_strips,
+                           .host_store_max = (int64_t)s->set.exec_host_mb << 20,
+                           .ranks = s->n_lanes};
     rq.ranks = ranks, rq.processes = s->comm != NULL; /* (a group of processes: its ranks) */
     rq.loop_frames = s->set.exec_loop_frames;
     rq.stage_io = be->v->download_stage != NULL;
@@ -397,8 +412,9 @@ int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g,
     return rc;
 }
 
-/* whether the memo holds the plan of this input for this budget and memory (one device, no
- * retry: what else a plan reads is the session's, fixed at its creation) */
+/* whether the memo holds the plan of this input for this budget and memory: what plan_request
+ * reads besides the session's settings, options and backend (fixed at its creation) and its
+ * program (finished by vae_session_fp8_ready before any plan; its chunk is the memo's) */
 static int memo_fits(const vae_session *s, int encode, const vae_io_view *g,
                      const vae_session_mem *mem) {
     const vae_plan_memo *m = &s->plan_memo[encode ? 1 : 0];
@@ -408,22 +424,29 @@ static int memo_fits(const vae_session *s, int encode, const vae_io_view *g,
            m->host_copy == s->be->host_copy_bytes;
 }
 
+void vae_session_memo_drop(vae_session *s, int encode) {
+    vae_plan_memo *m = &s->plan_memo[encode ? 1 : 0];
+    if (m->valid) vae_plan_free(&m->plan);
+    m->valid = 0;
+}
+
 int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
                          const vae_session_mem *mem, vae_plan *plan) {
     vae_plan_memo *m = &s->plan_memo[encode ? 1 : 0];
     vae_program *p = &s->prog[encode ? 1 : 0];
     const int memo = s->n_lanes == 1 && !s->comm && s->retry_budget <= 0;
     if (memo && memo_fits(s, encode, g, mem)) {
-        const int rc = vae_plan_copy(plan, &m->plan, p->n_ops);
-        if (rc == VAE_OK) p->chunk = m->chunk;
-        return rc;
+        if (vae_plan_copy(plan, &m->plan, p->n_ops) == VAE_OK) {
+            p->chunk = m->chunk;
+            return VAE_OK;
+        }
+        vae_error_clear(); /* (out of host memory for the copy: planned afresh below) */
     }
     const int rc = plan_for(s, encode, g, mem, plan);
-    if (m->valid) vae_plan_free(&m->plan);
-    m->valid = 0;
+    vae_session_memo_drop(s, encode);
     if (rc != VAE_OK || !memo) return rc;
     if (vae_plan_copy(&m->plan, plan, p->n_ops) != VAE_OK) {
-        vae_error_clear(); /* (not kept: the next call plans again) */
+        vae_error_clear(); /* (strips' and bands' plans are not kept: their calls plan again) */
         return rc;
     }
     m->valid = 1, m->t = g->t, m->h = g->h, m->w = g->w, m->chunk = p->chunk;

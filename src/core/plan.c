@@ -568,11 +568,16 @@ static int blend_at(planner *pl, int tile_h, int tile_w, int overlap, cand *c) {
     return PLAN_NOFIT;
 }
 
-/* the side of k blended tiles across n units overlapping by ov units: even tiles, no tile
- * overlapping its neighbour by more than ov (unlike tiles of one size, whose last one overlaps
- * by whatever the size leaves over) */
-static int blend_even_side(int n, int k, int ov) {
-    return k <= 1 ? n : (n + (k - 1) * ov + k - 1) / k;
+/* the side of k blended tiles across n units overlapping by ov units, starts at multiples of
+ * align (plan_split_blend's rule): the least that k tiles cover n with, so that no tile overlaps
+ * its neighbour by much more than ov (unlike tiles of one size, whose last one overlaps by
+ * whatever the size leaves over) */
+static int blend_even_side(int n, int k, int ov, int align) {
+    if (k <= 1) return n;
+    int s = ((n + (k - 1) * ov + k - 1) / k + align - 1) / align * align;
+    while (s < n && s + (k - 1) * ((s - ov) / align * align) < n)
+        s += align;
+    return s;
 }
 
 /* the overlap of blended tiles of `size` px: the request's, or an eighth of the tile */
@@ -588,26 +593,28 @@ static int blend_overlap(const vae_plan_request *rq, int size) {
 static int choose_blend_grid(planner *pl, cand *best) {
     const vae_plan_request *rq = pl->rq;
     const int f = rq->video_factor > 0 ? rq->video_factor : 1;
-    const int unit = rq->encode ? 1 : f; /* video pixels per unit of B's input */
-    const int n_h = rq->h, n_w = rq->w;  /* B's input, in those units */
-    int found_ny = 0, tried = 0;
+    const int unit = rq->encode ? 1 : f, align = rq->encode ? f : 1; /* (plan_try_blend's) */
+    const int n_h = rq->h, n_w = rq->w; /* B's input, in units of `unit` video pixels */
+    int found_ny = 0, tried = 0, err = VAE_OK;
     for (int ny = 1; ny <= MAX_SPANS && (!found_ny || ny <= found_ny + 1); ny++) {
         if (ny > 1 && n_h * unit / ny < BLEND_LEAST_PX) break;
-        const int square = (int)((int64_t)ny * n_w / n_h);
-        const int lo = square > 2 ? square - 1 : 1,
-                  hi = square + 2 < MAX_SPANS ? square + 2 : MAX_SPANS;
+        const int64_t square = (int64_t)ny * n_w / n_h; /* columns of square tiles */
+        const int lo = ny == 1      ? 1
+                       : square > 2 ? (int)(square < MAX_SPANS ? square - 1 : MAX_SPANS)
+                                    : 1;
+        const int hi = square + 2 < MAX_SPANS ? (int)square + 2 : MAX_SPANS;
         for (int nx = lo; nx <= hi; nx++) {
             if (nx > 1 && n_w * unit / nx < BLEND_LEAST_PX) break;
             const int share_h = (n_h + ny - 1) / ny, share_w = (n_w + nx - 1) / nx;
             const int ov_px = blend_overlap(rq, (share_h > share_w ? share_h : share_w) * unit);
             const int ov = (ov_px + unit - 1) / unit;
-            const int th = blend_even_side(n_h, ny, ov) * unit;
-            const int tw = blend_even_side(n_w, nx, ov) * unit;
+            const int th = blend_even_side(n_h, ny, ov, align) * unit;
+            const int tw = blend_even_side(n_w, nx, ov, align) * unit;
             cand c;
             const int rc = blend_at(pl, th, tw, ov_px, &c);
             if (rc == VAE_ENOMEM) return rc; /* (the host's memory, not the budget) */
-            if (rc != VAE_OK && rc != PLAN_NOFIT) { /* (this grid cannot split it) */
-                vae_error_clear();
+            if (rc != VAE_OK && rc != PLAN_NOFIT) { /* (a grid the planner does not take) */
+                err = rc;
                 continue;
             }
             if (rc == VAE_OK && (!found_ny || c.cost < best->cost)) *best = c;
@@ -616,6 +623,8 @@ static int choose_blend_grid(planner *pl, cand *best) {
             tried = 1;
         }
     }
+    if (!tried) return err ? err : vae_fail(VAE_EINVAL, "blended tiles: no grid splits this frame");
+    vae_error_clear(); /* (what the grids the planner does not take said) */
     return found_ny ? VAE_OK : PLAN_NOFIT;
 }
 
@@ -790,6 +799,10 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
         least.scratch_minimal = 1;
         vae_plan p2;
         const int rc2 = plan_once(&p2, &least);
+        if (rc2 != VAE_OK && rc2 != PLAN_NOFIT && linked) { /* (the first pass's plan fits) */
+            vae_error_clear();
+            return rc;
+        }
         if (rc2 != VAE_OK && rc2 != PLAN_NOFIT) {
             vae_plan_free(plan);
             return rc2;
@@ -838,12 +851,15 @@ int vae_plan_copy(vae_plan *dst, const vae_plan *src, int n_ops) {
     *dst = *src;
     dst->tiles = NULL, dst->offload = NULL;
     if (src->tiles && src->n_tiles > 0 &&
-        !(dst->tiles = vae_malloc((size_t)src->n_tiles * sizeof *dst->tiles)))
+        !(dst->tiles = vae_malloc((size_t)src->n_tiles * sizeof *dst->tiles))) {
+        memset(dst, 0, sizeof *dst);
         return vae_fail(VAE_ENOMEM, "out of memory copying a plan");
+    }
     if (dst->tiles) memcpy(dst->tiles, src->tiles, (size_t)src->n_tiles * sizeof *dst->tiles);
     if (src->offload) { /* (plan_fill_offload: one entry per op, and one more) */
         if (!(dst->offload = vae_malloc(((size_t)n_ops + 1) * sizeof *dst->offload))) {
             vae_plan_free(dst);
+            memset(dst, 0, sizeof *dst);
             return vae_fail(VAE_ENOMEM, "out of memory copying a plan");
         }
         memcpy(dst->offload, src->offload, ((size_t)n_ops + 1) * sizeof *dst->offload);

@@ -103,8 +103,10 @@ typedef struct vae_plan_request {
     vae_tile_mode mode;
     int tile_h, tile_w;            /* forced exact tiles, pixels of the video side (0: planner) */
     int blend_tile, blend_overlap; /* pixels of the video side */
-    int blend_auto;                /* no tile size given: the largest blended tiles that fit */
-    int blend_overlap_auto;        /* no overlap given: an eighth of the tile */
+    int blend_auto;                /* no tile size given: the cheapest grid of even blended
+                                    * tiles that fits (blend_tile unused) */
+    int blend_overlap_auto;        /* no overlap given: an eighth of the tile (of the frame's
+                                    * even share, with blend_auto) */
     int video_factor;              /* pixels of the video side per pixel of the latent side */
     int frame_loops;               /* settings.exec_frames (2: frame loops always) */
     int loop_frames;               /* settings.exec_loop_frames (0: chosen where caches go to
