@@ -1458,6 +1458,21 @@ static int blend_worst_overlap(const vae_plan *plan) {
     return worst;
 }
 
+/* blended tiles of no given size over 9 frames of h x w of B's input (8 video pixels a latent
+ * pixel) */
+static vae_plan_request blend_auto_request(const vae_program *p, int encode, int h, int w) {
+    return (vae_plan_request){.prog = p,
+                              .encode = encode,
+                              .t = 9,
+                              .h = h,
+                              .w = w,
+                              .elem = sizeof(float),
+                              .mode = VAE_TILE_BLEND,
+                              .video_factor = 8,
+                              .blend_auto = 1,
+                              .blend_overlap_auto = 1};
+}
+
 static void test_plan_blend_grid(void) {
     enum { WIDE = 32 }; /* activations of WIDE channels: what tiles make smaller */
     static float w[WIDE * C * 27];
@@ -1475,16 +1490,8 @@ static void test_plan_blend_grid(void) {
     /* a decoder's latent (8 px of video a pixel), and an encoder's video, whose crops start at
      * multiples of 8 */
     for (int encode = 0; encode < 2; encode++) {
-        vae_plan_request rq = {.prog = &p,
-                               .encode = encode,
-                               .t = 9,
-                               .h = encode ? 944 : 90,
-                               .w = encode ? 1416 : 160,
-                               .elem = sizeof(float),
-                               .mode = VAE_TILE_BLEND,
-                               .video_factor = 8,
-                               .blend_auto = 1,
-                               .blend_overlap_auto = 1};
+        vae_plan_request rq =
+            blend_auto_request(&p, encode, encode ? 944 : 90, encode ? 1416 : 160);
         vae_plan whole, plan;
         int rc = vae_plan_make(&whole, &rq);
         CHECK(rc == VAE_OK && whole.n_tiles == 1, "blend (encode %d), no budget: rc %d", encode,
@@ -1515,15 +1522,7 @@ static void test_plan_blend_grid(void) {
         vae_plan_free(&whole);
     }
     /* a frame far wider than tall (64 x 8192 px): one tile, and a row of them under a budget */
-    vae_plan_request rq = {.prog = &p,
-                           .t = 9,
-                           .h = 8,
-                           .w = 1024,
-                           .elem = sizeof(float),
-                           .mode = VAE_TILE_BLEND,
-                           .video_factor = 8,
-                           .blend_auto = 1,
-                           .blend_overlap_auto = 1};
+    vae_plan_request rq = blend_auto_request(&p, 0, 8, 1024);
     vae_plan wide, row;
     int rc = vae_plan_make(&wide, &rq);
     CHECK(rc == VAE_OK && wide.n_tiles == 1, "blend of 64 x 8192 px: rc %d (%s)", rc,
