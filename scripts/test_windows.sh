@@ -109,13 +109,14 @@ exclude='^(cli|cli_regress|media|install|fuzz_short)$|^alloc_fail_|^gpu_|fixture
 exclude="$exclude|^fixture_(tiles|tiles_cut1_file|group2|chunks1)_wan21_tiny$|^fixture_ranks[23]_tiles_wan21_tiny_"
 if [ -n "${VAE_WIN_QUICK:-}" ]; then
     exclude="$exclude|^fixture_tiles_(wan21_tiny|wan22_tiny|taef2_real|seedvr2_tiny|wan21_small|cut1_file_wan21_tiny|cut2_host_taef2_real|taehv_w22)$"
-    exclude="$exclude|^fixture_(group2_wan21_tiny|group3_wan22_tiny|group2_seedvr2_tiny|chunks1_wan21_tiny|group2_blend_taef2_real|blend_taef2_real|frames_wan22_tiny|group2_file_wan22_tiny)$"
+    exclude="$exclude|^fixture_(group2_wan21_tiny|group3_wan22_tiny|group2_seedvr2_tiny|chunks1_wan21_tiny|group2_blend_taef2_real|blend_taef2_real|frames_wan22_tiny|frames2_wan22_tiny|group2_file_wan22_tiny)$"
     exclude="$exclude|^fixture_ranks[23]_(tiles|file|blend)_|^test_taehv_variants$"
     # the second and third of a kind: bands (group2_bands, ranks2_bands and bands_encode stay),
-    # host-memory caches (offload_wan21/wan22/offload3/frames/taehv stay), host and file stores
+    # host-memory caches (offload_wan21/wan22/offload3/frames/taehv stay; frames2, loops of two
+    # frames, is Linux's like frames2_wan22_tiny above), host and file stores
     # (the spilled tiles, strips_wan22_synth_host and store_file_decode/encode_group2 stay), strips
     # of a 2-D model; the bands' pattern has no $: ranks3_bands' tests are named by their case
-    exclude="$exclude|^fixture_(group3_bands|ranks3_bands|group2_bands_frames)_seedvr2_tiny|^fixture_offload(_list)?_seedvr2_tiny$"
+    exclude="$exclude|^fixture_(group3_bands|ranks3_bands|group2_bands_frames)_seedvr2_tiny|^fixture_offload(_list|_frames2)?_seedvr2_tiny$"
     exclude="$exclude|^fixture_tiles_cut1_host_wan22_tiny$|^store_file_encode_wan21_synth$|^fixture_strips_taef2_real$"
 fi
 echo "== ctest under Wine (left out: $exclude)"
