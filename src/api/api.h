@@ -30,12 +30,15 @@ void vae_model_release(const vae_model *m);
 /* A side's last plan and what it was made from: a call of the same input on the same memory
  * takes it again instead of planning (the planner walks the program frame by frame for each
  * candidate: a millisecond and more, what a short call cannot spare). */
+typedef struct vae_plan_key {
+    int t, h, w;                             /* the call's input */
+    int64_t budget, reserve, scratch, error; /* the memory it is planned for */
+    int64_t host_copy;                       /* the backend's host_copy_bytes */
+} vae_plan_key;
 typedef struct vae_plan_memo {
     int valid;
-    int t, h, w;                             /* the call's input */
-    int64_t budget, reserve, scratch, error; /* the memory it was planned for */
-    int64_t host_copy;                       /* the backend's host_copy_bytes then */
-    int chunk;                               /* the steps it chose (the program's chunk) */
+    vae_plan_key key; /* what the plan was made for */
+    int chunk;        /* the steps it chose (the program's chunk) */
     vae_plan plan;
 } vae_plan_memo;
 

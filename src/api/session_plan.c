@@ -412,16 +412,25 @@ int vae_session_run_planned(vae_session *s, int encode, const vae_io_view *g,
     return rc;
 }
 
-/* whether the memo holds the plan of this input for this budget and memory: what plan_request
- * reads besides the session's settings, options and backend (fixed at its creation) and its
- * program (finished by vae_session_fp8_ready before any plan; its chunk is the memo's) */
-static int memo_fits(const vae_session *s, int encode, const vae_io_view *g,
-                     const vae_session_mem *mem) {
-    const vae_plan_memo *m = &s->plan_memo[encode ? 1 : 0];
-    return m->valid && m->t == g->t && m->h == g->h && m->w == g->w &&
-           m->budget == session_budget(s, mem->avail) && m->reserve == mem->reserve &&
-           m->scratch == mem->scratch && m->error == s->model_error[encode ? 1 : 0] &&
-           m->host_copy == s->be->host_copy_bytes;
+/* What a plan of this input for this memory depends on: what plan_request reads besides the
+ * session's settings, options and backend (fixed at its creation) and its program (finished by
+ * vae_session_fp8_ready before any plan; its chunk is the memo's). */
+static vae_plan_key memo_key(const vae_session *s, int encode, const vae_io_view *g,
+                             const vae_session_mem *mem) {
+    return (vae_plan_key){.t = g->t,
+                          .h = g->h,
+                          .w = g->w,
+                          .budget = session_budget(s, mem->avail),
+                          .reserve = mem->reserve,
+                          .scratch = mem->scratch,
+                          .error = s->model_error[encode ? 1 : 0],
+                          .host_copy = s->be->host_copy_bytes};
+}
+
+static int key_equal(const vae_plan_key *a, const vae_plan_key *b) {
+    return a->t == b->t && a->h == b->h && a->w == b->w && a->budget == b->budget &&
+           a->reserve == b->reserve && a->scratch == b->scratch && a->error == b->error &&
+           a->host_copy == b->host_copy;
 }
 
 void vae_session_memo_drop(vae_session *s, int encode) {
@@ -435,7 +444,8 @@ int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
     vae_plan_memo *m = &s->plan_memo[encode ? 1 : 0];
     vae_program *p = &s->prog[encode ? 1 : 0];
     const int memo = s->n_lanes == 1 && !s->comm && s->retry_budget <= 0;
-    if (memo && memo_fits(s, encode, g, mem)) {
+    const vae_plan_key key = memo_key(s, encode, g, mem);
+    if (memo && m->valid && key_equal(&m->key, &key)) {
         if (vae_plan_copy(plan, &m->plan, p->n_ops) == VAE_OK) {
             p->chunk = m->chunk;
             return VAE_OK;
@@ -449,8 +459,6 @@ int vae_session_plan_for(vae_session *s, int encode, const vae_io_view *g,
         vae_error_clear(); /* (strips' and bands' plans are not kept: their calls plan again) */
         return rc;
     }
-    m->valid = 1, m->t = g->t, m->h = g->h, m->w = g->w, m->chunk = p->chunk;
-    m->budget = session_budget(s, mem->avail), m->reserve = mem->reserve, m->scratch = mem->scratch;
-    m->error = s->model_error[encode ? 1 : 0], m->host_copy = s->be->host_copy_bytes;
+    m->valid = 1, m->key = key, m->chunk = p->chunk;
     return rc;
 }

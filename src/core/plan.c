@@ -599,9 +599,9 @@ static int choose_blend_grid(planner *pl, cand *best) {
     for (int ny = 1; ny <= MAX_SPANS && (!found_ny || ny <= found_ny + 1); ny++) {
         if (ny > 1 && n_h * unit / ny < BLEND_LEAST_PX) break;
         const int64_t square = (int64_t)ny * n_w / n_h; /* columns of square tiles */
-        const int lo = ny == 1      ? 1
-                       : square > 2 ? (int)(square < MAX_SPANS ? square - 1 : MAX_SPANS)
-                                    : 1;
+        const int lo = ny == 1 || square <= 2 ? 1
+                       : square < MAX_SPANS   ? (int)square - 1
+                                              : MAX_SPANS;
         const int hi = square + 2 < MAX_SPANS ? (int)square + 2 : MAX_SPANS;
         for (int nx = lo; nx <= hi; nx++) {
             if (nx > 1 && n_w * unit / nx < BLEND_LEAST_PX) break;
