@@ -55,9 +55,10 @@ typedef enum {
     VAE_PARAM_EXEC_STORE_HOST = 19,  /* 1: the stores of tiled plans and the slots of column
                                       * strips are kept on the host (0: only when they do not fit
                                       * the budget on the device) */
-    VAE_PARAM_PLAN_SCRATCH_MIN = 20, /* 1: plans keep every op to its least backend scratch (0:
-                                      * only when the backend's paths of choice do not fit the
-                                      * budget) */
+    VAE_PARAM_PLAN_SCRATCH_MIN = 20, /* 1: plans keep every op to its least backend scratch;
+                                      * 0: where that plan saves host-link traffic, or (no
+                                      * budget given) memory at no cost; -1: only when the
+                                      * backend's paths of choice do not fit the budget (0) */
     VAE_PARAM_CUDA_NARROW = 21,      /* narrow 3x3 heads (<= 8 outputs), encoders' stems (a few
                                       * input channels) and 1x1 convs of few channels on their
                                       * own kernels (1) */

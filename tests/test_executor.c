@@ -1377,15 +1377,16 @@ static void test_plan_limits(void) {
     vae_program_free(&p);
 }
 
-/* A plan that fits only by moving causal caches over the host link is weighed against one with
- * every op's least scratch (vae_plan_make's second pass): here the scratch a conv's path of
- * choice takes is what keeps the caches off the device, and the least-scratch plan keeps them
- * all on it, with no traffic, so it is the one planned. */
+/* A plan that fits only by moving causal caches over the host link is weighed
+ * against one with every op's least scratch (vae_plan_make's second pass): here the scratch a
+ * conv's path of choice takes is what keeps the caches off the device, and the least-scratch plan
+ * keeps them all on it, with no traffic, so it is the one planned. Without a budget of the
+ * caller's, the cost alike, the plan with less memory. */
 static int64_t big_scratch;
 static int64_t fake_scratch_need(vae_backend *be, const vae_op *op, int t, int h, int w,
                                  int minimal) {
-    (void)be, (void)t, (void)h, (void)w;
-    return op->kind == VAE_OP_CONV && !minimal ? big_scratch : 0;
+    (void)be, (void)t;
+    return op->kind == VAE_OP_CONV && !minimal ? big_scratch * h * w / (64 * 64) : 0;
 }
 
 static void test_plan_least_scratch(void) {
@@ -1433,11 +1434,35 @@ static void test_plan_least_scratch(void) {
           (long long)rq.budget, rc, vae_last_error(), rc ? -1 : plan.scratch_minimal,
           rc ? -1 : plan.n_offload, rc ? -1.0 : plan.host_traffic);
     if (rc == VAE_OK) vae_plan_free(&plan);
+    /* the same where tiles may split the frames too */
+    rq.mode = VAE_TILE_AUTO;
+    rc = vae_plan_make(&plan, &rq);
+    CHECK(rc == VAE_OK && plan.scratch_minimal && plan.kind == VAE_PLAN_WHOLE &&
+              plan.n_offload == 0,
+          "tiles allowed, budget %lld: rc %d (%s), least scratch %d, plan kind %d",
+          (long long)rq.budget, rc, vae_last_error(), rc ? -1 : plan.scratch_minimal,
+          rc ? -1 : (int)plan.kind);
+    if (rc == VAE_OK) vae_plan_free(&plan);
+    /* the least scratch as a last resort only (settings.plan_scratch_min -1): the first pass's */
+    rq.mode = VAE_TILE_NONE, rq.scratch_last_resort = 1;
+    rc = vae_plan_make(&plan, &rq);
+    CHECK(rc == VAE_OK && !plan.scratch_minimal && plan.n_offload > 0,
+          "last resort, budget %lld: rc %d (%s), least scratch %d, %d caches in host memory",
+          (long long)rq.budget, rc, vae_last_error(), rc ? -1 : plan.scratch_minimal,
+          rc ? -1 : plan.n_offload);
+    if (rc == VAE_OK) vae_plan_free(&plan);
+    rq.scratch_last_resort = 0;
     /* with room for the scratch of choice, that plan (no caches leave) */
     rq.budget = 0;
     rc = vae_plan_make(&plan, &rq);
     CHECK(rc == VAE_OK && !plan.scratch_minimal && plan.n_offload == 0,
           "no budget: rc %d, least scratch %d", rc, rc ? -1 : plan.scratch_minimal);
+    if (rc == VAE_OK) vae_plan_free(&plan);
+    /* unless no budget was given at all: then, the cost alike, the least memory */
+    rq.least_memory = 1;
+    rc = vae_plan_make(&plan, &rq);
+    CHECK(rc == VAE_OK && plan.scratch_minimal && plan.n_offload == 0,
+          "least memory: rc %d, least scratch %d", rc, rc ? -1 : plan.scratch_minimal);
     if (rc == VAE_OK) vae_plan_free(&plan);
     vae_program_free(&p);
 }

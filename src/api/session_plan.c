@@ -25,6 +25,11 @@ static int64_t session_budget(const vae_session *s, int64_t avail) {
     return avail > 2 * margin ? avail - margin : avail / 2;
 }
 
+/* Neither the caller nor a retry set the budget: plans alike in cost differ in memory only. */
+static int no_budget_given(const vae_session *s) {
+    return s->retry_budget <= 0 && s->opts.max_memory <= 0;
+}
+
 /* The most lanes of the session on one device (a device listed more than once). */
 static int lanes_per_device(const vae_session *s) {
     int most = 1;
@@ -120,12 +125,14 @@ static int plan_request(vae_session *s, int encode, const vae_io_view *g,
                            .frame_loops = s->set.exec_frames,
                            .cut = s->set.plan_cut,
                            .store_host = s->set.exec_store_host,
-                           .scratch_minimal = s->set.plan_scratch_min,
+                           .scratch_minimal = s->set.plan_scratch_min > 0,
+                           .scratch_last_resort = s->set.plan_scratch_min < 0,
                            .strips = s->set.plan_strips,
                            .host_store_max = (int64_t)s->set.exec_host_mb << 20,
                            .ranks = s->n_lanes};
     rq.ranks = ranks, rq.processes = s->comm != NULL; /* (a group of processes: its ranks) */
     rq.loop_frames = s->set.exec_loop_frames;
+    rq.least_memory = no_budget_given(s);
     rq.stage_io = be->v->download_stage != NULL;
     rq.blend_overlap = o->blend_overlap > 0 ? o->blend_overlap : rq.blend_tile / 8;
     rq.blend_auto = o->blend_tile <= 0, rq.blend_overlap_auto = o->blend_overlap <= 0;
@@ -259,7 +266,7 @@ static int plan_for(vae_session *s, int encode, const vae_io_view *g, const vae_
     if (s->n_lanes == 1 && !s->comm && o->tile_mode != VAE_TILE_BLEND && o->tile_height <= 0 &&
         o->tile_width <= 0 && s->set.plan_strips < 2 && s->set.exec_frames < 2)
         n = chunk_choices(s, encode, g->t, ks);
-    if (n > 1 && o->max_memory <= 0 && s->retry_budget <= 0)
+    if (n > 1 && no_budget_given(s))
         return plan_least_memory(s, encode, g, mem, ks, n, plan);
     for (int j = 0; j + 1 < n; j++) { /* the largest steps that fit */
         const int rc = plan_in_steps(s, encode, g, mem, ks[j], STEPS_WHOLE, plan);
@@ -424,13 +431,14 @@ static vae_plan_key memo_key(const vae_session *s, int encode, const vae_io_view
                           .reserve = mem->reserve,
                           .scratch = mem->scratch,
                           .error = s->model_error[encode ? 1 : 0],
-                          .host_copy = s->be->host_copy_bytes};
+                          .host_copy = s->be->host_copy_bytes,
+                          .least_memory = no_budget_given(s)};
 }
 
 static int key_equal(const vae_plan_key *a, const vae_plan_key *b) {
     return a->t == b->t && a->h == b->h && a->w == b->w && a->budget == b->budget &&
            a->reserve == b->reserve && a->scratch == b->scratch && a->error == b->error &&
-           a->host_copy == b->host_copy;
+           a->host_copy == b->host_copy && a->least_memory == b->least_memory;
 }
 
 void vae_session_memo_drop(vae_session *s, int encode) {

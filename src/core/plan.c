@@ -786,21 +786,31 @@ static int plan_once(vae_plan *plan, const vae_plan_request *rq) {
     return rc;
 }
 
+/* Whether a plan with every op's least scratch is weighed against the first pass's: where
+ * nothing fit (WEIGH_FIT); where the first fits by moving causal caches over the host link, whose
+ * traffic the scratch saved may spare (caches kept on the device, more frames a loop), or,
+ * without a budget of the caller's, where plans alike in cost may differ in memory (WEIGH_COST).
+ * The planner's cost does not price the least-scratch paths' own speed (0-3% slower on the H100:
+ * docs/memory-and-tiles.md); where they would save tiles' halos, they did not pay for that. */
+enum { WEIGH_NONE, WEIGH_FIT, WEIGH_COST };
+
+static int least_scratch_weighed(const vae_plan *plan, int rc, const vae_plan_request *rq) {
+    if (!rq->scratch_need || rq->scratch_minimal) return WEIGH_NONE;
+    if (rc == PLAN_NOFIT) return WEIGH_FIT;
+    if (rc != VAE_OK || rq->scratch_last_resort) return WEIGH_NONE;
+    return plan->n_offload > 0 || rq->least_memory ? WEIGH_COST : WEIGH_NONE;
+}
+
 int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
     int rc = plan_once(plan, rq);
-    /* nothing fits the backend's paths of choice: again with every op's least scratch (the
-     * backend then keeps to the paths that fit, e.g. convs in place instead of gathered). A plan
-     * that fits by moving caches over the host link is weighed against it too: the scratch saved
-     * may keep caches on the device or let loops take more frames a call, whose traffic outweighs
-     * any speed the paths of choice had */
-    const int linked = rc == VAE_OK && plan->n_offload > 0;
-    if ((rc == PLAN_NOFIT || linked) && rq->scratch_need && !rq->scratch_minimal) {
+    const int weigh = least_scratch_weighed(plan, rc, rq);
+    if (weigh != WEIGH_NONE) {
         vae_plan_request least = *rq;
         least.scratch_minimal = 1;
         vae_plan p2;
         const int rc2 = plan_once(&p2, &least);
-        if (rc2 != VAE_OK && rc2 != PLAN_NOFIT && linked) { /* (the first pass's plan fits) */
-            vae_error_clear();
+        if (rc2 != VAE_OK && rc2 != PLAN_NOFIT && weigh == WEIGH_COST) {
+            vae_error_clear(); /* (the first pass's plan fits) */
             return rc;
         }
         if (rc2 != VAE_OK && rc2 != PLAN_NOFIT) {
@@ -811,8 +821,10 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
         const int64_t floor = second ? p2.floor : plan->floor;
         const int64_t floor_caches = second ? p2.floor_caches : plan->floor_caches;
         const int64_t floor_host = second ? p2.floor_host_caches : plan->floor_host_caches;
-        const int better =
-            linked ? rc2 == VAE_OK && p2.cost < plan->cost : rc2 == VAE_OK || p2.peak < plan->peak;
+        const int better = weigh == WEIGH_FIT ? rc2 == VAE_OK || p2.peak < plan->peak
+                                              : rc2 == VAE_OK && (p2.cost < plan->cost ||
+                                                                  (p2.cost <= plan->cost &&
+                                                                   p2.peak < plan->peak));
         if (better) {
             vae_plan_free(plan);
             *plan = p2;

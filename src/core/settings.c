@@ -43,7 +43,7 @@ static const setting table[] = {
     {VAE_PARAM_CUDA_KPAD, "VAE_CUDA_KPAD", OFF(cuda_kpad), 0, 1, 0, 1, {0}},
     {VAE_PARAM_PLAN_CUT, "VAE_PLAN_CUT", OFF(plan_cut), 0, -1, -1, 15, {0}},
     {VAE_PARAM_EXEC_STORE_HOST, "VAE_EXEC_STORE_HOST", OFF(exec_store_host), 0, 0, 0, 1, {0}},
-    {VAE_PARAM_PLAN_SCRATCH_MIN, "VAE_PLAN_SCRATCH_MIN", OFF(plan_scratch_min), 0, 0, 0, 1, {0}},
+    {VAE_PARAM_PLAN_SCRATCH_MIN, "VAE_PLAN_SCRATCH_MIN", OFF(plan_scratch_min), 0, 0, -1, 1, {0}},
     {VAE_PARAM_CUDA_NARROW, "VAE_CUDA_NARROW", OFF(cuda_narrow), 0, 1, 0, 1, {0}},
     {VAE_PARAM_CUDA_IGEMM, "VAE_CUDA_IGEMM", OFF(cuda_igemm), 0, 1, 0, 2, {"off", "tuned", "always"}},
     {VAE_PARAM_CUDA_DNN_GAIN_US, "VAE_CUDA_DNN_GAIN_US", OFF(cuda_dnn_gain_us), 0, 100, 0, 1000000, {0}},
