@@ -266,8 +266,7 @@ static int plan_for(vae_session *s, int encode, const vae_io_view *g, const vae_
     if (s->n_lanes == 1 && !s->comm && o->tile_mode != VAE_TILE_BLEND && o->tile_height <= 0 &&
         o->tile_width <= 0 && s->set.plan_strips < 2 && s->set.exec_frames < 2)
         n = chunk_choices(s, encode, g->t, ks);
-    if (n > 1 && no_budget_given(s))
-        return plan_least_memory(s, encode, g, mem, ks, n, plan);
+    if (n > 1 && no_budget_given(s)) return plan_least_memory(s, encode, g, mem, ks, n, plan);
     for (int j = 0; j + 1 < n; j++) { /* the largest steps that fit */
         const int rc = plan_in_steps(s, encode, g, mem, ks[j], STEPS_WHOLE, plan);
         if (rc == VAE_OK) return VAE_OK;

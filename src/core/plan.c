@@ -821,10 +821,10 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
         const int64_t floor = second ? p2.floor : plan->floor;
         const int64_t floor_caches = second ? p2.floor_caches : plan->floor_caches;
         const int64_t floor_host = second ? p2.floor_host_caches : plan->floor_host_caches;
-        const int better = weigh == WEIGH_FIT ? rc2 == VAE_OK || p2.peak < plan->peak
-                                              : rc2 == VAE_OK && (p2.cost < plan->cost ||
-                                                                  (p2.cost <= plan->cost &&
-                                                                   p2.peak < plan->peak));
+        const int better = weigh == WEIGH_FIT
+                               ? rc2 == VAE_OK || p2.peak < plan->peak
+                               : rc2 == VAE_OK && (p2.cost < plan->cost ||
+                                                   (p2.cost <= plan->cost && p2.peak < plan->peak));
         if (better) {
             vae_plan_free(plan);
             *plan = p2;
