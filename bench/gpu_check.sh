@@ -329,10 +329,12 @@ if [ $TILES = 1 ]; then
             say "file store wan2.1 ${op%% *} $dt: rc $? $(echo "$log" | grep -c 'in a temporary file') plan lines with a file store; $(echo "$log" | grep 'against the untiled')"
         done
     done
-    # plans with every op's least scratch (3-D convs where gathers would not fit)
+    # plans with every op's least scratch (3-D convs where gathers would not fit), and with the
+    # paths of choice (the fixtures' default budget takes the least scratch where it saves memory)
     for fx in wan21_small wan22_tiny seedvr2_tiny; do
         for dt in fp32 bf16; do
             fixture_run "scratch min $fx $dt" $fx $dt VAE_PLAN_SCRATCH_MIN=1
+            fixture_run "paths of choice $fx $dt" $fx $dt VAE_PLAN_SCRATCH_MIN=-1
         done
     done
     fixture_run "blend taef2_real fp32" taef2_real fp32 --blend 128

@@ -56,9 +56,11 @@ typedef enum {
                                       * strips are kept on the host (0: only when they do not fit
                                       * the budget on the device) */
     VAE_PARAM_PLAN_SCRATCH_MIN = 20, /* 1: plans keep every op to its least backend scratch;
-                                      * 0: where that plan saves host-link traffic, or (no
-                                      * budget given) memory at no cost; -1: only when the
-                                      * backend's paths of choice do not fit the budget (0) */
+                                      * 0 (default): where the backend's paths of choice do not
+                                      * fit the budget, where that plan saves host-link traffic
+                                      * and, with no budget given, where a whole-frame plan
+                                      * needs less memory at no more predicted cost; -1: as 0
+                                      * but never for memory alone */
     VAE_PARAM_CUDA_NARROW = 21,      /* narrow 3x3 heads (<= 8 outputs), encoders' stems (a few
                                       * input channels) and 1x1 convs of few channels on their
                                       * own kernels (1) */

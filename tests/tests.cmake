@@ -367,14 +367,21 @@ set_tests_properties(gpu_offload_frames2_bus2_seedvr2_tiny PROPERTIES LABELS gpu
                      ENVIRONMENT "VAE_CUDA_BUS=2;VAE_EXEC_FRAMES=2;VAE_EXEC_LOOP_FRAMES=2;VAE_CUDA_POISON=1"
                      SKIP_REGULAR_EXPRESSION "skipped: no GPU")
 # plans with every op's least scratch (the CUDA backend keeps to the 3-D path where the gathered
-# ones need more scratch than it has): what a budget below the paths of choice runs
+# ones need more scratch than it has): what a budget below the paths of choice runs, and (the
+# fixtures' runs have no budget) what the default takes where it saves memory; and the paths of
+# choice, which the fixtures' default runs may then leave out
 foreach(fx wan21_small wan22_tiny seedvr2_tiny)
   foreach(dt fp32 bf16)
-    add_test(NAME gpu_scratch_min_${fx}_${dt}
-             COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype ${dt})
-    set_tests_properties(gpu_scratch_min_${fx}_${dt} PROPERTIES LABELS gpu
-                         ENVIRONMENT "VAE_PLAN_SCRATCH_MIN=1"
-                         SKIP_REGULAR_EXPRESSION "skipped: no GPU")
+    foreach(mode scratch_min:1 paths_of_choice:-1)
+      string(REPLACE ":" ";" m "${mode}")
+      list(GET m 0 name)
+      list(GET m 1 value)
+      add_test(NAME gpu_${name}_${fx}_${dt}
+               COMMAND test_fixtures ${VAE_SHARED_DIR} ${fx} --device cuda --dtype ${dt})
+      set_tests_properties(gpu_${name}_${fx}_${dt} PROPERTIES LABELS gpu
+                           ENVIRONMENT "VAE_PLAN_SCRATCH_MIN=${value}"
+                           SKIP_REGULAR_EXPRESSION "skipped: no GPU")
+    endforeach()
   endforeach()
 endforeach()
 # the tune cache on the GPU: damaged "dnn:" entries forgotten and chosen afresh (never the

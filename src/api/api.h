@@ -34,7 +34,6 @@ typedef struct vae_plan_key {
     int t, h, w;                             /* the call's input */
     int64_t budget, reserve, scratch, error; /* the memory it is planned for */
     int64_t host_copy;                       /* the backend's host_copy_bytes */
-    int least_memory;                        /* no budget of the caller's */
 } vae_plan_key;
 typedef struct vae_plan_memo {
     int valid;

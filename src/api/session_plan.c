@@ -126,13 +126,12 @@ static int plan_request(vae_session *s, int encode, const vae_io_view *g,
                            .cut = s->set.plan_cut,
                            .store_host = s->set.exec_store_host,
                            .scratch_minimal = s->set.plan_scratch_min > 0,
-                           .scratch_last_resort = s->set.plan_scratch_min < 0,
                            .strips = s->set.plan_strips,
                            .host_store_max = (int64_t)s->set.exec_host_mb << 20,
                            .ranks = s->n_lanes};
     rq.ranks = ranks, rq.processes = s->comm != NULL; /* (a group of processes: its ranks) */
     rq.loop_frames = s->set.exec_loop_frames;
-    rq.least_memory = no_budget_given(s);
+    rq.least_memory = no_budget_given(s) && s->set.plan_scratch_min == 0;
     rq.stage_io = be->v->download_stage != NULL;
     rq.blend_overlap = o->blend_overlap > 0 ? o->blend_overlap : rq.blend_tile / 8;
     rq.blend_auto = o->blend_tile <= 0, rq.blend_overlap_auto = o->blend_overlap <= 0;
@@ -430,14 +429,13 @@ static vae_plan_key memo_key(const vae_session *s, int encode, const vae_io_view
                           .reserve = mem->reserve,
                           .scratch = mem->scratch,
                           .error = s->model_error[encode ? 1 : 0],
-                          .host_copy = s->be->host_copy_bytes,
-                          .least_memory = no_budget_given(s)};
+                          .host_copy = s->be->host_copy_bytes};
 }
 
 static int key_equal(const vae_plan_key *a, const vae_plan_key *b) {
     return a->t == b->t && a->h == b->h && a->w == b->w && a->budget == b->budget &&
            a->reserve == b->reserve && a->scratch == b->scratch && a->error == b->error &&
-           a->host_copy == b->host_copy && a->least_memory == b->least_memory;
+           a->host_copy == b->host_copy;
 }
 
 void vae_session_memo_drop(vae_session *s, int encode) {

@@ -786,19 +786,30 @@ static int plan_once(vae_plan *plan, const vae_plan_request *rq) {
     return rc;
 }
 
-/* Whether a plan with every op's least scratch is weighed against the first pass's: where
- * nothing fit (WEIGH_FIT); where the first fits by moving causal caches over the host link, whose
- * traffic the scratch saved may spare (caches kept on the device, more frames a loop), or,
- * without a budget of the caller's, where plans alike in cost may differ in memory (WEIGH_COST).
- * The planner's cost does not price the least-scratch paths' own speed (0-3% slower on the H100:
- * docs/memory-and-tiles.md); where they would save tiles' halos, they did not pay for that. */
-enum { WEIGH_NONE, WEIGH_FIT, WEIGH_COST };
+/* Whether a plan with every op's least scratch is weighed against the first pass's, and how:
+ * where nothing fit, whichever fits or needs less (WEIGH_FIT); where the first fits by moving
+ * causal caches over the host link, whose traffic the scratch saved may spare (caches kept on the
+ * device, more frames a loop), the cheaper (WEIGH_LINK); without a budget of the caller's, a
+ * whole-frame plan's twin where it needs less memory at no more cost (WEIGH_MEMORY). The
+ * planner's cost does not price the least-scratch paths' own speed (measured 0-3% slower on the
+ * H100: docs/memory-and-tiles.md), so tiled and blended plans are not weighed for memory: their
+ * grids would change (blend: the output too) for a cost the model does not see. */
+enum { WEIGH_NONE, WEIGH_FIT, WEIGH_LINK, WEIGH_MEMORY };
 
 static int least_scratch_weighed(const vae_plan *plan, int rc, const vae_plan_request *rq) {
     if (!rq->scratch_need || rq->scratch_minimal) return WEIGH_NONE;
     if (rc == PLAN_NOFIT) return WEIGH_FIT;
-    if (rc != VAE_OK || rq->scratch_last_resort) return WEIGH_NONE;
-    return plan->n_offload > 0 || rq->least_memory ? WEIGH_COST : WEIGH_NONE;
+    if (rc != VAE_OK) return WEIGH_NONE;
+    if (plan->n_offload > 0) return WEIGH_LINK;
+    return rq->least_memory && plan->kind == VAE_PLAN_WHOLE ? WEIGH_MEMORY : WEIGH_NONE;
+}
+
+static int least_scratch_better(int weigh, const vae_plan *first, int rc2, const vae_plan *p2) {
+    if (weigh == WEIGH_FIT) return rc2 == VAE_OK || p2->peak < first->peak;
+    if (rc2 != VAE_OK) return 0;
+    if (weigh == WEIGH_LINK) return p2->cost < first->cost;
+    return p2->kind == VAE_PLAN_WHOLE && p2->n_offload == 0 && p2->cost <= first->cost &&
+           p2->peak < first->peak;
 }
 
 int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
@@ -809,7 +820,7 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
         least.scratch_minimal = 1;
         vae_plan p2;
         const int rc2 = plan_once(&p2, &least);
-        if (rc2 != VAE_OK && rc2 != PLAN_NOFIT && weigh == WEIGH_COST) {
+        if (rc2 != VAE_OK && rc2 != PLAN_NOFIT && weigh != WEIGH_FIT) {
             vae_error_clear(); /* (the first pass's plan fits) */
             return rc;
         }
@@ -821,10 +832,7 @@ int vae_plan_make(vae_plan *plan, const vae_plan_request *rq) {
         const int64_t floor = second ? p2.floor : plan->floor;
         const int64_t floor_caches = second ? p2.floor_caches : plan->floor_caches;
         const int64_t floor_host = second ? p2.floor_host_caches : plan->floor_host_caches;
-        const int better = weigh == WEIGH_FIT
-                               ? rc2 == VAE_OK || p2.peak < plan->peak
-                               : rc2 == VAE_OK && (p2.cost < plan->cost ||
-                                                   (p2.cost <= plan->cost && p2.peak < plan->peak));
+        const int better = least_scratch_better(weigh, plan, rc2, &p2);
         if (better) {
             vae_plan_free(plan);
             *plan = p2;

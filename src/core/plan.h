@@ -92,12 +92,11 @@ typedef struct vae_plan_request {
     int64_t (*scratch_need)(struct vae_backend *be, const vae_op *op, int t, int h, int w,
                             int minimal);
     int scratch_minimal;     /* 1: plan with the least scratch of every op (the backend then
-                              * keeps to its paths that fit); else vae_plan_make weighs such
-                              * a plan where the paths of choice pay for their scratch in
-                              * link traffic or (least_memory) memory, */
-    int scratch_last_resort; /* or, 1, only where nothing else fits */
-    int least_memory;        /* no budget of the caller's: of plans alike in cost, the one
-                              * with the least memory */
+                              * keeps to its paths that fit); else vae_plan_make weighs such a
+                              * plan where nothing fits, where the paths of choice cost link
+                              * traffic and, with least_memory, memory */
+    int least_memory;        /* no budget of the caller's: a whole-frame plan's least-scratch
+                              * twin is taken where it needs less memory at no more cost */
     struct vae_backend *be;
     int64_t scratch_now;
     int planar_io;

@@ -42,8 +42,8 @@ typedef struct vae_settings {
                           * slots) on the host (0) */
     int plan_cut;        /* VAE_PLAN_CUT: exact tiles from this cut candidate (-1: cheapest) */
     int plan_scratch_min; /* VAE_PLAN_SCRATCH_MIN: 1 plans with every op's least scratch; 0
-                           * (default) where that saves link traffic or, without a budget,
-                           * memory; -1 only where nothing else fits */
+                           * (default) where nothing else fits, where that saves link traffic
+                           * or, without a budget, memory; -1 as 0 but not for memory alone */
     int plan_strips;      /* VAE_PLAN_STRIPS: exact tiles as column strips (strip.h): 0 where
                            * cheaper, -1 never, N >= 2 always N strips where the model allows */
     int plan_offload;     /* VAE_PLAN_OFFLOAD: causal caches in host memory where whole frames
