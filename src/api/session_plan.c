@@ -25,7 +25,7 @@ static int64_t session_budget(const vae_session *s, int64_t avail) {
     return avail > 2 * margin ? avail - margin : avail / 2;
 }
 
-/* Neither the caller nor a retry set the budget: plans alike in cost differ in memory only. */
+/* Neither the caller nor a retry set the budget: of plans alike in cost, the least memory. */
 static int no_budget_given(const vae_session *s) {
     return s->retry_budget <= 0 && s->opts.max_memory <= 0;
 }
