@@ -227,10 +227,20 @@ static void test_bounded_memory(vae_backend *be, int contig) {
     vae_program_free(&p);
 }
 
+/* the bytes a backend's copies moved since this was last zeroed (counting_copy) */
+static double copied_bytes;
+static int (*real_copy)(vae_backend *be, void *dst, const void *src, size_t bytes);
+static int counting_copy(vae_backend *be, void *dst, const void *src, size_t bytes) {
+    copied_bytes += (double)bytes;
+    return real_copy(be, dst, src, bytes);
+}
+
 /* The planner's count of causal caches (vae_plan_mem_part) is what an executor keeps between
  * steps: after some steps the backend holds the caches, the step's output and nothing else of
- * the stream. Two temporal convs: the first reads the input (a list window with a zero frame),
- * the second an intermediate value (a contiguous window). */
+ * the stream; and the bytes its windows copy in a steady step (vae_plan_request.step_copies, a
+ * cost of tiled plans) are what the executor's copies move. Two temporal convs: the first reads
+ * the input (a list window with a zero frame), the second an intermediate value (a contiguous
+ * window). */
 static void test_plan_caches(vae_backend *be) {
     enum { STEPS = 4 };
     float w[C * C * 3];
@@ -250,21 +260,29 @@ static void test_plan_caches(vae_backend *be) {
     vae_exec *e = NULL;
     void *dev = be->v->alloc(be, sizeof x);
     int64_t measured = -1, out_bytes = 0;
+    double copies = -1;
+    const vae_backend_vtbl *v = be->v;
+    vae_backend_vtbl counting = *v;
+    real_copy = v->copy, counting.copy = counting_copy;
     if (dev && vae_exec_create(&e, &p, be, &test_cfg) == VAE_OK) {
         const int64_t before = be->bytes_in_use;
         int rc = be->v->upload(be, dev, x, sizeof x / sizeof *x);
         for (int k = 0; rc == VAE_OK && k < STEPS; k++) {
             vae_chunk in = {dev, 1, H, W, C}, o;
+            copied_bytes = 0;
+            be->v = k == STEPS - 1 ? &counting : v; /* the last step's copies */
             rc = vae_exec_step(e, &in, &o);
+            be->v = v;
             out_bytes = (int64_t)o.t * o.h * o.w * o.c * (int64_t)sizeof(float);
         }
-        if (rc == VAE_OK) measured = be->bytes_in_use - before - out_bytes;
+        if (rc == VAE_OK) measured = be->bytes_in_use - before - out_bytes, copies = copied_bytes;
     }
     int vh[8], vw[8];
     for (int v = 0; v < p.n_values && v < 8; v++)
         vh[v] = H, vw[v] = W;
     vae_loops none;
-    vae_plan_request rq = {.prog = &p, .elem = sizeof(float)};
+    double step_copies = -2;
+    vae_plan_request rq = {.prog = &p, .elem = sizeof(float), .step_copies = &step_copies};
     int64_t scratch = 0, caches = -2;
     if (vae_loops_init(&none, &p, NULL, NULL, 0) == VAE_OK) {
         vae_plan_mem_part(&p, &none, vh, vw, &rq, 1, 1, STEPS, NULL, 0, NULL, &scratch, &caches);
@@ -273,6 +291,10 @@ static void test_plan_caches(vae_backend *be) {
     CHECK(measured > 0 && caches == measured,
           "planned causal caches %lld bytes, the executor keeps %lld", (long long)caches,
           (long long)measured);
+    CHECK(copies > 0 && step_copies == copies,
+          "planned window copies of a steady step %.0f bytes, the executor's copies %.0f",
+          step_copies, copies);
+    rq.step_copies = NULL;
     /* the chunks in and out (1 frame each here) pass through the scratch area (planar_io), or
      * through stages of their own held through the run (stage_io): added to the peak instead */
     const int64_t io = (int64_t)H * W * C * (int64_t)sizeof(float);

@@ -143,6 +143,10 @@ typedef struct vae_plan_request {
      * with each op's contiguous-window cache bytes, wherever it lives */
     const unsigned char *offload_ops;
     int64_t *op_caches;
+    /* filled (when given) with the bytes the windowed ops copy on the device in the last step
+     * the memory model walks (a steady one): each window's cached frames put in front of its
+     * input, and the frames it keeps copied out (exec_window.c) */
+    double *step_copies;
     int reduce;                    /* the group can all-reduce (comm.h) and its backends split
                                     * GroupNorm (norm_stats): band plans (vae_plan.reduce) where
                                     * they are faster (1) or wherever they apply (2: tests) */

@@ -119,7 +119,8 @@ typedef struct cand {
     int64_t host_ring;   /* the device ring the backend stages their copies in (in the peak) */
     double host_traffic; /* the bytes their copies move over the run */
     double macs;
-    double cost; /* TILED: macs plus the host store's traffic in MAC-equivalents (eval_tiles),
+    double cost; /* TILED: macs plus op calls, the host store's traffic and the copies on the
+                  * device in MAC-equivalents (eval_tiles),
                   * with B's share divided among the devices of a group (vae_plan_request.ranks) */
 } cand;
 
@@ -160,10 +161,12 @@ int plan_fill_offload(planner *pl, const cand *c, vae_plan *plan);
 /* ---- plan_tiles.c: a part's memory, and tile grids of part B with their peak and work ------- */
 /* The part's memory for value shapes vh x vw (a tile's, or the whole frame's; zw: a strip's
  * rebuilt inputs, vae_plan_mem_part); *scratch raised to the backend scratch it needs; *caches
- * (when given): its causal caches. -1 when the host ran out of memory. */
+ * (when given): its causal caches; *copies (when given): the bytes its windows copy on the
+ * device over the t_in frames (vae_plan_request.step_copies). -1 when the host ran out of
+ * memory. */
 int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
                       const vae_plan_trim *trims, int n_trims, const int *zw, int64_t *scratch,
-                      int64_t *caches);
+                      int64_t *caches, double *copies);
 /* the largest frame of values [0, n) of h x w, in pixels */
 int64_t plan_max_frame(const int *vh, const int *vw, int n);
 /* bytes as the backend's allocator takes them */

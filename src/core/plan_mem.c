@@ -34,6 +34,7 @@ typedef struct memsim {
     int *zero;                       /* per op: zero frame allocated */
     int64_t *temp;                   /* per value: its trim temporary */
     int64_t live, peak, scratch;
+    double copied; /* this step's window copies (rq->step_copies) */
     int gather_cap, gathered;
     int64_t gather_bytes;
 } memsim;
@@ -166,7 +167,13 @@ static void on_op(memsim *m, int i, const vae_op_frames *f, const int *tv) {
             m->live -= tmp;
         }
     }
-    if (windowed) window_allocs(m, i, f, fb_in, 0);
+    if (windowed) {
+        window_allocs(m, i, f, fb_in, 0);
+        /* the kept frames copied out; a contiguous window's cached ones copied in front of
+         * its input (a list of frames reads them where they are) */
+        const int in = m->win_of[x] == i ? f->total - f->pad - tv[x] : 0;
+        m->copied += (double)fb_in * (in + f->keep);
+    }
     m->live -= rebuilt;
     if (y == m->p->output && m->l->n && f->t_out > 0) { /* gathered, then freed */
         if (!m->gathered) {
@@ -265,6 +272,7 @@ int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const in
         m.live -= m.gather_bytes;
         m.gather_bytes = 0;
         m.gathered = 0;
+        m.copied = 0;
         int out = 0;
         memcpy(clk2, clk, no * sizeof *clk);
         if (vae_program_walk_step(p, loops, clk2, tv, t_in, NULL, NULL, &out)) goto done;
@@ -291,6 +299,7 @@ int64_t vae_plan_mem_part(const vae_program *p, const vae_loops *loops, const in
             *caches += m.cache[i];
     }
     if (rq->op_caches) memcpy(rq->op_caches, m.home, (size_t)p->n_ops * sizeof *m.home);
+    if (rq->step_copies) *rq->step_copies = m.copied;
 done:
     vae_free(m.uses);
     vae_free(m.refs);

@@ -25,7 +25,8 @@ int64_t plan_whole_mem(const planner *pl, const unsigned char *offload, int64_t 
     const part *q = &pl->whole;
     const int max_chunk = q->first > q->chunk ? q->first : q->chunk;
     int64_t dev_in = plan_rounded(pl, plan_frames_bytes(pl, q, 0, max_chunk, rq.h, rq.w));
-    int64_t m = plan_part_mem(&with, q, q->vh, q->vw, rq.t, NULL, 0, NULL, scratch, caches);
+    int64_t m =
+        plan_part_mem(&with, q, q->vh, q->vw, rq.t, NULL, 0, NULL, scratch, caches, NULL);
     return m < 0 ? -1 : dev_in + m;
 }
 

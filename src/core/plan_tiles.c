@@ -13,15 +13,20 @@ int plan_part_steps(const part *q, int t_in) {
 /* The part's memory for value shapes vh x vw (a tile's, or the whole frame's). */
 int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
                       const vae_plan_trim *trims, int n_trims, const int *zw, int64_t *scratch,
-                      int64_t *caches) {
+                      int64_t *caches, double *copies) {
     if (caches) *caches = 0;
+    if (copies) *copies = 0;
     if (!q->present) return 0;
-    int steps = plan_part_steps(q, t_in);
-    if (steps > 8) steps = 8; /* caches are full and the step is steady well before */
+    const int all = plan_part_steps(q, t_in);
+    const int steps = all > 8 ? 8 : all; /* caches are full and the step is steady well before */
     int64_t need = 0;
-    const int64_t m = vae_plan_mem_part(&q->prog, &q->loops[pl->fr], vh, vw, pl->rq, q->first,
+    double step_copies = 0;
+    vae_plan_request rq = *pl->rq;
+    rq.step_copies = copies ? &step_copies : NULL;
+    const int64_t m = vae_plan_mem_part(&q->prog, &q->loops[pl->fr], vh, vw, &rq, q->first,
                                         q->chunk, steps, trims, n_trims, zw, &need, caches);
     if (need > *scratch) *scratch = need;
+    if (copies) *copies = step_copies * (all > 1 ? all - 1 : 0); /* (the first step: no cache) */
     return m;
 }
 
@@ -44,7 +49,8 @@ int64_t plan_frames_bytes(const planner *pl, const part *q, int v, int t, int h,
 }
 
 /* ---- tiles of part B -------------------------------------------------------------------------- */
-/* and in the time a byte is copied on the device (~1.5 TB/s read and written; halved from 200
+/* and in the time a byte is copied on the device (strips' rebuilt inputs, the causal windows'
+ * cached and kept frames: ~1.5 TB/s read and written; halved from 200
  * after measuring on the H100: strips' overhead beyond their op calls was half what the
  * model said, Wan2.2 704p at 4 GiB) */
 #define DEVICE_BYTE_MACS 100
@@ -198,6 +204,14 @@ static double ops_macs(const planner *pl, int from, int to) {
     return kind_macs(pl, from, to, -1);
 }
 
+/* tiles of the axis in the class of tile i (the same extents: the same memory and copies) */
+static int class_size(const axis_tiles *a, int i) {
+    int n = 0;
+    for (int k = 0; k < a->n; k++)
+        n += a->cls[k] == i;
+    return n;
+}
+
 /* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
  * the tiles; st: as column strips, ax their columns), into c. */
 static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
@@ -223,7 +237,9 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             vae_plan_trim trims[VAE_PLAN_MAX_TRIMS];
             int nt = st ? 0 : tile_trims(b, ay, iy, ax, ix, trims);
             if (st) strip_rebuilds(pl, b, st, ix, zw, &copied);
-            int64_t m = plan_part_mem(pl, b, ly, lx, t_b, trims, nt, zw, &scratch, &cb);
+            double wc = 0; /* its windows' copies, as many times as tiles of its class */
+            int64_t m = plan_part_mem(pl, b, ly, lx, t_b, trims, nt, zw, &scratch, &cb, &wc);
+            copied += wc * class_size(ay, iy) * class_size(ax, ix);
             if (m < 0) {
                 vae_free(zw);
                 return vae_fail(VAE_ENOMEM, "out of memory planning");
@@ -250,9 +266,11 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             pl, plan_frames_bytes(pl, pa, v, plan_part_in_frames(pl, b), pa->vh[v], pa->vw[v]));
         frame_a = plan_rounded(pl, plan_frames_bytes(pl, pa, v, 1, pa->vh[v], pa->vw[v]));
         const int mc = pa->first > pa->chunk ? pa->first : pa->chunk;
+        double ca = 0;
         phase_a = plan_rounded(pl, plan_frames_bytes(pl, pa, 0, mc, rq->h, rq->w)) +
-                  plan_part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0, NULL, &scratch, &cb);
+                  plan_part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0, NULL, &scratch, &cb, &ca);
         if (cb > caches) caches = cb;
+        copied += ca;
     }
     if (!blend && pc->present) {
         store_b = plan_rounded(
@@ -261,9 +279,11 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         frame_b = plan_rounded(pl, plan_frames_bytes(pl, pc, 0,
                                                      pc->first > pc->chunk ? pc->first : pc->chunk,
                                                      pc->vh[0], pc->vw[0]));
+        double cc = 0;
         phase_c = plan_part_mem(pl, pc, pc->vh, pc->vw, plan_part_in_frames(pl, pc), NULL, 0,
-                                NULL, &scratch, &cb);
+                                NULL, &scratch, &cb, &cc);
         if (cb > caches) caches = cb;
+        copied += cc;
     }
     vae_free(zw);
     c->store_host[0] = c->store_host[1] = c->store_file[0] = c->store_file[1] = 0;
