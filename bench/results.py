@@ -28,6 +28,7 @@ REQUIRED = {
     "gpu_checks": ("check", "result"),
     "ci": ("what", "result"),
     "scaling": ("workload", "gpus", "time_s"),
+    "kernels": ("kernel", "shape", "tflops", "peak_tflops"),
 }
 REFERENCES = ("pytorch", "seedvr2 upstream")  # impl values of the upstream implementations
 WORKLOAD_ORDER = ("Wan2.1 decode 81x480x832", "Wan2.1 decode 81x720x1280",
@@ -199,6 +200,19 @@ def cpu_vs_pytorch(records):
                   "commit", "note"), rows)
 
 
+def kernels(records):
+    best = newest(records, "kernels", ("device", "kernel", "shape"))
+    rows = [(r["kernel"], r["shape"], txt(r.get("time_ms"), " ms"), r["tflops"], r["peak_tflops"],
+             "%.0f%%" % (100 * r["tflops"] / r["peak_tflops"]), device, run_cell(r), r["date"],
+             r["commit"]) for (device, _, _), r in sorted(best.items(),
+                                                          key=lambda kv: kv[1]["_order"])]
+    return table("**Kernels against their instruction's peak** (TFLOP/s of one launch; the peak: "
+                 "the same MMA instruction issued from registers by every warp, in the same probe "
+                 "run; `bench/*_probe.cu`):",
+                 ("kernel", "shape", "time", "TFLOP/s", "peak", "of peak", "device", "run", "date",
+                  "commit"), rows)
+
+
 def install(records):
     best = newest(records, "install", ("what",))
     rows = [(r["what"], "`%s`" % r["command"], txt(r.get("time_s"), " s"), r.get("result", ""),
@@ -267,7 +281,7 @@ with its command and findings; records here keep their run numbers) is
 def render(records):
     lines = [HEADER]
     for part in (workloads_vs_reference, workloads_newest, fp8_accuracy, memory, scaling,
-                 cpu_vs_pytorch, gpu_checks, install, ci):
+                 kernels, cpu_vs_pytorch, gpu_checks, install, ci):
         lines += part(records)
     return "\n".join(lines).rstrip("\n") + "\n"
 
