@@ -8,7 +8,9 @@
 // converts to fp16) the E4M3 timings say nothing about Ada's; the bf16 ones show what the
 // kernel's structure gets out of mma.sync, read against the rate of mma.sync itself (peak_kernel,
 // printed first). -DMMA_CONV_SMEM=N builds it with a ring of stages in N bytes of shared memory
-// (default 48 KB). Build and run on the GPU from the repository root:
+// (default 48 KB); -DMMA_CONV_LAB=1, 2, 4 (or their sums) without A's loads, B's loads or the
+// MMAs (timings only: those builds fail the check). Build and run on the GPU from the
+// repository root (an argument: only that shape):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -Isrc -Iinclude
 //        [-DMMA_CONV_SMEM=98304] -o /tmp/mma_probe bench/mma_conv_probe.cu src/core/fp8_shapes.c
 //        && /tmp/mma_probe

@@ -33,6 +33,11 @@
 #ifndef MMA_CONV_SMEM
 #define MMA_CONV_SMEM (48 * 1024)
 #endif
+/* bench/mma_conv_probe.cu's ablations, for timings only (the output is wrong): 1 leaves A's loads
+ * out, 2 B's, 4 the MMAs; 0 in the engine */
+#ifndef MMA_CONV_LAB
+#define MMA_CONV_LAB 0
+#endif
 
 namespace mmaconv {
 typedef __nv_fp8_e4m3 e4m3;
@@ -114,7 +119,7 @@ static __device__ __forceinline__ void load_stage(const args &a, const row_pos *
         const int iy = rp[i].oy + p.dy, ix = rp[i].ox + p.dx;
         const bool ok = (unsigned)iy < (unsigned)a.h && (unsigned)ix < (unsigned)a.w;
         const T *src = ok ? (const T *)a.x + rp[i].base + p.off + c * C::EPC : (const T *)a.x;
-        cu_cp16(st + chunk_at<KC>(r, c), src, ok ? 16 : 0);
+        if (!(MMA_CONV_LAB & 1)) cu_cp16(st + chunk_at<KC>(r, c), src, ok ? 16 : 0);
     }
     unsigned char *sb = st + C::A_BYTES;
     const int64_t k = (int64_t)a.taps * a.ci; /* a filter's K: the k-block's at kb x BK */
@@ -122,7 +127,7 @@ static __device__ __forceinline__ void load_stage(const args &a, const row_pos *
         const int n = idx / KC, c = idx % KC;
         const bool ok = n0 + n < a.co;
         const T *src = (const T *)a.wt + (ok ? (n0 + n) * k + (int64_t)kb * C::BK + c * C::EPC : 0);
-        cu_cp16(sb + chunk_at<KC>(n, c), src, ok ? 16 : 0);
+        if (!(MMA_CONV_LAB & 2)) cu_cp16(sb + chunk_at<KC>(n, c), src, ok ? 16 : 0);
     }
     kpos_next(a, C::BK, p);
 }
@@ -149,6 +154,7 @@ static __device__ __forceinline__ void mma_stage(const unsigned char *st, int wm
             cu_ldsm(bf, sb + chunk_at<KC>(n, 2 * ks + lane / 8 % 2));
 #pragma unroll
             for (int mt = 0; mt < 2; mt++) {
+                if (MMA_CONV_LAB & 4) continue;
                 cu_mma<T>::run(acc[mt][2 * j], af[mt], bf[0], bf[1]);
                 cu_mma<T>::run(acc[mt][2 * j + 1], af[mt], bf[2], bf[3]);
             }
