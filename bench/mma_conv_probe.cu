@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../bench/probe_common.cuh"
+#define MMA_CONV_PROBE /* (its MMA_CONV_LAB builds) */
 #include "backends/cuda/kernels/cuda_mma_conv.cu"
 
 // p[i] rounded to the E4M3 grid (stays bf16), and its E4M3 code

@@ -100,6 +100,16 @@ static void window_allocs(memsim *m, int i, const vae_op_frames *f, int64_t fb, 
     }
 }
 
+/* Frames a windowed op's step copies on the device (exec_window.c): a contiguous window's cached
+ * frames put in front of its input and the frames it keeps copied out, none when the step brings
+ * no frames; a list window (it reads the cached frames where they are) the kept frames, but for
+ * those already in their slots (a step that consumes none). */
+static int window_copies(const memsim *m, int i, const vae_op_frames *f, int t_x) {
+    if (m->win_of[m->p->ops[i].in[0]] == i) return t_x > 0 ? f->total - f->pad - t_x + f->keep : 0;
+    const int cached = f->total - f->pad - t_x;
+    return f->used > 0 ? f->keep : f->keep - (cached < f->keep ? cached : f->keep);
+}
+
 /* the input's extent as the op sees it (trimmed while a loop cuts it) */
 static void input_size(const memsim *m, int v, int *h, int *w) {
     const vae_plan_trim *t = m->cut[v] ? trim_of(m, v) : NULL;
@@ -169,10 +179,7 @@ static void on_op(memsim *m, int i, const vae_op_frames *f, const int *tv) {
     }
     if (windowed) {
         window_allocs(m, i, f, fb_in, 0);
-        /* the kept frames copied out; a contiguous window's cached ones copied in front of
-         * its input (a list of frames reads them where they are) */
-        const int in = m->win_of[x] == i ? f->total - f->pad - tv[x] : 0;
-        m->copied += (double)fb_in * (in + f->keep);
+        m->copied += (double)fb_in * window_copies(m, i, f, tv[x]);
     }
     m->live -= rebuilt;
     if (y == m->p->output && m->l->n && f->t_out > 0) { /* gathered, then freed */

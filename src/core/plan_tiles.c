@@ -26,7 +26,8 @@ int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int
     const int64_t m = vae_plan_mem_part(&q->prog, &q->loops[pl->fr], vh, vw, &rq, q->first,
                                         q->chunk, steps, trims, n_trims, zw, &need, caches);
     if (need > *scratch) *scratch = need;
-    if (copies) *copies = step_copies * (all > 1 ? all - 1 : 0); /* (the first step: no cache) */
+    /* (the first step fills the caches: counted as copying nothing) */
+    if (copies) *copies = step_copies * (all > 1 ? all - 1 : 0);
     return m;
 }
 
@@ -50,9 +51,9 @@ int64_t plan_frames_bytes(const planner *pl, const part *q, int v, int t, int h,
 
 /* ---- tiles of part B -------------------------------------------------------------------------- */
 /* and in the time a byte is copied on the device (strips' rebuilt inputs, the causal windows'
- * cached and kept frames: ~1.5 TB/s read and written; halved from 200
- * after measuring on the H100: strips' overhead beyond their op calls was half what the
- * model said, Wan2.2 704p at 4 GiB) */
+ * cached and kept frames: ~1.5 TB/s read and written; halved from 200 after measuring on the
+ * H100: strips' overhead beyond their op calls was half what the model said, Wan2.2 704p at 4
+ * GiB) */
 #define DEVICE_BYTE_MACS 100
 
 typedef struct axis_tiles {
@@ -212,6 +213,18 @@ static int class_size(const axis_tiles *a, int i) {
     return n;
 }
 
+/* A part that runs whole frames (A or C) over t_in frames: its memory (plan_part_mem), its
+ * caches into the largest so far, its windows' copies added to *copied. */
+static int64_t whole_part_mem(const planner *pl, const part *q, int t_in, int64_t *scratch,
+                              int64_t *caches, double *copied) {
+    int64_t cb = 0;
+    double cp = 0;
+    const int64_t m = plan_part_mem(pl, q, q->vh, q->vw, t_in, NULL, 0, NULL, scratch, &cb, &cp);
+    if (cb > *caches) *caches = cb;
+    *copied += cp;
+    return m;
+}
+
 /* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
  * the tiles; st: as column strips, ax their columns), into c. */
 static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
@@ -219,7 +232,8 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     const vae_plan_request *rq = pl->rq;
     const int nv = b->prog.n_values, t_b = plan_part_in_frames(pl, b);
     int64_t mem_b = 0, scratch = pl->rq->scratch_now, caches = 0, cb = 0;
-    double macs = 0, copied = 0;
+    /* bytes copied on the device: B's (strips' rebuilt inputs, the tiles' windows), A and C's */
+    double macs = 0, copied = 0, copied_ac = 0;
     int *zw = st ? vae_calloc((size_t)2 * b->prog.n_ops + 1, sizeof *zw) : NULL;
     if (st && !zw) return vae_fail(VAE_ENOMEM, "out of memory planning");
     c->frame = 0;
@@ -266,11 +280,8 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             pl, plan_frames_bytes(pl, pa, v, plan_part_in_frames(pl, b), pa->vh[v], pa->vw[v]));
         frame_a = plan_rounded(pl, plan_frames_bytes(pl, pa, v, 1, pa->vh[v], pa->vw[v]));
         const int mc = pa->first > pa->chunk ? pa->first : pa->chunk;
-        double ca = 0;
         phase_a = plan_rounded(pl, plan_frames_bytes(pl, pa, 0, mc, rq->h, rq->w)) +
-                  plan_part_mem(pl, pa, pa->vh, pa->vw, rq->t, NULL, 0, NULL, &scratch, &cb, &ca);
-        if (cb > caches) caches = cb;
-        copied += ca;
+                  whole_part_mem(pl, pa, rq->t, &scratch, &caches, &copied_ac);
     }
     if (!blend && pc->present) {
         store_b = plan_rounded(
@@ -279,11 +290,8 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         frame_b = plan_rounded(pl, plan_frames_bytes(pl, pc, 0,
                                                      pc->first > pc->chunk ? pc->first : pc->chunk,
                                                      pc->vh[0], pc->vw[0]));
-        double cc = 0;
-        phase_c = plan_part_mem(pl, pc, pc->vh, pc->vw, plan_part_in_frames(pl, pc), NULL, 0,
-                                NULL, &scratch, &cb, &cc);
-        if (cb > caches) caches = cb;
-        copied += cc;
+        phase_c =
+            whole_part_mem(pl, pc, plan_part_in_frames(pl, pc), &scratch, &caches, &copied_ac);
     }
     vae_free(zw);
     c->store_host[0] = c->store_host[1] = c->store_file[0] = c->store_file[1] = 0;
@@ -347,9 +355,10 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     const double ranks = rq->ranks > 1 ? rq->ranks : 1;
     /* (bands: every device runs A, but its attention's queries are shared out) */
     const double a_att = pl->b_reduce && !blend ? kind_macs(pl, 0, b->from, VAE_OP_ATTENTION) : 0;
-    c->cost = (macs - macs_b - a_att * (1 - 1 / ranks)) / (c->a_shared ? ranks : 1) +
-              (macs_b + OP_CALL_MACS * calls_b) / ranks + HOST_BYTE_MACS * host_bytes +
-              DEVICE_BYTE_MACS * copied;
+    c->cost = (macs - macs_b - a_att * (1 - 1 / ranks) + DEVICE_BYTE_MACS * copied_ac) /
+                  (c->a_shared ? ranks : 1) +
+              (macs_b + OP_CALL_MACS * calls_b + DEVICE_BYTE_MACS * copied) / ranks +
+              HOST_BYTE_MACS * host_bytes;
     return VAE_OK;
 }
 

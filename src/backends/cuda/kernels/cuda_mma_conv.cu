@@ -37,6 +37,8 @@
  * out, 2 B's, 4 the MMAs; 0 in the engine */
 #ifndef MMA_CONV_LAB
 #define MMA_CONV_LAB 0
+#elif MMA_CONV_LAB != 0 && !defined(MMA_CONV_PROBE)
+#error "MMA_CONV_LAB makes the kernel's output wrong: bench/mma_conv_probe.cu's builds only"
 #endif
 
 namespace mmaconv {
