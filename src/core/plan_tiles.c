@@ -225,24 +225,27 @@ static int64_t whole_part_mem(const planner *pl, const part *q, int t_in, int64_
     return m;
 }
 
-/* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
- * the tiles; st: as column strips, ax their columns), into c. */
-static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
-                      int blend, const vae_strips *st, cand *c) {
-    const vae_plan_request *rq = pl->rq;
+/* What the tiles of part B add up to: the largest tile's memory (its input crop included), the
+ * backend scratch and causal caches the largest need, B's MACs over every tile, and the bytes B
+ * copies on the device (strips' rebuilt inputs, the tiles' windows) */
+typedef struct b_sums {
+    int64_t mem, scratch, caches;
+    double macs, copied;
+} b_sums;
+
+/* B's sums over the grid ay x ax (st: as column strips); c->frame raised to its largest frame */
+static int tiles_b_sums(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
+                        const vae_strips *st, b_sums *s, cand *c) {
     const int nv = b->prog.n_values, t_b = plan_part_in_frames(pl, b);
-    int64_t mem_b = 0, scratch = pl->rq->scratch_now, caches = 0, cb = 0;
-    /* bytes copied on the device: B's (strips' rebuilt inputs, the tiles' windows), A and C's */
-    double macs = 0, copied = 0, copied_ac = 0;
     int *zw = st ? vae_calloc((size_t)2 * b->prog.n_ops + 1, sizeof *zw) : NULL;
     if (st && !zw) return vae_fail(VAE_ENOMEM, "out of memory planning");
-    c->frame = 0;
     for (int iy = 0; iy < ay->n; iy++)
         for (int ix = 0; ix < ax->n; ix++) {
             const int *ly = ay->len + (size_t)iy * nv, *lx = ax->len + (size_t)ix * nv;
             for (int i = 0; i < b->prog.n_ops; i++) {
                 const vae_op *op = &b->prog.ops[i];
-                macs += vae_op_macs(op, (int)pl->op_frames[b->from + i], ly[op->out], lx[op->out]);
+                s->macs +=
+                    vae_op_macs(op, (int)pl->op_frames[b->from + i], ly[op->out], lx[op->out]);
             }
             if (ay->cls[iy] != iy || ax->cls[ix] != ix)
                 continue; /* same memory as an earlier one */
@@ -250,25 +253,38 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
             if (fr > c->frame) c->frame = fr;
             vae_plan_trim trims[VAE_PLAN_MAX_TRIMS];
             int nt = st ? 0 : tile_trims(b, ay, iy, ax, ix, trims);
-            if (st) strip_rebuilds(pl, b, st, ix, zw, &copied);
+            if (st) strip_rebuilds(pl, b, st, ix, zw, &s->copied);
+            int64_t cb = 0;
             double wc = 0; /* its windows' copies, as many times as tiles of its class */
-            int64_t m = plan_part_mem(pl, b, ly, lx, t_b, trims, nt, zw, &scratch, &cb, &wc);
-            copied += wc * class_size(ay, iy) * class_size(ax, ix);
+            int64_t m = plan_part_mem(pl, b, ly, lx, t_b, trims, nt, zw, &s->scratch, &cb, &wc);
+            s->copied += wc * class_size(ay, iy) * class_size(ax, ix);
             if (m < 0) {
                 vae_free(zw);
                 return vae_fail(VAE_ENOMEM, "out of memory planning");
             }
-            if (cb > caches) caches = cb;
+            if (cb > s->caches) s->caches = cb;
             /* its input: a crop of one frame of A's store, or of the user's input chunk */
             const int in_frames = b->first > b->chunk ? b->first : b->chunk;
             m += plan_rounded(pl, plan_frames_bytes(pl, b, 0, in_frames, ly[0], lx[0]));
-            if (m > mem_b) mem_b = m;
+            if (m > s->mem) s->mem = m;
         }
+    vae_free(zw);
+    return VAE_OK;
+}
+
+/* The parts that run whole frames around B (A before it, C after), what their stores hold: the
+ * whole video on the device, or (host) a frame staged there and the rest on the host */
+typedef struct whole_parts {
+    int64_t store_a, frame_a, phase_a; /* A's output store, a frame of it, A's own run */
+    int64_t store_b, frame_b, phase_c; /* B's output store (C's input), C's step, C's run */
+    double copied;                     /* the bytes A and C copy on the device */
+} whole_parts;
+
+static void whole_parts_eval(planner *pl, const part *b, int blend, b_sums *s, whole_parts *w,
+                             cand *c) {
+    const vae_plan_request *rq = pl->rq;
     const part *pa = &pl->pa, *pc = &pl->pc;
-    /* the stores hold the whole video on the device when that fits, else one frame is staged
-     * there and the rest lives on the host */
-    int64_t store_a = 0, store_b = 0, frame_a = 0, frame_b = 0, phase_a = 0, phase_c = 0;
-    /* (A and C run whole frames) */
+    memset(w, 0, sizeof *w);
     for (int k = 0; k < 2 && !blend; k++) {
         const part *q = k ? pc : pa;
         const int64_t fr = q->present ? plan_max_frame(q->vh, q->vw, q->prog.n_values) : 0;
@@ -276,62 +292,68 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
     }
     if (!blend && pa->present) {
         const int v = pa->prog.output;
-        store_a = plan_rounded(
+        w->store_a = plan_rounded(
             pl, plan_frames_bytes(pl, pa, v, plan_part_in_frames(pl, b), pa->vh[v], pa->vw[v]));
-        frame_a = plan_rounded(pl, plan_frames_bytes(pl, pa, v, 1, pa->vh[v], pa->vw[v]));
+        w->frame_a = plan_rounded(pl, plan_frames_bytes(pl, pa, v, 1, pa->vh[v], pa->vw[v]));
         const int mc = pa->first > pa->chunk ? pa->first : pa->chunk;
-        phase_a = plan_rounded(pl, plan_frames_bytes(pl, pa, 0, mc, rq->h, rq->w)) +
-                  whole_part_mem(pl, pa, rq->t, &scratch, &caches, &copied_ac);
+        w->phase_a = plan_rounded(pl, plan_frames_bytes(pl, pa, 0, mc, rq->h, rq->w)) +
+                     whole_part_mem(pl, pa, rq->t, &s->scratch, &s->caches, &w->copied);
     }
     if (!blend && pc->present) {
-        store_b = plan_rounded(
+        w->store_b = plan_rounded(
             pl, plan_frames_bytes(pl, pc, 0, plan_part_in_frames(pl, pc), pc->vh[0], pc->vw[0]));
         /* on the host, C's steps are copied to the device (its input buffer) */
-        frame_b = plan_rounded(pl, plan_frames_bytes(pl, pc, 0,
-                                                     pc->first > pc->chunk ? pc->first : pc->chunk,
-                                                     pc->vh[0], pc->vw[0]));
-        phase_c =
-            whole_part_mem(pl, pc, plan_part_in_frames(pl, pc), &scratch, &caches, &copied_ac);
+        w->frame_b = plan_rounded(
+            pl, plan_frames_bytes(pl, pc, 0, pc->first > pc->chunk ? pc->first : pc->chunk,
+                                  pc->vh[0], pc->vw[0]));
+        w->phase_c = whole_part_mem(pl, pc, plan_part_in_frames(pl, pc), &s->scratch, &s->caches,
+                                    &w->copied);
     }
-    vae_free(zw);
-    c->store_host[0] = c->store_host[1] = c->store_file[0] = c->store_file[1] = 0;
-    c->caches = caches;
-    const double macs_b = macs;
+}
+
+/* The peak of B's tiles between A and C with the stores and strips' slots where they fit the
+ * budget: on the device where they can, else on the host (c: the choice and its peak) */
+static void stores_place(const planner *pl, const b_sums *s, const whole_parts *w, int64_t slots,
+                         cand *c) {
+    const vae_plan_request *rq = pl->rq;
     const int group = rq->ranks > 1; /* B's store: host memory every device of the group writes */
     /* strips: their slots on the device, or on the host where the budget needs it and they are
      * within the host cap (exec_strip.c keeps them in memory: no file behind them) */
-    const int64_t slots = st ? vae_strips_slot_bytes(st, &b->prog, rq->elem, rq->round) : 0;
     const int host_slots_ok = slots > 0 && slots <= rq->host_store_max;
+    c->store_host[0] = c->store_host[1] = c->store_file[0] = c->store_file[1] = 0;
     int fit = 0;
     for (int sh = host_slots_ok && rq->store_host ? 1 : 0; sh < (host_slots_ok ? 2 : 1) && !fit;
          sh++) {
         c->slots_host = sh;
-        const int64_t mb = mem_b + (sh ? 0 : slots);
+        const int64_t mb = s->mem + (sh ? 0 : slots);
         for (int host = rq->store_host || c->a_shared ? 1 : 0; host < 2; host++) {
             /* a host store of A (pinned, or a file through pinned slots) stages a frame on the
              * device, unless the backend copies host memory directly into the tiles' input */
-            const int64_t sa = host ? (rq->host_direct ? 0 : frame_a) : store_a;
-            const int64_t sb = host || group ? frame_b : store_b;
-            int64_t pk = phase_a + sa;
+            const int64_t sa = host ? (rq->host_direct ? 0 : w->frame_a) : w->store_a;
+            const int64_t sb = host || group ? w->frame_b : w->store_b;
+            int64_t pk = w->phase_a + sa;
             if (sa + mb + sb > pk) pk = sa + mb + sb;
-            if (sb + phase_c > pk) pk = sb + phase_c;
+            if (sb + w->phase_c > pk) pk = sb + w->phase_c;
             if (sh) pk += rq->host_copy; /* the backend's staging of the slots' copies */
             c->peak_alloc = pk;
-            c->scratch = scratch;
-            c->peak = rq->fixed + scratch + pk;
-            c->store_host[0] = host && store_a;
-            c->store_host[1] = (host || group) && store_b;
-            c->store_file[0] = c->store_host[0] && store_a > rq->host_store_max;
-            c->store_file[1] = c->store_host[1] && store_b > rq->host_store_max;
+            c->scratch = s->scratch;
+            c->peak = rq->fixed + s->scratch + pk;
+            c->store_host[0] = host && w->store_a;
+            c->store_host[1] = (host || group) && w->store_b;
+            c->store_file[0] = c->store_host[0] && w->store_a > rq->host_store_max;
+            c->store_file[1] = c->store_host[1] && w->store_b > rq->host_store_max;
             if ((fit = rq->budget <= 0 || c->peak <= rq->budget)) break;
         }
     }
-    /* work outside B: A and C run untiled */
-    if (!blend) macs += ops_macs(pl, 0, b->from) + ops_macs(pl, b->to, pl->p->n_ops);
-    c->macs = macs;
+}
+
+/* The bytes the chosen host stores and strips' slots move over the host link */
+static double host_traffic(const planner *pl, const part *b, const axis_tiles *ay,
+                           const axis_tiles *ax, const whole_parts *w, int64_t slots,
+                           const cand *c) {
+    double host_bytes = 0;
     /* a store on the host costs its traffic: written once, read again by the tiles' crops (A)
      * or by C (B) */
-    double host_bytes = 0;
     if (c->store_host[0]) {
         double crops = 0;
         /* above host_store_max: through a temporary file (the page cache, a ring of pinned
@@ -339,25 +361,46 @@ static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const ax
         for (int iy = 0; iy < ay->n; iy++)
             for (int ix = 0; ix < ax->n; ix++)
                 crops += (double)(ay->in[iy].hi - ay->in[iy].lo) * (ax->in[ix].hi - ax->in[ix].lo);
-        host_bytes += (double)store_a * (1 + crops / ((double)b->vh[0] * b->vw[0])) *
+        host_bytes += (double)w->store_a * (1 + crops / ((double)b->vh[0] * b->vw[0])) *
                       (c->store_file[0] ? 2 : 1);
     }
-    if (c->store_host[1]) host_bytes += 2.0 * (double)store_b * (c->store_file[1] ? 2 : 1);
+    if (c->store_host[1]) host_bytes += 2.0 * (double)w->store_b * (c->store_file[1] ? 2 : 1);
     /* strips: each inner edge writes the slots once and reads them once (ahead, overlapped,
      * where the backend has a bus) */
     if (c->slots_host)
-        host_bytes +=
-            2.0 * (double)slots * (ax->n - 1) * (rq->host_copy ? OVERLAPPED_HOST_SHARE : 1);
+        host_bytes += 2.0 * (double)slots * (ax->n - 1) *
+                      (pl->rq->host_copy ? OVERLAPPED_HOST_SHARE : 1);
+    return host_bytes;
+}
+
+/* Memory and work of tiling part b as ay x ax (peak over the parts run before, with and after
+ * the tiles; st: as column strips, ax their columns), into c. */
+static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
+                      int blend, const vae_strips *st, cand *c) {
+    const vae_plan_request *rq = pl->rq;
+    b_sums s = {0, pl->rq->scratch_now, 0, 0, 0};
+    c->frame = 0;
+    int rc = tiles_b_sums(pl, b, ay, ax, st, &s, c);
+    if (rc) return rc;
+    whole_parts w;
+    whole_parts_eval(pl, b, blend, &s, &w, c);
+    c->caches = s.caches;
+    const int64_t slots = st ? vae_strips_slot_bytes(st, &b->prog, rq->elem, rq->round) : 0;
+    stores_place(pl, &s, &w, slots, c);
+    /* work outside B: A and C run untiled */
+    c->macs = s.macs + (blend ? 0 : ops_macs(pl, 0, b->from) + ops_macs(pl, b->to, pl->p->n_ops));
+    const double host_bytes = host_traffic(pl, b, ay, ax, &w, slots, c);
     /* every op of B once per tile and step */
-    const double calls_b = (double)ay->n * ax->n * b->prog.n_ops * plan_part_steps(b, t_b);
+    const double calls_b =
+        (double)ay->n * ax->n * b->prog.n_ops * plan_part_steps(b, plan_part_in_frames(pl, b));
     /* a group's devices share B's tiles; each runs A itself, or the first one runs it while the
      * others' wider tiles begin */
     const double ranks = rq->ranks > 1 ? rq->ranks : 1;
     /* (bands: every device runs A, but its attention's queries are shared out) */
     const double a_att = pl->b_reduce && !blend ? kind_macs(pl, 0, b->from, VAE_OP_ATTENTION) : 0;
-    c->cost = (macs - macs_b - a_att * (1 - 1 / ranks) + DEVICE_BYTE_MACS * copied_ac) /
+    c->cost = (c->macs - s.macs - a_att * (1 - 1 / ranks) + DEVICE_BYTE_MACS * w.copied) /
                   (c->a_shared ? ranks : 1) +
-              (macs_b + OP_CALL_MACS * calls_b + DEVICE_BYTE_MACS * copied) / ranks +
+              (s.macs + OP_CALL_MACS * calls_b + DEVICE_BYTE_MACS * s.copied) / ranks +
               HOST_BYTE_MACS * host_bytes;
     return VAE_OK;
 }
