@@ -99,61 +99,101 @@ static __device__ __forceinline__ void kpos_set(const args &a, int bk, kpos &p) 
     p.off = (((int64_t)p.dt * a.h + p.dy) * a.w + p.dx) * a.ci + p.cb * bk;
 }
 static __device__ __forceinline__ void kpos_next(const args &a, int bk, kpos &p) {
-    if (++p.cb == a.cbs) {
-        p.cb = 0;
-        if (++p.dx == a.kw - a.pw) {
-            p.dx = -a.pw;
-            if (++p.dy == a.kh - a.ph) p.dy = -a.ph, p.dt++;
-        }
+    if (++p.cb < a.cbs) { /* the next channels of the same tap */
+        p.off += bk;
+        return;
+    }
+    p.cb = 0;
+    if (++p.dx == a.kw - a.pw) {
+        p.dx = -a.pw;
+        if (++p.dy == a.kh - a.ph) p.dy = -a.ph, p.dt++;
     }
     kpos_set(a, bk, p);
 }
 
-/* k-block kb (at p) into stage st: A rows (this thread's KC / 2 chunks), B rows (filters n0..);
- * then p moves on to k-block kb + 1 */
+/* What a thread loads and reads, computed once before the k-loop: its A chunks (the row's output
+ * pixel and the chunk's channels, and where the chunk goes in a stage), its B chunks (a filter's
+ * K run, which moves on by BK each k-block), and its ldmatrix rows' offsets in a stage (the same
+ * swizzle for every m16 / n16 tile of a warp: they are 16 rows apart, which leaves r KC / 8 % KC
+ * unchanged). The loop then only adds the k-block's tap offset and the stage's place: the loads'
+ * address arithmetic is what bounds a k-block of 2 k16 steps otherwise. */
+template <typename T, int BN, int KC> struct thread_plan {
+    typedef cfg<T, BN, KC> C;
+    static constexpr int A_CH = KC / 2; /* BM KC chunks over THREADS threads */
+    static constexpr int B_CH = (BN * KC + THREADS - 1) / THREADS;
+    row_pos rp[A_CH]; /* base: the row's input offset plus the chunk's channels */
+    int a_st[A_CH];   /* the chunks' places in a stage */
+    const T *b_src[B_CH];
+    int b_st[B_CH]; /* -1: no chunk */
+    int b_bytes[B_CH];
+    int a_ld[KC / 2], b_ld[KC / 2]; /* ldmatrix: rows of m16 tile 0 / n16 pair 0, step ks */
+
+    __device__ __forceinline__ void make(const args &a, int64_t m0, int n0, int wm, int wn) {
+        const int lane = threadIdx.x % 32;
+        const int64_t hw = (int64_t)a.ho * a.wo;
+#pragma unroll
+        for (int i = 0; i < A_CH; i++) {
+            const int idx = threadIdx.x + THREADS * i, r = idx / KC, c = idx % KC;
+            const int64_t m = m0 + r;
+            const int t = (int)(m / hw), oy = (int)(m % hw / a.wo), ox = (int)(m % a.wo);
+            rp[i].base = (((int64_t)t * a.h + oy) * a.w + ox) * a.ci + c * C::EPC;
+            rp[i].oy = m < a.m ? oy : -2 * a.h - 2 * a.ph; /* past the end: every tap outside */
+            rp[i].ox = ox;
+            a_st[i] = chunk_at<KC>(r, c);
+        }
+        const int64_t k = (int64_t)a.taps * a.ci; /* a filter's K */
+#pragma unroll
+        for (int j = 0; j < B_CH; j++) {
+            const int idx = threadIdx.x + THREADS * j, n = idx / KC, c = idx % KC;
+            const bool ok = idx < BN * KC && n0 + n < a.co;
+            b_src[j] = (const T *)a.wt + (ok ? (n0 + n) * k + c * C::EPC : 0);
+            b_st[j] = idx < BN * KC ? C::A_BYTES + chunk_at<KC>(n, c) : -1;
+            b_bytes[j] = ok ? 16 : 0;
+        }
+#pragma unroll
+        for (int ks = 0; ks < KC / 2; ks++) {
+            a_ld[ks] = chunk_at<KC>(wm * 32 + lane % 8 + lane / 8 % 2 * 8, 2 * ks + lane / 16);
+            b_ld[ks] = C::A_BYTES +
+                       chunk_at<KC>(wn * C::WN + lane % 8 + lane / 16 * 8, 2 * ks + lane / 8 % 2);
+        }
+    }
+};
+
+/* k-block kb (at p) into the stage at st; then p moves on to k-block kb + 1 */
 template <typename T, int BN, int KC>
-static __device__ __forceinline__ void load_stage(const args &a, const row_pos *rp, int n0, int kb,
-                                                  kpos &p, unsigned char *st) {
+static __device__ __forceinline__ void load_stage(const args &a, const thread_plan<T, BN, KC> &tp,
+                                                  int kb, kpos &p, unsigned char *st) {
     typedef cfg<T, BN, KC> C;
 #pragma unroll
-    for (int i = 0; i < KC / 2; i++) {
-        const int idx = threadIdx.x + THREADS * i, r = idx / KC, c = idx % KC;
-        const int iy = rp[i].oy + p.dy, ix = rp[i].ox + p.dx;
+    for (int i = 0; i < tp.A_CH; i++) {
+        const int iy = tp.rp[i].oy + p.dy, ix = tp.rp[i].ox + p.dx;
         const bool ok = (unsigned)iy < (unsigned)a.h && (unsigned)ix < (unsigned)a.w;
-        const T *src = ok ? (const T *)a.x + rp[i].base + p.off + c * C::EPC : (const T *)a.x;
-        if (!(MMA_CONV_LAB & 1)) cu_cp16(st + chunk_at<KC>(r, c), src, ok ? 16 : 0);
+        const T *src = ok ? (const T *)a.x + tp.rp[i].base + p.off : (const T *)a.x;
+        if (!(MMA_CONV_LAB & 1)) cu_cp16(st + tp.a_st[i], src, ok ? 16 : 0);
     }
-    unsigned char *sb = st + C::A_BYTES;
-    const int64_t k = (int64_t)a.taps * a.ci; /* a filter's K: the k-block's at kb x BK */
-    for (int idx = threadIdx.x; idx < BN * KC; idx += THREADS) {
-        const int n = idx / KC, c = idx % KC;
-        const bool ok = n0 + n < a.co;
-        const T *src = (const T *)a.wt + (ok ? (n0 + n) * k + (int64_t)kb * C::BK + c * C::EPC : 0);
-        if (!(MMA_CONV_LAB & 2)) cu_cp16(sb + chunk_at<KC>(n, c), src, ok ? 16 : 0);
-    }
+#pragma unroll
+    for (int j = 0; j < tp.B_CH; j++)
+        if (!(MMA_CONV_LAB & 2) && tp.b_st[j] >= 0)
+            cu_cp16(st + tp.b_st[j], tp.b_src[j] + (int64_t)kb * C::BK, tp.b_bytes[j]);
     kpos_next(a, C::BK, p);
 }
 
 /* one stage's MMAs: warp (wm, wn) accumulates rows 32 wm.., filters WN wn.. */
 template <typename T, int BN, int KC>
-static __device__ __forceinline__ void mma_stage(const unsigned char *st, int wm, int wn,
+static __device__ __forceinline__ void mma_stage(const unsigned char *st,
+                                                 const thread_plan<T, BN, KC> &tp,
                                                  float acc[2][cfg<T, BN, KC>::NT][4]) {
     typedef cfg<T, BN, KC> C;
-    const int lane = threadIdx.x % 32;
-    const unsigned char *sb = st + C::A_BYTES;
 #pragma unroll
     for (int ks = 0; ks < KC / 2; ks++) { /* a k32 (16-bit: k16) step: chunks 2 ks, 2 ks + 1 */
         unsigned af[2][4];
 #pragma unroll
-        for (int mt = 0; mt < 2; mt++) { /* matrices: rows +0 / +8, chunk 2 ks / 2 ks + 1 */
-            const int r = wm * 32 + mt * 16 + lane % 8 + lane / 8 % 2 * 8;
-            cu_ldsm(af[mt], st + chunk_at<KC>(r, 2 * ks + lane / 16));
-        }
+        for (int mt = 0; mt < 2; mt++) /* matrices: rows +0 / +8, chunk 2 ks / 2 ks + 1 */
+            cu_ldsm(af[mt], st + tp.a_ld[ks] + mt * 16 * C::ROW);
 #pragma unroll
         for (int j = 0; j < C::NT / 2; j++) { /* n8 tiles 2 j, 2 j + 1 */
             unsigned bf[4];                   /* matrices: filters +0 / +8, chunk 2 ks / 2 ks + 1 */
-            const int n = wn * C::WN + j * 16 + lane % 8 + lane / 16 * 8;
-            cu_ldsm(bf, sb + chunk_at<KC>(n, 2 * ks + lane / 8 % 2));
+            cu_ldsm(bf, st + tp.b_ld[ks] + j * 16 * C::ROW);
 #pragma unroll
             for (int mt = 0; mt < 2; mt++) {
                 if (MMA_CONV_LAB & 4) continue;
@@ -200,16 +240,8 @@ __global__ void __launch_bounds__(THREADS, 2) conv_kernel(args a) {
     unsigned char *smem = cu_dyn_smem();
     const int64_t m0 = (int64_t)blockIdx.x * BM;
     const int n0 = blockIdx.y * BN, warp = threadIdx.x / 32, wm = warp % 4, wn = warp / 4;
-    row_pos rp[KC / 2]; /* this thread's A rows (the same every k-block) */
-#pragma unroll
-    for (int i = 0; i < KC / 2; i++) {
-        const int64_t m = m0 + (threadIdx.x + THREADS * i) / KC;
-        const int64_t hw = (int64_t)a.ho * a.wo;
-        const int t = (int)(m / hw), oy = (int)(m % hw / a.wo), ox = (int)(m % a.wo);
-        rp[i].base = (((int64_t)t * a.h + oy) * a.w + ox) * a.ci;
-        rp[i].oy = m < a.m ? oy : -2 * a.h - 2 * a.ph; /* past the end: every tap outside */
-        rp[i].ox = ox;
-    }
+    thread_plan<T, BN, KC> tp;
+    tp.make(a, m0, n0, wm, wn);
     float acc[2][C::NT][4];
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
@@ -223,17 +255,19 @@ __global__ void __launch_bounds__(THREADS, 2) conv_kernel(args a) {
     kpos_set(a, C::BK, p);
 #pragma unroll
     for (int s = 0; s < C::STAGES - 1; s++) {
-        if (s < nk) load_stage<T, BN, KC>(a, rp, n0, s, p, smem + s * C::STAGE);
+        if (s < nk) load_stage<T, BN, KC>(a, tp, s, p, smem + s * C::STAGE);
         cu_cp_commit();
     }
+    /* the ring's places of the stage read (k-block kb) and the one loaded (kb + STAGES - 1) */
+    int rd = 0, wr = (C::STAGES - 1) * C::STAGE;
     for (int kb = 0; kb < nk; kb++) {
         cu_cp_wait<C::STAGES - 2>(); /* k-block kb has landed (this thread's part) */
         __syncthreads();             /* ... every thread's; and k-block kb - 1 is consumed */
-        const int next = kb + C::STAGES - 1;
-        if (next < nk)
-            load_stage<T, BN, KC>(a, rp, n0, next, p, smem + next % C::STAGES * C::STAGE);
+        if (kb + C::STAGES - 1 < nk) load_stage<T, BN, KC>(a, tp, kb + C::STAGES - 1, p, smem + wr);
         cu_cp_commit();
-        mma_stage<T, BN, KC>(smem + kb % C::STAGES * C::STAGE, wm, wn, acc);
+        mma_stage<T, BN, KC>(smem + rd, tp, acc);
+        rd = rd + C::STAGE == C::STAGES * C::STAGE ? 0 : rd + C::STAGE;
+        wr = wr + C::STAGE == C::STAGES * C::STAGE ? 0 : wr + C::STAGE;
     }
     epilogue<T, TO, BN, KC>(a, m0, n0, wm, wn, acc);
 }
