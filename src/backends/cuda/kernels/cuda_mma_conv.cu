@@ -116,10 +116,11 @@ static __device__ __forceinline__ void kpos_next(const args &a, int bk, kpos &p)
  * K run, which moves on by BK each k-block), and its ldmatrix rows' offsets in a stage (the same
  * swizzle for every m16 / n16 tile of a warp: they are 16 rows apart, which leaves r KC / 8 % KC
  * unchanged). The loop then only adds the k-block's tap offset and the stage's place: the loads'
- * address arithmetic is what bounds a k-block of 2 k16 steps otherwise. */
+ * address arithmetic is what bounds a k-block's KC / 2 MMA steps otherwise. */
 template <typename T, int BN, int KC> struct thread_plan {
     typedef cfg<T, BN, KC> C;
-    static constexpr int A_CH = KC / 2; /* BM KC chunks over THREADS threads */
+    static constexpr int A_CH = BM * KC / THREADS; /* BM KC chunks over THREADS threads */
+    static_assert(BM * KC == A_CH * THREADS, "A's chunks split evenly over the threads");
     static constexpr int B_CH = (BN * KC + THREADS - 1) / THREADS;
     row_pos rp[A_CH]; /* base: the row's input offset plus the chunk's channels */
     int a_st[A_CH];   /* the chunks' places in a stage */
@@ -146,6 +147,7 @@ template <typename T, int BN, int KC> struct thread_plan {
         for (int j = 0; j < B_CH; j++) {
             const int idx = threadIdx.x + THREADS * j, n = idx / KC, c = idx % KC;
             const bool ok = idx < BN * KC && n0 + n < a.co;
+            /* (a filter past c_out copies no bytes; its source, kb BK on, stays in filter 0's K) */
             b_src[j] = (const T *)a.wt + (ok ? (n0 + n) * k + c * C::EPC : 0);
             b_st[j] = idx < BN * KC ? C::A_BYTES + chunk_at<KC>(n, c) : -1;
             b_bytes[j] = ok ? 16 : 0;
