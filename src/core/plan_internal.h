@@ -141,6 +141,8 @@ typedef struct cand {
 int plan_runnable(const cand *c);
 /* steps of part q over t_in input frames */
 int plan_part_steps(const part *q, int t_in);
+/* the most input frames one step of part q takes (its first step's or a later one's) */
+int plan_part_max_step(const part *q);
 /* op calls of op i of the whole program over the stream at the frame loops pl->fr: one a step,
  * or one a frame inside a frame loop */
 double plan_op_calls(const planner *pl, int i);

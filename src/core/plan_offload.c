@@ -23,8 +23,8 @@ int64_t plan_whole_mem(const planner *pl, const unsigned char *offload, int64_t 
     planner with = *pl; /* the same planner, whose memory model sees these homes */
     with.rq = &rq;
     const part *q = &pl->whole;
-    const int max_chunk = q->first > q->chunk ? q->first : q->chunk;
-    int64_t dev_in = plan_rounded(pl, plan_frames_bytes(pl, q, 0, max_chunk, rq.h, rq.w));
+    int64_t dev_in =
+        plan_rounded(pl, plan_frames_bytes(pl, q, 0, plan_part_max_step(q), rq.h, rq.w));
     int64_t m =
         plan_part_mem(&with, q, q->vh, q->vw, rq.t, NULL, 0, NULL, scratch, caches, NULL);
     return m < 0 ? -1 : dev_in + m;

@@ -10,6 +10,10 @@ int plan_part_steps(const part *q, int t_in) {
     return t_in <= q->first ? 1 : 1 + (t_in - q->first + q->chunk - 1) / q->chunk;
 }
 
+int plan_part_max_step(const part *q) {
+    return q->first > q->chunk ? q->first : q->chunk;
+}
+
 /* The part's memory for value shapes vh x vw (a tile's, or the whole frame's). */
 int64_t plan_part_mem(const planner *pl, const part *q, const int *vh, const int *vw, int t_in,
                       const vae_plan_trim *trims, int n_trims, const int *zw, int64_t *scratch,
@@ -264,8 +268,7 @@ static int tiles_b_sums(planner *pl, const part *b, const axis_tiles *ay, const 
             }
             if (cb > s->caches) s->caches = cb;
             /* its input: a crop of one frame of A's store, or of the user's input chunk */
-            const int in_frames = b->first > b->chunk ? b->first : b->chunk;
-            m += plan_rounded(pl, plan_frames_bytes(pl, b, 0, in_frames, ly[0], lx[0]));
+            m += plan_rounded(pl, plan_frames_bytes(pl, b, 0, plan_part_max_step(b), ly[0], lx[0]));
             if (m > s->mem) s->mem = m;
         }
     vae_free(zw);
@@ -295,17 +298,16 @@ static void whole_parts_eval(planner *pl, const part *b, int blend, b_sums *s, w
         w->store_a = plan_rounded(
             pl, plan_frames_bytes(pl, pa, v, plan_part_in_frames(pl, b), pa->vh[v], pa->vw[v]));
         w->frame_a = plan_rounded(pl, plan_frames_bytes(pl, pa, v, 1, pa->vh[v], pa->vw[v]));
-        const int mc = pa->first > pa->chunk ? pa->first : pa->chunk;
-        w->phase_a = plan_rounded(pl, plan_frames_bytes(pl, pa, 0, mc, rq->h, rq->w)) +
-                     whole_part_mem(pl, pa, rq->t, &s->scratch, &s->caches, &w->copied);
+        w->phase_a =
+            plan_rounded(pl, plan_frames_bytes(pl, pa, 0, plan_part_max_step(pa), rq->h, rq->w)) +
+            whole_part_mem(pl, pa, rq->t, &s->scratch, &s->caches, &w->copied);
     }
     if (!blend && pc->present) {
         w->store_b = plan_rounded(
             pl, plan_frames_bytes(pl, pc, 0, plan_part_in_frames(pl, pc), pc->vh[0], pc->vw[0]));
         /* on the host, C's steps are copied to the device (its input buffer) */
         w->frame_b = plan_rounded(
-            pl, plan_frames_bytes(pl, pc, 0, pc->first > pc->chunk ? pc->first : pc->chunk,
-                                  pc->vh[0], pc->vw[0]));
+            pl, plan_frames_bytes(pl, pc, 0, plan_part_max_step(pc), pc->vh[0], pc->vw[0]));
         w->phase_c = whole_part_mem(pl, pc, plan_part_in_frames(pl, pc), &s->scratch, &s->caches,
                                     &w->copied);
     }
@@ -378,7 +380,7 @@ static double host_traffic(const planner *pl, const part *b, const axis_tiles *a
 static int eval_tiles(planner *pl, const part *b, const axis_tiles *ay, const axis_tiles *ax,
                       int blend, const vae_strips *st, cand *c) {
     const vae_plan_request *rq = pl->rq;
-    b_sums s = {0, pl->rq->scratch_now, 0, 0, 0};
+    b_sums s = {0, rq->scratch_now, 0, 0, 0};
     c->frame = 0;
     int rc = tiles_b_sums(pl, b, ay, ax, st, &s, c);
     if (rc) return rc;
